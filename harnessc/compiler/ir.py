@@ -1,0 +1,360 @@
+"""The IR: pydantic models for tasks, contracts and harness config.
+
+The YAML-facing models (ContractsFile, HarnessConfig and what they contain) forbid unknown
+keys and carry a description on every field: schemas/*.schema.json are generated from them.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+
+from ..diagnostics import Span
+
+# ------------------------------------------------------------------ scalar types
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+DURATION_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h|d))+$"
+
+
+def parse_duration(text: Any) -> int | float:
+    """'45s', '30m', '4h', '1d', '1h30m', '20ms' -> seconds (int when whole). Numbers are seconds."""
+    if isinstance(text, bool):
+        raise ValueError("a duration is a number with a unit, like 45s, 30m, 4h, 1d or 1h30m")
+    if isinstance(text, (int, float)):
+        if text < 0:
+            raise ValueError("a duration cannot be negative")
+        return text
+    if not isinstance(text, str):
+        raise ValueError("a duration is a number with a unit, like 45s, 30m, 4h, 1d or 1h30m")
+    s = text.strip()
+    if not s or not re.fullmatch(DURATION_PATTERN, s):
+        raise ValueError(
+            f"'{text}' is not a duration: use a number with a unit, like 45s, 30m, 4h, 1d or 1h30m"
+        )
+    total = sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(s))
+    return int(total) if float(total).is_integer() else round(total, 6)
+
+
+Duration = Annotated[
+    Union[int, float],
+    BeforeValidator(parse_duration),
+    WithJsonSchema(
+        {
+            "description": "A duration: a number with a unit (ms, s, m, h, d), e.g. 45s, 30m, 4h, 1h30m; or seconds as a number.",
+            "anyOf": [
+                {"type": "string", "pattern": DURATION_PATTERN},
+                {"type": "number", "minimum": 0},
+            ],
+        }
+    ),
+]
+
+
+class DeliverableType(str, Enum):
+    """The types a deliverable can have."""
+
+    str = "str"
+    int = "int"
+    float = "float"
+    bool = "bool"
+    list = "list"
+    dict = "dict"
+    any = "any"
+
+
+DELIVERABLE_TYPES = [t.value for t in DeliverableType]
+
+
+class FailureStrategy(str, Enum):
+    """What happens after max_retries failed attempts."""
+
+    retry = "retry"
+    fallback = "fallback"
+    partial = "partial"
+    template = "template"
+    escalate = "escalate"
+    fail = "fail"
+
+
+class Complexity(str, Enum):
+    trivial = "trivial"
+    simple = "simple"
+    medium = "medium"
+    complex = "complex"
+    epic = "epic"
+
+
+class Priority(str, Enum):
+    critical = "critical"
+    high = "high"
+    normal = "normal"
+    low = "low"
+
+
+PRIORITY_RANK = {"critical": 0, "high": 1, "normal": 2, "low": 3}
+
+
+class _Spec(BaseModel):
+    """Base for models read from YAML: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_enum_values=True)
+
+
+# ------------------------------------------------------------------ contracts.yaml
+
+
+class Deliverable(_Spec):
+    """One field of a contract's output."""
+
+    type: DeliverableType = Field(
+        DeliverableType.any, description="The value's type: str, int, float, bool, list, dict or any."
+    )
+    description: str = Field("", description="What the field holds; shown to the agent.")
+    required: bool = Field(True, description="Whether the field must be present (default true).")
+    rules: list[str] = Field(
+        default_factory=list,
+        description="Rule expressions over `value` that must all hold, e.g. 'value >= 0', 'len(value) > 0'.",
+    )
+    example: Any = Field(None, description="An example value; must satisfy the type and rules.")
+    default: Any = Field(None, description="Used when the field is missing (and by fallbacks).")
+    enum: list[Any] | None = Field(None, description="The only values allowed.")
+    items: Union[DeliverableType, "Deliverable", None] = Field(
+        None, description="For lists: the item type, or a nested deliverable."
+    )
+    fields: dict[str, "Deliverable"] | None = Field(
+        None, description="For dicts: the nested deliverables, by key."
+    )
+    schema_: dict[str, Any] | None = Field(
+        None,
+        alias="schema",
+        description="Raw JSON Schema for this value: an escape hatch, merged into the generated schema.",
+    )
+
+
+class AcceptCommand(_Spec):
+    """A command that must exit 0 for a claim to be accepted."""
+
+    id: str | None = Field(None, description="A name for the check, shown in reports.")
+    run: str | list[str] = Field(
+        ..., description="The command: a string (split like a shell, but no shell runs) or an argv list."
+    )
+    timeout: Duration | None = Field(None, description="Kill the command after this long.")
+
+
+class Constraints(_Spec):
+    """Resource limits for one task under this contract."""
+
+    max_input_tokens: int | None = Field(None, ge=1, description="Input tokens per attempt.")
+    max_output_tokens: int | None = Field(None, ge=1, description="Output tokens per attempt.")
+    max_total_tokens: int | None = Field(None, ge=1, description="Tokens across all attempts.")
+    max_tool_calls: int | None = Field(None, ge=0, description="Tool calls allowed.")
+    timeout: Duration | None = Field(None, description="Time allowed per attempt.")
+    warn_threshold: float = Field(
+        0.8, ge=0, le=1, description="Fraction of a limit at which a warning is emitted."
+    )
+
+
+class Contract(_Spec):
+    """What a task's output must be and how it is verified."""
+
+    description: str = Field("", description="What the contract is for.")
+    version: str = Field("1.0.0", description="The contract's version.")
+    extends: str | None = Field(
+        None, description="Another contract whose output, accept and settings this one reuses."
+    )
+    output: dict[str, Deliverable] | None = Field(
+        None, description="The JSON object the agent must return: field name -> deliverable."
+    )
+    output_rules: list[str] = Field(
+        default_factory=list,
+        description="Rules over the whole output, as `output` (e.g. 'output.end > output.start').",
+    )
+    accept: list[Union[str, AcceptCommand]] = Field(
+        default_factory=list, description="Commands that must exit 0 (tests, linters)."
+    )
+    constraints: Constraints | None = Field(None, description="Resource limits.")
+    on_failure: FailureStrategy | None = Field(
+        None, description="After max_retries failed attempts: retry (then fail), fallback, partial, template, escalate or fail."
+    )
+    max_retries: int | None = Field(
+        None, ge=0, description="Retries after the first attempt (2 means up to 3 attempts)."
+    )
+    tags: list[str] = Field(default_factory=list, description="Free-form labels.")
+
+
+class ContractsFile(_Spec):
+    """contracts.yaml: named output contracts."""
+
+    model_config = ConfigDict(title="harnessc contracts.yaml")
+    contracts: dict[str, Contract] = Field(
+        default_factory=dict, description="Contracts by name; tasks refer to them with `contract:`."
+    )
+
+
+# ------------------------------------------------------------------ harness.yaml
+
+
+class Price(_Spec):
+    """USD per million tokens."""
+
+    input: float = Field(..., ge=0, description="USD per million input tokens.")
+    output: float = Field(..., ge=0, description="USD per million output tokens.")
+
+
+class AgentLimits(_Spec):
+    """Usage caps for one agent."""
+
+    daily_calls: int | None = Field(None, ge=0, description="Calls per day.")
+    daily_tokens: int | None = Field(None, ge=0, description="Tokens per day.")
+    concurrency: int | None = Field(None, ge=1, description="Calls in flight at once.")
+
+
+Provider = Literal["anthropic", "openai", "command", "simulate", "replay"]
+
+
+class AgentConfig(_Spec):
+    """An agent: a provider plus how to reach and use it."""
+
+    provider: Provider = Field(
+        ..., description="anthropic, openai (any OpenAI-compatible server), command (a CLI agent), simulate (offline) or replay (recorded)."
+    )
+    model: str | None = Field(None, description="Model id for anthropic/openai.")
+    tier: Literal["fast", "balanced", "powerful"] | None = Field(
+        None, description="Rough strength, used by the router."
+    )
+    price: Price | None = Field(None, description="USD per million tokens; enables cost estimates.")
+    limits: AgentLimits | None = Field(None, description="Usage caps.")
+    base_url: str | None = Field(None, description="API endpoint (any OpenAI-compatible server for openai).")
+    api_key_env: str | None = Field(
+        "", description="Environment variable holding the API key; null for none. Keys are never stored."
+    )
+    max_tokens: int | None = Field(None, ge=1, description="Output token cap per call.")
+    temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature.")
+    command: list[str] | None = Field(
+        None, description="For provider command: argv; {prompt} and {prompt_file} are replaced, else the prompt goes to stdin."
+    )
+    timeout: Duration | None = Field(None, description="Per-call time limit.")
+    env: dict[str, str] | None = Field(
+        None, description="Extra environment for a command agent (API keys are otherwise removed)."
+    )
+    # simulate
+    latency: Duration | None = Field(None, description="simulate: delay per call, e.g. 20ms.")
+    invalid_first: int | None = Field(None, ge=0, description="simulate: answer invalidly this many times first.")
+    fail_rate: float | None = Field(None, ge=0, le=1, description="simulate: fraction of calls that fail transiently.")
+    progress: Literal["steady", "none"] | None = Field(None, description="simulate: show progress or not.")
+    complete_after: int | None = Field(None, ge=0, description="simulate: iterations before claiming completion.")
+    seed: int | None = Field(None, description="simulate: random seed.")
+    # replay
+    cassette: str | None = Field(None, description="replay: the recording to serve.")
+
+
+class Routing(_Spec):
+    """How a task gets its agent."""
+
+    default: str = Field("auto", description="An agent name, or auto.")
+    by_complexity: dict[Complexity, str] = Field(
+        default_factory=dict, description="Agent per complexity (trivial..epic)."
+    )
+    escalation: list[str] = Field(
+        default_factory=list, description="Agents in order of strength, for escalation."
+    )
+    max_fallbacks: int = Field(2, ge=0, description="How many other agents a task may fall back to.")
+
+
+class Budget(_Spec):
+    """Limits for a whole run."""
+
+    max_cost_usd: float | None = Field(None, ge=0, description="USD for the whole run.")
+    max_tokens: int | None = Field(None, ge=0, description="Tokens for the whole run.")
+
+
+class Defaults(_Spec):
+    """Task settings used where the roadmap and contract say nothing."""
+
+    max_retries: int = Field(2, ge=0, description="Retries after the first attempt.")
+    retry_delays: list[Duration] = Field(
+        default_factory=lambda: [0, 1, 2], description="Delay before each retry; the last repeats."
+    )
+    max_iterations: int | None = Field(50, ge=1, description="Iterations per task; null for unlimited.")
+    max_time: Duration = Field(3600, description="Wall time per task.")
+    stuck_after: int = Field(3, ge=1, description="No-progress iterations before recovery.")
+    on_failure: FailureStrategy = Field(FailureStrategy.retry, description="See contracts.")
+
+
+class HarnessConfig(_Spec):
+    """harness.yaml: agents, routing, budgets and defaults."""
+
+    model_config = ConfigDict(title="harnessc harness.yaml")
+    agents: dict[str, AgentConfig] = Field(default_factory=dict, description="Agents by name.")
+    routing: Routing = Field(default_factory=Routing, description="Agent selection.")
+    budget: Budget = Field(default_factory=Budget, description="Run-wide limits.")
+    defaults: Defaults = Field(default_factory=Defaults, description="Task defaults.")
+    concurrency: int = Field(4, ge=1, description="Tasks run at once.")
+    templates: str | None = Field(
+        None, description="Directory of Jinja overrides, same file names as harnessc/templates."
+    )
+
+
+BUILTIN_AGENT = "rehearsal"
+
+
+def builtin_agents() -> dict[str, AgentConfig]:
+    return {BUILTIN_AGENT: AgentConfig(provider="simulate")}
+
+
+# ------------------------------------------------------------------ roadmap.md
+
+
+class Task(BaseModel):
+    """One task of roadmap.md, as written (aliases resolved, values typed)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    id: str
+    title: str
+    phase: str | None = None
+    done: bool = False
+    depends_on: list[str] = Field(default_factory=list)
+    contract: str | None = None
+    agent: list[str] = Field(default_factory=list)  # [] = unset; ["auto"] = router decides
+    model: str | None = None
+    complexity: Complexity | None = None
+    priority: Priority | None = None
+    max_iterations: int | Literal["unlimited"] | None = None
+    max_time: int | float | None = None
+    stuck_after: int | None = None
+    completion_promise: str | None = None
+    success: str | None = None
+    accept: list[str] = Field(default_factory=list)
+    context: list[str] = Field(default_factory=list)
+    max_retries: int | None = None
+    on_failure: FailureStrategy | None = None
+    budget: float | None = None
+    tags: list[str] = Field(default_factory=list)
+    goal: str = ""
+    # where each part was written: "id", "title", and property keys (canonical names)
+    span: Span
+    spans: dict[str, Span] = Field(default_factory=dict)
+    value_spans: dict[str, list[Span]] = Field(default_factory=dict)
+
+
+class Roadmap(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    path: str
+    title: str | None = None
+    overview: str = ""
+    tasks: list[Task] = Field(default_factory=list)
+
+
+# Canonical task keys, in the order `harnessc ls --output json` prints them.
+LS_KEYS = (
+    "id", "title", "phase", "done", "depends_on", "contract", "agent", "model", "complexity",
+    "priority", "max_iterations", "max_time", "stuck_after", "completion_promise", "success",
+    "accept", "context", "tags", "goal",
+)

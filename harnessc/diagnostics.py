@@ -1,0 +1,253 @@
+"""Diagnostics: where a problem is (Span), what it is (Diagnostic), the collector and renderers.
+
+Every user-facing problem in harnessc is a Diagnostic. The collector is the one place
+that decides whether a problem is collected (lint: report everything) or raised at once
+(``fail_fast``: e.g. validating a single file in the runtime).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Iterable, Iterator, Literal
+
+Severity = Literal["error", "warning", "note"]
+
+# Each code, with the one-line title used by --format sarif and docs/spec-reference.md.
+CODES: dict[str, str] = {
+    # files
+    "HC001": "spec file missing",
+    "HC002": "file too large",
+    "HC003": "file is not valid UTF-8 text",
+    "HC004": "no project found",
+    # roadmap.md
+    "HC101": "roadmap has no '## Tasks' section",
+    "HC102": "roadmap syntax error",
+    "HC103": "unknown task property",
+    "HC104": "duplicate task property",
+    "HC105": "bad property value",
+    "HC106": "bad task id",
+    "HC107": "duplicate task id",
+    # YAML and its models
+    "HC201": "YAML syntax error",
+    "HC202": "tab used for indentation",
+    "HC203": "YAML alias, anchor or tag not allowed",
+    "HC204": "duplicate YAML key",
+    "HC205": "YAML nesting or size limit exceeded",
+    "HC210": "unknown key",
+    "HC211": "bad value",
+    "HC212": "unknown deliverable type",
+    "HC213": "example or default breaks its own type or rules",
+    "HC214": "bad contract extends",
+    "HC215": "missing required key",
+    # rules
+    "HC301": "rule syntax error",
+    "HC302": "rule does not type-check",
+    "HC303": "unknown name or function in rule",
+    "HC304": "rule rejected: unsafe or too costly",
+    # references and graph
+    "HC401": "unknown dependency",
+    "HC402": "unknown contract",
+    "HC403": "unknown agent",
+    "HC404": "dependency cycle",
+    "HC405": "context path outside the project",
+    "HC406": "context path matches nothing",
+    "HC407": "task depends on itself",
+    "HC410": "nothing verifies this task",
+    # templates
+    "HC501": "template syntax error",
+    "HC502": "undefined variable in template",
+    "HC503": "template error",
+    # output validation (harnessc validate, the runtime)
+    "HC601": "output is not valid JSON",
+    "HC602": "output does not match the contract schema",
+    "HC603": "output breaks a contract rule",
+}
+
+
+@dataclass(frozen=True, order=True)
+class Span:
+    """A place in a source file; line and col are 1-based, end is exclusive."""
+
+    path: str
+    line: int = 1
+    col: int = 1
+    end_line: int | None = None
+    end_col: int | None = None
+
+    def shifted(self, chars: int, length: int | None = None) -> "Span":
+        """The span `chars` characters to the right on the same line (for spots inside a value)."""
+        col = self.col + chars
+        return Span(self.path, self.line, col, self.line, col + length if length else None)
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    severity: Severity
+    message: str
+    span: Span
+    hint: str | None = None
+
+    def sort_key(self):
+        return (self.span.path, self.span.line, self.span.col, self.code, self.message)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["span"] = asdict(self.span)
+        return d
+
+
+class CompileError(Exception):
+    """Raised by a fail-fast collector; carries the diagnostic that stopped compilation."""
+
+    def __init__(self, diagnostic: Diagnostic):
+        super().__init__(f"{diagnostic.span}: {diagnostic.message}")
+        self.diagnostic = diagnostic
+
+
+@dataclass
+class Diagnostics:
+    """Collects diagnostics; with fail_fast the first error raises CompileError."""
+
+    fail_fast: bool = False
+    items: list[Diagnostic] = field(default_factory=list)
+
+    def add(self, diagnostic: Diagnostic) -> None:
+        if diagnostic in self.items:
+            return
+        self.items.append(diagnostic)
+        if self.fail_fast and diagnostic.severity == "error":
+            raise CompileError(diagnostic)
+
+    def error(self, code: str, message: str, span: Span, hint: str | None = None) -> None:
+        self.add(Diagnostic(code, "error", message, span, hint))
+
+    def warning(self, code: str, message: str, span: Span, hint: str | None = None) -> None:
+        self.add(Diagnostic(code, "warning", message, span, hint))
+
+    def extend(self, diagnostics: Iterable[Diagnostic]) -> None:
+        for d in diagnostics:
+            self.add(d)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.items if d.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for d in self.items if d.severity == "warning"]
+
+    def has_errors(self, strict: bool = False) -> bool:
+        return any(d.severity == "error" or (strict and d.severity == "warning") for d in self.items)
+
+    def sorted(self) -> list[Diagnostic]:
+        return sorted(self.items, key=Diagnostic.sort_key)
+
+    def __iter__(self) -> Iterator[Diagnostic]:
+        return iter(self.sorted())
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    """A hint naming the closest choice, or None."""
+    match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean '{match[0]}'?" if match else None
+
+
+# ---------------------------------------------------------------- renderers
+
+
+def render_text(diagnostics: Iterable[Diagnostic], sources: dict[str, str]) -> str:
+    """`path:line:col: severity[CODE]: message`, the source line with a caret, then the hint."""
+    out: list[str] = []
+    lines_cache: dict[str, list[str]] = {}
+    for d in diagnostics:
+        s = d.span
+        out.append(f"{s.path}:{s.line}:{s.col}: {d.severity}[{d.code}]: {d.message}")
+        text = sources.get(s.path)
+        if text is not None:
+            lines = lines_cache.setdefault(s.path, text.splitlines())
+            if 1 <= s.line <= len(lines):
+                src = lines[s.line - 1].replace("\t", " ")
+                width = 1
+                if s.end_col and (s.end_line in (None, s.line)) and s.end_col > s.col:
+                    width = s.end_col - s.col
+                width = max(1, min(width, max(1, len(src) - s.col + 1)))
+                gutter = str(s.line)
+                out.append(f" {gutter} | {src}")
+                out.append(f" {' ' * len(gutter)} | {' ' * (s.col - 1)}{'^' * width}")
+        if d.hint:
+            out.append(f"  hint: {d.hint}")
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def render_json(diagnostics: Iterable[Diagnostic]) -> str:
+    return json.dumps([d.to_dict() for d in diagnostics], indent=2) + "\n"
+
+
+def _github_escape(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def render_github(diagnostics: Iterable[Diagnostic]) -> str:
+    """GitHub Actions workflow commands: annotations on the pull request."""
+    out = []
+    for d in diagnostics:
+        level = {"error": "error", "warning": "warning"}.get(d.severity, "notice")
+        msg = d.message + (f" (hint: {d.hint})" if d.hint else "")
+        s = d.span
+        out.append(
+            f"::{level} file={s.path},line={s.line},col={s.col},title={d.code}::{_github_escape(msg)}"
+        )
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def render_sarif(diagnostics: Iterable[Diagnostic], version: str) -> str:
+    """SARIF 2.1.0, the format code-scanning UIs read."""
+    diagnostics = list(diagnostics)
+    used = sorted({d.code for d in diagnostics})
+    results = []
+    for d in diagnostics:
+        s = d.span
+        region = {"startLine": s.line, "startColumn": s.col}
+        if s.end_line:
+            region["endLine"] = s.end_line
+        if s.end_col:
+            region["endColumn"] = s.end_col
+        message = d.message + (f"\nhint: {d.hint}" if d.hint else "")
+        results.append(
+            {
+                "ruleId": d.code,
+                "level": {"error": "error", "warning": "warning"}.get(d.severity, "note"),
+                "message": {"text": message},
+                "locations": [
+                    {"physicalLocation": {"artifactLocation": {"uri": s.path}, "region": region}}
+                ],
+            }
+        )
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "harnessc",
+                        "version": version,
+                        "rules": [
+                            {"id": c, "shortDescription": {"text": CODES.get(c, c)}} for c in used
+                        ],
+                    }
+                },
+                "results": results,
+            }
+        ],
+    }
+    return json.dumps(doc, indent=2) + "\n"
