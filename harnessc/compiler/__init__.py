@@ -1,0 +1,103 @@
+"""The compiler: specs -> IR -> checked plan + prompts. No network, no agent calls.
+
+Each pass is a plain function over the Project, listed in order below. Lint runs the
+checking passes; build runs them all and writes .harness/build/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from ..diagnostics import Diagnostics
+from . import check, load, plan as plan_mod
+from .project import BUILD_DIR, Project
+
+CHECK_PASSES = (
+    load.discover,
+    load.parse_roadmap,
+    load.load_config,
+    load.load_contracts,
+    check.resolve_references,
+    check.resolve_context,
+    check.check_accept_commands,
+    check.check_contracts,
+    check.check_cycles,
+    check.check_verification,
+)
+
+
+def _render_prompts(project: Project) -> None:
+    from .prompts import render_all
+
+    if project.plan is not None:
+        render_all(project, project.plan, project.diags)
+
+
+PLAN_PASSES = (
+    plan_mod.build_plan,
+    _render_prompts,
+    plan_mod.finish_plan,
+)
+
+
+def _run(project: Project, passes) -> Project:
+    for p in passes:
+        p(project)
+        if project.roadmap is None and p is load.parse_roadmap:
+            break  # nothing to check without a roadmap
+    return project
+
+
+def lint_project(root: Path, diags: Diagnostics | None = None) -> Project:
+    """Every check, no output files. User templates are rendered too when the project has them."""
+    project = Project(root=Path(root), diags=diags or Diagnostics())
+    _run(project, CHECK_PASSES)
+    if project.config.templates and not project.diags.has_errors() and project.roadmap is not None:
+        _run(project, PLAN_PASSES)
+    return project
+
+
+def compile_project(root: Path, diags: Diagnostics | None = None) -> Project:
+    """All passes; project.plan is complete when there are no errors."""
+    project = Project(root=Path(root), diags=diags or Diagnostics())
+    _run(project, CHECK_PASSES)
+    if project.roadmap is not None and not project.diags.has_errors():
+        _run(project, PLAN_PASSES)
+    if project.diags.has_errors():
+        project.plan = None
+    return project
+
+
+def write_build(project: Project) -> Path:
+    """Write plan.json and prompts/ atomically enough: new files first, then rename into place."""
+    out = project.root / BUILD_DIR
+    prompts_dir = out / "prompts"
+    prompts_dir.mkdir(parents=True, exist_ok=True)
+    wanted = {f"{tid}.md" for tid in project.prompts} | {"_system.md"}
+    for old in prompts_dir.iterdir():
+        if old.name not in wanted and old.suffix == ".md":
+            old.unlink()
+    _write_atomic(prompts_dir / "_system.md", project.system_prompt)
+    for tid, text in project.prompts.items():
+        _write_atomic(prompts_dir / f"{tid}.md", text)
+    _write_atomic(out / "plan.json", json.dumps(project.plan, indent=2, sort_keys=False, default=str) + "\n")
+    return out
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def build_project(root: Path) -> tuple[dict | None, Diagnostics]:
+    """Lint + build + write .harness/build; the plan dict, or None when there are errors."""
+    project = compile_project(Path(root))
+    if project.plan is None:
+        return None, project.diags
+    write_build(project)
+    return project.plan, project.diags

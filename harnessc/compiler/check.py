@@ -1,0 +1,215 @@
+"""Passes that check the IR: references, context paths, rules, examples, cycles, verification."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shlex
+from pathlib import Path
+
+from ..diagnostics import Span, did_you_mean
+from .ir import Deliverable
+from .project import CONTRACTS, ROADMAP, Project
+
+
+def _value_span(task, key: str, index: int = 0) -> Span:
+    spans = task.value_spans.get(key) or []
+    if index < len(spans):
+        return spans[index]
+    return task.spans.get(key, task.span)
+
+
+def resolve_references(project: Project) -> None:
+    """depends_on, contract and agent names must exist (with did-you-mean)."""
+    ids = [t.id for t in project.tasks]
+    known = set(ids)
+    for task in project.tasks:
+        for i, dep in enumerate(task.depends_on):
+            span = _value_span(task, "depends_on", i)
+            if dep == task.id:
+                project.diags.error("HC407", f"task '{task.id}' depends on itself", span, "remove it from depends_on")
+            elif dep not in known:
+                project.diags.error("HC401", f"unknown dependency '{dep}'", span,
+                                    did_you_mean(dep, ids) or "depends_on lists task ids from this roadmap")
+        if task.contract and task.contract not in project.contracts:
+            project.diags.error("HC402", f"unknown contract '{task.contract}'", _value_span(task, "contract"),
+                                did_you_mean(task.contract, project.contracts)
+                                or "define it in contracts.yaml; `harnessc contracts` lists the built-ins")
+        for i, name in enumerate(task.agent):
+            if name != "auto" and name not in project.config.agents:
+                names = project.agent_names
+                project.diags.error("HC403", f"unknown agent '{name}'", _value_span(task, "agent", i),
+                                    did_you_mean(name, names)
+                                    or f"define it under agents: in harness.yaml (known: {', '.join(names)})")
+
+
+def resolve_context(project: Project) -> None:
+    """Context paths and globs must stay inside the project (no absolute, `..` or symlink escapes)."""
+    root = project.root.resolve()
+    for task in project.tasks:
+        files: list[str] = []
+        for i, pattern in enumerate(task.context):
+            span = _value_span(task, "context", i)
+            if os.path.isabs(pattern) or pattern.startswith("~") or Path(pattern).drive:
+                project.diags.error("HC405", f"context path '{pattern}' is absolute", span,
+                                    "use a path relative to the project directory")
+                continue
+            if ".." in Path(pattern).parts:
+                project.diags.error("HC405", f"context path '{pattern}' leaves the project", span,
+                                    "context files must be inside the project directory")
+                continue
+            matches = sorted(glob.glob(pattern, root_dir=root, recursive=True))
+            if not matches:
+                project.diags.warning("HC406", f"context path '{pattern}' matches no file", span,
+                                      "check the path; it is relative to the project directory")
+                continue
+            for m in matches:
+                real = (root / m).resolve()
+                if not real.is_relative_to(root):
+                    project.diags.error("HC405", f"context path '{m}' resolves outside the project (symlink)",
+                                        span, "context files must be inside the project directory")
+                    break
+                if real.is_file():
+                    files.append(Path(m).as_posix())
+                elif real.is_dir():
+                    for sub in sorted(p for p in real.rglob("*") if p.is_file()):
+                        if sub.resolve().is_relative_to(root):
+                            files.append(sub.relative_to(root).as_posix())
+        project.context_files[task.id] = list(dict.fromkeys(files))
+
+
+def check_accept_commands(project: Project) -> None:
+    """Accept commands must split into an argv (they never run through a shell)."""
+    for task in project.tasks:
+        for i, cmd in enumerate(task.accept):
+            try:
+                argv = shlex.split(cmd)
+            except ValueError as e:
+                project.diags.error("HC105", f"accept command cannot be split: {e}", _value_span(task, "accept", i),
+                                    "close the quotes; commands run without a shell")
+                continue
+            if not argv:
+                project.diags.error("HC105", "empty accept command", _value_span(task, "accept", i),
+                                    "write the command to run, e.g. `accept: pytest -q`")
+
+
+def _walk_deliverables(output: dict[str, Deliverable], loc: tuple):
+    for name, d in output.items():
+        here = loc + (name,)
+        yield here, d
+        if d.fields:
+            yield from _walk_deliverables(d.fields, here + ("fields",))
+        if isinstance(d.items, Deliverable):
+            yield here + ("items",), d.items
+            if d.items.fields:
+                yield from _walk_deliverables(d.items.fields, here + ("items", "fields"))
+
+
+def _rule_span(project: Project, marks, loc: tuple, offset: int, length: int) -> Span:
+    span = marks.value(loc)
+    text = project.sources.get(span.path, "")
+    lines = text.splitlines()
+    quoted = 0
+    if 0 < span.line <= len(lines) and span.col - 1 < len(lines[span.line - 1]):
+        quoted = 1 if lines[span.line - 1][span.col - 1] in "'\"" else 0
+    return span.shifted(quoted + offset, length)
+
+
+def check_contracts(project: Project) -> None:
+    """Rules parse and type-check; examples and defaults satisfy their own type and rules."""
+    from . import rules as rules_mod
+    from .validate import check_example
+
+    for name in sorted(project.contract_marks):
+        contract = project.contracts.get(name)
+        marks = project.contract_marks[name]
+        base = project.contract_paths[name]
+        if contract is None or not contract.output:
+            continue
+        for loc, d in _walk_deliverables(contract.output, base + ("output",)):
+            good_rules = True
+            for i, text in enumerate(d.rules):
+                rloc = loc + ("rules", i)
+                try:
+                    rule = rules_mod.parse_rule(text)
+                except rules_mod.RuleError as e:
+                    project.diags.error(e.code, e.message, _rule_span(project, marks, rloc, e.offset, e.length), e.hint)
+                    good_rules = False
+                    continue
+                for e in rules_mod.check_rule(rule, d):
+                    project.diags.error(e.code, e.message, _rule_span(project, marks, rloc, e.offset, e.length), e.hint)
+                    good_rules = False
+            if not good_rules:
+                continue
+            for key in ("example", "default"):
+                value = getattr(d, key)
+                if value is None:
+                    continue
+                problems = check_example(d, value)
+                if problems:
+                    project.diags.error("HC213", f"{key} of '{loc[-1]}' breaks its own contract: {problems[0]}",
+                                        marks.value(loc + (key,)),
+                                        "fix the value or the rule; fallbacks and the simulate agent use it")
+        for i, text in enumerate(contract.output_rules):
+            rloc = base + ("output_rules", i)
+            try:
+                rule = rules_mod.parse_rule(text)
+            except rules_mod.RuleError as e:
+                project.diags.error(e.code, e.message, _rule_span(project, marks, rloc, e.offset, e.length), e.hint)
+                continue
+            for e in rules_mod.check_rule(rule, contract.output):
+                project.diags.error(e.code, e.message, _rule_span(project, marks, rloc, e.offset, e.length), e.hint)
+
+
+def check_cycles(project: Project) -> None:
+    """Every dependency cycle, reported at each task on it with the cycle's path."""
+    tasks = {t.id: t for t in project.tasks}
+    color: dict[str, int] = {}  # 0 unseen, 1 on stack, 2 done
+    reported: set[frozenset] = set()
+    for start in tasks:
+        if color.get(start):
+            continue
+        stack: list[tuple[str, int]] = [(start, 0)]
+        path: list[str] = []
+        while stack:
+            node, i = stack.pop()
+            if i == 0:
+                color[node] = 1
+                path.append(node)
+            deps = [d for d in tasks[node].depends_on if d in tasks and d != node]
+            if i < len(deps):
+                stack.append((node, i + 1))
+                nxt = deps[i]
+                state = color.get(nxt, 0)
+                if state == 0:
+                    stack.append((nxt, 0))
+                elif state == 1:
+                    cycle = path[path.index(nxt):]
+                    key = frozenset(cycle)
+                    if key not in reported:
+                        reported.add(key)
+                        _report_cycle(project, tasks, cycle)
+            else:
+                color[node] = 2
+                path.pop()
+
+
+def _report_cycle(project: Project, tasks, cycle: list[str]) -> None:
+    # cycle[k] depends on cycle[k+1]; print it in "runs before" order
+    shown = " -> ".join(reversed(cycle + [cycle[0]]))
+    for k, tid in enumerate(cycle):
+        nxt = cycle[(k + 1) % len(cycle)]
+        task = tasks[tid]
+        idx = task.depends_on.index(nxt)
+        project.diags.error("HC404", f"dependency cycle: {shown}", _value_span(task, "depends_on", idx),
+                            f"'{tid}' depends on '{nxt}'; remove one dependency on the cycle")
+
+
+def check_verification(project: Project) -> None:
+    """Warn about open tasks that nothing verifies: any agent answer would count as done."""
+    for task in project.tasks:
+        if task.done:
+            continue
+        if not (task.contract or task.accept or task.completion_promise):
+            project.diags.warning("HC410", f"nothing verifies task '{task.id}'", task.span,
+                                  "add a contract:, accept: or completion_promise: so a claim of success is checked")

@@ -1,0 +1,294 @@
+"""The plan: nodes with effective settings, static routing, estimates, waves, critical path, fingerprints."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+
+from .. import __version__
+from .ir import LS_KEYS, PRIORITY_RANK, BUILTIN_AGENT, AgentConfig, Task
+from .project import Project
+
+PLAN_VERSION = 1
+SCHEMA_VERSION = 1
+CHARS_PER_TOKEN = 4
+OUTPUT_TOKENS_STRUCTURED = 600
+OUTPUT_TOKENS_FREE = 1500
+
+
+def task_view(task: Task) -> dict:
+    """A task as `harnessc ls --output json` shows it: canonical keys, JSON values."""
+    d = {}
+    for key in LS_KEYS:
+        v = getattr(task, key)
+        if key == "agent":
+            v = list(v) if v else None
+        elif key == "max_iterations" and v == "unlimited":
+            v = None
+        elif key in ("complexity", "priority") and v is not None:
+            v = getattr(v, "value", v)
+        d[key] = v
+    return d
+
+
+def infer_complexity(task: Task) -> str:
+    """A rough guess from how much the task says, used only when routing needs one."""
+    words = len(f"{task.title} {task.goal} {task.success or ''}".split())
+    if words < 25:
+        return "simple"
+    if words < 120:
+        return "medium"
+    return "complex"
+
+
+def _model_agent(project: Project, model: str) -> tuple[str, AgentConfig]:
+    """`model:` is shorthand for an agent with that model on the default provider."""
+    for name, agent in project.config.agents.items():
+        if agent.model == model:
+            return name, agent
+    default = project.config.agents.get(project.config.routing.default)
+    if default is not None and default.provider in ("anthropic", "openai"):
+        provider = default.provider
+    else:
+        provider = "anthropic" if model.startswith("claude") else "openai"
+    return f"{provider}:{model}", AgentConfig(provider=provider, model=model)
+
+
+def route(project: Project, task: Task, extra_agents: dict) -> dict:
+    """Static routing: task agent/model, else by complexity, else default, else rehearsal."""
+    cfg = project.config
+    routing = cfg.routing
+    named = [a for a in task.agent if a != "auto"]
+    complexity = getattr(task.complexity, "value", task.complexity)
+    if named:
+        agent, reason = named[0], "task agent"
+        chain = named[1:]
+    elif task.model:
+        agent, config = _model_agent(project, task.model)
+        extra_agents.setdefault(agent, config)
+        reason, chain = f"task model {task.model}", []
+    else:
+        inferred = complexity or infer_complexity(task)
+        by = {getattr(k, "value", k): v for k, v in routing.by_complexity.items()}
+        if inferred in by:
+            agent = by[inferred]
+            reason = f"routing.by_complexity[{inferred}]" + ("" if complexity else " (complexity inferred)")
+        elif routing.default != "auto" and routing.default in cfg.agents:
+            agent, reason = routing.default, "routing.default"
+        elif routing.escalation:
+            agent, reason = routing.escalation[0], "auto: first agent of routing.escalation"
+        else:
+            user_agents = [a for a in cfg.agents if a != BUILTIN_AGENT]
+            agent = user_agents[0] if user_agents else BUILTIN_AGENT
+            reason = "auto: the only agent" if len(cfg.agents) == 1 else "auto: first agent in harness.yaml"
+        chain = []
+    # the fallback chain: named alternatives, then stronger agents from routing.escalation
+    if agent in routing.escalation:
+        chain += routing.escalation[routing.escalation.index(agent) + 1:]
+    chain = [a for a in dict.fromkeys(chain) if a != agent][: routing.max_fallbacks]
+    return {"agent": agent, "chain": chain, "reason": reason}
+
+
+def _estimate(agent: AgentConfig | None, prompt_chars: int, structured: bool) -> dict:
+    tokens_in = max(1, prompt_chars // CHARS_PER_TOKEN)
+    tokens_out = OUTPUT_TOKENS_STRUCTURED if structured else OUTPUT_TOKENS_FREE
+    cost = None
+    if agent is not None and agent.price is not None:
+        cost = round((tokens_in * agent.price.input + tokens_out * agent.price.output) / 1e6, 6)
+    elif agent is not None and agent.provider == "simulate":
+        cost = 0.0
+    return {"input_tokens": tokens_in, "output_tokens": tokens_out, "cost_usd": cost}
+
+
+def _accept_entries(task: Task, contract_entry: dict | None) -> list[dict]:
+    out = []
+    for i, cmd in enumerate(task.accept, 1):
+        try:
+            argv = shlex.split(cmd)
+        except ValueError:
+            continue  # reported by check_accept_commands
+        out.append({"id": f"task-accept-{i}", "argv": argv, "timeout": None})
+    if contract_entry:
+        out += contract_entry.get("accept", [])
+    return out
+
+
+def build_plan(project: Project) -> None:
+    """Assemble plan.json's content (prompts and fingerprints come in later passes)."""
+    from .contract_schema import contract_plan_entry
+
+    cfg = project.config
+    defaults = cfg.defaults
+    used_contracts = sorted({t.contract for t in project.tasks if t.contract and t.contract in project.contracts})
+    entries = {}
+    for name in used_contracts:
+        entries[name] = contract_plan_entry(
+            name, project.contracts[name], default_max_retries=defaults.max_retries,
+            default_on_failure=getattr(defaults.on_failure, "value", defaults.on_failure))
+    project.contract_entries = entries
+    extra_agents: dict[str, AgentConfig] = {}
+    nodes = []
+    for order, task in enumerate(project.tasks):
+        contract = project.contracts.get(task.contract) if task.contract else None
+        entry = entries.get(task.contract) if task.contract else None
+        max_iter = task.max_iterations
+        if max_iter is None:
+            max_iter = defaults.max_iterations
+        elif max_iter == "unlimited":
+            max_iter = None
+        max_retries = task.max_retries if task.max_retries is not None else (
+            entry["max_retries"] if entry else defaults.max_retries)
+        on_failure = task.on_failure or (entry["on_failure"] if entry else defaults.on_failure)
+        max_time = task.max_time
+        if max_time is None and contract and contract.constraints and contract.constraints.timeout:
+            max_time = contract.constraints.timeout * (max_retries + 1)
+        node = {
+            "id": task.id,
+            "title": task.title,
+            "phase": task.phase,
+            "done": task.done,
+            "order": order,
+            "priority": getattr(task.priority, "value", task.priority) or "normal",
+            "complexity": getattr(task.complexity, "value", task.complexity) or infer_complexity(task),
+            "tags": list(task.tags),
+            "depends_on": list(task.depends_on),
+            "contract": task.contract,
+            "goal": task.goal,
+            "success": task.success,
+            "completion_promise": task.completion_promise,
+            "accept": _accept_entries(task, entry),
+            "context": project.context_files.get(task.id, []),
+            "limits": {
+                "max_iterations": max_iter,
+                "max_time": max_time if max_time is not None else defaults.max_time,
+                "stuck_after": task.stuck_after or defaults.stuck_after,
+                "budget_usd": task.budget,
+            },
+            "retry": {
+                "max_retries": max_retries,
+                "on_failure": getattr(on_failure, "value", on_failure),
+                "delays": list(defaults.retry_delays),
+            },
+            "routing": route(project, task, extra_agents),
+        }
+        nodes.append(node)
+    agents = {**cfg.agents, **extra_agents}
+    used_agents = sorted({n["routing"]["agent"] for n in nodes} | {a for n in nodes for a in n["routing"]["chain"]})
+    waves = _waves(nodes)
+    by_id = {n["id"]: n for n in nodes}
+    for i, wave in enumerate(waves):
+        for tid in wave:
+            by_id[tid]["wave"] = i
+    project.plan = {
+        "version": PLAN_VERSION,
+        "harnessc": __version__,
+        "metadata": {
+            "schema_version": SCHEMA_VERSION,
+            "sources": dict(sorted(project.hashes.items())),
+            "root_name": project.root.name,
+        },
+        "project": {"title": project.roadmap.title if project.roadmap else None,
+                    "overview": project.roadmap.overview if project.roadmap else ""},
+        "templates": cfg.templates,
+        "agents": {n: agents[n].model_dump(mode="json", exclude_none=True) for n in sorted(agents) if n in used_agents},
+        "budget": cfg.budget.model_dump(mode="json"),
+        "defaults": cfg.defaults.model_dump(mode="json"),
+        "concurrency": cfg.concurrency,
+        "contracts": entries,
+        "nodes": nodes,
+        "edges": [[d, n["id"]] for n in nodes for d in n["depends_on"]],
+        "waves": waves,
+        "critical_path": _critical_path(nodes),
+    }
+
+
+def _waves(nodes: list[dict]) -> list[list[str]]:
+    """Level of each task = 1 + the deepest dependency; tasks on one level can run together."""
+    by_id = {n["id"]: n for n in nodes}
+    level: dict[str, int] = {}
+    for n in _topo_order(nodes):
+        deps = [d for d in n["depends_on"] if d in by_id]
+        level[n["id"]] = 1 + max((level[d] for d in deps), default=-1)
+    waves: list[list[str]] = [[] for _ in range(max(level.values(), default=-1) + 1)]
+    for n in nodes:
+        waves[level[n["id"]]].append(n["id"])
+    return waves
+
+
+def _topo_order(nodes: list[dict]) -> list[dict]:
+    by_id = {n["id"]: n for n in nodes}
+    indegree = {n["id"]: sum(1 for d in n["depends_on"] if d in by_id) for n in nodes}
+    children: dict[str, list[str]] = {n["id"]: [] for n in nodes}
+    for n in nodes:
+        for d in n["depends_on"]:
+            if d in by_id:
+                children[d].append(n["id"])
+    ready = [n["id"] for n in nodes if indegree[n["id"]] == 0]
+    out = []
+    while ready:
+        tid = ready.pop()
+        out.append(by_id[tid])
+        for c in children[tid]:
+            indegree[c] -= 1
+            if indegree[c] == 0:
+                ready.append(c)
+    return out
+
+
+def _critical_path(nodes: list[dict]) -> list[str]:
+    """The longest chain of tasks still to run (done tasks weigh nothing)."""
+    by_id = {n["id"]: n for n in nodes}
+    best: dict[str, tuple[int, list[str]]] = {}
+    for n in _topo_order(nodes):
+        weight = 0 if n["done"] else 1
+        prev = max(((best[d][0], best[d][1]) for d in n["depends_on"] if d in best),
+                   key=lambda x: x[0], default=(0, []))
+        best[n["id"]] = (prev[0] + weight, prev[1] + [n["id"]])
+    if not best:
+        return []
+    top = max(best.values(), key=lambda x: x[0])
+    return top[1]
+
+
+def sort_key(node: dict) -> tuple:
+    """Scheduling order: priority, then roadmap order."""
+    return (PRIORITY_RANK.get(node.get("priority") or "normal", 2), node["order"])
+
+
+def finish_plan(project: Project) -> None:
+    """Prompts are rendered: add their hashes, estimates and each task's fingerprint."""
+    from .prompts import template_files_hash
+
+    plan = project.plan
+    if plan is None:
+        return
+    project.template_hash = template_files_hash(plan, project.root)
+    agents = {**project.config.agents}
+    task_by_id = {t.id: t for t in project.tasks}
+    plan["system"] = {"path": "prompts/_system.md", "sha256": _sha(project.system_prompt)}
+    for node in plan["nodes"]:
+        prompt = project.prompts.get(node["id"], "")
+        contract = plan["contracts"].get(node["contract"]) if node["contract"] else None
+        agent_cfg = agents.get(node["routing"]["agent"])
+        if agent_cfg is None and node["routing"]["agent"] in plan["agents"]:
+            agent_cfg = AgentConfig.model_validate(plan["agents"][node["routing"]["agent"]])
+        node["estimate"] = _estimate(agent_cfg, len(prompt) + len(project.system_prompt),
+                                     bool(contract and contract.get("output")))
+        node["prompt"] = {"path": f"prompts/{node['id']}.md", "sha256": _sha(prompt)}
+        spec = task_view(task_by_id[node["id"]])
+        spec.pop("done", None)  # checking a task off does not make its result stale
+        node["fingerprint"] = _sha(json.dumps(
+            {"task": spec, "contract": contract, "prompt": prompt, "accept": node["accept"],
+             "templates": project.template_hash, "harnessc": __version__},
+            sort_keys=True, default=str))
+    costs = [n["estimate"]["cost_usd"] for n in plan["nodes"] if not n["done"]]
+    plan["estimate"] = {
+        "cost_usd": round(sum(c for c in costs if c is not None), 6) if costs and all(c is not None for c in costs) else None,
+        "input_tokens": sum(n["estimate"]["input_tokens"] for n in plan["nodes"] if not n["done"]),
+        "output_tokens": sum(n["estimate"]["output_tokens"] for n in plan["nodes"] if not n["done"]),
+    }
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

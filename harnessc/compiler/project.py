@@ -1,0 +1,47 @@
+"""The compilation unit: one project's sources and everything the passes derive from them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..diagnostics import Diagnostics
+from .ir import Contract, HarnessConfig, Roadmap
+from .yamlsafe import Marks
+
+ROADMAP = "roadmap.md"
+CONTRACTS = "contracts.yaml"
+HARNESS = "harness.yaml"
+BUILD_DIR = Path(".harness") / "build"
+
+
+@dataclass
+class Project:
+    """Mutable state threaded through the compiler passes."""
+
+    root: Path
+    diags: Diagnostics = field(default_factory=Diagnostics)
+    sources: dict[str, str] = field(default_factory=dict)  # relative path -> text
+    hashes: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
+    roadmap: Roadmap | None = None
+    config: HarnessConfig = field(default_factory=HarnessConfig)
+    config_marks: Marks | None = None
+    contracts: dict[str, Contract] = field(default_factory=dict)  # resolved (extends applied)
+    contract_marks: dict[str, Marks] = field(default_factory=dict)  # contract name -> marks of its file
+    contract_paths: dict[str, tuple] = field(default_factory=dict)  # name -> path inside its file
+    builtin_names: set[str] = field(default_factory=set)
+    contract_entries: dict[str, dict] = field(default_factory=dict)  # name -> plan.json entry
+    context_files: dict[str, list[str]] = field(default_factory=dict)  # task id -> resolved paths
+    prompts: dict[str, str] = field(default_factory=dict)  # task id -> first prompt
+    system_prompt: str = ""
+    template_hash: str = ""
+    plan: dict[str, Any] | None = None
+
+    @property
+    def tasks(self):
+        return self.roadmap.tasks if self.roadmap else []
+
+    @property
+    def agent_names(self) -> list[str]:
+        return list(self.config.agents)

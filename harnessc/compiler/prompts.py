@@ -1,0 +1,200 @@
+"""Prompt rendering: sandboxed Jinja, StrictUndefined, user overrides from `templates:`.
+
+Build and run render through the same functions, from plan.json alone, so the prompt a task
+gets at run time is the one `harnessc build` showed (plus its dependencies' real outputs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import traceback
+from functools import lru_cache
+from pathlib import Path
+
+from ..diagnostics import Diagnostics, Span
+
+TEMPLATE_NAMES = ("system.md.j2", "task.md.j2", "refine.md.j2")
+MAX_CONTEXT_FILE = 200_000  # characters of one context file given to the agent
+
+
+class TemplateProblem(Exception):
+    """A template failed; carries a located diagnostic's parts."""
+
+    def __init__(self, code: str, message: str, span: Span, hint: str | None = None):
+        super().__init__(message)
+        self.code, self.message, self.span, self.hint = code, message, span, hint
+
+
+@lru_cache(maxsize=8)
+def _environment(root: str, templates: str | None):
+    from jinja2 import ChoiceLoader, FileSystemLoader, PackageLoader, StrictUndefined
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    loaders = []
+    if templates:
+        loaders.append(FileSystemLoader(str(Path(root) / templates)))
+    loaders.append(PackageLoader("harnessc", "templates"))
+    env = ImmutableSandboxedEnvironment(
+        loader=ChoiceLoader(loaders), undefined=StrictUndefined, autoescape=False,
+        keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
+    )
+    env.filters["json"] = lambda v: v if isinstance(v, str) else json.dumps(v, indent=2, sort_keys=True)
+    return env
+
+
+def _template_span(exc: BaseException, root: str, templates: str | None) -> Span:
+    """Where in a template file an error happened (Jinja keeps template lines in tracebacks)."""
+    lineno = getattr(exc, "lineno", None)
+    filename = getattr(exc, "filename", None) or getattr(exc, "name", None)
+    if not lineno:
+        for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+            if frame.filename.endswith(".j2"):
+                filename, lineno = frame.filename, frame.lineno
+                break
+    path = filename or "<template>"
+    p = Path(path)
+    try:
+        path = p.resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        if templates and not p.is_absolute():
+            path = (Path(templates) / path).as_posix()
+        elif p.is_absolute():
+            path = "harnessc/templates/" + p.name
+    return Span(path, lineno or 1, 1)
+
+
+def _render(plan: dict, root: Path, name: str, context: dict) -> str:
+    from jinja2 import TemplateError, TemplateSyntaxError, UndefinedError
+    from jinja2.exceptions import SecurityError
+
+    templates = plan.get("templates")
+    env = _environment(str(root), templates)
+    try:
+        return env.get_template(name).render(**context)
+    except TemplateSyntaxError as e:
+        raise TemplateProblem("HC501", f"template syntax error: {e.message}",
+                              _template_span(e, str(root), templates), "fix the Jinja syntax") from None
+    except UndefinedError as e:
+        raise TemplateProblem("HC502", f"undefined variable in template: {e.message}",
+                              _template_span(e, str(root), templates),
+                              "available: project, task, contract, deps, context_files, accept, output_format") from None
+    except SecurityError as e:
+        raise TemplateProblem("HC503", f"template did something unsafe: {e}",
+                              _template_span(e, str(root), templates), "templates run sandboxed") from None
+    except TemplateError as e:
+        raise TemplateProblem("HC503", f"template error: {e}", _template_span(e, str(root), templates)) from None
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, ZeroDivisionError) as e:
+        raise TemplateProblem("HC503", f"template error: {type(e).__name__}: {e}",
+                              _template_span(e, str(root), templates)) from None
+
+
+def _context_files(node: dict, root: Path) -> list[dict]:
+    out = []
+    for rel in node.get("context", []):
+        path = root / rel
+        try:
+            text = path.read_text("utf-8", errors="replace")
+        except OSError as e:
+            text = f"(could not read: {e.strerror})"
+        if len(text) > MAX_CONTEXT_FILE:
+            text = text[:MAX_CONTEXT_FILE] + f"\n... (cut at {MAX_CONTEXT_FILE} characters)"
+        out.append({"path": rel, "text": text})
+    return out
+
+
+def _dep_view(plan_nodes: dict, dep_id: str, dep: dict | None) -> dict:
+    title = plan_nodes[dep_id]["title"] if dep_id in plan_nodes else dep_id
+    if dep is None:
+        return {"title": title, "state": "not run yet", "data": None,
+                "output": f"(the output of task {dep_id}, filled in at run time)"}
+    data = dep.get("output")
+    text = "(no structured output)" if data is None else json.dumps(data, indent=2, sort_keys=True)
+    return {"title": title, "state": dep.get("state", "succeeded"), "data": data, "output": text}
+
+
+def _base_context(plan: dict, node: dict, root: Path) -> dict:
+    contract = plan["contracts"].get(node["contract"]) if node.get("contract") else None
+    output_format = ""
+    if contract and contract.get("output"):
+        from .contract_schema import prompt_format
+
+        output_format = prompt_format(contract)
+    return {
+        "project": plan.get("project", {}),
+        "task": node,
+        "contract": contract,
+        "accept": node.get("accept", []),
+        "output_format": output_format,
+    }
+
+
+def render_system(plan: dict, root: Path) -> str:
+    return _render(plan, root, "system.md.j2", {"project": plan.get("project", {})})
+
+
+def render_prompt(plan: dict, node_id: str, deps: dict[str, dict] | None, root: Path) -> str:
+    """The task prompt; `deps` maps dependency id -> {"output", "state"} (None at build time)."""
+    nodes = {n["id"]: n for n in plan["nodes"]}
+    node = nodes[node_id]
+    deps = deps or {}
+    context = _base_context(plan, node, root)
+    context["deps"] = {d: _dep_view(nodes, d, deps.get(d)) for d in node.get("depends_on", [])}
+    context["context_files"] = _context_files(node, root)
+    return _render(plan, root, "task.md.j2", context)
+
+
+def render_refinement(plan: dict, node_id: str, base_prompt: str, level: int, errors: list[str],
+                      last_output: str | None, root: Path) -> str:
+    """The retry prompt at refinement level 1 (errors), 2 (+ explicit format), 3 (+ exact template)."""
+    from .validate import template_output
+
+    node = next(n for n in plan["nodes"] if n["id"] == node_id)
+    context = _base_context(plan, node, root)
+    contract = context["contract"]
+    missing = []
+    for e in errors:
+        if isinstance(e, dict) and e.get("kind") == "missing":
+            missing.append(e.get("field") or e.get("path"))
+    messages = [e["message"] if isinstance(e, dict) else str(e) for e in errors]
+    tail = None
+    if last_output:
+        tail = last_output[-2000:]
+    context.update(
+        base_prompt=base_prompt, level=max(1, min(3, level)), errors=messages, missing=missing,
+        last_output=tail,
+        template_output=json.dumps(template_output(contract), indent=2) if contract and contract.get("output") else "",
+    )
+    return _render(plan, root, "refine.md.j2", context)
+
+
+def template_files_hash(plan: dict, root: Path) -> str:
+    """A hash of the templates in effect (user overrides and built-ins), for fingerprints."""
+    from importlib import resources
+
+    h = hashlib.sha256()
+    templates = plan.get("templates")
+    for name in TEMPLATE_NAMES:
+        user = Path(root) / templates / name if templates else None
+        if user is not None and user.is_file():
+            h.update(user.read_bytes())
+        else:
+            h.update(resources.files("harnessc").joinpath("templates", name).read_bytes())
+    return h.hexdigest()
+
+
+def render_all(project, plan: dict, diags: Diagnostics) -> None:
+    """Build pass: render the system prompt and each task's first prompt into the project."""
+    root = project.root
+    try:
+        project.system_prompt = render_system(plan, root)
+    except TemplateProblem as p:
+        diags.error(p.code, p.message, p.span, p.hint)
+        return
+    for node in plan["nodes"]:
+        try:
+            project.prompts[node["id"]] = render_prompt(plan, node["id"], None, root)
+        except TemplateProblem as p:
+            diags.error(p.code, p.message, p.span, p.hint)
+            if p.code == "HC501":
+                return  # the same syntax error would repeat for every task
