@@ -107,7 +107,238 @@ def main() -> None:
 
 
 # ============================================================== compiler commands
-# (lint, build, ls, graph, validate, schema, contracts, init) — see below
+# (lint, build, ls, graph, validate, schema, contracts, init)
+
+FORMATS = ("text", "json", "github", "sarif")
+
+
+def report(diags, sources: dict[str, str], fmt: str, strict: bool, quiet_ok: bool = False) -> int:
+    """Print diagnostics in the chosen format; the exit code they call for."""
+    from .diagnostics import render_github, render_json, render_sarif, render_text
+
+    items = diags.sorted()
+    if fmt == "json":
+        click.echo(render_json(items), nl=False)
+    elif fmt == "github":
+        click.echo(render_github(items), nl=False)
+    elif fmt == "sarif":
+        click.echo(render_sarif(items, __version__), nl=False)
+    else:
+        if items:
+            click.echo(render_text(items, sources), nl=False, err=False)
+        errors, warnings = len(diags.errors), len(diags.warnings)
+        if errors or warnings:
+            click.echo(f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
+                       + (" (warnings fail with --strict)" if warnings and strict and not errors else ""))
+        elif not quiet_ok:
+            click.echo("ok: no problems found")
+    return Exit.PROBLEMS if diags.has_errors(strict) else Exit.OK
+
+
+@cli.command()
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--strict", is_flag=True, help="Warnings fail too.")
+@pass_ctx
+def lint(ctx: Context, fmt: str, strict: bool) -> None:
+    """Check the specs: every problem at once, with file:line:col. Offline and fast."""
+    from .compiler import lint_project
+
+    project = lint_project(ctx.root())
+    sys.exit(report(project.diags, project.sources, fmt, strict))
+
+
+@cli.command()
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--strict", is_flag=True, help="Warnings fail too.")
+@pass_ctx
+def build(ctx: Context, fmt: str, strict: bool) -> None:
+    """Lint, then write .harness/build/plan.json and prompts/<task-id>.md."""
+    from .compiler import compile_project, write_build
+
+    project = compile_project(ctx.root())
+    code = report(project.diags, project.sources, fmt, strict, quiet_ok=True)
+    if code != Exit.OK or project.plan is None:
+        sys.exit(code)
+    out = write_build(project)
+    if fmt == "text":
+        click.echo(_build_summary(project.plan, out, project.root))
+    sys.exit(Exit.OK)
+
+
+def _build_summary(plan: dict, out: Path, root: Path) -> str:
+    nodes = plan["nodes"]
+    todo = [n for n in nodes if not n["done"]]
+    agents = sorted({n["routing"]["agent"] for n in todo})
+    cost = plan.get("estimate", {}).get("cost_usd")
+    lines = [
+        f"built {out.relative_to(root)}/plan.json",
+        f"  tasks:         {len(nodes)} ({len(todo)} to run, {len(nodes) - len(todo)} done)",
+        f"  waves:         {len(plan['waves'])}",
+        f"  critical path: {' -> '.join(plan['critical_path']) if len(plan['critical_path']) <= 8 else ' -> '.join(plan['critical_path'][:4] + ['...'] + plan['critical_path'][-3:])} ({len(plan['critical_path'])} tasks)",
+        f"  agents:        {', '.join(agents) if agents else '-'}",
+        "  estimated cost: " + (f"${cost:.4f} per attempt" if cost is not None else "unknown (set price: on agents)"),
+    ]
+    return "\n".join(lines)
+
+
+def _compiled_or_exit(ctx: Context):
+    """The compiled project; on spec errors print them and exit 1."""
+    from .compiler import compile_project
+
+    project = compile_project(ctx.root())
+    if project.plan is None:
+        report(project.diags, project.sources, "text", False)
+        sys.exit(Exit.PROBLEMS)
+    return project
+
+
+@cli.command(name="ls")
+@click.option("-s", "--select", "select", multiple=True, help="Selectors: id, +id, id+, tag:x, phase:x.")
+@click.option("--exclude", multiple=True, help="Selectors to leave out.")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@pass_ctx
+def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
+    """List the tasks as resolved (aliases applied, values typed)."""
+    import json
+
+    from .compiler import lint_project
+    from .compiler.plan import task_view
+    from .compiler.select import SelectionError, select_ids
+
+    project = lint_project(ctx.root())
+    if project.roadmap is None or project.diags.has_errors():
+        report(project.diags, project.sources, "text", False)
+        sys.exit(Exit.PROBLEMS)
+    views = [task_view(t) for t in project.tasks]
+    try:
+        chosen = select_ids(views, list(select), list(exclude))
+    except SelectionError as e:
+        fail_usage(str(e), "selectors: id, +id, id+, tag:x, phase:x; space = union, comma = intersection")
+    views = [v for v in views if v["id"] in chosen]
+    if output == "json":
+        click.echo(json.dumps(views, indent=2))
+        return
+    for v in views:
+        box = "[x]" if v["done"] else "[ ]"
+        extra = []
+        if v["depends_on"]:
+            extra.append("after " + ",".join(v["depends_on"]))
+        if v["contract"]:
+            extra.append("contract " + v["contract"])
+        click.echo(f"{box} {v['id']}: {v['title']}" + (f"  ({'; '.join(extra)})" if extra else ""))
+
+
+@cli.command()
+@click.option("--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid", show_default=True)
+@pass_ctx
+def graph(ctx: Context, fmt: str) -> None:
+    """Print the task DAG as Mermaid or Graphviz DOT."""
+    from .compiler.graph import to_dot, to_mermaid
+
+    project = _compiled_or_exit(ctx)
+    nodes = project.plan["nodes"]
+    click.echo(to_dot(nodes) if fmt == "dot" else to_mermaid(nodes), nl=False)
+
+
+@cli.command()
+@click.option("--contract", "contract_name", required=True, help="A contract name (project or built-in).")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@pass_ctx
+def validate(ctx: Context, contract_name: str, file: str, output: str) -> None:
+    """Validate an output JSON file against a contract: exit 0 valid, 1 invalid."""
+    import json
+
+    from .compiler import load
+    from .compiler.contract_schema import contract_plan_entry
+    from .compiler.project import Project
+    from .compiler.validate import validate_output
+    from .diagnostics import did_you_mean
+
+    root = ctx.root(must_exist=False)
+    project = Project(root=root)
+    for p in (load.discover, load.load_config, load.load_contracts):
+        p(project)
+    if contract_name not in project.contracts:
+        fail_usage(f"unknown contract '{contract_name}'",
+                   did_you_mean(contract_name, project.contracts) or "`harnessc contracts` lists the built-ins")
+    d = project.config.defaults
+    entry = contract_plan_entry(contract_name, project.contracts[contract_name],
+                                default_max_retries=d.max_retries,
+                                default_on_failure=getattr(d.on_failure, "value", d.on_failure))
+    try:
+        text = Path(file).read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        fail_usage(f"cannot read {file}: {e}")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        errors = [{"path": "$", "kind": "json", "message": f"{file}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}", "rule": None}]
+    else:
+        errors = validate_output(entry, data)
+    if output == "json":
+        click.echo(json.dumps({"valid": not errors, "contract": contract_name, "errors": errors}, indent=2))
+    elif errors:
+        for e in errors:
+            click.echo(f"{file}: {e['path']}: {e['message']}" if not e["message"].startswith(file) else e["message"])
+        click.echo(f"invalid: {len(errors)} problem{'s' * (len(errors) != 1)} against contract '{contract_name}'")
+    else:
+        click.echo(f"valid: {file} satisfies contract '{contract_name}'")
+    sys.exit(Exit.PROBLEMS if errors else Exit.OK)
+
+
+@cli.command()
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Write the schemas into this directory instead of printing them.")
+def schema(out_dir: str | None) -> None:
+    """Print or write the JSON Schemas of contracts.yaml and harness.yaml."""
+    from .compiler.schemas import dump, generate
+
+    schemas = generate()
+    if out_dir:
+        d = Path(out_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        for name, body in schemas.items():
+            (d / name).write_text(dump(body), encoding="utf-8")
+            click.echo(f"wrote {d / name}")
+    else:
+        import json
+
+        click.echo(json.dumps(schemas, indent=2))
+
+
+@cli.command()
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def contracts(output: str) -> None:
+    """List the built-in contract library."""
+    import json
+
+    from .compiler.load import _builtin_contracts
+
+    lib = _builtin_contracts()
+    if output == "json":
+        click.echo(json.dumps({n: c.model_dump(mode="json", by_alias=True, exclude_none=True) for n, c in lib.items()}, indent=2))
+        return
+    for name, c in lib.items():
+        fields = ", ".join(c.output) if c.output else "(no output; verified by accept commands and the promise)"
+        click.echo(f"{name}: {c.description}\n    output: {fields}\n    on_failure: {c.on_failure or 'retry'}, max_retries: {c.max_retries if c.max_retries is not None else 2}")
+
+
+@cli.command()
+@click.argument("directory", required=False, default=".")
+@click.option("--force", is_flag=True, help="Overwrite existing spec files.")
+def init(directory: str, force: bool) -> None:
+    """Scaffold a project: roadmap.md, contracts.yaml, harness.yaml; .harness/ ignored."""
+    from .compiler.scaffold import ScaffoldError, scaffold
+
+    try:
+        written = scaffold(Path(directory), force=force)
+    except ScaffoldError as e:
+        fail_usage(str(e), "pass --force to overwrite, or choose another directory")
+    for path in written:
+        click.echo(f"created {path}")
+    click.echo(f"next: cd {directory} && harnessc lint && harnessc build")
+
 
 # ============================================================== runtime commands
 # (run, status, stop, retry, reset, log) — see below

@@ -1,0 +1,43 @@
+"""The plan's DAG as Mermaid or Graphviz DOT."""
+
+from __future__ import annotations
+
+import re
+
+
+def _mermaid_id(tid: str) -> str:
+    return "t_" + re.sub(r"[^A-Za-z0-9_]", "_", tid)
+
+
+def _label(text: str) -> str:
+    return text.replace('"', "'")
+
+
+def to_mermaid(nodes: list[dict]) -> str:
+    lines = ["flowchart TD"]
+    for n in nodes:
+        mark = "✓ " if n.get("done") else ""
+        lines.append(f'    {_mermaid_id(n["id"])}["{mark}{_label(n["id"])}: {_label(n["title"])}"]')
+    for n in nodes:
+        for d in n.get("depends_on") or []:
+            lines.append(f"    {_mermaid_id(d)} --> {_mermaid_id(n['id'])}")
+    done = [_mermaid_id(n["id"]) for n in nodes if n.get("done")]
+    if done:
+        lines.append("    classDef done fill:#dfd,stroke:#393")
+        lines.append(f"    class {','.join(done)} done")
+    return "\n".join(lines) + "\n"
+
+
+def to_dot(nodes: list[dict]) -> str:
+    def q(s: str) -> str:
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = ["digraph harnessc {", "    rankdir=LR;", "    node [shape=box];"]
+    for n in nodes:
+        style = ", style=filled, fillcolor=\"#ddffdd\"" if n.get("done") else ""
+        lines.append(f"    {q(n['id'])} [label={q(n['id'] + ': ' + n['title'])}{style}];")
+    for n in nodes:
+        for d in n.get("depends_on") or []:
+            lines.append(f"    {q(d)} -> {q(n['id'])};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,68 @@
+"""dbt-style task selection: `id`, `+id` (with ancestors), `id+` (with descendants), `tag:x`,
+`phase:x`; space-separated selectors are a union, comma-joined ones an intersection."""
+
+from __future__ import annotations
+
+import fnmatch
+
+
+class SelectionError(ValueError):
+    pass
+
+
+def _closure(start: set[str], edges: dict[str, list[str]]) -> set[str]:
+    seen, todo = set(start), list(start)
+    while todo:
+        for nxt in edges.get(todo.pop(), []):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def _atom(atom: str, tasks: list[dict], parents: dict, children: dict) -> set[str]:
+    up = atom.startswith("+")
+    down = atom.endswith("+") and len(atom) > 1
+    core = atom[1 if up else 0: -1 if down else None]
+    if not core:
+        raise SelectionError(f"empty selector '{atom}'")
+    if core.startswith("tag:"):
+        want = core[4:]
+        base = {t["id"] for t in tasks if any(fnmatch.fnmatchcase(tag, want) for tag in t.get("tags") or [])}
+    elif core.startswith("phase:"):
+        want = core[6:].lower()
+        base = {t["id"] for t in tasks if t.get("phase") and (
+            fnmatch.fnmatchcase(t["phase"].lower(), want) or t["phase"].lower().startswith(want))}
+    else:
+        base = {t["id"] for t in tasks if fnmatch.fnmatchcase(t["id"], core)}
+        if not base:
+            raise SelectionError(f"no task matches '{core}'")
+    out = set(base)
+    if up:
+        out |= _closure(base, parents)
+    if down:
+        out |= _closure(base, children)
+    return out
+
+
+def select_ids(tasks: list[dict], select: list[str] | None, exclude: list[str] | None = None) -> set[str]:
+    """The ids chosen by `select` (all when empty) minus those chosen by `exclude`."""
+    parents = {t["id"]: list(t.get("depends_on") or []) for t in tasks}
+    children: dict[str, list[str]] = {t["id"]: [] for t in tasks}
+    for t in tasks:
+        for d in t.get("depends_on") or []:
+            children.setdefault(d, []).append(t["id"])
+
+    def evaluate(exprs: list[str]) -> set[str]:
+        chosen: set[str] = set()
+        for expr in " ".join(exprs).split():
+            parts = [p for p in expr.split(",") if p]
+            sets = [_atom(p, tasks, parents, children) for p in parts]
+            if sets:
+                chosen |= set.intersection(*sets)
+        return chosen
+
+    chosen = evaluate(select) if select else {t["id"] for t in tasks}
+    if exclude:
+        chosen -= evaluate(exclude)
+    return chosen
