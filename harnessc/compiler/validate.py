@@ -1,0 +1,373 @@
+"""Local validation of agent output against a plan.json contract entry.
+
+Works on the plain-JSON contract entries of contract_schema.contract_plan_entry, so the
+runtime needs no IR. Validation is jsonschema (draft-07, format checking off) plus the
+contract's rules, evaluated by harnessc.compiler.rules (imported lazily).
+
+Errors are dicts {"path", "field", "kind", "message", "rule"}; kind is one of
+missing | type | enum | rule | schema. A null in an optional field counts as absent:
+OpenAI strict mode answers optional fields with null (see contract_schema).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import Any, Iterator
+
+from jsonschema import Draft7Validator
+
+# ------------------------------------------------------------------ paths
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PathParts = tuple  # of str (keys) and int (list indexes)
+
+
+def json_path(parts: PathParts) -> str:
+    """('a', 0, 'b c') -> $.a[0]["b c"]"""
+    out = "$"
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif _IDENT.match(p):
+            out += f".{p}"
+        else:
+            out += f"[{json.dumps(p)}]"
+    return out
+
+
+def _field(parts: PathParts) -> str | None:
+    for p in reversed(parts):
+        if isinstance(p, str):
+            return p
+    return None
+
+
+def _sort_key(parts: PathParts) -> tuple:
+    return tuple((1, p, "") if isinstance(p, int) else (0, 0, p) for p in parts)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_JSON_TYPE_NAMES = {
+    bool: "boolean", int: "integer", float: "number", str: "string",
+    list: "array", dict: "object", type(None): "null",
+}
+
+
+def _json_type(value: Any) -> str:
+    return _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def _error(parts: PathParts, kind: str, message: str, rule: str | None = None, field: Any = ...) -> dict:
+    return {
+        "path": json_path(parts),
+        "field": _field(parts) if field is ... else field,
+        "kind": kind,
+        "message": message,
+        "rule": rule,
+        "_key": _sort_key(parts),
+    }
+
+
+# ------------------------------------------------------------------ schema errors
+
+
+def _schema_errors(schema: dict, data: Any, base: PathParts = ()) -> list[dict]:
+    errors: list[dict] = []
+    for e in Draft7Validator(schema).iter_errors(data):
+        # Keywords derived from rules are reported by the rule itself, with its text.
+        if isinstance(e.schema, dict) and e.validator in (e.schema.get("x-from-rules") or ()):
+            continue
+        parts = base + tuple(e.absolute_path)
+        path = json_path(parts)
+        if e.validator == "required":
+            present = e.instance if isinstance(e.instance, dict) else {}
+            for name in e.validator_value:
+                if name not in present:
+                    errors.append(_error(parts + (name,), "missing",
+                                         f"{json_path(parts + (name,))}: required field is missing"))
+        elif e.validator == "type":
+            want = e.validator_value if isinstance(e.validator_value, str) else " or ".join(e.validator_value)
+            errors.append(_error(parts, "type",
+                                 f"{path}: expected {want}, got {_json_type(e.instance)} {_short(e.instance)}"))
+        elif e.validator == "enum":
+            allowed = ", ".join(_short(v, 30) for v in e.validator_value)
+            errors.append(_error(parts, "enum", f"{path}: {_short(e.instance)} is not one of {allowed}"))
+        elif e.validator == "additionalProperties":
+            known = set((e.schema.get("properties") or {}))
+            extra = sorted(k for k in e.instance if k not in known) if isinstance(e.instance, dict) else []
+            for k in extra or [None]:
+                where = parts + (k,) if k is not None else parts
+                errors.append(_error(where, "schema", f"{json_path(where)}: unexpected field"))
+        else:
+            errors.append(_error(parts, "schema", f"{path}: {e.message}"))
+    # required errors can repeat (one per missing key, each naming all); keep one of each
+    unique: dict[tuple, dict] = {}
+    for err in errors:
+        unique.setdefault((err["path"], err["kind"], err["message"]), err)
+    return list(unique.values())
+
+
+# ------------------------------------------------------------------ rules
+
+_RULE_CACHE: dict[str, Any] = {}
+
+
+def _parsed(rule: str):
+    """Parse once per process; RuleError propagates."""
+    if rule not in _RULE_CACHE:
+        from .rules import parse_rule
+
+        _RULE_CACHE[rule] = parse_rule(rule)
+    return _RULE_CACHE[rule]
+
+
+def _run_rule(rule: str, parts: PathParts, **scope: Any) -> dict | None:
+    """None when the rule holds, else a rule error."""
+    from .rules import RuleError, RuleEvalError, evaluate
+
+    where = json_path(parts)
+    subject = _short(scope["value"]) if "value" in scope else "the output"
+    try:
+        ok = evaluate(_parsed(rule), **scope)
+    except RuleEvalError as e:
+        return _error(parts, "rule", f"{where}: rule '{rule}' could not be evaluated: {_why(e)}", rule)
+    except RuleError as e:
+        return _error(parts, "rule", f"{where}: rule '{rule}' is invalid: {_why(e)}", rule)
+    if ok:
+        return None
+    return _error(parts, "rule", f"{where}: {subject} breaks rule '{rule}'", rule)
+
+
+def _why(e: Exception) -> str:
+    return getattr(e, "message", None) or str(e)
+
+
+def _rule_targets(d: dict, value: Any, parts: PathParts) -> Iterator[tuple[dict, Any, PathParts]]:
+    """Every (deliverable, value, path) under one deliverable's value, itself first."""
+    yield d, value, parts
+    if d.get("type") == "dict" and d.get("fields") and isinstance(value, dict):
+        for name, sub in d["fields"].items():
+            if value.get(name) is not None:
+                yield from _rule_targets(sub, value[name], parts + (name,))
+    items = d.get("items")
+    if d.get("type") == "list" and isinstance(items, dict) and isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _rule_targets(items, item, parts + (i,))
+
+
+def _rule_errors(output: dict[str, dict], data: dict, type_failed: set, base: PathParts = ()) -> list[dict]:
+    errors = []
+    for name, d in output.items():
+        if data.get(name) is None:
+            continue
+        for sub, value, parts in _rule_targets(d, data[name], base + (name,)):
+            # A value whose type (or a parent's) is wrong is reported once, as a type error.
+            if any(parts[:n] in type_failed for n in range(len(base) + 1, len(parts) + 1)):
+                continue
+            for rule in sub.get("rules") or []:
+                err = _run_rule(rule, parts, value=value)
+                if err:
+                    errors.append(err)
+    return errors
+
+
+# ------------------------------------------------------------------ public API
+
+
+def drop_null_optionals(output: dict[str, dict] | None, data: Any) -> Any:
+    """A copy of ``data`` without null values in optional fields (recursively)."""
+    if not output or not isinstance(data, dict):
+        return data
+    result = {}
+    for key, value in data.items():
+        d = output.get(key)
+        if d is None:
+            result[key] = value
+            continue
+        if value is None and not d.get("required", True):
+            continue
+        if d.get("type") == "dict" and d.get("fields"):
+            value = drop_null_optionals(d["fields"], value)
+        elif d.get("type") == "list" and isinstance(d.get("items"), dict) and isinstance(value, list):
+            items = d["items"]
+            if items.get("type") == "dict" and items.get("fields"):
+                value = [drop_null_optionals(items["fields"], v) for v in value]
+        result[key] = value
+    return result
+
+
+def _finish(errors: list[dict]) -> list[dict]:
+    errors.sort(key=lambda e: (e["_key"], e["kind"], e["message"]))
+    for e in errors:
+        del e["_key"]
+    return errors
+
+
+def validate_output(contract: dict, data: Any) -> list[dict]:
+    """All problems of ``data`` under a plan.json contract entry; [] when valid."""
+    output = contract.get("output")
+    schema = contract.get("json_schema")
+    if output is None and schema is None:
+        return []
+    if not isinstance(data, dict):
+        return _finish([_error((), "type", f"$: the output must be a JSON object, got {_json_type(data)}", field=None)])
+    data = drop_null_optionals(output, data)
+    errors = _schema_errors(schema, data) if schema else []
+    type_failed = {_path_parts(e) for e in errors if e["kind"] == "type"}
+    if output:
+        errors += _rule_errors(output, data, type_failed)
+    if not errors:  # whole-output rules assume a well-formed output
+        for rule in contract.get("output_rules") or []:
+            err = _run_rule(rule, (), output=data)
+            if err:
+                err["field"] = None
+                errors.append(err)
+    return _finish(errors)
+
+
+def _path_parts(err: dict) -> tuple:
+    # _key holds the parts in sortable form: (0, 0, key) or (1, index, "")
+    return tuple(p[2] if p[0] == 0 else p[1] for p in err["_key"])
+
+
+def check_example(deliverable: Any, value: Any) -> list[str]:
+    """Problems of an example/default against its own deliverable (type, enum, rules)."""
+    from .contract_schema import _dump, deliverable_schema
+
+    d = _dump(deliverable)
+    if value is None:
+        return []
+    errors = _schema_errors({"$schema": "http://json-schema.org/draft-07/schema#", **deliverable_schema(d)}, value)
+    type_failed = {_path_parts(e) for e in errors if e["kind"] == "type"}
+    if () not in type_failed:
+        for sub, v, parts in _rule_targets(d, value, ()):
+            if any(parts[:n] in type_failed for n in range(1, len(parts) + 1)):
+                continue
+            for rule in sub.get("rules") or []:
+                err = _run_rule(rule, parts, value=v)
+                if err:
+                    errors.append(err)
+    return [e["message"] for e in _finish(errors)]
+
+
+# ------------------------------------------------------------------ extracting JSON
+
+MAX_DECODE_FAILURES = 200  # '{' positions tried that do not parse: bounds work on garbage
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
+
+
+def extract_json(text: str) -> tuple[Any | None, str | None]:
+    """The output object of an agent response, or (None, why not).
+
+    A ```json fenced block wins (the last one that parses to an object: agents correct
+    themselves); else the last top-level {...} object in the text that parses. Work is
+    bounded: at most MAX_DECODE_FAILURES failed parse attempts.
+    """
+    if not isinstance(text, str):
+        return None, "no JSON object found in the response: it is not text"
+    decoder = json.JSONDecoder()
+    fenced = [m for m in _FENCE.finditer(text) if m.group(1).lower() in ("json", "")]
+    for m in reversed(fenced):
+        body = m.group(2).strip()
+        try:
+            value = json.loads(body)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value, None
+
+    found: list[dict] = []
+    failures = 0
+    first_error = None
+    pos = text.find("{")
+    while pos != -1 and failures < MAX_DECODE_FAILURES:
+        try:
+            value, end = decoder.raw_decode(text, pos)
+        except ValueError as e:
+            failures += 1
+            first_error = first_error or f"{e.msg} at offset {e.pos}"
+            pos = text.find("{", pos + 1)
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+            found = found[-2:]  # only the last ones matter
+        pos = text.find("{", end)
+    nonempty = [v for v in found if v]
+    if nonempty or found:
+        return (nonempty or found)[-1], None
+    if "{" not in text:
+        why = "it contains no '{'"
+    else:
+        why = f"no '{{' starts valid JSON (first problem: {first_error})"
+        if failures >= MAX_DECODE_FAILURES:
+            why += f"; gave up after {MAX_DECODE_FAILURES} attempts"
+    return None, f"no JSON object found in the response: {why}"
+
+
+# ------------------------------------------------------------------ fallbacks
+
+_TYPE_DEFAULTS = {"str": "", "int": 0, "float": 0.0, "bool": False, "list": [], "dict": {}, "any": None}
+
+
+def _template_value(d: dict) -> Any:
+    if "example" in d:
+        return copy.deepcopy(d["example"])
+    if "default" in d:
+        return copy.deepcopy(d["default"])
+    if d.get("enum"):
+        return copy.deepcopy(d["enum"][0])
+    typ = d.get("type", "any")
+    if typ == "dict" and d.get("fields"):
+        return _template_object(d["fields"])
+    if typ == "list" and isinstance(d.get("items"), dict):
+        return [_template_value(d["items"])]
+    return copy.deepcopy(_TYPE_DEFAULTS.get(typ))
+
+
+def _template_object(fields: dict[str, dict]) -> dict:
+    # Optional fields only when something better than a type default is known.
+    return {
+        name: _template_value(d)
+        for name, d in fields.items()
+        if d.get("required", True) or "example" in d or "default" in d
+    }
+
+
+def template_output(contract: dict) -> dict:
+    """An output built from the contract alone: example, default, enum[0], type default."""
+    return _template_object(contract.get("output") or {})
+
+
+def partial_output(contract: dict, data: Any) -> tuple[dict, list[str]]:
+    """Keep the valid fields of ``data``; fill the others from default, then example."""
+    output = contract.get("output") or {}
+    data = drop_null_optionals(output, data) if isinstance(data, dict) else {}
+    bad = {e["path"] for e in validate_output(contract, data) if e["kind"] != "rule" or e["path"] != "$"}
+    result: dict[str, Any] = {}
+    warnings: list[str] = []
+    for name, d in output.items():
+        prefix = json_path((name,))
+        present = name in data
+        valid = present and not any(p == prefix or p.startswith((prefix + ".", prefix + "[")) for p in bad)
+        if valid:
+            result[name] = data[name]
+            continue
+        state = "invalid" if present else "missing"
+        if "default" in d:
+            result[name] = copy.deepcopy(d["default"])
+            warnings.append(f"Used default for {state} '{name}'")
+        elif "example" in d:
+            result[name] = copy.deepcopy(d["example"])
+            warnings.append(f"Used example for {state} '{name}'")
+        elif d.get("required", True):
+            warnings.append(f"Could not fill {state} required field '{name}'")
+    return result, warnings
