@@ -241,6 +241,9 @@ def test_extract_json(case):
     ("x" * 2_000_000 + '{"end": 1}', {"end": 1}),
     ('{"a": "' + "y" * 2_000_000, None),  # unterminated string
     ("{" * 2_000_000, None),  # worst case for a scanner
+    ('{"a":' * 300_000, None),  # nesting deeper than the decoder's recursion limit
+    ("```json\n" + "[" * 100_000 + "\n```\n" + '{"ok": 1}', {"ok": 1}),
+    ('{"a": "' + "{x" * 1_000_000, None),  # every '{' is inside one unterminated string
     ('{"a": 1}' + "{x" * 1_000_000, {"a": 1}),
     ("```json\n" + '{"big": "' + "z" * 2_000_000 + '"}\n```', {"big": "z" * 2_000_000}),
 ])

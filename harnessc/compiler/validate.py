@@ -280,7 +280,7 @@ def extract_json(text: str) -> tuple[Any | None, str | None]:
         body = m.group(2).strip()
         try:
             value = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(value, dict):
             return value, None
@@ -292,9 +292,10 @@ def extract_json(text: str) -> tuple[Any | None, str | None]:
     while pos != -1 and failures < MAX_DECODE_FAILURES:
         try:
             value, end = decoder.raw_decode(text, pos)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # too deeply nested is not an answer either
             failures += 1
-            first_error = first_error or f"{e.msg} at offset {e.pos}"
+            if first_error is None:
+                first_error = f"{e.msg} (offset {e.pos})" if isinstance(e, json.JSONDecodeError) else "nested too deeply"
             pos = text.find("{", pos + 1)
             continue
         if isinstance(value, dict):
