@@ -342,3 +342,243 @@ def init(directory: str, force: bool) -> None:
 
 # ============================================================== runtime commands
 # (run, status, stop, retry, reset, log) — see below
+
+
+def _runtime_plan(root: Path, no_build: bool) -> dict:
+    from .runtime import plan as planmod
+
+    try:
+        return planmod.ensure_plan(root, no_build, say=lambda m: click.echo(f"harnessc: {m}", err=True))
+    except planmod.BuildFailed as e:
+        for line in e.lines:
+            click.echo(line, err=True)
+        click.echo("harnessc: the build failed; fix the errors above and run again", err=True)
+        sys.exit(Exit.PROBLEMS)
+    except planmod.PlanError as e:
+        fail_usage(str(e))
+
+
+def _execute(root: Path, plan: dict, opts) -> None:
+    """Run with a display, print the summary, exit with the run's code."""
+    from rich.console import Console
+
+    from .runtime import display as displaymod
+    from .runtime.lock import Locked
+    from .runtime.session import execute
+    from .runtime.state import StateError
+
+    console = Console()
+    view = displaymod.make_display(console)
+
+    def on_start(runner, recovered):
+        if recovered["interrupted_attempts"]:
+            n = len(recovered["interrupted_attempts"])
+            click.echo(f"resuming: {n} interrupted attempt(s) will start again", err=True)
+        view.start(runner, 0)
+
+    try:
+        result = execute(root, plan, opts, listeners=[view.on_event, lambda ev: _count(view, ev)],
+                         on_start=on_start)
+    except Locked as e:
+        fail_usage(str(e), hint="wait for it, or stop it with `harnessc stop`")
+    except StateError as e:
+        fail_usage(str(e))
+    finally:
+        view.close()
+    console.print(displaymod.summary_table(result.tasks, title=f"run {result.run_id}"))
+    if result.stale:
+        click.echo(f"stale: {', '.join(result.stale)} — use --rerun stale", err=True)
+    spent = sum(t.get("cost_usd") or 0 for t in result.tasks)
+    click.echo(f"{result.status}: {result.message} ({len(result.tasks)} tasks, "
+               f"${spent:.4f}, {result.elapsed:.1f}s)")
+    sys.exit(result.exit_code)
+
+
+def _count(view, ev: dict) -> None:
+    # The display's total: tasks this run set out to finish (they are reset to pending first).
+    if ev["kind"] == "run_planned":
+        view.total = ev.get("tasks", 0)
+
+
+@cli.command()
+@click.option("-s", "--select", "select", multiple=True, metavar="SELECTOR", help="Tasks to run (repeatable).")
+@click.option("--exclude", multiple=True, metavar="SELECTOR", help="Tasks to leave out (repeatable).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Tasks at once (default: concurrency).")
+@click.option("--fail-fast", is_flag=True, help="Stop starting tasks after the first failure.")
+@click.option("--rerun", type=click.Choice(["stale", "failed", "all"]), default=None,
+              help="Also re-run tasks that are stale, failed (and skipped), or all.")
+@click.option("--max-cost", type=click.FloatRange(min=0), default=None, metavar="USD",
+              help="Run budget in USD (overrides harness.yaml), kept across resumes.")
+@click.option("--no-build", is_flag=True, help="Refuse to run when the plan is missing or stale.")
+@pass_ctx
+def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_build) -> None:
+    """Run the compiled plan: route, call agents, verify, retry, checkpoint, resume."""
+    from .runtime import plan as planmod
+    from .runtime.scheduler import RunOptions
+
+    root = ctx.root()
+    plan = _runtime_plan(root, no_build)
+    opts = RunOptions(jobs=jobs, fail_fast=fail_fast, rerun=rerun, max_cost=max_cost,
+                      select=list(select), exclude=list(exclude))
+    try:
+        planmod.select_ids(plan, opts.select, opts.exclude)
+    except Exception as e:  # a selector that matches nothing, or a bad one
+        fail_usage(str(e))
+    _execute(root, plan, opts)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def status(ctx: Context, as_json: bool) -> None:
+    """Task states of the current or last run (works while a run goes on)."""
+    import json as jsonlib
+
+    from .runtime import report
+    from .runtime.state import StateError
+
+    root = ctx.root()
+    try:
+        data = report.status(root)
+    except StateError as e:
+        fail_usage(str(e))
+    if as_json:
+        click.echo(jsonlib.dumps(data, indent=2, sort_keys=True, default=str))
+        return
+    from rich.console import Console
+
+    from .runtime.display import summary_table
+
+    run_ = data["run"]
+    if run_ is None:
+        click.echo("no runs yet")
+    else:
+        state = "running" if run_.get("active") else run_["status"]
+        counts = ", ".join(f"{v} {k}" for k, v in sorted(run_["counts"].items()))
+        click.echo(f"run {run_['id']}: {state} (pid {run_['pid']}) — {counts}; ${run_['cost_usd']:.4f}")
+    if data["tasks"]:
+        Console().print(summary_table(data["tasks"]))
+    stale = [t["id"] for t in data["tasks"] if t.get("stale")]
+    if stale:
+        click.echo(f"stale: {', '.join(stale)} — use --rerun stale")
+
+
+@cli.command()
+@click.option("--abort", is_flag=True, help="Cancel in-flight work now instead of finishing it.")
+@pass_ctx
+def stop(ctx: Context, abort: bool) -> None:
+    """Ask the running `harnessc run` to stop (it checkpoints and exits 3)."""
+    from .runtime.lock import holder
+
+    root = ctx.root()
+    path = root / ".harness" / "stop"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("abort\n" if abort else "stop\n", encoding="utf-8")
+    pid = holder(root / ".harness" / "run.lock")
+    if pid:
+        click.echo(f"asked run (pid {pid}) to {'abort' if abort else 'stop'}")
+    else:
+        click.echo("no run is in progress; the request will be ignored by the next run")
+
+
+@cli.command()
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Tasks at once.")
+@click.option("--max-cost", type=click.FloatRange(min=0), default=None, metavar="USD", help="Run budget in USD.")
+@click.option("--no-build", is_flag=True, help="Refuse to run when the plan is missing or stale.")
+@pass_ctx
+def retry(ctx: Context, jobs, max_cost, no_build) -> None:
+    """Re-run the failed and skipped tasks of the last run."""
+    from .runtime import report
+    from .runtime.scheduler import RunOptions
+    from .runtime.state import StateError
+
+    root = ctx.root()
+    try:
+        data = report.status(root)
+    except StateError as e:
+        fail_usage(str(e))
+    if data["run"] is None:
+        fail_usage("nothing to retry: no run yet", hint="use `harnessc run`")
+    ids = {t["id"] for t in data["tasks"] if t["state"] in ("failed", "skipped") and not t.get("removed")}
+    if not ids:
+        click.echo("nothing to retry: no failed or skipped tasks")
+        return
+    plan = _runtime_plan(root, no_build)
+    _execute(root, plan, RunOptions(jobs=jobs, max_cost=max_cost, only=ids))
+
+
+@cli.command()
+@click.argument("tasks", nargs=-1)
+@click.option("--all", "all_", is_flag=True, help="Forget every task, attempt and the budget ledger.")
+@pass_ctx
+def reset(ctx: Context, tasks, all_: bool) -> None:
+    """Forget the state of TASK... (or --all) so they run again."""
+    from .runtime.lock import Locked, RunLock
+    from .runtime.session import state_path
+    from .runtime.state import StateError, StateStore
+
+    if bool(tasks) == all_:
+        fail_usage("give task ids or --all (not both)")
+    root = ctx.root()
+    if not state_path(root).exists():
+        click.echo("nothing to reset: no state yet")
+        return
+    try:
+        with RunLock(root / ".harness" / "run.lock"):
+            store = StateStore(state_path(root), create=False)
+            try:
+                known = set(store.tasks())
+                unknown = [t for t in tasks if t not in known]
+                if unknown:
+                    fail_usage(f"no state for task(s): {', '.join(unknown)}")
+                n = store.reset(None if all_ else list(tasks))
+            finally:
+                store.close()
+    except Locked as e:
+        fail_usage(str(e), hint="stop it first with `harnessc stop`")
+    except StateError as e:
+        fail_usage(str(e))
+    click.echo(f"reset {n} task(s)")
+
+
+@cli.command()
+@click.argument("task")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+def log(ctx: Context, task: str, as_json: bool) -> None:
+    """Every attempt of TASK: prompt, raw and parsed output, errors, agent, tokens, cost, time."""
+    import json as jsonlib
+
+    from .runtime import report
+    from .runtime.state import StateError
+
+    root = ctx.root()
+    try:
+        attempts = report.log(root, task)
+    except StateError as e:
+        fail_usage(str(e))
+    if as_json:
+        click.echo(jsonlib.dumps(attempts, indent=2, sort_keys=True, default=str))
+        return
+    if not attempts:
+        click.echo(f"no attempts recorded for '{task}'")
+        return
+    for a in attempts:
+        tokens = (a["input_tokens"] or 0) + (a["output_tokens"] or 0)
+        click.echo(f"=== attempt {a['id']} · run {a['run_id']} · iteration {a['iteration']}"
+                   f" · level {a['level']} · {a['agent']} · {a['status']} · {tokens} tokens"
+                   f" · ${a['cost_usd'] or 0:.4f} · {a['latency'] or 0:.2f}s")
+        click.echo("--- prompt")
+        click.echo(a["prompt"] or "")
+        click.echo("--- raw output")
+        click.echo(a["raw_output"] if a["raw_output"] is not None else "(none)")
+        if a["parsed_output"] is not None:
+            click.echo("--- parsed output")
+            click.echo(jsonlib.dumps(a["parsed_output"], indent=2, sort_keys=True))
+        if a["errors"]:
+            click.echo("--- errors")
+            for e in a["errors"]:
+                click.echo(f"- {e}")
+        for c in a["checks"] or []:
+            click.echo(f"--- check {c.get('id') or ' '.join(c['argv'])}: exit {c['returncode']}"
+                       + (" (timed out)" if c.get("timed_out") else ""))

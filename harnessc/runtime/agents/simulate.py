@@ -1,0 +1,74 @@
+"""simulate: an offline, deterministic agent for rehearsals, tests and benchmarks.
+
+It answers with output that satisfies the contract (template_output: examples, defaults,
+enums, types), prints the completion promise, and misbehaves on request:
+latency, invalid_first, fail_rate (transient errors, seeded), progress steady/none,
+complete_after (iterations before claiming), seed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from pathlib import Path
+
+from ..plan import template_output
+from .base import AgentError, Request, Response, Usage, estimate_tokens, price_cost
+
+
+class SimulateAgent:
+    def __init__(self, name: str, config: dict, root: Path):
+        self.name = name
+        self.config = config
+        self.latency = float(config.get("latency") or 0)
+        self.invalid_first = int(config.get("invalid_first") or 0)
+        self.fail_rate = float(config.get("fail_rate") or 0)
+        self.progress = config.get("progress") or "steady"
+        self.complete_after = int(config.get("complete_after") or 0)
+        self.seed = config.get("seed") or 0
+        self.calls: dict[str, int] = {}  # task id -> answers given (errors excluded)
+        self.tries: dict[str, int] = {}  # task id -> calls, for the seeded failure draw
+
+    async def call(self, request: Request) -> Response:
+        start = time.monotonic()
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        tid = request.task_id
+        self.tries[tid] = self.tries.get(tid, 0) + 1
+        # Seeded per task and call, so the outcome does not depend on scheduling order.
+        if self.fail_rate:
+            rng = random.Random(f"{self.seed}:{tid}:{self.tries[tid]}")
+            if rng.random() < self.fail_rate:
+                raise AgentError("simulate: transient failure (overloaded)", transient=True,
+                                 retry_after=0)
+        n = self.calls[tid] = self.calls.get(tid, 0) + 1
+        text = self._answer(request, n)
+        usage = Usage(estimate_tokens(request.system + request.prompt), estimate_tokens(text))
+        return Response(text=text, usage=usage, cost_usd=price_cost(self.config, usage),
+                        latency=time.monotonic() - start)
+
+    def _answer(self, request: Request, n: int) -> str:
+        if n <= self.complete_after:
+            # Progress work without a claim: steady progress changes the text each time.
+            step = f" step {n}" if self.progress == "steady" else ""
+            return f"Working on {request.task_id}.{step} Not done yet."
+        if n - self.complete_after <= self.invalid_first:
+            return self._invalid(request)
+        parts = [f"Completed {request.task_id}."]
+        contract = request.contract or {}
+        if contract.get("output"):
+            body = json.dumps(template_output(contract), indent=2, sort_keys=True)
+            parts.append(f"```json\n{body}\n```")
+        if request.promise:
+            parts.append(f"<promise>{request.promise}</promise>")
+        return "\n\n".join(parts)
+
+    def _invalid(self, request: Request) -> str:
+        contract = request.contract or {}
+        if contract.get("output"):
+            return 'Here it is:\n\n```json\n{"simulated_invalid": true}\n```'
+        if request.promise:
+            return "Done, I think. <promise>NOT-YET</promise>"
+        return "Done, I think."

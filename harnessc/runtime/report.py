@@ -1,0 +1,70 @@
+"""Read-only views of the state for `status` and `log` (safe while a run is going on)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from . import plan as planmod
+from .lock import holder
+from .scheduler import task_summary
+from .session import HARNESS, state_path
+from .state import TERMINAL_OK, StateStore
+
+
+def status(root: Path) -> dict:
+    """{"run": {...} | None, "tasks": [...]} in plan order when a plan exists."""
+    store = StateStore(state_path(root), create=False) if state_path(root).exists() else None
+    try:
+        rows = store.tasks() if store else {}
+        run = store.last_run() if store else None
+        spent = store.spent() if store else 0.0
+    finally:
+        if store:
+            store.close()
+    try:
+        plan = planmod.load_plan(root)
+    except planmod.PlanError:
+        plan = None
+    tasks = []
+    order = [n["id"] for n in plan["nodes"]] if plan else sorted(rows)
+    nodes = {n["id"]: n for n in plan["nodes"]} if plan else {}
+    for tid in order + sorted(set(rows) - set(order)):
+        row = rows.get(tid)
+        if row is None:
+            node = nodes.get(tid, {})
+            row = {"id": tid, "state": "done" if node.get("done") else "pending", "attempts": 0,
+                   "iterations": 0, "agent": None, "tokens": 0, "cost_usd": 0.0, "error": None,
+                   "run_id": None}
+        t = task_summary(row)
+        if t["state"] == "pending" and tid in nodes:
+            deps = nodes[tid].get("depends_on") or []
+            if all((rows.get(d) or {}).get("state") in TERMINAL_OK
+                   or nodes.get(d, {}).get("done") for d in deps):
+                t["state"] = "ready"
+        if tid in nodes and row.get("state") in ("succeeded", "degraded"):
+            t["stale"] = row.get("fingerprint") != nodes[tid].get("fingerprint")
+        if tid not in nodes and plan:
+            t["removed"] = True
+        tasks.append(t)
+    if run is not None:
+        live_pid = holder(root / HARNESS / "run.lock")
+        run["active"] = run["status"] == "running" and live_pid is not None
+        counts: dict[str, int] = {}
+        for t in tasks:
+            counts[t["state"]] = counts.get(t["state"], 0) + 1
+        run["counts"] = counts
+        run["cost_usd"] = round(spent, 6)
+        end = run.get("ended_at") or time.time()
+        run["elapsed"] = round(end - run["started_at"], 3)
+    return {"run": run, "tasks": tasks}
+
+
+def log(root: Path, task_id: str) -> list[dict]:
+    if not state_path(root).exists():
+        return []
+    store = StateStore(state_path(root), create=False)
+    try:
+        return store.attempts(task_id)
+    finally:
+        store.close()

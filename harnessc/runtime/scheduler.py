@@ -1,0 +1,502 @@
+"""The scheduler: runs a compiled plan's tasks on asyncio, one task = iterations.
+
+A task is ready when its dependencies succeeded, degraded or were done; ready tasks start in
+priority then roadmap order, at most `jobs` at a time. A failed task skips its dependents
+and independent work goes on (unless fail_fast). Each iteration: render, route, call,
+verify; failed claims refine the prompt (levels 1-3) until max_retries, then on_failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import heapq
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import plan as planmod
+from .agents.base import AgentError, Request, make_agent
+from .budget import Budget
+from .routing import AttemptState, route
+from .state import TERMINAL_OK, StateStore
+from .verify import verify
+
+PRIORITY_RANK = {"critical": 0, "high": 1, "normal": 2, "low": 3}
+TRANSIENT_LIMIT = 5  # consecutive transient agent errors before the task fails
+STOP_POLL = 0.2  # seconds between looks at .harness/stop
+
+
+@dataclass
+class RunOptions:
+    jobs: int | None = None
+    fail_fast: bool = False
+    rerun: str | None = None  # stale | failed | all
+    max_cost: float | None = None
+    select: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    only: set[str] | None = None  # explicit task ids (harnessc retry)
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    status: str  # succeeded | failed | stopped | aborted | budget
+    exit_code: int
+    message: str
+    tasks: list[dict]
+    stale: list[str]
+    elapsed: float
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid() % 100000:05d}"
+
+
+class Runner:
+    def __init__(self, root: Path, plan: dict, store: StateStore, opts: RunOptions,
+                 listeners: list[Callable[[dict], None]] | None = None):
+        self.root = root
+        self.plan = plan
+        self.store = store
+        self.opts = opts
+        self.nodes = {n["id"]: n for n in plan["nodes"]}
+        self.children: dict[str, list[str]] = {i: [] for i in self.nodes}
+        for n in plan["nodes"]:
+            for d in n.get("depends_on") or []:
+                if d in self.children:
+                    self.children[d].append(n["id"])
+        self.jobs = max(1, opts.jobs or int(plan.get("concurrency") or 4))
+        limit = opts.max_cost if opts.max_cost is not None else (plan.get("budget") or {}).get("max_cost_usd")
+        self.budget = Budget(store, limit)
+        self.agents: dict[str, Any] = {}
+        self.stop_mode: str | None = None  # None | stop | abort
+        self.halt: tuple[str, str] | None = None  # (status, message) that ends the run early
+        self.wake = asyncio.Event()
+        self._stop_event = asyncio.Event()  # wakes retry delays early
+        self.stop_file = root / ".harness" / "stop"
+        self.running: dict[str, asyncio.Task] = {}
+        self.live: dict[str, dict] = {}  # task id -> {"iteration", "agent"} for displays
+        self.targets: set[str] = set()
+        self.stale: list[str] = []
+        if listeners:
+            store.listeners = listeners
+
+    # ------------------------------------------------------------------ control
+
+    def request_stop(self, mode: str) -> None:
+        """stop: finish in-flight work then exit; abort: cancel now. abort wins."""
+        if mode == "abort":
+            if self.stop_mode != "abort":
+                self.stop_mode = "abort"
+                self.store.event("stop_requested", mode="abort")
+                for t in self.running.values():
+                    t.cancel()
+        elif self.stop_mode is None:
+            self.stop_mode = "stop"
+            self.store.event("stop_requested", mode="stop")
+        self._stop_event.set()
+        self.wake.set()
+
+    def _on_sigint(self) -> None:
+        self.request_stop("abort" if self.stop_mode else "stop")
+
+    async def _watch_stop_file(self) -> None:
+        while True:
+            try:
+                word = self.stop_file.read_text(encoding="utf-8").strip().lower()
+            except OSError:
+                word = None
+            if word:
+                self.request_stop("abort" if word.startswith("abort") else "stop")
+            await asyncio.sleep(STOP_POLL)
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, but wake early when a stop is requested."""
+        if seconds <= 0:
+            return
+        try:
+            await asyncio.wait_for(self._stop_event.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    # ------------------------------------------------------------------ selection
+
+    def _prepare(self) -> list[str]:
+        """Decide which tasks this run will execute; returns them in roadmap order."""
+        done = {i for i, n in self.nodes.items() if n.get("done")}
+        self.store.ensure_tasks(self.nodes, done)
+        if self.opts.only is not None:
+            self.targets = set(self.opts.only) & set(self.nodes)
+        else:
+            self.targets = planmod.select_ids(self.plan, self.opts.select, self.opts.exclude)
+        rows = self.store.tasks()
+        rerun = self.opts.rerun
+        todo = []
+        for tid in sorted(self.targets, key=lambda i: self.nodes[i].get("order", 0)):
+            node, row = self.nodes[tid], rows[tid]
+            state = row["state"]
+            if state == "done":
+                continue
+            if state in ("succeeded", "degraded"):
+                stale = row["fingerprint"] != node.get("fingerprint")
+                if rerun == "all" or (rerun == "stale" and stale):
+                    todo.append(tid)
+                elif stale:
+                    self.stale.append(tid)
+                continue
+            if state in ("failed", "skipped") and not (
+                    rerun in ("failed", "all") or self.opts.only is not None):
+                continue
+            todo.append(tid)
+        for tid in todo:
+            if rows[tid]["state"] != "pending":
+                self.store.set_state(tid, "pending")
+        self.store.event("run_planned", tasks=len(todo), stale=self.stale)
+        return todo
+
+    # ------------------------------------------------------------------ the loop
+
+    async def run(self) -> RunResult:
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        try:
+            loop.add_signal_handler(signal.SIGINT, self._on_sigint)
+            loop.add_signal_handler(signal.SIGTERM, lambda: self.request_stop("abort"))
+        except (NotImplementedError, RuntimeError):
+            pass  # not the main thread (tests): the stop file still works
+        watcher = asyncio.create_task(self._watch_stop_file())
+        try:
+            todo = self._prepare()
+            await self._schedule(todo)
+        finally:
+            watcher.cancel()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    loop.remove_signal_handler(sig)
+                except (NotImplementedError, RuntimeError):
+                    pass
+        return self._result(time.monotonic() - started)
+
+    async def _schedule(self, todo: list[str]) -> None:
+        rows = self.store.tasks()
+        state = {i: r["state"] for i, r in rows.items()}
+        pending = set(todo)
+        waiting: dict[str, int] = {}
+        heap: list[tuple] = []
+
+        def key(tid: str) -> tuple:
+            n = self.nodes[tid]
+            return (PRIORITY_RANK.get(n.get("priority") or "normal", 2), n.get("order", 0), tid)
+
+        def skip_dependents(tid: str, why: str) -> None:
+            stack = [tid]
+            while stack:
+                for child in self.children[stack.pop()]:
+                    if child in pending:
+                        pending.discard(child)
+                        waiting.pop(child, None)
+                        state[child] = "skipped"
+                        self.store.set_state(child, "skipped", error=why)
+                        stack.append(child)
+
+        # Initial blocking counts; a dependency that cannot complete in this run skips.
+        for tid in todo:
+            if tid not in pending:
+                continue
+            count = 0
+            for d in self.nodes[tid].get("depends_on") or []:
+                ds = state.get(d)
+                if ds in TERMINAL_OK:
+                    continue
+                if d in pending:
+                    count += 1
+                    continue
+                why = (f"dependency '{d}' {ds}" if ds in ("failed", "skipped")
+                       else f"dependency '{d}' is not complete and not selected")
+                pending.discard(tid)
+                state[tid] = "skipped"
+                self.store.set_state(tid, "skipped", error=why)
+                skip_dependents(tid, f"dependency '{tid}' skipped")
+                break
+            else:
+                waiting[tid] = count
+        for tid, c in waiting.items():
+            if c == 0:
+                heapq.heappush(heap, key(tid) + (tid,))
+
+        while (heap or self.running) and self.stop_mode != "abort":
+            while heap and len(self.running) < self.jobs and not self._halting():
+                tid = heapq.heappop(heap)[-1]
+                self.running[tid] = asyncio.create_task(self._run_task(tid), name=tid)
+            if not self.running:
+                break
+            self.wake.clear()
+            waker = asyncio.create_task(self.wake.wait())
+            done, _ = await asyncio.wait([*self.running.values(), waker],
+                                         return_when=asyncio.FIRST_COMPLETED)
+            waker.cancel()
+            for tid, t in list(self.running.items()):
+                if not t.done():
+                    continue
+                del self.running[tid]
+                self.live.pop(tid, None)
+                try:
+                    outcome = t.result()
+                except asyncio.CancelledError:
+                    outcome = "interrupted"
+                pending.discard(tid)
+                state[tid] = outcome
+                if outcome in TERMINAL_OK:
+                    for child in self.children[tid]:
+                        if child in waiting:
+                            waiting[child] -= 1
+                            if waiting[child] == 0:
+                                heapq.heappush(heap, key(child) + (child,))
+                elif outcome == "failed":
+                    skip_dependents(tid, f"dependency '{tid}' failed")
+                    if self.opts.fail_fast and not self.halt:
+                        self.halt = ("failed", f"stopped after '{tid}' failed (--fail-fast)")
+                        self._stop_event.set()
+        if self.running:  # abort: wait for the cancelled tasks to checkpoint
+            await asyncio.gather(*self.running.values(), return_exceptions=True)
+            self.running.clear()
+
+    def _halting(self) -> bool:
+        return self.stop_mode is not None or self.halt is not None
+
+    # ------------------------------------------------------------------ one task
+
+    def _agent(self, name: str):
+        if name not in self.agents:
+            cfg = (self.plan.get("agents") or {}).get(name)
+            if cfg is None:
+                if name != "rehearsal":
+                    raise AgentError(f"agent '{name}' is not defined in harness.yaml")
+                cfg = {"provider": "simulate"}
+            self.agents[name] = (make_agent(name, cfg, self.root), cfg)
+        return self.agents[name]
+
+    def _deps(self, node: dict) -> dict[str, dict]:
+        rows = self.store.tasks()
+        return {d: {"output": rows[d]["output"] if d in rows else None,
+                    "state": rows[d]["state"] if d in rows else "pending"}
+                for d in node.get("depends_on") or []}
+
+    async def _run_task(self, tid: str) -> str:
+        node = self.nodes[tid]
+        store = self.store
+        contract = (self.plan.get("contracts") or {}).get(node.get("contract") or "")
+        limits = node.get("limits") or {}
+        retry = node.get("retry") or {}
+        max_retries = int(retry.get("max_retries", 2))
+        delays = list(retry.get("delays") or [0])
+        max_iter = limits.get("max_iterations")
+        max_time = float(limits.get("max_time") or 3600)
+        stuck_after = int(limits.get("stuck_after") or 3)
+        store.set_state(tid, "running")
+        t0 = time.monotonic()
+        st = AttemptState()
+        try:
+            base = planmod.render_prompt(self.plan, tid, self._deps(node), self.root)
+        except Exception as e:  # a template problem is this task's failure, not the run's
+            store.finish_task(tid, "failed", error=f"could not render the prompt: {e}")
+            return "failed"
+        try:
+            system = planmod.render_system(self.plan, self.root)
+        except Exception:
+            system = ""
+        prompt, level = base, 0
+        best: Any = None  # the last parsed JSON object, for partial fallbacks
+        same_text: list[str] = []
+        aid = None
+        try:
+            while True:
+                if self._halting():
+                    store.set_state(tid, "pending")
+                    return "interrupted"
+                if max_iter is not None and st.iteration >= int(max_iter):
+                    return self._give_up(tid, node, contract, best,
+                                         f"max_iterations ({max_iter}) reached without a verified result",
+                                         exhausted=False)
+                left = max_time - (time.monotonic() - t0)
+                if left <= 0:
+                    return self._give_up(tid, node, contract, best,
+                                         f"max_time ({max_time:g}s) reached", exhausted=False)
+                try:
+                    name = route(node, st)
+                    agent, cfg = self._agent(name)
+                except AgentError as e:
+                    store.finish_task(tid, "failed", error=e.message)
+                    return "failed"
+                cost = self.budget.estimate(node, cfg, prompt)
+                refusal = self.budget.refuse(node, cost)
+                if refusal:
+                    scope, msg = refusal
+                    if scope == "run":
+                        if not self.halt:
+                            self.halt = ("budget", msg)
+                            self._stop_event.set()
+                            store.event("budget_exhausted", tid, message=msg)
+                        store.set_state(tid, "pending")
+                        return "interrupted"
+                    store.finish_task(tid, "failed", error=msg)
+                    return "failed"
+                st.iteration += 1
+                self.live[tid] = {"iteration": st.iteration, "agent": name}
+                phash = hashlib.sha256(prompt.encode()).hexdigest()
+                aid = store.begin_attempt(tid, st.iteration, level, name, prompt, phash, cost)
+                req = Request(task_id=tid, prompt=prompt, system=system, contract=contract,
+                              output_schema=(contract or {}).get("json_schema") if (contract or {}).get("output") else None,
+                              promise=node.get("completion_promise"), iteration=st.iteration,
+                              timeout=left, max_tokens=cfg.get("max_tokens"), root=self.root)
+                try:
+                    resp = await agent.call(req)
+                except AgentError as e:
+                    st.last_agent = name
+                    store.finish_attempt(aid, tid, "error", raw=e.stderr or None, errors=[e.message])
+                    aid = None
+                    if e.transient:
+                        st.transient_errors += 1
+                        if st.transient_errors > TRANSIENT_LIMIT:
+                            return self._give_up(tid, node, contract, best,
+                                                 f"{st.transient_errors} transient agent errors in a row: {e.message}")
+                        await self._sleep(e.retry_after if e.retry_after is not None
+                                          else min(2 ** st.transient_errors, 30))
+                        continue
+                    st.failures += 1
+                    st.errors = [e.message]
+                    if st.failures > max_retries:
+                        return self._give_up(tid, node, contract, best, e.message)
+                    await self._sleep(float(delays[min(st.failures - 1, len(delays) - 1)]))
+                    continue
+                st.transient_errors = 0
+                st.last_agent = name
+                verdict = await verify(node, contract, resp.text, self.root,
+                                       max(0.1, max_time - (time.monotonic() - t0)))
+                usage = dict(input_tokens=resp.usage.input_tokens,
+                             output_tokens=resp.usage.output_tokens, cost_usd=resp.cost_usd,
+                             latency=resp.latency)
+                if not verdict.claim:
+                    same_text = (same_text + [resp.text])[-stuck_after:]
+                    if len(same_text) >= stuck_after and len(set(same_text)) == 1:
+                        store.finish_attempt(aid, tid, "stuck", raw=resp.text, **usage)
+                        aid = None
+                        return self._give_up(
+                            tid, node, contract, best,
+                            f"stuck: {stuck_after} iterations in a row with identical output and no claim",
+                            exhausted=False)
+                    store.finish_attempt(aid, tid, "progress", raw=resp.text, **usage)
+                    aid = None
+                    prompt, level = base, 0
+                    continue
+                same_text = []
+                if verdict.ok:
+                    store.finish_attempt(aid, tid, "succeeded", raw=resp.text, parsed=verdict.output,
+                                         checks=verdict.checks, final_state="succeeded",
+                                         output=verdict.output, fingerprint=node.get("fingerprint"),
+                                         **usage)
+                    return "succeeded"
+                if isinstance(verdict.parsed, dict):
+                    best = verdict.parsed
+                st.failures += 1
+                st.errors = verdict.errors
+                if st.failures > max_retries:
+                    outcome, output, error = self._fallback(node, contract, best, verdict.errors)
+                    store.finish_attempt(aid, tid, "rejected", raw=resp.text, parsed=verdict.parsed,
+                                         errors=verdict.errors, checks=verdict.checks,
+                                         final_state=outcome, output=output,
+                                         fingerprint=node.get("fingerprint"), error=error, **usage)
+                    return outcome
+                store.finish_attempt(aid, tid, "rejected", raw=resp.text, parsed=verdict.parsed,
+                                     errors=verdict.errors, checks=verdict.checks, **usage)
+                aid = None
+                level = min(st.failures, 3)
+                prompt = planmod.render_refinement(self.plan, tid, base, level, verdict.errors,
+                                                   resp.text, self.root)
+                await self._sleep(float(delays[min(st.failures - 1, len(delays) - 1)]))
+        except asyncio.CancelledError:
+            # Abort: the attempt in flight is interrupted; the task goes back to pending.
+            if aid is not None:
+                store.finish_attempt(aid, tid, "interrupted", raw=None, errors=["aborted"])
+            store.set_state(tid, "pending")
+            raise
+
+    def _fallback(self, node: dict, contract: dict | None, best: Any,
+                  errors: list[str]) -> tuple[str, Any, str | None]:
+        """After max_retries: (final state, output, error) as on_failure says."""
+        strategy = (node.get("retry") or {}).get("on_failure") or "retry"
+        tries = int((node.get("retry") or {}).get("max_retries", 2)) + 1
+        reason = f"{tries} attempts failed verification; last: " + "; ".join(errors)[:2000]
+        has_output = bool(contract and contract.get("output"))
+        if strategy in ("fallback", "partial") and has_output:
+            return "degraded", planmod.partial_output(contract, best), f"degraded ({strategy}): {reason}"
+        if strategy == "template" and has_output:
+            return "degraded", planmod.template_output(contract), f"degraded (template): {reason}"
+        if strategy in ("fallback", "partial", "template"):
+            return "failed", None, f"{reason} (on_failure {strategy}: the task has no contract output to fall back on)"
+        if strategy == "escalate":
+            return "failed", None, f"{reason} (escalation needs routing (not yet available))"
+        return "failed", None, reason
+
+    def _give_up(self, tid: str, node: dict, contract: dict | None, best: Any, why: str,
+                 exhausted: bool = True) -> str:
+        """Finish a task that ran out of attempts (on_failure applies) or hit a limit (fails)."""
+        if exhausted:
+            state, output, error = self._fallback(node, contract, best, [why])
+        else:
+            state, output, error = "failed", None, why
+        self.store.finish_task(tid, state, output=output,
+                               fingerprint=node.get("fingerprint") if state != "failed" else None,
+                               error=error)
+        return state
+
+    # ------------------------------------------------------------------ the end
+
+    def _result(self, elapsed: float) -> RunResult:
+        rows = self.store.tasks()
+        tasks = [task_summary(rows[t]) for t in sorted(self.targets, key=lambda i: self.nodes[i].get("order", 0))
+                 if t in rows]
+        states = {t["id"]: t["state"] for t in tasks}
+        if self.stop_mode == "abort":
+            status, code, msg = "aborted", 3, "aborted: in-flight work was cancelled and checkpointed"
+        elif self.halt and self.halt[0] == "budget":
+            status, code, msg = "budget", 3, self.halt[1]
+        elif self.halt:
+            status, code, msg = "failed", 1, self.halt[1]
+        elif self.stop_mode == "stop":
+            status, code, msg = "stopped", 3, "stopped: in-flight work finished and was checkpointed"
+        elif any(s in ("failed", "skipped") for s in states.values()):
+            status, code, msg = "failed", 1, "some tasks failed"
+        elif any(s not in TERMINAL_OK for s in states.values()):
+            status, code, msg = "stopped", 3, "the run ended before every task finished"
+        else:
+            status, code, msg = "succeeded", 0, "all tasks succeeded"
+        return RunResult(self.store.run_id or "", status, code, msg, tasks, self.stale, elapsed)
+
+
+def task_summary(row: dict) -> dict:
+    dur = None
+    if row.get("started_at") and row.get("finished_at") and row["finished_at"] >= row["started_at"]:
+        dur = round(row["finished_at"] - row["started_at"], 3)
+    return {"id": row["id"], "state": row["state"], "attempts": row["attempts"],
+            "iterations": row["iterations"], "agent": row["agent"], "tokens": row["tokens"],
+            "cost_usd": round(row["cost_usd"] or 0.0, 6), "duration": dur, "error": row["error"],
+            "run_id": row["run_id"]}
+
+
+def write_results(root: Path, result: RunResult, run: dict | None) -> Path:
+    """.harness/runs/<run-id>/run_results.json, like dbt's."""
+    path = root / ".harness" / "runs" / result.run_id / "run_results.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"run_id": result.run_id, "status": result.status, "exit_code": result.exit_code,
+            "message": result.message, "elapsed": round(result.elapsed, 3), "stale": result.stale,
+            "run": run, "results": result.tasks}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path

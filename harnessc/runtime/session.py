@@ -1,0 +1,50 @@
+"""One `harnessc run`: take the lock, open and recover the state, run, checkpoint, report."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Callable
+
+from .lock import RunLock
+from .scheduler import RunOptions, RunResult, Runner, new_run_id, write_results
+from .state import StateStore
+
+HARNESS = ".harness"
+
+
+def state_path(root: Path) -> Path:
+    return root / HARNESS / "state.db"
+
+
+def execute(root: Path, plan: dict, opts: RunOptions,
+            listeners: list[Callable[[dict], None]] | None = None,
+            on_start: Callable[[Runner, dict], None] | None = None) -> RunResult:
+    """Run the plan to the end (or a stop). Raises lock.Locked, state.StateError."""
+    lock = RunLock(root / HARNESS / "run.lock")
+    lock.acquire()
+    stop_file = root / HARNESS / "stop"
+    store = None
+    try:
+        store = StateStore(state_path(root))
+        recovered = store.recover()
+        stop_file.unlink(missing_ok=True)  # a stop meant for an earlier run
+        options = {k: (sorted(v) if isinstance(v, set) else v)
+                   for k, v in dataclasses.asdict(opts).items()}
+        store.start_run(new_run_id(), options, root / HARNESS / "runs")
+        if recovered["interrupted_attempts"]:
+            store.event("recovered", attempts=recovered["interrupted_attempts"],
+                        tasks=recovered["interrupted_tasks"])
+        runner = Runner(root, plan, store, opts, listeners)
+        if on_start:
+            on_start(runner, recovered)
+        result = asyncio.run(runner.run())
+        store.end_run(result.status, result.exit_code, result.message)
+        write_results(root, result, store.last_run())
+        return result
+    finally:
+        stop_file.unlink(missing_ok=True)
+        if store is not None:
+            store.close()
+        lock.release()

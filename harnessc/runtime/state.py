@@ -1,0 +1,357 @@
+"""The state store: .harness/state.db (SQLite, WAL, BEGIN IMMEDIATE for every write).
+
+Holds runs, task states, every attempt, the budget ledger and events. An attempt row is
+written before the agent is called ('started') and completed after; a task's result and its
+final state commit in one transaction. Nothing is ever reset silently: a foreign, corrupt or
+newer database is an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterable
+
+from .procs import secret_values
+
+SCHEMA_VERSION = 1
+APP_ID = "harnessc-state"
+
+TERMINAL_OK = ("succeeded", "degraded", "done")
+STATES = ("pending", "ready", "running", "succeeded", "degraded", "failed", "skipped", "done")
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+  id TEXT PRIMARY KEY, started_at REAL NOT NULL, ended_at REAL, status TEXT NOT NULL,
+  pid INTEGER, options TEXT, exit_code INTEGER, message TEXT);
+CREATE TABLE tasks (
+  id TEXT PRIMARY KEY, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+  iterations INTEGER NOT NULL DEFAULT 0, agent TEXT, tokens INTEGER NOT NULL DEFAULT 0,
+  cost_usd REAL NOT NULL DEFAULT 0, error TEXT, output TEXT, fingerprint TEXT, run_id TEXT,
+  started_at REAL, finished_at REAL, updated_at REAL);
+CREATE TABLE attempts (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, task_id TEXT NOT NULL,
+  iteration INTEGER NOT NULL, level INTEGER NOT NULL DEFAULT 0, agent TEXT,
+  prompt_hash TEXT, prompt TEXT, raw_output TEXT, parsed_output TEXT, errors TEXT, checks TEXT,
+  input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL, latency REAL,
+  status TEXT NOT NULL, started_at REAL NOT NULL, finished_at REAL);
+CREATE INDEX attempts_task ON attempts(task_id, id);
+CREATE TABLE ledger (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, task_id TEXT NOT NULL,
+  attempt_id INTEGER, reserved REAL NOT NULL, actual REAL, settled INTEGER NOT NULL DEFAULT 0,
+  ts REAL NOT NULL);
+CREATE INDEX ledger_task ON ledger(task_id);
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT, ts REAL NOT NULL, kind TEXT NOT NULL,
+  task_id TEXT, data TEXT);
+"""
+
+
+class StateError(Exception):
+    """The state database cannot be used as is; the message says why and what to do."""
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class StateStore:
+    def __init__(self, path: Path, create: bool = True):
+        self.path = Path(path)
+        self.secrets = secret_values()
+        self._in_tx = False
+        self.mirror = None  # file object of .harness/runs/<id>/events.jsonl, when running
+        self.run_id: str | None = None
+        self.listeners: list = []  # callables given every event (the live display)
+        if not self.path.exists() and not create:
+            raise StateError(f"no state yet ({self._rel()}): nothing has run in this project")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=10.0)
+            self.db.row_factory = sqlite3.Row
+            self._check_and_init(create)
+        except sqlite3.DatabaseError as e:
+            raise StateError(
+                f"{self._rel()} is not a readable harnessc state database ({e}); "
+                "move it aside to start fresh — it was left untouched"
+            ) from None
+
+    def _rel(self) -> str:
+        parts = self.path.parts
+        return str(Path(*parts[-2:])) if len(parts) >= 2 else str(self.path)
+
+    def _check_and_init(self, create: bool) -> None:
+        self.db.execute("PRAGMA busy_timeout=10000")
+        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not tables:
+            if not create:
+                raise StateError(f"{self._rel()} is empty: nothing has run in this project")
+            self.db.execute("PRAGMA journal_mode=WAL")
+            with self.tx():
+                for stmt in _SCHEMA.strip().split(";"):
+                    if stmt.strip():
+                        self.db.execute(stmt)
+                self.db.execute("INSERT INTO meta VALUES ('app', ?), ('schema_version', ?)",
+                                (APP_ID, str(SCHEMA_VERSION)))
+        elif "meta" not in tables:
+            raise StateError(
+                f"{self._rel()} is not a harnessc state database (no meta table); it was left untouched"
+            )
+        meta = {r[0]: r[1] for r in self.db.execute("SELECT key, value FROM meta")}
+        if meta.get("app") != APP_ID:
+            raise StateError(f"{self._rel()} is not a harnessc state database; it was left untouched")
+        version = int(meta.get("schema_version", "0"))
+        if version > SCHEMA_VERSION:
+            raise StateError(
+                f"{self._rel()} has schema version {version}, newer than this harnessc understands "
+                f"({SCHEMA_VERSION}); upgrade harnessc"
+            )
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL survives a process kill
+
+    def close(self) -> None:
+        if self.mirror:
+            self.mirror.close()
+            self.mirror = None
+        self.db.close()
+
+    # ------------------------------------------------------------------ plumbing
+
+    @contextmanager
+    def tx(self):
+        """One write transaction, taken with BEGIN IMMEDIATE (nested uses join the outer one)."""
+        if self._in_tx:
+            yield self.db
+            return
+        self.db.execute("BEGIN IMMEDIATE")
+        self._in_tx = True
+        try:
+            yield self.db
+        except BaseException:
+            self._in_tx = False
+            self.db.execute("ROLLBACK")
+            raise
+        self._in_tx = False
+        self.db.execute("COMMIT")
+
+    def redact(self, value: Any) -> Any:
+        """Secret values from our environment never reach the disk."""
+        if isinstance(value, str) and self.secrets:
+            for s in self.secrets:
+                if s in value:
+                    value = value.replace(s, "[redacted]")
+        return value
+
+    def _json(self, value: Any) -> str | None:
+        return None if value is None else self.redact(json.dumps(value, sort_keys=True, default=str))
+
+    def event(self, kind: str, task_id: str | None = None, **data: Any) -> dict:
+        ev = {"ts": time.time(), "run_id": self.run_id, "kind": kind, "task": task_id, **data}
+        with self.tx():
+            self.db.execute(
+                "INSERT INTO events (run_id, ts, kind, task_id, data) VALUES (?,?,?,?,?)",
+                (self.run_id, ev["ts"], kind, task_id, self._json(data) if data else None),
+            )
+        if self.mirror:
+            self.mirror.write(self.redact(json.dumps(ev, sort_keys=True, default=str)) + "\n")
+            self.mirror.flush()
+        for listener in self.listeners:
+            listener(ev)
+        return ev
+
+    # ------------------------------------------------------------------ runs
+
+    def start_run(self, run_id: str, options: dict, runs_dir: Path) -> None:
+        self.run_id = run_id
+        d = runs_dir / run_id
+        d.mkdir(parents=True, exist_ok=True)
+        self.mirror = open(d / "events.jsonl", "a", encoding="utf-8")
+        with self.tx():
+            self.db.execute(
+                "INSERT INTO runs (id, started_at, status, pid, options) VALUES (?,?,?,?,?)",
+                (run_id, time.time(), "running", os.getpid(), self._json(options)),
+            )
+            self.event("run_started", options=options)
+
+    def end_run(self, status: str, exit_code: int, message: str = "") -> None:
+        with self.tx():
+            self.db.execute(
+                "UPDATE runs SET ended_at=?, status=?, exit_code=?, message=? WHERE id=?",
+                (time.time(), status, exit_code, self.redact(message), self.run_id),
+            )
+            self.event("run_finished", status=status, exit_code=exit_code, message=message)
+
+    def recover(self) -> dict:
+        """Clean up after a run that died: called under the run lock, before a new run.
+
+        Attempts left 'started' become 'interrupted' (their reservation is charged in full:
+        the call may have happened); tasks left running go back to pending.
+        """
+        now = time.time()
+        with self.tx():
+            stuck = [r[0] for r in self.db.execute("SELECT id FROM attempts WHERE status='started'")]
+            self.db.execute(
+                "UPDATE attempts SET status='interrupted', finished_at=? WHERE status='started'", (now,))
+            self.db.execute("UPDATE ledger SET actual=reserved, settled=1 WHERE settled=0")
+            running = [r[0] for r in self.db.execute("SELECT id FROM tasks WHERE state='running'")]
+            self.db.execute("UPDATE tasks SET state='pending', updated_at=? WHERE state='running'", (now,))
+            self.db.execute(
+                "UPDATE runs SET status='interrupted', ended_at=COALESCE(ended_at, ?) WHERE status='running'",
+                (now,))
+        return {"interrupted_attempts": stuck, "interrupted_tasks": running}
+
+    def last_run(self) -> dict | None:
+        row = self.db.execute("SELECT * FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1").fetchone()
+        if row is None:
+            return None
+        run = dict(row)
+        run["options"] = json.loads(run["options"]) if run["options"] else {}
+        if run["status"] == "running" and not pid_alive(run["pid"]):
+            run["status"] = "interrupted"
+        return run
+
+    # ------------------------------------------------------------------ tasks
+
+    def tasks(self) -> dict[str, dict]:
+        out = {}
+        for row in self.db.execute("SELECT * FROM tasks"):
+            d = dict(row)
+            d["output"] = json.loads(d["output"]) if d["output"] else None
+            out[d["id"]] = d
+        return out
+
+    def ensure_tasks(self, ids: Iterable[str], done: set[str]) -> None:
+        """Rows for tasks seen for the first time; tasks checked in roadmap.md are 'done'."""
+        now = time.time()
+        with self.tx():
+            for tid in ids:
+                state = "done" if tid in done else "pending"
+                self.db.execute(
+                    "INSERT INTO tasks (id, state, updated_at) VALUES (?,?,?) ON CONFLICT(id) DO NOTHING",
+                    (tid, state, now))
+                if tid in done:
+                    self.db.execute(
+                        "UPDATE tasks SET state='done', updated_at=? WHERE id=? AND state!='done'", (now, tid))
+
+    def set_state(self, task_id: str, state: str, error: str | None = None, **extra: Any) -> None:
+        assert state in STATES, state
+        cols = {"state": state, "error": self.redact(error), "updated_at": time.time(), **extra}
+        if state == "running":
+            cols.setdefault("run_id", self.run_id)
+            cols.setdefault("started_at", time.time())
+        sets = ", ".join(f"{k}=?" for k in cols)
+        with self.tx():
+            self.db.execute(f"UPDATE tasks SET {sets} WHERE id=?", (*cols.values(), task_id))
+            self.event(f"task_{state}", task_id, **({"error": error} if error else {}))
+
+    def reset(self, ids: list[str] | None) -> int:
+        """Forget tasks (None = everything, including the budget ledger)."""
+        with self.tx():
+            if ids is None:
+                n = self.db.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
+                for table in ("tasks", "attempts", "ledger", "events"):
+                    self.db.execute(f"DELETE FROM {table}")
+                return n
+            n = 0
+            for tid in ids:
+                n += self.db.execute("DELETE FROM tasks WHERE id=?", (tid,)).rowcount
+                self.db.execute("DELETE FROM attempts WHERE task_id=?", (tid,))
+                self.db.execute("DELETE FROM ledger WHERE task_id=?", (tid,))
+            return n
+
+    # ------------------------------------------------------------------ attempts
+
+    def begin_attempt(self, task_id: str, iteration: int, level: int, agent: str,
+                      prompt: str, prompt_hash: str, reserve_usd: float) -> int:
+        """Record the attempt and reserve its estimated cost, before the agent is called."""
+        now = time.time()
+        with self.tx():
+            cur = self.db.execute(
+                "INSERT INTO attempts (run_id, task_id, iteration, level, agent, prompt_hash, prompt,"
+                " status, started_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                (self.run_id, task_id, iteration, level, agent, prompt_hash, self.redact(prompt),
+                 "started", now))
+            aid = cur.lastrowid
+            self.db.execute(
+                "INSERT INTO ledger (run_id, task_id, attempt_id, reserved, ts) VALUES (?,?,?,?,?)",
+                (self.run_id, task_id, aid, reserve_usd, now))
+            self.db.execute(
+                "UPDATE tasks SET attempts=attempts+1, iterations=?, agent=?, updated_at=? WHERE id=?",
+                (iteration, agent, now, task_id))
+            self.event("attempt_started", task_id, attempt=aid, iteration=iteration, level=level,
+                       agent=agent, reserved_usd=reserve_usd)
+        return aid
+
+    def finish_attempt(self, attempt_id: int, task_id: str, status: str, *, raw: str | None,
+                       parsed: Any = None, errors: list[str] | None = None,
+                       checks: list[dict] | None = None, input_tokens: int = 0,
+                       output_tokens: int = 0, cost_usd: float = 0.0, latency: float = 0.0,
+                       final_state: str | None = None, output: Any = None,
+                       fingerprint: str | None = None, error: str | None = None) -> None:
+        """Complete an attempt, settle its reservation and (optionally) finish the task: one commit."""
+        now = time.time()
+        with self.tx():
+            self.db.execute(
+                "UPDATE attempts SET status=?, raw_output=?, parsed_output=?, errors=?, checks=?,"
+                " input_tokens=?, output_tokens=?, cost_usd=?, latency=?, finished_at=? WHERE id=?",
+                (status, self.redact(raw), self._json(parsed), self._json(errors or []),
+                 self._json(checks or []), input_tokens, output_tokens, cost_usd, latency, now,
+                 attempt_id))
+            self.db.execute("UPDATE ledger SET actual=?, settled=1 WHERE attempt_id=?",
+                            (cost_usd, attempt_id))
+            self.db.execute(
+                "UPDATE tasks SET tokens=tokens+?, cost_usd=cost_usd+?, updated_at=? WHERE id=?",
+                (input_tokens + output_tokens, cost_usd, now, task_id))
+            self.event("attempt_finished", task_id, attempt=attempt_id, status=status,
+                       tokens=input_tokens + output_tokens, cost_usd=cost_usd,
+                       latency=round(latency, 4), errors=(errors or [])[:5])
+            if final_state:
+                self.finish_task(task_id, final_state, output=output, fingerprint=fingerprint,
+                                 error=error)
+
+    def finish_task(self, task_id: str, state: str, *, output: Any = None,
+                    fingerprint: str | None = None, error: str | None = None) -> None:
+        now = time.time()
+        with self.tx():
+            self.db.execute(
+                "UPDATE tasks SET state=?, output=?, fingerprint=?, error=?, finished_at=?,"
+                " updated_at=?, run_id=COALESCE(?, run_id) WHERE id=?",
+                (state, self._json(output), fingerprint, self.redact(error), now, now,
+                 self.run_id, task_id))
+            self.event(f"task_{state}", task_id, **({"error": error} if error else {}))
+
+    def attempts(self, task_id: str) -> list[dict]:
+        rows = []
+        for row in self.db.execute("SELECT * FROM attempts WHERE task_id=? ORDER BY id", (task_id,)):
+            d = dict(row)
+            for k in ("parsed_output", "errors", "checks"):
+                d[k] = json.loads(d[k]) if d[k] else None
+            rows.append(d)
+        return rows
+
+    # ------------------------------------------------------------------ budget
+
+    def spent(self, task_id: str | None = None) -> float:
+        """USD settled plus USD reserved by calls in flight, across every run until reset."""
+        q = "SELECT COALESCE(SUM(CASE WHEN settled THEN actual ELSE reserved END), 0) FROM ledger"
+        args: tuple = ()
+        if task_id is not None:
+            q += " WHERE task_id=?"
+            args = (task_id,)
+        return float(self.db.execute(q, args).fetchone()[0])
+
+    def integrity(self) -> str:
+        return self.db.execute("PRAGMA integrity_check").fetchone()[0]

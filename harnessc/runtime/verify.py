@@ -1,0 +1,140 @@
+"""Verification of one agent response: is it a claim, and does the claim hold?
+
+A claim holds when the contract output validates, every accept command exits 0 and the
+completion promise matches (when declared). A promise alone never completes a task whose
+other checks fail.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import plan as planmod
+from . import procs
+
+_FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)\n?```", re.S)
+_PROMISE = re.compile(r"<promise>\s*(.*?)\s*</promise>", re.S)
+DEFAULT_ACCEPT_TIMEOUT = 600.0
+
+
+class NoJSON(ValueError):
+    pass
+
+
+def extract_json(text: str):
+    """The output object in a response; raises NoJSON saying why there is none."""
+    value, why = planmod.extract_json(text)
+    if why is not None:
+        raise NoJSON(why)
+    return value
+
+
+def local_extract_json(text: str):
+    """The output object in a response: the last ```json fenced block, else a bare object.
+
+    Raises NoJSON with a message fit for the refinement prompt.
+    """
+    blocks = _FENCE.findall(text)
+    for block in reversed(blocks):
+        try:
+            return json.loads(block)
+        except json.JSONDecodeError as e:
+            last = e
+    if blocks:
+        raise NoJSON(f"the ```json block is not valid JSON: {last.msg} (line {last.lineno}, column {last.colno})")
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError as e:
+            raise NoJSON(f"the response is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+    # A bare object somewhere in prose: take the first decodable top-level one.
+    dec = json.JSONDecoder()
+    for m in re.finditer(r"\{", text):
+        try:
+            obj, _ = dec.raw_decode(text, m.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    raise NoJSON("no JSON object found in the response: answer with one object in a ```json fenced block")
+
+
+def find_promise(text: str) -> str | None:
+    found = _PROMISE.findall(text)
+    return found[-1] if found else None
+
+
+@dataclass
+class Verdict:
+    claim: bool  # the response claims completion (so it is verified)
+    ok: bool = False
+    errors: list[str] = field(default_factory=list)
+    output: object = None  # the parsed output (validated when ok)
+    parsed: object = None  # whatever JSON was found, valid or not (for partial fallbacks)
+    checks: list[dict] = field(default_factory=list)  # accept command results
+
+
+def is_claim(node: dict, contract: dict | None, text: str) -> bool:
+    """A task with a promise claims when it prints a promise (or output JSON); others always claim."""
+    if not node.get("completion_promise"):
+        return True
+    if find_promise(text) is not None:
+        return True
+    if contract and contract.get("output"):
+        try:
+            extract_json(text)
+            return True
+        except NoJSON:
+            return False
+    return False
+
+
+async def verify(node: dict, contract: dict | None, text: str, root: Path,
+                 time_left: float | None) -> Verdict:
+    if not is_claim(node, contract, text):
+        return Verdict(claim=False)
+    v = Verdict(claim=True)
+    if not text.strip():
+        v.errors.append("the agent printed nothing")
+        return v
+    if contract and contract.get("output"):
+        try:
+            data = extract_json(text)
+            v.parsed = data
+            for e in planmod.validate_output(contract, data):
+                path, msg = e.get("path") or "$", str(e.get("message"))
+                v.errors.append(msg if msg.startswith(path) else f"{path}: {msg}")
+            if not v.errors:
+                v.output = data
+        except NoJSON as e:
+            v.errors.append(str(e))
+    promise = node.get("completion_promise")
+    if promise:
+        got = find_promise(text)
+        if got is None:
+            v.errors.append(f"completion promise missing: print <promise>{promise}</promise> when done")
+        elif got != promise:
+            v.errors.append(f"completion promise is '{got}', expected <promise>{promise}</promise>")
+    if not v.errors:  # accept commands are slow; run them only for an otherwise valid claim
+        for cmd in node.get("accept") or []:
+            res = await run_accept(cmd, root, time_left)
+            v.checks.append({"id": cmd.get("id"), "argv": res.argv, "returncode": res.returncode,
+                             "timed_out": res.timed_out, "duration": round(res.duration, 3)})
+            if not res.ok:
+                tail = (res.stdout + res.stderr).strip()[-1500:]
+                msg = f"accept check '{cmd.get('id') or ' '.join(res.argv)}' failed: {res.describe()}"
+                v.errors.append(msg + (f"\n{tail}" if tail else ""))
+    v.ok = not v.errors
+    return v
+
+
+async def run_accept(cmd: dict, root: Path, time_left: float | None) -> procs.ProcResult:
+    argv = procs.split_command(cmd.get("argv") or cmd.get("run") or [])
+    timeout = float(cmd.get("timeout") or DEFAULT_ACCEPT_TIMEOUT)
+    if time_left is not None:
+        timeout = max(0.1, min(timeout, time_left))
+    return await procs.run(argv, cwd=root, timeout=timeout, stdin=None)

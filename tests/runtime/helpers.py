@@ -1,0 +1,104 @@
+"""Hand-made compiled projects for runtime tests (a plan.json + prompts, as the compiler writes them)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PY = sys.executable
+
+
+def node(tid: str, **kw) -> dict:
+    n = {
+        "id": tid, "title": kw.pop("title", f"Task {tid}"), "phase": None, "done": False,
+        "priority": "normal", "order": 0, "complexity": None, "tags": [], "goal": "",
+        "depends_on": [], "contract": None,
+        "completion_promise": None, "success": None, "accept": [], "context": [],
+        "limits": {"max_iterations": 50, "max_time": 3600, "stuck_after": 3, "budget_usd": None},
+        "retry": {"max_retries": 2, "on_failure": "retry", "delays": [0]},
+        "routing": {"agent": "rehearsal", "chain": ["rehearsal"], "reason": "test"},
+        "estimate": {"input_tokens": 100, "output_tokens": 100, "cost_usd": None},
+        "prompt": {"path": f"prompts/{tid}.md", "sha256": ""},
+        "fingerprint": "fp-" + tid, "wave": 0,
+    }
+    for k in ("limits", "retry", "routing", "estimate"):
+        if k in kw:
+            n[k] = {**n[k], **kw.pop(k)}
+    n.update(kw)
+    return n
+
+
+SIMPLE_CONTRACT = {
+    "name": "summary", "description": "a summary",
+    "json_schema": {"type": "object", "required": ["title", "score"],
+                    "properties": {"title": {"type": "string", "minLength": 1},
+                                   "score": {"type": "integer", "minimum": 0}},
+                    "additionalProperties": False},
+    "output": {"title": {"type": "str", "description": "", "required": True, "rules": [],
+                         "example": "hello"},
+               "score": {"type": "int", "description": "", "required": True, "rules": [],
+                         "example": 3, "default": 0}},
+    "output_rules": [], "accept": [], "on_failure": "retry", "max_retries": 2, "constraints": None,
+}
+
+
+def write_project(root: Path, nodes: list[dict], agents: dict | None = None,
+                  contracts: dict | None = None, budget: dict | None = None,
+                  concurrency: int = 4) -> dict:
+    """Write roadmap.md, .harness/build/plan.json and prompts/<id>.md under root."""
+    root.mkdir(parents=True, exist_ok=True)
+    roadmap = root / "roadmap.md"
+    roadmap.write_text("# Test project\n\n## Tasks\n\n" + "".join(
+        f"### {n['id']}: {n['title']}\n" for n in nodes), encoding="utf-8")
+    build = root / ".harness" / "build"
+    (build / "prompts").mkdir(parents=True, exist_ok=True)
+    for i, n in enumerate(nodes):
+        n.setdefault("order", i)
+        if not n.get("order"):
+            n["order"] = i
+        text = f"# Task {n['id']}: {n['title']}\n\nDo the work for task {n['id']}.\n"
+        (build / "prompts" / f"{n['id']}.md").write_text(text, encoding="utf-8")
+        n["prompt"]["sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    ids = [n["id"] for n in nodes]
+    plan = {
+        "version": 1, "harnessc": "0.1.0",
+        "metadata": {"schema_version": 1, "root_name": root.name,
+                     "sources": {"roadmap.md": hashlib.sha256(roadmap.read_bytes()).hexdigest()}},
+        "project": {"title": "Test", "overview": ""},
+        "agents": agents or {"rehearsal": {"provider": "simulate"}},
+        "budget": budget or {"max_cost_usd": None, "max_tokens": None},
+        "defaults": {"max_retries": 2, "retry_delays": [0], "max_iterations": 50, "max_time": 3600,
+                     "stuck_after": 3, "on_failure": "retry"},
+        "concurrency": concurrency,
+        "contracts": contracts or {},
+        "nodes": nodes,
+        "edges": [[d, n["id"]] for n in nodes for d in n["depends_on"]],
+        "waves": [ids], "critical_path": ids[:1],
+    }
+    (build / "plan.json").write_text(json.dumps(plan, indent=2), encoding="utf-8")
+    return plan
+
+
+def env(**extra) -> dict:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(REPO) + os.pathsep + e.get("PYTHONPATH", "")
+    e.update(extra)
+    return e
+
+
+CLI = [PY, "-c", "from harnessc.cli import main; main()"]
+
+
+def harnessc(root: Path, *args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, "-C", str(root), *args], capture_output=True, text=True,
+                          timeout=timeout, env=kw.pop("env", None) or env(), **kw)
+
+
+def spawn(root: Path, *args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([*CLI, "-C", str(root), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=kw.pop("env", None) or env(), **kw)
