@@ -280,7 +280,7 @@ def validate(ctx: Context, contract_name: str, file: str, output: str) -> None:
         click.echo(json.dumps({"valid": not errors, "contract": contract_name, "errors": errors}, indent=2))
     elif errors:
         for e in errors:
-            click.echo(f"{file}: {e['path']}: {e['message']}" if not e["message"].startswith(file) else e["message"])
+            click.echo(e["message"] if e["message"].startswith(file) else f"{file}: {e['message']}")
         click.echo(f"invalid: {len(errors)} problem{'s' * (len(errors) != 1)} against contract '{contract_name}'")
     else:
         click.echo(f"valid: {file} satisfies contract '{contract_name}'")

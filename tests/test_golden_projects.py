@@ -11,7 +11,7 @@ import pytest
 from harnessc.compiler import lint_project
 from harnessc.diagnostics import render_text
 
-from .conftest import FIXTURES, check_golden
+from conftest import FIXTURES, check_golden
 
 CASES = sorted(p for p in (FIXTURES / "projects").iterdir() if p.is_dir())
 

@@ -31,7 +31,7 @@ def resolve_references(project: Project) -> None:
             elif dep not in known:
                 project.diags.error("HC401", f"unknown dependency '{dep}'", span,
                                     did_you_mean(dep, ids) or "depends_on lists task ids from this roadmap")
-        if task.contract and task.contract not in project.contracts:
+        if task.contract and task.contract not in project.contracts and not project.contracts_unreadable:
             project.diags.error("HC402", f"unknown contract '{task.contract}'", _value_span(task, "contract"),
                                 did_you_mean(task.contract, project.contracts)
                                 or "define it in contracts.yaml; `harnessc contracts` lists the built-ins")

@@ -103,15 +103,13 @@ def load_contracts(project: Project) -> None:
     text = project.sources.get(CONTRACTS)
     if text is not None:
         data, marks = load_yaml(text, CONTRACTS, project.diags)
+        project.contracts_unreadable = data is None and text.strip() != ""
         if data is not None:
             parsed = validate_model(ContractsFile, data, marks, project.diags, CONTRACTS)
             if parsed is None and isinstance(data, dict) and isinstance(data.get("contracts"), dict):
                 # Keep the contracts that are fine so references to them still resolve.
                 for name, body in data["contracts"].items():
-                    try:
-                        raw[name] = Contract.model_validate(body)
-                    except Exception:
-                        raw[name] = Contract()
+                    raw[name] = _salvage_contract(body)
                     project.contract_marks[name] = marks
                     project.contract_paths[name] = ("contracts", name)
             elif parsed is not None:
@@ -121,6 +119,34 @@ def load_contracts(project: Project) -> None:
                     project.contract_paths[name] = ("contracts", name)
     for name in raw:
         project.contracts[name] = _resolve_extends(project, name, raw, ())
+
+
+def _salvage_contract(body) -> Contract:
+    """A contract with its invalid parts left out (already reported), so the rest is still checked."""
+    from pydantic import ValidationError
+
+    from .ir import Deliverable
+
+    if not isinstance(body, dict):
+        return Contract()
+    body = dict(body)
+    if isinstance(body.get("output"), dict):
+        good = {}
+        for field, spec in body["output"].items():
+            try:
+                Deliverable.model_validate(spec)
+                good[field] = spec
+            except ValidationError:
+                pass
+        body["output"] = good
+    try:
+        return Contract.model_validate(body)
+    except ValidationError:
+        keep = {k: body[k] for k in ("output", "extends") if k in body}
+        try:
+            return Contract.model_validate(keep)
+        except ValidationError:
+            return Contract()
 
 
 def _resolve_extends(project: Project, name: str, raw: dict[str, Contract], seen: tuple) -> Contract:

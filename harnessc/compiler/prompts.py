@@ -186,15 +186,21 @@ def template_files_hash(plan: dict, root: Path) -> str:
 def render_all(project, plan: dict, diags: Diagnostics) -> None:
     """Build pass: render the system prompt and each task's first prompt into the project."""
     root = project.root
+
+    def report(p: TemplateProblem) -> None:
+        diags.error(p.code, p.message, p.span, p.hint)
+        source = root / p.span.path
+        if p.span.path not in project.sources and source.is_file():
+            project.sources[p.span.path] = source.read_text("utf-8", errors="replace")
+
     try:
         project.system_prompt = render_system(plan, root)
     except TemplateProblem as p:
-        diags.error(p.code, p.message, p.span, p.hint)
-        return
+        report(p)
     for node in plan["nodes"]:
         try:
             project.prompts[node["id"]] = render_prompt(plan, node["id"], None, root)
         except TemplateProblem as p:
-            diags.error(p.code, p.message, p.span, p.hint)
-            if p.code == "HC501":
-                return  # the same syntax error would repeat for every task
+            report(p)
+            if p.code == "HC501" or len(diags.errors) > 20:
+                return  # the same template error would repeat for every task

@@ -64,8 +64,11 @@ def _allowed_keys(model: type[BaseModel], path: tuple) -> list[str]:
 
 
 def _unwrap_model(ann: Any) -> type[BaseModel] | None:
+    """The model class of `Model` or `Model | None` (not of containers holding models)."""
     if isinstance(ann, type) and issubclass(ann, BaseModel):
         return ann
+    if typing.get_origin(ann) in (dict, list):
+        return None
     for arg in typing.get_args(ann):
         m = _unwrap_model(arg)
         if m is not None:
