@@ -99,13 +99,16 @@ def _context_files(node: dict, root: Path) -> list[dict]:
             text = f"(could not read: {e.strerror})"
         if len(text) > MAX_CONTEXT_FILE:
             text = text[:MAX_CONTEXT_FILE] + f"\n... (cut at {MAX_CONTEXT_FILE} characters)"
-        out.append({"path": rel, "text": text})
+        out.append({"path": rel, "text": text.rstrip("\n")})
     return out
 
 
 def _dep_view(plan_nodes: dict, dep_id: str, dep: dict | None) -> dict:
     title = plan_nodes[dep_id]["title"] if dep_id in plan_nodes else dep_id
     if dep is None:
+        if plan_nodes.get(dep_id, {}).get("done"):
+            return {"title": title, "state": "done", "data": None,
+                    "output": "(checked off in roadmap.md before this run; no output recorded)"}
         return {"title": title, "state": "not run yet", "data": None,
                 "output": f"(the output of task {dep_id}, filled in at run time)"}
     data = dep.get("output")
