@@ -57,6 +57,7 @@ class ProcResult:
     truncated: bool = False
     duration: float = 0.0
     error: str | None = None  # could not start: missing executable, permission...
+    pid: int | None = None  # also the process group id
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -97,12 +98,15 @@ def _killpg(pid: int, sig: int) -> None:
 
 
 async def _kill_group(proc: asyncio.subprocess.Process, grace: float = KILL_GRACE) -> None:
-    """SIGTERM the whole group, then SIGKILL whatever is left."""
+    """SIGTERM the whole group, then SIGKILL whatever is left after a grace period."""
     _killpg(proc.pid, signal.SIGTERM)
-    try:
-        await asyncio.wait_for(proc.wait(), grace)
-    except asyncio.TimeoutError:
-        pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        await asyncio.sleep(0.05)
     _killpg(proc.pid, signal.SIGKILL)
 
 
@@ -145,6 +149,7 @@ async def run(
         result.error = f"could not start '{argv[0]}': {e.strerror or e}"
         return result
 
+    result.pid = proc.pid
     flags: dict = {}
     readers = asyncio.gather(
         _drain(proc.stdout, max_output, flags), _drain(proc.stderr, max_output, flags)
@@ -162,15 +167,20 @@ async def run(
 
     async def body():
         await feed()
+        # asyncio's proc.wait() only returns once the pipes close, and a background child can
+        # hold them open forever: watch the leader's exit status instead.
+        while not readers.done():
+            if proc.returncode is not None:
+                try:
+                    await asyncio.wait_for(asyncio.shield(readers), 0.5)
+                except asyncio.TimeoutError:
+                    _killpg(proc.pid, signal.SIGKILL)
+                    result.notes.append("background processes still holding output were killed")
+                break
+            await asyncio.wait({readers}, timeout=0.05)
+        out_err = await readers
         await proc.wait()
-        # The leader is gone; children may still hold the pipes open. Give them a moment,
-        # then take the whole group down so nothing outlives the command.
-        try:
-            return await asyncio.wait_for(asyncio.shield(readers), 0.5)
-        except asyncio.TimeoutError:
-            _killpg(proc.pid, signal.SIGKILL)
-            result.notes.append("background processes still holding output were killed")
-            return await readers
+        return out_err
 
     try:
         out, err = await asyncio.wait_for(body(), timeout)
@@ -187,6 +197,10 @@ async def run(
     except asyncio.CancelledError:
         _killpg(proc.pid, signal.SIGKILL)
         readers.cancel()
+        try:  # reap it, so no transport outlives the event loop
+            await asyncio.wait_for(proc.wait(), 2.0)
+        except BaseException:
+            pass
         raise
     result.stdout = out.decode("utf-8", "replace")
     result.stderr = err.decode("utf-8", "replace")

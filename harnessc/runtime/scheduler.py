@@ -149,8 +149,9 @@ class Runner:
                 elif stale:
                     self.stale.append(tid)
                 continue
-            if state in ("failed", "skipped") and not (
-                    rerun in ("failed", "all") or self.opts.only is not None):
+            # Failed tasks wait for `retry` or --rerun failed; skipped ones are looked at
+            # again (their dependency may be complete or selected now).
+            if state == "failed" and not (rerun in ("failed", "all") or self.opts.only is not None):
                 continue
             todo.append(tid)
         for tid in todo:

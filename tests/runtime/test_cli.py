@@ -1,0 +1,269 @@
+"""The runtime commands through real subprocesses, real SQLite and real agents."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import sys
+import textwrap
+import time
+
+from .helpers import PY, SIMPLE_CONTRACT, harnessc, node, spawn, write_project
+
+
+def status(root) -> dict:
+    r = harnessc(root, "status", "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def states(root) -> dict:
+    return {t["id"]: t["state"] for t in status(root)["tasks"]}
+
+
+def test_run_succeeds_and_outputs_flow_to_dependents(tmp_path):
+    write_project(tmp_path, [node("a", contract="summary"),
+                             node("b", depends_on=["a"], completion_promise="DONE"),
+                             node("c", accept=[{"id": "ok", "argv": ["true"], "timeout": 5}])],
+                  contracts={"summary": SIMPLE_CONTRACT})
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "succeeded" in r.stdout and "attempts" in r.stdout  # the summary table
+    data = status(tmp_path)
+    assert {t["id"]: t["state"] for t in data["tasks"]} == {"a": "succeeded", "b": "succeeded", "c": "succeeded"}
+    assert data["run"]["status"] == "succeeded" and data["run"]["exit_code"] == 0
+    log = json.loads(harnessc(tmp_path, "log", "b", "--json").stdout)
+    assert '"title": "hello"' in log[0]["prompt"]  # a's validated output reached b's prompt
+    run_id = data["run"]["id"]
+    results = json.loads((tmp_path / ".harness" / "runs" / run_id / "run_results.json").read_text())
+    assert results["exit_code"] == 0 and len(results["results"]) == 3
+    events = (tmp_path / ".harness" / "runs" / run_id / "events.jsonl").read_text().splitlines()
+    assert json.loads(events[0])["kind"] == "run_started"
+    # Running again does nothing: succeeded tasks never re-run.
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0
+    assert [len(json.loads(harnessc(tmp_path, "log", t, "--json").stdout)) for t in "abc"] == [1, 1, 1]
+
+
+def test_failure_skips_dependents_then_retry_and_reset(tmp_path):
+    marker = tmp_path / "ok"
+    check = [PY, "-c", f"import os, sys; sys.exit(0 if os.path.exists({str(marker)!r}) else 1)"]
+    write_project(tmp_path, [node("a", accept=[{"id": "gate", "argv": check, "timeout": 10}]),
+                             node("b", depends_on=["a"]), node("c")])
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1
+    assert states(tmp_path) == {"a": "failed", "b": "skipped", "c": "succeeded"}
+    a = [t for t in status(tmp_path)["tasks"] if t["id"] == "a"][0]
+    assert a["attempts"] == 3 and "gate" in a["error"]  # max_retries 2 = 3 attempts
+    log = json.loads(harnessc(tmp_path, "log", "a", "--json").stdout)
+    assert [x["level"] for x in log] == [0, 1, 2]  # refinement rises
+    assert "not accepted" in log[1]["prompt"].lower() or "gate" in log[1]["prompt"]
+    marker.write_text("")
+    r = harnessc(tmp_path, "retry")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert states(tmp_path) == {"a": "succeeded", "b": "succeeded", "c": "succeeded"}
+    r = harnessc(tmp_path, "reset", "c")
+    assert r.returncode == 0 and "reset 1" in r.stdout
+    assert states(tmp_path)["c"] in ("pending", "ready")
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0 and states(tmp_path)["c"] == "succeeded"
+    assert harnessc(tmp_path, "reset", "nope").returncode == 2
+    assert harnessc(tmp_path, "reset").returncode == 2
+    assert harnessc(tmp_path, "reset", "--all").returncode == 0
+    assert harnessc(tmp_path, "log", "a").stdout.startswith("no attempts")
+
+
+def test_fallback_strategies(tmp_path):
+    agents = {"rehearsal": {"provider": "simulate"},
+              "bad": {"provider": "simulate", "invalid_first": 10}}
+    bad = {"routing": {"agent": "bad"}}
+    write_project(tmp_path, [
+        node("part", contract="summary", retry={"on_failure": "partial"}, **bad),
+        node("tmpl", contract="summary", retry={"on_failure": "template"}, **bad),
+        node("esc", contract="summary", retry={"on_failure": "escalate"}, **bad),
+        node("after", depends_on=["part", "tmpl"], completion_promise="OK"),
+        node("fixed", contract="summary", routing={"agent": "flaky"}),
+    ], agents={**agents, "flaky": {"provider": "simulate", "invalid_first": 2}},
+        contracts={"summary": SIMPLE_CONTRACT})
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1
+    data = {t["id"]: t for t in status(tmp_path)["tasks"]}
+    assert data["part"]["state"] == "degraded" and data["tmpl"]["state"] == "degraded"
+    assert data["esc"]["state"] == "failed"
+    assert "escalation needs routing (not yet available)" in data["esc"]["error"]
+    assert data["after"]["state"] == "succeeded"  # degraded outputs still feed dependents
+    assert data["fixed"]["state"] == "succeeded" and data["fixed"]["attempts"] == 3
+
+
+def test_stuck_and_iteration_limits(tmp_path):
+    write_project(tmp_path, [
+        node("loop", completion_promise="DONE", routing={"agent": "slowpoke"}),
+        node("stuck", completion_promise="DONE", routing={"agent": "stuckbot"}),
+        node("short", completion_promise="DONE", routing={"agent": "slowpoke"},
+             limits={"max_iterations": 2}),
+    ], agents={"slowpoke": {"provider": "simulate", "complete_after": 4},
+               "stuckbot": {"provider": "simulate", "complete_after": 9, "progress": "none"}})
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1
+    data = {t["id"]: t for t in status(tmp_path)["tasks"]}
+    assert data["loop"]["state"] == "succeeded" and data["loop"]["iterations"] == 5
+    assert data["stuck"]["state"] == "failed" and data["stuck"]["error"].startswith("stuck")
+    assert data["short"]["state"] == "failed" and "max_iterations (2)" in data["short"]["error"]
+
+
+def test_command_agent_faults(tmp_path):
+    script = tmp_path / "agent.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys, time
+        task = os.environ["HARNESSC_TASK"]
+        prompt = sys.stdin.read()
+        if task == "silent":
+            sys.exit(0)
+        if task == "crash":
+            print("boom on stderr", file=sys.stderr); sys.exit(3)
+        if task == "huge":
+            sys.stdout.write("y" * (3 << 20)); sys.exit(0)
+        if task == "hang":
+            time.sleep(60)
+        if task == "prose":
+            print("I did it, no JSON here"); sys.exit(0)
+        print('```json\\n{"title": "t", "score": 1}\\n```')
+    """))
+    agents = {"cli": {"provider": "command", "command": [PY, str(script)], "timeout": 2},
+              "missing": {"provider": "command", "command": ["no-such-agent-binary-xyz"]}}
+    c = {"contract": "summary", "routing": {"agent": "cli"}, "retry": {"max_retries": 0}}
+    write_project(tmp_path, [node(t, **c) for t in ("good", "silent", "crash", "huge", "hang", "prose")]
+                  + [node("nobin", contract="summary", routing={"agent": "missing"}, retry={"max_retries": 0})],
+                  agents=agents, contracts={"summary": SIMPLE_CONTRACT})
+    t0 = time.monotonic()
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1
+    assert time.monotonic() - t0 < 30
+    data = {t["id"]: t for t in status(tmp_path)["tasks"]}
+    assert data["good"]["state"] == "succeeded"
+    assert "printed nothing" in data["silent"]["error"] or "no JSON" in data["silent"]["error"]
+    assert "exited with 3" in data["crash"]["error"] and "boom on stderr" in data["crash"]["error"]
+    assert data["huge"]["state"] == "failed"
+    assert "timed out" in data["hang"]["error"]
+    assert "no JSON object" in data["prose"]["error"]
+    assert "no-such-agent-binary-xyz" in data["nobin"]["error"]
+    huge = json.loads(harnessc(tmp_path, "log", "huge", "--json").stdout)
+    assert len(huge[0]["raw_output"]) <= 1 << 20
+
+
+def test_budget_stops_the_run_with_exit_3_and_is_kept_across_resumes(tmp_path):
+    price = {"input": 1000.0, "output": 1000.0}  # about $0.1 per call
+    write_project(tmp_path, [node(f"t{i}") for i in range(6)],
+                  agents={"rehearsal": {"provider": "simulate", "price": price}}, concurrency=1)
+    r = harnessc(tmp_path, "run", "--max-cost", "0.25")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "budget" in (r.stdout + r.stderr).lower()
+    done1 = sum(s == "succeeded" for s in states(tmp_path).values())
+    assert 1 <= done1 < 6
+    r = harnessc(tmp_path, "run", "--max-cost", "0.25")  # the ledger remembers what was spent
+    assert r.returncode == 3
+    assert sum(s == "succeeded" for s in states(tmp_path).values()) == done1
+    r = harnessc(tmp_path, "run", "--max-cost", "100")
+    assert r.returncode == 0
+
+
+def test_stop_file_and_concurrent_run_and_status_during_run(tmp_path):
+    write_project(tmp_path, [node(f"t{i}") for i in range(30)],
+                  agents={"rehearsal": {"provider": "simulate", "latency": 0.3}}, concurrency=2)
+    p = spawn(tmp_path, "run")
+    try:
+        for _ in range(100):
+            time.sleep(0.1)
+            s = status(tmp_path)
+            if s["run"] and s["run"].get("active") and any(t["state"] == "succeeded" for t in s["tasks"]):
+                break
+        assert s["run"]["active"] and s["run"]["pid"] == p.pid
+        second = harnessc(tmp_path, "run")
+        assert second.returncode == 2 and f"pid {p.pid}" in second.stderr
+        r = harnessc(tmp_path, "stop")
+        assert r.returncode == 0 and str(p.pid) in r.stdout
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 3, out + err
+    st = status(tmp_path)
+    assert st["run"]["status"] == "stopped"
+    assert not any(t["state"] == "running" for t in st["tasks"])
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0 and set(states(tmp_path).values()) == {"succeeded"}
+
+
+def test_double_ctrl_c_during_accept_command_kills_its_group(tmp_path):
+    pidfile = tmp_path / "accept.pid"
+    slow = [PY, "-c", f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(60)"]
+    write_project(tmp_path, [node("slow", accept=[{"id": "slow", "argv": slow, "timeout": 120}])])
+    p = spawn(tmp_path, "run")
+    try:
+        for _ in range(150):
+            time.sleep(0.1)
+            if pidfile.exists() and pidfile.read_text():
+                break
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 3, out + err
+    pid = int(pidfile.read_text())
+    time.sleep(0.3)
+    from .test_procs import alive
+
+    assert not alive(pid)
+    log = json.loads(harnessc(tmp_path, "log", "slow", "--json").stdout)
+    assert log[-1]["status"] == "interrupted"
+    assert states(tmp_path)["slow"] in ("pending", "ready")
+
+
+def test_bad_state_and_plan_inputs(tmp_path):
+    write_project(tmp_path, [node("a")])
+    db = tmp_path / ".harness" / "state.db"
+    db.write_bytes(b"this is not sqlite at all" * 100)
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 2 and "not a readable harnessc state database" in r.stderr
+    assert db.read_bytes().startswith(b"this is not sqlite")  # never silently reset
+    db.unlink()
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE other (x)")
+    con.commit()
+    con.close()
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 2 and "not a harnessc state database" in r.stderr
+    db.unlink()
+    assert harnessc(tmp_path, "run").returncode == 0
+    con = sqlite3.connect(db)
+    con.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    r = harnessc(tmp_path, "status")
+    assert r.returncode == 2 and "newer" in r.stderr
+    db.unlink()
+    # A stale plan with --no-build is refused; a missing plan too.
+    (tmp_path / "roadmap.md").write_text("# changed\n")
+    r = harnessc(tmp_path, "run", "--no-build")
+    assert r.returncode == 2 and "older than roadmap.md" in r.stderr
+    (tmp_path / ".harness" / "build" / "plan.json").unlink()
+    r = harnessc(tmp_path, "run", "--no-build")
+    assert r.returncode == 2 and "no compiled plan" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_select_and_usage_errors(tmp_path):
+    write_project(tmp_path, [node("a"), node("b", depends_on=["a"]), node("c")])
+    r = harnessc(tmp_path, "run", "--select", "b")
+    assert r.returncode == 1  # b's dependency is neither done nor selected: skipped
+    assert states(tmp_path)["b"] == "skipped"
+    r = harnessc(tmp_path, "run", "--select", "+b")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = harnessc(tmp_path, "run", "--select", "zzz")
+    assert r.returncode == 2 and "zzz" in r.stderr
+    r = harnessc(tmp_path, "run", "--jobs", "0")
+    assert r.returncode == 2
