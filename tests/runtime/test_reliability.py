@@ -1,0 +1,100 @@
+"""Reliability drills: kill -9 at random moments, and the secret canary."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import textwrap
+import time
+from pathlib import Path
+
+from .helpers import PY, harnessc, node, spawn, write_project
+
+CALL_LOGGER = textwrap.dedent("""
+    import os, sys, time, random
+    task = os.environ["HARNESSC_TASK"]
+    with open(os.environ["CALL_LOG"], "a") as f:
+        f.write(f"{time.time():.6f} {task}\\n")
+        f.flush()
+        os.fsync(f.fileno())
+    sys.stdin.read()
+    time.sleep(random.uniform(0.02, 0.15))
+    print("done <promise>DONE</promise>")
+""")
+
+
+def test_kill_9_drill_resumes_to_completion_without_recalling_committed_tasks(tmp_path):
+    rng = random.Random(1234)
+    root = tmp_path / "proj"
+    script = tmp_path / "agent.py"
+    script.write_text(CALL_LOGGER)
+    calls = tmp_path / "calls.log"
+    nodes = []
+    for i in range(40):
+        deps = [f"t{j:02d}" for j in rng.sample(range(i), k=min(i, rng.randint(0, 2)))] if i else []
+        nodes.append(node(f"t{i:02d}", depends_on=deps, completion_promise="DONE",
+                          routing={"agent": "logger"}))
+    write_project(root, nodes, agents={"logger": {"provider": "command", "command": [PY, str(script)],
+                                                  "timeout": 30}}, concurrency=4)
+    env = {**os.environ, "CALL_LOG": str(calls),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    kills = 0
+    for round_ in range(12):
+        p = spawn(root, "run", env=env)
+        if kills < 5:
+            time.sleep(rng.uniform(0.5, 2.0))
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)
+                kills += 1
+            p.communicate(timeout=30)
+            continue
+        out, err = p.communicate(timeout=120)
+        if p.returncode == 0:
+            break
+        assert p.returncode in (0, 3), out + err
+    else:
+        raise AssertionError("the plan never completed")
+    assert kills >= 3
+    con = sqlite3.connect(root / ".harness" / "state.db")
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    committed = dict(con.execute("SELECT id, finished_at FROM tasks WHERE state='succeeded'"))
+    assert len(committed) == 40
+    seen: dict[str, list[float]] = {}
+    for line in calls.read_text().splitlines():
+        ts, task = line.split()
+        seen.setdefault(task, []).append(float(ts))
+    for task, finished in committed.items():
+        late = [t for t in seen[task] if t > finished]
+        assert not late, f"{task} was called again after its success was committed"
+    # Every attempt left 'started' by a kill was marked interrupted on resume.
+    assert con.execute("SELECT COUNT(*) FROM attempts WHERE status='started'").fetchone()[0] == 0
+    con.close()
+
+
+def test_secret_canary_never_reaches_harness_dir(tmp_path):
+    canary_a = "sk-ant-CANARY-7f3a9c1e5b2d4f60"
+    canary_o = "sk-openai-CANARY-0d9e8c7b6a5f4e3d"
+    script = tmp_path / "agent.py"
+    # A hostile agent tries to print every environment variable (and its stdin).
+    script.write_text("import os, sys, json\nsys.stdin.read()\n"
+                      "print(json.dumps(dict(os.environ)))\n"
+                      "print(os.environ.get('ANTHROPIC_API_KEY', 'no key'))\n")
+    root = tmp_path / "proj"
+    write_project(root, [node("leak", routing={"agent": "cli"}),
+                         node("sim", accept=[{"id": "env", "argv": ["env"], "timeout": 5}])],
+                  agents={"cli": {"provider": "command", "command": [PY, str(script)]},
+                          "rehearsal": {"provider": "simulate"}})
+    env = {**os.environ, "ANTHROPIC_API_KEY": canary_a, "OPENAI_API_KEY": canary_o,
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    r = harnessc(root, "run", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    harnessc(root, "log", "leak", env=env)
+    for path in (root / ".harness").rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert canary_a.encode() not in data, path
+            assert canary_o.encode() not in data, path
+    assert canary_a not in r.stdout + r.stderr
