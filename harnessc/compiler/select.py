@@ -1,9 +1,10 @@
 """dbt-style task selection: `id`, `+id` (with ancestors), `id+` (with descendants), `tag:x`,
-`phase:x`; space-separated selectors are a union, comma-joined ones an intersection."""
+`phase:x` (name or slug prefix, e.g. phase:phase-1); space-separated selectors are a union, comma-joined ones an intersection."""
 
 from __future__ import annotations
 
 import fnmatch
+import re
 
 
 class SelectionError(ValueError):
@@ -30,9 +31,15 @@ def _atom(atom: str, tasks: list[dict], parents: dict, children: dict) -> set[st
         want = core[4:]
         base = {t["id"] for t in tasks if any(fnmatch.fnmatchcase(tag, want) for tag in t.get("tags") or [])}
     elif core.startswith("phase:"):
+        # Phase names have spaces but selectors are space-separated: match the slug too,
+        # so `phase:phase-1` picks "Phase 1: Foundations".
         want = core[6:].lower()
-        base = {t["id"] for t in tasks if t.get("phase") and (
-            fnmatch.fnmatchcase(t["phase"].lower(), want) or t["phase"].lower().startswith(want))}
+        base = set()
+        for t in tasks:
+            phase = (t.get("phase") or "").lower()
+            slug = re.sub(r"[^a-z0-9]+", "-", phase).strip("-")
+            if phase and any(fnmatch.fnmatchcase(name, want) or name.startswith(want) for name in (phase, slug)):
+                base.add(t["id"])
     else:
         base = {t["id"] for t in tasks if fnmatch.fnmatchcase(t["id"], core)}
         if not base:

@@ -1,0 +1,260 @@
+"""The CLI through real subprocesses: exit codes, formats, ls/graph/validate/schema/init."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, REPO, check_golden
+
+HARNESSC = [sys.executable, "-m", "harnessc"]
+DEMO = REPO / "specs" / "demo"
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "HARNESSC_DEBUG"}
+    return subprocess.run([*HARNESSC, *args], cwd=cwd or REPO, capture_output=True, text=True, timeout=120, env=env)
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Path:
+    root = tmp_path / "demo"
+    shutil.copytree(DEMO, root, ignore=shutil.ignore_patterns(".harness"))
+    return root
+
+
+@pytest.fixture
+def seed(tmp_path: Path) -> Path:
+    root = tmp_path / "seed"
+    root.mkdir()
+    shutil.copy(FIXTURES / "seed" / "appendix_a.md", root / "roadmap.md")
+    (root / "harness.yaml").write_text(
+        "agents:\n  codex: {provider: command, command: [codex, exec, '{prompt}']}\n"
+        "  gemini: {provider: command, command: [gemini, -p, '{prompt}']}\n"
+    )
+    return root
+
+
+def test_version() -> None:
+    r = run("--version")
+    assert r.returncode == 0 and "harnessc" in r.stdout
+
+
+def test_lint_demo_is_clean(demo: Path) -> None:
+    r = run("-C", str(demo), "lint")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ok" in r.stdout
+
+
+def test_lint_finds_project_upward(demo: Path) -> None:
+    r = run("lint", cwd=demo / "data")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_lint_outside_a_project_is_a_usage_error(tmp_path: Path) -> None:
+    r = run("lint", cwd=tmp_path)
+    assert r.returncode == 2
+    assert "no harnessc project" in r.stderr and "Traceback" not in r.stderr
+    r = run("-C", str(tmp_path / "nope"), "lint")
+    assert r.returncode == 2 and "does not exist" in r.stderr
+
+
+def test_lint_reports_every_problem_with_location(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    shutil.copytree(FIXTURES / "projects" / "unknown-keys", root, ignore=shutil.ignore_patterns("expected.txt"))
+    r = run("-C", str(root), "lint")
+    assert r.returncode == 1
+    assert "roadmap.md:6:5: error[HC103]: unknown key 'max_iteration'" in r.stdout
+    assert "harness.yaml:3:11: error[HC210]" in r.stdout
+    assert "hint: did you mean 'max_iterations'?" in r.stdout
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("fmt", ["json", "github", "sarif"])
+def test_lint_formats(tmp_path: Path, fmt: str) -> None:
+    root = tmp_path / "p"
+    shutil.copytree(FIXTURES / "projects" / "unknown-refs", root, ignore=shutil.ignore_patterns("expected.txt"))
+    r = run("-C", str(root), "lint", "--format", fmt)
+    assert r.returncode == 1
+    if fmt == "json":
+        data = json.loads(r.stdout)
+        assert {d["code"] for d in data} == {"HC401", "HC402", "HC403"}
+        assert data[0]["span"]["path"] == "roadmap.md" and data[0]["span"]["line"] == 8
+    elif fmt == "github":
+        assert "::error file=roadmap.md,line=8,col=28,title=HC401::unknown dependency 'setpu-001'" in r.stdout
+    else:
+        sarif = json.loads(r.stdout)
+        assert sarif["version"] == "2.1.0"
+        results = sarif["runs"][0]["results"]
+        assert {x["ruleId"] for x in results} == {"HC401", "HC402", "HC403"}
+
+
+def test_strict_turns_warnings_into_failures(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    shutil.copytree(FIXTURES / "projects" / "unverified", root, ignore=shutil.ignore_patterns("expected.txt"))
+    assert run("-C", str(root), "lint").returncode == 0
+    r = run("-C", str(root), "lint", "--strict")
+    assert r.returncode == 1 and "HC410" in r.stdout
+
+
+def test_build_writes_plan_and_prompts(demo: Path) -> None:
+    r = run("-C", str(demo), "build")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "critical path" in r.stdout and "waves" in r.stdout
+    plan = json.loads((demo / ".harness/build/plan.json").read_text())
+    assert plan["version"] == 1
+    ids = [n["id"] for n in plan["nodes"]]
+    assert ids == ["setup-001", "data-001", "market-001", "qualify-001", "brief-001"]
+    assert plan["waves"] == [["setup-001"], ["data-001"], ["market-001", "qualify-001"], ["brief-001"]]
+    assert plan["critical_path"][-1] == "brief-001"
+    for n in plan["nodes"]:
+        prompt = demo / ".harness/build" / n["prompt"]["path"]
+        assert prompt.is_file()
+    qualify = next(n for n in plan["nodes"] if n["id"] == "qualify-001")
+    assert qualify["routing"] == {"agent": "careful", "chain": [], "reason": "task agent"}
+    assert qualify["contract"] == "lead_score"
+    assert "tier" in plan["contracts"]["lead_score"]["json_schema"]["properties"]
+    # extends kept the base contract's fields
+    assert "qualification_score" in plan["contracts"]["lead_score"]["json_schema"]["required"]
+
+
+def test_build_is_deterministic_golden(demo: Path) -> None:
+    assert run("-C", str(demo), "build").returncode == 0
+    first = (demo / ".harness/build/plan.json").read_text()
+    assert run("-C", str(demo), "build").returncode == 0
+    assert (demo / ".harness/build/plan.json").read_text() == first
+    check_golden(FIXTURES / "plans" / "demo.plan.json", first)
+    check_golden(FIXTURES / "plans" / "demo.brief-001.md", (demo / ".harness/build/prompts/brief-001.md").read_text())
+
+
+def test_fingerprint_changes_with_the_task_only(demo: Path) -> None:
+    assert run("-C", str(demo), "build").returncode == 0
+    before = {n["id"]: n["fingerprint"] for n in json.loads((demo / ".harness/build/plan.json").read_text())["nodes"]}
+    text = (demo / "roadmap.md").read_text().replace("Score the Acme Corp lead", "Score the Acme lead")
+    (demo / "roadmap.md").write_text(text)
+    assert run("-C", str(demo), "build").returncode == 0
+    after = {n["id"]: n["fingerprint"] for n in json.loads((demo / ".harness/build/plan.json").read_text())["nodes"]}
+    changed = {k for k in before if before[k] != after[k]}
+    assert changed == {"qualify-001"}
+
+
+def test_build_with_errors_writes_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    shutil.copytree(FIXTURES / "projects" / "cycle", root, ignore=shutil.ignore_patterns("expected.txt"))
+    r = run("-C", str(root), "build")
+    assert r.returncode == 1 and "HC404" in r.stdout
+    assert not (root / ".harness/build/plan.json").exists()
+
+
+LS_KEYS = ["id", "title", "phase", "done", "depends_on", "contract", "agent", "model", "complexity",
+           "priority", "max_iterations", "max_time", "stuck_after", "completion_promise", "success",
+           "accept", "context", "tags", "goal"]
+
+
+def test_ls_json_seed_roadmap_keeps_its_meaning(seed: Path) -> None:
+    r = run("-C", str(seed), "ls", "--output", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    tasks = json.loads(r.stdout)
+    assert [list(t) for t in tasks] == [LS_KEYS, LS_KEYS]
+    auth, perf = tasks
+    assert auth["agent"] == ["codex", "gemini"]
+    assert auth["max_time"] == 4 * 3600 and auth["max_iterations"] == 200 and auth["stuck_after"] == 5
+    assert auth["completion_promise"] == "AUTH_COMPLETE"
+    assert auth["success"] == "All auth tests pass, tokens validate correctly"
+    assert auth["goal"].startswith("Goal: Create a complete JWT authentication system including:\n1. User registration endpoint")
+    assert perf["agent"] == ["auto"] and perf["max_iterations"] is None and perf["max_time"] == 8 * 3600
+    assert perf["success"] == "P95 latency < 100ms"
+    assert perf["depends_on"] == [] and perf["contract"] is None and perf["tags"] == []
+
+
+def test_ls_seed_section_8_2(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    root.mkdir()
+    shutil.copy(FIXTURES / "seed" / "section_8_2.md", root / "roadmap.md")
+    (root / "harness.yaml").write_text(
+        "agents:\n  codex: {provider: command, command: [codex]}\n  gemini: {provider: command, command: [gemini]}\n")
+    r = run("-C", str(root), "ls", "--output", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (task,) = json.loads(r.stdout)
+    assert task["max_time"] == 14400 and task["agent"] == ["codex", "gemini"] and task["phase"] is None
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["-s", "qualify-001"], ["qualify-001"]),
+    (["-s", "+qualify-001"], ["setup-001", "data-001", "qualify-001"]),
+    (["-s", "market-001+"], ["market-001", "brief-001"]),
+    (["-s", "tag:analysis"], ["market-001", "qualify-001"]),
+    (["-s", "tag:analysis,tag:sales"], ["qualify-001"]),
+    (["-s", "tag:sales market-001"], ["market-001", "qualify-001", "brief-001"]),
+    (["-s", "phase:phase-1"], ["setup-001", "data-001"]),
+    (["-s", "phase:*brief"], ["brief-001"]),
+    (["-s", "data-001+", "--exclude", "brief-001"], ["data-001", "market-001", "qualify-001"]),
+])
+def test_ls_selection(demo: Path, args: list[str], expected: list[str]) -> None:
+    r = run("-C", str(demo), "ls", "--output", "json", *args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [t["id"] for t in json.loads(r.stdout)] == expected
+
+
+def test_ls_unknown_selector_is_usage_error(demo: Path) -> None:
+    r = run("-C", str(demo), "ls", "-s", "nope")
+    assert r.returncode == 2 and "no task matches 'nope'" in r.stderr
+
+
+def test_graph_mermaid_and_dot(demo: Path) -> None:
+    r = run("-C", str(demo), "graph")
+    assert r.returncode == 0 and r.stdout.startswith("flowchart TD")
+    assert "t_market_001 --> t_brief_001" in r.stdout
+    r = run("-C", str(demo), "graph", "--format", "dot")
+    assert r.returncode == 0 and '"qualify-001" -> "brief-001";' in r.stdout
+
+
+def test_validate_output_against_contracts(demo: Path, tmp_path: Path) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"headline": "Acme is ready", "actions": ["Book a demo"]}))
+    r = run("-C", str(demo), "validate", "--contract", "weekly_brief", str(good))
+    assert r.returncode == 0, r.stdout + r.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"qualification_score": 150, "bant_assessment": {"budget": "high"}}))
+    r = run("-C", str(demo), "validate", "--contract", "lead_qualification", str(bad), "--output", "json")
+    assert r.returncode == 1
+    errors = json.loads(r.stdout)["errors"]
+    paths = {e["path"] for e in errors}
+    assert "$.qualification_score" in paths and "$.recommended_action" in paths
+    assert any(e["rule"] == "value <= 100" for e in errors)
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    r = run("-C", str(demo), "validate", "--contract", "weekly_brief", str(broken))
+    assert r.returncode == 1 and "not valid JSON" in r.stdout
+    r = run("-C", str(demo), "validate", "--contract", "weekly_brif", str(good))
+    assert r.returncode == 2 and "did you mean 'weekly_brief'" in r.stderr
+
+
+def test_schema_and_contracts_commands(tmp_path: Path) -> None:
+    r = run("schema")
+    assert r.returncode == 0 and set(json.loads(r.stdout)) == {"contracts.schema.json", "harness.schema.json"}
+    r = run("schema", "--out", str(tmp_path / "s"))
+    assert r.returncode == 0 and (tmp_path / "s" / "harness.schema.json").is_file()
+    r = run("contracts", "--output", "json")
+    assert set(json.loads(r.stdout)) == {"lead_qualification", "research_report", "appointment_booking",
+                                         "market_analysis", "compliance_check", "code_change"}
+
+
+def test_init_scaffolds_a_project_that_lints(tmp_path: Path) -> None:
+    root = tmp_path / "new"
+    r = run("init", str(root))
+    assert r.returncode == 0, r.stderr
+    for name in ("roadmap.md", "contracts.yaml", "harness.yaml", ".gitignore", ".schemas/contracts.schema.json"):
+        assert (root / name).exists(), name
+    assert (root / "contracts.yaml").read_text().startswith("# yaml-language-server: $schema=")
+    assert ".harness/" in (root / ".gitignore").read_text()
+    r = run("-C", str(root), "build")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = run("init", str(root))
+    assert r.returncode == 2 and "already exist" in r.stderr

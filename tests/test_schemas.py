@@ -1,0 +1,50 @@
+"""schemas/ is generated from the IR models; regenerating must not change it."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from harnessc.compiler.schemas import SCHEMA_FILES, dump, generate
+
+from conftest import REPO
+
+
+@pytest.mark.parametrize("name", SCHEMA_FILES)
+def test_committed_schema_is_current(name: str) -> None:
+    committed = (REPO / "schemas" / name).read_text("utf-8")
+    assert committed == dump(generate()[name]), f"run `harnessc schema --out schemas` and commit {name}"
+
+
+@pytest.mark.parametrize("name", SCHEMA_FILES)
+def test_schema_is_valid_draft07_with_descriptions(name: str) -> None:
+    schema = json.loads((REPO / "schemas" / name).read_text("utf-8"))
+    jsonschema.Draft7Validator.check_schema(schema)
+    assert schema["additionalProperties"] is False
+    for defname, body in schema.get("definitions", {}).items():
+        if body.get("type") == "object":
+            assert body.get("additionalProperties") is False, defname
+            assert body.get("description"), defname
+            for prop, sub in body.get("properties", {}).items():
+                assert sub.get("description"), f"{defname}.{prop} has no description"
+
+
+def _yaml(path):
+    import yaml
+
+    return yaml.safe_load(path.read_text("utf-8"))
+
+
+def test_demo_specs_validate_against_schemas() -> None:
+    for spec, name in (("contracts.yaml", "contracts.schema.json"), ("harness.yaml", "harness.schema.json")):
+        schema = json.loads((REPO / "schemas" / name).read_text("utf-8"))
+        errors = list(jsonschema.Draft7Validator(schema).iter_errors(_yaml(REPO / "specs" / "demo" / spec)))
+        assert errors == [], errors
+
+
+def test_schema_rejects_unknown_key() -> None:
+    schema = json.loads((REPO / "schemas" / "harness.schema.json").read_text("utf-8"))
+    errors = list(jsonschema.Draft7Validator(schema).iter_errors({"agents": {"a": {"provider": "simulate", "latncy": "1s"}}}))
+    assert errors and "latncy" in errors[0].message
