@@ -283,7 +283,7 @@ class Runner:
         return self.agents[name]
 
     def _deps(self, node: dict) -> dict[str, dict]:
-        rows = self.store.tasks()
+        rows = self.store.tasks(list(node.get("depends_on") or []))
         return {d: {"output": rows[d]["output"] if d in rows else None,
                     "state": rows[d]["state"] if d in rows else "pending"}
                 for d in node.get("depends_on") or []}

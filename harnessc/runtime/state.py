@@ -225,9 +225,15 @@ class StateStore:
 
     # ------------------------------------------------------------------ tasks
 
-    def tasks(self) -> dict[str, dict]:
+    def tasks(self, ids: list[str] | None = None) -> dict[str, dict]:
+        """Task rows by id (all of them, or just `ids`)."""
         out = {}
-        for row in self.db.execute("SELECT * FROM tasks"):
+        if ids is None:
+            rows = self.db.execute("SELECT * FROM tasks")
+        else:
+            marks = ",".join("?" * len(ids))
+            rows = self.db.execute(f"SELECT * FROM tasks WHERE id IN ({marks})", list(ids))
+        for row in rows:
             d = dict(row)
             d["output"] = json.loads(d["output"]) if d["output"] else None
             out[d["id"]] = d
