@@ -7,7 +7,6 @@ that decides whether a problem is collected (lint: report everything) or raised 
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, Iterator, Literal
@@ -157,6 +156,8 @@ class Diagnostics:
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     """A hint naming the closest choice, or None."""
+    import difflib  # only when a hint is needed: lint start-up stays cheap
+
     match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"did you mean '{match[0]}'?" if match else None
 

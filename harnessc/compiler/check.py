@@ -117,7 +117,6 @@ def _rule_span(project: Project, marks, loc: tuple, offset: int, length: int) ->
 
 def check_contracts(project: Project) -> None:
     """Rules parse and type-check; examples and defaults satisfy their own type and rules."""
-    from . import rules as rules_mod
     from .validate import check_example
 
     for name in sorted(project.contract_marks):
@@ -127,19 +126,8 @@ def check_contracts(project: Project) -> None:
         if contract is None or not contract.output:
             continue
         for loc, d in _walk_deliverables(contract.output, base + ("output",)):
-            good_rules = True
-            for i, text in enumerate(d.rules):
-                rloc = loc + ("rules", i)
-                try:
-                    rule = rules_mod.parse_rule(text)
-                except rules_mod.RuleError as e:
-                    project.diags.error(e.code, e.message, _rule_span(project, marks, rloc, e.offset, e.length), e.hint)
-                    good_rules = False
-                    continue
-                for e in rules_mod.check_rule(rule, d):
-                    project.diags.error(e.code, e.message, _rule_span(project, marks, rloc, e.offset, e.length), e.hint)
-                    good_rules = False
-            if not good_rules:
+            results = [_check_rule(project, marks, loc + ("rules", i), text, d) for i, text in enumerate(d.rules)]
+            if not all(results):
                 continue
             for key in ("example", "default"):
                 value = getattr(d, key)
@@ -151,14 +139,20 @@ def check_contracts(project: Project) -> None:
                                         marks.value(loc + (key,)),
                                         "fix the value or the rule; fallbacks and the simulate agent use it")
         for i, text in enumerate(contract.output_rules):
-            rloc = base + ("output_rules", i)
-            try:
-                rule = rules_mod.parse_rule(text)
-            except rules_mod.RuleError as e:
-                project.diags.error(e.code, e.message, _rule_span(project, marks, rloc, e.offset, e.length), e.hint)
-                continue
-            for e in rules_mod.check_rule(rule, contract.output):
-                project.diags.error(e.code, e.message, _rule_span(project, marks, rloc, e.offset, e.length), e.hint)
+            _check_rule(project, marks, base + ("output_rules", i), text, contract.output)
+
+
+def _check_rule(project: Project, marks, loc: tuple, text: str, subject) -> bool:
+    """Parse and type-check one rule against its subject; report problems where they are."""
+    from . import rules as rules_mod
+
+    try:
+        errors = rules_mod.check_rule(rules_mod.parse_rule(text), subject)
+    except rules_mod.RuleError as e:
+        errors = [e]
+    for e in errors:
+        project.diags.error(e.code, e.message, _rule_span(project, marks, loc, e.offset, e.length), e.hint)
+    return not errors
 
 
 def check_cycles(project: Project) -> None:
