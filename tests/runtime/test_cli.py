@@ -267,3 +267,20 @@ def test_select_and_usage_errors(tmp_path):
     assert r.returncode == 2 and "zzz" in r.stderr
     r = harnessc(tmp_path, "run", "--jobs", "0")
     assert r.returncode == 2
+
+
+def test_transient_errors_are_retried_and_task_budget_fails_the_task(tmp_path):
+    write_project(tmp_path, [node(f"f{i}", routing={"agent": "flaky"}) for i in range(8)]
+                  + [node("pricey", routing={"agent": "pricey"}, limits={"budget_usd": 0.05},
+                          accept=[{"id": "no", "argv": ["false"], "timeout": 5}])],
+                  agents={"flaky": {"provider": "simulate", "fail_rate": 0.3, "seed": 7},
+                          "pricey": {"provider": "simulate", "price": {"input": 1000.0, "output": 1000.0}}})
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1
+    data = {t["id"]: t for t in status(tmp_path)["tasks"]}
+    assert all(data[f"f{i}"]["state"] == "succeeded" for i in range(8))
+    assert sum(data[f"f{i}"]["attempts"] for i in range(8)) > 8  # some calls failed and were retried
+    assert data["pricey"]["state"] == "failed" and "task budget reached" in data["pricey"]["error"]
+    errors = [a for i in range(8) for a in json.loads(harnessc(tmp_path, "log", f"f{i}", "--json").stdout)
+              if a["status"] == "error"]
+    assert errors and all("transient" in a["errors"][0] for a in errors)
