@@ -1,0 +1,849 @@
+"""roadmap.md -> Roadmap IR (parse_roadmap), and Roadmap IR -> canonical roadmap.md (format_roadmap).
+
+Three stages, each linear in the input:
+
+1. A line lexer reads every line once and turns it into a whole-line token (heading, task
+   item, property line, goal block, prose run). It is the only place that knows about
+   indentation and fenced code blocks.
+2. The LALR grammar in harnessc/grammar/roadmap.lark arranges those tokens into sections,
+   phases and tasks.
+3. The builder types every property value in Python and records precise spans: Task.span is
+   the id, Task.spans[key] the key as written, Task.value_spans[key] one span per value
+   (per list element for comma lists).
+
+Bad input never raises: every problem is a diagnostic (HC101-HC107) and parsing goes on.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+from decimal import Decimal
+from typing import Any, Callable, Iterator
+
+from ..diagnostics import Diagnostics, Span, did_you_mean
+from .ir import Complexity, FailureStrategy, Priority, Roadmap, Task, parse_duration
+
+__all__ = ["parse_roadmap", "format_roadmap", "PROPERTY_KEYS", "KEY_ALIASES", "ID_PATTERN"]
+
+ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+_ID = re.compile(ID_PATTERN)
+_WORD = re.compile(r"[A-Za-z0-9_-]+")
+_USD = re.compile(r"\$?[ \t]*(\d+(?:\.\d*)?|\.\d+)")
+# "  - key: value" (also "*" or "+" bullets). Anchored and free of nested quantifiers, so a
+# non-matching line costs one linear scan.
+_PROP = re.compile(r"([ \t]+)[-*+][ \t]+([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:(.*)")
+
+# canonical key -> how its value is read (see _read_value)
+PROPERTY_KEYS: dict[str, str] = {
+    "depends_on": "ids",
+    "contract": "name",
+    "agent": "agents",
+    "model": "name",
+    "complexity": "enum",
+    "priority": "enum",
+    "max_iterations": "iterations",
+    "max_time": "duration",
+    "stuck_after": "posint",
+    "completion_promise": "word",
+    "success": "text",
+    "accept": "text",
+    "context": "paths",
+    "max_retries": "int0",
+    "on_failure": "enum",
+    "budget": "usd",
+    "tags": "words",
+}
+KEY_ALIASES: dict[str, str] = {"after": "depends_on", "cli": "agent", "timeout": "max_time"}
+_ALL_KEYS = [*PROPERTY_KEYS, *KEY_ALIASES]
+_REPEATABLE = {"accept"}
+_ENUMS: dict[str, Any] = {
+    "complexity": Complexity,
+    "priority": Priority,
+    "on_failure": FailureStrategy,
+}
+_ID_HINT = "an id starts with a letter or digit and has only letters, digits, '.', '_' and '-'"
+_TASK_FORM = "- [ ] **id**: Title"
+_MINIMAL = "e.g. a line '## Tasks' followed by '- [ ] **setup-001**: Scaffold the project'"
+
+
+# ------------------------------------------------------------------ the line lexer
+
+
+def _heading(s: str) -> tuple[int, str, int] | None:
+    """(level, text, offset of text in s) for an ATX heading line s (starting with '#'), else None.
+
+    Done with string operations, not a regex: a regex for the optional closing '#'s
+    backtracks quadratically on long runs of spaces.
+    """
+    level = len(s) - len(s.lstrip("#"))
+    if level > 6 or (len(s) > level and s[level] not in " \t"):
+        return None
+    rest = s[level:]
+    text = rest.strip(" \t")
+    offset = level + (len(rest) - len(rest.lstrip(" \t")))
+    if text.endswith("#"):  # optional closing sequence: "## Tasks ##"
+        bare = text.rstrip("#")
+        if not bare:
+            text = ""
+        elif bare[-1] in " \t":
+            text = bare.rstrip(" \t")
+    return level, text, offset
+
+
+def _fence(s: str) -> tuple[str, int] | None:
+    """(char, length) when s opens a fenced code block (``` or ~~~), else None."""
+    ch = s[0]
+    n = len(s) - len(s.lstrip(ch))
+    if n < 3 or (ch == "`" and "`" in s[n:]):
+        return None
+    return ch, n
+
+
+def _checkbox_end(s: str, i: int) -> int:
+    """Index after a checkbox-like '[..]' (at most 2 chars inside) starting at s[i], else -1."""
+    if i >= len(s) or s[i] != "[":
+        return -1
+    j = s.find("]", i + 1, i + 4)
+    if j < 0 or s[j + 1 : j + 2] in ("(", "[", ":"):  # a Markdown link, not a checkbox
+        return -1
+    return j + 1
+
+
+def _task_like(line: str) -> bool:
+    """Whether a column-0 line starting with -, * or + is (an attempt at) a task item."""
+    rest = line[1:].lstrip(" \t")
+    if len(rest) == len(line) - 1:  # no space after the bullet: only "-[ ] ..." counts
+        return rest[:3] in ("[ ]", "[x]", "[X]")
+    return _checkbox_end(rest, 0) > 0 or rest.startswith("**")
+
+
+def _is_blank(stripped: str) -> bool:
+    return not stripped or stripped.isspace()
+
+
+class _Source:
+    """The lexer's input: the document's lines. Passed to lark as custom (non-str) input."""
+
+    __slots__ = ("lines",)
+
+    def __init__(self, lines: list[str]):
+        self.lines = lines
+
+    def tokens(self) -> Iterator[Any]:
+        """Classify each line once; yield whole-line tokens (lines are 1-based in tokens)."""
+        Tok = _TOKEN_CLASS
+        prop_match = _PROP.match
+        lines = self.lines
+        title_seen = False
+        fence: tuple[str, int] | None = None  # an open top-level fenced block
+        task_open = in_props = False
+        text_at = 0  # first line of an open prose run (0: none)
+        body_at = body_end = 0  # first and last non-blank line of an open goal block
+        for no, line in enumerate(lines, 1):
+            if fence is not None:
+                s = line.lstrip(" ")
+                ch, n = fence
+                if len(line) - len(s) <= 3 and s.startswith(ch * n) and not s.lstrip(ch).strip():
+                    fence = None
+                continue  # inside a fence: part of the prose run
+            s = line.lstrip(" \t")
+            if not s or s.isspace():  # blank
+                in_props = False  # properties are one unbroken run
+                continue
+            indent = len(line) - len(s)
+            if indent and task_open:
+                if in_props:
+                    m = prop_match(line)
+                    if m is not None:
+                        tok = Tok("PROP", line, None, no, indent + 1, no)
+                        tok.data = m
+                        yield tok
+                        continue
+                    in_props = False
+                if not body_at:
+                    body_at = no
+                body_end = no
+                continue
+            if task_open:  # anything else ends the task
+                if body_at:
+                    yield Tok("BODY", "", None, body_at, 1, body_end)
+                    body_at = 0
+                task_open = in_props = False
+            if indent <= 3:
+                ch = s[0]
+                if ch == "#":
+                    h = _heading(s)
+                    if h is not None and h[0] <= 3:
+                        if text_at:
+                            yield Tok("_TEXT", "", None, text_at, 1, no - 1)
+                            text_at = 0
+                        level = h[0]
+                        if level == 1:
+                            kind = "H1" if title_seen else "TITLE"
+                            title_seen = True
+                        elif level == 2:
+                            kind = "TASKS" if h[1].lower() == "tasks" else "H2"
+                        else:
+                            kind = "H3"
+                        tok = Tok(kind, line, None, no, indent + 1, no)
+                        tok.data = (h[1], indent + h[2])
+                        yield tok
+                        continue
+                elif ch == "`" or ch == "~":
+                    fence = _fence(s)
+                elif not indent and ch in "-*+" and _task_like(line):
+                    if text_at:
+                        yield Tok("_TEXT", "", None, text_at, 1, no - 1)
+                        text_at = 0
+                    yield Tok("TASK", line, None, no, 1, no)
+                    task_open = in_props = True
+                    continue
+            if not text_at:
+                text_at = no
+        if body_at:
+            yield Tok("BODY", "", None, body_at, 1, body_end)
+        if text_at:
+            yield Tok("_TEXT", "", None, text_at, 1, len(lines))
+
+
+_TOKEN_CLASS: Any = None
+_PARSER: Any = None
+
+
+def _define_lexer() -> type:
+    """The lark Lexer subclass that feeds _Source.tokens() to the parser.
+
+    Defined on first use (lark is imported lazily) but bound as a module attribute, so
+    lark's cache=True can pickle a reference to it.
+    """
+    global _TOKEN_CLASS
+    from lark import Token
+    from lark.lexer import Lexer
+
+    class _LineLexer(Lexer):
+        __future_interface__ = 2  # lex(lexer_state, parser_state); our input is a _Source
+
+        def __init__(self, lexer_conf):
+            pass
+
+        def lex(self, lexer_state, parser_state):
+            return lexer_state.text.tokens()
+
+    class _LineToken(Token):
+        """A whole-line token; `data` carries what the lexer already worked out."""
+
+        __slots__ = ("data",)
+
+    _LineLexer.__qualname__ = "_LineLexer"
+    globals()["_LineLexer"] = _LineLexer
+    _TOKEN_CLASS = _LineToken
+    return _LineLexer
+
+
+def _parser():
+    """The LALR parser, built (or loaded from lark's cache) once."""
+    global _PARSER
+    if _PARSER is None:
+        from importlib import resources
+
+        from lark import Lark
+
+        grammar = resources.files("harnessc.grammar").joinpath("roadmap.lark").read_text("utf-8")
+        _PARSER = Lark(grammar, parser="lalr", lexer=_define_lexer(), cache=True)
+    return _PARSER
+
+
+# ------------------------------------------------------------------ the builder
+
+
+class _Builder:
+    """Turns the parse tree into Tasks, typing values and reporting problems."""
+
+    def __init__(self, lines: list[str], path: str, diags: Diagnostics):
+        self.lines = lines
+        self.path = path
+        self.diags = diags
+
+    def span(self, line: int, col: int, length: int) -> Span:
+        return Span(self.path, line, col, line, col + max(length, 1))
+
+    def error(self, code: str, msg: str, line: int, col: int, length: int, hint: str | None = None):
+        self.diags.error(code, msg, self.span(line, col, length), hint)
+
+    # -------------------------------------------------------------- task line
+
+    def task(self, children: list[Any], phase: str | None) -> Task | None:
+        """A task from its TASK, PROP and BODY tokens; None when the line has no usable id."""
+        head = children[0]
+        parsed = self.task_line(head.value, head.line)
+        props = [c for c in children[1:] if c.type == "PROP"]
+        body = children[-1] if children[-1].type == "BODY" else None
+        if not parsed:
+            if parsed is None:  # a broken task: still check its lines, lint reports all at once
+                for p in props:
+                    self.prop(p, {}, {}, {}, {})
+            return None
+        id_, id_col, title, title_col, done = parsed
+        no = head.line
+        id_span = self.span(no, id_col, len(id_))
+        fields: dict[str, Any] = {}
+        spans = {"id": id_span, "title": self.span(no, title_col, len(title))}
+        value_spans: dict[str, list[Span]] = {}
+        first_line: dict[str, tuple[int, str]] = {}
+        for p in props:
+            self.prop(p, fields, spans, value_spans, first_line)
+        goal = self.goal(body.line, body.end_line) if body is not None else ""
+        fields.update(
+            id=id_, title=title, phase=phase, done=done, goal=goal, span=id_span, spans=spans,
+            value_spans=value_spans,
+        )
+        return _new_task(fields)
+
+    def task_line(self, line: str, no: int):
+        """(id, id col, title, title col, done) of '- [ ] **id**: Title', reporting HC102/HC106.
+
+        None: a task too broken to keep; False: a bold list item, maybe prose, not a task.
+        """
+        pos = 1
+        while pos < len(line) and line[pos] in " \t":
+            pos += 1
+        if pos == 1:
+            self.error("HC102", "missing space after the list bullet", no, 1, 1, f"write '{_TASK_FORM}'")
+        end = _checkbox_end(line, pos)
+        done = False
+        if end < 0:  # "- **id**: Title": maybe prose, so only a warning, and not a task
+            self.diags.warning(
+                "HC102", "list item with a bold id but no checkbox is not read as a task",
+                self.span(no, pos + 1, 2), f"write '{_TASK_FORM}' for a task",
+            )
+            return False
+        box = line[pos + 1 : end - 1]
+        if box in ("x", "X"):
+            done = True
+        elif box != " ":
+            self.error(
+                "HC102", f"bad checkbox '[{box}]'", no, pos + 1, end - pos,
+                "write '[ ]' for an open task or '[x]' for a done one",
+            )
+        pos = end
+        while pos < len(line) and line[pos] in " \t":
+            pos += 1
+        rest = line[pos:]
+        if not rest.startswith("**"):
+            colon = rest.find(":")
+            guess = rest[:colon].strip() if colon > 0 else ""
+            if guess and _ID.fullmatch(guess):
+                title = rest[colon + 1 :].strip()
+                self.error(
+                    "HC102", "task id must be bold", no, pos + 1, len(guess),
+                    f"write '- [ ] **{guess}**: {title or 'Title'}'",
+                )
+                col = pos + 1 + rest.index(guess)
+                return guess, col, title, self.col_of(line, pos + colon + 1), done
+            self.error(
+                "HC102", "task has no id", no, pos + 1, len(rest.rstrip()),
+                f"write '- [ ] **some-id**: {rest.strip() or 'Title'}'",
+            )
+            return None
+        close = line.find("**", pos + 2)
+        if close < 0:
+            self.error("HC102", "unclosed '**' around the task id", no, pos + 1, 2, f"write '{_TASK_FORM}'")
+            return None
+        id_ = line[pos + 2 : close]
+        id_col = pos + 3
+        after = close + 2
+        if id_.endswith(":") and not line[after:].startswith(":"):  # "**id:** Title"
+            id_ = id_[:-1]
+            title_at = after
+            self.error(
+                "HC102", "the ':' goes after the closing '**'", no, close, 1,
+                f"write '- [ ] **{id_}**: {line[after:].strip() or 'Title'}'",
+            )
+        elif line[after : after + 1] == ":":
+            title_at = after + 1
+        else:
+            title_at = after
+            self.error(
+                "HC102", "expected ':' after the task id", no, after + 1, 1,
+                f"write '- [ ] **{id_}**: {line[after:].strip() or 'Title'}'",
+            )
+        if not id_:
+            self.error("HC106", "empty task id", no, pos + 1, 4, _ID_HINT)
+            return None
+        if not _ID.fullmatch(id_):
+            self.error("HC106", f"bad task id '{id_}'", no, id_col, len(id_), _ID_HINT)
+        title = line[title_at:].strip()
+        if not title:
+            self.error(
+                "HC102", f"task '{id_}' has no title", no, len(line.rstrip()) + 1, 1,
+                f"write '- [ ] **{id_}**: What to do'",
+            )
+        return id_, id_col, title, self.col_of(line, title_at), done
+
+    @staticmethod
+    def col_of(line: str, i: int) -> int:
+        """1-based column of the first non-blank character at or after index i."""
+        return i + 1 + (len(line) - i - len(line[i:].lstrip()))
+
+    # -------------------------------------------------------------- property lines
+
+    def prop(self, tok, fields: dict, spans: dict, value_spans: dict, first: dict) -> None:
+        """Read one '- key: value' line into fields/spans, or report why not."""
+        m = tok.data
+        no = tok.line
+        indent, key, raw = m.group(1, 2, 3)
+        if "\t" in indent:
+            self.error("HC102", "tab in indentation", no, indent.index("\t") + 1, 1, "indent with spaces")
+        key_col = m.start(2) + 1
+        canon = KEY_ALIASES.get(key, key)
+        kind = PROPERTY_KEYS.get(canon)
+        if kind is None:
+            hint = did_you_mean(key, _ALL_KEYS) or ("known keys: " + ", ".join(PROPERTY_KEYS))
+            self.error("HC103", f"unknown key '{key}'", no, key_col, len(key), hint)
+            return
+        if canon in first and canon not in _REPEATABLE:
+            first_no, first_key = first[canon]
+            same = "" if first_key == key else f" (same as '{first_key}')"
+            self.error(
+                "HC104", f"duplicate key '{key}'{same}", no, key_col, len(key),
+                f"'{first_key}' is already set on line {first_no}; keep one",
+            )
+            return
+        value = raw.strip()
+        if not value:
+            self.error("HC105", f"'{key}' has no value", no, m.start(3) + 1, 1,
+                       "expected " + _FORMATS.get(canon, _FORMATS[kind]))
+            return
+        col = m.start(3) + 1 + (len(raw) - len(raw.lstrip()))
+        got = _READERS[kind](self, canon, key, value, no, col)
+        if got is None:
+            return
+        val, vspans = got
+        first[canon] = (no, key)
+        if canon in _REPEATABLE:
+            if canon in fields:
+                fields[canon].append(val)
+                value_spans[canon] += vspans
+                return
+            val = [val]
+        fields[canon] = val
+        value_spans[canon] = vspans
+        spans[canon] = Span(self.path, no, key_col, no, key_col + len(key))
+
+    # -------------------------------------------------------------- the goal
+
+    def goal(self, start: int, end: int) -> str:
+        """The goal block, verbatim minus its common indentation (tabs: next multiple of 4)."""
+        block = self.lines[start - 1 : end]
+        leads: list[int] = []
+        tabbed = False
+        for i, ln in enumerate(block):
+            s = ln.lstrip(" \t")
+            if _is_blank(s):
+                leads.append(-1)
+                continue
+            n = len(ln) - len(s)
+            if "\t" in ln[:n]:
+                tabbed = True
+                self.error(
+                    "HC102", "tab in indentation", start + i, ln.index("\t") + 1, 1,
+                    "indent with spaces",
+                )
+            leads.append(n)
+        if tabbed:  # re-indent with spaces so the common indentation is measured in columns
+            for i, ln in enumerate(block):
+                if leads[i] > 0:
+                    width = 0
+                    for ch in ln[: leads[i]]:
+                        width = (width // 4 + 1) * 4 if ch == "\t" else width + 1
+                    block[i] = " " * width + ln[leads[i] :]
+                    leads[i] = width
+        common = min(n for n in leads if n >= 0)
+        out = [ln[common:] if n >= 0 else "" for ln, n in zip(block, leads)]
+        m = _PROP.match(self.lines[start - 1])  # the first goal line is indented: it can match
+        if m is not None and KEY_ALIASES.get(m.group(2), m.group(2)) in PROPERTY_KEYS:
+            # the usual cause: a blank line between the task line (or its properties) and this
+            self.diags.warning(
+                "HC102", f"'{m.group(2)}' here is goal text, not a property",
+                self.span(start, m.start(2) + 1, len(m.group(2))),
+                "property lines go directly under the task line, with no blank line before them",
+            )
+        return "\n".join(out)
+
+
+def _new_task(values: dict[str, Any]) -> Task:
+    """A Task from already-checked values: what Task.model_construct does, minus its cost.
+
+    model_construct walks every field and inspects each default factory's signature
+    (about 200 us a task); parsing 100k tasks must stay in seconds. tests/test_roadmap.py
+    checks that the result equals a validated Task.
+    """
+    d = _TASK_DEFAULTS.copy()
+    d["depends_on"], d["agent"], d["accept"], d["context"], d["tags"] = [], [], [], [], []
+    d.update(values)
+    t = Task.__new__(Task)
+    _setattr(t, "__dict__", d)
+    _setattr(t, "__pydantic_fields_set__", set(values))
+    _setattr(t, "__pydantic_extra__", None)
+    _setattr(t, "__pydantic_private__", None)
+    return t
+
+
+_setattr = object.__setattr__
+_TASK_DEFAULTS: dict[str, Any] = {
+    name: (None if f.is_required() or f.default_factory else f.default)
+    for name, f in Task.model_fields.items()
+}
+
+
+# ------------------------------------------------------------------ typed values
+#
+# One reader per kind of value: (builder, canonical key, key as written, value, line, col)
+# -> (typed value, value spans), or None after reporting HC105 at the value's column.
+
+_FORMATS = {
+    "ids": "task ids, comma-separated, like setup-001, auth-002",
+    "name": "one name, without spaces",
+    "agents": "agent names, comma-separated, or auto",
+    "iterations": "a positive whole number, like 50, or unlimited",
+    "duration": "a duration like 45s, 30m, 4h, 1d or 1h30m",
+    "posint": "a positive whole number, like 3",
+    "int0": "a whole number, 0 or more",
+    "word": "one word of letters, digits, '_' and '-', like AUTH_COMPLETE",
+    "text": "some text",
+    "paths": "files or globs, comma-separated, like src/auth/*.py, docs/api.md",
+    "usd": "an amount in US dollars, like 5 or $2.50",
+    "words": "labels, comma-separated, like backend, auth",
+    "complexity": "one of " + ", ".join(c.value for c in Complexity),
+    "priority": "one of " + ", ".join(p.value for p in Priority),
+    "on_failure": "one of " + ", ".join(f.value for f in FailureStrategy),
+}
+
+
+def _bad(b: _Builder, key: str, value: str, no: int, col: int, hint: str) -> None:
+    b.error("HC105", f"bad {key} '{value}'", no, col, len(value), hint)
+
+
+def _split(value: str, col: int) -> list[tuple[str, int]]:
+    """Comma-separated items with their columns; commas inside {...} (globs) do not split."""
+    if "{" in value:
+        cuts, depth = [], 0
+        for i, ch in enumerate(value):
+            if ch == "{":
+                depth += 1
+            elif ch == "}" and depth:
+                depth -= 1
+            elif ch == "," and not depth:
+                cuts.append(i)
+        pieces = [value[a + 1 : z] for a, z in zip([-1, *cuts], [*cuts, len(value)])]
+    else:
+        pieces = value.split(",")
+    out, at = [], col
+    for piece in pieces:
+        text = piece.strip()
+        out.append((text, at + len(piece) - len(piece.lstrip()) if text else at))
+        at += len(piece) + 1
+    return out
+
+
+def _read_list(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
+    kind = PROPERTY_KEYS[canon]
+    vals, vspans, ok = [], [], True
+    path = b.path
+    for text, c in _split(value, col):
+        if not text:
+            b.error("HC105", f"empty item in {key}", no, c, 1, "expected " + _FORMATS[kind])
+            ok = False
+        elif kind == "ids" and not _ID.fullmatch(text):
+            b.error("HC105", f"bad task id '{text}' in {key}", no, c, len(text), _ID_HINT)
+            ok = False
+        elif kind != "paths" and (" " in text or "\t" in text):
+            b.error("HC105", f"bad {key} item '{text}'", no, c, len(text),
+                    "expected " + _FORMATS[kind])
+            ok = False
+        else:
+            vals.append(text)
+            vspans.append(Span(path, no, c, no, c + len(text)))
+    if ok and kind == "agents" and "auto" in vals and len(vals) > 1:
+        b.error("HC105", f"bad {key} '{value}': auto cannot be combined with agent names",
+                no, col, len(value), "write either auto or a list of agent names")
+        ok = False
+    return (vals, vspans) if ok else None
+
+
+def _read_enum(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
+    enum = _ENUMS[canon]
+    try:  # case-insensitive: "Complex" means complex
+        return enum(value.lower()), [Span(b.path, no, col, no, col + len(value))]
+    except ValueError:
+        near = did_you_mean(value.lower(), [e.value for e in enum])
+        allowed = "allowed: " + ", ".join(e.value for e in enum)
+        _bad(b, key, value, no, col, f"{near} {allowed}" if near else allowed)
+        return None
+
+
+def _read_int(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
+    kind = PROPERTY_KEYS[canon]
+    if kind == "iterations" and value.lower() == "unlimited":
+        return "unlimited", [Span(b.path, no, col, no, col + len(value))]
+    n = -1
+    if value.isascii() and value.isdigit():
+        try:
+            n = int(value)
+        except ValueError:  # more digits than int() will read
+            n = -1
+    if n < (0 if kind == "int0" else 1):
+        _bad(b, key, value, no, col, "expected " + _FORMATS[kind])
+        return None
+    return n, [Span(b.path, no, col, no, col + len(value))]
+
+
+_UNIT_WORDS = {
+    "ms": "ms", "msec": "ms", "msecs": "ms", "millisecond": "ms", "milliseconds": "ms",
+    "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
+    "m": "m", "min": "m", "mins": "m", "minute": "m", "minutes": "m",
+    "h": "h", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
+    "d": "d", "day": "d", "days": "d",
+}
+_DURATION_WORDS = re.compile(r"(\d+(?:\.\d+)?)[ \t]*([A-Za-z]*)[ \t,]*(?:and[ \t]+)?")
+
+
+def _duration_hint(value: str) -> str:
+    """'use 4h' for '4 hours', 'use 1h30m' for '1 hour 30 min', 'use 90s' for '90'."""
+    parts, pos = [], 0
+    while pos < len(value):
+        m = _DURATION_WORDS.match(value, pos)
+        unit = _UNIT_WORDS.get(m.group(2).lower() or "s") if m and m.end() > pos else None
+        if unit is None:
+            return "use " + _FORMATS["duration"]
+        parts.append(m.group(1) + unit)
+        pos = m.end()
+    return f"use {''.join(parts)}" if parts else "use " + _FORMATS["duration"]
+
+
+def _read_duration(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        _bad(b, key, value, no, col, _duration_hint(value))
+        return None
+    if seconds <= 0:
+        b.error("HC105", f"{key} must be longer than 0", no, col, len(value),
+                "use " + _FORMATS["duration"])
+        return None
+    return seconds, [Span(b.path, no, col, no, col + len(value))]
+
+
+def _read_usd(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
+    m = _USD.fullmatch(value)
+    if m is None:
+        _bad(b, key, value, no, col, "expected " + _FORMATS["usd"])
+        return None
+    return float(m.group(1)), [Span(b.path, no, col, no, col + len(value))]
+
+
+def _read_word(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
+    if PROPERTY_KEYS[canon] == "word":
+        ok = _WORD.fullmatch(value) is not None
+    else:  # a name: contract or model
+        ok = not (" " in value or "\t" in value or "," in value)
+    if not ok:
+        _bad(b, key, value, no, col, "expected " + _FORMATS[PROPERTY_KEYS[canon]])
+        return None
+    return value, [Span(b.path, no, col, no, col + len(value))]
+
+
+def _read_text(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
+    return value, [Span(b.path, no, col, no, col + len(value))]
+
+
+_READERS: dict[str, Callable[..., Any]] = {
+    "ids": _read_list, "agents": _read_list, "paths": _read_list, "words": _read_list,
+    "enum": _read_enum,
+    "iterations": _read_int, "posint": _read_int, "int0": _read_int,
+    "duration": _read_duration,
+    "usd": _read_usd,
+    "word": _read_word, "name": _read_word,
+    "text": _read_text,
+}
+
+
+# ------------------------------------------------------------------ parse_roadmap
+
+
+def parse_roadmap(text: str, path: str, diags: Diagnostics) -> Roadmap:
+    """Parse roadmap.md text; problems go to diags (HC101-HC107), never raised.
+
+    (A fail-fast Diagnostics raises CompileError at the first error, by its own design.)
+    """
+    # The parse allocates many long-lived objects and no cycles: the cyclic GC would only
+    # rescan them again and again (it doubles the time of a 10k-task roadmap).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse(text, path, diags)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _parse(text: str, path: str, diags: Diagnostics) -> Roadmap:
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    # splitlines, like render_text, so line numbers agree with the rendered diagnostics
+    lines = text.splitlines()
+    src = _Source(lines)
+    b = _Builder(lines, path, diags)
+    try:
+        tree = _parser().parse(src)
+        from lark import Tree  # already imported by _parser()
+    except Exception as e:  # the grammar accepts every token stream; keep the promise anyway
+        diags.error("HC102", f"cannot parse roadmap: {type(e).__name__}", Span(path, 1, 1))
+        return Roadmap(path=path)
+
+    title = None
+    title_line = 0
+    tasks_at: list[int] = []  # line of each '## Tasks' heading
+    tasks: list[Task] = []
+    seen: dict[str, Span] = {}
+    near_misses: list[tuple[int, str]] = []
+
+    def add(task_tree, phase: str | None) -> None:
+        t = b.task(task_tree.children, phase)
+        if t is None:
+            return
+        first = seen.get(t.id)
+        if first is not None:
+            diags.error(
+                "HC107", f"duplicate task id '{t.id}'", t.span,
+                f"'{t.id}' is already defined on line {first.line}; ids must be unique",
+            )
+            return
+        seen[t.id] = t.span
+        tasks.append(t)
+
+    def near_miss(tok) -> None:
+        """Remember headings that were probably meant as '## Tasks' (for the HC101 hint)."""
+        text = tok.data[0].lower()
+        if text in ("tasks", "task", "todo") or (tok.type == "H2" and did_you_mean(text, ["tasks"])):
+            near_misses.append((tok.line, tok.value.strip()))
+
+    for node in tree.children:
+        if not isinstance(node, Tree):  # prose before the first heading
+            if node.type == "H3":
+                near_miss(node)
+            continue
+        head = node.children[0]
+        if node.data == "other_section":
+            near_miss(head)
+            for tok in node.children[1:]:
+                if tok.type == "H3":
+                    near_miss(tok)
+            if head.type == "TITLE":
+                title, title_line = head.data[0], head.line
+                if not title:
+                    b.error("HC102", "empty title", head.line, head.data[1] + 1, 1,
+                            "write '# Project name'")
+                    title = None
+            continue
+        if tasks_at:  # tasks_section
+            diags.warning(
+                "HC102", "second '## Tasks' section",
+                b.span(head.line, head.column, len(head.value.strip())),
+                f"the first is on line {tasks_at[0]}; tasks of both are read, but keep one",
+            )
+        tasks_at.append(head.line)
+        for child in node.children[1:]:
+            if child.data == "task":
+                add(child, None)
+                continue
+            h3 = child.children[0]  # a phase
+            phase, pcol = h3.data
+            if not phase:
+                b.error("HC102", "empty phase heading", h3.line, pcol + 1, 1,
+                        "write '### Phase 1: Foundations'")
+            for t in child.children[1:]:
+                add(t, phase or None)
+
+    if not tasks_at:
+        hint = "add a '## Tasks' section, " + _MINIMAL
+        if near_misses:
+            no, written = near_misses[0]
+            hint = f"line {no} says '{written}': the tasks heading must be exactly '## Tasks'"
+        diags.error("HC101", "roadmap has no '## Tasks' section", Span(path, 1, 1, 1, 2), hint)
+
+    overview = ""
+    end = tasks_at[0] - 1 if tasks_at else len(lines)
+    start = title_line if title_line and (not tasks_at or title_line < tasks_at[0]) else 0
+    if end > start:
+        overview = "\n".join(lines[start:end]).strip()
+    return Roadmap.model_construct(path=path, title=title, overview=overview, tasks=tasks)
+
+
+# ------------------------------------------------------------------ format_roadmap
+
+
+def _fmt_duration(seconds: int | float) -> str:
+    if isinstance(seconds, int) or float(seconds).is_integer():
+        s = int(seconds)
+        parts = []
+        for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+            if s >= size:
+                parts.append(f"{s // size}{unit}")
+                s %= size
+        return "".join(parts) or "0s"
+    return _fmt_number(seconds) + "s"
+
+
+def _fmt_number(x: float) -> str:
+    """A plain decimal (no exponent) that reads back as the same float."""
+    text = format(Decimal(repr(float(x))), "f")
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _fmt_value(key: str, value: Any) -> str | None:
+    if value is None or value == []:
+        return None
+    if isinstance(value, list):
+        return ", ".join(value)
+    if key == "max_time":
+        return _fmt_duration(value)
+    if key == "budget":
+        return _fmt_number(value)
+    if hasattr(value, "value"):  # an enum
+        return value.value
+    return str(value)
+
+
+def format_roadmap(roadmap: Roadmap) -> str:
+    """The roadmap as canonical roadmap.md text: parse_roadmap reads it back to the same IR.
+
+    Tasks with no phase must come before the first phased task (Markdown cannot express
+    a return to "no phase"); such tasks are written under the phase before them.
+    """
+    out: list[str] = []
+    if roadmap.title:
+        out += [f"# {roadmap.title}", ""]
+    if roadmap.overview.strip():
+        out += [roadmap.overview.strip(), ""]
+    out += ["## Tasks", ""]
+    phase = None
+    for t in roadmap.tasks:
+        if t.phase and t.phase != phase:
+            out += [f"### {t.phase}", ""]
+            phase = t.phase
+        out.append(f"- [{'x' if t.done else ' '}] **{t.id}**: {t.title}")
+        for key in PROPERTY_KEYS:
+            value = getattr(t, key)
+            if key in _REPEATABLE:
+                out += [f"  - {key}: {v}" for v in value]
+                continue
+            text = _fmt_value(key, value)
+            if text is not None:
+                out.append(f"  - {key}: {text}")
+        if t.goal.strip():
+            out.append("")
+            out += [f"  {ln}" if ln.strip() else "" for ln in t.goal.strip("\n").split("\n")]
+        out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
