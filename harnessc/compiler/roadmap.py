@@ -17,6 +17,7 @@ Bad input never raises: every problem is a diagnostic (HC101-HC107) and parsing 
 from __future__ import annotations
 
 import gc
+import os
 import re
 from decimal import Decimal
 from typing import Any, Callable, Iterator
@@ -34,7 +35,7 @@ _USD = re.compile(r"\$?[ \t]*(\d+(?:\.\d*)?|\.\d+)")
 # non-matching line costs one linear scan.
 _PROP = re.compile(r"([ \t]+)[-*+][ \t]+([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:(.*)")
 
-# canonical key -> how its value is read (see _read_value)
+# canonical key -> the kind of value (see _READERS)
 PROPERTY_KEYS: dict[str, str] = {
     "depends_on": "ids",
     "contract": "name",
@@ -125,10 +126,11 @@ def _is_blank(stripped: str) -> bool:
 class _Source:
     """The lexer's input: the document's lines. Passed to lark as custom (non-str) input."""
 
-    __slots__ = ("lines",)
+    __slots__ = ("lines", "indented_tasks")
 
     def __init__(self, lines: list[str]):
         self.lines = lines
+        self.indented_tasks: list[tuple[int, int]] = []  # (line, col): prose, maybe a mistake
 
     def tokens(self) -> Iterator[Any]:
         """Classify each line once; yield whole-line tokens (lines are 1-based in tokens)."""
@@ -199,6 +201,8 @@ class _Source:
                     yield Tok("TASK", line, None, no, 1, no)
                     task_open = in_props = True
                     continue
+            if indent and s[0] in "-*+" and _task_like(s):  # e.g. nested under a prose bullet
+                self.indented_tasks.append((no, indent + 1))
             if not text_at:
                 text_at = no
         if body_at:
@@ -250,8 +254,24 @@ def _parser():
         from lark import Lark
 
         grammar = resources.files("harnessc.grammar").joinpath("roadmap.lark").read_text("utf-8")
-        _PARSER = Lark(grammar, parser="lalr", lexer=_define_lexer(), cache=True)
+        _PARSER = Lark(grammar, parser="lalr", lexer=_define_lexer(), cache=_cache_file())
     return _PARSER
+
+
+def _cache_file() -> str | bool:
+    """Where lark caches the parse tables: a private directory, not lark's default.
+
+    cache=True would unpickle a file at a predictable name in the shared temp directory,
+    which another local user could plant. lark checks the grammar hash stored in the file
+    and rebuilds (about 15 ms) when it differs, or when the cache cannot be written.
+    """
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    folder = os.path.join(base, "harnessc")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    except OSError:
+        return False
+    return os.path.join(folder, "roadmap-grammar.lark-cache")
 
 
 # ------------------------------------------------------------------ the builder
@@ -410,6 +430,7 @@ class _Builder:
                 f"'{first_key}' is already set on line {first_no}; keep one",
             )
             return
+        first.setdefault(canon, (no, key))  # even when the value is bad: it is still a repeat
         value = raw.strip()
         if not value:
             self.error("HC105", f"'{key}' has no value", no, m.start(3) + 1, 1,
@@ -420,7 +441,6 @@ class _Builder:
         if got is None:
             return
         val, vspans = got
-        first[canon] = (no, key)
         if canon in _REPEATABLE:
             if canon in fields:
                 fields[canon].append(val)
@@ -522,7 +542,8 @@ _FORMATS = {
 
 
 def _bad(b: _Builder, key: str, value: str, no: int, col: int, hint: str) -> None:
-    b.error("HC105", f"bad {key} '{value}'", no, col, len(value), hint)
+    shown = value if len(value) <= 40 else value[:37] + "..."
+    b.error("HC105", f"bad {key} '{shown}'", no, col, len(value), hint)
 
 
 def _split(value: str, col: int) -> list[tuple[str, int]]:
@@ -583,6 +604,9 @@ def _read_enum(b: _Builder, canon: str, key: str, value: str, no: int, col: int)
         return None
 
 
+_MAX_INT = 2**31 - 1
+
+
 def _read_int(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
     kind = PROPERTY_KEYS[canon]
     if kind == "iterations" and value.lower() == "unlimited":
@@ -595,6 +619,9 @@ def _read_int(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
             n = -1
     if n < (0 if kind == "int0" else 1):
         _bad(b, key, value, no, col, "expected " + _FORMATS[kind])
+        return None
+    if n > _MAX_INT:  # the run state stores these as 64-bit integers; no sane limit is near
+        b.error("HC105", f"{key} is too large", no, col, len(value), f"at most {_MAX_INT}")
         return None
     return n, [Span(b.path, no, col, no, col + len(value))]
 
@@ -622,25 +649,29 @@ def _duration_hint(value: str) -> str:
     return f"use {''.join(parts)}" if parts else "use " + _FORMATS["duration"]
 
 
+_MAX_SECONDS = 100 * 365 * 86400  # also keeps float overflow (inf) out
+
+
 def _read_duration(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
     try:
         seconds = parse_duration(value)
     except ValueError:
         _bad(b, key, value, no, col, _duration_hint(value))
         return None
-    if seconds <= 0:
-        b.error("HC105", f"{key} must be longer than 0", no, col, len(value),
-                "use " + _FORMATS["duration"])
+    if not 0 < seconds < _MAX_SECONDS:
+        b.error("HC105", f"{key} must be longer than 0" if seconds <= 0 else f"{key} is too long",
+                no, col, len(value), "use " + _FORMATS["duration"])
         return None
     return seconds, [Span(b.path, no, col, no, col + len(value))]
 
 
 def _read_usd(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
     m = _USD.fullmatch(value)
-    if m is None:
+    usd = float(m.group(1)) if m is not None else -1.0
+    if not 0 <= usd < 1e15:  # float("9" * 400) is inf
         _bad(b, key, value, no, col, "expected " + _FORMATS["usd"])
         return None
-    return float(m.group(1)), [Span(b.path, no, col, no, col + len(value))]
+    return usd, [Span(b.path, no, col, no, col + len(value))]
 
 
 def _read_word(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
@@ -729,12 +760,15 @@ def _parse(text: str, path: str, diags: Diagnostics) -> Roadmap:
         if text in ("tasks", "task", "todo") or (tok.type == "H2" and did_you_mean(text, ["tasks"])):
             near_misses.append((tok.line, tok.value.strip()))
 
+    sections: list[tuple[int, int]] = []  # first and last line of each '## Tasks' section
     for node in tree.children:
         if not isinstance(node, Tree):  # prose before the first heading
             if node.type == "H3":
                 near_miss(node)
             continue
         head = node.children[0]
+        if sections and sections[-1][1] == 0:
+            sections[-1] = (sections[-1][0], head.line - 1)
         if node.data == "other_section":
             near_miss(head)
             for tok in node.children[1:]:
@@ -754,6 +788,7 @@ def _parse(text: str, path: str, diags: Diagnostics) -> Roadmap:
                 f"the first is on line {tasks_at[0]}; tasks of both are read, but keep one",
             )
         tasks_at.append(head.line)
+        sections.append((head.line, 0))
         for child in node.children[1:]:
             if child.data == "task":
                 add(child, None)
@@ -765,6 +800,14 @@ def _parse(text: str, path: str, diags: Diagnostics) -> Roadmap:
                         "write '### Phase 1: Foundations'")
             for t in child.children[1:]:
                 add(t, phase or None)
+
+    if src.indented_tasks and sections:
+        if sections[-1][1] == 0:
+            sections[-1] = (sections[-1][0], len(lines))
+        for no, col in src.indented_tasks:
+            if any(a < no <= z for a, z in sections):  # a dropped task would go unnoticed
+                b.error("HC102", "indented task item is not read as a task", no, col, 1,
+                        f"task items start at column 1: '{_TASK_FORM}'")
 
     if not tasks_at:
         hint = "add a '## Tasks' section, " + _MINIMAL

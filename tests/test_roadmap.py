@@ -1,0 +1,311 @@
+"""roadmap.md parser: golden cases, exact spans, round trips through format_roadmap, fuzzing.
+
+Golden cases: each directory under fixtures/roadmap holds roadmap.md, expected.json (the
+parsed roadmap, spans as "line:col-end_col") and expected.txt (the diagnostics as
+render_text prints them). HARNESSC_UPDATE_GOLDEN=1 rewrites the expected files.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harnessc.compiler.ir import Complexity, FailureStrategy, Priority, Roadmap, Task, parse_duration
+from harnessc.compiler.roadmap import KEY_ALIASES, PROPERTY_KEYS, format_roadmap, parse_roadmap
+from harnessc.diagnostics import CompileError, Diagnostics, Span, render_text
+
+from conftest import FIXTURES, REPO, check_golden
+
+CASES = sorted(p for p in (FIXTURES / "roadmap").iterdir() if p.is_dir())
+PATH = "roadmap.md"
+SPAN_FIELDS = {"span", "spans", "value_spans"}
+
+
+def parse(text: str) -> tuple[Roadmap, Diagnostics]:
+    diags = Diagnostics()
+    return parse_roadmap(text, PATH, diags), diags
+
+
+def fmt_span(s: Span) -> str:
+    assert s.path == PATH and s.end_line == s.line
+    return f"{s.line}:{s.col}-{s.end_col}"
+
+
+def task_json(t: Task) -> dict:
+    """A task as compact JSON: fields that differ from the defaults, then the spans."""
+    d = t.model_dump(mode="json", exclude=SPAN_FIELDS)
+    out = {k: v for k, v in d.items() if k in ("id", "title") or not (
+        v is None or v is False or v == [] or v == "")}
+    out["span"] = fmt_span(t.span)
+    out["spans"] = {k: fmt_span(s) for k, s in t.spans.items()}
+    out["value_spans"] = {k: [fmt_span(s) for s in v] for k, v in t.value_spans.items()}
+    return out
+
+
+def ir(roadmap: Roadmap) -> dict:
+    """The roadmap without spans, for round-trip comparisons."""
+    return {
+        "title": roadmap.title,
+        "overview": roadmap.overview,
+        "tasks": [t.model_dump(exclude=SPAN_FIELDS) for t in roadmap.tasks],
+    }
+
+
+# ------------------------------------------------------------------ golden cases
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_golden(case: Path) -> None:
+    text = (case / "roadmap.md").read_text(encoding="utf-8")
+    roadmap, diags = parse(text)
+    doc = {
+        "title": roadmap.title,
+        "overview": roadmap.overview,
+        "tasks": [task_json(t) for t in roadmap.tasks],
+    }
+    check_golden(case / "expected.json", json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    check_golden(case / "expected.txt", render_text(diags.sorted(), {PATH: text}))
+    # every task built without validation must equal a validated one
+    for t in roadmap.tasks:
+        assert Task.model_validate(t.model_dump()) == t
+
+
+def test_golden_cases_cover_every_roadmap_code() -> None:
+    seen = "".join((c / "expected.txt").read_text() for c in CASES)
+    for code in ("HC101", "HC102", "HC103", "HC104", "HC105", "HC106", "HC107"):
+        assert f"[{code}]" in seen, code
+
+
+def test_seed_roadmaps_keep_their_meaning() -> None:
+    text = (FIXTURES / "roadmap" / "seed-appendix-a" / "roadmap.md").read_text()
+    roadmap, diags = parse(text)
+    assert not diags.items
+    auth, perf = roadmap.tasks
+    assert auth.agent == ["codex", "gemini"] and perf.agent == ["auto"]
+    assert auth.max_time == 14400 and perf.max_iterations == "unlimited"
+    assert auth.success == "All auth tests pass, tokens validate correctly"
+    assert perf.success == "P95 latency < 100ms"
+    assert auth.goal.startswith("Goal: Create a complete JWT authentication system including:\n1.")
+    assert auth.goal.endswith("Output `<promise>AUTH_COMPLETE</promise>` when all tests pass.")
+    roadmap, diags = parse((FIXTURES / "roadmap" / "seed-8.2" / "roadmap.md").read_text())
+    assert not diags.items and roadmap.title is None
+    (task,) = roadmap.tasks
+    assert (task.max_time, task.max_iterations, task.agent) == (14400, 200, ["codex", "gemini"])
+
+
+# ------------------------------------------------------------------ details
+
+
+def test_value_spans_point_at_each_list_item() -> None:
+    text = "## Tasks\n\n- [ ] **auth-001**: Auth\n  - depends_on: setup-001, auht-001\n"
+    (task,) = parse(text)[0].tasks
+    assert task.depends_on == ["setup-001", "auht-001"]
+    first, second = task.value_spans["depends_on"]
+    assert (second.line, second.col, second.end_col) == (4, 28, 36)
+    assert text.splitlines()[3][second.col - 1 : second.end_col - 1] == "auht-001"
+    assert text.splitlines()[3][first.col - 1 : first.end_col - 1] == "setup-001"
+    assert (task.spans["depends_on"].col, task.spans["depends_on"].end_col) == (5, 15)
+    assert (task.span.line, task.span.col, task.span.end_col) == (3, 9, 17)
+
+
+def test_alias_span_covers_the_key_as_written() -> None:
+    (task,) = parse("## Tasks\n- [ ] **a**: A\n  - cli: auto\n")[0].tasks
+    assert task.agent == ["auto"]
+    assert (task.spans["agent"].col, task.spans["agent"].end_col) == (5, 8)
+
+
+def test_crlf_bom_and_lf_agree() -> None:
+    text = (FIXTURES / "roadmap" / "design-example" / "roadmap.md").read_text()
+    want = ir(parse(text)[0])
+    assert ir(parse(text.replace("\n", "\r\n"))[0]) == want
+    assert ir(parse("\ufeff" + text)[0]) == want
+
+
+def test_goal_is_verbatim_minus_common_indentation() -> None:
+    text = "## Tasks\n- [ ] **a**: A\n\n    one\n      two  \n\n\n    ```\n    code\n    ```\n\n"
+    (task,) = parse(text)[0].tasks
+    assert task.goal == "one\n  two  \n\n\n```\ncode\n```"
+
+
+def test_fail_fast_collector_stops_at_the_first_error() -> None:
+    with pytest.raises(CompileError) as e:
+        parse_roadmap("## Tasks\n- [ ] **a**: A\n  - max_iteration: 5\n", PATH, Diagnostics(fail_fast=True))
+    assert e.value.diagnostic.code == "HC103"
+
+
+def test_unknown_key_hint_names_the_closest_key() -> None:
+    _, diags = parse("## Tasks\n- [ ] **a**: A\n  - max_iteration: 5\n")
+    (d,) = diags.items
+    assert d.code == "HC103" and d.message == "unknown key 'max_iteration'"
+    assert d.hint == "did you mean 'max_iterations'?"
+    assert (d.span.line, d.span.col, d.span.end_col) == (3, 5, 18)
+
+
+def test_importing_the_module_does_not_import_lark() -> None:
+    code = "import sys, harnessc.compiler.roadmap; print('lark' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_large_roadmap_parses_quickly() -> None:
+    lines = ["# Big", "", "## Tasks", ""]
+    for i in range(5000):
+        lines += [
+            f"- [ ] **t-{i}**: Task {i}", f"  - depends_on: t-{max(i - 1, 0)}",
+            "  - agent: codex, gemini", "  - max_time: 1h30m", "  - accept: pytest -q", "",
+            "  Goal text.", "  1. step", "",
+        ]
+    parse("\n".join(lines[:40]))  # build the parser outside the timing
+    start = time.process_time()
+    roadmap, diags = parse("\n".join(lines))
+    elapsed = time.process_time() - start
+    assert len(roadmap.tasks) == 5000 and not diags.items
+    assert elapsed < 5, f"5000 tasks took {elapsed:.2f}s"  # about 0.3 s on a slow machine
+
+
+# ------------------------------------------------------------------ round trips
+
+_LINE_CHARS = st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp"))
+# one line of free text: no line breaks, no surrounding blanks
+line_text = st.text(_LINE_CHARS, min_size=1, max_size=30).map(str.strip).filter(bool)
+ids = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,12}", fullmatch=True)
+names = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_./:@+-]{0,15}", fullmatch=True)
+heading_text = line_text.filter(lambda s: not s.endswith("#"))
+paths = st.from_regex(r"[A-Za-z0-9_./*?-]{1,12}(\{[a-z]{1,3},[a-z]{1,3}\})?", fullmatch=True)
+durations = st.integers(1, 10**7) | st.integers(1, 10**6).map(lambda n: parse_duration(f"{n}ms"))
+goal_line = st.one_of(
+    st.just(""),
+    line_text,
+    st.sampled_from([
+        "Output `<promise>DONE</promise>` when done.", "1. a step", "- [ ] a sub-item",
+        "### a heading in the goal", "```", "~~~", "**bold**: text", "- note: not a property",
+        "# x", "<progress>...</progress>",
+    ]),
+    line_text.map(lambda s: "    " + s),
+)
+
+
+@st.composite
+def goals(draw) -> str:
+    first = draw(line_text.filter(lambda s: not s.startswith(("-", "*", "+"))))
+    rest = draw(st.lists(goal_line, max_size=6))
+    while rest and not rest[-1]:
+        rest.pop()
+    return "\n".join([first, *rest])
+
+
+@st.composite
+def tasks(draw, id_: str, phase: str | None) -> Task:
+    opt = lambda s: draw(st.none() | s)  # noqa: E731
+    agent = draw(st.just(["auto"]) | st.lists(names.filter(lambda n: n != "auto"), max_size=3))
+    return Task(
+        id=id_, title=draw(line_text), phase=phase, done=draw(st.booleans()),
+        depends_on=draw(st.lists(ids, max_size=3)),
+        contract=opt(names), agent=agent, model=opt(names),
+        complexity=opt(st.sampled_from(Complexity)), priority=opt(st.sampled_from(Priority)),
+        max_iterations=opt(st.integers(1, 10**6) | st.just("unlimited")),
+        max_time=opt(durations), stuck_after=opt(st.integers(1, 999)),
+        completion_promise=opt(st.from_regex(r"[A-Za-z0-9_-]{1,12}", fullmatch=True)),
+        success=opt(line_text), accept=draw(st.lists(line_text, max_size=3)),
+        context=draw(st.lists(paths, max_size=3)), max_retries=opt(st.integers(0, 99)),
+        on_failure=opt(st.sampled_from(FailureStrategy)),
+        budget=opt(st.floats(0, 1e6, allow_nan=False, allow_infinity=False)),
+        tags=draw(st.lists(names, max_size=3)),
+        goal=draw(st.just("") | goals()), span=Span(PATH),
+    )
+
+
+@st.composite
+def roadmaps(draw) -> Roadmap:
+    task_ids = draw(st.lists(ids, max_size=8, unique=True))
+    phases = [None] + draw(st.lists(heading_text, max_size=3))
+    # phases only move forward: Markdown cannot go back to "no phase"
+    cuts = sorted(draw(st.lists(st.integers(0, len(task_ids)), min_size=len(phases) - 1,
+                                max_size=len(phases) - 1)))
+    bounds = [0, *cuts, len(task_ids)]
+    items = [
+        draw(tasks(task_ids[j], phase))
+        for i, phase in enumerate(phases)
+        for j in range(bounds[i], bounds[i + 1])
+    ]
+    overview = draw(st.lists(
+        st.from_regex(r"[A-Za-z][A-Za-z0-9 ,.()'<>:]{0,30}", fullmatch=True) | st.just(""),
+        max_size=4,
+    ))
+    return Roadmap(
+        path=PATH, title=draw(st.none() | heading_text),
+        overview="\n".join(overview).strip(), tasks=items,
+    )
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(roadmaps())
+def test_format_then_parse_gives_the_same_ir(roadmap: Roadmap) -> None:
+    text = format_roadmap(roadmap)
+    back, diags = parse(text)
+    assert not diags.items, render_text(diags.sorted(), {PATH: text}) + text
+    assert ir(back) == ir(roadmap), text
+    assert format_roadmap(back) == text  # canonical: formatting is a fixed point
+
+
+def test_every_property_is_formatted() -> None:
+    task = Task(id="a", title="A", span=Span(PATH), depends_on=["b"], contract="c", agent=["x"],
+                model="m", complexity="epic", priority="low", max_iterations=3, max_time=5400,
+                stuck_after=2, completion_promise="OK", success="s", accept=["x", "y"],
+                context=["src/**"], max_retries=0, on_failure="fail", budget=1e-7, tags=["t"])
+    text = format_roadmap(Roadmap(path=PATH, tasks=[task]))
+    assert "  - max_time: 1h30m\n" in text and "  - budget: 0.0000001\n" in text
+    written = {ln.split(":")[0].strip(" -") for ln in text.splitlines() if ln.startswith("  - ")}
+    assert written == set(PROPERTY_KEYS)
+    assert not set(KEY_ALIASES) & written
+
+
+# ------------------------------------------------------------------ fuzzing
+
+ROADMAP_LINES = [
+    "# Title", "#", "## Tasks", "## tasks ##", "## Notes", "### Phase 1", "###", "#### deep",
+    "- [ ] **a**: A", "- [x] **b**: B", "- [ ] **a**: again", "- [ ] c: not bold", "- [] **d**:",
+    "- **e**: no box", "-[ ] **f**: x", "- [ ] ****: x", "- [ ] **g** no colon", "* [ ] **h**: H",
+    "  - depends_on: a, b, , c d", "  - after: a", "  - max_time: 4 hours", "  - timeout: 4h",
+    "  - cli: auto, codex", "  - max_iterations: unlimited", "  - max_iteration: 5",
+    "  - budget: $-1", "  - context: src/{a,b}/*.py", "  - accept: pytest", "  - success:",
+    "  - complexity: Epic", "  - stuck_after: 99999999999999999999999", "\t- agent: codex",
+    "  goal text", "    deeper", "\tTabbed goal", "```", "~~~", "   ```python", "", "   ", "prose",
+    "  - note: x", "- [ ] **" + "x" * 50, "- [ ] **a**: " + " " * 40 + "#",
+]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=400))
+def test_arbitrary_text_never_raises(text: str) -> None:
+    roadmap, diags = parse(text)
+    check_spans(text, diags)
+    assert all(t.id for t in roadmap.tasks)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(ROADMAP_LINES) | st.text(max_size=20), max_size=40),
+       st.sampled_from(["\n", "\r\n"]))
+def test_roadmap_like_lines_never_raise(lines: list[str], newline: str) -> None:
+    text = newline.join(lines)
+    roadmap, diags = parse(text)
+    check_spans(text, diags)
+    ids_ = [t.id for t in roadmap.tasks]
+    assert len(ids_) == len(set(ids_))
+
+
+def check_spans(text: str, diags: Diagnostics) -> None:
+    """Every diagnostic points inside the file (a line that exists, or 1:1)."""
+    n = max(1, len(text.lstrip("\ufeff").splitlines()))
+    for d in diags.items:
+        assert d.code.startswith("HC10") and d.span.path == PATH
+        assert not d.message.startswith("cannot parse"), d  # the lexer or grammar failed
+        assert 1 <= d.span.line <= n and 1 <= d.span.col < d.span.end_col, d
+    render_text(diags.sorted(), {PATH: text})
