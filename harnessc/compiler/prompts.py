@@ -84,7 +84,8 @@ def _render(plan: dict, root: Path, name: str, context: dict) -> str:
                               _template_span(e, str(root), templates), "templates run sandboxed") from None
     except TemplateError as e:
         raise TemplateProblem("HC503", f"template error: {e}", _template_span(e, str(root), templates)) from None
-    except (TypeError, ValueError, AttributeError, KeyError, IndexError, ZeroDivisionError) as e:
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, ZeroDivisionError,
+            OverflowError, RecursionError) as e:
         raise TemplateProblem("HC503", f"template error: {type(e).__name__}: {e}",
                               _template_span(e, str(root), templates)) from None
 
