@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Lint benchmark: whole-process `harnessc lint` on specs/demo against its peers.
+
+Each round runs, in turn (the order rotates each round so no tool always goes first):
+
+- python -c pass                        the interpreter's own start-up: a floor, for reference
+- harnessc -C specs/demo lint           the thing measured
+- check-jsonschema --schemafile schemas/contracts.schema.json specs/demo/contracts.yaml
+- yamllint specs/demo/contracts.yaml
+
+All four are console entry points in the same bin dir as sys.executable (run this with the
+venv's python). A missing peer is skipped with a note. The medians and the ratios
+lint / check-jsonschema and lint / yamllint are printed against the targets.
+
+Usage:
+    python bench/lint.py              # 15 rounds
+    python bench/lint.py --rounds 5
+
+Prints figures only; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO = REPO / "specs" / "demo"
+TARGET_VS_CHECK_JSONSCHEMA = 0.5
+TARGET_VS_YAMLLINT = 1.5
+
+
+def _bin(name: str) -> str | None:
+    path = Path(sys.executable).parent / name
+    return str(path) if path.exists() and os.access(path, os.X_OK) else None
+
+
+def _schema_file(tmp: Path) -> Path | None:
+    """schemas/contracts.schema.json, or a fresh one from `harnessc schema --out` when it is missing."""
+    checked_in = REPO / "schemas" / "contracts.schema.json"
+    if checked_in.is_file():
+        return checked_in
+    harnessc = _bin("harnessc")
+    if harnessc is None:
+        return None
+    subprocess.run([harnessc, "schema", "--out", str(tmp)], check=True, capture_output=True)
+    out = tmp / "contracts.schema.json"
+    return out if out.is_file() else None
+
+
+def _time(argv: list[str], cwd: Path) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0, proc.returncode
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    args = ap.parse_args(argv)
+
+    tmp = Path(tempfile.mkdtemp(prefix="harnessc-bench-lint-"))
+    try:
+        commands: dict[str, list[str]] = {"python -c pass": [sys.executable, "-c", "pass"]}
+        notes: list[str] = []
+        harnessc = _bin("harnessc")
+        if harnessc is None:
+            raise SystemExit(f"no harnessc next to {sys.executable}: run this with the venv's python")
+        commands["harnessc lint"] = [harnessc, "-C", str(DEMO), "lint"]
+        cjs = _bin("check-jsonschema")
+        schema = _schema_file(tmp)
+        if cjs is None:
+            notes.append("check-jsonschema: not installed next to python, skipped")
+        elif schema is None:
+            notes.append("check-jsonschema: no contracts schema found or generated, skipped")
+        else:
+            commands["check-jsonschema"] = [cjs, "--schemafile", str(schema), str(DEMO / "contracts.yaml")]
+            if schema.parent == tmp:
+                notes.append("check-jsonschema: schemas/ missing, used `harnessc schema --out`")
+        yl = _bin("yamllint")
+        if yl is None:
+            notes.append("yamllint: not installed next to python, skipped")
+        else:
+            commands["yamllint"] = [yl, str(DEMO / "contracts.yaml")]
+
+        names = list(commands)
+        codes: dict[str, set[int]] = {n: set() for n in names}
+        times: dict[str, list[float]] = {n: [] for n in names}
+        for name in names:  # warm-up: file cache, .pyc files
+            _time(commands[name], REPO)
+        for r in range(args.rounds):
+            order = names[r % len(names):] + names[: r % len(names)]
+            for name in order:
+                t, rc = _time(commands[name], REPO)
+                times[name].append(t)
+                codes[name].add(rc)
+
+        med = {n: statistics.median(ts) for n, ts in times.items()}
+        print(f"harnessc lint bench: {args.rounds} rounds, python {sys.version.split()[0]}, {os.cpu_count()} cpus")
+        print()
+        print(f"{'command':<18} {'median ms':>10} {'min ms':>8} {'max ms':>8}  exit")
+        for n in names:
+            ts = times[n]
+            print(f"{n:<18} {med[n] * 1000:>10.1f} {min(ts) * 1000:>8.1f} {max(ts) * 1000:>8.1f}  "
+                  + ",".join(str(c) for c in sorted(codes[n])))
+        print()
+        print("targets:")
+        lint = med["harnessc lint"]
+        for peer, target in (("check-jsonschema", TARGET_VS_CHECK_JSONSCHEMA), ("yamllint", TARGET_VS_YAMLLINT)):
+            if peer not in med:
+                print(f"  lint <= {target}x {peer:<17} skipped")
+                continue
+            ratio = lint / med[peer]
+            print(f"  lint <= {target}x {peer:<17} {ratio:.2f}x  {'ok' if ratio <= target else 'MISSED'}")
+        floor = med["python -c pass"]
+        print(f"  (reference) lint / python start-up  {lint / floor:.1f}x; lint minus start-up {(lint - floor) * 1000:.0f} ms")
+        for note in notes:
+            print(f"  note: {note}")
+        if codes["harnessc lint"] != {0}:
+            print(f"  note: harnessc lint exited {sorted(codes['harnessc lint'])} on specs/demo (expected 0)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
