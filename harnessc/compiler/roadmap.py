@@ -3,8 +3,8 @@
 Three stages, each linear in the input:
 
 1. A line lexer reads every line once and turns it into a whole-line token (heading, task
-   item, property line, goal block, prose run). It is the only place that knows about
-   indentation and fenced code blocks.
+   item with its property lines, goal block, prose run). It is the only place that knows
+   about indentation and fenced code blocks.
 2. The LALR grammar in harnessc/grammar/roadmap.lark arranges those tokens into sections,
    phases and tasks.
 3. The builder types every property value in Python and records precise spans: Task.span is
@@ -133,13 +133,19 @@ class _Source:
         self.indented_tasks: list[tuple[int, int]] = []  # (line, col): prose, maybe a mistake
 
     def tokens(self) -> Iterator[Any]:
-        """Classify each line once; yield whole-line tokens (lines are 1-based in tokens)."""
-        Tok = _TOKEN_CLASS
+        """Classify each line once; yield whole-line tokens (lines are 1-based in tokens).
+
+        A TASK token's data is the list of its property lines as (line number, match): the
+        token is yielded at once and the list filled in as the following lines are read
+        (the builder looks at it only after the parse).
+        """
+        tok = _TOKEN_CLASS.make
         prop_match = _PROP.match
         lines = self.lines
         title_seen = False
         fence: tuple[str, int] | None = None  # an open top-level fenced block
-        task_open = in_props = False
+        props: list | None = None  # the open task's property lines, while they continue
+        task_open = False
         text_at = 0  # first line of an open prose run (0: none)
         body_at = body_end = 0  # first and last non-blank line of an open goal block
         for no, line in enumerate(lines, 1):
@@ -151,34 +157,33 @@ class _Source:
                 continue  # inside a fence: part of the prose run
             s = line.lstrip(" \t")
             if not s or s.isspace():  # blank
-                in_props = False  # properties are one unbroken run
+                props = None  # properties are one unbroken run
                 continue
             indent = len(line) - len(s)
             if indent and task_open:
-                if in_props:
+                if props is not None:
                     m = prop_match(line)
                     if m is not None:
-                        tok = Tok("PROP", line, None, no, indent + 1, no)
-                        tok.data = m
-                        yield tok
+                        props.append((no, m))
                         continue
-                    in_props = False
+                    props = None
                 if not body_at:
                     body_at = no
                 body_end = no
                 continue
             if task_open:  # anything else ends the task
                 if body_at:
-                    yield Tok("BODY", "", None, body_at, 1, body_end)
+                    yield tok("BODY", "", body_at, body_end)
                     body_at = 0
-                task_open = in_props = False
+                task_open = False
+                props = None
             if indent <= 3:
                 ch = s[0]
                 if ch == "#":
                     h = _heading(s)
                     if h is not None and h[0] <= 3:
                         if text_at:
-                            yield Tok("_TEXT", "", None, text_at, 1, no - 1)
+                            yield tok("_TEXT", "", text_at, no - 1)
                             text_at = 0
                         level = h[0]
                         if level == 1:
@@ -188,27 +193,29 @@ class _Source:
                             kind = "TASKS" if h[1].lower() == "tasks" else "H2"
                         else:
                             kind = "H3"
-                        tok = Tok(kind, line, None, no, indent + 1, no)
-                        tok.data = (h[1], indent + h[2])
-                        yield tok
+                        t = tok(kind, line, no, no, indent + 1)
+                        t.data = (h[1], indent + h[2])
+                        yield t
                         continue
                 elif ch == "`" or ch == "~":
                     fence = _fence(s)
                 elif not indent and ch in "-*+" and _task_like(line):
                     if text_at:
-                        yield Tok("_TEXT", "", None, text_at, 1, no - 1)
+                        yield tok("_TEXT", "", text_at, no - 1)
                         text_at = 0
-                    yield Tok("TASK", line, None, no, 1, no)
-                    task_open = in_props = True
+                    t = tok("TASK", line, no, no)
+                    t.data = props = []
+                    yield t
+                    task_open = True
                     continue
             if indent and s[0] in "-*+" and _task_like(s):  # e.g. nested under a prose bullet
                 self.indented_tasks.append((no, indent + 1))
             if not text_at:
                 text_at = no
         if body_at:
-            yield Tok("BODY", "", None, body_at, 1, body_end)
+            yield tok("BODY", "", body_at, body_end)
         if text_at:
-            yield Tok("_TEXT", "", None, text_at, 1, len(lines))
+            yield tok("_TEXT", "", text_at, len(lines))
 
 
 _TOKEN_CLASS: Any = None
@@ -238,6 +245,15 @@ def _define_lexer() -> type:
         """A whole-line token; `data` carries what the lexer already worked out."""
 
         __slots__ = ("data",)
+
+        @classmethod
+        def make(cls, type: str, value: str, line: int, end_line: int, column: int = 1):
+            # Token() checks for deprecated keyword arguments on every call; this sets the
+            # same public attributes directly, at a third of the cost
+            t = str.__new__(cls, value)
+            t.type, t.value, t.line, t.end_line, t.column = type, value, line, end_line, column
+            t.start_pos = t.end_pos = t.end_column = None
+            return t
 
     _LineLexer.__qualname__ = "_LineLexer"
     globals()["_LineLexer"] = _LineLexer
@@ -294,11 +310,11 @@ class _Builder:
     # -------------------------------------------------------------- task line
 
     def task(self, children: list[Any], phase: str | None) -> Task | None:
-        """A task from its TASK, PROP and BODY tokens; None when the line has no usable id."""
+        """A task from its TASK (with property lines) and BODY tokens; None if it has no usable id."""
         head = children[0]
         parsed = self.task_line(head.value, head.line)
-        props = [c for c in children[1:] if c.type == "PROP"]
-        body = children[-1] if children[-1].type == "BODY" else None
+        props = head.data
+        body = children[1] if len(children) > 1 else None
         if not parsed:
             if parsed is None:  # a broken task: still check its lines, lint reports all at once
                 for p in props:
@@ -408,10 +424,9 @@ class _Builder:
 
     # -------------------------------------------------------------- property lines
 
-    def prop(self, tok, fields: dict, spans: dict, value_spans: dict, first: dict) -> None:
-        """Read one '- key: value' line into fields/spans, or report why not."""
-        m = tok.data
-        no = tok.line
+    def prop(self, prop, fields: dict, spans: dict, value_spans: dict, first: dict) -> None:
+        """Read one '- key: value' line (line number, match) into fields/spans, or report why not."""
+        no, m = prop
         indent, key, raw = m.group(1, 2, 3)
         if "\t" in indent:
             self.error("HC102", "tab in indentation", no, indent.index("\t") + 1, 1, "indent with spaces")
