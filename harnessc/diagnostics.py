@@ -115,10 +115,12 @@ class Diagnostics:
 
     fail_fast: bool = False
     items: list[Diagnostic] = field(default_factory=list)
+    _seen: set[Diagnostic] = field(default_factory=set, repr=False)
 
     def add(self, diagnostic: Diagnostic) -> None:
-        if diagnostic in self.items:
+        if diagnostic in self._seen:
             return
+        self._seen.add(diagnostic)
         self.items.append(diagnostic)
         if self.fail_fast and diagnostic.severity == "error":
             raise CompileError(diagnostic)
