@@ -85,7 +85,7 @@ def _render(plan: dict, root: Path, name: str, context: dict) -> str:
     except TemplateError as e:
         raise TemplateProblem("HC503", f"template error: {e}", _template_span(e, str(root), templates)) from None
     except (TypeError, ValueError, AttributeError, KeyError, IndexError, ZeroDivisionError,
-            OverflowError, RecursionError) as e:
+            OverflowError, RecursionError, NameError) as e:  # NameError: Jinja compiles 1e400 to `inf`
         raise TemplateProblem("HC503", f"template error: {type(e).__name__}: {e}",
                               _template_span(e, str(root), templates)) from None
 
