@@ -137,9 +137,21 @@ def render_system(plan: dict, root: Path) -> str:
     return _render(plan, root, "system.md.j2", {"project": plan.get("project", {})})
 
 
+_INDEX: list = [None, None]  # [plan, its id -> node index]; one plan at a time
+
+
+def _node_index(plan: dict) -> dict[str, dict]:
+    """id -> node, built once per plan dict (rendering every task must stay linear)."""
+    cached_plan, index = _INDEX
+    if cached_plan is not plan or len(index) != len(plan["nodes"]):
+        index = {n["id"]: n for n in plan["nodes"]}
+        _INDEX[:] = [plan, index]
+    return index
+
+
 def render_prompt(plan: dict, node_id: str, deps: dict[str, dict] | None, root: Path) -> str:
     """The task prompt; `deps` maps dependency id -> {"output", "state"} (None at build time)."""
-    nodes = {n["id"]: n for n in plan["nodes"]}
+    nodes = _node_index(plan)
     node = nodes[node_id]
     deps = deps or {}
     context = _base_context(plan, node, root)
