@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from enum import IntEnum
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -60,7 +61,7 @@ class Context:
         return root
 
 
-def fail_usage(message: str, hint: str | None = None) -> "NoReturn":  # noqa: F821
+def fail_usage(message: str, hint: str | None = None) -> NoReturn:
     click.echo(f"harnessc: error: {message}", err=True)
     if hint:
         click.echo(f"  hint: {hint}", err=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..diagnostics import Span, did_you_mean
 from .ir import Deliverable
-from .project import CONTRACTS, ROADMAP, Project
+from .project import Project
 
 
 def _value_span(task, key: str, index: int = 0) -> Span:

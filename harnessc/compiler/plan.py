@@ -238,17 +238,21 @@ def _topo_order(nodes: list[dict]) -> list[dict]:
 
 def _critical_path(nodes: list[dict]) -> list[str]:
     """The longest chain of tasks still to run (done tasks weigh nothing)."""
-    by_id = {n["id"]: n for n in nodes}
-    best: dict[str, tuple[int, list[str]]] = {}
+    length: dict[str, int] = {}
+    previous: dict[str, str | None] = {}
     for n in _topo_order(nodes):
-        weight = 0 if n["done"] else 1
-        prev = max(((best[d][0], best[d][1]) for d in n["depends_on"] if d in best),
-                   key=lambda x: x[0], default=(0, []))
-        best[n["id"]] = (prev[0] + weight, prev[1] + [n["id"]])
-    if not best:
+        deps = [d for d in n["depends_on"] if d in length]
+        before = max(deps, key=lambda d: length[d], default=None)
+        length[n["id"]] = (length[before] if before else 0) + (0 if n["done"] else 1)
+        previous[n["id"]] = before
+    if not length:
         return []
-    top = max(best.values(), key=lambda x: x[0])
-    return top[1]
+    tid: str | None = max(length, key=lambda t: length[t])
+    path = []
+    while tid is not None:
+        path.append(tid)
+        tid = previous[tid]
+    return path[::-1]
 
 
 def sort_key(node: dict) -> tuple:

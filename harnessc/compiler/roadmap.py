@@ -17,11 +17,11 @@ Bad input never raises: every problem is a diagnostic (HC101-HC107) and parsing 
 from __future__ import annotations
 
 import gc
-import os
 import re
 from decimal import Decimal
 from typing import Any, Callable, Iterator
 
+from ..grammar import lark_cache_file
 from ..diagnostics import Diagnostics, Span, did_you_mean
 from .ir import Complexity, FailureStrategy, Priority, Roadmap, Task, parse_duration
 
@@ -270,24 +270,8 @@ def _parser():
         from lark import Lark
 
         grammar = resources.files("harnessc.grammar").joinpath("roadmap.lark").read_text("utf-8")
-        _PARSER = Lark(grammar, parser="lalr", lexer=_define_lexer(), cache=_cache_file())
+        _PARSER = Lark(grammar, parser="lalr", lexer=_define_lexer(), cache=lark_cache_file("roadmap-grammar"))
     return _PARSER
-
-
-def _cache_file() -> str | bool:
-    """Where lark caches the parse tables: a private directory, not lark's default.
-
-    cache=True would unpickle a file at a predictable name in the shared temp directory,
-    which another local user could plant. lark checks the grammar hash stored in the file
-    and rebuilds (about 15 ms) when it differs, or when the cache cannot be written.
-    """
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    folder = os.path.join(base, "harnessc")
-    try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-    except OSError:
-        return False
-    return os.path.join(folder, "roadmap-grammar.lark-cache")
 
 
 # ------------------------------------------------------------------ the builder

@@ -21,13 +21,13 @@ import functools
 import json
 import math
 import operator
-import os
 import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 from urllib.parse import urlsplit
 
+from ..grammar import lark_cache_file
 from ..diagnostics import did_you_mean
 
 # ------------------------------------------------------------------ limits
@@ -250,25 +250,9 @@ def _parser():
                     lexer="basic",
                     transformer=_builder(),
                     maybe_placeholders=True,
-                    cache=_cache_file(),
+                    cache=lark_cache_file("rules-grammar"),
                 )
     return _PARSER
-
-
-def _cache_file() -> str | bool:
-    """Where lark caches the LALR tables between processes: a private directory.
-
-    Not lark's cache=True, which unpickles a file at a predictable name in the shared temp
-    directory that another local user could plant. lark checks the grammar hash stored in
-    the file and rebuilds when it differs; with no writable cache it just builds each time.
-    """
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    folder = os.path.join(base, "harnessc")
-    try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-    except OSError:
-        return False
-    return os.path.join(folder, "rules-grammar.lark-cache")
 
 
 def parse_rule(text: str) -> Rule:
