@@ -81,6 +81,8 @@ class Runner:
         self.stop_file = root / ".harness" / "stop"
         self.running: dict[str, asyncio.Task] = {}
         self.live: dict[str, dict] = {}  # task id -> {"iteration", "agent"} for displays
+        self.finished: list[str] = []  # task ids whose asyncio task ended, not yet processed
+        self._system: str | None = None  # the system prompt: one per plan, rendered once
         self.targets: set[str] = set()
         self.stale: list[str] = []
         if listeners:
@@ -113,6 +115,7 @@ class Runner:
                 word = None
             if word:
                 self.request_stop("abort" if word.startswith("abort") else "stop")
+            self.store.flush_mirror()  # events.jsonl lags the db by at most this poll
             await asyncio.sleep(STOP_POLL)
 
     async def _sleep(self, seconds: float) -> None:
@@ -154,9 +157,10 @@ class Runner:
             if state == "failed" and not (rerun in ("failed", "all") or self.opts.only is not None):
                 continue
             todo.append(tid)
-        for tid in todo:
-            if rows[tid]["state"] != "pending":
-                self.store.set_state(tid, "pending")
+        with self.store.tx():
+            for tid in todo:
+                if rows[tid]["state"] != "pending":
+                    self.store.set_state(tid, "pending")
         self.store.event("run_planned", tasks=len(todo), stale=self.stale)
         return todo
 
@@ -230,21 +234,27 @@ class Runner:
             if c == 0:
                 heapq.heappush(heap, key(tid) + (tid,))
 
+        # Event-driven: a task's done callback queues its id and sets `wake`; each wake-up
+        # handles exactly the tasks that ended (no polling, no scan of the running set).
+        def ended(t: asyncio.Task) -> None:
+            self.finished.append(t.get_name())
+            self.wake.set()
+
         while (heap or self.running) and self.stop_mode != "abort":
             while heap and len(self.running) < self.jobs and not self._halting():
                 tid = heapq.heappop(heap)[-1]
-                self.running[tid] = asyncio.create_task(self._run_task(tid), name=tid)
+                t = self.running[tid] = asyncio.create_task(self._run_task(tid), name=tid)
+                t.add_done_callback(ended)
             if not self.running:
                 break
-            self.wake.clear()
-            waker = asyncio.create_task(self.wake.wait())
-            done, _ = await asyncio.wait([*self.running.values(), waker],
-                                         return_when=asyncio.FIRST_COMPLETED)
-            waker.cancel()
-            for tid, t in list(self.running.items()):
-                if not t.done():
+            if not self.finished:
+                self.wake.clear()
+                await self.wake.wait()
+            batch, self.finished = self.finished, []
+            for tid in batch:
+                t = self.running.pop(tid, None)
+                if t is None:
                     continue
-                del self.running[tid]
                 self.live.pop(tid, None)
                 try:
                     outcome = t.result()
@@ -283,7 +293,9 @@ class Runner:
         return self.agents[name]
 
     def _deps(self, node: dict) -> dict[str, dict]:
-        rows = self.store.tasks(list(node.get("depends_on") or []))
+        if not node.get("depends_on"):
+            return {}
+        rows = self.store.tasks(list(node["depends_on"]))
         return {d: {"output": rows[d]["output"] if d in rows else None,
                     "state": rows[d]["state"] if d in rows else "pending"}
                 for d in node.get("depends_on") or []}
@@ -299,7 +311,6 @@ class Runner:
         max_iter = limits.get("max_iterations")
         max_time = float(limits.get("max_time") or 3600)
         stuck_after = int(limits.get("stuck_after") or 3)
-        store.set_state(tid, "running")
         t0 = time.monotonic()
         st = AttemptState()
         try:
@@ -307,10 +318,12 @@ class Runner:
         except Exception as e:  # a template problem is this task's failure, not the run's
             store.finish_task(tid, "failed", error=f"could not render the prompt: {e}")
             return "failed"
-        try:
-            system = planmod.render_system(self.plan, self.root)
-        except Exception:
-            system = ""
+        if self._system is None:
+            try:
+                self._system = planmod.render_system(self.plan, self.root)
+            except Exception:
+                self._system = ""
+        system = self._system
         prompt, level = base, 0
         best: Any = None  # the last parsed JSON object, for partial fallbacks
         same_text: list[str] = []
@@ -350,7 +363,8 @@ class Runner:
                 st.iteration += 1
                 self.live[tid] = {"iteration": st.iteration, "agent": name}
                 phash = hashlib.sha256(prompt.encode()).hexdigest()
-                aid = store.begin_attempt(tid, st.iteration, level, name, prompt, phash, cost)
+                aid = store.begin_attempt(tid, st.iteration, level, name, prompt, phash, cost,
+                                          start_task=st.iteration == 1)
                 req = Request(task_id=tid, prompt=prompt, system=system, contract=contract,
                               output_schema=(contract or {}).get("json_schema") if (contract or {}).get("output") else None,
                               promise=node.get("completion_promise"), iteration=st.iteration,

@@ -68,12 +68,18 @@ def pid_alive(pid: int | None) -> bool:
     return True
 
 
+MIRROR_FLUSH = 0.1  # seconds events.jsonl lines may wait in the buffer (flush_mirror() too)
+
+
 class StateStore:
     def __init__(self, path: Path, create: bool = True):
         self.path = Path(path)
         self.secrets = secret_values()
         self._in_tx = False
         self.mirror = None  # file object of .harness/runs/<id>/events.jsonl, when running
+        self._mirror_flushed = 0.0
+        self._spent: float | None = None  # the run-wide ledger total, kept after the first read
+        self._reserved: dict[int, tuple[int, float]] = {}  # attempt id -> (ledger row, USD reserved)
         self.run_id: str | None = None
         self.listeners: list = []  # callables given every event (the live display)
         if not self.path.exists() and not create:
@@ -120,13 +126,22 @@ class StateStore:
                 f"({SCHEMA_VERSION}); upgrade harnessc"
             )
         self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL survives a process kill
+        # WAL + synchronous=NORMAL: a commit is durable across a process crash (kill -9: the
+        # WAL is in the OS page cache and replayed on open) without an fsync per commit; only
+        # a power loss or OS crash can drop the last commits, never corrupt the database.
+        self.db.execute("PRAGMA synchronous=NORMAL")
 
     def close(self) -> None:
         if self.mirror:
             self.mirror.close()
             self.mirror = None
         self.db.close()
+
+    def flush_mirror(self) -> None:
+        """Push buffered events.jsonl lines to the OS (the db has every event already)."""
+        if self.mirror:
+            self.mirror.flush()
+            self._mirror_flushed = time.monotonic()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -159,15 +174,28 @@ class StateStore:
         return None if value is None else self.redact(json.dumps(value, sort_keys=True, default=str))
 
     def event(self, kind: str, task_id: str | None = None, **data: Any) -> dict:
-        ev = {"ts": time.time(), "run_id": self.run_id, "kind": kind, "task": task_id, **data}
+        """Record an event (in the caller's transaction, if any) and mirror it to events.jsonl.
+
+        The mirror is buffered: lines reach the file within MIRROR_FLUSH seconds or at
+        flush_mirror()/close(). The db is the truth; a kill -9 may cut the mirror's tail.
+        """
+        ts = time.time()
+        ev = {"ts": ts, "run_id": self.run_id, "kind": kind, "task": task_id, **data}
+        body = self._json(data) if data else None
         with self.tx():
             self.db.execute(
                 "INSERT INTO events (run_id, ts, kind, task_id, data) VALUES (?,?,?,?,?)",
-                (self.run_id, ev["ts"], kind, task_id, self._json(data) if data else None),
+                (self.run_id, ts, kind, task_id, body),
             )
         if self.mirror:
-            self.mirror.write(self.redact(json.dumps(ev, sort_keys=True, default=str)) + "\n")
-            self.mirror.flush()
+            # One encoding for both: the mirror line is the data object with the envelope.
+            head = self.redact(json.dumps({"kind": kind, "run_id": self.run_id, "task": task_id, "ts": ts}))
+            line = head[:-1] + (", " + body[1:] if body and body != "{}" else "}")
+            self.mirror.write(line + "\n")
+            now = time.monotonic()
+            if now - self._mirror_flushed >= MIRROR_FLUSH:
+                self.mirror.flush()
+                self._mirror_flushed = now
         for listener in self.listeners:
             listener(ev)
         return ev
@@ -201,6 +229,7 @@ class StateStore:
         the call may have happened); tasks left running go back to pending.
         """
         now = time.time()
+        self._spent = None
         with self.tx():
             stuck = [r[0] for r in self.db.execute("SELECT id FROM attempts WHERE status='started'")]
             self.db.execute(
@@ -265,6 +294,7 @@ class StateStore:
 
     def reset(self, ids: list[str] | None) -> int:
         """Forget tasks (None = everything, including the budget ledger)."""
+        self._spent = None
         with self.tx():
             if ids is None:
                 n = self.db.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
@@ -281,24 +311,33 @@ class StateStore:
     # ------------------------------------------------------------------ attempts
 
     def begin_attempt(self, task_id: str, iteration: int, level: int, agent: str,
-                      prompt: str, prompt_hash: str, reserve_usd: float) -> int:
-        """Record the attempt and reserve its estimated cost, before the agent is called."""
+                      prompt: str, prompt_hash: str, reserve_usd: float,
+                      start_task: bool = False) -> int:
+        """Record the attempt and reserve its estimated cost, before the agent is called.
+
+        start_task: the task's first attempt in this run; it turns 'running' in the same commit.
+        """
         now = time.time()
         with self.tx():
+            if start_task:
+                self.set_state(task_id, "running")
             cur = self.db.execute(
                 "INSERT INTO attempts (run_id, task_id, iteration, level, agent, prompt_hash, prompt,"
                 " status, started_at) VALUES (?,?,?,?,?,?,?,?,?)",
                 (self.run_id, task_id, iteration, level, agent, prompt_hash, self.redact(prompt),
                  "started", now))
             aid = cur.lastrowid
-            self.db.execute(
+            lid = self.db.execute(
                 "INSERT INTO ledger (run_id, task_id, attempt_id, reserved, ts) VALUES (?,?,?,?,?)",
-                (self.run_id, task_id, aid, reserve_usd, now))
+                (self.run_id, task_id, aid, reserve_usd, now)).lastrowid
             self.db.execute(
                 "UPDATE tasks SET attempts=attempts+1, iterations=?, agent=?, updated_at=? WHERE id=?",
                 (iteration, agent, now, task_id))
             self.event("attempt_started", task_id, attempt=aid, iteration=iteration, level=level,
                        agent=agent, reserved_usd=reserve_usd)
+        self._reserved[aid] = (lid, reserve_usd)
+        if self._spent is not None:
+            self._spent += reserve_usd
         return aid
 
     def finish_attempt(self, attempt_id: int, task_id: str, status: str, *, raw: str | None,
@@ -309,6 +348,7 @@ class StateStore:
                        fingerprint: str | None = None, error: str | None = None) -> None:
         """Complete an attempt, settle its reservation and (optionally) finish the task: one commit."""
         now = time.time()
+        held = self._reserved.get(attempt_id)
         with self.tx():
             self.db.execute(
                 "UPDATE attempts SET status=?, raw_output=?, parsed_output=?, errors=?, checks=?,"
@@ -316,8 +356,11 @@ class StateStore:
                 (status, self.redact(raw), self._json(parsed), self._json(errors or []),
                  self._json(checks or []), input_tokens, output_tokens, cost_usd, latency, now,
                  attempt_id))
-            self.db.execute("UPDATE ledger SET actual=?, settled=1 WHERE attempt_id=?",
-                            (cost_usd, attempt_id))
+            if held:  # by rowid: the ledger has no index on attempt_id
+                self.db.execute("UPDATE ledger SET actual=?, settled=1 WHERE id=?", (cost_usd, held[0]))
+            else:
+                self.db.execute("UPDATE ledger SET actual=?, settled=1 WHERE attempt_id=?",
+                                (cost_usd, attempt_id))
             self.db.execute(
                 "UPDATE tasks SET tokens=tokens+?, cost_usd=cost_usd+?, updated_at=? WHERE id=?",
                 (input_tokens + output_tokens, cost_usd, now, task_id))
@@ -327,6 +370,11 @@ class StateStore:
             if final_state:
                 self.finish_task(task_id, final_state, output=output, fingerprint=fingerprint,
                                  error=error)
+        self._reserved.pop(attempt_id, None)
+        if held is None:
+            self._spent = None  # not reserved by this store: read the ledger again when asked
+        elif self._spent is not None:
+            self._spent += cost_usd - held[1]
 
     def finish_task(self, task_id: str, state: str, *, output: Any = None,
                     fingerprint: str | None = None, error: str | None = None) -> None:
@@ -352,12 +400,17 @@ class StateStore:
 
     def spent(self, task_id: str | None = None) -> float:
         """USD settled plus USD reserved by calls in flight, across every run until reset."""
+        if task_id is None and self._spent is not None and self.run_id is not None:
+            return self._spent  # kept in step by begin/finish_attempt (one run holds the lock)
         q = "SELECT COALESCE(SUM(CASE WHEN settled THEN actual ELSE reserved END), 0) FROM ledger"
         args: tuple = ()
         if task_id is not None:
             q += " WHERE task_id=?"
             args = (task_id,)
-        return float(self.db.execute(q, args).fetchone()[0])
+        total = float(self.db.execute(q, args).fetchone()[0])
+        if task_id is None and self.run_id is not None:
+            self._spent = total
+        return total
 
     def integrity(self) -> str:
         return self.db.execute("PRAGMA integrity_check").fetchone()[0]
