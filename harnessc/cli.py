@@ -258,7 +258,7 @@ def validate(ctx: Context, contract_name: str, file: str, output: str) -> None:
 
     root = ctx.root(must_exist=False)
     project = Project(root=root)
-    for p in (load.discover, load.load_config, load.load_contracts):
+    for p in (load.discover, load.load_config, load.load_contracts, load.to_models):
         p(project)
     if contract_name not in project.contracts:
         fail_usage(f"unknown contract '{contract_name}'",
@@ -314,9 +314,9 @@ def contracts(output: str) -> None:
     """List the built-in contract library."""
     import json
 
-    from .compiler.load import _builtin_contracts
+    from .compiler.contract_schema import load_builtin_contracts
 
-    lib = _builtin_contracts()
+    lib = load_builtin_contracts()
     if output == "json":
         click.echo(json.dumps({n: c.model_dump(mode="json", by_alias=True, exclude_none=True) for n, c in lib.items()}, indent=2))
         return

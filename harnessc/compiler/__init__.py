@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from ..diagnostics import Diagnostics
-from . import check, load, plan as plan_mod
+from . import check, load
 from .project import BUILD_DIR, Project
 
 CHECK_PASSES = (
@@ -36,10 +36,24 @@ def _render_prompts(project: Project) -> None:
         render_all(project, project.plan, project.diags)
 
 
+def _build_plan(project: Project) -> None:
+    from .plan import build_plan
+
+    build_plan(project)
+
+
+def _finish_plan(project: Project) -> None:
+    from .plan import finish_plan
+
+    finish_plan(project)
+
+
+# The pydantic IR and the plan are imported only here, by build: lint stays light.
 PLAN_PASSES = (
-    plan_mod.build_plan,
+    load.to_models,
+    _build_plan,
     _render_prompts,
-    plan_mod.finish_plan,
+    _finish_plan,
 )
 
 
@@ -55,7 +69,7 @@ def lint_project(root: Path, diags: Diagnostics | None = None) -> Project:
     """Every check, no output files. User templates are rendered too when the project has them."""
     project = Project(root=Path(root), diags=diags or Diagnostics())
     _run(project, CHECK_PASSES)
-    if project.config.templates and not project.diags.has_errors() and project.roadmap is not None:
+    if project.roadmap is not None and project.config.templates and not project.diags.has_errors():
         _run(project, PLAN_PASSES)
     return project
 

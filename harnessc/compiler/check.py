@@ -8,7 +8,6 @@ import shlex
 from pathlib import Path
 
 from ..diagnostics import Span, did_you_mean
-from .ir import Deliverable
 from .project import Project
 
 
@@ -93,13 +92,14 @@ def check_accept_commands(project: Project) -> None:
                                     "write the command to run, e.g. `accept: pytest -q`")
 
 
-def _walk_deliverables(output: dict[str, Deliverable], loc: tuple):
+def _walk_deliverables(output: dict, loc: tuple):
+    """(path, deliverable) for every deliverable, nested fields and list items included."""
     for name, d in output.items():
         here = loc + (name,)
         yield here, d
         if d.fields:
             yield from _walk_deliverables(d.fields, here + ("fields",))
-        if isinstance(d.items, Deliverable):
+        if d.items is not None and not isinstance(d.items, str):
             yield here + ("items",), d.items
             if d.items.fields:
                 yield from _walk_deliverables(d.items.fields, here + ("items", "fields"))

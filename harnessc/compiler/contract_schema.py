@@ -43,9 +43,10 @@ import copy
 import json
 import re
 import shlex
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from .ir import AcceptCommand, Contract, Deliverable
+if TYPE_CHECKING:  # the pydantic IR is imported only where it is built (lint stays light)
+    from .ir import AcceptCommand, Contract, Deliverable
 
 DRAFT07 = "http://json-schema.org/draft-07/schema#"
 
@@ -104,8 +105,10 @@ def rule_keywords(rule: str, json_type: str | None) -> dict[str, Any]:
 
 def _dump(d: Deliverable | dict) -> dict:
     """A deliverable as a plain dict (the plan.json form), whatever was passed."""
-    if isinstance(d, Deliverable):
+    if hasattr(d, "model_dump"):
         return d.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if hasattr(d, "raw"):  # a lint-time view over the YAML data
+        return d.raw()
     return d
 
 
@@ -318,6 +321,8 @@ def is_strict(moved: list[dict]) -> bool:
 
 def _accept_entry(i: int, cmd: str | AcceptCommand) -> dict:
     if isinstance(cmd, str):
+        from .ir import AcceptCommand
+
         cmd = AcceptCommand(run=cmd)
     argv = shlex.split(cmd.run) if isinstance(cmd.run, str) else list(cmd.run)
     return {"id": cmd.id or f"accept-{i}", "argv": argv, "timeout": cmd.timeout}
@@ -423,6 +428,8 @@ def load_builtin_contracts() -> dict[str, Contract]:
     from importlib import resources
 
     import yaml
+
+    from .ir import Contract
 
     text = resources.files("harnessc.compiler").joinpath("builtin_contracts.yaml").read_text("utf-8")
     data = yaml.safe_load(text) or {}

@@ -6,39 +6,17 @@ keys and carry a description on every field: schemas/*.schema.json are generated
 
 from __future__ import annotations
 
-import re
-from enum import Enum
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
-from ..diagnostics import Span
+from .tasks import Roadmap, Task  # noqa: F401  (re-exported: the IR in one place)
+from .vocab import (  # noqa: F401  (re-exported)
+    BUILTIN_AGENT, DELIVERABLE_TYPES, DURATION_PATTERN, LS_KEYS, PRIORITY_RANK, Complexity,
+    DeliverableType, FailureStrategy, Priority, parse_duration,
+)
 
 # ------------------------------------------------------------------ scalar types
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-DURATION_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h|d))+$"
-
-
-def parse_duration(text: Any) -> int | float:
-    """'45s', '30m', '4h', '1d', '1h30m', '20ms' -> seconds (int when whole). Numbers are seconds."""
-    if isinstance(text, bool):
-        raise ValueError("a duration is a number with a unit, like 45s, 30m, 4h, 1d or 1h30m")
-    if isinstance(text, (int, float)):
-        if text < 0:
-            raise ValueError("a duration cannot be negative")
-        return text
-    if not isinstance(text, str):
-        raise ValueError("a duration is a number with a unit, like 45s, 30m, 4h, 1d or 1h30m")
-    s = text.strip()
-    if not s or not re.fullmatch(DURATION_PATTERN, s):
-        raise ValueError(
-            f"'{text}' is not a duration: use a number with a unit, like 45s, 30m, 4h, 1d or 1h30m"
-        )
-    total = sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(s))
-    return int(total) if float(total).is_integer() else round(total, 6)
-
 
 Duration = Annotated[
     Union[int, float],
@@ -53,50 +31,6 @@ Duration = Annotated[
         }
     ),
 ]
-
-
-class DeliverableType(str, Enum):
-    """The types a deliverable can have."""
-
-    str = "str"
-    int = "int"
-    float = "float"
-    bool = "bool"
-    list = "list"
-    dict = "dict"
-    any = "any"
-
-
-DELIVERABLE_TYPES = [t.value for t in DeliverableType]
-
-
-class FailureStrategy(str, Enum):
-    """What happens after max_retries failed attempts."""
-
-    retry = "retry"
-    fallback = "fallback"
-    partial = "partial"
-    template = "template"
-    escalate = "escalate"
-    fail = "fail"
-
-
-class Complexity(str, Enum):
-    trivial = "trivial"
-    simple = "simple"
-    medium = "medium"
-    complex = "complex"
-    epic = "epic"
-
-
-class Priority(str, Enum):
-    critical = "critical"
-    high = "high"
-    normal = "normal"
-    low = "low"
-
-
-PRIORITY_RANK = {"critical": 0, "high": 1, "normal": 2, "low": 3}
 
 
 class _Spec(BaseModel):
@@ -300,61 +234,7 @@ class HarnessConfig(_Spec):
     )
 
 
-BUILTIN_AGENT = "rehearsal"
-
-
 def builtin_agents() -> dict[str, AgentConfig]:
     return {BUILTIN_AGENT: AgentConfig(provider="simulate")}
 
 
-# ------------------------------------------------------------------ roadmap.md
-
-
-class Task(BaseModel):
-    """One task of roadmap.md, as written (aliases resolved, values typed)."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    id: str
-    title: str
-    phase: str | None = None
-    done: bool = False
-    depends_on: list[str] = Field(default_factory=list)
-    contract: str | None = None
-    agent: list[str] = Field(default_factory=list)  # [] = unset; ["auto"] = router decides
-    model: str | None = None
-    complexity: Complexity | None = None
-    priority: Priority | None = None
-    max_iterations: int | Literal["unlimited"] | None = None
-    max_time: int | float | None = None
-    stuck_after: int | None = None
-    completion_promise: str | None = None
-    success: str | None = None
-    accept: list[str] = Field(default_factory=list)
-    context: list[str] = Field(default_factory=list)
-    max_retries: int | None = None
-    on_failure: FailureStrategy | None = None
-    budget: float | None = None
-    tags: list[str] = Field(default_factory=list)
-    goal: str = ""
-    # where each part was written: "id", "title", and property keys (canonical names)
-    span: Span
-    spans: dict[str, Span] = Field(default_factory=dict)
-    value_spans: dict[str, list[Span]] = Field(default_factory=dict)
-
-
-class Roadmap(BaseModel):
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    path: str
-    title: str | None = None
-    overview: str = ""
-    tasks: list[Task] = Field(default_factory=list)
-
-
-# Canonical task keys, in the order `harnessc ls --output json` prints them.
-LS_KEYS = (
-    "id", "title", "phase", "done", "depends_on", "contract", "agent", "model", "complexity",
-    "priority", "max_iterations", "max_time", "stuck_after", "completion_promise", "success",
-    "accept", "context", "tags", "goal",
-)

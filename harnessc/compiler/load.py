@@ -1,17 +1,24 @@
-"""Passes that read the project: discover files, parse the roadmap, load config and contracts."""
+"""Passes that read the project: discover files, parse the roadmap, load config and contracts.
+
+Lint works on checked views of the YAML (specview.py); `to_models` turns them into the
+pydantic IR when a build needs it.
+"""
 
 from __future__ import annotations
 
+import copy
 import hashlib
+from functools import lru_cache
 from importlib import resources
 
 from ..diagnostics import Diagnostics, Span, did_you_mean
-from .ir import BUILTIN_AGENT, Contract, ContractsFile, HarnessConfig, builtin_agents
 from .project import CONTRACTS, HARNESS, ROADMAP, Project
-from .yamlmodel import validate_model
+from .specview import SpecView, bad_places, check_spec, raw, validator
+from .vocab import BUILTIN_AGENT
 from .yamlsafe import MAX_BYTES, load_yaml
 
 MAX_ROADMAP_BYTES = 50_000_000  # roadmaps grow with the project; YAML specs stay small
+BUILTIN_AGENT_SPEC = {"provider": "simulate"}
 
 
 def _read(project: Project, name: str, limit: int) -> str | None:
@@ -55,21 +62,43 @@ def parse_roadmap(project: Project) -> None:
         project.roadmap = parse(text, ROADMAP, project.diags)
 
 
+def _salvage(kind: str, data: dict, depth: int) -> dict:
+    """`data` without the entries that fail validation (already reported), so the rest is checked.
+
+    An entry is cut at `depth` (an agent, a deliverable), a missing key takes its parent with it.
+    """
+    data = copy.deepcopy(data)
+    for _ in range(50):
+        places = bad_places(kind, data)
+        if not places:
+            return data
+        path, keyword = max(places, key=lambda p: len(p[0]))
+        cut = path[:depth] if len(path) > depth else path[:-1] if keyword == "required" else path
+        if not cut:
+            return {}
+        node = data
+        for part in cut[:-1]:
+            node = node[part]
+        del node[cut[-1]]
+    return {}
+
+
 def load_config(project: Project) -> None:
-    """harness.yaml -> HarnessConfig; without it, the built-in `rehearsal` simulate agent."""
+    """harness.yaml -> a checked view; the built-in `rehearsal` simulate agent is always there."""
     text = project.sources.get(HARNESS)
-    config = None
+    data: dict = {}
     if text is not None:
-        data, marks = load_yaml(text, HARNESS, project.diags)
+        loaded, marks = load_yaml(text, HARNESS, project.diags)
         project.config_marks = marks
-        if data is not None or not project.diags.errors:
-            config = validate_model(HarnessConfig, data, marks, project.diags, HARNESS)
-    config = config or HarnessConfig()
-    if not config.agents:
-        config.agents = builtin_agents()
-    elif BUILTIN_AGENT not in config.agents:
-        config.agents = {**config.agents, **builtin_agents()}
-    project.config = config
+        if loaded is not None:
+            if check_spec("harness", loaded, marks, project.diags, HARNESS) is not None:
+                data = loaded
+            elif isinstance(loaded, dict):
+                data = _salvage("harness", loaded, depth=2)
+    agents = data.get("agents") if isinstance(data.get("agents"), dict) else {}
+    data = {**data, "agents": {**agents, BUILTIN_AGENT: agents.get(BUILTIN_AGENT, BUILTIN_AGENT_SPEC)}}
+    v = validator("harness")
+    project.config = SpecView(data, v.root, v)
     _check_routing_names(project)
 
 
@@ -88,88 +117,74 @@ def _check_routing_names(project: Project) -> None:
                                 did_you_mean(name, names) or f"agents defined: {', '.join(names)}")
 
 
-def _builtin_contracts() -> dict[str, Contract]:
+@lru_cache(maxsize=1)
+def builtin_contract_data() -> dict[str, dict]:
+    """The built-in library as YAML data (parsed once per process)."""
     text = resources.files("harnessc.compiler").joinpath("builtin_contracts.yaml").read_text("utf-8")
-    diags = Diagnostics(fail_fast=True)
-    data, marks = load_yaml(text, "<builtin>", diags)
-    return validate_model(ContractsFile, data, marks, diags, "builtin").contracts
+    data, _ = load_yaml(text, "<builtin>", Diagnostics(fail_fast=True))
+    return data["contracts"]
 
 
 def load_contracts(project: Project) -> None:
     """contracts.yaml + the built-in library, with `extends` applied."""
-    builtins = _builtin_contracts()
+    builtins = builtin_contract_data()
     project.builtin_names = set(builtins)
-    raw: dict[str, Contract] = dict(builtins)
+    bodies: dict[str, dict] = {name: copy.deepcopy(body) for name, body in builtins.items()}
     text = project.sources.get(CONTRACTS)
     if text is not None:
         data, marks = load_yaml(text, CONTRACTS, project.diags)
         project.contracts_unreadable = data is None and text.strip() != ""
         if data is not None:
-            parsed = validate_model(ContractsFile, data, marks, project.diags, CONTRACTS)
-            if parsed is None and isinstance(data, dict) and isinstance(data.get("contracts"), dict):
-                # Keep the contracts that are fine so references to them still resolve.
-                for name, body in data["contracts"].items():
-                    raw[name] = _salvage_contract(body)
-                    project.contract_marks[name] = marks
-                    project.contract_paths[name] = ("contracts", name)
-            elif parsed is not None:
-                for name, contract in parsed.contracts.items():
-                    raw[name] = contract
-                    project.contract_marks[name] = marks
-                    project.contract_paths[name] = ("contracts", name)
-    for name in raw:
-        project.contracts[name] = _resolve_extends(project, name, raw, ())
+            if check_spec("contracts", data, marks, project.diags, CONTRACTS) is None:
+                data = _salvage("contracts", data, depth=4) if isinstance(data, dict) else {}
+            for name, body in (data.get("contracts") or {}).items():
+                bodies[name] = body if isinstance(body, dict) else {}
+                project.contract_marks[name] = marks
+                project.contract_paths[name] = ("contracts", name)
+    v = validator("contracts")
+    schema = v.root["definitions"]["Contract"]
+    for name in bodies:
+        project.contracts[name] = SpecView(_resolve_extends(project, name, bodies, ()), schema, v)
 
 
-def _salvage_contract(body) -> Contract:
-    """A contract with its invalid parts left out (already reported), so the rest is still checked."""
-    from pydantic import ValidationError
-
-    from .ir import Deliverable
-
-    if not isinstance(body, dict):
-        return Contract()
-    body = dict(body)
-    if isinstance(body.get("output"), dict):
-        good = {}
-        for field, spec in body["output"].items():
-            try:
-                Deliverable.model_validate(spec)
-                good[field] = spec
-            except ValidationError:
-                pass
-        body["output"] = good
-    try:
-        return Contract.model_validate(body)
-    except ValidationError:
-        keep = {k: body[k] for k in ("output", "extends") if k in body}
-        try:
-            return Contract.model_validate(keep)
-        except ValidationError:
-            return Contract()
-
-
-def _resolve_extends(project: Project, name: str, raw: dict[str, Contract], seen: tuple) -> Contract:
-    contract = raw[name]
-    base_name = contract.extends
+def _resolve_extends(project: Project, name: str, bodies: dict[str, dict], seen: tuple) -> dict:
+    body = bodies[name]
+    base_name = body.get("extends")
     if not base_name:
-        return contract
+        return body
+    own = {k: val for k, val in body.items() if k != "extends"}
     marks = project.contract_marks.get(name)
     span = marks.value(project.contract_paths[name] + ("extends",)) if marks else Span(CONTRACTS, 1, 1)
     if base_name in seen or base_name == name:
         chain = " -> ".join((*seen, name, base_name))
         project.diags.error("HC214", f"contracts extend each other in a cycle: {chain}", span,
                             "break the cycle: one of them must stand alone")
-        return contract
-    if base_name not in raw:
+        return own
+    if base_name not in bodies:
         project.diags.error("HC214", f"contract '{name}' extends unknown contract '{base_name}'", span,
-                            did_you_mean(base_name, raw) or "define it in contracts.yaml or use a built-in")
-        return contract
-    base = _resolve_extends(project, base_name, raw, seen + (name,))
-    merged = base.model_dump(by_alias=True, exclude_unset=True)
-    own = contract.model_dump(by_alias=True, exclude_unset=True)
-    if "output" in own and "output" in merged and own["output"] is not None and merged["output"]:
+                            did_you_mean(base_name, bodies) or "define it in contracts.yaml or use a built-in")
+        return own
+    merged = dict(_resolve_extends(project, base_name, bodies, seen + (name,)))
+    if own.get("output") and merged.get("output"):
         own["output"] = {**merged["output"], **own["output"]}
     merged.update(own)
-    merged.pop("extends", None)
-    return Contract.model_validate(merged)
+    return merged
+
+
+def to_models(project: Project) -> None:
+    """Build pass: the checked views become the pydantic IR that plan.py works with."""
+    from pydantic import ValidationError
+
+    from .ir import Contract, HarnessConfig
+
+    try:
+        project.config = HarnessConfig.model_validate(raw(project.config))
+    except ValidationError as e:  # the schema and the model disagree: a bug, said plainly
+        project.diags.error("HC211", f"harness.yaml: {e.errors()[0]['msg']}", Span(HARNESS, 1, 1))
+    models = {}
+    for name, view in project.contracts.items():
+        try:
+            models[name] = Contract.model_validate(raw(view))
+        except ValidationError as e:
+            project.diags.error("HC211", f"contract '{name}': {e.errors()[0]['msg']}", Span(CONTRACTS, 1, 1))
+    project.contracts = models

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..diagnostics import Diagnostics
-from .ir import Contract, HarnessConfig, Roadmap
+from .tasks import Roadmap
 from .yamlsafe import Marks
+
+if TYPE_CHECKING:
+    from .ir import Contract, HarnessConfig
+    from .specview import SpecView
 
 ROADMAP = "roadmap.md"
 CONTRACTS = "contracts.yaml"
@@ -25,9 +29,9 @@ class Project:
     sources: dict[str, str] = field(default_factory=dict)  # relative path -> text
     hashes: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
     roadmap: Roadmap | None = None
-    config: HarnessConfig = field(default_factory=HarnessConfig)
+    config: "SpecView | HarnessConfig | None" = None  # a checked view at lint, the model after to_models
     config_marks: Marks | None = None
-    contracts: dict[str, Contract] = field(default_factory=dict)  # resolved (extends applied)
+    contracts: "dict[str, SpecView | Contract]" = field(default_factory=dict)  # resolved (extends applied)
     contract_marks: dict[str, Marks] = field(default_factory=dict)  # contract name -> marks of its file
     contract_paths: dict[str, tuple] = field(default_factory=dict)  # name -> path inside its file
     builtin_names: set[str] = field(default_factory=set)

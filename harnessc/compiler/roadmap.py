@@ -23,7 +23,8 @@ from typing import Any, Callable, Iterator
 
 from ..grammar import lark_cache_file
 from ..diagnostics import Diagnostics, Span, did_you_mean
-from .ir import Complexity, FailureStrategy, Priority, Roadmap, Task, parse_duration
+from .tasks import Roadmap, Task
+from .vocab import Complexity, FailureStrategy, Priority, parse_duration
 
 __all__ = ["parse_roadmap", "format_roadmap", "PROPERTY_KEYS", "KEY_ALIASES", "ID_PATTERN"]
 
@@ -492,28 +493,8 @@ class _Builder:
 
 
 def _new_task(values: dict[str, Any]) -> Task:
-    """A Task from already-checked values: what Task.model_construct does, minus its cost.
-
-    model_construct walks every field and inspects each default factory's signature
-    (about 200 us a task); parsing 100k tasks must stay in seconds. tests/test_roadmap.py
-    checks that the result equals a validated Task.
-    """
-    d = _TASK_DEFAULTS.copy()
-    d["depends_on"], d["agent"], d["accept"], d["context"], d["tags"] = [], [], [], [], []
-    d.update(values)
-    t = Task.__new__(Task)
-    _setattr(t, "__dict__", d)
-    _setattr(t, "__pydantic_fields_set__", set(values))
-    _setattr(t, "__pydantic_extra__", None)
-    _setattr(t, "__pydantic_private__", None)
-    return t
-
-
-_setattr = object.__setattr__
-_TASK_DEFAULTS: dict[str, Any] = {
-    name: (None if f.is_required() or f.default_factory else f.default)
-    for name, f in Task.model_fields.items()
-}
+    """A Task from already-checked values."""
+    return Task(**values)
 
 
 # ------------------------------------------------------------------ typed values
@@ -820,7 +801,7 @@ def _parse(text: str, path: str, diags: Diagnostics) -> Roadmap:
     start = title_line if title_line and (not tasks_at or title_line < tasks_at[0]) else 0
     if end > start:
         overview = "\n".join(lines[start:end]).strip()
-    return Roadmap.model_construct(path=path, title=title, overview=overview, tasks=tasks)
+    return Roadmap(path=path, title=title, overview=overview, tasks=tasks)
 
 
 # ------------------------------------------------------------------ format_roadmap

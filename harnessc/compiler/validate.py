@@ -16,7 +16,8 @@ import json
 import re
 from typing import Any, Iterator
 
-from jsonschema import Draft7Validator
+from .jsonsubset import Validator, supports
+
 
 # ------------------------------------------------------------------ paths
 
@@ -81,6 +82,8 @@ def _error(parts: PathParts, kind: str, message: str, rule: str | None = None, f
 
 
 def _schema_errors(schema: dict, data: Any, base: PathParts = ()) -> list[dict]:
+    from jsonschema import Draft7Validator  # imported when a contract's output is validated
+
     errors: list[dict] = []
     for e in Draft7Validator(schema).iter_errors(data):
         # Keywords derived from rules are reported by the rule itself, with its text.
@@ -239,6 +242,26 @@ def _path_parts(err: dict) -> tuple:
     return tuple(p[2] if p[0] == 0 else p[1] for p in err["_key"])
 
 
+def _subset_errors(schema: dict, data: Any) -> list[dict]:
+    """_schema_errors without jsonschema, for schemas the small validator covers (lint speed)."""
+    errors = []
+    for e in Validator(schema).iter_errors(data, schema, ()):
+        kind = {"required": "missing", "type": "type", "enum": "enum"}.get(e.keyword, "schema")
+        if e.keyword == "type":
+            message = f"{json_path(e.path)}: {e.message} {_short(e.value)}"
+        elif e.keyword == "required":
+            message = f"{json_path(e.path)}: required field is missing"
+        elif e.keyword == "enum":
+            allowed = ", ".join(_short(v, 30) for v in e.schema["enum"])
+            message = f"{json_path(e.path)}: {_short(e.value)} is not one of {allowed}"
+        elif e.keyword == "additionalProperties":
+            message = f"{json_path(e.path)}: unexpected field"
+        else:
+            message = f"{json_path(e.path)}: {_short(e.value)} {e.message}"
+        errors.append(_error(e.path, kind, message))
+    return errors
+
+
 def check_example(deliverable: Any, value: Any) -> list[str]:
     """Problems of an example/default against its own deliverable (type, enum, rules)."""
     from .contract_schema import _dump, deliverable_schema
@@ -246,7 +269,8 @@ def check_example(deliverable: Any, value: Any) -> list[str]:
     d = _dump(deliverable)
     if value is None:
         return []
-    errors = _schema_errors({"$schema": "http://json-schema.org/draft-07/schema#", **deliverable_schema(d)}, value)
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", **deliverable_schema(d)}
+    errors = _subset_errors(schema, value) if supports(schema) else _schema_errors(schema, value)
     type_failed = {_path_parts(e) for e in errors if e["kind"] == "type"}
     if () not in type_failed:
         for sub, v, parts in _rule_targets(d, value, ()):

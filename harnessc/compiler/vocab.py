@@ -1,0 +1,87 @@
+"""The words of the spec formats: types, strategies, complexities, priorities, durations.
+
+No pydantic here: lint imports this module, and it must start fast.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Any
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+DURATION_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h|d))+$"
+
+
+def parse_duration(text: Any) -> int | float:
+    """'45s', '30m', '4h', '1d', '1h30m', '20ms' -> seconds (int when whole). Numbers are seconds."""
+    if isinstance(text, bool):
+        raise ValueError("a duration is a number with a unit, like 45s, 30m, 4h, 1d or 1h30m")
+    if isinstance(text, (int, float)):
+        if text < 0:
+            raise ValueError("a duration cannot be negative")
+        return text
+    if not isinstance(text, str):
+        raise ValueError("a duration is a number with a unit, like 45s, 30m, 4h, 1d or 1h30m")
+    s = text.strip()
+    if not s or not re.fullmatch(DURATION_PATTERN, s):
+        raise ValueError(
+            f"'{text}' is not a duration: use a number with a unit, like 45s, 30m, 4h, 1d or 1h30m"
+        )
+    total = sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(s))
+    return int(total) if float(total).is_integer() else round(total, 6)
+
+
+class DeliverableType(str, Enum):
+    """The types a deliverable can have."""
+
+    str = "str"
+    int = "int"
+    float = "float"
+    bool = "bool"
+    list = "list"
+    dict = "dict"
+    any = "any"
+
+
+DELIVERABLE_TYPES = [t.value for t in DeliverableType]
+
+
+class FailureStrategy(str, Enum):
+    """What happens after max_retries failed attempts."""
+
+    retry = "retry"
+    fallback = "fallback"
+    partial = "partial"
+    template = "template"
+    escalate = "escalate"
+    fail = "fail"
+
+
+class Complexity(str, Enum):
+    trivial = "trivial"
+    simple = "simple"
+    medium = "medium"
+    complex = "complex"
+    epic = "epic"
+
+
+class Priority(str, Enum):
+    critical = "critical"
+    high = "high"
+    normal = "normal"
+    low = "low"
+
+
+PRIORITY_RANK = {"critical": 0, "high": 1, "normal": 2, "low": 3}
+
+
+BUILTIN_AGENT = "rehearsal"
+
+# Canonical task keys, in the order `harnessc ls --output json` prints them.
+LS_KEYS = (
+    "id", "title", "phase", "done", "depends_on", "contract", "agent", "model", "complexity",
+    "priority", "max_iterations", "max_time", "stuck_after", "completion_promise", "success",
+    "accept", "context", "tags", "goal",
+)
