@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from ..diagnostics import Diagnostics
@@ -102,6 +101,8 @@ def write_build(project: Project) -> Path:
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    import tempfile  # build only: lint's start-up stays light
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)

@@ -117,12 +117,23 @@ def _check_routing_names(project: Project) -> None:
                                 did_you_mean(name, names) or f"agents defined: {', '.join(names)}")
 
 
-@lru_cache(maxsize=1)
-def builtin_contract_data() -> dict[str, dict]:
-    """The built-in library as YAML data (parsed once per process)."""
-    text = resources.files("harnessc.compiler").joinpath("builtin_contracts.yaml").read_text("utf-8")
+BUILTIN_YAML = "builtin_contracts.yaml"  # the source, written by people
+BUILTIN_JSON = "builtin_contracts.json"  # the same data for fast loading; a test keeps it in sync
+
+
+def builtin_contract_yaml() -> dict[str, dict]:
+    """The built-in library parsed from its YAML source."""
+    text = resources.files("harnessc.compiler").joinpath(BUILTIN_YAML).read_text("utf-8")
     data, _ = load_yaml(text, "<builtin>", Diagnostics(fail_fast=True))
     return data["contracts"]
+
+
+@lru_cache(maxsize=1)
+def builtin_contract_data() -> dict[str, dict]:
+    """The built-in library (from its JSON twin: every lint loads it, JSON parses ~10x faster)."""
+    import json
+
+    return json.loads(resources.files("harnessc.compiler").joinpath(BUILTIN_JSON).read_text("utf-8"))
 
 
 def load_contracts(project: Project) -> None:
