@@ -9,6 +9,7 @@ verify; failed claims refine the prompt (levels 1-3) until max_retries, then on_
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import heapq
 import json
@@ -327,7 +328,20 @@ class Runner:
         prompt, level = base, 0
         best: Any = None  # the last parsed JSON object, for partial fallbacks
         same_text: list[str] = []
+        # The attempt's writes go through the store's group commit: `await`ing one means it is
+        # durable (the attempt row before the call; result + final state in one transaction).
         aid = None
+        begin: asyncio.Future | None = None  # the last begin_attempt queued
+        closing: asyncio.Future | None = None  # the last finish_attempt queued
+        closing_aid, closing_final = None, False
+
+        async def finish(status: str, **kw: Any) -> None:
+            nonlocal aid, closing, closing_aid, closing_final
+            closing_aid, closing_final = aid, bool(kw.get("final_state"))
+            closing = store.defer(functools.partial(store.finish_attempt, aid, tid, status, **kw))
+            await closing
+            aid = None
+
         try:
             while True:
                 if self._halting():
@@ -363,8 +377,10 @@ class Runner:
                 st.iteration += 1
                 self.live[tid] = {"iteration": st.iteration, "agent": name}
                 phash = hashlib.sha256(prompt.encode()).hexdigest()
-                aid = store.begin_attempt(tid, st.iteration, level, name, prompt, phash, cost,
-                                          start_task=st.iteration == 1)
+                begin = store.defer(functools.partial(
+                    store.begin_attempt, tid, st.iteration, level, name, prompt, phash, cost,
+                    start_task=st.iteration == 1))
+                aid = await begin
                 req = Request(task_id=tid, prompt=prompt, system=system, contract=contract,
                               output_schema=(contract or {}).get("json_schema") if (contract or {}).get("output") else None,
                               promise=node.get("completion_promise"), iteration=st.iteration,
@@ -373,8 +389,7 @@ class Runner:
                     resp = await agent.call(req)
                 except AgentError as e:
                     st.last_agent = name
-                    store.finish_attempt(aid, tid, "error", raw=e.stderr or None, errors=[e.message])
-                    aid = None
+                    await finish("error", raw=e.stderr or None, errors=[e.message])
                     if e.transient:
                         st.transient_errors += 1
                         if st.transient_errors > TRANSIENT_LIMIT:
@@ -399,22 +414,20 @@ class Runner:
                 if not verdict.claim:
                     same_text = (same_text + [resp.text])[-stuck_after:]
                     if len(same_text) >= stuck_after and len(set(same_text)) == 1:
-                        store.finish_attempt(aid, tid, "stuck", raw=resp.text, **usage)
-                        aid = None
+                        await finish("stuck", raw=resp.text, **usage)
                         return self._give_up(
                             tid, node, contract, best,
                             f"stuck: {stuck_after} iterations in a row with identical output and no claim",
                             exhausted=False)
-                    store.finish_attempt(aid, tid, "progress", raw=resp.text, **usage)
-                    aid = None
+                    await finish("progress", raw=resp.text, **usage)
                     prompt, level = base, 0
                     continue
                 same_text = []
                 if verdict.ok:
-                    store.finish_attempt(aid, tid, "succeeded", raw=resp.text, parsed=verdict.output,
-                                         checks=verdict.checks, final_state="succeeded",
-                                         output=verdict.output, fingerprint=node.get("fingerprint"),
-                                         **usage)
+                    await finish("succeeded", raw=resp.text, parsed=verdict.output,
+                                 checks=verdict.checks, final_state="succeeded",
+                                 output=verdict.output, fingerprint=node.get("fingerprint"),
+                                 **usage)
                     return "succeeded"
                 if isinstance(verdict.parsed, dict):
                     best = verdict.parsed
@@ -422,20 +435,26 @@ class Runner:
                 st.errors = verdict.errors
                 if st.failures > max_retries:
                     outcome, output, error = self._fallback(node, contract, best, verdict.errors)
-                    store.finish_attempt(aid, tid, "rejected", raw=resp.text, parsed=verdict.parsed,
-                                         errors=verdict.errors, checks=verdict.checks,
-                                         final_state=outcome, output=output,
-                                         fingerprint=node.get("fingerprint"), error=error, **usage)
+                    await finish("rejected", raw=resp.text, parsed=verdict.parsed,
+                                 errors=verdict.errors, checks=verdict.checks,
+                                 final_state=outcome, output=output,
+                                 fingerprint=node.get("fingerprint"), error=error, **usage)
                     return outcome
-                store.finish_attempt(aid, tid, "rejected", raw=resp.text, parsed=verdict.parsed,
-                                     errors=verdict.errors, checks=verdict.checks, **usage)
-                aid = None
+                await finish("rejected", raw=resp.text, parsed=verdict.parsed,
+                             errors=verdict.errors, checks=verdict.checks, **usage)
                 level = min(st.failures, 3)
                 prompt = planmod.render_refinement(self.plan, tid, base, level, verdict.errors,
                                                    resp.text, self.root)
                 await self._sleep(float(delays[min(st.failures - 1, len(delays) - 1)]))
         except asyncio.CancelledError:
-            # Abort: the attempt in flight is interrupted; the task goes back to pending.
+            # Abort: the attempt in flight is interrupted; the task goes back to pending. A
+            # write that committed after the cancel was requested still counts.
+            if begin is not None and _committed(begin):
+                aid = begin.result()
+            if aid is not None and aid == closing_aid and closing is not None and _committed(closing):
+                if closing_final:
+                    raise  # the task's end is durable: leave it as committed
+                aid = None
             if aid is not None:
                 store.finish_attempt(aid, tid, "interrupted", raw=None, errors=["aborted"])
             store.set_state(tid, "pending")
@@ -492,6 +511,10 @@ class Runner:
         else:
             status, code, msg = "succeeded", 0, "all tasks succeeded"
         return RunResult(self.store.run_id or "", status, code, msg, tasks, self.stale, elapsed)
+
+
+def _committed(fut: asyncio.Future) -> bool:
+    return fut.done() and not fut.cancelled() and fut.exception() is None
 
 
 def task_summary(row: dict) -> dict:

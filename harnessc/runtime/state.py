@@ -8,13 +8,14 @@ newer database is an error.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .procs import secret_values
 
@@ -80,6 +81,9 @@ class StateStore:
         self._mirror_flushed = 0.0
         self._spent: float | None = None  # the run-wide ledger total, kept after the first read
         self._reserved: dict[int, tuple[int, float]] = {}  # attempt id -> (ledger row, USD reserved)
+        self._queue: list[tuple[Callable[[], Any], asyncio.Future]] = []  # group commit
+        self._flush_loop = None
+        self._flush_handle = None
         self.run_id: str | None = None
         self.listeners: list = []  # callables given every event (the live display)
         if not self.path.exists() and not create:
@@ -161,6 +165,63 @@ class StateStore:
             raise
         self._in_tx = False
         self.db.execute("COMMIT")
+
+    # ------------------------------------------------------------------ group commit
+
+    def defer(self, fn: Callable[[], Any]) -> asyncio.Future:
+        """Run the write `fn()` in the next group commit; the future has its result once committed.
+
+        Writes queued by every task during one turn of the event loop share one transaction
+        (each in its own savepoint, so one failing write fails only its own future): a task
+        awaiting the future knows its write is durable, exactly as with a commit of its own.
+        A cancelled future's write is dropped, never half done.
+        """
+        loop = asyncio.get_running_loop()
+        if self._flush_loop is not loop:  # leftovers of an event loop that ended (a crash)
+            self._queue, self._flush_loop, self._flush_handle = [], loop, None
+        fut = loop.create_future()
+        self._queue.append((fn, fut))
+        if self._flush_handle is None:
+            self._flush_handle = loop.call_soon(self.flush)
+        return fut
+
+    def flush(self) -> None:
+        """Commit the queued writes now, in one transaction, and settle their futures."""
+        self._flush_handle = None
+        batch = [(fn, fut) for fn, fut in self._queue if not fut.done()]
+        self._queue = []
+        if not batch:
+            return
+        outcomes: list[tuple[asyncio.Future, Any, BaseException | None]] = []
+        try:
+            with self.tx():
+                for fn, fut in batch:
+                    self.db.execute("SAVEPOINT item")
+                    try:
+                        value = fn()
+                    except Exception as e:
+                        self.db.execute("ROLLBACK TO item")
+                        self.db.execute("RELEASE item")
+                        self._spent = None
+                        outcomes.append((fut, None, e))
+                        continue
+                    self.db.execute("RELEASE item")
+                    outcomes.append((fut, value, None))
+        except BaseException as e:  # the commit failed (or the process is going down): nothing held
+            self._spent = None
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(e)
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            return
+        for fut, value, err in outcomes:
+            if fut.done():
+                continue
+            if err is not None:
+                fut.set_exception(err)
+            else:
+                fut.set_result(value)
 
     def redact(self, value: Any) -> Any:
         """Secret values from our environment never reach the disk."""
