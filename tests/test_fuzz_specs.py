@@ -240,6 +240,8 @@ def test_user_template_never_raises(template):
     pytest.param("{{ 2.0 ** 10000 }}", id="float-pow-OverflowError"),
     pytest.param("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", id="recursive-macro-RecursionError"),
     pytest.param("{{ (1e400)|int }}", id="inf-constant-NameError"),
+    pytest.param("{{ 'x' * 10**9 }}", id="huge-string-SecurityError"),
+    pytest.param("{{ [1] * 10**8 }}", id="huge-list-SecurityError"),
 ])
 def test_user_template_crash_is_hc503(template):
     project = lint_files({**GOOD_FILES, "harness.yaml": "templates: prompts\n", "prompts/task.md.j2": template})

@@ -26,6 +26,30 @@ class TemplateProblem(Exception):
         self.code, self.message, self.span, self.hint = code, message, span, hint
 
 
+MAX_TEMPLATE_VALUE = 1_000_000  # chars or items one template expression may build
+
+
+def _bounded_sandbox(base):
+    """Jinja's sandbox with `*` and `**` bounded: `'x' * 10**9` is refused, not built."""
+    from jinja2.exceptions import SecurityError
+
+    class BoundedSandbox(base):
+        intercepted_binops = frozenset(["*", "**"])
+
+        def call_binop(self, context, operator, left, right):
+            if operator == "**":
+                if isinstance(right, (int, float)) and abs(right) > 100 and not (
+                        isinstance(left, (int, float)) and abs(left) <= 1):
+                    raise SecurityError(f"'{left} ** {right}' is too large for a template")
+                return left ** right
+            for seq, n in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > MAX_TEMPLATE_VALUE:
+                    raise SecurityError(f"a template may not build more than {MAX_TEMPLATE_VALUE} characters at once")
+            return left * right
+
+    return BoundedSandbox
+
+
 @lru_cache(maxsize=8)
 def _environment(root: str, templates: str | None):
     from jinja2 import ChoiceLoader, FileSystemLoader, PackageLoader, StrictUndefined
@@ -35,7 +59,7 @@ def _environment(root: str, templates: str | None):
     if templates:
         loaders.append(FileSystemLoader(str(Path(root) / templates)))
     loaders.append(PackageLoader("harnessc", "templates"))
-    env = ImmutableSandboxedEnvironment(
+    env = _bounded_sandbox(ImmutableSandboxedEnvironment)(
         loader=ChoiceLoader(loaders), undefined=StrictUndefined, autoescape=False,
         keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
     )
