@@ -534,7 +534,13 @@ def write_results(root: Path, result: RunResult, run: dict | None) -> Path:
     data = {"run_id": result.run_id, "status": result.status, "exit_code": result.exit_code,
             "message": result.message, "elapsed": round(result.elapsed, 3), "stale": result.stale,
             "run": run, "results": result.tasks}
+    # Indented, one result per line: readable, and each line is encoded by the C encoder
+    # (an indented dump of thousands of results costs more than running them).
+    results = data.pop("results")
+    head = json.dumps(data, indent=2, sort_keys=True, default=str)
+    rows = ",\n".join("    " + json.dumps(r, sort_keys=True, default=str) for r in results)
+    text = head[:-2] + ',\n  "results": [' + (f"\n{rows}\n  ]" if rows else "]") + "\n}\n"
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return path

@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from json.encoder import encode_basestring_ascii as _encode_str
+
 from .procs import secret_values
 
 SCHEMA_VERSION = 1
@@ -51,6 +53,10 @@ CREATE TABLE events (
   id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT, ts REAL NOT NULL, kind TEXT NOT NULL,
   task_id TEXT, data TEXT);
 """
+
+
+def _enc(value: str | None) -> str:
+    return "null" if value is None else _encode_str(value)
 
 
 class StateError(Exception):
@@ -250,8 +256,9 @@ class StateStore:
             )
         if self.mirror:
             # One encoding for both: the mirror line is the data object with the envelope.
-            head = self.redact(json.dumps({"kind": kind, "run_id": self.run_id, "task": task_id, "ts": ts}))
-            line = head[:-1] + (", " + body[1:] if body and body != "{}" else "}")
+            head = (f'{{"kind": {_enc(kind)}, "run_id": {_enc(self.run_id)}, '
+                    f'"task": {_enc(task_id)}, "ts": {ts!r}')
+            line = self.redact(head) + (", " + body[1:] if body and body != "{}" else "}")
             self.mirror.write(line + "\n")
             now = time.monotonic()
             if now - self._mirror_flushed >= MIRROR_FLUSH:
@@ -380,8 +387,16 @@ class StateStore:
         """
         now = time.time()
         with self.tx():
-            if start_task:
-                self.set_state(task_id, "running")
+            if start_task:  # what set_state(task_id, "running") does, in the same UPDATE
+                self.db.execute(
+                    "UPDATE tasks SET state='running', error=NULL, run_id=?, started_at=?,"
+                    " attempts=attempts+1, iterations=?, agent=?, updated_at=? WHERE id=?",
+                    (self.run_id, now, iteration, agent, now, task_id))
+                self.event("task_running", task_id)
+            else:
+                self.db.execute(
+                    "UPDATE tasks SET attempts=attempts+1, iterations=?, agent=?, updated_at=? WHERE id=?",
+                    (iteration, agent, now, task_id))
             cur = self.db.execute(
                 "INSERT INTO attempts (run_id, task_id, iteration, level, agent, prompt_hash, prompt,"
                 " status, started_at) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -391,9 +406,6 @@ class StateStore:
             lid = self.db.execute(
                 "INSERT INTO ledger (run_id, task_id, attempt_id, reserved, ts) VALUES (?,?,?,?,?)",
                 (self.run_id, task_id, aid, reserve_usd, now)).lastrowid
-            self.db.execute(
-                "UPDATE tasks SET attempts=attempts+1, iterations=?, agent=?, updated_at=? WHERE id=?",
-                (iteration, agent, now, task_id))
             self.event("attempt_started", task_id, attempt=aid, iteration=iteration, level=level,
                        agent=agent, reserved_usd=reserve_usd)
         self._reserved[aid] = (lid, reserve_usd)
@@ -422,15 +434,23 @@ class StateStore:
             else:
                 self.db.execute("UPDATE ledger SET actual=?, settled=1 WHERE attempt_id=?",
                                 (cost_usd, attempt_id))
-            self.db.execute(
-                "UPDATE tasks SET tokens=tokens+?, cost_usd=cost_usd+?, updated_at=? WHERE id=?",
-                (input_tokens + output_tokens, cost_usd, now, task_id))
+            tokens = input_tokens + output_tokens
+            if final_state:  # usage and the task's result in one UPDATE (see finish_task)
+                self.db.execute(
+                    "UPDATE tasks SET tokens=tokens+?, cost_usd=cost_usd+?, state=?, output=?,"
+                    " fingerprint=?, error=?, finished_at=?, updated_at=?, run_id=COALESCE(?, run_id)"
+                    " WHERE id=?",
+                    (tokens, cost_usd, final_state, self._json(output), fingerprint,
+                     self.redact(error), now, now, self.run_id, task_id))
+            else:
+                self.db.execute(
+                    "UPDATE tasks SET tokens=tokens+?, cost_usd=cost_usd+?, updated_at=? WHERE id=?",
+                    (tokens, cost_usd, now, task_id))
             self.event("attempt_finished", task_id, attempt=attempt_id, status=status,
-                       tokens=input_tokens + output_tokens, cost_usd=cost_usd,
+                       tokens=tokens, cost_usd=cost_usd,
                        latency=round(latency, 4), errors=(errors or [])[:5])
             if final_state:
-                self.finish_task(task_id, final_state, output=output, fingerprint=fingerprint,
-                                 error=error)
+                self.event(f"task_{final_state}", task_id, **({"error": error} if error else {}))
         self._reserved.pop(attempt_id, None)
         if held is None:
             self._spent = None  # not reserved by this store: read the ledger again when asked
