@@ -1,20 +1,27 @@
-"""Budgets: the run's max_cost_usd and each task's budget_usd, checked before every call.
+"""Budgets: the run's max_cost_usd and max_tokens and each task's budget_usd, checked before
+every call.
 
-The estimated cost of a call is reserved in the ledger before the call and settled with the
-actual cost after, so calls in flight count; the ledger is kept across resumes until reset.
+The estimated cost and tokens of a call are reserved before the call and settled with the
+actual figures after, so calls in flight count; both are kept across resumes until reset
+(cost in the ledger; tokens in the attempts' token columns, which hold the reservation
+until the attempt finishes).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .agents.base import estimate_tokens
 from .state import StateStore
+
+DEFAULT_OUTPUT_TOKENS = 1000  # reserved for a call's answer when nothing better is known
 
 
 @dataclass
 class Budget:
     store: StateStore
     run_limit: float | None  # USD, plan budget.max_cost_usd or --max-cost
+    token_limit: int | None = None  # plan budget.max_tokens: tokens for the whole run
 
     def estimate(self, node: dict, agent_cfg: dict, prompt: str) -> float:
         """Cost to reserve for one call: the compiler's estimate, else the agent's price."""
@@ -24,17 +31,30 @@ class Budget:
         price = agent_cfg.get("price") or {}
         if not price:
             return 0.0
-        out_tokens = (node.get("estimate") or {}).get("output_tokens") or 1000
+        out_tokens = (node.get("estimate") or {}).get("output_tokens") or DEFAULT_OUTPUT_TOKENS
         return (len(prompt) / 4 * float(price.get("input", 0))
                 + out_tokens * float(price.get("output", 0))) / 1_000_000
 
-    def refuse(self, node: dict, cost: float) -> tuple[str, str] | None:
+    def estimate_tokens(self, node: dict, agent_cfg: dict, prompt: str, system: str = "") -> tuple[int, int]:
+        """(input, output) tokens to reserve for one call: the prompt's size, and the
+        compiler's output estimate capped by the agent's max_tokens."""
+        out = int((node.get("estimate") or {}).get("output_tokens") or DEFAULT_OUTPUT_TOKENS)
+        if agent_cfg.get("max_tokens"):
+            out = min(out, int(agent_cfg["max_tokens"]))
+        return estimate_tokens(system + prompt), out
+
+    def refuse(self, node: dict, cost: float, tokens: int = 0) -> tuple[str, str] | None:
         """('run'|'task', message) when this call would exceed a budget, else None."""
         if self.run_limit is not None:
             spent = self.store.spent()
             if spent >= self.run_limit or spent + cost > self.run_limit:
                 return "run", (f"run budget reached: ${spent:.4f} spent or reserved of "
                                f"${self.run_limit:.4f} (next call needs ~${cost:.4f})")
+        if self.token_limit is not None:
+            used = self.store.tokens_spent()
+            if used >= self.token_limit or used + tokens > self.token_limit:
+                return "run", (f"token budget reached: {used} tokens used or reserved of "
+                               f"{self.token_limit} (next call needs ~{tokens})")
         task_limit = (node.get("limits") or {}).get("budget_usd")
         if task_limit is not None:
             spent = self.store.spent(node["id"])

@@ -73,7 +73,8 @@ class Runner:
                     self.children[d].append(n["id"])
         self.jobs = max(1, opts.jobs or int(plan.get("concurrency") or 4))
         limit = opts.max_cost if opts.max_cost is not None else (plan.get("budget") or {}).get("max_cost_usd")
-        self.budget = Budget(store, limit)
+        max_tokens = (plan.get("budget") or {}).get("max_tokens")
+        self.budget = Budget(store, limit, int(max_tokens) if max_tokens is not None else None)
         self.agents: dict[str, Any] = {}
         self.stop_mode: str | None = None  # None | stop | abort
         self.halt: tuple[str, str] | None = None  # (status, message) that ends the run early
@@ -362,7 +363,8 @@ class Runner:
                     store.finish_task(tid, "failed", error=e.message)
                     return "failed"
                 cost = self.budget.estimate(node, cfg, prompt)
-                refusal = self.budget.refuse(node, cost)
+                tokens = self.budget.estimate_tokens(node, cfg, prompt, system)
+                refusal = self.budget.refuse(node, cost, sum(tokens))
                 if refusal:
                     scope, msg = refusal
                     if scope == "run":
@@ -379,7 +381,7 @@ class Runner:
                 phash = hashlib.sha256(prompt.encode()).hexdigest()
                 begin = store.defer(functools.partial(
                     store.begin_attempt, tid, st.iteration, level, name, prompt, phash, cost,
-                    start_task=st.iteration == 1))
+                    start_task=st.iteration == 1, reserve_tokens=tokens))
                 aid = await begin
                 req = Request(task_id=tid, prompt=prompt, system=system, contract=contract,
                               output_schema=(contract or {}).get("json_schema") if (contract or {}).get("output") else None,

@@ -86,7 +86,8 @@ class StateStore:
         self.mirror = None  # file object of .harness/runs/<id>/events.jsonl, when running
         self._mirror_flushed = 0.0
         self._spent: float | None = None  # the run-wide ledger total, kept after the first read
-        self._reserved: dict[int, tuple[int, float]] = {}  # attempt id -> (ledger row, USD reserved)
+        self._tokens: int | None = None  # the run-wide token total (see tokens_spent)
+        self._reserved: dict[int, tuple[int, float, int]] = {}  # attempt id -> (ledger row, USD, tokens)
         self._queue: list[tuple[Callable[[], Any], asyncio.Future]] = []  # group commit
         self._flush_loop = None
         self._flush_handle = None
@@ -208,13 +209,13 @@ class StateStore:
                     except Exception as e:
                         self.db.execute("ROLLBACK TO item")
                         self.db.execute("RELEASE item")
-                        self._spent = None
+                        self._spent = self._tokens = None
                         outcomes.append((fut, None, e))
                         continue
                     self.db.execute("RELEASE item")
                     outcomes.append((fut, value, None))
         except BaseException as e:  # the commit failed (or the process is going down): nothing held
-            self._spent = None
+            self._spent = self._tokens = None
             for _, fut in batch:
                 if not fut.done():
                     fut.set_exception(e)
@@ -297,7 +298,7 @@ class StateStore:
         the call may have happened); tasks left running go back to pending.
         """
         now = time.time()
-        self._spent = None
+        self._spent = self._tokens = None
         with self.tx():
             stuck = [r[0] for r in self.db.execute("SELECT id FROM attempts WHERE status='started'")]
             self.db.execute(
@@ -362,7 +363,7 @@ class StateStore:
 
     def reset(self, ids: list[str] | None) -> int:
         """Forget tasks (None = everything, including the budget ledger)."""
-        self._spent = None
+        self._spent = self._tokens = None
         with self.tx():
             if ids is None:
                 n = self.db.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
@@ -380,10 +381,12 @@ class StateStore:
 
     def begin_attempt(self, task_id: str, iteration: int, level: int, agent: str,
                       prompt: str, prompt_hash: str, reserve_usd: float,
-                      start_task: bool = False) -> int:
+                      start_task: bool = False, reserve_tokens: tuple[int, int] = (0, 0)) -> int:
         """Record the attempt and reserve its estimated cost, before the agent is called.
 
         start_task: the task's first attempt in this run; it turns 'running' in the same commit.
+        reserve_tokens: estimated (input, output) tokens, held in the attempt's token columns
+        until it finishes with the real counts (an interrupted attempt keeps them: charged).
         """
         now = time.time()
         with self.tx():
@@ -399,18 +402,20 @@ class StateStore:
                     (iteration, agent, now, task_id))
             cur = self.db.execute(
                 "INSERT INTO attempts (run_id, task_id, iteration, level, agent, prompt_hash, prompt,"
-                " status, started_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                " status, started_at, input_tokens, output_tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (self.run_id, task_id, iteration, level, agent, prompt_hash, self.redact(prompt),
-                 "started", now))
+                 "started", now, reserve_tokens[0], reserve_tokens[1]))
             aid = cur.lastrowid
             lid = self.db.execute(
                 "INSERT INTO ledger (run_id, task_id, attempt_id, reserved, ts) VALUES (?,?,?,?,?)",
                 (self.run_id, task_id, aid, reserve_usd, now)).lastrowid
             self.event("attempt_started", task_id, attempt=aid, iteration=iteration, level=level,
                        agent=agent, reserved_usd=reserve_usd)
-        self._reserved[aid] = (lid, reserve_usd)
+        self._reserved[aid] = (lid, reserve_usd, sum(reserve_tokens))
         if self._spent is not None:
             self._spent += reserve_usd
+        if self._tokens is not None:
+            self._tokens += sum(reserve_tokens)
         return aid
 
     def finish_attempt(self, attempt_id: int, task_id: str, status: str, *, raw: str | None,
@@ -452,10 +457,13 @@ class StateStore:
             if final_state:
                 self.event(f"task_{final_state}", task_id, **({"error": error} if error else {}))
         self._reserved.pop(attempt_id, None)
-        if held is None:
-            self._spent = None  # not reserved by this store: read the ledger again when asked
-        elif self._spent is not None:
-            self._spent += cost_usd - held[1]
+        if held is None:  # not reserved by this store: read the totals again when asked
+            self._spent = self._tokens = None
+        else:
+            if self._spent is not None:
+                self._spent += cost_usd - held[1]
+            if self._tokens is not None:
+                self._tokens += input_tokens + output_tokens - held[2]
 
     def finish_task(self, task_id: str, state: str, *, output: Any = None,
                     fingerprint: str | None = None, error: str | None = None) -> None:
@@ -491,6 +499,17 @@ class StateStore:
         total = float(self.db.execute(q, args).fetchone()[0])
         if task_id is None and self.run_id is not None:
             self._spent = total
+        return total
+
+    def tokens_spent(self) -> int:
+        """Tokens used plus tokens reserved by calls in flight, across every run until reset."""
+        if self._tokens is not None and self.run_id is not None:
+            return self._tokens
+        total = int(self.db.execute(
+            "SELECT COALESCE(SUM(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0)"
+            " FROM attempts").fetchone()[0])
+        if self.run_id is not None:
+            self._tokens = total
         return total
 
     def integrity(self) -> str:

@@ -284,3 +284,25 @@ def test_transient_errors_are_retried_and_task_budget_fails_the_task(tmp_path):
     errors = [a for i in range(8) for a in json.loads(harnessc(tmp_path, "log", f"f{i}", "--json").stdout)
               if a["status"] == "error"]
     assert errors and all("transient" in a["errors"][0] for a in errors)
+
+
+def test_token_budget_stops_the_run_with_exit_3_and_is_kept_across_resumes(tmp_path):
+    # Each simulate call uses a few dozen tokens and reserves its prompt + 100 (the node's
+    # output estimate) before the call; 250 tokens let a few calls through, not six.
+    write_project(tmp_path, [node(f"t{i}") for i in range(6)], concurrency=1,
+                  budget={"max_cost_usd": None, "max_tokens": 250})
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "token budget reached" in r.stdout + r.stderr
+    data = status(tmp_path)
+    done1 = sum(t["state"] == "succeeded" for t in data["tasks"])
+    assert 1 <= done1 < 6
+    assert sum(t["tokens"] for t in data["tasks"]) <= 250
+    assert data["run"]["exit_code"] == 3
+    r = harnessc(tmp_path, "run")  # the attempts remember what was used
+    assert r.returncode == 3
+    assert sum(s == "succeeded" for s in states(tmp_path).values()) == done1
+    harnessc(tmp_path, "reset", "--all")
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 3  # a fresh ledger: as far as the budget goes again
+    assert sum(s == "succeeded" for s in states(tmp_path).values()) == done1
