@@ -1,0 +1,80 @@
+"""The live display under a real pseudo-terminal: `harnessc run` as a user sees it."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .helpers import CLI, env, node, write_project
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+
+
+def run_in_pty(args: list[str], timeout: float = 60) -> tuple[int, str]:
+    master, slave = pty.openpty()
+    e = env(TERM="xterm-256color", COLUMNS="120", LINES="40")
+    e.pop("NO_COLOR", None)
+    e.pop("CI", None)  # rich treats CI as "not interactive"
+    p = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, env=e, close_fds=True)
+    os.close(slave)
+    out = bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the child side closed
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            elif p.poll() is not None:
+                break
+        code = p.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        os.close(master)
+    return code, out.decode("utf-8", errors="replace")
+
+
+def test_live_display_in_a_terminal_ends_with_the_summary_table(tmp_path):
+    write_project(tmp_path, [node("alpha"), node("beta", depends_on=["alpha"]), node("gamma")],
+                  agents={"rehearsal": {"provider": "simulate", "latency": 0.4}}, concurrency=2)
+    code, raw = run_in_pty([*CLI, "-C", str(tmp_path), "run"])
+    text = ANSI.sub("", raw)
+    assert code == 0, text
+    assert "Traceback" not in text
+    assert "\x1b[" in raw  # a terminal got a terminal's output (rich's live view, colours)
+    assert re.search(r"\d/3 done · \d running", text), text  # the live view was drawn
+    # The final summary table: header and one row per task.
+    assert re.search(r"task\s*┃\s*state\s*┃\s*attempts\s*┃\s*agent\s*┃\s*tokens\s*┃\s*cost\s*┃\s*time", text), text
+    for tid in ("alpha", "beta", "gamma"):
+        assert re.search(rf"{tid}\s*│\s*succeeded\s*│\s*1\s*│\s*rehearsal", text), text
+    assert "succeeded: all tasks succeeded (3 tasks" in text
+
+
+def test_live_display_reports_a_failure_and_skips_without_a_traceback(tmp_path):
+    write_project(tmp_path, [node("bad", accept=[{"id": "gate", "argv": ["false"], "timeout": 5}],
+                                  retry={"max_retries": 0, "on_failure": "fail", "delays": [0]}),
+                             node("after", depends_on=["bad"]), node("fine")],
+                  agents={"rehearsal": {"provider": "simulate", "latency": 0.2}}, concurrency=2)
+    code, raw = run_in_pty([*CLI, "-C", str(tmp_path), "run"])
+    text = ANSI.sub("", raw)
+    assert code == 1, text
+    assert "Traceback" not in text
+    assert re.search(r"task_failed\s+bad .*gate", text), text  # printed above the live view
+    assert re.search(r"bad\s*│\s*failed", text) and re.search(r"after\s*│\s*skipped", text), text
+    assert re.search(r"fine\s*│\s*succeeded", text), text
