@@ -386,7 +386,7 @@ def _execute(root: Path, plan: dict, opts) -> None:
         fail_usage(str(e))
     finally:
         view.close()
-    console.print(displaymod.summary_table(result.tasks, title=f"run {result.run_id}"))
+    displaymod.print_summary(console, result.tasks, title=f"run {result.run_id}")
     if result.stale:
         click.echo(f"stale: {', '.join(result.stale)} — use --rerun stale", err=True)
     spent = sum(t.get("cost_usd") or 0 for t in result.tasks)
@@ -448,7 +448,7 @@ def status(ctx: Context, as_json: bool) -> None:
         return
     from rich.console import Console
 
-    from .runtime.display import summary_table
+    from .runtime.display import print_summary
 
     run_ = data["run"]
     if run_ is None:
@@ -458,7 +458,7 @@ def status(ctx: Context, as_json: bool) -> None:
         counts = ", ".join(f"{v} {k}" for k, v in sorted(run_["counts"].items()))
         click.echo(f"run {run_['id']}: {state} (pid {run_['pid']}) — {counts}; ${run_['cost_usd']:.4f}")
     if data["tasks"]:
-        Console().print(summary_table(data["tasks"]))
+        print_summary(Console(), data["tasks"])
     stale = [t["id"] for t in data["tasks"] if t.get("stale")]
     if stale:
         click.echo(f"stale: {', '.join(stale)} — use --rerun stale")
