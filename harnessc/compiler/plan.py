@@ -271,6 +271,7 @@ def finish_plan(project: Project) -> None:
     agents = {**project.config.agents}
     task_by_id = {t.id: t for t in project.tasks}
     plan["system"] = {"path": "prompts/_system.md", "sha256": _sha(project.system_prompt)}
+    contract_json: dict[str | None, str] = {}  # contract name -> _json(its entry)
     for node in plan["nodes"]:
         prompt = project.prompts.get(node["id"], "")
         contract = plan["contracts"].get(node["contract"]) if node["contract"] else None
@@ -282,10 +283,10 @@ def finish_plan(project: Project) -> None:
         node["prompt"] = {"path": f"prompts/{node['id']}.md", "sha256": _sha(prompt)}
         spec = task_view(task_by_id[node["id"]])
         spec.pop("done", None)  # checking a task off does not make its result stale
-        node["fingerprint"] = _sha(json.dumps(
-            {"task": spec, "contract": contract, "prompt": prompt, "accept": node["accept"],
-             "templates": project.template_hash, "harnessc": __version__},
-            sort_keys=True, default=str))
+        if node["contract"] not in contract_json:
+            contract_json[node["contract"]] = _json(contract)
+        node["fingerprint"] = _fingerprint(spec, contract_json[node["contract"]], prompt, node["accept"],
+                                           project.template_hash)
     costs = [n["estimate"]["cost_usd"] for n in plan["nodes"] if not n["done"]]
     plan["estimate"] = {
         "cost_usd": round(sum(c for c in costs if c is not None), 6) if costs and all(c is not None for c in costs) else None,
@@ -296,3 +297,20 @@ def finish_plan(project: Project) -> None:
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _json(value) -> str:
+    """Canonical JSON, as fingerprints hash it."""
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _fingerprint(spec: dict, contract_json: str, prompt: str, accept: list, template_hash: str) -> str:
+    """sha256 of _json({"task", "contract", "prompt", "accept", "templates", "harnessc"}).
+
+    Written out key by key in sorted order (exactly what sort_keys=True produces) so that
+    the caller encodes a contract, often the largest piece, once per contract, not per task.
+    """
+    return _sha(
+        f'{{"accept": {_json(accept)}, "contract": {contract_json}, "harnessc": {_json(__version__)}, '
+        f'"prompt": {_json(prompt)}, "task": {_json(spec)}, "templates": {_json(template_hash)}}}'
+    )
