@@ -7,7 +7,6 @@ checking passes; build runs them all and writes .harness/build/.
 from __future__ import annotations
 
 import gc
-import json
 import os
 from pathlib import Path
 
@@ -94,28 +93,69 @@ def compile_project(root: Path, diags: Diagnostics | None = None) -> Project:
 
 
 def write_build(project: Project) -> Path:
-    """Write plan.json and prompts/ atomically enough: new files first, then rename into place."""
+    """Write prompts/ and plan.json under .harness/build.
+
+    A rebuild rewrites only the prompts that changed (each replaced atomically) and removes
+    those of tasks that are gone: unchanged prompts cost a read, not a new file. plan.json,
+    written last, is streamed into a temporary file and renamed into place.
+    """
+    import tempfile  # build only: lint's start-up stays light
+
+    from .plan import write_plan_json
+
     out = project.root / BUILD_DIR
     prompts_dir = out / "prompts"
     prompts_dir.mkdir(parents=True, exist_ok=True)
-    wanted = {f"{tid}.md" for tid in project.prompts} | {"_system.md"}
-    for old in prompts_dir.iterdir():
-        if old.name not in wanted and old.suffix == ".md":
-            old.unlink()
-    _write_atomic(prompts_dir / "_system.md", project.system_prompt)
-    for tid, text in project.prompts.items():
-        _write_atomic(prompts_dir / f"{tid}.md", text)
-    _write_atomic(out / "plan.json", json.dumps(project.plan, indent=2, sort_keys=False, default=str) + "\n")
+    existing = {entry.name for entry in os.scandir(prompts_dir)}
+    wanted = set()
+    for name, text in _prompt_files(project):
+        wanted.add(name)
+        _write_prompt(prompts_dir / name, text.encode("utf-8"), name in existing)
+    for name in existing - wanted:
+        if name.endswith(".md"):
+            os.unlink(prompts_dir / name)
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            write_plan_json(project.plan, f.write)
+            f.write("\n")
+        os.replace(tmp, out / "plan.json")
+    except BaseException:
+        os.unlink(tmp)
+        raise
     return out
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    import tempfile  # build only: lint's start-up stays light
+def _prompt_files(project: Project):
+    """(file name, text) of every prompt file."""
+    yield "_system.md", project.system_prompt
+    for tid, text in project.prompts.items():
+        yield f"{tid}.md", text
 
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+
+def _write_prompt(path: Path, data: bytes, exists: bool) -> None:
+    """Create a new file directly (open, write, close); replace an existing one atomically,
+    and only when its content changed."""
+    if exists:
+        try:
+            with open(path, "rb") as f:
+                if f.read(len(data) + 1) == data:
+                    return
+        except OSError:
+            pass
+        import tempfile
+
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
 
 
 def build_project(root: Path) -> tuple[dict | None, Diagnostics]:

@@ -1,0 +1,89 @@
+"""Build output: plan.json exactly as json.dumps(indent=2) writes it, prompts/ updated, argv as shlex splits."""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import shlex
+import shutil
+from pathlib import Path, PurePosixPath
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from conftest import REPO
+from harnessc.compiler import compile_project, write_build
+from harnessc.compiler.plan import _split_command, plan_json
+
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+)
+keys = st.one_of(st.text(max_size=8), st.integers(), st.floats(allow_nan=False), st.booleans(), st.none())
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5),
+        st.dictionaries(keys, inner, max_size=5),
+        st.tuples(inner, inner),
+    ),
+    max_leaves=40,
+)
+
+
+class Color(str, enum.Enum):
+    RED = "red"
+
+
+@settings(max_examples=500, deadline=None)
+@given(values)
+def test_same_text_as_json_dumps(value):
+    assert plan_json(value) == json.dumps(value, indent=2, default=str)
+
+
+def test_odd_values():
+    value = {
+        "a": [Color.RED, {"x": Color.RED}, (1, 2), [], {}, [[]], {"k": {}}],
+        "b": {1: [1], None: {"n": None}, 2.5: [], True: "t"},
+        "c": [math.inf, -math.inf, math.nan, 1e300, -0.0],
+        "e": {"path": PurePosixPath("a/b")},  # default=str
+        "f": "é\u2028\"\\\n\t\x00\udfff",
+    }
+    assert plan_json(value) == json.dumps(value, indent=2, default=str)
+
+
+def test_rebuild_replaces_prompts_and_plan(tmp_path: Path) -> None:
+    root = tmp_path / "demo"
+    shutil.copytree(REPO / "specs" / "demo", root, ignore=shutil.ignore_patterns(".harness"))
+    project = compile_project(root)
+    assert project.plan is not None
+    out = write_build(project)
+    assert (out / "plan.json").read_text("utf-8") == json.dumps(project.plan, indent=2, default=str) + "\n"
+    names = {f"{tid}.md" for tid in project.prompts} | {"_system.md"}
+    assert {p.name for p in (out / "prompts").iterdir()} == names
+    (out / "prompts" / "stale.md").write_text("from an older build")
+    (out / "prompts" / "notes.txt").write_text("not ours")
+    gone, changed, same = list(project.prompts)[:3]
+    del project.prompts[gone]
+    project.prompts[changed] += "more\n"
+    inode = {tid: (out / "prompts" / f"{tid}.md").stat().st_ino for tid in (changed, same)}
+    write_build(project)
+    assert {p.name for p in (out / "prompts").iterdir()} == names - {f"{gone}.md"} | {"notes.txt"}
+    assert sorted(p.name for p in out.iterdir()) == ["plan.json", "prompts"]  # no temporary left
+    for tid, text in project.prompts.items():
+        assert (out / "prompts" / f"{tid}.md").read_text("utf-8") == text
+    assert (out / "prompts" / f"{same}.md").stat().st_ino == inode[same]  # unchanged: not rewritten
+    assert (out / "prompts" / f"{changed}.md").stat().st_ino != inode[changed]  # replaced whole
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab -=/.#$*~é\t\r\n\x0b\x0c\xa0\u2028'\"\\")), max_size=20))
+def test_split_command_is_shlex_split(cmd):
+    try:
+        expected = shlex.split(cmd)
+    except ValueError:
+        with pytest.raises(ValueError):
+            _split_command(cmd)
+        return
+    assert list(_split_command(cmd)) == expected
