@@ -11,6 +11,7 @@ import json
 import traceback
 from functools import lru_cache
 from pathlib import Path
+from types import SimpleNamespace
 
 from ..diagnostics import Diagnostics, Span
 
@@ -30,11 +31,22 @@ MAX_TEMPLATE_VALUE = 1_000_000  # chars or items one template expression may bui
 
 
 def _bounded_sandbox(base):
-    """Jinja's sandbox with `*` and `**` bounded: `'x' * 10**9` is refused, not built."""
+    """Jinja's sandbox with `*` and `**` bounded (`'x' * 10**9` is refused, not built), and
+    a fast path for `task.x` on the plain dicts we pass."""
     from jinja2.exceptions import SecurityError
+
+    dict_attributes = frozenset(dir(dict))
 
     class BoundedSandbox(base):
         intercepted_binops = frozenset(["*", "**"])
+
+        def getattr(self, obj, attribute):
+            # The sandbox tries getattr(obj, name) first and catches the AttributeError, for
+            # every `task.x` of every prompt. A plain dict has no attributes beyond dir(dict),
+            # so for any other name the item is what the sandbox would return.
+            if type(obj) is dict and attribute not in dict_attributes and attribute in obj:
+                return obj[attribute]
+            return super().getattr(obj, attribute)
 
         def call_binop(self, context, operator, left, right):
             if operator == "**":
@@ -145,9 +157,7 @@ def _base_context(plan: dict, node: dict, root: Path) -> dict:
     contract = plan["contracts"].get(node["contract"]) if node.get("contract") else None
     output_format = ""
     if contract and contract.get("output"):
-        from .contract_schema import prompt_format
-
-        output_format = prompt_format(contract)
+        output_format = _output_format(plan, node["contract"], contract)
     return {
         "project": plan.get("project", {}),
         "task": node,
@@ -161,16 +171,31 @@ def render_system(plan: dict, root: Path) -> str:
     return _render(plan, root, "system.md.j2", {"project": plan.get("project", {})})
 
 
-_INDEX: list = [None, None]  # [plan, its id -> node index]; one plan at a time
+# What every prompt of one plan shares, computed once per plan (one plan at a time): building
+# renders every task, which must stay linear and not redo per-contract work.
+_CACHE = SimpleNamespace(plan=None, nodes={}, formats={})
+
+
+def _plan_cache(plan: dict) -> SimpleNamespace:
+    if _CACHE.plan is not plan or len(_CACHE.nodes) != len(plan["nodes"]):
+        _CACHE.plan, _CACHE.nodes, _CACHE.formats = plan, {n["id"]: n for n in plan["nodes"]}, {}
+    return _CACHE
 
 
 def _node_index(plan: dict) -> dict[str, dict]:
-    """id -> node, built once per plan dict (rendering every task must stay linear)."""
-    cached_plan, index = _INDEX
-    if cached_plan is not plan or len(index) != len(plan["nodes"]):
-        index = {n["id"]: n for n in plan["nodes"]}
-        _INDEX[:] = [plan, index]
-    return index
+    """id -> node, built once per plan dict."""
+    return _plan_cache(plan).nodes
+
+
+def _output_format(plan: dict, name: str, contract: dict) -> str:
+    """prompt_format(contract), once per contract of the plan."""
+    from .contract_schema import prompt_format
+
+    formats = _plan_cache(plan).formats
+    cached = formats.get(name)
+    if cached is None or cached[0] is not contract:
+        cached = formats[name] = (contract, prompt_format(contract))
+    return cached[1]
 
 
 def render_prompt(plan: dict, node_id: str, deps: dict[str, dict] | None, root: Path) -> str:
