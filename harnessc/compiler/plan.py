@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
+from functools import lru_cache
 from json.encoder import c_make_encoder, encode_basestring_ascii
 from typing import Any, Callable
 
@@ -103,11 +105,22 @@ def _estimate(agent: AgentConfig | None, prompt_chars: int, structured: bool) ->
     return {"input_tokens": tokens_in, "output_tokens": tokens_out, "cost_usd": cost}
 
 
+# No quotes, backslashes or whitespace other than shlex's own: shlex.split is str.split.
+_PLAIN_COMMAND = re.compile(r"[^\s'\"\\]*(?:[ \t\r\n]+[^\s'\"\\]*)*")
+
+
+@lru_cache(maxsize=4096)
+def _split_command(cmd: str) -> tuple[str, ...]:
+    """shlex.split(cmd), skipping shlex (slow: a Python loop per character) when it would
+    only split on whitespace; cached, as roadmaps repeat their accept commands."""
+    return tuple(cmd.split() if _PLAIN_COMMAND.fullmatch(cmd) else shlex.split(cmd))
+
+
 def _accept_entries(task: Task, contract_entry: dict | None) -> list[dict]:
     out = []
     for i, cmd in enumerate(task.accept, 1):
         try:
-            argv = shlex.split(cmd)
+            argv = list(_split_command(cmd))
         except ValueError:
             continue  # reported by check_accept_commands
         out.append({"id": f"task-accept-{i}", "argv": argv, "timeout": None})
@@ -177,7 +190,8 @@ def build_plan(project: Project) -> None:
         nodes.append(node)
     agents = {**cfg.agents, **extra_agents}
     used_agents = sorted({n["routing"]["agent"] for n in nodes} | {a for n in nodes for a in n["routing"]["chain"]})
-    waves = _waves(nodes)
+    order = _topo_order(nodes)
+    waves = _waves(nodes, order)
     by_id = {n["id"]: n for n in nodes}
     for i, wave in enumerate(waves):
         for tid in wave:
@@ -201,17 +215,18 @@ def build_plan(project: Project) -> None:
         "nodes": nodes,
         "edges": [[d, n["id"]] for n in nodes for d in n["depends_on"]],
         "waves": waves,
-        "critical_path": _critical_path(nodes),
+        "critical_path": _critical_path(order),
     }
 
 
-def _waves(nodes: list[dict]) -> list[list[str]]:
-    """Level of each task = 1 + the deepest dependency; tasks on one level can run together."""
-    by_id = {n["id"]: n for n in nodes}
+def _waves(nodes: list[dict], order: list[dict]) -> list[list[str]]:
+    """Level of each task = 1 + the deepest dependency; tasks on one level can run together.
+
+    `order` is _topo_order(nodes).
+    """
     level: dict[str, int] = {}
-    for n in _topo_order(nodes):
-        deps = [d for d in n["depends_on"] if d in by_id]
-        level[n["id"]] = 1 + max((level[d] for d in deps), default=-1)
+    for n in order:
+        level[n["id"]] = 1 + max((level[d] for d in n["depends_on"] if d in level), default=-1)
     waves: list[list[str]] = [[] for _ in range(max(level.values(), default=-1) + 1)]
     for n in nodes:
         waves[level[n["id"]]].append(n["id"])
@@ -238,11 +253,11 @@ def _topo_order(nodes: list[dict]) -> list[dict]:
     return out
 
 
-def _critical_path(nodes: list[dict]) -> list[str]:
-    """The longest chain of tasks still to run (done tasks weigh nothing)."""
+def _critical_path(order: list[dict]) -> list[str]:
+    """The longest chain of tasks still to run (done tasks weigh nothing); `order` is topological."""
     length: dict[str, int] = {}
     previous: dict[str, str | None] = {}
-    for n in _topo_order(nodes):
+    for n in order:
         deps = [d for d in n["depends_on"] if d in length]
         before = max(deps, key=lambda d: length[d], default=None)
         length[n["id"]] = (length[before] if before else 0) + (0 if n["done"] else 1)
