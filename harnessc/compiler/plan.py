@@ -316,9 +316,9 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _json(value) -> str:
-    """Canonical JSON, as fingerprints hash it."""
-    return json.dumps(value, sort_keys=True, default=str)
+# Canonical JSON, as fingerprints hash it: json.dumps(value, sort_keys=True, default=str),
+# without building an encoder for each call.
+_json = json.JSONEncoder(sort_keys=True, default=str).encode
 
 
 def _fingerprint(spec: dict, contract_json: str, prompt: str, accept: list, template_hash: str) -> str:
