@@ -31,22 +31,15 @@ class SchemaError:
     value: Any = None
 
 
+_JSON_TYPE_NAMES = {
+    bool: "boolean", int: "integer", float: "number", str: "string",
+    list: "array", dict: "object", type(None): "null",
+}
+
+
 def json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    """The JSON Schema type name of a Python value."""
+    return _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
 
 
 def _is_type(value: Any, t: str) -> bool:

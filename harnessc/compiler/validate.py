@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any, Iterator
 
-from .jsonsubset import Validator, supports
+from .jsonsubset import Validator, json_type, supports
 
 
 # ------------------------------------------------------------------ paths
@@ -57,16 +57,6 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-_JSON_TYPE_NAMES = {
-    bool: "boolean", int: "integer", float: "number", str: "string",
-    list: "array", dict: "object", type(None): "null",
-}
-
-
-def _json_type(value: Any) -> str:
-    return _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
-
-
 def _error(parts: PathParts, kind: str, message: str, rule: str | None = None, field: Any = ...) -> dict:
     return {
         "path": json_path(parts),
@@ -100,7 +90,7 @@ def _schema_errors(schema: dict, data: Any, base: PathParts = ()) -> list[dict]:
         elif e.validator == "type":
             want = e.validator_value if isinstance(e.validator_value, str) else " or ".join(e.validator_value)
             errors.append(_error(parts, "type",
-                                 f"{path}: expected {want}, got {_json_type(e.instance)} {_short(e.instance)}"))
+                                 f"{path}: expected {want}, got {json_type(e.instance)} {_short(e.instance)}"))
         elif e.validator == "enum":
             allowed = ", ".join(_short(v, 30) for v in e.validator_value)
             errors.append(_error(parts, "enum", f"{path}: {_short(e.instance)} is not one of {allowed}"))
@@ -222,7 +212,7 @@ def validate_output(contract: dict, data: Any) -> list[dict]:
     if output is None and schema is None:
         return []
     if not isinstance(data, dict):
-        return _finish([_error((), "type", f"$: the output must be a JSON object, got {_json_type(data)}", field=None)])
+        return _finish([_error((), "type", f"$: the output must be a JSON object, got {json_type(data)}", field=None)])
     data = drop_null_optionals(output, data)
     errors = _schema_errors(schema, data) if schema else []
     type_failed = {_path_parts(e) for e in errors if e["kind"] == "type"}
