@@ -65,7 +65,7 @@ CODES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)  # slots: a roadmap holds ~12 spans a task
 class Span:
     """A place in a source file; line and col are 1-based, end is exclusive."""
 

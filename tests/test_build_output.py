@@ -14,7 +14,8 @@ from hypothesis import given, settings, strategies as st
 
 from conftest import REPO
 from harnessc.compiler import compile_project, write_build
-from harnessc.compiler.plan import _split_command, plan_json
+from harnessc.compiler.argv import split_command
+from harnessc.compiler.plan import plan_json
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
@@ -84,6 +85,6 @@ def test_split_command_is_shlex_split(cmd):
         expected = shlex.split(cmd)
     except ValueError:
         with pytest.raises(ValueError):
-            _split_command(cmd)
+            split_command(cmd)
         return
-    assert list(_split_command(cmd)) == expected
+    assert list(split_command(cmd)) == expected

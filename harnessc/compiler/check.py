@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import glob
 import os
-import shlex
 from pathlib import Path
 
 from ..diagnostics import Span, did_you_mean
+from .argv import split_command
 from .project import Project
 
 
@@ -82,7 +82,7 @@ def check_accept_commands(project: Project) -> None:
     for task in project.tasks:
         for i, cmd in enumerate(task.accept):
             try:
-                argv = shlex.split(cmd)
+                argv = split_command(cmd)
             except ValueError as e:
                 project.diags.error("HC105", f"accept command cannot be split: {e}", _value_span(task, "accept", i),
                                     "close the quotes; commands run without a shell")

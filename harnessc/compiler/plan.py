@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-import shlex
-from functools import lru_cache
 from json.encoder import c_make_encoder, encode_basestring_ascii
 from typing import Any, Callable
 
 from .. import __version__
 from .ir import LS_KEYS, PRIORITY_RANK, BUILTIN_AGENT, AgentConfig, Task
+from .argv import split_command
 from .project import Project
 
 PLAN_VERSION = 1
@@ -106,21 +104,11 @@ def _estimate(agent: AgentConfig | None, prompt_chars: int, structured: bool) ->
 
 
 # No quotes, backslashes or whitespace other than shlex's own: shlex.split is str.split.
-_PLAIN_COMMAND = re.compile(r"[^\s'\"\\]*(?:[ \t\r\n]+[^\s'\"\\]*)*")
-
-
-@lru_cache(maxsize=4096)
-def _split_command(cmd: str) -> tuple[str, ...]:
-    """shlex.split(cmd), skipping shlex (slow: a Python loop per character) when it would
-    only split on whitespace; cached, as roadmaps repeat their accept commands."""
-    return tuple(cmd.split() if _PLAIN_COMMAND.fullmatch(cmd) else shlex.split(cmd))
-
-
 def _accept_entries(task: Task, contract_entry: dict | None) -> list[dict]:
     out = []
     for i, cmd in enumerate(task.accept, 1):
         try:
-            argv = list(_split_command(cmd))
+            argv = list(split_command(cmd))
         except ValueError:
             continue  # reported by check_accept_commands
         out.append({"id": f"task-accept-{i}", "argv": argv, "timeout": None})

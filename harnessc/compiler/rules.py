@@ -23,7 +23,7 @@ import math
 import operator
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 from urllib.parse import urlsplit
 
