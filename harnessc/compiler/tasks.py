@@ -9,7 +9,7 @@ from ..diagnostics import Span
 from .vocab import Complexity, FailureStrategy, Priority
 
 
-@dataclass(eq=True)
+@dataclass(eq=True, slots=True)  # slots: 100k tasks in memory at once must stay small
 class Task:
     """One task of roadmap.md, as written (aliases resolved, values typed)."""
 
