@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shlex
 from functools import lru_cache
 
 _PLAIN_COMMAND = re.compile(r"[^\s'\"\\]*(?:[ \t\r\n]+[^\s'\"\\]*)*")
@@ -14,4 +13,8 @@ def split_command(cmd: str) -> tuple[str, ...]:
     """shlex.split(cmd), skipping shlex (slow: a Python loop per character) when it would
     only split on whitespace; cached, as roadmaps repeat their accept commands.
     Raises ValueError for unbalanced quotes, like shlex."""
-    return tuple(cmd.split() if _PLAIN_COMMAND.fullmatch(cmd) else shlex.split(cmd))
+    if _PLAIN_COMMAND.fullmatch(cmd):
+        return tuple(cmd.split())
+    import shlex  # only for commands with quotes or escapes
+
+    return tuple(shlex.split(cmd))

@@ -7,7 +7,6 @@ pydantic IR when a build needs it.
 from __future__ import annotations
 
 import copy
-import hashlib
 from functools import lru_cache
 from importlib import resources
 
@@ -40,7 +39,6 @@ def _read(project: Project, name: str, limit: int) -> str | None:
                             "save the file as UTF-8")
         return None
     project.sources[name] = text
-    project.hashes[name] = hashlib.sha256(data).hexdigest()
     return text
 
 

@@ -27,7 +27,6 @@ class Project:
     root: Path
     diags: Diagnostics = field(default_factory=Diagnostics)
     sources: dict[str, str] = field(default_factory=dict)  # relative path -> text
-    hashes: dict[str, str] = field(default_factory=dict)  # relative path -> sha256
     roadmap: Roadmap | None = None
     config: "SpecView | HarnessConfig | None" = None  # a checked view at lint, the model after to_models
     config_marks: Marks | None = None
@@ -42,6 +41,15 @@ class Project:
     system_prompt: str = ""
     template_hash: str = ""
     plan: dict[str, Any] | None = None
+
+    @property
+    def hashes(self) -> dict[str, str]:
+        """sha256 of each spec file (build only: lint does not pay for hashlib)."""
+        import hashlib
+
+        # sources are the files' exact UTF-8 text, so this is the hash of the bytes on disk
+        return {name: hashlib.sha256(text.encode("utf-8")).hexdigest()
+                for name, text in self.sources.items() if name in (ROADMAP, CONTRACTS, HARNESS)}
 
     @property
     def tasks(self):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gc
 import re
-from decimal import Decimal
 from typing import Any, Callable, Iterator
 
 from ..grammar import lark_cache_file
@@ -821,6 +820,8 @@ def _fmt_duration(seconds: int | float) -> str:
 
 def _fmt_number(x: float) -> str:
     """A plain decimal (no exponent) that reads back as the same float."""
+    from decimal import Decimal  # formatting only (format_roadmap); parsing stays light
+
     text = format(Decimal(repr(float(x))), "f")
     return text[:-2] if text.endswith(".0") else text
 
