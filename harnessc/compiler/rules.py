@@ -16,7 +16,6 @@ Lark is imported only when the first rule is parsed, so importing this module st
 
 from __future__ import annotations
 
-import datetime
 import functools
 import json
 import math
@@ -25,7 +24,6 @@ import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
-from urllib.parse import urlsplit
 
 from ..grammar import lark_cache_file
 from ..diagnostics import did_you_mean
@@ -1240,6 +1238,8 @@ def _is_email(s) -> bool:
 def _is_url(s) -> bool:
     if not isinstance(s, str) or len(s) > 2048 or any(c.isspace() or ord(c) < 32 for c in s):
         return False
+    from urllib.parse import urlsplit  # evaluation only: lint's start-up stays light
+
     try:
         parts = urlsplit(s)
         parts.port  # raises ValueError for a bad port
@@ -1253,6 +1253,8 @@ def _is_datetime(s) -> bool:
         return False
     if s[-1] in "Zz":
         s = s[:-1] + "+00:00"
+    import datetime  # evaluation only
+
     try:
         datetime.datetime.fromisoformat(s)
     except ValueError:
