@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 from functools import lru_cache
-from importlib import resources
+from ..package_data import read_text
 
 from ..diagnostics import Diagnostics, Span, did_you_mean
 from .project import CONTRACTS, HARNESS, ROADMAP, Project
@@ -121,7 +121,7 @@ BUILTIN_JSON = "builtin_contracts.json"  # the same data for fast loading; a tes
 
 def builtin_contract_yaml() -> dict[str, dict]:
     """The built-in library parsed from its YAML source."""
-    text = resources.files("harnessc.compiler").joinpath(BUILTIN_YAML).read_text("utf-8")
+    text = read_text("compiler", BUILTIN_YAML)
     data, _ = load_yaml(text, "<builtin>", Diagnostics(fail_fast=True))
     return data["contracts"]
 
@@ -131,7 +131,7 @@ def builtin_contract_data() -> dict[str, dict]:
     """The built-in library (from its JSON twin: every lint loads it, JSON parses ~10x faster)."""
     import json
 
-    return json.loads(resources.files("harnessc.compiler").joinpath(BUILTIN_JSON).read_text("utf-8"))
+    return json.loads(read_text("compiler", BUILTIN_JSON))
 
 
 def load_contracts(project: Project) -> None:

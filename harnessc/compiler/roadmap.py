@@ -265,11 +265,11 @@ def _parser():
     """The LALR parser, built (or loaded from lark's cache) once."""
     global _PARSER
     if _PARSER is None:
-        from importlib import resources
+        from ..package_data import read_text
 
         from lark import Lark
 
-        grammar = resources.files("harnessc.grammar").joinpath("roadmap.lark").read_text("utf-8")
+        grammar = read_text("grammar", "roadmap.lark")
         _PARSER = Lark(grammar, parser="lalr", lexer=_define_lexer(), cache=lark_cache_file("roadmap-grammar"))
     return _PARSER
 

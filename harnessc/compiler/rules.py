@@ -242,15 +242,12 @@ def _parser():
     if _PARSER is None:
         with _PARSER_LOCK:
             if _PARSER is None:
-                from importlib import resources
-
                 from lark import Lark
 
-                grammar = (
-                    resources.files("harnessc.grammar").joinpath("rules.lark").read_text("utf-8")
-                )
+                from ..package_data import read_text
+
                 _PARSER = Lark(
-                    grammar,
+                    read_text("grammar", "rules.lark"),
                     parser="lalr",
                     lexer="basic",
                     transformer=_builder(),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from importlib import resources
+from ..package_data import read_text
 from typing import Any
 
 from ..diagnostics import Diagnostics, did_you_mean
@@ -28,7 +28,7 @@ ATTRIBUTE_KEYS = {"schema_": "schema"}  # python-safe attribute -> YAML key
 @lru_cache(maxsize=4)
 def validator(kind: str) -> Validator:
     """The validator for 'contracts' or 'harness', from harnessc/schemas/<kind>.schema.json."""
-    text = resources.files("harnessc").joinpath("schemas", f"{kind}.schema.json").read_text("utf-8")
+    text = read_text("schemas", f"{kind}.schema.json")
     return Validator(json.loads(text))
 
 
