@@ -232,9 +232,3 @@ class HarnessConfig(_Spec):
     templates: str | None = Field(
         None, description="Directory of Jinja overrides, same file names as harnessc/templates."
     )
-
-
-def builtin_agents() -> dict[str, AgentConfig]:
-    return {BUILTIN_AGENT: AgentConfig(provider="simulate")}
-
-

@@ -129,7 +129,6 @@ def build_plan(project: Project) -> None:
         entries[name] = contract_plan_entry(
             name, project.contracts[name], default_max_retries=defaults.max_retries,
             default_on_failure=getattr(defaults.on_failure, "value", defaults.on_failure))
-    project.contract_entries = entries
     extra_agents: dict[str, AgentConfig] = {}
     nodes = []
     for order, task in enumerate(project.tasks):

@@ -35,7 +35,6 @@ class Project:
     contract_paths: dict[str, tuple] = field(default_factory=dict)  # name -> path inside its file
     builtin_names: set[str] = field(default_factory=set)
     contracts_unreadable: bool = False  # contracts.yaml did not parse: unknown names are not news
-    contract_entries: dict[str, dict] = field(default_factory=dict)  # name -> plan.json entry
     context_files: dict[str, list[str]] = field(default_factory=dict)  # task id -> resolved paths
     prompts: dict[str, str] = field(default_factory=dict)  # task id -> first prompt
     system_prompt: str = ""
