@@ -542,6 +542,19 @@ def reset(ctx: Context, tasks, all_: bool) -> None:
     click.echo(f"reset {n} task(s)")
 
 
+def _known_task_or_exit(root: Path, task: str) -> None:
+    """A usage error (with did-you-mean) for a task id that the compiled plan does not have."""
+    from .diagnostics import did_you_mean
+    from .runtime.plan import PlanError, load_plan
+
+    try:
+        ids = [n["id"] for n in load_plan(root)["nodes"]]
+    except PlanError:
+        return  # no readable plan: nothing to compare with
+    if task not in ids:
+        fail_usage(f"no task '{task}' in the plan", did_you_mean(task, ids) or "`harnessc ls` lists the tasks")
+
+
 @cli.command()
 @click.argument("task")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -562,6 +575,7 @@ def log(ctx: Context, task: str, as_json: bool) -> None:
         click.echo(jsonlib.dumps(attempts, indent=2, sort_keys=True, default=str))
         return
     if not attempts:
+        _known_task_or_exit(root, task)
         click.echo(f"no attempts recorded for '{task}'")
         return
     for a in attempts:

@@ -306,3 +306,10 @@ def test_token_budget_stops_the_run_with_exit_3_and_is_kept_across_resumes(tmp_p
     r = harnessc(tmp_path, "run")
     assert r.returncode == 3  # a fresh ledger: as far as the budget goes again
     assert sum(s == "succeeded" for s in states(tmp_path).values()) == done1
+
+
+def test_log_of_an_unknown_task_is_a_usage_error_with_a_hint(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("qualify-001")])
+    r = harnessc(root, "log", "qualify-01")
+    assert r.returncode == 2 and "did you mean 'qualify-001'?" in r.stderr
