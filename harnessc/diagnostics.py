@@ -40,6 +40,8 @@ CODES: dict[str, str] = {
     "HC213": "example or default breaks its own type or rules",
     "HC214": "bad contract extends",
     "HC215": "missing required key",
+    "HC216": "templates directory missing or outside the project",
+    "HC217": "key does not apply to this deliverable type",
     # rules
     "HC301": "rule syntax error",
     "HC302": "rule does not type-check",

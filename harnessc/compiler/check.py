@@ -126,6 +126,10 @@ def check_contracts(project: Project) -> None:
         if contract is None or not contract.output:
             continue
         for loc, d in _walk_deliverables(contract.output, base + ("output",)):
+            for key, wanted in (("fields", "dict"), ("items", "list")):
+                if getattr(d, key) is not None and d.type not in (wanted, "any"):
+                    project.diags.error("HC217", f"'{key}' applies to {wanted} deliverables, and '{loc[-1]}' is {d.type}",
+                                        marks.key(loc + (key,)), f"set `type: {wanted}` or remove `{key}`")
             results = [_check_rule(project, marks, loc + ("rules", i), text, d) for i, text in enumerate(d.rules)]
             if not all(results):
                 continue

@@ -98,6 +98,23 @@ def load_config(project: Project) -> None:
     v = validator("harness")
     project.config = SpecView(data, v.root, v)
     _check_routing_names(project)
+    _check_templates_dir(project)
+
+
+def _check_templates_dir(project: Project) -> None:
+    """`templates:` names a directory inside the project."""
+    name = project.config.templates
+    if not name or project.config_marks is None:
+        return
+    span = project.config_marks.value(("templates",))
+    root = project.root.resolve()
+    path = (root / name).resolve()
+    if not path.is_relative_to(root):
+        project.diags.error("HC216", f"templates directory '{name}' is outside the project", span,
+                            "keep template overrides inside the project directory")
+    elif not path.is_dir():
+        project.diags.error("HC216", f"templates directory '{name}' does not exist", span,
+                            "create it with overrides named like harnessc/templates (task.md.j2, ...), or remove the key")
 
 
 def _check_routing_names(project: Project) -> None:
@@ -144,8 +161,12 @@ def load_contracts(project: Project) -> None:
         data, marks = load_yaml(text, CONTRACTS, project.diags)
         project.contracts_unreadable = data is None and text.strip() != ""
         if data is not None:
+            written = data.get("contracts") if isinstance(data, dict) else None
             if check_spec("contracts", data, marks, project.diags, CONTRACTS) is None:
                 data = _salvage("contracts", data, depth=4) if isinstance(data, dict) else {}
+                # a contract cut out whole was reported already; its name still resolves
+                for name in written if isinstance(written, dict) else ():
+                    data.setdefault("contracts", {}).setdefault(name, {})
             for name, body in (data.get("contracts") or {}).items():
                 bodies[name] = body if isinstance(body, dict) else {}
                 project.contract_marks[name] = marks

@@ -181,7 +181,7 @@ def report(e: SchemaError, v: Validator, marks: Marks, diags: Diagnostics) -> No
                     "use a number with a unit, like 45s, 30m, 4h, 1d or 1h30m")
     else:
         value = e.value
-        shown = f" ({_short(value)})" if not isinstance(value, (dict, list)) else ""
+        shown = f" ({_short(value)})" if value is not None and not isinstance(value, (dict, list)) else ""
         diags.error("HC211", f"{where}: {e.message}{shown}", marks.value(path), None)
 
 
