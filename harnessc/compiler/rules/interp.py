@@ -1,0 +1,346 @@
+"""The tree-walking interpreter, with bounded cost, and the allow-listed functions."""
+
+from __future__ import annotations
+
+import json
+import operator
+import re
+
+from .parse import check_pattern, compile_pattern
+from .tree import (
+    FUNCTIONS, MAX_INT, MAX_MATCH_INPUT, MAX_NDIGITS, MAX_SIZE, MAX_STEPS,
+    Attr, BinOp, BoolOp, Call, Compare, Const, Index, ListLit, Name, Node, Rule, Unary, RuleEvalError,
+)
+
+# ------------------------------------------------------------------ evaluation
+
+
+def _tn(x) -> str:
+    """A value's type, in the rule language's words."""
+    if x is None:
+        return "null"
+    return {bool: "bool", int: "int", float: "float", str: "str", list: "list", dict: "dict"}.get(
+        type(x), type(x).__name__
+    )
+
+
+def evaluate(rule: Rule, value=None, output=None) -> bool:
+    """Run a rule; True when it holds. Raises RuleEvalError when it can't be evaluated."""
+    return bool(evaluate_value(rule, value, output))
+
+
+def evaluate_value(rule: Rule, value=None, output=None):
+    """The rule's raw result (an `and`/`or` returns an operand, like Python)."""
+    ev = _Evaluator(rule.text, value, output)
+    try:
+        return ev.run(rule.tree)
+    except RuleEvalError:
+        raise
+    except (TypeError, ValueError, ArithmeticError, LookupError, RecursionError) as e:
+        # a safety net: the operations below check their operands, so this is unexpected
+        raise RuleEvalError(f"rule failed: {e}") from None
+
+
+_ARITH = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+    "%": operator.mod,
+}
+_CMP = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+_EMAIL = re.compile(
+    r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+    r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+)
+
+
+def _is_email(s) -> bool:
+    if not isinstance(s, str) or len(s) > 254:
+        return False
+    return bool(_EMAIL.fullmatch(s)) and len(s.split("@")[0]) <= 64
+
+
+def _is_url(s) -> bool:
+    if not isinstance(s, str) or len(s) > 2048 or any(c.isspace() or ord(c) < 32 for c in s):
+        return False
+    from urllib.parse import urlsplit  # evaluation only: lint's start-up stays light
+
+    try:
+        parts = urlsplit(s)
+        parts.port  # raises ValueError for a bad port
+    except ValueError:
+        return False
+    return parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+
+
+def _is_datetime(s) -> bool:
+    if not isinstance(s, str) or not 0 < len(s) <= 64:
+        return False
+    if s[-1] in "Zz":
+        s = s[:-1] + "+00:00"
+    import datetime  # evaluation only
+
+    try:
+        datetime.datetime.fromisoformat(s)
+    except ValueError:
+        return False
+    return True
+
+
+class _Evaluator:
+    def __init__(self, text: str, value, output):
+        self.text = text
+        self.env = {"value": value, "output": output}
+        self.steps = 0
+
+    def fail(self, message: str, node: Node) -> RuleEvalError:
+        return RuleEvalError(message, node.offset, node.end - node.offset)
+
+    def desc(self, node: Node) -> str:
+        s = " ".join(self.text[node.offset : node.end].split())
+        return s if len(s) <= 40 else s[:37] + "..."
+
+    def run(self, node: Node):
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise self.fail(f"rule took too many steps (more than {MAX_STEPS})", node)
+        return getattr(self, "e_" + type(node).__name__)(node)
+
+    def check_int(self, x, node: Node):
+        if type(x) is int and abs(x) > MAX_INT:
+            raise self.fail("number is too large (more than 10**100)", node)
+        return x
+
+    def e_Const(self, node: Const):
+        return node.value
+
+    def e_ListLit(self, node: ListLit):
+        return [self.run(i) for i in node.items]
+
+    def e_Name(self, node: Name):
+        return self.env[node.name]
+
+    def e_Attr(self, node: Attr):
+        obj = self.run(node.obj)
+        if not isinstance(obj, dict):
+            raise self.fail(
+                f"{self.desc(node.obj)} is {_tn(obj)}, not a dict with field '{node.name}'", node
+            )
+        if node.name not in obj:
+            raise self.fail(f"{self.desc(node.obj)} has no field '{node.name}'", node)
+        return obj[node.name]
+
+    def e_Index(self, node: Index):
+        obj, i = self.run(node.obj), self.run(node.index)
+        if isinstance(obj, dict):
+            if not isinstance(i, (str, int, float, bool)) and i is not None:
+                raise self.fail(f"a dict key can't be a {_tn(i)}", node.index)
+            if i not in obj:
+                raise self.fail(f"{self.desc(node.obj)} has no key {i!r}", node)
+            return obj[i]
+        if isinstance(obj, (list, str)):
+            if type(i) not in (int, bool):
+                raise self.fail(f"an index must be an int, not {_tn(i)}", node.index)
+            if not -len(obj) <= i < len(obj):
+                raise self.fail(
+                    f"index {i} is out of range ({self.desc(node.obj)} has length {len(obj)})", node
+                )
+            return obj[i]
+        raise self.fail(f"{self.desc(node.obj)} is {_tn(obj)}; it can't be indexed", node)
+
+    def e_Unary(self, node: Unary):
+        x = self.run(node.operand)
+        if node.op == "not":
+            return not x
+        if type(x) not in (int, float, bool):
+            raise self.fail(f"unary minus needs a number, not {_tn(x)}", node)
+        return self.check_int(-x, node)
+
+    def e_BoolOp(self, node: BoolOp):
+        left = self.run(node.left)
+        if node.op == "and":
+            return self.run(node.right) if left else left
+        return left if left else self.run(node.right)
+
+    def e_BinOp(self, node: BinOp):
+        a, b = self.run(node.left), self.run(node.right)
+        op = node.op
+        ta, tb = type(a), type(b)
+        nums = (int, float, bool)
+        if ta in nums and tb in nums:
+            pass
+        elif op == "+" and ta is tb and ta in (str, list):
+            if len(a) + len(b) > MAX_SIZE:
+                raise self.fail(f"result would be longer than {MAX_SIZE}", node)
+        elif op == "*" and (
+            (ta in (str, list) and tb in (int, bool)) or (tb in (str, list) and ta in (int, bool))
+        ):
+            seq, n = (a, b) if ta in (str, list) else (b, a)
+            if n > 0 and len(seq) * n > MAX_SIZE:
+                raise self.fail(f"result would be longer than {MAX_SIZE}", node)
+        else:
+            raise self.fail(f"'{op}' can't be applied to {_tn(a)} and {_tn(b)}", node)
+        try:
+            r = _ARITH[op](a, b)
+        except ZeroDivisionError:
+            raise self.fail("division by zero", node) from None
+        except OverflowError:
+            raise self.fail("number is too large", node) from None
+        return self.check_int(r, node)
+
+    def e_Compare(self, node: Compare):
+        a = self.run(node.first)
+        for op, _, right in node.rest:
+            b = self.run(right)
+            if not self.compare(op, a, b, node):
+                return False
+            a = b
+        return True
+
+    def compare(self, op: str, a, b, node: Node) -> bool:
+        try:
+            if op in ("in", "not in"):
+                if not isinstance(b, (str, list, dict)):
+                    raise self.fail(
+                        f"'{op}' needs a str, list or dict on the right, not {_tn(b)}", node
+                    )
+                found = a in b
+                return found if op == "in" else not found
+            return _CMP[op](a, b)
+        except TypeError:
+            if op in ("in", "not in"):
+                raise self.fail(f"'{op}' {_tn(b)} can't look for a {_tn(a)}", node) from None
+            raise self.fail(f"can't compare {_tn(a)} with {_tn(b)} using '{op}'", node) from None
+        except RecursionError:
+            raise self.fail("values are nested too deeply to compare", node) from None
+
+    def e_Call(self, node: Call):
+        args = [self.run(a) for a in node.args]
+        lo, hi = FUNCTIONS[node.func]
+        if len(args) < lo or (hi is not None and len(args) > hi):
+            raise self.fail(f"{node.func}() got {len(args)} arguments", node)
+        try:
+            return getattr(self, "f_" + node.func)(node, *args)
+        except TypeError as e:
+            raise self.fail(f"{node.func}(): {e}", node) from None
+        except (ValueError, OverflowError) as e:
+            raise self.fail(f"{node.func}(): {e}", node) from None
+
+    def need(self, node: Call, x, types, what: str):
+        if type(x) not in types:
+            raise self.fail(f"{node.func}() needs {what}, not {_tn(x)}", node)
+
+    def f_len(self, node, x):
+        self.need(node, x, (str, list, dict), "str, list or dict")
+        return len(x)
+
+    def _minmax(self, node, *xs):
+        fn = min if node.func == "min" else max
+        if len(xs) == 1:
+            self.need(node, xs[0], (list, str, dict), "a list")
+            if not xs[0]:
+                raise self.fail(f"{node.func}() of an empty {_tn(xs[0])}", node)
+            xs = xs[0]
+        try:
+            return fn(xs)
+        except TypeError:
+            raise self.fail(
+                f"{node.func}() can't compare {', '.join(sorted({_tn(x) for x in xs}))}", node
+            ) from None
+
+    f_min = f_max = _minmax
+
+    def f_sum(self, node, xs):
+        self.need(node, xs, (list, dict, str), "a list of numbers")
+        if any(type(x) not in (int, float, bool) for x in xs):
+            raise self.fail("sum() needs a list of numbers", node)
+        return self.check_int(sum(xs), node)
+
+    def f_abs(self, node, x):
+        self.need(node, x, (int, float, bool), "a number")
+        return abs(x)
+
+    def f_round(self, node, x, nd=None):
+        self.need(node, x, (int, float, bool), "a number")
+        if nd is None:
+            return round(x)
+        self.need(node, nd, (int, bool), "an int number of digits")
+        if abs(nd) > MAX_NDIGITS:
+            raise self.fail(
+                f"round() digits must be between -{MAX_NDIGITS} and {MAX_NDIGITS}", node
+            )
+        return round(x, nd)
+
+    def f_lower(self, node, s):
+        self.need(node, s, (str,), "a str")
+        return s.lower()
+
+    def f_upper(self, node, s):
+        self.need(node, s, (str,), "a str")
+        return s.upper()
+
+    def f_strip(self, node, s):
+        self.need(node, s, (str,), "a str")
+        return s.strip()
+
+    def f_startswith(self, node, s, prefix):
+        self.need(node, s, (str,), "a str")
+        self.need(node, prefix, (str,), "a str prefix")
+        return s.startswith(prefix)
+
+    def f_endswith(self, node, s, suffix):
+        self.need(node, s, (str,), "a str")
+        self.need(node, suffix, (str,), "a str suffix")
+        return s.endswith(suffix)
+
+    def f_matches(self, node, s, pattern):
+        self.need(node, s, (str,), "a str")
+        self.need(node, pattern, (str,), "a str pattern")
+        why = check_pattern(pattern)
+        if why:
+            raise self.fail(f"matches(): {why}", node)
+        if len(s) > MAX_MATCH_INPUT:
+            raise self.fail(
+                f"matches(): text is too long ({len(s)} characters; at most {MAX_MATCH_INPUT})",
+                node,
+            )
+        try:
+            compiled = compile_pattern(pattern)
+        except re.error as e:
+            raise self.fail(f"matches(): invalid regular expression: {e}", node) from None
+        return compiled.search(s) is not None
+
+    def f_is_email(self, node, s):
+        return _is_email(s)
+
+    def f_is_url(self, node, s):
+        return _is_url(s)
+
+    def f_is_datetime(self, node, s):
+        return _is_datetime(s)
+
+    def f_unique(self, node, xs):
+        self.need(node, xs, (list,), "a list")
+        seen = set()
+        for x in xs:
+            key = json.dumps(x, sort_keys=True)
+            if key in seen:
+                return False
+            seen.add(key)
+        return True
+
+    def f_all(self, node, xs):
+        self.need(node, xs, (list, str, dict), "a list")
+        return all(xs)
+
+    def f_any(self, node, xs):
+        self.need(node, xs, (list, str, dict), "a list")
+        return any(xs)
