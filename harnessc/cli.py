@@ -136,9 +136,14 @@ def report(diags, sources: dict[str, str], fmt: str, strict: bool, quiet_ok: boo
     return Exit.PROBLEMS if diags.has_errors(strict) else Exit.OK
 
 
+def diagnostic_options(f):
+    """--format and --strict, shared by the commands that report diagnostics."""
+    f = click.option("--strict", is_flag=True, help="Warnings fail too.")(f)
+    return click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)(f)
+
+
 @cli.command()
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
-@click.option("--strict", is_flag=True, help="Warnings fail too.")
+@diagnostic_options
 @pass_ctx
 def lint(ctx: Context, fmt: str, strict: bool) -> None:
     """Check the specs: every problem at once, with file:line:col. Offline and fast."""
@@ -149,8 +154,7 @@ def lint(ctx: Context, fmt: str, strict: bool) -> None:
 
 
 @cli.command()
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
-@click.option("--strict", is_flag=True, help="Warnings fail too.")
+@diagnostic_options
 @pass_ctx
 def build(ctx: Context, fmt: str, strict: bool) -> None:
     """Lint, then write .harness/build/plan.json and prompts/<task-id>.md."""
