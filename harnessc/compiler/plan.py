@@ -10,9 +10,8 @@ from typing import Any, Callable
 from .. import __version__
 from .ir import LS_KEYS, PRIORITY_RANK, BUILTIN_AGENT, AgentConfig, Task
 from .argv import split_command
-from .project import Project
+from .project import PLAN_VERSION, Project
 
-PLAN_VERSION = 1
 SCHEMA_VERSION = 1
 CHARS_PER_TOKEN = 4
 OUTPUT_TOKENS_STRUCTURED = 600

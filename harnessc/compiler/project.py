@@ -18,6 +18,8 @@ ROADMAP = "roadmap.md"
 CONTRACTS = "contracts.yaml"
 HARNESS = "harness.yaml"
 BUILD_DIR = Path(".harness") / "build"
+SPEC_FILES = (ROADMAP, CONTRACTS, HARNESS)
+PLAN_VERSION = 1  # plan.json's format; the runtime refuses other versions
 
 
 @dataclass
@@ -48,7 +50,7 @@ class Project:
 
         # sources are the files' exact UTF-8 text, so this is the hash of the bytes on disk
         return {name: hashlib.sha256(text.encode("utf-8")).hexdigest()
-                for name, text in self.sources.items() if name in (ROADMAP, CONTRACTS, HARNESS)}
+                for name, text in self.sources.items() if name in SPEC_FILES}
 
     @property
     def tasks(self):

@@ -7,7 +7,6 @@ other checks fail.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,6 @@ from pathlib import Path
 from . import plan as planmod
 from . import procs
 
-_FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)\n?```", re.S)
 _PROMISE = re.compile(r"<promise>\s*(.*?)\s*</promise>", re.S)
 DEFAULT_ACCEPT_TIMEOUT = 600.0
 
@@ -30,37 +28,6 @@ def extract_json(text: str):
     if why is not None:
         raise NoJSON(why)
     return value
-
-
-def local_extract_json(text: str):
-    """The output object in a response: the last ```json fenced block, else a bare object.
-
-    Raises NoJSON with a message fit for the refinement prompt.
-    """
-    blocks = _FENCE.findall(text)
-    for block in reversed(blocks):
-        try:
-            return json.loads(block)
-        except json.JSONDecodeError as e:
-            last = e
-    if blocks:
-        raise NoJSON(f"the ```json block is not valid JSON: {last.msg} (line {last.lineno}, column {last.colno})")
-    stripped = text.strip()
-    if stripped.startswith("{"):
-        try:
-            return json.loads(stripped)
-        except json.JSONDecodeError as e:
-            raise NoJSON(f"the response is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
-    # A bare object somewhere in prose: take the first decodable top-level one.
-    dec = json.JSONDecoder()
-    for m in re.finditer(r"\{", text):
-        try:
-            obj, _ = dec.raw_decode(text, m.start())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(obj, dict):
-            return obj
-    raise NoJSON("no JSON object found in the response: answer with one object in a ```json fenced block")
 
 
 def find_promise(text: str) -> str | None:
