@@ -26,14 +26,14 @@ class Exit(IntEnum):
     STOPPED = 3
 
 
-SPEC_FILES = ("roadmap.md", "harness.yaml")
+PROJECT_MARKERS = ("roadmap.md", "harness.yaml")  # a directory with either is a project
 
 
 def find_project_root(start: Path) -> Path | None:
     """The nearest directory upward from `start` holding roadmap.md or harness.yaml."""
     start = start.resolve()
     for d in (start, *start.parents):
-        if any((d / name).is_file() for name in SPEC_FILES):
+        if any((d / name).is_file() for name in PROJECT_MARKERS):
             return d
     return None
 

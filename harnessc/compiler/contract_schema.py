@@ -424,13 +424,8 @@ def prompt_format(contract_entry: dict) -> str:
 
 
 def load_builtin_contracts() -> dict[str, Contract]:
-    """The built-in contract library (builtin_contracts.yaml, shipped as package data)."""
-    from importlib import resources
-
-    import yaml
-
+    """The built-in contract library as pydantic contracts (builtin_contracts.yaml)."""
     from .ir import Contract
+    from .load import builtin_contract_data
 
-    text = resources.files("harnessc.compiler").joinpath("builtin_contracts.yaml").read_text("utf-8")
-    data = yaml.safe_load(text) or {}
-    return {name: Contract.model_validate(c) for name, c in (data.get("contracts") or {}).items()}
+    return {name: Contract.model_validate(body) for name, body in builtin_contract_data().items()}

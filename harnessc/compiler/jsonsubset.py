@@ -42,6 +42,17 @@ def json_type(value: Any) -> str:
     return _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
 
 
+def short_json(value: Any, limit: int = 60) -> str:
+    """A value as JSON for a message, cut to `limit` characters."""
+    import json
+
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _is_type(value: Any, t: str) -> bool:
     actual = json_type(value)
     return actual == t or (t == "number" and actual == "integer")

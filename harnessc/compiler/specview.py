@@ -13,7 +13,7 @@ from ..package_data import read_text
 from typing import Any
 
 from ..diagnostics import Diagnostics, did_you_mean
-from .jsonsubset import SchemaError, Validator, json_type
+from .jsonsubset import SchemaError, Validator, json_type, short_json
 from .vocab import DELIVERABLE_TYPES, DURATION_PATTERN, parse_duration
 from .yamlsafe import Marks
 
@@ -181,10 +181,5 @@ def report(e: SchemaError, v: Validator, marks: Marks, diags: Diagnostics) -> No
                     "use a number with a unit, like 45s, 30m, 4h, 1d or 1h30m")
     else:
         value = e.value
-        shown = f" ({_short(value)})" if value is not None and not isinstance(value, (dict, list)) else ""
+        shown = f" ({short_json(value, 40)})" if value is not None and not isinstance(value, (dict, list)) else ""
         diags.error("HC211", f"{where}: {e.message}{shown}", marks.value(path), None)
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= 40 else text[:37] + "..."

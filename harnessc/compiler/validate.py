@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any, Iterator
 
-from .jsonsubset import Validator, json_type, supports
+from .jsonsubset import Validator, json_type, short_json, supports
 
 
 # ------------------------------------------------------------------ paths
@@ -47,14 +47,6 @@ def _field(parts: PathParts) -> str | None:
 
 def _sort_key(parts: PathParts) -> tuple:
     return tuple((1, p, "") if isinstance(p, int) else (0, 0, p) for p in parts)
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _error(parts: PathParts, kind: str, message: str, rule: str | None = None, field: Any = ...) -> dict:
@@ -90,10 +82,10 @@ def _schema_errors(schema: dict, data: Any, base: PathParts = ()) -> list[dict]:
         elif e.validator == "type":
             want = e.validator_value if isinstance(e.validator_value, str) else " or ".join(e.validator_value)
             errors.append(_error(parts, "type",
-                                 f"{path}: expected {want}, got {json_type(e.instance)} {_short(e.instance)}"))
+                                 f"{path}: expected {want}, got {json_type(e.instance)} {short_json(e.instance)}"))
         elif e.validator == "enum":
-            allowed = ", ".join(_short(v, 30) for v in e.validator_value)
-            errors.append(_error(parts, "enum", f"{path}: {_short(e.instance)} is not one of {allowed}"))
+            allowed = ", ".join(short_json(v, 30) for v in e.validator_value)
+            errors.append(_error(parts, "enum", f"{path}: {short_json(e.instance)} is not one of {allowed}"))
         elif e.validator == "additionalProperties":
             known = set((e.schema.get("properties") or {}))
             extra = sorted(k for k in e.instance if k not in known) if isinstance(e.instance, dict) else []
@@ -128,7 +120,7 @@ def _run_rule(rule: str, parts: PathParts, **scope: Any) -> dict | None:
     from .rules import RuleError, RuleEvalError, evaluate
 
     where = json_path(parts)
-    subject = _short(scope["value"]) if "value" in scope else "the output"
+    subject = short_json(scope["value"]) if "value" in scope else "the output"
     try:
         ok = evaluate(_parsed(rule), **scope)
     except RuleEvalError as e:
@@ -238,16 +230,16 @@ def _subset_errors(schema: dict, data: Any) -> list[dict]:
     for e in Validator(schema).iter_errors(data, schema, ()):
         kind = {"required": "missing", "type": "type", "enum": "enum"}.get(e.keyword, "schema")
         if e.keyword == "type":
-            message = f"{json_path(e.path)}: {e.message} {_short(e.value)}"
+            message = f"{json_path(e.path)}: {e.message} {short_json(e.value)}"
         elif e.keyword == "required":
             message = f"{json_path(e.path)}: required field is missing"
         elif e.keyword == "enum":
-            allowed = ", ".join(_short(v, 30) for v in e.schema["enum"])
-            message = f"{json_path(e.path)}: {_short(e.value)} is not one of {allowed}"
+            allowed = ", ".join(short_json(v, 30) for v in e.schema["enum"])
+            message = f"{json_path(e.path)}: {short_json(e.value)} is not one of {allowed}"
         elif e.keyword == "additionalProperties":
             message = f"{json_path(e.path)}: unexpected field"
         else:
-            message = f"{json_path(e.path)}: {_short(e.value)} {e.message}"
+            message = f"{json_path(e.path)}: {short_json(e.value)} {e.message}"
         errors.append(_error(e.path, kind, message))
     return errors
 
