@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shlex
 import signal
 import time
 from dataclasses import dataclass, field
+
+from ..compiler.argv import split_command as split_string
 
 MAX_OUTPUT = 1 << 20  # bytes kept per stream; the rest is drained and dropped
 KILL_GRACE = 1.0  # seconds between SIGTERM and SIGKILL
@@ -44,7 +45,7 @@ def split_command(cmd: str | list[str]) -> list[str]:
     """A command as argv: strings are split like a shell would, but no shell ever runs."""
     if isinstance(cmd, list):
         return [str(a) for a in cmd]
-    return shlex.split(cmd)
+    return list(split_string(cmd))
 
 
 @dataclass
