@@ -211,6 +211,7 @@ def test_yamlish_never_raises(name, text):
 @example(text="## Tasks\n- [ ] **a**: x\n  - depends_on: b\n- [ ] **b**: y\n  - depends_on: a\n")
 @example(text="## Tasks\n- [ ] **a**: x\n  - depends_on: a\n  - context: ../../x\n")
 @example(text="## Tasks\n```\n- [ ] **a**: in a fence\n")
+@example(text="## Tasks\n- [ ] **a-1**: First\n  - complexity: \n  - priority:\n  - on_failure: \n")
 def test_roadmapish_never_raises(text):
     lint_files({"roadmap.md": text})
 

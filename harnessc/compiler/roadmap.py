@@ -433,7 +433,7 @@ class _Builder:
         value = raw.strip()
         if not value:
             self.error("HC105", f"'{key}' has no value", no, m.start(3) + 1, 1,
-                       "expected " + _FORMATS.get(canon, _FORMATS[kind]))
+                       "expected " + (_FORMATS.get(canon) or _FORMATS[kind]))
             return
         col = m.start(3) + 1 + (len(raw) - len(raw.lstrip()))
         got = _READERS[kind](self, canon, key, value, no, col)
