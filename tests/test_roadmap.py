@@ -27,7 +27,7 @@ from conftest import FIXTURES, REPO, check_golden
 
 CASES = sorted(p for p in (FIXTURES / "roadmap").iterdir() if p.is_dir())
 PATH = "roadmap.md"
-SPAN_FIELDS = {"span", "spans", "value_spans"}
+SPAN_FIELDS = {"span", "source"}
 
 
 def parse(text: str) -> tuple[Roadmap, Diagnostics]:

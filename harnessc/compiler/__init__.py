@@ -124,9 +124,9 @@ def write_build(project: Project) -> Path:
             os.unlink(prompts_dir / name)
     fd, tmp = tempfile.mkstemp(dir=out, prefix=".tmp-")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "wb") as f:
             write_plan_json(project.plan, f.write)
-            f.write("\n")
+            f.write(b"\n")
         os.replace(tmp, out / "plan.json")
     except BaseException:
         os.unlink(tmp)

@@ -24,11 +24,11 @@ def resolve_references(project: Project) -> None:
     known = set(ids)
     for task in project.tasks:
         for i, dep in enumerate(task.depends_on):
-            span = _value_span(task, "depends_on", i)
             if dep == task.id:
-                project.diags.error("HC407", f"task '{task.id}' depends on itself", span, "remove it from depends_on")
+                project.diags.error("HC407", f"task '{task.id}' depends on itself", _value_span(task, "depends_on", i),
+                                    "remove it from depends_on")
             elif dep not in known:
-                project.diags.error("HC401", f"unknown dependency '{dep}'", span,
+                project.diags.error("HC401", f"unknown dependency '{dep}'", _value_span(task, "depends_on", i),
                                     did_you_mean(dep, ids) or "depends_on lists task ids from this roadmap")
         if task.contract and task.contract not in project.contracts and not project.contracts_unreadable:
             project.diags.error("HC402", f"unknown contract '{task.contract}'", _value_span(task, "contract"),
@@ -48,25 +48,27 @@ def resolve_context(project: Project) -> None:
     for task in project.tasks:
         files: list[str] = []
         for i, pattern in enumerate(task.context):
-            span = _value_span(task, "context", i)
+            def span(task=task, i=i) -> Span:  # looked up only for a diagnostic
+                return _value_span(task, "context", i)
+
             if os.path.isabs(pattern) or pattern.startswith("~") or Path(pattern).drive:
-                project.diags.error("HC405", f"context path '{pattern}' is absolute", span,
+                project.diags.error("HC405", f"context path '{pattern}' is absolute", span(),
                                     "use a path relative to the project directory")
                 continue
             if ".." in Path(pattern).parts:
-                project.diags.error("HC405", f"context path '{pattern}' leaves the project", span,
+                project.diags.error("HC405", f"context path '{pattern}' leaves the project", span(),
                                     "context files must be inside the project directory")
                 continue
             matches = sorted(glob.glob(pattern, root_dir=root, recursive=True))
             if not matches:
-                project.diags.warning("HC406", f"context path '{pattern}' matches no file", span,
+                project.diags.warning("HC406", f"context path '{pattern}' matches no file", span(),
                                       "check the path; it is relative to the project directory")
                 continue
             for m in matches:
                 real = (root / m).resolve()
                 if not real.is_relative_to(root):
                     project.diags.error("HC405", f"context path '{m}' resolves outside the project (symlink)",
-                                        span, "context files must be inside the project directory")
+                                        span(), "context files must be inside the project directory")
                     break
                 if real.is_file():
                     files.append(Path(m).as_posix())

@@ -7,9 +7,10 @@ Three stages, each linear in the input:
    about indentation and fenced code blocks.
 2. The LALR grammar in harnessc/grammar/roadmap.lark arranges those tokens into sections,
    phases and tasks.
-3. The builder types every property value in Python and records precise spans: Task.span is
-   the id, Task.spans[key] the key as written, Task.value_spans[key] one span per value
-   (per list element for comma lists).
+3. The builder types every property value in Python. It keeps one span per task, Task.span
+   (the id); Task.spans[key] (the key as written) and Task.value_spans[key] (one span per
+   value, per list element for comma lists) are found again on demand by locate_spans,
+   which reads the task's lines through the same builder code.
 
 Bad input never raises: every problem is a diagnostic (HC101-HC107) and parsing goes on.
 """
@@ -22,7 +23,7 @@ from typing import Any, Callable, Iterator
 
 from ..grammar import lark_cache_file
 from ..diagnostics import Diagnostics, Span, did_you_mean
-from .tasks import Roadmap, Task
+from .tasks import Roadmap, Task, TaskSource
 from .vocab import Complexity, FailureStrategy, Priority, parse_duration
 
 __all__ = ["parse_roadmap", "format_roadmap", "PROPERTY_KEYS", "KEY_ALIASES", "ID_PATTERN"]
@@ -280,10 +281,11 @@ def _parser():
 class _Builder:
     """Turns the parse tree into Tasks, typing values and reporting problems."""
 
-    def __init__(self, lines: list[str], path: str, diags: Diagnostics):
+    def __init__(self, lines: list[str], path: str, diags: Diagnostics, source: TaskSource | None = None):
         self.lines = lines
         self.path = path
         self.diags = diags
+        self.source = source
 
     def span(self, line: int, col: int, length: int) -> Span:
         return Span(self.path, line, col, line, col + max(length, 1))
@@ -302,21 +304,16 @@ class _Builder:
         if not parsed:
             if parsed is None:  # a broken task: still check its lines, lint reports all at once
                 for p in props:
-                    self.prop(p, {}, {}, {}, {})
+                    self.prop(p, {}, {})
             return None
         id_, id_col, title, title_col, done = parsed
-        no = head.line
-        id_span = self.span(no, id_col, len(id_))
         fields: dict[str, Any] = {}
-        spans = {"id": id_span, "title": self.span(no, title_col, len(title))}
-        value_spans: dict[str, list[Span]] = {}
         first_line: dict[str, tuple[int, str]] = {}
         for p in props:
-            self.prop(p, fields, spans, value_spans, first_line)
-        goal = self.goal(body.line, body.end_line) if body is not None else ""
+            self.prop(p, fields, first_line)
         fields.update(
-            id=id_, title=title, phase=phase, done=done, goal=goal, span=id_span, spans=spans,
-            value_spans=value_spans,
+            id=id_, title=title, phase=phase, done=done, span=self.span(head.line, id_col, len(id_)),
+            goal=self.goal(body.line, body.end_line) if body is not None else "", source=self.source,
         )
         return _new_task(fields)
 
@@ -408,8 +405,12 @@ class _Builder:
 
     # -------------------------------------------------------------- property lines
 
-    def prop(self, prop, fields: dict, spans: dict, value_spans: dict, first: dict) -> None:
-        """Read one '- key: value' line (line number, match) into fields/spans, or report why not."""
+    def prop(self, prop, fields: dict, first: dict, spans: dict | None = None,
+             value_spans: dict | None = None) -> None:
+        """Read one '- key: value' line (line number, match) into fields, or report why not.
+
+        With `spans` and `value_spans` (locate_spans), also where the key and its values are.
+        """
         no, m = prop
         indent, key, raw = m.group(1, 2, 3)
         if "\t" in indent:
@@ -436,19 +437,21 @@ class _Builder:
                        "expected " + (_FORMATS.get(canon) or _FORMATS[kind]))
             return
         col = m.start(3) + 1 + (len(raw) - len(raw.lstrip()))
-        got = _READERS[kind](self, canon, key, value, no, col)
-        if got is None:
+        val = _READERS[kind](self, canon, key, value, no, col)
+        if val is None:
             return
-        val, vspans = got
+        where = None if spans is None else _value_spans(self.path, kind, value, no, col)
         if canon in _REPEATABLE:
             if canon in fields:
                 fields[canon].append(val)
-                value_spans[canon] += vspans
+                if where is not None:
+                    value_spans[canon] += where
                 return
             val = [val]
         fields[canon] = val
-        value_spans[canon] = vspans
-        spans[canon] = Span(self.path, no, key_col, no, key_col + len(key))
+        if where is not None:
+            value_spans[canon] = where
+            spans[canon] = Span(self.path, no, key_col, no, key_col + len(key))
 
     # -------------------------------------------------------------- the goal
 
@@ -499,7 +502,7 @@ def _new_task(values: dict[str, Any]) -> Task:
 # ------------------------------------------------------------------ typed values
 #
 # One reader per kind of value: (builder, canonical key, key as written, value, line, col)
-# -> (typed value, value spans), or None after reporting HC105 at the value's column.
+# -> typed value, or None after reporting HC105 at the value's column.
 
 _FORMATS = {
     "ids": "task ids, comma-separated, like setup-001, auth-002",
@@ -549,8 +552,7 @@ def _split(value: str, col: int) -> list[tuple[str, int]]:
 
 def _read_list(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
     kind = PROPERTY_KEYS[canon]
-    vals, vspans, ok = [], [], True
-    path = b.path
+    vals, ok = [], True
     for text, c in _split(value, col):
         if not text:
             b.error("HC105", f"empty item in {key}", no, c, 1, "expected " + _FORMATS[kind])
@@ -564,18 +566,17 @@ def _read_list(b: _Builder, canon: str, key: str, value: str, no: int, col: int)
             ok = False
         else:
             vals.append(text)
-            vspans.append(Span(path, no, c, no, c + len(text)))
     if ok and kind == "agents" and "auto" in vals and len(vals) > 1:
         b.error("HC105", f"bad {key} '{value}': auto cannot be combined with agent names",
                 no, col, len(value), "write either auto or a list of agent names")
         ok = False
-    return (vals, vspans) if ok else None
+    return vals if ok else None
 
 
 def _read_enum(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
     enum = _ENUMS[canon]
     try:  # case-insensitive: "Complex" means complex
-        return enum(value.lower()), [Span(b.path, no, col, no, col + len(value))]
+        return enum(value.lower())
     except ValueError:
         near = did_you_mean(value.lower(), [e.value for e in enum])
         allowed = "allowed: " + ", ".join(e.value for e in enum)
@@ -589,7 +590,7 @@ _MAX_INT = 2**31 - 1
 def _read_int(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
     kind = PROPERTY_KEYS[canon]
     if kind == "iterations" and value.lower() == "unlimited":
-        return "unlimited", [Span(b.path, no, col, no, col + len(value))]
+        return "unlimited"
     n = -1
     if value.isascii() and value.isdigit():
         try:
@@ -602,7 +603,7 @@ def _read_int(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
     if n > _MAX_INT:  # the run state stores these as 64-bit integers; no sane limit is near
         b.error("HC105", f"{key} is too large", no, col, len(value), f"at most {_MAX_INT}")
         return None
-    return n, [Span(b.path, no, col, no, col + len(value))]
+    return n
 
 
 _UNIT_WORDS = {
@@ -641,7 +642,7 @@ def _read_duration(b: _Builder, canon: str, key: str, value: str, no: int, col: 
         b.error("HC105", f"{key} must be longer than 0" if seconds <= 0 else f"{key} is too long",
                 no, col, len(value), "use " + _FORMATS["duration"])
         return None
-    return seconds, [Span(b.path, no, col, no, col + len(value))]
+    return seconds
 
 
 def _read_usd(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
@@ -650,7 +651,7 @@ def _read_usd(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
     if not 0 <= usd < 1e15:  # float("9" * 400) is inf
         _bad(b, key, value, no, col, "expected " + _FORMATS["usd"])
         return None
-    return usd, [Span(b.path, no, col, no, col + len(value))]
+    return usd
 
 
 def _read_word(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
@@ -661,11 +662,11 @@ def _read_word(b: _Builder, canon: str, key: str, value: str, no: int, col: int)
     if not ok:
         _bad(b, key, value, no, col, "expected " + _FORMATS[PROPERTY_KEYS[canon]])
         return None
-    return value, [Span(b.path, no, col, no, col + len(value))]
+    return value
 
 
 def _read_text(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
-    return value, [Span(b.path, no, col, no, col + len(value))]
+    return value
 
 
 _READERS: dict[str, Callable[..., Any]] = {
@@ -677,6 +678,36 @@ _READERS: dict[str, Callable[..., Any]] = {
     "word": _read_word, "name": _read_word,
     "text": _read_text,
 }
+
+
+def _value_spans(path: str, kind: str, value: str, no: int, col: int) -> list[Span]:
+    """Where a property's values are: one span per item of a comma list, else one."""
+    if kind in _LIST_KINDS:
+        return [Span(path, no, c, no, c + len(text)) for text, c in _split(value, col) if text]
+    return [Span(path, no, col, no, col + len(value))]
+
+
+_LIST_KINDS = {kind for kind, reader in _READERS.items() if reader is _read_list}
+
+
+def locate_spans(source: TaskSource, task: Task) -> tuple[dict[str, Span], dict[str, list[Span]]]:
+    """(spans, value_spans) of a parsed task: its task and property lines read again, with
+    the same code that read them first, this time keeping positions."""
+    lines, no = source.lines, task.span.line
+    b = _Builder(lines, source.path, Diagnostics())
+    spans: dict[str, Span] = {"id": task.span}
+    value_spans: dict[str, list[Span]] = {}
+    parsed = b.task_line(lines[no - 1], no)
+    if parsed:
+        spans["title"] = b.span(no, parsed[3], len(parsed[2]))
+    fields: dict[str, Any] = {}
+    first: dict[str, tuple[int, str]] = {}
+    for i in range(no, len(lines)):  # the property lines directly under it, as the lexer reads them
+        m = _PROP.match(lines[i])
+        if m is None:
+            break
+        b.prop((i + 1, m), fields, first, spans, value_spans)
+    return spans, value_spans
 
 
 # ------------------------------------------------------------------ parse_roadmap
@@ -704,7 +735,7 @@ def _parse(text: str, path: str, diags: Diagnostics) -> Roadmap:
     # splitlines, like render_text, so line numbers agree with the rendered diagnostics
     lines = text.splitlines()
     src = _Source(lines)
-    b = _Builder(lines, path, diags)
+    b = _Builder(lines, path, diags, TaskSource(text, path))
     try:
         tree = _parser().parse(src)
         from lark import Tree  # already imported by _parser()

@@ -36,9 +36,50 @@ class Task:
     budget: float | None = None
     tags: list[str] = field(default_factory=list)
     goal: str = ""
-    # where each part was written: "id", "title", and property keys (canonical names)
-    spans: dict[str, Span] = field(default_factory=dict)
-    value_spans: dict[str, list[Span]] = field(default_factory=dict)
+    # the roadmap this task was read from: positions beyond `span` are looked up there
+    source: "TaskSource | None" = field(default=None, compare=False, repr=False)
+
+    @property
+    def spans(self) -> dict[str, Span]:
+        """Where each part was written: "id", "title", and property keys (canonical names)."""
+        return self.source.spans(self) if self.source is not None else {"id": self.span}
+
+    @property
+    def value_spans(self) -> dict[str, list[Span]]:
+        """One span per value of each property (per list item for comma lists)."""
+        return self.source.value_spans(self) if self.source is not None else {}
+
+
+class TaskSource:
+    """A parsed roadmap's text, shared by its tasks.
+
+    Only a task's id span is kept; the spans of its title, keys and values are worked out
+    again from the text when asked for (by a diagnostic, so rarely). Keeping them all made
+    a parsed roadmap ten times the size of its text.
+    """
+
+    def __init__(self, text: str, path: str):
+        self.text, self.path = text, path
+        self._lines: list[str] | None = None
+
+    @property
+    def lines(self) -> list[str]:
+        if self._lines is None:
+            self._lines = self.text.splitlines()
+        return self._lines
+
+    def spans(self, task: "Task") -> dict[str, Span]:
+        from .roadmap import locate_spans
+
+        return locate_spans(self, task)[0]
+
+    def value_spans(self, task: "Task") -> dict[str, list[Span]]:
+        from .roadmap import locate_spans
+
+        return locate_spans(self, task)[1]
+
+    def __deepcopy__(self, memo) -> "TaskSource":
+        return self  # immutable text: copies of a task share it
 
 
 @dataclass(eq=True)
