@@ -206,7 +206,51 @@ def render_prompt(plan: dict, node_id: str, deps: dict[str, dict] | None, root: 
     context = _base_context(plan, node, root)
     context["deps"] = {d: _dep_view(nodes, d, deps.get(d)) for d in node.get("depends_on", [])}
     context["context_files"] = _context_files(node, root)
+    if not _user_template(plan, root, "task.md.j2"):
+        return builtin_task_prompt(context)
     return _render(plan, root, "task.md.j2", context)
+
+
+def _user_template(plan: dict, root: Path, name: str) -> bool:
+    """Whether the project's `templates:` directory overrides template `name`."""
+    templates = plan.get("templates")
+    return bool(templates) and (Path(root) / templates / name).is_file()
+
+
+def builtin_task_prompt(c: dict) -> str:
+    """What the built-in task.md.j2 renders, written out in Python: a build renders every
+    task's prompt, and this is several times faster than Jinja. The built-in template stays
+    the reference (users copy it to override it); tests/test_prompts.py checks that both
+    give the same text."""
+    task = c["task"]
+    out = []
+    if c["project"].get("overview"):
+        out += ["# Project\n\n", str(c["project"]["overview"]), "\n\n"]
+    out += ["# Task ", str(task["id"]), ": ", str(task["title"]), "\n"]
+    if task["phase"]:
+        out += ["\nPhase: ", str(task["phase"]), "\n"]
+    if task["goal"]:
+        out += ["\n", str(task["goal"]), "\n"]
+    if task["success"]:
+        out += ["\n## Success criterion\n\n", str(task["success"]), "\n"]
+    if c["deps"]:
+        out.append("\n## Results of the tasks this one depends on\n")
+        for id_, dep in c["deps"].items():
+            out += ["\n### ", str(id_), ": ", str(dep["title"]), " (", str(dep["state"]), ")\n\n",
+                    str(dep["output"]), "\n"]
+    if c["context_files"]:
+        out.append("\n## Context files\n")
+        for f in c["context_files"]:
+            out += ["\n### ", str(f["path"]), "\n\n```\n", str(f["text"]), "\n```\n"]
+    if c["contract"] and c["contract"]["output"]:
+        out += ["\n", str(c["output_format"]), "\n\nReturn the JSON object in a ```json fenced block.\n"]
+    if c["accept"]:
+        out.append("\n## Verification\n\nThese commands must exit 0 when you are done:\n\n")
+        out += [f"- `{' '.join(map(str, a['argv']))}`\n" for a in c["accept"]]
+    if task["completion_promise"]:
+        out += ["\nWhen the task is complete and verified, print `<promise>", str(task["completion_promise"]),
+                "</promise>`.\n"]
+    return "".join(out)
 
 
 def render_refinement(plan: dict, node_id: str, base_prompt: str, level: int, errors: list[str],

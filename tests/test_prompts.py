@@ -1,0 +1,72 @@
+"""The built-in task prompt: builtin_task_prompt (Python) renders exactly what task.md.j2 (Jinja) does."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from conftest import FIXTURES, REPO
+from harnessc.compiler import compile_project
+from harnessc.compiler.prompts import _render, builtin_task_prompt, render_prompt
+
+text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
+maybe = lambda s: st.none() | s  # noqa: E731
+
+contexts = st.fixed_dictionaries({
+    "project": st.fixed_dictionaries({"overview": st.just("") | text}),
+    "task": st.fixed_dictionaries({
+        "id": text, "title": text, "phase": maybe(text), "goal": text, "success": maybe(text),
+        "completion_promise": maybe(text),
+    }),
+    "contract": maybe(st.fixed_dictionaries({"output": st.just({}) | st.just({"x": {"type": "str"}})})),
+    "output_format": text,
+    "accept": st.lists(st.fixed_dictionaries({"argv": st.lists(text, max_size=3)}), max_size=3),
+    "deps": st.dictionaries(text, st.fixed_dictionaries({"title": text, "state": text, "output": text}), max_size=3),
+    "context_files": st.lists(st.fixed_dictionaries({"path": text, "text": text}), max_size=2),
+})
+
+
+def jinja_task_prompt(context: dict, root: Path) -> str:
+    return _render({"templates": None}, root, "task.md.j2", context)
+
+
+@settings(max_examples=300, deadline=None)
+@given(contexts)
+def test_builtin_task_prompt_is_the_template(tmp_path_factory, context):
+    assert builtin_task_prompt(context) == jinja_task_prompt(context, Path("."))
+
+
+PROJECTS = [REPO / "specs" / "demo"] + sorted(p for p in (FIXTURES / "projects").iterdir() if p.is_dir())
+
+
+@pytest.mark.parametrize("source", PROJECTS, ids=[p.name for p in PROJECTS])
+def test_every_prompt_of_the_fixture_projects(tmp_path: Path, source: Path) -> None:
+    root = tmp_path / source.name
+    shutil.copytree(source, root, ignore=shutil.ignore_patterns(".harness"))
+    project = compile_project(root)
+    if project.plan is None:
+        pytest.skip("does not build (a diagnostics fixture)")
+    from harnessc.compiler import prompts
+
+    for node in project.plan["nodes"]:
+        fast = render_prompt(project.plan, node["id"], None, root)
+        context = prompts._base_context(project.plan, node, root)
+        nodes = prompts._node_index(project.plan)
+        context["deps"] = {d: prompts._dep_view(nodes, d, None) for d in node["depends_on"]}
+        context["context_files"] = prompts._context_files(node, root)
+        assert fast == jinja_task_prompt(context, root) == project.prompts[node["id"]]
+
+
+def test_a_user_task_template_is_rendered_by_jinja(tmp_path: Path) -> None:
+    root = tmp_path / "demo"
+    shutil.copytree(REPO / "specs" / "demo", root, ignore=shutil.ignore_patterns(".harness"))
+    (root / "templates").mkdir()
+    (root / "templates" / "task.md.j2").write_text("Do {{ task.id }}.\n")
+    with (root / "harness.yaml").open("a") as f:
+        f.write("\ntemplates: templates\n")
+    project = compile_project(root)
+    assert project.plan is not None, project.diags.items
+    assert {text for text in project.prompts.values()} == {f"Do {tid}.\n" for tid in project.prompts}
