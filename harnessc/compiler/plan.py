@@ -287,7 +287,7 @@ def finish_plan(project: Project) -> None:
         spec = task_view(task_by_id[node["id"]])
         spec.pop("done", None)  # checking a task off does not make its result stale
         if node["contract"] not in contract_sha:
-            contract_sha[node["contract"]] = _sha(_json(contract))
+            contract_sha[node["contract"]] = hashlib.sha256(_canonical(contract)).hexdigest()
         node["fingerprint"] = _fingerprint(spec, contract_sha[node["contract"]], prompt_sha, node["accept"],
                                            project.template_hash)
     costs = [n["estimate"]["cost_usd"] for n in plan["nodes"] if not n["done"]]
@@ -302,21 +302,24 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-# Canonical JSON, as fingerprints hash it: json.dumps(value, sort_keys=True, default=str),
-# without building an encoder for each call.
-_json = json.JSONEncoder(sort_keys=True, default=str).encode
+def _canonical(value: Any) -> bytes:
+    """Canonical JSON (sorted keys, compact, UTF-8), as fingerprints hash it."""
+    import orjson  # build only
+
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # what orjson refuses (see _indented): json, the same text otherwise
+        return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"),
+                          ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
 def _fingerprint(spec: dict, contract_sha: str, prompt_sha: str, accept: list, template_hash: str) -> str:
-    """sha256 of _json({"task", "contract", "prompt", "accept", "templates", "harnessc"}).
-
-    The contract and the prompt enter by their sha256 (a contract is hashed once, not per
-    task); the rest is written out key by key in sorted order, as sort_keys=True would.
-    """
-    return _sha(
-        f'{{"accept": {_json(accept)}, "contract": "{contract_sha}", "harnessc": {_json(__version__)}, '
-        f'"prompt": "{prompt_sha}", "task": {_json(spec)}, "templates": {_json(template_hash)}}}'
-    )
+    """sha256 of the task as written, its contract, its first prompt, its accept commands,
+    the templates and the harnessc version: when it changes, the task's result is stale."""
+    return hashlib.sha256(_canonical({
+        "accept": accept, "contract": contract_sha, "harnessc": __version__, "prompt": prompt_sha,
+        "task": spec, "templates": template_hash,
+    })).hexdigest()
 
 
 # ------------------------------------------------------------------ plan.json text
