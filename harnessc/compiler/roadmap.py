@@ -35,6 +35,8 @@ _USD = re.compile(r"\$?[ \t]*(\d+(?:\.\d*)?|\.\d+)")
 # "  - key: value" (also "*" or "+" bullets). Anchored and free of nested quantifiers, so a
 # non-matching line costs one linear scan.
 _PROP = re.compile(r"([ \t]+)[-*+][ \t]+([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:(.*)")
+# A well-formed task line; anything else goes through the checks of _Builder.task_line.
+_CLEAN_TASK_LINE = re.compile(rf"[-*+] \[([ xX])\] \*\*({ID_PATTERN})\*\*:(.*)")
 
 # canonical key -> the kind of value (see _READERS)
 PROPERTY_KEYS: dict[str, str] = {
@@ -322,6 +324,10 @@ class _Builder:
 
         None: a task too broken to keep; False: a bold list item, maybe prose, not a task.
         """
+        m = _CLEAN_TASK_LINE.fullmatch(line)
+        if m is not None and not _is_blank(m.group(3)):  # nothing to report: the usual case
+            title_at = m.start(3)
+            return m.group(2), m.start(2) + 1, m.group(3).strip(), self.col_of(line, title_at), m.group(1) != " "
         pos = 1
         while pos < len(line) and line[pos] in " \t":
             pos += 1
@@ -422,7 +428,9 @@ class _Builder:
             hint = did_you_mean(key, _ALL_KEYS) or ("known keys: " + ", ".join(PROPERTY_KEYS))
             self.error("HC103", f"unknown key '{key}'", no, key_col, len(key), hint)
             return
-        if canon in first and canon not in _REPEATABLE:
+        if canon not in first:
+            first[canon] = (no, key)  # even when the value is bad: it is still a repeat
+        elif canon not in _REPEATABLE:
             first_no, first_key = first[canon]
             same = "" if first_key == key else f" (same as '{first_key}')"
             self.error(
@@ -430,13 +438,12 @@ class _Builder:
                 f"'{first_key}' is already set on line {first_no}; keep one",
             )
             return
-        first.setdefault(canon, (no, key))  # even when the value is bad: it is still a repeat
         value = raw.strip()
         if not value:
             self.error("HC105", f"'{key}' has no value", no, m.start(3) + 1, 1,
                        "expected " + (_FORMATS.get(canon) or _FORMATS[kind]))
             return
-        col = m.start(3) + 1 + (len(raw) - len(raw.lstrip()))
+        col = m.start(3) + 1 + raw.index(value[0])  # value[0]: the first non-blank character
         val = _READERS[kind](self, canon, key, value, no, col)
         if val is None:
             return
@@ -550,7 +557,26 @@ def _split(value: str, col: int) -> list[tuple[str, int]]:
     return out
 
 
+# Comma lists with nothing to report (the usual case) are split directly; the item-by-item
+# reading below is for lists with a problem to locate, and gives the same items otherwise.
+_CLEAN_LISTS = {
+    "ids": re.compile(rf"{ID_PATTERN}(?:[ \t]*,[ \t]*{ID_PATTERN})*"),
+    "words": re.compile(r"[^\s,{]+(?:[ \t]*,[ \t]*[^\s,{]+)*"),
+}
+_CLEAN_LISTS["agents"] = _CLEAN_LISTS["words"]
+
+
 def _read_list(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
+    kind = PROPERTY_KEYS[canon]
+    clean = _CLEAN_LISTS.get(kind)
+    if clean is not None and clean.fullmatch(value):
+        vals = [v.strip(" \t") for v in value.split(",")]
+        if kind != "agents" or len(vals) == 1 or "auto" not in vals:
+            return vals
+    return _read_list_item_by_item(b, canon, key, value, no, col)
+
+
+def _read_list_item_by_item(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
     kind = PROPERTY_KEYS[canon]
     vals, ok = [], True
     for text, c in _split(value, col):
