@@ -331,10 +331,15 @@ def test_eval_error_points_at_the_failing_part():
     assert (info.value.offset, info.value.length) == (15, 10)
 
 
-def test_lark_is_imported_lazily():
-    code = "import sys, harnessc.compiler.rules; print('lark' in sys.modules)"
+def test_the_parser_loads_on_first_use_and_never_imports_lark():
+    code = (
+        "import sys, harnessc.compiler.rules as r\n"
+        "print('harnessc.grammar.lark_parsers' in sys.modules)\n"
+        "r.parse_rule('value > 1')\n"
+        "print('harnessc.grammar.lark_parsers' in sys.modules, 'lark' in sys.modules)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.split() == ["False", "True", "False"]
 
 
 # ------------------------------------------------------------------ differential: Python is the oracle

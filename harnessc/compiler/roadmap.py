@@ -21,7 +21,6 @@ import gc
 import re
 from typing import Any, Callable, Iterator
 
-from ..grammar import lark_cache_file
 from ..diagnostics import Diagnostics, Span, did_you_mean
 from .tasks import Roadmap, Task, TaskSource
 from .vocab import Complexity, FailureStrategy, Priority, parse_duration
@@ -127,7 +126,7 @@ def _is_blank(stripped: str) -> bool:
 
 
 class _Source:
-    """The lexer's input: the document's lines. Passed to lark as custom (non-str) input."""
+    """The lexer's input: the document's lines."""
 
     __slots__ = ("lines", "indented_tasks")
 
@@ -225,56 +224,40 @@ _TOKEN_CLASS: Any = None
 _PARSER: Any = None
 
 
-def _define_lexer() -> type:
-    """The lark Lexer subclass that feeds _Source.tokens() to the parser.
-
-    Defined on first use (lark is imported lazily) but bound as a module attribute, so
-    lark's cache=True can pickle a reference to it.
-    """
-    global _TOKEN_CLASS
-    from lark import Token
-    from lark.lexer import Lexer
-
-    class _LineLexer(Lexer):
-        __future_interface__ = 2  # lex(lexer_state, parser_state); our input is a _Source
-
-        def __init__(self, lexer_conf):
-            pass
-
-        def lex(self, lexer_state, parser_state):
-            return lexer_state.text.tokens()
-
-    class _LineToken(Token):
-        """A whole-line token; `data` carries what the lexer already worked out."""
-
-        __slots__ = ("data",)
-
-        @classmethod
-        def make(cls, type: str, value: str, line: int, end_line: int, column: int = 1):
-            # Token() checks for deprecated keyword arguments on every call; this sets the
-            # same public attributes directly, at a third of the cost
-            t = str.__new__(cls, value)
-            t.type, t.value, t.line, t.end_line, t.column = type, value, line, end_line, column
-            t.start_pos = t.end_pos = t.end_column = None
-            return t
-
-    _LineLexer.__qualname__ = "_LineLexer"
-    globals()["_LineLexer"] = _LineLexer
-    _TOKEN_CLASS = _LineToken
-    return _LineLexer
-
-
 def _parser():
-    """The LALR parser, built (or loaded from lark's cache) once."""
-    global _PARSER
+    """The LALR parser of grammar/roadmap.lark (its tables are generated into
+    harnessc/grammar/lark_parsers.py), loaded once; the line lexer's token class with it."""
+    global _PARSER, _TOKEN_CLASS
     if _PARSER is None:
-        from ..package_data import read_text
+        from ..grammar import lark_parsers
 
-        from lark import Lark
+        class _LineToken(lark_parsers.Token):
+            """A whole-line token; `data` carries what the lexer already worked out."""
 
-        grammar = read_text("grammar", "roadmap.lark")
-        _PARSER = Lark(grammar, parser="lalr", lexer=_define_lexer(), cache=lark_cache_file("roadmap-grammar"))
+            __slots__ = ("data",)
+
+            @classmethod
+            def make(cls, type: str, value: str, line: int, end_line: int, column: int = 1):
+                # Token() checks for deprecated keyword arguments on every call; this sets
+                # the same public attributes directly, at a third of the cost
+                t = str.__new__(cls, value)
+                t.type, t.value, t.line, t.end_line, t.column = type, value, line, end_line, column
+                t.start_pos = t.end_pos = t.end_column = None
+                return t
+
+        _TOKEN_CLASS = _LineToken
+        _PARSER = lark_parsers.load(lark_parsers.ROADMAP)
     return _PARSER
+
+
+def _parse_tree(src: _Source):
+    """The parse tree of the line lexer's tokens (fed to the parser one by one: the
+    lexer is ours, so lark's own lexer never runs)."""
+    parser = _parser().parse_interactive()
+    feed = parser.feed_token
+    for tok in src.tokens():
+        feed(tok)
+    return parser.feed_eof()
 
 
 # ------------------------------------------------------------------ the builder
@@ -763,8 +746,8 @@ def _parse(text: str, path: str, diags: Diagnostics) -> Roadmap:
     src = _Source(lines)
     b = _Builder(lines, path, diags, TaskSource(text, path))
     try:
-        tree = _parser().parse(src)
-        from lark import Tree  # already imported by _parser()
+        tree = _parse_tree(src)
+        from ..grammar.lark_parsers import Tree  # already imported by _parser()
     except Exception as e:  # the grammar accepts every token stream; keep the promise anyway
         diags.error("HC102", f"cannot parse roadmap: {type(e).__name__}", Span(path, 1, 1))
         return Roadmap(path=path)

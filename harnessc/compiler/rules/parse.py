@@ -7,7 +7,6 @@ import math
 import re
 import threading
 
-from ...grammar import lark_cache_file
 from ...diagnostics import did_you_mean
 from .tree import (
     FUNCTIONS, MAX_DEPTH, MAX_INT_LITERAL, MAX_PATTERN, MAX_RULE_CHARS, MAX_SIZE, MAX_STR_LITERAL, NAMES,
@@ -21,23 +20,15 @@ _PARSER_LOCK = threading.Lock()
 
 
 def _parser():
-    """The Lark parser, built on first use (lark is imported here, not at module import)."""
+    """The LALR parser of grammar/rules.lark (tables generated into
+    harnessc/grammar/lark_parsers.py), loaded on first use."""
     global _PARSER
     if _PARSER is None:
         with _PARSER_LOCK:
             if _PARSER is None:
-                from lark import Lark
+                from ...grammar import lark_parsers
 
-                from ...package_data import read_text
-
-                _PARSER = Lark(
-                    read_text("grammar", "rules.lark"),
-                    parser="lalr",
-                    lexer="basic",
-                    transformer=_builder(),
-                    maybe_placeholders=True,
-                    cache=lark_cache_file("rules-grammar"),
-                )
+                _PARSER = lark_parsers.load(lark_parsers.RULES, transformer=_builder())
     return _PARSER
 
 
@@ -64,7 +55,7 @@ def _parse_cached(text: str) -> Rule:
             "HC301", "a rule cannot be empty", 0, 1, "write a condition, e.g. 'value >= 0'"
         )
     _prescan(text)
-    from lark.exceptions import UnexpectedInput
+    from ...grammar.lark_parsers import UnexpectedInput
 
     try:
         tree = _parser().parse(text)
@@ -208,7 +199,7 @@ def _describe_token(token) -> str:
 
 def _syntax_error(text: str, e) -> RuleError:
     """Turn a Lark UnexpectedInput into HC301 at the right offset, with a plain-words hint."""
-    from lark.exceptions import UnexpectedCharacters, UnexpectedToken
+    from ...grammar.lark_parsers import UnexpectedCharacters, UnexpectedToken
 
     if isinstance(e, UnexpectedCharacters):
         pos, ch = e.pos_in_stream, text[e.pos_in_stream]
@@ -381,7 +372,7 @@ def compile_pattern(pattern: str) -> re.Pattern:
 
 def _builder():
     """The Lark transformer embedded in the parser: builds the AST bottom-up, checking limits."""
-    from lark import Transformer, v_args
+    from ...grammar.lark_parsers import Transformer, v_args
 
     def finish(node: Node, *kids: Node) -> Node:
         depth = 1 + max((k.depth for k in kids), default=0)
