@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from typing import Any, Callable
 
 from .. import __version__
@@ -55,8 +56,10 @@ def _model_agent(project: Project, model: str) -> tuple[str, AgentConfig]:
     return f"{provider}:{model}", AgentConfig(provider=provider, model=model)
 
 
-def route(project: Project, task: Task, extra_agents: dict) -> dict:
-    """Static routing: task agent/model, else by complexity, else default, else rehearsal."""
+def route(project: Project, task: Task, extra_agents: dict, by_complexity: dict[str, str]) -> dict:
+    """Static routing: task agent/model, else by complexity, else default, else rehearsal.
+
+    `by_complexity` is routing.by_complexity with plain-word keys."""
     cfg = project.config
     routing = cfg.routing
     named = [a for a in task.agent if a != "auto"]
@@ -70,9 +73,8 @@ def route(project: Project, task: Task, extra_agents: dict) -> dict:
         reason, chain = f"task model {task.model}", []
     else:
         inferred = complexity or infer_complexity(task)
-        by = {getattr(k, "value", k): v for k, v in routing.by_complexity.items()}
-        if inferred in by:
-            agent = by[inferred]
+        if inferred in by_complexity:
+            agent = by_complexity[inferred]
             reason = f"routing.by_complexity[{inferred}]" + ("" if complexity else " (complexity inferred)")
         elif routing.default != "auto" and routing.default in cfg.agents:
             agent, reason = routing.default, "routing.default"
@@ -128,6 +130,7 @@ def build_plan(project: Project) -> None:
             name, project.contracts[name], default_max_retries=defaults.max_retries,
             default_on_failure=getattr(defaults.on_failure, "value", defaults.on_failure))
     extra_agents: dict[str, AgentConfig] = {}
+    by_complexity = {getattr(k, "value", k): v for k, v in cfg.routing.by_complexity.items()}
     nodes = []
     for order, task in enumerate(project.tasks):
         contract = project.contracts.get(task.contract) if task.contract else None
@@ -170,7 +173,7 @@ def build_plan(project: Project) -> None:
                 "on_failure": getattr(on_failure, "value", on_failure),
                 "delays": list(defaults.retry_delays),
             },
-            "routing": route(project, task, extra_agents),
+            "routing": route(project, task, extra_agents, by_complexity),
         }
         nodes.append(node)
     agents = {**cfg.agents, **extra_agents}
@@ -284,8 +287,7 @@ def finish_plan(project: Project) -> None:
                                      bool(contract and contract.get("output")))
         prompt_sha = _sha(prompt)
         node["prompt"] = {"path": f"prompts/{node['id']}.md", "sha256": prompt_sha}
-        spec = task_view(task_by_id[node["id"]])
-        spec.pop("done", None)  # checking a task off does not make its result stale
+        spec = _fingerprinted_fields(task_by_id[node["id"]])
         if node["contract"] not in contract_sha:
             contract_sha[node["contract"]] = hashlib.sha256(_canonical(contract)).hexdigest()
         node["fingerprint"] = _fingerprint(spec, contract_sha[node["contract"]], prompt_sha, node["accept"],
@@ -300,6 +302,11 @@ def finish_plan(project: Project) -> None:
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# What a fingerprint covers of the task as written: what `ls` shows but `done` (checking a
+# task off does not make its result stale).
+_fingerprinted_fields = operator.attrgetter(*(key for key in LS_KEYS if key != "done"))
 
 
 def _canonical(value: Any) -> bytes:

@@ -65,6 +65,7 @@ _ENUMS: dict[str, Any] = {
     "priority": Priority,
     "on_failure": FailureStrategy,
 }
+_ENUM_WORDS = {key: {member.value: member for member in enum} for key, enum in _ENUMS.items()}
 _ID_HINT = "an id starts with a letter or digit and has only letters, digits, '.', '_' and '-'"
 _TASK_FORM = "- [ ] **id**: Title"
 _MINIMAL = "e.g. a line '## Tasks' followed by '- [ ] **setup-001**: Scaffold the project'"
@@ -254,7 +255,7 @@ def _parse_tree(src: _Source):
     """The parse tree of the line lexer's tokens (fed to the parser one by one: the
     lexer is ours, so lark's own lexer never runs)."""
     parser = _parser().parse_interactive()
-    feed = parser.feed_token
+    feed = parser.parser_state.feed_token  # what parser.feed_token calls, one call less per token
     for tok in src.tokens():
         feed(tok)
     return parser.feed_eof()
@@ -583,14 +584,14 @@ def _read_list_item_by_item(b: _Builder, canon: str, key: str, value: str, no: i
 
 
 def _read_enum(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
+    member = _ENUM_WORDS[canon].get(value.lower())  # case-insensitive: "Complex" means complex
+    if member is not None:
+        return member
     enum = _ENUMS[canon]
-    try:  # case-insensitive: "Complex" means complex
-        return enum(value.lower())
-    except ValueError:
-        near = did_you_mean(value.lower(), [e.value for e in enum])
-        allowed = "allowed: " + ", ".join(e.value for e in enum)
-        _bad(b, key, value, no, col, f"{near} {allowed}" if near else allowed)
-        return None
+    near = did_you_mean(value.lower(), [e.value for e in enum])
+    allowed = "allowed: " + ", ".join(e.value for e in enum)
+    _bad(b, key, value, no, col, f"{near} {allowed}" if near else allowed)
+    return None
 
 
 _MAX_INT = 2**31 - 1

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import re
 from enum import Enum
+from functools import lru_cache
 from typing import Any
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 DURATION_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h|d))+$"
+_DURATION = re.compile(DURATION_PATTERN)
 
 
 def parse_duration(text: Any) -> int | float:
@@ -24,11 +26,18 @@ def parse_duration(text: Any) -> int | float:
         return text
     if not isinstance(text, str):
         raise ValueError("a duration is a number with a unit, like 45s, 30m, 4h, 1d or 1h30m")
-    s = text.strip()
-    if not s or not re.fullmatch(DURATION_PATTERN, s):
+    seconds = _duration_seconds(text.strip())
+    if seconds is None:
         raise ValueError(
             f"'{text}' is not a duration: use a number with a unit, like 45s, 30m, 4h, 1d or 1h30m"
         )
+    return seconds
+
+
+@lru_cache(maxsize=4096)  # a roadmap says "1h" thousands of times
+def _duration_seconds(s: str) -> int | float | None:
+    if not _DURATION.fullmatch(s):
+        return None
     total = sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(s))
     return int(total) if float(total).is_integer() else round(total, 6)
 
