@@ -222,6 +222,17 @@ def _waves(nodes: list[dict], order: list[dict]) -> list[list[str]]:
 
 
 def _topo_order(nodes: list[dict]) -> list[dict]:
+    """The nodes in dependency order: roadmap order when every task comes after its
+    dependencies (the usual case, checked in one pass), else Kahn's algorithm."""
+    seen: set[str] = set()
+    for n in nodes:
+        if not seen.issuperset(n["depends_on"]):
+            return _kahn_order(nodes)
+        seen.add(n["id"])
+    return nodes
+
+
+def _kahn_order(nodes: list[dict]) -> list[dict]:
     by_id = {n["id"]: n for n in nodes}
     indegree = {n["id"]: sum(1 for d in n["depends_on"] if d in by_id) for n in nodes}
     children: dict[str, list[str]] = {n["id"]: [] for n in nodes}
