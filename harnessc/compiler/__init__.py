@@ -116,12 +116,13 @@ def write_build(project: Project) -> Path:
     prompts_dir.mkdir(parents=True, exist_ok=True)
     existing = {entry.name for entry in os.scandir(prompts_dir)}
     wanted = set()
+    base = os.path.join(prompts_dir, "")  # plain strings: a Path per file costs more than its write
     for name, text in _prompt_files(project):
         wanted.add(name)
-        _write_prompt(prompts_dir / name, text.encode("utf-8"), name in existing)
+        _write_prompt(base + name, text.encode("utf-8"), name in existing)
     for name in existing - wanted:
         if name.endswith(".md"):
-            os.unlink(prompts_dir / name)
+            os.unlink(base + name)
     fd, tmp = tempfile.mkstemp(dir=out, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -141,7 +142,7 @@ def _prompt_files(project: Project):
         yield f"{tid}.md", text
 
 
-def _write_prompt(path: Path, data: bytes, exists: bool) -> None:
+def _write_prompt(path: str, data: bytes, exists: bool) -> None:
     """Create a new file directly (open, write, close); replace an existing one atomically,
     and only when its content changed."""
     if exists:
@@ -153,7 +154,7 @@ def _write_prompt(path: Path, data: bytes, exists: bool) -> None:
             pass
         import tempfile
 
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
