@@ -6,9 +6,10 @@ earlier tasks, durations, accept commands, tags, multi-line goals, contracts.yam
 contracts that the tasks reference). Each size is then measured in a fresh subprocess of this
 script so its peak RSS (ru_maxrss) belongs to that size alone:
 
-- build: harnessc.compiler.compile_project(root) + write_build(project), in-process;
+- build: compile_project(root, write_prompts=True) + write_build(project), in-process, as
+  `harnessc build` does;
   median of --runs runs below 100k tasks, one run from 100k up; .harness/build is removed
-  before each run, so every run is a clean build
+  before each run, so every run is a clean build; (write s) is the write_build part
 - floor: a one-pass regex scanner over the same roadmap.md (task lines and property lines,
   ids and keys collected into dicts) — about the least any roadmap reader can do in Python
 - x floor: build / floor
@@ -293,13 +294,17 @@ def measure(root: Path, n: int, runs: int, profile: bool) -> dict:
 
     state: dict = {}
 
+    writes: list[float] = []
+
     def build():
         state.pop("project", None)  # drop the previous run's project before building again
-        project = compile_project(root)
+        project = compile_project(root, write_prompts=True)  # as `harnessc build` does
         if project.plan is None:
             errs = [d for d in project.diags.items if d.severity == "error"][:5]
             raise SystemExit(f"build failed for {n} tasks: " + "; ".join(f"{d.code} {d.message} @{d.span}" for d in errs))
+        t0 = time.perf_counter()
         write_build(project)
+        writes.append(time.perf_counter() - t0)
         state["project"] = project
 
     build_runs = runs if n < 100_000 else 1
@@ -312,9 +317,10 @@ def measure(root: Path, n: int, runs: int, profile: bool) -> dict:
         "warnings": sum(1 for d in project.diags.items if d.severity == "warning"),
         "build_s": build_t,
         "build_runs": times,
+        "write_s": statistics.median(writes),
         "floor_s": floor,
         "roadmap_mb": roadmap.stat().st_size / 1e6,
-        "prompts": len(project.prompts),
+        "prompts": len(project.prompt_facts),
     }
     state.clear()
     del project
@@ -387,14 +393,14 @@ def _ok(flag: bool) -> str:
 
 def report(results: list[dict]) -> None:
     print()
-    print(f"{'tasks':>8} {'roadmap':>9} {'build s':>9} {'tasks/s':>9} {'floor s':>9} {'x floor':>8} {'peak RSS':>9}  runs")
+    print(f"{'tasks':>8} {'roadmap':>9} {'build s':>9} {'(write s)':>9} {'tasks/s':>9} {'floor s':>9} {'x floor':>8} {'peak RSS':>9}  runs")
     timed_out = [r for r in results if "timeout" in r]
     results = [r for r in results if "timeout" not in r]
     for r in timed_out:
         print(f"{r['tasks']:>8}  timed out: no result within --timeout {r['timeout']:.0f} s (generation, floor and build runs)")
     for r in results:
         print(
-            f"{r['tasks']:>8} {r['roadmap_mb']:>7.1f}MB {r['build_s']:>9.3f} {r['tasks'] / r['build_s']:>9.0f} "
+            f"{r['tasks']:>8} {r['roadmap_mb']:>7.1f}MB {r['build_s']:>9.3f} {r['write_s']:>9.3f} {r['tasks'] / r['build_s']:>9.0f} "
             f"{r['floor_s']:>9.4f} {r['build_s'] / r['floor_s']:>8.1f} {r['peak_rss_mb']:>7.0f}MB  "
             + ", ".join(f"{t:.3f}" for t in r["build_runs"])
         )

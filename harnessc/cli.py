@@ -160,7 +160,7 @@ def build(ctx: Context, fmt: str, strict: bool) -> None:
     """Lint, then write .harness/build/plan.json and prompts/<task-id>.md."""
     from .compiler import compile_project, write_build
 
-    project = compile_project(ctx.root())
+    project = compile_project(ctx.root(), write_prompts=True)
     code = report(project.diags, project.sources, fmt, strict, quiet_ok=True)
     if code != Exit.OK or project.plan is None:
         sys.exit(code)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import REPO
-from harnessc.compiler import compile_project, write_build
+from harnessc.compiler import build_project, compile_project, write_build
 from harnessc.compiler.argv import split_command
 from harnessc.compiler.plan import plan_json
 
@@ -110,6 +110,28 @@ def test_rebuild_replaces_prompts_and_plan(tmp_path: Path) -> None:
         assert (out / "prompts" / f"{tid}.md").read_text("utf-8") == text
     assert (out / "prompts" / f"{same}.md").stat().st_ino == inode[same]  # unchanged: not rewritten
     assert (out / "prompts" / f"{changed}.md").stat().st_ino != inode[changed]  # replaced whole
+
+
+def test_build_writes_prompts_as_it_renders_them(tmp_path: Path) -> None:
+    """build_project (what `harnessc build` does) keeps no prompt text in memory; a rebuild
+    after a task is removed drops its prompt and leaves the unchanged ones alone."""
+    root = tmp_path / "demo"
+    shutil.copytree(REPO / "specs" / "demo", root, ignore=shutil.ignore_patterns(".harness"))
+    in_memory = compile_project(root)
+    project = compile_project(root, write_prompts=True)
+    assert project.prompts == {} and project.prompt_facts == in_memory.prompt_facts
+    out = write_build(project)
+    for tid, text in in_memory.prompts.items():
+        assert (out / "prompts" / f"{tid}.md").read_text("utf-8") == text
+    assert json.loads((out / "plan.json").read_text("utf-8")) == json.loads(json.dumps(in_memory.plan))
+    roadmap = (root / "roadmap.md").read_text("utf-8")
+    last = in_memory.plan["nodes"][-1]["id"]
+    inode = (out / "prompts" / "setup-001.md").stat().st_ino
+    (root / "roadmap.md").write_text(roadmap[: roadmap.index(f"- [ ] **{last}**")], "utf-8")
+    plan, diags = build_project(root)
+    assert plan is not None, diags.items
+    assert not (out / "prompts" / f"{last}.md").exists()
+    assert (out / "prompts" / "setup-001.md").stat().st_ino == inode
 
 
 @settings(max_examples=1000, deadline=None)

@@ -7,13 +7,15 @@ checking passes; build runs them all and writes .harness/build/.
 from __future__ import annotations
 
 import gc
-import os
 from contextlib import contextmanager
 from pathlib import Path
 
 from ..diagnostics import Diagnostics
 from . import check, load
+from .output import PromptFiles, write_build
 from .project import BUILD_DIR, Project
+
+__all__ = ["lint_project", "compile_project", "write_build", "build_project", "CHECK_PASSES", "PLAN_PASSES"]
 
 CHECK_PASSES = (
     load.discover,
@@ -88,9 +90,15 @@ def lint_project(root: Path, diags: Diagnostics | None = None) -> Project:
     return project
 
 
-def compile_project(root: Path, diags: Diagnostics | None = None) -> Project:
-    """All passes; project.plan is complete when there are no errors."""
+def compile_project(root: Path, diags: Diagnostics | None = None, write_prompts: bool = False) -> Project:
+    """All passes; project.plan is complete when there are no errors.
+
+    With write_prompts (a build), each prompt goes to .harness/build/prompts/ as it is
+    rendered rather than into project.prompts; write_build finishes the build directory.
+    """
     project = Project(root=Path(root), diags=diags or Diagnostics())
+    if write_prompts:
+        project.prompt_files = PromptFiles(project.root / BUILD_DIR / "prompts")
     with _no_cyclic_gc():
         _run(project, CHECK_PASSES)
         if project.roadmap is not None and not project.diags.has_errors():
@@ -100,76 +108,9 @@ def compile_project(root: Path, diags: Diagnostics | None = None) -> Project:
     return project
 
 
-def write_build(project: Project) -> Path:
-    """Write prompts/ and plan.json under .harness/build.
-
-    A rebuild rewrites only the prompts that changed (each replaced atomically) and removes
-    those of tasks that are gone: unchanged prompts cost a read, not a new file. plan.json,
-    written last, is streamed into a temporary file and renamed into place.
-    """
-    import tempfile  # build only: lint's start-up stays light
-
-    from .plan import write_plan_json
-
-    out = project.root / BUILD_DIR
-    prompts_dir = out / "prompts"
-    prompts_dir.mkdir(parents=True, exist_ok=True)
-    existing = {entry.name for entry in os.scandir(prompts_dir)}
-    wanted = set()
-    base = os.path.join(prompts_dir, "")  # plain strings: a Path per file costs more than its write
-    for name, text in _prompt_files(project):
-        wanted.add(name)
-        _write_prompt(base + name, text.encode("utf-8"), name in existing)
-    for name in existing - wanted:
-        if name.endswith(".md"):
-            os.unlink(base + name)
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write_plan_json(project.plan, f.write)
-            f.write(b"\n")
-        os.replace(tmp, out / "plan.json")
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return out
-
-
-def _prompt_files(project: Project):
-    """(file name, text) of every prompt file."""
-    yield "_system.md", project.system_prompt
-    for tid, text in project.prompts.items():
-        yield f"{tid}.md", text
-
-
-def _write_prompt(path: str, data: bytes, exists: bool) -> None:
-    """Create a new file directly (open, write, close); replace an existing one atomically,
-    and only when its content changed."""
-    if exists:
-        try:
-            with open(path, "rb") as f:
-                if f.read(len(data) + 1) == data:
-                    return
-        except OSError:
-            pass
-        import tempfile
-
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-        return
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    try:
-        while data:
-            data = data[os.write(fd, data):]
-    finally:
-        os.close(fd)
-
-
 def build_project(root: Path) -> tuple[dict | None, Diagnostics]:
     """Lint + build + write .harness/build; the plan dict, or None when there are errors."""
-    project = compile_project(Path(root))
+    project = compile_project(Path(root), write_prompts=True)
     if project.plan is None:
         return None, project.diags
     write_build(project)

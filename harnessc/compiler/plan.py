@@ -281,22 +281,21 @@ def finish_plan(project: Project) -> None:
     from .prompts import template_files_hash
 
     plan = project.plan
-    if plan is None:
-        return
+    if plan is None or project.diags.has_errors():
+        return  # a prompt failed to render: there is no plan to finish
     project.template_hash = template_files_hash(plan, project.root)
     agents = {**project.config.agents}
     task_by_id = {t.id: t for t in project.tasks}
     plan["system"] = {"path": "prompts/_system.md", "sha256": _sha(project.system_prompt)}
     contract_sha: dict[str | None, str] = {}  # contract name -> sha256 of its entry
     for node in plan["nodes"]:
-        prompt = project.prompts.get(node["id"], "")
+        chars, prompt_sha = project.prompt_facts[node["id"]]
         contract = plan["contracts"].get(node["contract"]) if node["contract"] else None
         agent_cfg = agents.get(node["routing"]["agent"])
         if agent_cfg is None and node["routing"]["agent"] in plan["agents"]:
             agent_cfg = AgentConfig.model_validate(plan["agents"][node["routing"]["agent"]])
-        node["estimate"] = _estimate(agent_cfg, len(prompt) + len(project.system_prompt),
+        node["estimate"] = _estimate(agent_cfg, chars + len(project.system_prompt),
                                      bool(contract and contract.get("output")))
-        prompt_sha = _sha(prompt)
         node["prompt"] = {"path": f"prompts/{node['id']}.md", "sha256": prompt_sha}
         spec = _fingerprinted_fields(task_by_id[node["id"]])
         if node["contract"] not in contract_sha:

@@ -12,6 +12,7 @@ from .yamlsafe import Marks
 
 if TYPE_CHECKING:
     from .ir import Contract, HarnessConfig
+    from .output import PromptFiles
     from .specview import SpecView
 
 ROADMAP = "roadmap.md"
@@ -38,7 +39,9 @@ class Project:
     builtin_names: set[str] = field(default_factory=set)
     contracts_unreadable: bool = False  # contracts.yaml did not parse: unknown names are not news
     context_files: dict[str, list[str]] = field(default_factory=dict)  # task id -> resolved paths
-    prompts: dict[str, str] = field(default_factory=dict)  # task id -> first prompt
+    prompts: dict[str, str] = field(default_factory=dict)  # task id -> first prompt (when kept in memory)
+    prompt_facts: dict[str, tuple[int, str]] = field(default_factory=dict)  # task id -> (characters, sha256)
+    prompt_files: "PromptFiles | None" = None  # a build writes prompts here as they are rendered
     system_prompt: str = ""
     template_hash: str = ""
     plan: dict[str, Any] | None = None

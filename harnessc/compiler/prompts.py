@@ -293,7 +293,9 @@ def template_files_hash(plan: dict, root: Path) -> str:
 
 
 def render_all(project, plan: dict, diags: Diagnostics) -> None:
-    """Build pass: render the system prompt and each task's first prompt into the project."""
+    """Build pass: render the system prompt and each task's first prompt, recording each
+    one's length and sha256; the text goes to project.prompt_files (a build) or
+    project.prompts."""
     root = project.root
 
     def report(p: TemplateProblem) -> None:
@@ -306,10 +308,18 @@ def render_all(project, plan: dict, diags: Diagnostics) -> None:
         project.system_prompt = render_system(plan, root)
     except TemplateProblem as p:
         report(p)
+    files = project.prompt_files
     for node in plan["nodes"]:
+        tid = node["id"]
         try:
-            project.prompts[node["id"]] = render_prompt(plan, node["id"], None, root)
+            text = render_prompt(plan, tid, None, root)
         except TemplateProblem as p:
             report(p)
             if p.code == "HC501" or len(diags.errors) > 20:
                 return  # the same template error would repeat for every task
+            continue
+        project.prompt_facts[tid] = (len(text), hashlib.sha256(text.encode("utf-8")).hexdigest())
+        if files is not None:
+            files.write(f"{tid}.md", text)
+        else:
+            project.prompts[tid] = text
