@@ -21,7 +21,7 @@ import gc
 import re
 from typing import Any, Callable, Iterator
 
-from ..diagnostics import Diagnostics, Span, did_you_mean
+from ..diagnostics import CompileError, Diagnostics, Span, did_you_mean
 from .tasks import Roadmap, Task, TaskSource
 from .vocab import Complexity, FailureStrategy, Priority, parse_duration
 
@@ -126,32 +126,54 @@ def _is_blank(stripped: str) -> bool:
     return not stripped or stripped.isspace()
 
 
+_CHUNK = 1 << 20  # characters of text split into lines at a time
+
+
+def _iter_lines(text: str) -> Iterator[str]:
+    """text.splitlines(), a chunk at a time: the lines of a large roadmap are never all held.
+
+    Chunks end just after a '\\n', so no line break (not even '\\r\\n') is cut in two.
+    """
+    start, n = 0, len(text)
+    while start < n:
+        end = text.find("\n", start + _CHUNK)
+        end = n if end < 0 else end + 1
+        yield from text[start:end].splitlines()
+        start = end
+
+
 class _Source:
-    """The lexer's input: the document's lines."""
+    """The lexer's input, a document's text, and what the lexer learns beyond its tokens."""
 
-    __slots__ = ("lines", "indented_tasks")
+    __slots__ = ("text", "indented_tasks", "line_count", "head")
 
-    def __init__(self, lines: list[str]):
-        self.lines = lines
+    def __init__(self, text: str):
+        self.text = text
         self.indented_tasks: list[tuple[int, int]] = []  # (line, col): prose, maybe a mistake
+        self.line_count = 0
+        self.head: list[str] = []  # the lines before the first '## Tasks' (the overview is there)
 
     def tokens(self) -> Iterator[Any]:
         """Classify each line once; yield whole-line tokens (lines are 1-based in tokens).
 
-        A TASK token's data is the list of its property lines as (line number, match): the
-        token is yielded at once and the list filled in as the following lines are read
-        (the builder looks at it only after the parse).
+        A TASK token's data is the list of its property lines as (line number, match), a
+        BODY token's its lines (blank ones as ""): each token is yielded once complete.
         """
         tok = _TOKEN_CLASS.make
         prop_match = _PROP.match
-        lines = self.lines
         title_seen = False
         fence: tuple[str, int] | None = None  # an open top-level fenced block
         props: list | None = None  # the open task's property lines, while they continue
         task_open = False
         text_at = 0  # first line of an open prose run (0: none)
+        body: list[str] = []  # the open goal block's lines
         body_at = body_end = 0  # first and last non-blank line of an open goal block
-        for no, line in enumerate(lines, 1):
+        head: list[str] | None = self.head  # None once '## Tasks' is seen
+        no = 0
+        for line in _iter_lines(self.text):
+            no += 1
+            if head is not None:
+                head.append(line)
             if fence is not None:
                 s = line.lstrip(" ")
                 ch, n = fence
@@ -171,12 +193,18 @@ class _Source:
                         continue
                     props = None
                 if not body_at:
-                    body_at = no
+                    body_at, body = no, [line]
+                else:
+                    if no > body_end + 1:  # the blank lines in between
+                        body.extend([""] * (no - body_end - 1))
+                    body.append(line)
                 body_end = no
                 continue
             if task_open:  # anything else ends the task
                 if body_at:
-                    yield tok("BODY", "", body_at, body_end)
+                    t = tok("BODY", "", body_at, body_end)
+                    t.data = body
+                    yield t
                     body_at = 0
                 task_open = False
                 props = None
@@ -194,6 +222,9 @@ class _Source:
                             title_seen = True
                         elif level == 2:
                             kind = "TASKS" if h[1].lower() == "tasks" else "H2"
+                            if kind == "TASKS" and head is not None:
+                                head.pop()  # the heading itself
+                                head = None
                         else:
                             kind = "H3"
                         t = tok(kind, line, no, no, indent + 1)
@@ -215,23 +246,26 @@ class _Source:
                 self.indented_tasks.append((no, indent + 1))
             if not text_at:
                 text_at = no
+        self.line_count = no
         if body_at:
-            yield tok("BODY", "", body_at, body_end)
+            t = tok("BODY", "", body_at, body_end)
+            t.data = body
+            yield t
         if text_at:
-            yield tok("_TEXT", "", text_at, len(lines))
+            yield tok("_TEXT", "", text_at, no)
 
 
 _TOKEN_CLASS: Any = None
-_PARSER: Any = None
 
 
-def _parser():
-    """The LALR parser of grammar/roadmap.lark (its tables are generated into
-    harnessc/grammar/lark_parsers.py), loaded once; the line lexer's token class with it."""
-    global _PARSER, _TOKEN_CLASS
-    if _PARSER is None:
-        from ..grammar import lark_parsers
+def _parser(builder: "_Builder | None" = None):
+    """An LALR parser of grammar/roadmap.lark (its tables are generated into
+    harnessc/grammar/lark_parsers.py). With a builder, each `task` reduction becomes a Task
+    at once, so a task's lines and tokens are dropped as soon as it is read."""
+    global _TOKEN_CLASS
+    from ..grammar import lark_parsers
 
+    if _TOKEN_CLASS is None:
         class _LineToken(lark_parsers.Token):
             """A whole-line token; `data` carries what the lexer already worked out."""
 
@@ -247,14 +281,20 @@ def _parser():
                 return t
 
         _TOKEN_CLASS = _LineToken
-        _PARSER = lark_parsers.load(lark_parsers.ROADMAP)
-    return _PARSER
+    if builder is None:
+        return lark_parsers.load(lark_parsers.ROADMAP)
+
+    class Tasks(lark_parsers.Transformer):
+        def task(self, children):
+            return builder.task(children)
+
+    return lark_parsers.load(lark_parsers.ROADMAP, transformer=Tasks())
 
 
-def _parse_tree(src: _Source):
-    """The parse tree of the line lexer's tokens (fed to the parser one by one: the
-    lexer is ours, so lark's own lexer never runs)."""
-    parser = _parser().parse_interactive()
+def _parse_tree(src: _Source, builder: "_Builder | None" = None):
+    """The parse tree of the line lexer's tokens, fed to the parser one by one (the lexer
+    is ours, so lark's own lexer never runs); with a builder, tasks are Task objects."""
+    parser = _parser(builder).parse_interactive()
     feed = parser.parser_state.feed_token  # what parser.feed_token calls, one call less per token
     for tok in src.tokens():
         feed(tok)
@@ -267,8 +307,7 @@ def _parse_tree(src: _Source):
 class _Builder:
     """Turns the parse tree into Tasks, typing values and reporting problems."""
 
-    def __init__(self, lines: list[str], path: str, diags: Diagnostics, source: TaskSource | None = None):
-        self.lines = lines
+    def __init__(self, path: str, diags: Diagnostics, source: TaskSource | None = None):
         self.path = path
         self.diags = diags
         self.source = source
@@ -281,7 +320,7 @@ class _Builder:
 
     # -------------------------------------------------------------- task line
 
-    def task(self, children: list[Any], phase: str | None) -> Task | None:
+    def task(self, children: list[Any], phase: str | None = None) -> Task | None:
         """A task from its TASK (with property lines) and BODY tokens; None if it has no usable id."""
         head = children[0]
         parsed = self.task_line(head.value, head.line)
@@ -299,7 +338,7 @@ class _Builder:
             self.prop(p, fields, first_line)
         fields.update(
             id=id_, title=title, phase=phase, done=done, span=self.span(head.line, id_col, len(id_)),
-            goal=self.goal(body.line, body.end_line) if body is not None else "", source=self.source,
+            goal=self.goal(body.line, body.data) if body is not None else "", source=self.source,
         )
         return _new_task(fields)
 
@@ -446,9 +485,9 @@ class _Builder:
 
     # -------------------------------------------------------------- the goal
 
-    def goal(self, start: int, end: int) -> str:
-        """The goal block, verbatim minus its common indentation (tabs: next multiple of 4)."""
-        block = self.lines[start - 1 : end]
+    def goal(self, start: int, block: list[str]) -> str:
+        """The goal block (its lines from line `start`), verbatim minus its common indentation
+        (tabs: next multiple of 4)."""
         leads: list[int] = []
         tabbed = False
         for i, ln in enumerate(block):
@@ -465,6 +504,7 @@ class _Builder:
                 )
             leads.append(n)
         if tabbed:  # re-indent with spaces so the common indentation is measured in columns
+            block = list(block)
             for i, ln in enumerate(block):
                 if leads[i] > 0:
                     width = 0
@@ -474,7 +514,7 @@ class _Builder:
                     leads[i] = width
         common = min(n for n in leads if n >= 0)
         out = [ln[common:] if n >= 0 else "" for ln, n in zip(block, leads)]
-        m = _PROP.match(self.lines[start - 1])  # the first goal line is indented: it can match
+        m = _PROP.match(block[0])  # the first goal line is indented: it can match
         if m is not None and KEY_ALIASES.get(m.group(2), m.group(2)) in PROPERTY_KEYS:
             # the usual cause: a blank line between the task line (or its properties) and this
             self.diags.warning(
@@ -704,7 +744,7 @@ def locate_spans(source: TaskSource, task: Task) -> tuple[dict[str, Span], dict[
     """(spans, value_spans) of a parsed task: its task and property lines read again, with
     the same code that read them first, this time keeping positions."""
     lines, no = source.lines, task.span.line
-    b = _Builder(lines, source.path, Diagnostics())
+    b = _Builder(source.path, Diagnostics())
     spans: dict[str, Span] = {"id": task.span}
     value_spans: dict[str, list[Span]] = {}
     parsed = b.task_line(lines[no - 1], no)
@@ -742,13 +782,15 @@ def parse_roadmap(text: str, path: str, diags: Diagnostics) -> Roadmap:
 def _parse(text: str, path: str, diags: Diagnostics) -> Roadmap:
     if text.startswith("\ufeff"):
         text = text[1:]
-    # splitlines, like render_text, so line numbers agree with the rendered diagnostics
-    lines = text.splitlines()
-    src = _Source(lines)
-    b = _Builder(lines, path, diags, TaskSource(text, path))
+    # lines as splitlines() cuts them, like render_text, so line numbers agree with the
+    # rendered diagnostics
+    src = _Source(text)
+    b = _Builder(path, diags, TaskSource(text, path))
     try:
-        tree = _parse_tree(src)
+        tree = _parse_tree(src, b)
         from ..grammar.lark_parsers import Tree  # already imported by _parser()
+    except CompileError:  # a fail-fast Diagnostics stopping at the first problem the builder reports
+        raise
     except Exception as e:  # the grammar accepts every token stream; keep the promise anyway
         diags.error("HC102", f"cannot parse roadmap: {type(e).__name__}", Span(path, 1, 1))
         return Roadmap(path=path)
@@ -760,10 +802,11 @@ def _parse(text: str, path: str, diags: Diagnostics) -> Roadmap:
     seen: dict[str, Span] = {}
     near_misses: list[tuple[int, str]] = []
 
-    def add(task_tree, phase: str | None) -> None:
-        t = b.task(task_tree.children, phase)
+    def add(t: Task | None, phase: str | None) -> None:
+        """Keep a task built during the parse (None: one too broken to keep)."""
         if t is None:
             return
+        t.phase = phase
         first = seen.get(t.id)
         if first is not None:
             diags.error(
@@ -810,7 +853,7 @@ def _parse(text: str, path: str, diags: Diagnostics) -> Roadmap:
         tasks_at.append(head.line)
         sections.append((head.line, 0))
         for child in node.children[1:]:
-            if child.data == "task":
+            if not isinstance(child, Tree):  # a task, built during the parse
                 add(child, None)
                 continue
             h3 = child.children[0]  # a phase
@@ -823,7 +866,7 @@ def _parse(text: str, path: str, diags: Diagnostics) -> Roadmap:
 
     if src.indented_tasks and sections:
         if sections[-1][1] == 0:
-            sections[-1] = (sections[-1][0], len(lines))
+            sections[-1] = (sections[-1][0], src.line_count)
         for no, col in src.indented_tasks:
             if any(a < no <= z for a, z in sections):  # a dropped task would go unnoticed
                 b.error("HC102", "indented task item is not read as a task", no, col, 1,
@@ -837,10 +880,10 @@ def _parse(text: str, path: str, diags: Diagnostics) -> Roadmap:
         diags.error("HC101", "roadmap has no '## Tasks' section", Span(path, 1, 1, 1, 2), hint)
 
     overview = ""
-    end = tasks_at[0] - 1 if tasks_at else len(lines)
+    end = tasks_at[0] - 1 if tasks_at else src.line_count  # src.head: the lines up to there
     start = title_line if title_line and (not tasks_at or title_line < tasks_at[0]) else 0
     if end > start:
-        overview = "\n".join(lines[start:end]).strip()
+        overview = "\n".join(src.head[start:end]).strip()
     return Roadmap(path=path, title=title, overview=overview, tasks=tasks)
 
 
