@@ -7,6 +7,7 @@ import json
 import math
 import shlex
 import shutil
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 import pytest
@@ -56,6 +57,15 @@ def without_nan(value):
     return value
 
 
+def plain(value):
+    """A plan as plain JSON data (plan nodes are mappings, not dicts)."""
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
 class Color(str, enum.Enum):
     RED = "red"
 
@@ -94,7 +104,7 @@ def test_rebuild_replaces_prompts_and_plan(tmp_path: Path) -> None:
     project = compile_project(root)
     assert project.plan is not None
     out = write_build(project)
-    assert (out / "plan.json").read_text("utf-8") == json.dumps(project.plan, indent=2, ensure_ascii=False) + "\n"
+    assert (out / "plan.json").read_text("utf-8") == json.dumps(plain(project.plan), indent=2, ensure_ascii=False) + "\n"
     names = {f"{tid}.md" for tid in project.prompts} | {"_system.md"}
     assert {p.name for p in (out / "prompts").iterdir()} == names
     (out / "prompts" / "stale.md").write_text("from an older build")
@@ -123,7 +133,7 @@ def test_build_writes_prompts_as_it_renders_them(tmp_path: Path) -> None:
     out = write_build(project)
     for tid, text in in_memory.prompts.items():
         assert (out / "prompts" / f"{tid}.md").read_text("utf-8") == text
-    assert json.loads((out / "plan.json").read_text("utf-8")) == json.loads(json.dumps(in_memory.plan))
+    assert json.loads((out / "plan.json").read_text("utf-8")) == plain(in_memory.plan)
     roadmap = (root / "roadmap.md").read_text("utf-8")
     last = in_memory.plan["nodes"][-1]["id"]
     inode = (out / "prompts" / "setup-001.md").stat().st_ino

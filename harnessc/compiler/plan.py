@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import operator
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from .. import __version__
@@ -31,6 +33,78 @@ def task_view(task: Task) -> dict:
             v = getattr(v, "value", v)
         d[key] = v
     return d
+
+
+class Record(Mapping):
+    """A slots dataclass readable and writable like the dict plan.json gives the runtime
+    (node["id"], node.get("done")): a 100k-task plan holds several of these per task, and a
+    dict costs four times the memory. orjson writes one as an object, fields in order."""
+
+    __slots__ = ()
+    _keys: dict[str, None]  # the field names, in order; set for each subclass below
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._keys:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key not in self._keys:
+            raise KeyError(key)
+        setattr(self, key, value)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+def _record(cls: type) -> type:
+    cls = dataclass(slots=True, eq=False)(cls)
+    cls._keys = {f.name: None for f in fields(cls)}
+    return cls
+
+
+@_record
+class PlanNode(Record):
+    """One task of the plan; the field order is plan.json's key order."""
+
+    id: str
+    title: str
+    phase: str | None
+    done: bool
+    order: int
+    priority: str
+    complexity: str
+    tags: list[str]
+    depends_on: list[str]
+    contract: str | None
+    goal: str
+    success: str | None
+    completion_promise: str | None
+    accept: list[dict]
+    context: list[str]
+    limits: dict
+    retry: dict
+    routing: dict
+    wave: int | None = None
+    estimate: "Estimate | None" = None  # set by finish_plan, like the two below
+    prompt: "PromptRef | None" = None
+    fingerprint: str | None = None
+
+
+@_record
+class Estimate(Record):
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+
+
+@_record
+class PromptRef(Record):
+    path: str
+    sha256: str
 
 
 def infer_complexity(task: Task) -> str:
@@ -92,7 +166,7 @@ def route(project: Project, task: Task, extra_agents: dict, by_complexity: dict[
     return {"agent": agent, "chain": chain, "reason": reason}
 
 
-def _estimate(agent: AgentConfig | None, prompt_chars: int, structured: bool) -> dict:
+def _estimate(agent: AgentConfig | None, prompt_chars: int, structured: bool) -> "Estimate":
     tokens_in = max(1, prompt_chars // CHARS_PER_TOKEN)
     tokens_out = OUTPUT_TOKENS_STRUCTURED if structured else OUTPUT_TOKENS_FREE
     cost = None
@@ -100,7 +174,7 @@ def _estimate(agent: AgentConfig | None, prompt_chars: int, structured: bool) ->
         cost = round((tokens_in * agent.price.input + tokens_out * agent.price.output) / 1e6, 6)
     elif agent is not None and agent.provider == "simulate":
         cost = 0.0
-    return {"input_tokens": tokens_in, "output_tokens": tokens_out, "cost_usd": cost}
+    return Estimate(tokens_in, tokens_out, cost)
 
 
 # No quotes, backslashes or whitespace other than shlex's own: shlex.split is str.split.
@@ -131,6 +205,8 @@ def build_plan(project: Project) -> None:
             default_on_failure=getattr(defaults.on_failure, "value", defaults.on_failure))
     extra_agents: dict[str, AgentConfig] = {}
     by_complexity = {getattr(k, "value", k): v for k, v in cfg.routing.by_complexity.items()}
+    delays = list(defaults.retry_delays)
+    shared = _Interned()
     nodes = []
     for order, task in enumerate(project.tasks):
         contract = project.contracts.get(task.contract) if task.contract else None
@@ -146,35 +222,33 @@ def build_plan(project: Project) -> None:
         max_time = task.max_time
         if max_time is None and contract and contract.constraints and contract.constraints.timeout:
             max_time = contract.constraints.timeout * (max_retries + 1)
-        node = {
-            "id": task.id,
-            "title": task.title,
-            "phase": task.phase,
-            "done": task.done,
-            "order": order,
-            "priority": getattr(task.priority, "value", task.priority) or "normal",
-            "complexity": getattr(task.complexity, "value", task.complexity) or infer_complexity(task),
-            "tags": list(task.tags),
-            "depends_on": list(task.depends_on),
-            "contract": task.contract,
-            "goal": task.goal,
-            "success": task.success,
-            "completion_promise": task.completion_promise,
-            "accept": _accept_entries(task, entry),
-            "context": project.context_files.get(task.id, []),
-            "limits": {
+        node = PlanNode(
+            id=task.id,
+            title=task.title,
+            phase=task.phase,
+            done=task.done,
+            order=order,
+            priority=getattr(task.priority, "value", task.priority) or "normal",
+            complexity=getattr(task.complexity, "value", task.complexity) or infer_complexity(task),
+            tags=task.tags,  # the task's own lists: nothing changes them once parsed
+            depends_on=task.depends_on,
+            contract=task.contract,
+            goal=task.goal,
+            success=task.success,
+            completion_promise=task.completion_promise,
+            accept=_accept_entries(task, entry),
+            context=project.context_files.get(task.id, []),
+            # the same settings for most tasks: one dict each, shared (plans are read-only)
+            limits=shared({
                 "max_iterations": max_iter,
                 "max_time": max_time if max_time is not None else defaults.max_time,
                 "stuck_after": task.stuck_after or defaults.stuck_after,
                 "budget_usd": task.budget,
-            },
-            "retry": {
-                "max_retries": max_retries,
-                "on_failure": getattr(on_failure, "value", on_failure),
-                "delays": list(defaults.retry_delays),
-            },
-            "routing": route(project, task, extra_agents, by_complexity),
-        }
+            }),
+            retry=shared({"max_retries": max_retries, "on_failure": getattr(on_failure, "value", on_failure),
+                          "delays": delays}),
+            routing=shared(route(project, task, extra_agents, by_complexity)),
+        )
         nodes.append(node)
     agents = {**cfg.agents, **extra_agents}
     used_agents = sorted({n["routing"]["agent"] for n in nodes} | {a for n in nodes for a in n["routing"]["chain"]})
@@ -205,6 +279,13 @@ def build_plan(project: Project) -> None:
         "waves": waves,
         "critical_path": _critical_path(order),
     }
+
+
+class _Interned(dict):
+    """Equal JSON values as one object: call it with a value, get the first equal one."""
+
+    def __call__(self, value: dict) -> dict:
+        return self.setdefault(_canonical(value), value)
 
 
 def _waves(nodes: list[dict], order: list[dict]) -> list[list[str]]:
@@ -296,7 +377,7 @@ def finish_plan(project: Project) -> None:
             agent_cfg = AgentConfig.model_validate(plan["agents"][node["routing"]["agent"]])
         node["estimate"] = _estimate(agent_cfg, chars + len(project.system_prompt),
                                      bool(contract and contract.get("output")))
-        node["prompt"] = {"path": f"prompts/{node['id']}.md", "sha256": prompt_sha}
+        node["prompt"] = PromptRef(f"prompts/{node['id']}.md", prompt_sha)
         spec = _fingerprinted_fields(task_by_id[node["id"]])
         if node["contract"] not in contract_sha:
             contract_sha[node["contract"]] = hashlib.sha256(_canonical(contract)).hexdigest()
@@ -319,6 +400,11 @@ def _sha(text: str) -> str:
 _fingerprinted_fields = operator.attrgetter(*(key for key in LS_KEYS if key != "done"))
 
 
+def _json_default(value: Any) -> Any:
+    """json's fallback for what it cannot encode: plan nodes as dicts, the rest as text."""
+    return dict(value) if isinstance(value, Mapping) else str(value)
+
+
 def _canonical(value: Any) -> bytes:
     """Canonical JSON (sorted keys, compact, UTF-8), as fingerprints hash it."""
     import orjson  # build only
@@ -326,7 +412,7 @@ def _canonical(value: Any) -> bytes:
     try:
         return orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # what orjson refuses (see _indented): json, the same text otherwise
-        return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"),
+        return json.dumps(value, sort_keys=True, default=_json_default, separators=(",", ":"),
                           ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
@@ -379,5 +465,5 @@ def _indented(value: Any, newline: bytes) -> bytes:
     try:
         text = orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2)
     except TypeError:
-        text = json.dumps(value, indent=2, default=str).encode("utf-8")
+        text = json.dumps(value, indent=2, default=_json_default).encode("utf-8")
     return text.replace(b"\n", newline) if newline else text

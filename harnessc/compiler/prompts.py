@@ -208,6 +208,8 @@ def render_prompt(plan: dict, node_id: str, deps: dict[str, dict] | None, root: 
     context["context_files"] = _context_files(node, root)
     if not _user_template(plan, root, "task.md.j2"):
         return builtin_task_prompt(context)
+    if type(node) is not dict:  # a plan node of a build: templates see what a run shows them
+        context["task"] = dict(node)
     return _render(plan, root, "task.md.j2", context)
 
 

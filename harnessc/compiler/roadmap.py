@@ -308,6 +308,9 @@ class _Builder:
     """Turns the parse tree into Tasks, typing values and reporting problems."""
 
     def __init__(self, path: str, diags: Diagnostics, source: TaskSource | None = None):
+        # ids and names, one string object per distinct value: a roadmap names the same
+        # dependencies, contracts and tags thousands of times
+        self.names: dict[str, str] = {}
         self.path = path
         self.diags = diags
         self.source = source
@@ -332,6 +335,7 @@ class _Builder:
                     self.prop(p, {}, {})
             return None
         id_, id_col, title, title_col, done = parsed
+        id_ = self.names.setdefault(id_, id_)
         fields: dict[str, Any] = {}
         first_line: dict[str, tuple[int, str]] = {}
         for p in props:
@@ -594,7 +598,8 @@ def _read_list(b: _Builder, canon: str, key: str, value: str, no: int, col: int)
     kind = PROPERTY_KEYS[canon]
     clean = _CLEAN_LISTS.get(kind)
     if clean is not None and clean.fullmatch(value):
-        vals = [v.strip(" \t") for v in value.split(",")]
+        same = b.names.setdefault
+        vals = [same(v, v) for v in (v.strip(" \t") for v in value.split(","))]
         if kind != "agents" or len(vals) == 1 or "auto" not in vals:
             return vals
     return _read_list_item_by_item(b, canon, key, value, no, col)
@@ -712,7 +717,7 @@ def _read_word(b: _Builder, canon: str, key: str, value: str, no: int, col: int)
     if not ok:
         _bad(b, key, value, no, col, "expected " + _FORMATS[PROPERTY_KEYS[canon]])
         return None
-    return value
+    return b.names.setdefault(value, value)
 
 
 def _read_text(b: _Builder, canon: str, key: str, value: str, no: int, col: int):

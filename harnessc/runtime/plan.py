@@ -63,7 +63,9 @@ def build(root: Path) -> tuple[dict | None, list[str]]:
     from ..compiler import build_project
 
     plan, diags = build_project(root)
-    return plan, [f"{d.span}: {d.severity}[{d.code}]: {d.message}" for d in diags.items]
+    lines = [f"{d.span}: {d.severity}[{d.code}]: {d.message}" for d in diags.items]
+    # the plan as written, plain JSON: the same a later `harnessc run` would load
+    return (load_plan(root) if plan is not None else None), lines
 
 
 def partial_output(contract: dict, data: Any) -> dict:
