@@ -102,6 +102,13 @@ class Estimate(Record):
 
 
 @_record
+class AcceptCommand(Record):
+    id: str
+    argv: list[str]
+    timeout: float | None
+
+
+@_record
 class PromptRef(Record):
     path: str
     sha256: str
@@ -178,17 +185,20 @@ def _estimate(agent: AgentConfig | None, prompt_chars: int, structured: bool) ->
 
 
 # No quotes, backslashes or whitespace other than shlex's own: shlex.split is str.split.
-def _accept_entries(task: Task, contract_entry: dict | None) -> list[dict]:
+def _accept_entries(task: Task, contract_entry: dict | None) -> list:
     out = []
     for i, cmd in enumerate(task.accept, 1):
         try:
             argv = list(split_command(cmd))
         except ValueError:
             continue  # reported by check_accept_commands
-        out.append({"id": f"task-accept-{i}", "argv": argv, "timeout": None})
+        out.append(AcceptCommand(f"task-accept-{i}", argv, None))
     if contract_entry:
         out += contract_entry.get("accept", [])
-    return out
+    return out or _NONE
+
+
+_NONE: tuple = ()  # an empty list in plan.json; one object for every task without any
 
 
 def build_plan(project: Project) -> None:
@@ -237,7 +247,7 @@ def build_plan(project: Project) -> None:
             success=task.success,
             completion_promise=task.completion_promise,
             accept=_accept_entries(task, entry),
-            context=project.context_files.get(task.id, []),
+            context=project.context_files.get(task.id) or _NONE,
             # the same settings for most tasks: one dict each, shared (plans are read-only)
             limits=shared({
                 "max_iterations": max_iter,
@@ -275,7 +285,7 @@ def build_plan(project: Project) -> None:
         "concurrency": cfg.concurrency,
         "contracts": entries,
         "nodes": nodes,
-        "edges": [[d, n["id"]] for n in nodes for d in n["depends_on"]],
+        "edges": [(d, n["id"]) for n in nodes for d in n["depends_on"]],
         "waves": waves,
         "critical_path": _critical_path(order),
     }
@@ -410,7 +420,7 @@ def _canonical(value: Any) -> bytes:
     import orjson  # build only
 
     try:
-        return orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS)
+        return orjson.dumps(value, default=_json_default, option=orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS)
     except TypeError:  # what orjson refuses (see _indented): json, the same text otherwise
         return json.dumps(value, sort_keys=True, default=_json_default, separators=(",", ":"),
                           ensure_ascii=False).encode("utf-8", "surrogatepass")
