@@ -320,7 +320,7 @@ def measure(root: Path, n: int, runs: int, profile: bool) -> dict:
         "write_s": statistics.median(writes),
         "floor_s": floor,
         "roadmap_mb": roadmap.stat().st_size / 1e6,
-        "prompts": len(project.prompt_facts),
+        "prompts": len(project.plan["nodes"]),
     }
     state.clear()
     del project

@@ -76,7 +76,8 @@ def resolve_context(project: Project) -> None:
                     for sub in sorted(p for p in real.rglob("*") if p.is_file()):
                         if sub.resolve().is_relative_to(root):
                             files.append(sub.relative_to(root).as_posix())
-        project.context_files[task.id] = list(dict.fromkeys(files))
+        if files:
+            project.context_files[task.id] = list(dict.fromkeys(files))
 
 
 def check_accept_commands(project: Project) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import operator
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from itertools import islice
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
@@ -285,10 +286,32 @@ def build_plan(project: Project) -> None:
         "concurrency": cfg.concurrency,
         "contracts": entries,
         "nodes": nodes,
-        "edges": [(d, n["id"]) for n in nodes for d in n["depends_on"]],
+        "edges": Edges(nodes),
         "waves": waves,
         "critical_path": _critical_path(order),
     }
+
+
+class Edges(Sequence):
+    """plan.json's edges, [dependency, task] pairs, listed from the nodes when read (a
+    100k-task plan need not hold 200k pairs besides the nodes that say the same)."""
+
+    def __init__(self, nodes: list):
+        self.nodes = nodes
+
+    def __iter__(self):
+        for n in self.nodes:
+            for d in n["depends_on"]:
+                yield [d, n["id"]]
+
+    def __len__(self) -> int:
+        return sum(len(n["depends_on"]) for n in self.nodes)
+
+    def __getitem__(self, index):
+        return list(self)[index]
+
+    def __eq__(self, other) -> bool:
+        return list(self) == list(other) if isinstance(other, (list, Edges)) else NotImplemented
 
 
 class _Interned(dict):
@@ -393,6 +416,7 @@ def finish_plan(project: Project) -> None:
             contract_sha[node["contract"]] = hashlib.sha256(_canonical(contract)).hexdigest()
         node["fingerprint"] = _fingerprint(spec, contract_sha[node["contract"]], prompt_sha, node["accept"],
                                            project.template_hash)
+    project.prompt_facts.clear()  # now in the nodes
     costs = [n["estimate"]["cost_usd"] for n in plan["nodes"] if not n["done"]]
     plan["estimate"] = {
         "cost_usd": round(sum(c for c in costs if c is not None), 6) if costs and all(c is not None for c in costs) else None,
@@ -411,8 +435,10 @@ _fingerprinted_fields = operator.attrgetter(*(key for key in LS_KEYS if key != "
 
 
 def _json_default(value: Any) -> Any:
-    """json's fallback for what it cannot encode: plan nodes as dicts, the rest as text."""
-    return dict(value) if isinstance(value, Mapping) else str(value)
+    """json's fallback for what it cannot encode: plan nodes as dicts, edges as a list, the rest as text."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    return list(value) if isinstance(value, Edges) else str(value)
 
 
 def _canonical(value: Any) -> bytes:
@@ -451,11 +477,13 @@ def write_plan_json(plan: dict, write: Callable[[bytes], Any]) -> None:
     for key, value in plan.items():
         write(sep + _indented(key, b"") + b": ")
         sep = b",\n  "
-        if type(value) is list and value:
-            for i in range(0, len(value), 256):  # bounded pieces
-                head = b"[\n    " if i == 0 else b",\n    "
-                write(head + b",\n    ".join(_indented(v, b"\n    ") for v in value[i:i + 256]))
-            write(b"\n  ]")
+        if isinstance(value, (list, Edges)):
+            items = iter(value)
+            head = b"[\n    "
+            while piece := list(islice(items, 256)):  # bounded pieces
+                write(head + b",\n    ".join(_indented(v, b"\n    ") for v in piece))
+                head = b",\n    "
+            write(b"[]" if head == b"[\n    " else b"\n  ]")
         else:
             write(_indented(value, b"\n  "))
     write(b"\n}" if plan else b"}")

@@ -38,9 +38,9 @@ class Project:
     contract_paths: dict[str, tuple] = field(default_factory=dict)  # name -> path inside its file
     builtin_names: set[str] = field(default_factory=set)
     contracts_unreadable: bool = False  # contracts.yaml did not parse: unknown names are not news
-    context_files: dict[str, list[str]] = field(default_factory=dict)  # task id -> resolved paths
+    context_files: dict[str, list[str]] = field(default_factory=dict)  # task id -> resolved paths, if any
     prompts: dict[str, str] = field(default_factory=dict)  # task id -> first prompt (when kept in memory)
-    prompt_facts: dict[str, tuple[int, str]] = field(default_factory=dict)  # task id -> (characters, sha256)
+    prompt_facts: dict[str, tuple[int, str]] = field(default_factory=dict)  # task id -> (characters, sha256), until finish_plan
     prompt_files: "PromptFiles | None" = None  # a build writes prompts here as they are rendered
     system_prompt: str = ""
     template_hash: str = ""
