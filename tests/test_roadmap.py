@@ -51,7 +51,7 @@ def fields(t: Task, mode: str = "python") -> dict:
 def assert_typed(t: Task) -> None:
     """What validation would guarantee: every value has its declared type."""
     for key in ("depends_on", "agent", "accept", "context", "tags"):
-        assert isinstance(getattr(t, key), list) and all(isinstance(x, str) for x in getattr(t, key)), key
+        assert isinstance(getattr(t, key), tuple) and all(isinstance(x, str) for x in getattr(t, key)), key
     for key in ("contract", "model", "completion_promise", "success", "phase"):
         assert getattr(t, key) is None or isinstance(getattr(t, key), str), key
     for key, enum in (("complexity", Complexity), ("priority", Priority), ("on_failure", FailureStrategy)):
@@ -68,7 +68,7 @@ def task_json(t: Task) -> dict:
     """A task as compact JSON: fields that differ from the defaults, then the spans."""
     d = fields(t, "json")
     out = {k: v for k, v in d.items() if k in ("id", "title") or not (
-        v is None or v is False or v == [] or v == "")}
+        v is None or v is False or v == () or v == "")}
     out["span"] = fmt_span(t.span)
     out["spans"] = {k: fmt_span(s) for k, s in t.spans.items()}
     out["value_spans"] = {k: [fmt_span(s) for s in v] for k, v in t.value_spans.items()}
@@ -114,7 +114,7 @@ def test_seed_roadmaps_keep_their_meaning() -> None:
     roadmap, diags = parse(text)
     assert not diags.items
     auth, perf = roadmap.tasks
-    assert auth.agent == ["codex", "gemini"] and perf.agent == ["auto"]
+    assert auth.agent == ("codex", "gemini") and perf.agent == ("auto",)
     assert auth.max_time == 14400 and perf.max_iterations == "unlimited"
     assert auth.success == "All auth tests pass, tokens validate correctly"
     assert perf.success == "P95 latency < 100ms"
@@ -123,7 +123,7 @@ def test_seed_roadmaps_keep_their_meaning() -> None:
     roadmap, diags = parse((FIXTURES / "roadmap" / "seed-8.2" / "roadmap.md").read_text())
     assert not diags.items and roadmap.title is None
     (task,) = roadmap.tasks
-    assert (task.max_time, task.max_iterations, task.agent) == (14400, 200, ["codex", "gemini"])
+    assert (task.max_time, task.max_iterations, task.agent) == (14400, 200, ("codex", "gemini"))
 
 
 # ------------------------------------------------------------------ details
@@ -132,7 +132,7 @@ def test_seed_roadmaps_keep_their_meaning() -> None:
 def test_value_spans_point_at_each_list_item() -> None:
     text = "## Tasks\n\n- [ ] **auth-001**: Auth\n  - depends_on: setup-001, auht-001\n"
     (task,) = parse(text)[0].tasks
-    assert task.depends_on == ["setup-001", "auht-001"]
+    assert task.depends_on == ("setup-001", "auht-001")
     first, second = task.value_spans["depends_on"]
     assert (second.line, second.col, second.end_col) == (4, 28, 36)
     assert text.splitlines()[3][second.col - 1 : second.end_col - 1] == "auht-001"
@@ -143,7 +143,7 @@ def test_value_spans_point_at_each_list_item() -> None:
 
 def test_alias_span_covers_the_key_as_written() -> None:
     (task,) = parse("## Tasks\n- [ ] **a**: A\n  - cli: auto\n")[0].tasks
-    assert task.agent == ["auto"]
+    assert task.agent == ("auto",)
     assert (task.spans["agent"].col, task.spans["agent"].end_col) == (5, 8)
 
 
@@ -267,20 +267,20 @@ def goals(draw) -> str:
 @st.composite
 def tasks(draw, id_: str, phase: str | None) -> Task:
     opt = lambda s: draw(st.none() | s)  # noqa: E731
-    agent = draw(st.just(["auto"]) | st.lists(names.filter(lambda n: n != "auto"), max_size=3))
+    agent = draw(st.just(("auto",)) | st.lists(names.filter(lambda n: n != "auto"), max_size=3).map(tuple))
     return Task(
         id=id_, title=draw(line_text), phase=phase, done=draw(st.booleans()),
-        depends_on=draw(st.lists(ids, max_size=3)),
+        depends_on=tuple(draw(st.lists(ids, max_size=3))),
         contract=opt(names), agent=agent, model=opt(names),
         complexity=opt(st.sampled_from(Complexity)), priority=opt(st.sampled_from(Priority)),
         max_iterations=opt(st.integers(1, 10**6) | st.just("unlimited")),
         max_time=opt(durations), stuck_after=opt(st.integers(1, 999)),
         completion_promise=opt(st.from_regex(r"[A-Za-z0-9_-]{1,12}", fullmatch=True)),
-        success=opt(line_text), accept=draw(st.lists(line_text, max_size=3)),
-        context=draw(st.lists(paths, max_size=3)), max_retries=opt(st.integers(0, 99)),
+        success=opt(line_text), accept=tuple(draw(st.lists(line_text, max_size=3))),
+        context=tuple(draw(st.lists(paths, max_size=3))), max_retries=opt(st.integers(0, 99)),
         on_failure=opt(st.sampled_from(FailureStrategy)),
         budget=opt(st.floats(0, 1e6, allow_nan=False, allow_infinity=False)),
-        tags=draw(st.lists(names, max_size=3)),
+        tags=tuple(draw(st.lists(names, max_size=3))),
         goal=draw(st.just("") | goals()), span=Span(PATH),
     )
 
@@ -319,10 +319,10 @@ def test_format_then_parse_gives_the_same_ir(roadmap: Roadmap) -> None:
 
 
 def test_every_property_is_formatted() -> None:
-    task = Task(id="a", title="A", span=Span(PATH), depends_on=["b"], contract="c", agent=["x"],
+    task = Task(id="a", title="A", span=Span(PATH), depends_on=("b",), contract="c", agent=("x",),
                 model="m", complexity="epic", priority="low", max_iterations=3, max_time=5400,
-                stuck_after=2, completion_promise="OK", success="s", accept=["x", "y"],
-                context=["src/**"], max_retries=0, on_failure="fail", budget=1e-7, tags=["t"])
+                stuck_after=2, completion_promise="OK", success="s", accept=("x", "y"),
+                context=("src/**",), max_retries=0, on_failure="fail", budget=1e-7, tags=("t",))
     text = format_roadmap(Roadmap(path=PATH, tasks=[task]))
     assert "  - max_time: 1h30m\n" in text and "  - budget: 0.0000001\n" in text
     written = {ln.split(":")[0].strip(" -") for ln in text.splitlines() if ln.startswith("  - ")}

@@ -20,22 +20,24 @@ class PromptFiles:
     def __init__(self, directory: Path):
         self.directory = directory
         self.base = ""  # set on the first write: a build with errors never touches the directory
-        self.existing: set[str] = set()
-        self.written: set[str] = set()
+        self.unwritten: set[str] = set()  # files that were there and have not been written yet
 
     def write(self, name: str, text: str) -> None:
         if not self.base:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self.existing = {entry.name for entry in os.scandir(self.directory)}
+            self.unwritten = {entry.name for entry in os.scandir(self.directory)}
             self.base = os.path.join(self.directory, "")  # plain strings: a Path per file costs more than its write
-        self.written.add(name)
-        _write_file(self.base + name, text.encode("utf-8"), name in self.existing)
+        exists = name in self.unwritten
+        if exists:
+            self.unwritten.remove(name)
+        _write_file(self.base + name, text.encode("utf-8"), exists)
 
     def remove_stale(self) -> None:
         """Remove the prompts of tasks that are gone (other files are left alone)."""
-        for name in self.existing - self.written:
+        for name in self.unwritten:
             if name.endswith(".md"):
                 os.unlink(self.base + name)
+        self.unwritten = set()
 
 
 def write_build(project: Project) -> Path:

@@ -340,6 +340,8 @@ class _Builder:
         first_line: dict[str, tuple[int, str]] = {}
         for p in props:
             self.prop(p, fields, first_line)
+        if "accept" in fields:
+            fields["accept"] = tuple(fields["accept"])
         fields.update(
             id=id_, title=title, phase=phase, done=done, span=self.span(head.line, id_col, len(id_)),
             goal=self.goal(body.line, body.data) if body is not None else "", source=self.source,
@@ -599,7 +601,7 @@ def _read_list(b: _Builder, canon: str, key: str, value: str, no: int, col: int)
     clean = _CLEAN_LISTS.get(kind)
     if clean is not None and clean.fullmatch(value):
         same = b.names.setdefault
-        vals = [same(v, v) for v in (v.strip(" \t") for v in value.split(","))]
+        vals = tuple(same(v, v) for v in (v.strip(" \t") for v in value.split(",")))
         if kind != "agents" or len(vals) == 1 or "auto" not in vals:
             return vals
     return _read_list_item_by_item(b, canon, key, value, no, col)
@@ -625,7 +627,7 @@ def _read_list_item_by_item(b: _Builder, canon: str, key: str, value: str, no: i
         b.error("HC105", f"bad {key} '{value}': auto cannot be combined with agent names",
                 no, col, len(value), "write either auto or a list of agent names")
         ok = False
-    return vals if ok else None
+    return tuple(vals) if ok else None
 
 
 def _read_enum(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
@@ -916,9 +918,9 @@ def _fmt_number(x: float) -> str:
 
 
 def _fmt_value(key: str, value: Any) -> str | None:
-    if value is None or value == []:
+    if value is None or (isinstance(value, (list, tuple)) and not value):
         return None
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return ", ".join(value)
     if key == "max_time":
         return _fmt_duration(value)

@@ -11,16 +11,17 @@ from .vocab import Complexity, FailureStrategy, Priority
 
 @dataclass(eq=True, slots=True)  # slots: 100k tasks in memory at once must stay small
 class Task:
-    """One task of roadmap.md, as written (aliases resolved, values typed)."""
+    """One task of roadmap.md, as written (aliases resolved, values typed). Lists are
+    tuples: the IR is read, never changed, and a task without tags costs no list."""
 
     id: str
     title: str
     span: Span  # where the id is written
     phase: str | None = None
     done: bool = False
-    depends_on: list[str] = field(default_factory=list)
+    depends_on: tuple[str, ...] = ()
     contract: str | None = None
-    agent: list[str] = field(default_factory=list)  # [] = unset; ["auto"] = router decides
+    agent: tuple[str, ...] = ()  # () = unset; ("auto",) = router decides
     model: str | None = None
     complexity: Complexity | None = None
     priority: Priority | None = None
@@ -29,12 +30,12 @@ class Task:
     stuck_after: int | None = None
     completion_promise: str | None = None
     success: str | None = None
-    accept: list[str] = field(default_factory=list)
-    context: list[str] = field(default_factory=list)
+    accept: tuple[str, ...] = ()
+    context: tuple[str, ...] = ()
     max_retries: int | None = None
     on_failure: FailureStrategy | None = None
     budget: float | None = None
-    tags: list[str] = field(default_factory=list)
+    tags: tuple[str, ...] = ()
     goal: str = ""
     # the roadmap this task was read from: positions beyond `span` are looked up there
     source: "TaskSource | None" = field(default=None, compare=False, repr=False)
