@@ -109,10 +109,19 @@ class AcceptCommand(Record):
     timeout: float | None
 
 
-@_record
 class PromptRef(Record):
-    path: str
-    sha256: str
+    """A node's prompt file and its sha256; the path is made from the task id when read
+    (a plan.json writer gets it through Record's mapping, as `default` for orjson)."""
+
+    __slots__ = ("task_id", "sha256")
+    _keys = {"path": None, "sha256": None}
+
+    def __init__(self, task_id: str, sha256: str):
+        self.task_id, self.sha256 = task_id, sha256
+
+    @property
+    def path(self) -> str:
+        return f"prompts/{self.task_id}.md"
 
 
 def infer_complexity(task: Task) -> str:
@@ -402,15 +411,21 @@ def finish_plan(project: Project) -> None:
     task_by_id = {t.id: t for t in project.tasks}
     plan["system"] = {"path": "prompts/_system.md", "sha256": _sha(project.system_prompt)}
     contract_sha: dict[str | None, str] = {}  # contract name -> sha256 of its entry
+    estimates: dict[tuple, Estimate] = {}  # equal estimates are one object (plans are read-only)
     for node in plan["nodes"]:
         chars, prompt_sha = project.prompt_facts[node["id"]]
         contract = plan["contracts"].get(node["contract"]) if node["contract"] else None
-        agent_cfg = agents.get(node["routing"]["agent"])
-        if agent_cfg is None and node["routing"]["agent"] in plan["agents"]:
-            agent_cfg = AgentConfig.model_validate(plan["agents"][node["routing"]["agent"]])
-        node["estimate"] = _estimate(agent_cfg, chars + len(project.system_prompt),
-                                     bool(contract and contract.get("output")))
-        node["prompt"] = PromptRef(f"prompts/{node['id']}.md", prompt_sha)
+        agent = node["routing"]["agent"]
+        chars += len(project.system_prompt)
+        key = (agent, chars // CHARS_PER_TOKEN, bool(contract and contract.get("output")))
+        estimate = estimates.get(key)
+        if estimate is None:
+            agent_cfg = agents.get(agent)
+            if agent_cfg is None and agent in plan["agents"]:
+                agent_cfg = AgentConfig.model_validate(plan["agents"][agent])
+            estimate = estimates[key] = _estimate(agent_cfg, chars, key[2])
+        node["estimate"] = estimate
+        node["prompt"] = PromptRef(node["id"], prompt_sha)
         spec = _fingerprinted_fields(task_by_id[node["id"]])
         if node["contract"] not in contract_sha:
             contract_sha[node["contract"]] = hashlib.sha256(_canonical(contract)).hexdigest()
@@ -501,7 +516,7 @@ def _indented(value: Any, newline: bytes) -> bytes:
     import orjson  # build only
 
     try:
-        text = orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2)
+        text = orjson.dumps(value, default=_json_default, option=orjson.OPT_INDENT_2)
     except TypeError:
         text = json.dumps(value, indent=2, default=_json_default).encode("utf-8")
     return text.replace(b"\n", newline) if newline else text
