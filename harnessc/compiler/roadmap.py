@@ -600,9 +600,11 @@ def _read_list(b: _Builder, canon: str, key: str, value: str, no: int, col: int)
     kind = PROPERTY_KEYS[canon]
     clean = _CLEAN_LISTS.get(kind)
     if clean is not None and clean.fullmatch(value):
-        same = b.names.setdefault
-        vals = tuple(same(v, v) for v in (v.strip(" \t") for v in value.split(",")))
-        if kind != "agents" or len(vals) == 1 or "auto" not in vals:
+        names = b.names
+        if "," not in value:
+            return (names.setdefault(value, value),)
+        vals = tuple([names.setdefault(v, v) for v in [v.strip(" \t") for v in value.split(",")]])
+        if kind != "agents" or "auto" not in vals:
             return vals
     return _read_list_item_by_item(b, canon, key, value, no, col)
 
