@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import operator
+from array import array
 from collections.abc import Mapping, Sequence
 from itertools import islice
 from dataclasses import dataclass, fields
+from functools import lru_cache
 from typing import Any, Callable
 
 from .. import __version__
@@ -90,9 +92,9 @@ class PlanNode(Record):
     retry: dict
     routing: dict
     wave: int | None = None
-    estimate: "Estimate | None" = None  # set by finish_plan, like the two below
-    prompt: "PromptRef | None" = None
-    fingerprint: str | None = None
+    estimate: "Estimate | None" = None  # set by finish_plan
+    prompt: "PromptRef | None" = None  # set as the prompt is rendered
+    fingerprint: str | None = None  # set by finish_plan
 
 
 @_record
@@ -202,13 +204,18 @@ def _accept_entries(task: Task, contract_entry: dict | None) -> list:
             argv = list(split_command(cmd))
         except ValueError:
             continue  # reported by check_accept_commands
-        out.append(AcceptCommand(f"task-accept-{i}", argv, None))
+        out.append(AcceptCommand(_accept_id(i), argv, None))
     if contract_entry:
         out += contract_entry.get("accept", [])
     return out or _NONE
 
 
 _NONE: tuple = ()  # an empty list in plan.json; one object for every task without any
+
+
+@lru_cache(maxsize=64)
+def _accept_id(i: int) -> str:
+    return f"task-accept-{i}"  # one string per number, however many tasks use it
 
 
 def build_plan(project: Project) -> None:
@@ -412,8 +419,7 @@ def finish_plan(project: Project) -> None:
     plan["system"] = {"path": "prompts/_system.md", "sha256": _sha(project.system_prompt)}
     contract_sha: dict[str | None, str] = {}  # contract name -> sha256 of its entry
     estimates: dict[tuple, Estimate] = {}  # equal estimates are one object (plans are read-only)
-    for node in plan["nodes"]:
-        chars, prompt_sha = project.prompt_facts[node["id"]]
+    for node, chars in zip(plan["nodes"], project.prompt_chars, strict=True):
         contract = plan["contracts"].get(node["contract"]) if node["contract"] else None
         agent = node["routing"]["agent"]
         chars += len(project.system_prompt)
@@ -425,13 +431,12 @@ def finish_plan(project: Project) -> None:
                 agent_cfg = AgentConfig.model_validate(plan["agents"][agent])
             estimate = estimates[key] = _estimate(agent_cfg, chars, key[2])
         node["estimate"] = estimate
-        node["prompt"] = PromptRef(node["id"], prompt_sha)
         spec = _fingerprinted_fields(task_by_id[node["id"]])
         if node["contract"] not in contract_sha:
             contract_sha[node["contract"]] = hashlib.sha256(_canonical(contract)).hexdigest()
-        node["fingerprint"] = _fingerprint(spec, contract_sha[node["contract"]], prompt_sha, node["accept"],
+        node["fingerprint"] = _fingerprint(spec, contract_sha[node["contract"]], node["prompt"].sha256, node["accept"],
                                            project.template_hash)
-    project.prompt_facts.clear()  # now in the nodes
+    project.prompt_chars = array("q")  # now in the estimates
     costs = [n["estimate"]["cost_usd"] for n in plan["nodes"] if not n["done"]]
     plan["estimate"] = {
         "cost_usd": round(sum(c for c in costs if c is not None), 6) if costs and all(c is not None for c in costs) else None,

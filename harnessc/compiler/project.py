@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +41,7 @@ class Project:
     contracts_unreadable: bool = False  # contracts.yaml did not parse: unknown names are not news
     context_files: dict[str, list[str]] = field(default_factory=dict)  # task id -> resolved paths, if any
     prompts: dict[str, str] = field(default_factory=dict)  # task id -> first prompt (when kept in memory)
-    prompt_facts: dict[str, tuple[int, str]] = field(default_factory=dict)  # task id -> (characters, sha256), until finish_plan
+    prompt_chars: "array[int]" = field(default_factory=lambda: array("q"))  # each node's prompt length, in order
     prompt_files: "PromptFiles | None" = None  # a build writes prompts here as they are rendered
     system_prompt: str = ""
     template_hash: str = ""

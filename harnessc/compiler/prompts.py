@@ -295,9 +295,11 @@ def template_files_hash(plan: dict, root: Path) -> str:
 
 
 def render_all(project, plan: dict, diags: Diagnostics) -> None:
-    """Build pass: render the system prompt and each task's first prompt, recording each
-    one's length and sha256; the text goes to project.prompt_files (a build) or
-    project.prompts."""
+    """Build pass: render the system prompt and each task's first prompt, setting the
+    node's prompt reference (path, sha256) and noting its length for finish_plan; the text
+    goes to project.prompt_files (a build) or project.prompts."""
+    from .plan import PromptRef
+
     root = project.root
 
     def report(p: TemplateProblem) -> None:
@@ -320,7 +322,8 @@ def render_all(project, plan: dict, diags: Diagnostics) -> None:
             if p.code == "HC501" or len(diags.errors) > 20:
                 return  # the same template error would repeat for every task
             continue
-        project.prompt_facts[tid] = (len(text), hashlib.sha256(text.encode("utf-8")).hexdigest())
+        node["prompt"] = PromptRef(tid, hashlib.sha256(text.encode("utf-8")).hexdigest())
+        project.prompt_chars.append(len(text))
         if files is not None:
             files.write(f"{tid}.md", text)
         else:

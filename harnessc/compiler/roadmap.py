@@ -7,8 +7,8 @@ Three stages, each linear in the input:
    about indentation and fenced code blocks.
 2. The LALR grammar in harnessc/grammar/roadmap.lark arranges those tokens into sections,
    phases and tasks.
-3. The builder types every property value in Python. It keeps one span per task, Task.span
-   (the id); Task.spans[key] (the key as written) and Task.value_spans[key] (one span per
+3. The builder types every property value in Python. It keeps one position per task, that
+   of its id (Task.span); Task.spans[key] (the key as written) and Task.value_spans[key] (one span per
    value, per list element for comma lists) are found again on demand by locate_spans,
    which reads the task's lines through the same builder code.
 
@@ -343,7 +343,7 @@ class _Builder:
         if "accept" in fields:
             fields["accept"] = tuple(fields["accept"])
         fields.update(
-            id=id_, title=title, phase=phase, done=done, span=self.span(head.line, id_col, len(id_)),
+            id=id_, title=title, phase=phase, done=done, line=head.line, col=id_col,
             goal=self.goal(body.line, body.data) if body is not None else "", source=self.source,
         )
         return _new_task(fields)
@@ -752,7 +752,7 @@ _LIST_KINDS = {kind for kind, reader in _READERS.items() if reader is _read_list
 def locate_spans(source: TaskSource, task: Task) -> tuple[dict[str, Span], dict[str, list[Span]]]:
     """(spans, value_spans) of a parsed task: its task and property lines read again, with
     the same code that read them first, this time keeping positions."""
-    lines, no = source.lines, task.span.line
+    lines, no = source.lines, task.line
     b = _Builder(source.path, Diagnostics())
     spans: dict[str, Span] = {"id": task.span}
     value_spans: dict[str, list[Span]] = {}
@@ -808,7 +808,7 @@ def _parse(text: str, path: str, diags: Diagnostics) -> Roadmap:
     title_line = 0
     tasks_at: list[int] = []  # line of each '## Tasks' heading
     tasks: list[Task] = []
-    seen: dict[str, Span] = {}
+    seen: dict[str, int] = {}  # id -> line
     near_misses: list[tuple[int, str]] = []
 
     def add(t: Task | None, phase: str | None) -> None:
@@ -820,10 +820,10 @@ def _parse(text: str, path: str, diags: Diagnostics) -> Roadmap:
         if first is not None:
             diags.error(
                 "HC107", f"duplicate task id '{t.id}'", t.span,
-                f"'{t.id}' is already defined on line {first.line}; ids must be unique",
+                f"'{t.id}' is already defined on line {first}; ids must be unique",
             )
             return
-        seen[t.id] = t.span
+        seen[t.id] = t.line
         tasks.append(t)
 
     def near_miss(tok) -> None:

@@ -16,7 +16,8 @@ class Task:
 
     id: str
     title: str
-    span: Span  # where the id is written
+    line: int = 1  # where the id is written (see span)
+    col: int = 1
     phase: str | None = None
     done: bool = False
     depends_on: tuple[str, ...] = ()
@@ -41,6 +42,12 @@ class Task:
     source: "TaskSource | None" = field(default=None, compare=False, repr=False)
 
     @property
+    def span(self) -> Span:
+        """Where the id is written (made when asked for: a diagnostic, so rarely)."""
+        path = self.source.path if self.source is not None else "roadmap.md"
+        return Span(path, self.line, self.col, self.line, self.col + len(self.id))
+
+    @property
     def spans(self) -> dict[str, Span]:
         """Where each part was written: "id", "title", and property keys (canonical names)."""
         return self.source.spans(self) if self.source is not None else {"id": self.span}
@@ -54,7 +61,7 @@ class Task:
 class TaskSource:
     """A parsed roadmap's text, shared by its tasks.
 
-    Only a task's id span is kept; the spans of its title, keys and values are worked out
+    Only a task's id position is kept; the spans of its title, keys and values are worked out
     again from the text when asked for (by a diagnostic, so rarely). Keeping them all made
     a parsed roadmap ten times the size of its text.
     """
