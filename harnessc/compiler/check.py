@@ -22,6 +22,7 @@ def resolve_references(project: Project) -> None:
     """depends_on, contract and agent names must exist (with did-you-mean)."""
     ids = [t.id for t in project.tasks]
     known = set(ids)
+    agents = set(project.config.agents)  # a view of harness.yaml: read it once, not per task
     for task in project.tasks:
         for i, dep in enumerate(task.depends_on):
             if dep == task.id:
@@ -35,7 +36,7 @@ def resolve_references(project: Project) -> None:
                                 did_you_mean(task.contract, project.contracts)
                                 or "define it in contracts.yaml; `harnessc contracts` lists the built-ins")
         for i, name in enumerate(task.agent):
-            if name != "auto" and name not in project.config.agents:
+            if name != "auto" and name not in agents:
                 names = project.agent_names
                 project.diags.error("HC403", f"unknown agent '{name}'", _value_span(task, "agent", i),
                                     did_you_mean(name, names)
