@@ -1,16 +1,17 @@
 """roadmap.md -> Roadmap IR (parse_roadmap), and Roadmap IR -> canonical roadmap.md (format_roadmap).
 
-Three stages, each linear in the input:
+Three stages, each linear in the input, run as one stream (a 100k-task roadmap is never
+held as lines or tokens, only as its text and its tasks):
 
 1. A line lexer reads every line once and turns it into a whole-line token (heading, task
-   item with its property lines, goal block, prose run). It is the only place that knows
-   about indentation and fenced code blocks.
+   item with its property lines, goal block with its lines, prose run). It is the only
+   place that knows about indentation and fenced code blocks.
 2. The LALR grammar in harnessc/grammar/roadmap.lark arranges those tokens into sections,
-   phases and tasks.
+   phases and tasks; each `task` it reduces goes to the builder at once.
 3. The builder types every property value in Python. It keeps one position per task, that
-   of its id (Task.span); Task.spans[key] (the key as written) and Task.value_spans[key] (one span per
-   value, per list element for comma lists) are found again on demand by locate_spans,
-   which reads the task's lines through the same builder code.
+   of its id (Task.span); Task.spans[key] (the key as written) and Task.value_spans[key]
+   (one span per value, per list element for comma lists) are found again on demand by
+   locate_spans, which reads the task's lines through the same builder code.
 
 Bad input never raises: every problem is a diagnostic (HC101-HC107) and parsing goes on.
 """
