@@ -47,7 +47,7 @@ odd_values = st.recursive(
 
 
 def without_nan(value):
-    """NaN and Infinity as null: plan.json writes them so (json, its fallback, may write NaN)."""
+    """NaN and Infinity as null, as plan.json writes them (JSON has neither)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, (list, tuple)):
@@ -80,7 +80,7 @@ def test_same_text_as_json_dumps(plan):
 @given(st.dictionaries(st.text(max_size=8), odd_values, max_size=6))
 def test_odd_plans_read_back_as_json_would(plan):
     expected = without_nan(json.loads(json.dumps(plan, default=str)))
-    assert without_nan(json.loads(plan_json(plan))) == expected
+    assert json.loads(plan_json(plan)) == expected
 
 
 def test_odd_values():
@@ -94,7 +94,7 @@ def test_odd_values():
         "h": [2**70, "\udfff", {1: 2}],
     }
     text = plan_json(value)
-    assert without_nan(json.loads(text)) == without_nan(json.loads(json.dumps(value, default=str)))
+    assert json.loads(text) == without_nan(json.loads(json.dumps(value, default=str)))
     assert plan_json({}) == "{}"
 
 

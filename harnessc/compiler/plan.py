@@ -523,5 +523,16 @@ def _indented(value: Any, newline: bytes) -> bytes:
     try:
         text = orjson.dumps(value, default=_json_default, option=orjson.OPT_INDENT_2)
     except TypeError:
-        text = json.dumps(value, indent=2, default=_json_default).encode("utf-8")
+        text = json.dumps(_finite(value), indent=2, default=_json_default).encode("utf-8")
     return text.replace(b"\n", newline) if newline else text
+
+
+def _finite(value: Any) -> Any:
+    """`value` with NaN and infinities as None, as orjson writes them (json would write NaN)."""
+    if isinstance(value, float):
+        return value if value - value == 0 else None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, Edges)):
+        return [_finite(v) for v in value]
+    return value
