@@ -49,3 +49,28 @@ def test_waves_and_critical_path(nodes):
         return (not by_id[tid]["done"]) + max((longest(d) for d in by_id[tid]["depends_on"]), default=0)
 
     assert todo(path) == max(longest(t) for t in by_id)
+
+
+def test_plan_records_read_like_the_dicts_plan_json_gives() -> None:
+    import json
+
+    import pytest
+
+    from harnessc.compiler.plan import Edges, Estimate, PlanNode, PromptRef, plan_json
+
+    node = PlanNode(id="a", title="A", phase=None, done=False, order=0, priority="normal", complexity="simple",
+                    tags=("x",), depends_on=("b",), contract=None, goal="", success=None, completion_promise=None,
+                    accept=(), context=(), limits={}, retry={}, routing={"agent": "r", "chain": [], "reason": "x"})
+    node["estimate"] = Estimate(1, 2, None)
+    node["prompt"] = PromptRef("a", "0" * 64)
+    assert node["id"] == "a" and node.get("wave") is None and "done" in node and "nope" not in node
+    with pytest.raises(KeyError):
+        node["keys"]  # a method name is not a key
+    with pytest.raises(KeyError):
+        node["nope"] = 1
+    assert node["prompt"] == {"path": "prompts/a.md", "sha256": "0" * 64}
+    as_json = json.loads(plan_json({"nodes": [node], "edges": Edges([node])}))
+    assert as_json["nodes"] == [{k: (list(v) if isinstance(v, tuple) else v) for k, v in {
+        **dict(node), "estimate": {"input_tokens": 1, "output_tokens": 2, "cost_usd": None},
+        "prompt": {"path": "prompts/a.md", "sha256": "0" * 64}}.items()}]
+    assert as_json["edges"] == [["b", "a"]] and Edges([node]) == [["b", "a"]] and len(Edges([node])) == 1

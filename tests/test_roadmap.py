@@ -372,3 +372,29 @@ def check_spans(text: str, diags: Diagnostics) -> None:
         assert not d.message.startswith("cannot parse"), d  # the lexer or grammar failed
         assert 1 <= d.span.line <= n and 1 <= d.span.col < d.span.end_col, d
     render_text(diags.sorted(), {PATH: text})
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab \t\n\r\x0b\x0c\x1c\x85\u2028")), max_size=60),
+       st.integers(1, 8))
+def test_lines_are_read_a_chunk_at_a_time_as_splitlines_cuts_them(text, chunk) -> None:
+    from harnessc.compiler import roadmap
+
+    saved, roadmap._CHUNK = roadmap._CHUNK, chunk
+    try:
+        assert list(roadmap._iter_lines(text)) == text.splitlines()
+    finally:
+        roadmap._CHUNK = saved
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_golden_cases_parse_the_same_in_small_chunks(case: Path, monkeypatch) -> None:
+    from harnessc.compiler import roadmap
+
+    text = (case / "roadmap.md").read_text(encoding="utf-8")
+    whole, whole_diags = parse(text)
+    monkeypatch.setattr(roadmap, "_CHUNK", 7)
+    chunked, chunked_diags = parse(text)
+    assert [task_json(t) for t in chunked.tasks] == [task_json(t) for t in whole.tasks]
+    assert (chunked.title, chunked.overview) == (whole.title, whole.overview)
+    assert chunked_diags.sorted() == whole_diags.sorted()
