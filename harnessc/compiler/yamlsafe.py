@@ -69,6 +69,8 @@ _resolver = yaml.resolver.Resolver()
 
 def _scalar(event) -> Any:
     tag = _resolver.resolve(yaml.ScalarNode, event.value, event.implicit)
+    if tag == "tag:yaml.org,2002:str":  # most scalars: what the constructor would return
+        return event.value
     if tag == "tag:yaml.org,2002:timestamp":
         return event.value  # dates stay strings: outputs and examples are JSON
     node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
