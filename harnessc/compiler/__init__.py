@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ..diagnostics import Diagnostics
 from . import check, load
-from .output import PromptFiles, write_build
+from . import output
+from .output import PromptFiles
 from .project import BUILD_DIR, Project
 
 __all__ = ["lint_project", "compile_project", "write_build", "build_project", "CHECK_PASSES", "PLAN_PASSES"]
@@ -106,6 +107,13 @@ def compile_project(root: Path, diags: Diagnostics | None = None, write_prompts:
     if project.diags.has_errors():
         project.plan = None
     return project
+
+
+def write_build(project: Project) -> Path:
+    """Write .harness/build (output.write_build), with the cyclic GC paused as for the passes:
+    a 100k-task plan is millions of objects, and a collection while writing rescans them all."""
+    with _no_cyclic_gc():
+        return output.write_build(project)
 
 
 def build_project(root: Path) -> tuple[dict | None, Diagnostics]:
