@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 from conftest import REPO
 from harnessc.compiler import build_project, compile_project, write_build
 from harnessc.compiler.argv import split_command
-from harnessc.compiler.plan import plan_json
+from harnessc.compiler.planjson import plan_json
 
 # What plans hold: JSON data with string keys and 64-bit integers (floats are left to the
 # read-back test: orjson may write 6.103515625e-05 where json writes 0.00006103515625).

@@ -44,7 +44,7 @@ def write_build(project: Project) -> Path:
     """Write what is left of .harness/build: prompts not written yet, plan.json."""
     import tempfile  # build only: lint's start-up stays light
 
-    from .plan import write_plan_json
+    from .planjson import write_plan_json
 
     out = project.root / BUILD_DIR
     files = project.prompt_files

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import operator
 from array import array
 from collections.abc import Mapping, Sequence
-from itertools import islice
 from dataclasses import dataclass, fields
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 from .. import __version__
 from .ir import LS_KEYS, PRIORITY_RANK, BUILTIN_AGENT, AgentConfig, Task
 from .argv import split_command
+from .planjson import canonical
 from .project import PLAN_VERSION, Project
 
 SCHEMA_VERSION = 1
@@ -334,7 +333,7 @@ class _Interned(dict):
     """Equal JSON values as one object: call it with a value, get the first equal one."""
 
     def __call__(self, value: dict) -> dict:
-        return self.setdefault(_canonical(value), value)
+        return self.setdefault(canonical(value), value)
 
 
 def _waves(nodes: list[dict], order: list[dict]) -> list[list[str]]:
@@ -433,7 +432,7 @@ def finish_plan(project: Project) -> None:
         node["estimate"] = estimate
         spec = _fingerprinted_fields(task_by_id[node["id"]])
         if node["contract"] not in contract_sha:
-            contract_sha[node["contract"]] = hashlib.sha256(_canonical(contract)).hexdigest()
+            contract_sha[node["contract"]] = hashlib.sha256(canonical(contract)).hexdigest()
         node["fingerprint"] = _fingerprint(spec, contract_sha[node["contract"]], node["prompt"].sha256, node["accept"],
                                            project.template_hash)
     project.prompt_chars = array("q")  # now in the estimates
@@ -454,85 +453,10 @@ def _sha(text: str) -> str:
 _fingerprinted_fields = operator.attrgetter(*(key for key in LS_KEYS if key != "done"))
 
 
-def _json_default(value: Any) -> Any:
-    """json's fallback for what it cannot encode: plan nodes as dicts, edges as a list, the rest as text."""
-    if isinstance(value, Mapping):
-        return dict(value)
-    return list(value) if isinstance(value, Edges) else str(value)
-
-
-def _canonical(value: Any) -> bytes:
-    """Canonical JSON (sorted keys, compact, UTF-8), as fingerprints hash it."""
-    import orjson  # build only
-
-    try:
-        return orjson.dumps(value, default=_json_default, option=orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS)
-    except TypeError:  # what orjson refuses (see _indented): json, the same text otherwise
-        return json.dumps(value, sort_keys=True, default=_json_default, separators=(",", ":"),
-                          ensure_ascii=False).encode("utf-8", "surrogatepass")
-
-
 def _fingerprint(spec: dict, contract_sha: str, prompt_sha: str, accept: list, template_hash: str) -> str:
     """sha256 of the task as written, its contract, its first prompt, its accept commands,
     the templates and the harnessc version: when it changes, the task's result is stale."""
-    return hashlib.sha256(_canonical({
+    return hashlib.sha256(canonical({
         "accept": accept, "contract": contract_sha, "harnessc": __version__, "prompt": prompt_sha,
         "task": spec, "templates": template_hash,
     })).hexdigest()
-
-
-# ------------------------------------------------------------------ plan.json text
-
-
-def write_plan_json(plan: dict, write: Callable[[bytes], Any]) -> None:
-    """Write plan.json as UTF-8: ``json.dumps(plan, indent=2, ensure_ascii=False)``, encoded
-    by orjson (a sixth of the time), one top-level list item at a time so the text of a
-    100k-task plan is never held whole.
-
-    JSON has no NaN or Infinity: orjson writes them as null. A value orjson refuses (an
-    integer beyond 64 bits, a lone surrogate or a non-string key from YAML) is encoded by json.
-    """
-    write(b"{")
-    sep = b"\n  "
-    for key, value in plan.items():
-        write(sep + _indented(key, b"") + b": ")
-        sep = b",\n  "
-        if isinstance(value, (list, Edges)):
-            items = iter(value)
-            head = b"[\n    "
-            while piece := list(islice(items, 256)):  # bounded pieces
-                write(head + b",\n    ".join(_indented(v, b"\n    ") for v in piece))
-                head = b",\n    "
-            write(b"[]" if head == b"[\n    " else b"\n  ]")
-        else:
-            write(_indented(value, b"\n  "))
-    write(b"\n}" if plan else b"}")
-
-
-def plan_json(plan: dict) -> str:
-    """The text write_plan_json writes, as one string."""
-    pieces: list[bytes] = []
-    write_plan_json(plan, pieces.append)
-    return b"".join(pieces).decode("utf-8")
-
-
-def _indented(value: Any, newline: bytes) -> bytes:
-    """`value` as indent=2 JSON whose lines after the first start with `newline`."""
-    import orjson  # build only
-
-    try:
-        text = orjson.dumps(value, default=_json_default, option=orjson.OPT_INDENT_2)
-    except TypeError:
-        text = json.dumps(_finite(value), indent=2, default=_json_default).encode("utf-8")
-    return text.replace(b"\n", newline) if newline else text
-
-
-def _finite(value: Any) -> Any:
-    """`value` with NaN and infinities as None, as orjson writes them (json would write NaN)."""
-    if isinstance(value, float):
-        return value if value - value == 0 else None
-    if isinstance(value, Mapping):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, Edges)):
-        return [_finite(v) for v in value]
-    return value
