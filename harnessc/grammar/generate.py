@@ -51,19 +51,14 @@ def generate() -> str:
     from lark.lexer import TerminalDef
     from lark.tools.standalone import gen_standalone
 
+    parsers = {name: Lark((HERE / grammar).read_text(encoding="utf-8"), **options)
+               for name, (grammar, options) in GRAMMARS.items()}
     runtime = io.StringIO()
-    first = None
-    for name, (grammar, options) in GRAMMARS.items():
-        parser = Lark((HERE / grammar).read_text(encoding="utf-8"), **options)
-        if first is None:
-            first = parser
-            gen_standalone(parser, out=runtime)
+    gen_standalone(next(iter(parsers.values())), out=runtime)  # the runtime, and one grammar's tables...
     text = runtime.getvalue()
-    # the runtime without the first grammar's tables: each grammar gets its own below
-    text = text[: text.index("import pickle, zlib, base64\nDATA = (")]
+    text = text[: text.index("import pickle, zlib, base64\nDATA = (")]  # ...cut off: each gets its own below
     out = [HEADER.format(version=lark.__version__), text, f"GRAMMAR_SHA256 = {grammar_hashes()!r}\n"]
-    for name, (grammar, options) in GRAMMARS.items():
-        parser = Lark((HERE / grammar).read_text(encoding="utf-8"), **options)
+    for name, parser in parsers.items():
         data, memo = parser.memo_serialize([TerminalDef, Rule])
         out.append(f"{name} = (\n{data!r},\n{memo!r},\n)\n")
     out.append("Shift = 0\nReduce = 1\n")
