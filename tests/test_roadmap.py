@@ -192,6 +192,18 @@ def test_generated_parsers_are_up_to_date() -> None:
     assert generate.up_to_date(), "run: python -m harnessc.grammar.generate"
 
 
+def test_generated_parsers_never_unpickle(tmp_path: Path) -> None:
+    """The generated runtime keeps Lark's code for cached parsers; it refuses to unpickle."""
+    import pickle
+
+    from harnessc.grammar import lark_parsers
+
+    path = tmp_path / "parser.cache"
+    path.write_bytes(pickle.dumps({"data": {}, "memo": {}}))
+    with path.open("rb") as f, pytest.raises(RuntimeError, match="never from pickles"):
+        lark_parsers.Lark.load(f)
+
+
 def test_generated_parsers_parse_as_lark_does() -> None:
     """The generated tables and a Lark parser built from roadmap.lark give the same trees."""
     import lark

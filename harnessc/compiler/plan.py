@@ -415,7 +415,6 @@ def finish_plan(project: Project) -> None:
     project.template_hash = template_files_hash(plan, project.root)
     agents = {**project.config.agents}
     task_by_id = {t.id: t for t in project.tasks}
-    plan["system"] = {"path": "prompts/_system.md", "sha256": _sha(project.system_prompt)}
     contract_sha: dict[str | None, str] = {}  # contract name -> sha256 of its entry
     estimates: dict[tuple, Estimate] = {}  # equal estimates are one object (plans are read-only)
     for node, chars in zip(plan["nodes"], project.prompt_chars, strict=True):
@@ -442,10 +441,6 @@ def finish_plan(project: Project) -> None:
         "input_tokens": sum(n["estimate"]["input_tokens"] for n in plan["nodes"] if not n["done"]),
         "output_tokens": sum(n["estimate"]["output_tokens"] for n in plan["nodes"] if not n["done"]),
     }
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 # What a fingerprint covers of the task as written: what `ls` shows but `done` (checking a

@@ -173,12 +173,13 @@ def render_system(plan: dict, root: Path) -> str:
 
 # What every prompt of one plan shares, computed once per plan (one plan at a time): building
 # renders every task, which must stay linear and not redo per-contract work.
-_CACHE = SimpleNamespace(plan=None, nodes={}, formats={})
+_CACHE = SimpleNamespace(plan=None, nodes={}, formats={}, user_templates={})
 
 
 def _plan_cache(plan: dict) -> SimpleNamespace:
     if _CACHE.plan is not plan or len(_CACHE.nodes) != len(plan["nodes"]):
         _CACHE.plan, _CACHE.nodes, _CACHE.formats = plan, {n["id"]: n for n in plan["nodes"]}, {}
+        _CACHE.user_templates = {}
     return _CACHE
 
 
@@ -214,9 +215,14 @@ def render_prompt(plan: dict, node_id: str, deps: dict[str, dict] | None, root: 
 
 
 def _user_template(plan: dict, root: Path, name: str) -> bool:
-    """Whether the project's `templates:` directory overrides template `name`."""
-    templates = plan.get("templates")
-    return bool(templates) and (Path(root) / templates / name).is_file()
+    """Whether the project's `templates:` directory overrides template `name` (looked up
+    once per plan and root, not once per task)."""
+    seen = _plan_cache(plan).user_templates
+    key = (str(root), name)
+    if key not in seen:
+        templates = plan.get("templates")
+        seen[key] = bool(templates) and (Path(root) / templates / name).is_file()
+    return seen[key]
 
 
 def builtin_task_prompt(c: dict) -> str:
@@ -294,10 +300,14 @@ def template_files_hash(plan: dict, root: Path) -> str:
     return h.hexdigest()
 
 
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def render_all(project, plan: dict, diags: Diagnostics) -> None:
-    """Build pass: render the system prompt and each task's first prompt, setting the
-    node's prompt reference (path, sha256) and noting its length for finish_plan; the text
-    goes to project.prompt_files (a build) or project.prompts."""
+    """Build pass: render the system prompt and each task's first prompt, setting their
+    references (path, sha256) in the plan and noting each task prompt's length for
+    finish_plan; the text goes to project.prompt_files (a build) or project.prompts."""
     from .plan import PromptRef
 
     root = project.root
@@ -310,6 +320,7 @@ def render_all(project, plan: dict, diags: Diagnostics) -> None:
 
     try:
         project.system_prompt = render_system(plan, root)
+        plan["system"] = PromptRef("_system", _sha256(project.system_prompt))
     except TemplateProblem as p:
         report(p)
     files = project.prompt_files
@@ -322,7 +333,7 @@ def render_all(project, plan: dict, diags: Diagnostics) -> None:
             if p.code == "HC501" or len(diags.errors) > 20:
                 return  # the same template error would repeat for every task
             continue
-        node["prompt"] = PromptRef(tid, hashlib.sha256(text.encode("utf-8")).hexdigest())
+        node["prompt"] = PromptRef(tid, _sha256(text))
         project.prompt_chars.append(len(text))
         if files is not None:
             files.write(f"{tid}.md", text)

@@ -256,14 +256,15 @@ class _Source:
             yield tok("_TEXT", "", text_at, no)
 
 
-_TOKEN_CLASS: Any = None
+_TOKEN_CLASS: Any = None  # the line lexer's token class, a lark Token (defined with the parser)
+_TASKS_CLASS: Any = None  # the transformer that hands each `task` reduction to a _Builder
 
 
 def _parser(builder: "_Builder | None" = None):
     """An LALR parser of grammar/roadmap.lark (its tables are generated into
     harnessc/grammar/lark_parsers.py). With a builder, each `task` reduction becomes a Task
     at once, so a task's lines and tokens are dropped as soon as it is read."""
-    global _TOKEN_CLASS
+    global _TOKEN_CLASS, _TASKS_CLASS
     from ..grammar import lark_parsers
 
     if _TOKEN_CLASS is None:
@@ -281,15 +282,18 @@ def _parser(builder: "_Builder | None" = None):
                 t.start_pos = t.end_pos = t.end_column = None
                 return t
 
-        _TOKEN_CLASS = _LineToken
+        class _Tasks(lark_parsers.Transformer):
+            def __init__(self, builder: _Builder):
+                super().__init__()
+                self.builder = builder
+
+            def task(self, children):
+                return self.builder.task(children)
+
+        _TOKEN_CLASS, _TASKS_CLASS = _LineToken, _Tasks
     if builder is None:
         return lark_parsers.load(lark_parsers.ROADMAP)
-
-    class Tasks(lark_parsers.Transformer):
-        def task(self, children):
-            return builder.task(children)
-
-    return lark_parsers.load(lark_parsers.ROADMAP, transformer=Tasks())
+    return lark_parsers.load(lark_parsers.ROADMAP, transformer=_TASKS_CLASS(builder))
 
 
 def _parse_tree(src: _Source, builder: "_Builder | None" = None):

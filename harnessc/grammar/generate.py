@@ -33,6 +33,22 @@ HEADER = '''\
 # ROADMAP and RULES: (data, memo) pairs for load().
 '''
 
+# The runtime keeps Lark's code for cached parsers, which unpickles files; with no `pickle`
+# but this one in the module, those paths refuse instead of loading anything.
+NO_PICKLE = '''
+
+class _NoPickle:
+    """Where Lark's runtime would unpickle a cached parser (Lark(cache=...), Lark.load(file)):
+    harnessc never does; its parsers load only from the tables below (see load())."""
+
+    def __getattr__(self, name):
+        raise RuntimeError("harnessc's parsers load only from lark_parsers.py's tables, never from pickles")
+
+
+pickle = _NoPickle()
+
+'''
+
 FOOTER = '''
 def load(tables, **options):
     """A Lark parser from a (data, memo) pair of this module."""
@@ -57,7 +73,7 @@ def generate() -> str:
     gen_standalone(next(iter(parsers.values())), out=runtime)  # the runtime, and one grammar's tables...
     text = runtime.getvalue()
     text = text[: text.index("import pickle, zlib, base64\nDATA = (")]  # ...cut off: each gets its own below
-    out = [HEADER.format(version=lark.__version__), text, f"GRAMMAR_SHA256 = {grammar_hashes()!r}\n"]
+    out = [HEADER.format(version=lark.__version__), text, NO_PICKLE, f"GRAMMAR_SHA256 = {grammar_hashes()!r}\n"]
     for name, parser in parsers.items():
         data, memo = parser.memo_serialize([TerminalDef, Rule])
         out.append(f"{name} = (\n{data!r},\n{memo!r},\n)\n")
