@@ -183,6 +183,11 @@ def _plan_cache(plan: dict) -> SimpleNamespace:
     return _CACHE
 
 
+def _forget_plan() -> None:
+    """Drop the cache: a build is done with its plan, which must not outlive the project."""
+    _CACHE.plan, _CACHE.nodes, _CACHE.formats, _CACHE.user_templates = None, {}, {}, {}
+
+
 def _node_index(plan: dict) -> dict[str, dict]:
     """id -> node, built once per plan dict."""
     return _plan_cache(plan).nodes
@@ -324,18 +329,21 @@ def render_all(project, plan: dict, diags: Diagnostics) -> None:
     except TemplateProblem as p:
         report(p)
     files = project.prompt_files
-    for node in plan["nodes"]:
-        tid = node["id"]
-        try:
-            text = render_prompt(plan, tid, None, root)
-        except TemplateProblem as p:
-            report(p)
-            if p.code == "HC501" or len(diags.errors) > 20:
-                return  # the same template error would repeat for every task
-            continue
-        node["prompt"] = PromptRef(tid, _sha256(text))
-        project.prompt_chars.append(len(text))
-        if files is not None:
-            files.write(f"{tid}.md", text)
-        else:
-            project.prompts[tid] = text
+    try:
+        for node in plan["nodes"]:
+            tid = node["id"]
+            try:
+                text = render_prompt(plan, tid, None, root)
+            except TemplateProblem as p:
+                report(p)
+                if p.code == "HC501" or len(diags.errors) > 20:
+                    return  # the same template error would repeat for every task
+                continue
+            node["prompt"] = PromptRef(tid, _sha256(text))
+            project.prompt_chars.append(len(text))
+            if files is not None:
+                files.write(f"{tid}.md", text)
+            else:
+                project.prompts[tid] = text
+    finally:
+        _forget_plan()
