@@ -91,6 +91,11 @@ async def _drain(stream: asyncio.StreamReader | None, cap: int, flags: dict) -> 
             flags["truncated"] = True
 
 
+def _retrieve(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
 def _killpg(pid: int, sig: int) -> None:
     try:
         os.killpg(pid, sig)
@@ -155,6 +160,9 @@ async def run(
     readers = asyncio.gather(
         _drain(proc.stdout, max_output, flags), _drain(proc.stderr, max_output, flags)
     )
+    # A cancelled gather ends with a CancelledError set as its exception; asyncio logs
+    # "exception was never retrieved" for it unless someone looks. Look, always.
+    readers.add_done_callback(_retrieve)
 
     async def feed() -> None:
         if stdin is not None and proc.stdin is not None:
