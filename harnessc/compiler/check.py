@@ -22,7 +22,7 @@ def resolve_references(project: Project) -> None:
     """depends_on, contract and agent names must exist (with did-you-mean)."""
     ids = [t.id for t in project.tasks]
     known = set(ids)
-    agents = set(project.config.agents)  # a view of harness.yaml: read it once, not per task
+    agents = set(project.agent_names)  # a view of harness.yaml: read it once, not per task
     for task in project.tasks:
         for i, dep in enumerate(task.depends_on):
             if dep == task.id:
@@ -36,7 +36,7 @@ def resolve_references(project: Project) -> None:
                                 did_you_mean(task.contract, project.contracts)
                                 or "define it in contracts.yaml; `harnessc contracts` lists the built-ins")
         for i, name in enumerate(task.agent):
-            if name != "auto" and name not in agents:
+            if name != "auto" and name not in agents and not project.config_unreadable:
                 names = project.agent_names
                 project.diags.error("HC403", f"unknown agent '{name}'", _value_span(task, "agent", i),
                                     did_you_mean(name, names)
@@ -221,10 +221,27 @@ def _report_cycle(project: Project, tasks, cycle: list[str]) -> None:
 
 
 def check_verification(project: Project) -> None:
-    """Warn about open tasks that nothing verifies: any agent answer would count as done."""
+    """Warn about open tasks that nothing verifies: any agent answer would count as done.
+
+    A contract verifies only through its output (and output rules) or its accept commands:
+    `contract: code_change` alone checks nothing.
+    """
     for task in project.tasks:
-        if task.done:
+        if task.done or task.accept or task.completion_promise:
             continue
-        if not (task.contract or task.accept or task.completion_promise):
+        if not task.contract:
             project.diags.warning("HC410", f"nothing verifies task '{task.id}'", task.span,
                                   "add a contract:, accept: or completion_promise: so a claim of success is checked")
+            continue
+        contract = project.contracts.get(task.contract)
+        if contract is not None and task.contract not in project.broken_contracts and not _contract_verifies(contract):
+            project.diags.warning(
+                "HC410", f"nothing verifies task '{task.id}': contract '{task.contract}' has no output and no accept commands",
+                _value_span(task, "contract"),
+                "add accept: (a command that must exit 0, e.g. `accept: pytest -q`) or completion_promise:",
+            )
+
+
+def _contract_verifies(contract) -> bool:
+    """Whether a contract checks anything: a declared output, output rules or accept commands."""
+    return bool(contract.output or contract.output_rules or contract.accept)

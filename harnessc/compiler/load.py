@@ -63,7 +63,9 @@ def parse_roadmap(project: Project) -> None:
 def _salvage(kind: str, data: dict, depth: int) -> dict:
     """`data` without the entries that fail validation (already reported), so the rest is checked.
 
-    An entry is cut at `depth` (an agent, a deliverable), a missing key takes its parent with it.
+    An unknown key goes alone; a bad value takes its entry at `depth` (an agent, a
+    deliverable) with it; a missing key takes its parent. A cut deliverable stays defined,
+    as `any`: rules that name it are not wrong because of a mistake elsewhere.
     """
     data = copy.deepcopy(data)
     for _ in range(50):
@@ -71,14 +73,31 @@ def _salvage(kind: str, data: dict, depth: int) -> dict:
         if not places:
             return data
         path, keyword = max(places, key=lambda p: len(p[0]))
-        cut = path[:depth] if len(path) > depth else path[:-1] if keyword == "required" else path
+        if keyword == "additionalProperties":
+            cut = path
+        else:
+            cut = path[:depth] if len(path) > depth else path[:-1] if keyword == "required" else path
         if not cut:
             return {}
         node = data
         for part in cut[:-1]:
             node = node[part]
-        del node[cut[-1]]
+        if kind == "contracts" and len(cut) == 4 and cut[2] == "output" and node[cut[-1]] != _ANY:
+            node[cut[-1]] = dict(_ANY)
+        else:
+            del node[cut[-1]]
     return {}
+
+
+_ANY = {"type": "any"}  # what a cut deliverable becomes
+
+
+def _cut_entries(written, salvaged) -> set[str]:
+    """Names of the entries of a written mapping that _salvage cut into (or out)."""
+    if not isinstance(written, dict):
+        return set()
+    kept = salvaged if isinstance(salvaged, dict) else {}
+    return {name for name, body in written.items() if name not in kept or kept[name] != body}
 
 
 def load_config(project: Project) -> None:
@@ -88,11 +107,13 @@ def load_config(project: Project) -> None:
     if text is not None:
         loaded, marks = load_yaml(text, HARNESS, project.diags)
         project.config_marks = marks
+        project.config_unreadable = loaded is None and text.strip() != ""
         if loaded is not None:
             if check_spec("harness", loaded, marks, project.diags, HARNESS) is not None:
                 data = loaded
             elif isinstance(loaded, dict):
                 data = _salvage("harness", loaded, depth=2)
+                project.broken_agents = _cut_entries(loaded.get("agents"), data.get("agents"))
     agents = data.get("agents") if isinstance(data.get("agents"), dict) else {}
     data = {**data, "agents": {**agents, BUILTIN_AGENT: agents.get(BUILTIN_AGENT, BUILTIN_AGENT_SPEC)}}
     v = validator("harness")
@@ -127,7 +148,7 @@ def _check_routing_names(project: Project) -> None:
     uses += [(("routing", "by_complexity", k), v) for k, v in cfg.routing.by_complexity.items()]
     uses += [(("routing", "escalation", i), v) for i, v in enumerate(cfg.routing.escalation)]
     for loc, name in uses:
-        if name != "auto" and name not in cfg.agents:
+        if name != "auto" and not project.defines_agent(name):
             project.diags.error("HC403", f"unknown agent '{name}'", marks.value(loc),
                                 did_you_mean(name, names) or f"agents defined: {', '.join(names)}")
 
@@ -164,8 +185,9 @@ def load_contracts(project: Project) -> None:
             written = data.get("contracts") if isinstance(data, dict) else None
             if check_spec("contracts", data, marks, project.diags, CONTRACTS) is None:
                 data = _salvage("contracts", data, depth=4) if isinstance(data, dict) else {}
+                project.broken_contracts = _cut_entries(written, data.get("contracts"))
                 # a contract cut out whole was reported already; its name still resolves
-                for name in written if isinstance(written, dict) else ():
+                for name in project.broken_contracts:
                     data.setdefault("contracts", {}).setdefault(name, {})
             for name, body in (data.get("contracts") or {}).items():
                 bodies[name] = body if isinstance(body, dict) else {}

@@ -39,6 +39,11 @@ class Project:
     contract_paths: dict[str, tuple] = field(default_factory=dict)  # name -> path inside its file
     builtin_names: set[str] = field(default_factory=set)
     contracts_unreadable: bool = False  # contracts.yaml did not parse: unknown names are not news
+    config_unreadable: bool = False  # harness.yaml did not parse: unknown agent names are not news
+    # Defined, but with an error already reported (the bad part was cut out): references to
+    # them resolve, and checks of what they contain are skipped. One mistake, one error.
+    broken_agents: set[str] = field(default_factory=set)
+    broken_contracts: set[str] = field(default_factory=set)
     context_files: dict[str, list[str]] = field(default_factory=dict)  # task id -> resolved paths, if any
     prompts: dict[str, str] = field(default_factory=dict)  # task id -> first prompt (when kept in memory)
     prompt_chars: "array[int]" = field(default_factory=lambda: array("q"))  # each node's prompt length, in order
@@ -62,4 +67,8 @@ class Project:
 
     @property
     def agent_names(self) -> list[str]:
-        return list(self.config.agents)
+        """Every agent harness.yaml defines, broken ones included."""
+        return [*self.config.agents, *sorted(self.broken_agents - set(self.config.agents))]
+
+    def defines_agent(self, name: str) -> bool:
+        return name in self.config.agents or name in self.broken_agents or self.config_unreadable
