@@ -119,7 +119,21 @@ def load_config(project: Project) -> None:
     v = validator("harness")
     project.config = SpecView(data, v.root, v)
     _check_routing_names(project)
+    _check_command_agents(project)
     _check_templates_dir(project)
+
+
+def _check_command_agents(project: Project) -> None:
+    """A `command` agent needs its argv: without one it would fail only when a task runs."""
+    marks = project.config_marks
+    for name, agent in project.config.agents.items():
+        if agent.provider != "command" or agent.command or marks is None:
+            continue
+        loc = ("agents", name)
+        where = marks.value(loc + ("command",)) if "command" in agent.raw() else marks.key(loc)
+        project.diags.error("HC215", f"agent '{name}' has provider command but no command", where,
+                            "add the argv to run, e.g. `command: [my-agent, --print, '{prompt}']`"
+                            " ({prompt} and {prompt_file} are replaced, else the prompt goes to stdin)")
 
 
 def _check_templates_dir(project: Project) -> None:
