@@ -1,5 +1,6 @@
 """dbt-style task selection: `id`, `+id` (with ancestors), `id+` (with descendants), `tag:x`,
-`phase:x` (name or slug prefix, e.g. phase:phase-1); space-separated selectors are a union, comma-joined ones an intersection."""
+`phase:x` (the phase's slug, its leading words, or its number: phase:phase-1, phase:1);
+space-separated selectors are a union, comma-joined ones an intersection."""
 
 from __future__ import annotations
 
@@ -21,6 +22,33 @@ def _closure(start: set[str], edges: dict[str, list[str]]) -> set[str]:
     return seen
 
 
+# a run of characters other than letters and digits, except a '.' inside a number (1.5)
+_SLUG_GAP = re.compile(r"(?:[^a-z0-9.]|(?<![0-9])\.|\.(?![0-9]))+")
+
+
+def _slug(text: str) -> str:
+    """'Phase 1: Foundations' -> 'phase-1-foundations'; 'Phase 1.5: Fixes' -> 'phase-1.5-fixes'."""
+    return _SLUG_GAP.sub("-", text.lower()).strip("-")
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)*")
+
+
+def _phase_matches(phase: str, want: str) -> bool:
+    """Whether `phase:want` selects a phase. Phase names have spaces but selectors are
+    space-separated, so the slug is what is matched, and by whole words: phase-1 selects
+    "Phase 1: Foundations", never "Phase 10". A number selects the phase numbered so; a
+    glob is matched against the name and the slug."""
+    slug = _slug(phase)
+    if any(ch in want for ch in "*?["):
+        return any(fnmatch.fnmatchcase(name, want.lower()) for name in (phase.lower(), slug))
+    if _NUMBER.fullmatch(want):
+        number = _NUMBER.search(phase)
+        return number is not None and number.group() == want
+    wanted = _slug(want)
+    return bool(wanted) and (slug == wanted or slug.startswith(wanted + "-"))
+
+
 def _atom(atom: str, tasks: list[dict], parents: dict, children: dict) -> set[str]:
     up = atom.startswith("+")
     down = atom.endswith("+") and len(atom) > 1
@@ -31,15 +59,8 @@ def _atom(atom: str, tasks: list[dict], parents: dict, children: dict) -> set[st
         want = core[4:]
         base = {t["id"] for t in tasks if any(fnmatch.fnmatchcase(tag, want) for tag in t.get("tags") or [])}
     elif core.startswith("phase:"):
-        # Phase names have spaces but selectors are space-separated: match the slug too,
-        # so `phase:phase-1` picks "Phase 1: Foundations".
-        want = core[6:].lower()
-        base = set()
-        for t in tasks:
-            phase = (t.get("phase") or "").lower()
-            slug = re.sub(r"[^a-z0-9]+", "-", phase).strip("-")
-            if phase and any(fnmatch.fnmatchcase(name, want) or name.startswith(want) for name in (phase, slug)):
-                base.add(t["id"])
+        want = core[6:]
+        base = {t["id"] for t in tasks if t.get("phase") and _phase_matches(t["phase"], want)}
     else:
         base = {t["id"] for t in tasks if fnmatch.fnmatchcase(t["id"], core)}
         if not base:
