@@ -89,6 +89,12 @@ def main() -> None:
     except click.exceptions.Abort:
         click.echo("harnessc: aborted", err=True)
         sys.exit(Exit.STOPPED)
+    except click.NoSuchOption as e:
+        if e.option_name in ("-C", "--project"):
+            fail_usage(f"{e.option_name} is an option of harnessc, not of the command",
+                       hint=f"put -C before the command: {_project_first(sys.argv[1:])}")
+        e.show()
+        sys.exit(Exit.USAGE)
     except click.ClickException as e:
         e.show()
         sys.exit(Exit.USAGE)
@@ -105,6 +111,26 @@ def main() -> None:
         if os.environ.get("HARNESSC_DEBUG"):
             raise
         sys.exit(Exit.USAGE)
+
+
+def _project_first(args: list[str]) -> str:
+    """The command line with a misplaced -C DIR (or --project[=]DIR) moved to the front."""
+    import shlex
+
+    rest, moved, i = [], [], 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-C", "--project") and i + 1 < len(args):
+            moved, i = ["-C", args[i + 1]], i + 2
+            continue
+        if a.startswith("--project="):
+            moved = ["-C", a.split("=", 1)[1]]
+        elif a.startswith("-C") and len(a) > 2:
+            moved = ["-C", a[2:]]
+        else:
+            rest.append(a)
+        i += 1
+    return shlex.join(["harnessc", *moved, *rest])
 
 
 # ============================================================== compiler commands

@@ -65,6 +65,19 @@ def test_lint_outside_a_project_is_a_usage_error(tmp_path: Path) -> None:
     assert r.returncode == 2 and "does not exist" in r.stderr
 
 
+@pytest.mark.parametrize("args, moved", [
+    (["lint", "-C", "DIR"], "harnessc -C DIR lint"),
+    (["lint", "--project=DIR", "--format", "json"], "harnessc -C DIR lint --format json"),
+    (["ls", "--project", "DIR", "-s", "a"], "harnessc -C DIR ls -s a"),
+])
+def test_project_option_after_the_command_says_where_it_goes(demo: Path, args: list[str], moved: str) -> None:
+    args = [a.replace("DIR", str(demo)) for a in args]
+    r = run(*args)
+    assert r.returncode == 2 and r.stdout == ""
+    assert "harnessc: error: " in r.stderr and "is an option of harnessc, not of the command" in r.stderr
+    assert f"hint: put -C before the command: {moved.replace('DIR', str(demo))}" in r.stderr
+
+
 def test_lint_reports_every_problem_with_location(tmp_path: Path) -> None:
     root = tmp_path / "p"
     shutil.copytree(FIXTURES / "projects" / "unknown-keys", root, ignore=shutil.ignore_patterns("expected.txt"))
