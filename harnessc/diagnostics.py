@@ -34,6 +34,7 @@ CODES: dict[str, str] = {
     "HC203": "YAML alias, anchor or tag not allowed",
     "HC204": "duplicate YAML key",
     "HC205": "YAML nesting or size limit exceeded",
+    "HC206": "number out of range",
     "HC210": "unknown key",
     "HC211": "bad value",
     "HC212": "unknown deliverable type",
@@ -42,6 +43,7 @@ CODES: dict[str, str] = {
     "HC215": "missing required key",
     "HC216": "templates directory missing or outside the project",
     "HC217": "key does not apply to this deliverable type",
+    "HC218": "$ref in a deliverable's schema",
     # rules
     "HC301": "rule syntax error",
     "HC302": "rule does not type-check",

@@ -65,6 +65,8 @@ def _run(project: Project, passes) -> Project:
         p(project)
         if project.roadmap is None and p is load.parse_roadmap:
             break  # nothing to check without a roadmap
+        if passes is PLAN_PASSES and project.diags.has_errors():
+            break  # each plan pass works on the one before's result, which an error leaves unfinished
     return project
 
 

@@ -134,6 +134,8 @@ def _rule_span(project: Project, marks, loc: tuple, offset: int, length: int) ->
 
 def check_contracts(project: Project) -> None:
     """Rules parse and type-check; examples and defaults satisfy their own type and rules."""
+    from .contract_schema import schema_refs
+    from .specview import raw
     from .validate import check_example
 
     for name in sorted(project.contract_marks):
@@ -148,6 +150,7 @@ def check_contracts(project: Project) -> None:
                     project.diags.error("HC217", f"'{key}' applies to {wanted} deliverables, and '{loc[-1]}' is {d.type}",
                                         marks.key(loc + (key,)), f"set `type: {wanted}` or remove `{key}`")
             results = [_check_rule(project, marks, loc + ("rules", i), text, d) for i, text in enumerate(d.rules)]
+            results += [_refuse_ref(project, marks, loc + ("schema",) + ref) for ref in schema_refs(raw(d.schema_))]
             if not all(results):
                 continue
             for key in ("example", "default"):
@@ -161,6 +164,12 @@ def check_contracts(project: Project) -> None:
                                         "fix the value or the rule; fallbacks and the simulate agent use it")
         for i, text in enumerate(contract.output_rules):
             _check_rule(project, marks, base + ("output_rules", i), text, contract.output)
+
+
+def _refuse_ref(project: Project, marks, loc: tuple) -> bool:
+    project.diags.error("HC218", "$ref is not allowed in a deliverable's schema", marks.key(loc),
+                        "write the sub-schema out in full; references are never followed or fetched")
+    return False
 
 
 def _check_rule(project: Project, marks, loc: tuple, text: str, subject) -> bool:

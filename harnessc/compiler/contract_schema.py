@@ -145,6 +145,35 @@ def deliverable_schema(d: Deliverable | dict) -> dict:
     return out
 
 
+# Draft-07 keywords whose values are schemas, mappings of schemas, or lists of schemas.
+_SUBSCHEMA = ("items", "additionalItems", "additionalProperties", "contains", "propertyNames", "not",
+              "if", "then", "else")
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "definitions", "$defs", "dependencies")
+_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "items")
+
+
+def schema_refs(schema: Any, loc: tuple = ()) -> Iterator[tuple]:
+    """Where a user's `schema:` uses `$ref` (the path of each `$ref` key).
+
+    Lint refuses them all: a remote ref would be fetched, `#` alone recurses for ever, and a
+    local `#/...` means another place once the schema is merged into the contract's output
+    schema. The YAML depth limit bounds this walk.
+    """
+    if not isinstance(schema, dict):
+        return
+    if "$ref" in schema:
+        yield loc + ("$ref",)
+    for key, value in schema.items():
+        if key in _SUBSCHEMA:
+            yield from schema_refs(value, loc + (key,))
+        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            for name, sub in value.items():
+                yield from schema_refs(sub, loc + (key, name))
+        if key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            for i, sub in enumerate(value):
+                yield from schema_refs(sub, loc + (key, i))
+
+
 def _object_schema(fields: dict[str, Any]) -> dict:
     props = {name: deliverable_schema(f) for name, f in fields.items()}
     required = [name for name, f in fields.items() if _dump(f).get("required", True)]

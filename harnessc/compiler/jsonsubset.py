@@ -19,7 +19,7 @@ ANNOTATIONS = {"$schema", "$id", "title", "description", "default", "examples", 
 KEYWORDS = {"$ref", "anyOf", "allOf", "type", "enum", "const", "properties", "required",
             "additionalProperties", "items", "minimum", "maximum", "exclusiveMinimum",
             "exclusiveMaximum", "minLength", "maxLength", "minItems", "maxItems", "pattern",
-            "uniqueItems", "minProperties", "maxProperties"}
+            "uniqueItems", "minProperties", "maxProperties", "propertyNames"}
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,12 @@ class Validator:
             if name not in data:
                 yield SchemaError(path + (name,), "required", f"missing required key '{name}'", s, None)
         extra = s.get("additionalProperties", True)
+        names = s.get("propertyNames")
         for key, value in data.items():
+            if names is not None and self.errors(key, names, path + (key,)):
+                yield SchemaError(path + (key,), "propertyNames", f"key '{key}' is not allowed here",
+                                  self.resolve(names) if isinstance(names, dict) else {}, key)
+                continue
             if key in props:
                 yield from self.iter_errors(value, props[key], path + (key,))
             elif extra is False:

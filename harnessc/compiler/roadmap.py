@@ -29,6 +29,7 @@ from .vocab import Complexity, FailureStrategy, Priority, parse_duration
 __all__ = ["parse_roadmap", "format_roadmap", "PROPERTY_KEYS", "KEY_ALIASES", "ID_PATTERN"]
 
 ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+MAX_ID_LENGTH = 128  # an id names files (prompts/<id>.md): well under the 255-byte file name limit
 _ID = re.compile(ID_PATTERN)
 _WORD = re.compile(r"[A-Za-z0-9_-]+")
 _USD = re.compile(r"\$?[ \t]*(\d+(?:\.\d*)?|\.\d+)")
@@ -359,7 +360,7 @@ class _Builder:
         None: a task too broken to keep; False: a bold list item, maybe prose, not a task.
         """
         m = _CLEAN_TASK_LINE.fullmatch(line)
-        if m is not None and not _is_blank(m.group(3)):  # nothing to report: the usual case
+        if m is not None and not _is_blank(m.group(3)) and len(m.group(2)) <= MAX_ID_LENGTH:  # the usual case
             title_at = m.start(3)
             return m.group(2), m.start(2) + 1, m.group(3).strip(), self.col_of(line, title_at), m.group(1) != " "
         pos = 1
@@ -430,6 +431,9 @@ class _Builder:
             return None
         if not _ID.fullmatch(id_):
             self.error("HC106", f"bad task id '{id_}'", no, id_col, len(id_), _ID_HINT)
+        elif len(id_) > MAX_ID_LENGTH:
+            self.error("HC106", f"task id is {len(id_)} characters long, over the limit of {MAX_ID_LENGTH}",
+                       no, id_col, len(id_), "shorten the id; the title can say the rest")
         title = line[title_at:].strip()
         if not title:
             self.error(

@@ -161,6 +161,10 @@ def report(e: SchemaError, v: Validator, marks: Marks, diags: Diagnostics) -> No
         allowed = list((s.get("properties") or {}).keys())
         hint = did_you_mean(str(key), allowed) or (f"allowed keys here: {', '.join(sorted(allowed))}" if allowed else None)
         diags.error("HC210", f"unknown key '{key}'", marks.key(path), hint)
+    elif e.keyword == "propertyNames":
+        allowed = [str(c) for c in s.get("enum") or []]
+        hint = did_you_mean(str(key), allowed) or (f"allowed keys here: {', '.join(allowed)}" if allowed else None)
+        diags.error("HC210", f"unknown key '{key}'", marks.key(path), hint)
     elif e.keyword == "required":
         parent = path[:-1]
         diags.error("HC215", f"missing required key '{key}'", marks.key(parent) if parent else marks.value(()),

@@ -2,12 +2,14 @@
 
 Built from PyYAML's event stream rather than its constructor so that anchors, aliases and
 tags are refused before anything is expanded (an alias bomb costs nothing), duplicate keys
-are caught, and every key and value keeps its line and column. Returns plain Python data and
+are caught, and every key and value keeps its line and column. Keys are text as written (specs
+are JSON data, whose keys are strings) and numbers must fit JSON, pydantic and SQLite. Returns plain Python data and
 a `Marks` table from a path like ("contracts", "x", "output", "score") to where it was written.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +20,10 @@ from ..diagnostics import Diagnostics, Span
 MAX_BYTES = 1_000_000
 MAX_DEPTH = 32
 MAX_NODES = 200_000
+# Numbers must survive the trip through JSON, pydantic and SQLite: whole numbers fit in a
+# signed 64-bit integer, other numbers are finite doubles (no .nan, .inf or 1e400).
+MAX_INT = 2**63 - 1
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
 
 Path = tuple[Any, ...]
 
@@ -67,14 +73,32 @@ yaml.constructor.SafeConstructor.__init__(_constructor)
 _resolver = yaml.resolver.Resolver()
 
 
-def _scalar(event) -> Any:
+def _scalar(event, path: str) -> Any:
     tag = _resolver.resolve(yaml.ScalarNode, event.value, event.implicit)
     if tag == "tag:yaml.org,2002:str":  # most scalars: what the constructor would return
         return event.value
     if tag == "tag:yaml.org,2002:timestamp":
         return event.value  # dates stay strings: outputs and examples are JSON
-    node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
-    return _constructor.construct_object(node, deep=True)
+    if tag in _NUMBER_TAGS and sum(c.isdigit() for c in event.value) > 400:
+        value = None  # past Python's int-parsing limit (4,300 digits), and quadratic to parse
+    else:
+        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+        value = _constructor.construct_object(node, deep=True)
+    if tag in _NUMBER_TAGS and not _fits(value):
+        raise _Reject("HC206", f"number {_short(event.value)} is out of range", _span(path, event.start_mark, event.end_mark),
+                      f"numbers are finite and whole numbers are at most {MAX_INT:,} in size; "
+                      "quote the value if it is meant as text")
+    return value
+
+
+def _fits(value: Any) -> bool:
+    if isinstance(value, int):
+        return -MAX_INT <= value <= MAX_INT
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 24 else f"{text[:10]}...{text[-6:]} ({len(text)} characters)"
 
 
 def load_yaml(text: str, path: str, diags: Diagnostics) -> tuple[Any, Marks]:
@@ -180,10 +204,13 @@ def _build(events, path: str, marks: Marks) -> Any:
                               "remove the '---' separator; a spec file holds one document")
         elif isinstance(event, yaml.ScalarEvent):
             check(event)
-            try:
-                value = _scalar(event)
-            except yaml.YAMLError as e:
-                raise _Reject("HC201", f"bad scalar: {e}", _span(path, event.start_mark)) from None
+            if stack and stack[-1][0] == "map" and stack[-1][3] is _NO_KEY:
+                value = event.value  # a key is text as written: `1:`, `true:`, `~:` are '1', 'true', '~'
+            else:
+                try:
+                    value = _scalar(event, path)
+                except yaml.YAMLError as e:
+                    raise _Reject("HC201", f"bad scalar: {e}", _span(path, event.start_mark)) from None
             attach(value, event.start_mark, event.end_mark)
         elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             check(event)
