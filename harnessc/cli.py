@@ -280,16 +280,19 @@ def validate(ctx: Context, contract_name: str, file: str, output: str) -> None:
     """Validate an output JSON file against a contract: exit 0 valid, 1 invalid."""
     import json
 
-    from .compiler import load
+    from .compiler import check, load
     from .compiler.contract_schema import contract_plan_entry
     from .compiler.project import Project
-    from .compiler.validate import validate_output
+    from .compiler.validate import NotJSON, loads_json, validate_output
     from .diagnostics import did_you_mean
 
     root = ctx.root(must_exist=False)
     project = Project(root=root)
-    for p in (load.discover, load.load_config, load.load_contracts, load.to_models):
+    for p in (load.discover, load.load_config, load.load_contracts, check.check_contracts):
         p(project)
+    if project.diags.has_errors():  # a contract lint refuses is not one to validate against
+        sys.exit(report(project.diags, project.sources, "text", False))
+    load.to_models(project)
     if contract_name not in project.contracts:
         fail_usage(f"unknown contract '{contract_name}'",
                    did_you_mean(contract_name, project.contracts) or "`harnessc contracts` lists the built-ins")
@@ -302,9 +305,11 @@ def validate(ctx: Context, contract_name: str, file: str, output: str) -> None:
     except (OSError, UnicodeDecodeError) as e:
         fail_usage(f"cannot read {file}: {e}")
     try:
-        data = json.loads(text)
+        data = loads_json(text)
     except json.JSONDecodeError as e:
         errors = [{"path": "$", "kind": "json", "message": f"{file}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}", "rule": None}]
+    except NotJSON as e:
+        errors = [{"path": "$", "kind": "json", "message": f"{file}: not valid JSON: {e}", "rule": None}]
     else:
         errors = validate_output(entry, data)
     if output == "json":

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 from typing import Any, Iterator
 
@@ -267,6 +268,47 @@ def check_example(deliverable: Any, value: Any) -> list[str]:
 
 # ------------------------------------------------------------------ extracting JSON
 
+class NotJSON(ValueError):
+    """Text that strict JSON refuses: NaN/Infinity, numbers out of range, nesting too deep."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise NotJSON(f"{name} is not a JSON value")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotJSON(f"number {text[:20]}{'...' * (len(text) > 20)} is out of range")
+    return value
+
+
+# Outputs are JSON as RFC 8259 has it: Python's module also reads NaN and Infinity, and turns
+# 1e400 into inf; neither survives a round trip through state.db or a JSON Schema check.
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
+def loads_json(text: str) -> Any:
+    """Strict json.loads: JSONDecodeError for bad syntax, NotJSON for what JSON cannot hold."""
+    value, end = raw_decode_json(text, json.decoder.WHITESPACE.match(text, 0).end())
+    end = json.decoder.WHITESPACE.match(text, end).end()
+    if end != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return value
+
+
+def raw_decode_json(text: str, pos: int = 0) -> tuple[Any, int]:
+    """Strict JSONDecoder.raw_decode (see loads_json)."""
+    try:
+        return _DECODER.raw_decode(text, pos)
+    except RecursionError:
+        raise NotJSON("nested too deeply") from None
+    except (json.JSONDecodeError, NotJSON):
+        raise
+    except ValueError as e:  # Python's int limit: more than 4,300 digits
+        raise NotJSON("a number has more than 4,300 digits") from None
+
+
 MAX_DECODE_FAILURES = 200  # '{' positions tried that do not parse: bounds work on garbage
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
 
@@ -280,13 +322,12 @@ def extract_json(text: str) -> tuple[Any | None, str | None]:
     """
     if not isinstance(text, str):
         return None, "no JSON object found in the response: it is not text"
-    decoder = json.JSONDecoder()
     fenced = [m for m in _FENCE.finditer(text) if m.group(1).lower() in ("json", "")]
     for m in reversed(fenced):
         body = m.group(2).strip()
         try:
-            value = json.loads(body)
-        except (ValueError, RecursionError):
+            value = loads_json(body)
+        except ValueError:
             continue
         if isinstance(value, dict):
             return value, None
@@ -297,11 +338,11 @@ def extract_json(text: str) -> tuple[Any | None, str | None]:
     pos = text.find("{")
     while pos != -1 and failures < MAX_DECODE_FAILURES:
         try:
-            value, end = decoder.raw_decode(text, pos)
-        except (ValueError, RecursionError) as e:  # too deeply nested is not an answer either
+            value, end = raw_decode_json(text, pos)
+        except ValueError as e:  # too deeply nested or NaN is not an answer either
             failures += 1
             if first_error is None:
-                first_error = f"{e.msg} (offset {e.pos})" if isinstance(e, json.JSONDecodeError) else "nested too deeply"
+                first_error = f"{e.msg} (offset {e.pos})" if isinstance(e, json.JSONDecodeError) else str(e)
             pos = text.find("{", pos + 1)
             continue
         if isinstance(value, dict):
