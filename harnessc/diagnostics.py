@@ -160,12 +160,18 @@ class Diagnostics:
         return len(self.items)
 
 
-def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
-    """A hint naming the closest choice, or None."""
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice closest to word, if one is close enough to be what was meant."""
     import difflib  # only when a hint is needed: lint start-up stays cheap
 
     match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"did you mean '{match[0]}'?" if match else None
+    return match[0] if match else None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    """A hint naming the closest choice, or None."""
+    match = closest(word, choices)
+    return f"did you mean '{match}'?" if match else None
 
 
 # ---------------------------------------------------------------- renderers

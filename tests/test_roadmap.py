@@ -342,6 +342,61 @@ def test_every_property_is_formatted() -> None:
     assert not set(KEY_ALIASES) & written
 
 
+# ------------------------------------------------------------------ where the property block ends
+
+
+def _loosen(text: str, blanks: list[bool]) -> str:
+    """The roadmap with a blank line before some property lines (one flag per property line)."""
+    out, flags, in_block = [], iter(blanks), False
+    for ln in text.splitlines():
+        in_block = ln.startswith(("- [", "  - ")) and (in_block or ln.startswith("- ["))
+        if in_block and ln.startswith("  - ") and next(flags, False):
+            out.append("")
+        out.append(ln)
+    return "\n".join(out) + "\n"
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(roadmaps(), st.lists(st.booleans(), max_size=60))
+def test_blank_lines_between_properties_keep_them_properties(roadmap: Roadmap, blanks: list[bool]) -> None:
+    # Markdown's loose lists: a blank line between items does not end the list
+    text = _loosen(format_roadmap(roadmap), blanks)
+    back, diags = parse(text)
+    assert not diags.items, render_text(diags.sorted(), {PATH: text}) + text
+    assert ir(back) == ir(roadmap), text
+
+
+heading_words = st.sampled_from(["Goal", "Note", "Context", "Success", "Status", "Tags", "Agent", "Priority",
+                                 "Output", "Steps", "Budget", "Model"]) | st.from_regex(r"[A-Z][a-z]{1,10}", fullmatch=True)
+labelled_line = st.builds(lambda w, t: f"{w}: {t}", heading_words, line_text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(labelled_line, min_size=1, max_size=5), st.booleans())
+def test_labelled_goal_lines_after_the_properties_stay_goal_text(goal: list[str], blank: bool) -> None:
+    # "Goal: Create ...", "Context: ...": goal text, whether or not a blank line comes first
+    text = "## Tasks\n\n- [ ] **a**: A\n  - agent: codex\n" + ("\n" if blank else "")
+    text += "".join(f"  {ln}\n" for ln in goal)
+    roadmap, diags = parse(text)
+    assert not diags.items, render_text(diags.sorted(), {PATH: text})
+    (task,) = roadmap.tasks
+    assert task.agent == ("codex",) and task.goal == "\n".join(goal)
+
+
+@pytest.mark.parametrize("line, key", [
+    ("  - depends on: b", "depends_on"), ("  - depends_on b", "depends_on"), ("  depends_on: b", "depends_on"),
+    ("- depends_on: b", "depends_on"), ("  - Depends_on: b", None), ("  contrct: b", None),
+])
+def test_a_misformed_property_line_is_an_error_and_the_block_goes_on(line: str, key: str | None) -> None:
+    text = f"## Tasks\n\n- [ ] **a**: A\n{line}\n  - agent: codex\n\n  Goal.\n- [ ] **b**: B\n"
+    roadmap, diags = parse(text)
+    (error,) = diags.errors
+    assert error.span.line == 4 and error.hint and error.code in ("HC102", "HC103")
+    task = roadmap.tasks[0]
+    assert task.agent == ("codex",) and task.goal == "Goal."
+    assert task.depends_on == (("b",) if key else ())
+
+
 # ------------------------------------------------------------------ fuzzing
 
 ROADMAP_LINES = [
@@ -354,6 +409,8 @@ ROADMAP_LINES = [
     "  - complexity: Epic", "  - stuck_after: 99999999999999999999999", "\t- agent: codex",
     "  goal text", "    deeper", "\tTabbed goal", "```", "~~~", "   ```python", "", "   ", "prose",
     "  - note: x", "- [ ] **" + "x" * 50, "- [ ] **a**: " + " " * 40 + "#",
+    "  - depends on: a", "  - depends_on a", "  contract: x", "- contract: x", "  contrct: x",
+    "  Goal: text", "- depnds on:", "  - max iterations:", "\tdepends_on: a",
 ]
 
 

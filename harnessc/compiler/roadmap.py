@@ -5,7 +5,9 @@ held as lines or tokens, only as its text and its tasks):
 
 1. A line lexer reads every line once and turns it into a whole-line token (heading, task
    item with its property lines, goal block with its lines, prose run). It is the only
-   place that knows about indentation and fenced code blocks.
+   place that knows about indentation and fenced code blocks, and where a task's property
+   block ends (_property_line): lines meant as properties but written wrong stay in it, as
+   do properties after blank lines, so a typo is an error, never goal text in silence.
 2. The LALR grammar in harnessc/grammar/roadmap.lark arranges those tokens into sections,
    phases and tasks; each `task` it reduces goes to the builder at once.
 3. The builder types every property value in Python. It keeps one position per task, that
@@ -22,7 +24,7 @@ import gc
 import re
 from typing import Any, Callable, Iterator
 
-from ..diagnostics import CompileError, Diagnostics, Span, did_you_mean
+from ..diagnostics import CompileError, Diagnostics, Span, closest, did_you_mean
 from .tasks import Roadmap, Task, TaskSource
 from .vocab import Complexity, FailureStrategy, Priority, parse_duration
 
@@ -38,6 +40,11 @@ _USD = re.compile(r"\$?[ \t]*(\d+(?:\.\d*)?|\.\d+)")
 _PROP = re.compile(r"([ \t]+)[-*+][ \t]+([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:(.*)")
 # A well-formed task line; anything else goes through the checks of _Builder.task_line.
 _CLEAN_TASK_LINE = re.compile(rf"[-*+] \[([ xX])\] \*\*({ID_PATTERN})\*\*:(.*)")
+# Lines that may be a property written wrong: indentation, bullet, a key of up to three
+# words, ':' and the value; or a bullet, a key and the value with no ':'.
+_LOOSE_COLON = re.compile(
+    r"([ \t]*)(?:([-*+])[ \t]+)?([A-Za-z_][A-Za-z0-9_.-]*(?:[ \t]+[A-Za-z_][A-Za-z0-9_.-]*){0,2})[ \t]*:(.*)")
+_LOOSE_NO_COLON = re.compile(r"([ \t]*)[-*+][ \t]+([A-Za-z_][A-Za-z0-9_.-]*)[ \t]+([^ \t:].*)")
 
 # canonical key -> the kind of value (see _READERS)
 PROPERTY_KEYS: dict[str, str] = {
@@ -61,6 +68,7 @@ PROPERTY_KEYS: dict[str, str] = {
 }
 KEY_ALIASES: dict[str, str] = {"after": "depends_on", "cli": "agent", "timeout": "max_time"}
 _ALL_KEYS = [*PROPERTY_KEYS, *KEY_ALIASES]
+_KEY_SET = frozenset(_ALL_KEYS)
 _REPEATABLE = {"accept"}
 _ENUMS: dict[str, Any] = {
     "complexity": Complexity,
@@ -144,6 +152,88 @@ def _iter_lines(text: str) -> Iterator[str]:
         start = end
 
 
+class _Misformed:
+    """A line of a task's property block meant as a property but written wrong.
+
+    It reads like a _PROP match of the property meant (groups 1-3: indentation, key,
+    value), so the builder reads its value as usual after reporting the problem; `key` is
+    None when the key is only a guess (then only the problem is reported).
+    """
+
+    __slots__ = ("indent", "key", "raw", "key_at", "raw_at", "written",
+                 "code", "message", "col", "length", "hint")
+
+    def group(self, *i: int):
+        parts = (None, self.indent, self.key, self.raw)
+        return tuple(parts[k] for k in i) if len(i) > 1 else parts[i[0]]
+
+    def start(self, i: int) -> int:
+        return self.key_at if i == 2 else self.raw_at
+
+
+def _near_key(word: str) -> str | None:
+    """The property key a lowercase word is a typo of. Capitalised words are left alone:
+    'Context:' or 'Status:' starting a goal are headings, not keys."""
+    return closest(word, _ALL_KEYS) if word[:1].islower() else None
+
+
+def _misformed(line: str, gap: bool) -> _Misformed | None:
+    """The property a line that _PROP refuses was meant as, or None (not a property line).
+
+    Caught: no indentation ('- contract: x' at column 1), no bullet ('  contract: x'),
+    spaces in the key ('  - depends on: a'), no ':' ('  - depends_on a'), and typos of a
+    key written one of those ways. After a blank line (`gap`) only a known key continues the
+    property block: what follows a blank line may be the goal, in any words.
+    """
+    m = _LOOSE_COLON.match(line)
+    if m is not None:
+        indent, bullet, written, raw, raw_at = m.group(1), m.group(2), m.group(3), m.group(4), m.start(4)
+        key_at = m.start(3)
+        if not indent and not bullet:
+            return None
+        key = re.sub(r"[ \t]+", "_", written)  # 'depends on' -> depends_on
+        if key in _KEY_SET:
+            if gap and not indent:
+                return None
+            message = ("property line is not indented" if not indent
+                       else "property line has no '- ' bullet" if not bullet
+                       else f"key '{written}' has a space")
+            col, length = (1, 1) if not indent else (key_at + 1, len(written))
+            near, code = None, "HC102"
+        else:
+            near = None if gap else _near_key(key)
+            if near is None:
+                return None
+            key, code, message = None, "HC103", f"unknown key '{written}'"
+            col, length = key_at + 1, len(written)
+    else:
+        m = _LOOSE_NO_COLON.match(line)
+        if m is None or gap or m.group(2) not in _KEY_SET:
+            return None
+        indent, written, raw, raw_at = m.group(1), m.group(2), m.group(3), m.start(3)
+        key_at = m.start(2)
+        key, near, code = written, None, "HC102"
+        message = f"missing ':' after '{written}'"
+        col, length = m.end(2) + 1, 1
+    value = raw.strip()
+    shown = value if len(value) <= 40 else value[:37] + "..."
+    fix = f"write '  - {key or near}: {shown or 'VALUE'}'"
+    p = _Misformed()
+    p.indent, p.key, p.raw, p.key_at, p.raw_at, p.written = indent, key, raw, key_at, raw_at, written
+    p.code, p.message, p.col, p.length = code, message, col, length
+    p.hint = f"did you mean '{near}'? {fix}" if near else fix
+    return p
+
+
+def _property_line(line: str, gap: bool):
+    """What a line of a task's property block holds: a _PROP match, a _Misformed, or None
+    when the block ends there (the goal starts). `gap`: a blank line came before it."""
+    m = _PROP.match(line)
+    if m is not None:
+        return m if not gap or m.group(2) in _KEY_SET else None
+    return _misformed(line, gap)
+
+
 class _Source:
     """The lexer's input, a document's text, and what the lexer learns beyond its tokens."""
 
@@ -166,6 +256,7 @@ class _Source:
         title_seen = False
         fence: tuple[str, int] | None = None  # an open top-level fenced block
         props: list | None = None  # the open task's property lines, while they continue
+        gap = False  # a blank line since the last property line (the goal may start)
         task_open = False
         text_at = 0  # first line of an open prose run (0: none)
         body: list[str] = []  # the open goal block's lines
@@ -184,14 +275,17 @@ class _Source:
                 continue  # inside a fence: part of the prose run
             s = line.lstrip(" \t")
             if not s or s.isspace():  # blank
-                props = None  # properties are one unbroken run
+                gap = True
                 continue
             indent = len(line) - len(s)
             if indent and task_open:
                 if props is not None:
                     m = prop_match(line)
+                    if m is None or gap:
+                        m = _property_line(line, gap)
                     if m is not None:
                         props.append((no, m))
+                        gap = False
                         continue
                     props = None
                 if not body_at:
@@ -202,6 +296,11 @@ class _Source:
                     body.append(line)
                 body_end = no
                 continue
+            if props is not None and not gap and s[0] in "-*+":  # '- key: value' at column 1?
+                m = _misformed(line, False)
+                if m is not None:
+                    props.append((no, m))
+                    continue
             if task_open:  # anything else ends the task
                 if body_at:
                     t = tok("BODY", "", body_at, body_end)
@@ -241,6 +340,7 @@ class _Source:
                         text_at = 0
                     t = tok("TASK", line, no, no)
                     t.data = props = []
+                    gap = False
                     yield t
                     task_open = True
                     continue
@@ -456,6 +556,10 @@ class _Builder:
         With `spans` and `value_spans` (locate_spans), also where the key and its values are.
         """
         no, m = prop
+        if type(m) is _Misformed:
+            self.error(m.code, m.message, no, m.col, m.length, m.hint)
+            if m.key is None:
+                return
         indent, key, raw = m.group(1, 2, 3)
         if "\t" in indent:
             self.error("HC102", "tab in indentation", no, indent.index("\t") + 1, 1, "indent with spaces")
@@ -529,15 +633,25 @@ class _Builder:
                     leads[i] = width
         common = min(n for n in leads if n >= 0)
         out = [ln[common:] if n >= 0 else "" for ln, n in zip(block, leads)]
-        m = _PROP.match(block[0])  # the first goal line is indented: it can match
-        if m is not None and KEY_ALIASES.get(m.group(2), m.group(2)) in PROPERTY_KEYS:
-            # the usual cause: a blank line between the task line (or its properties) and this
-            self.diags.warning(
-                "HC102", f"'{m.group(2)}' here is goal text, not a property",
-                self.span(start, m.start(2) + 1, len(m.group(2))),
-                "property lines go directly under the task line, with no blank line before them",
-            )
+        self.property_like_goal(start, block[0])
         return "\n".join(out)
+
+    def property_like_goal(self, no: int, line: str) -> None:
+        """Warn when the goal starts with what would be a property (with a mistake) without
+        the blank line before it: after a blank line only well-formed known keys are read."""
+        rule = "after a blank line, only '  - key: value' lines with a known key are properties"
+        m = _PROP.match(line)
+        if m is not None:
+            near = _near_key(m.group(2))
+            where, written = m.start(2) + 1, m.group(2)
+            hint = f"did you mean '{near}'? {rule[0].upper()}{rule[1:]}" if near else None
+        else:
+            p = _misformed(line, False)
+            where, written = (p.key_at + 1, p.written) if p else (0, "")
+            hint = f"{p.hint} to make it a property ({rule})" if p else None
+        if hint is not None:
+            self.diags.warning("HC102", f"'{written}' here is goal text, not a property",
+                               self.span(no, where, len(written)), hint)
 
 
 def _new_task(values: dict[str, Any]) -> Task:
@@ -770,10 +884,16 @@ def locate_spans(source: TaskSource, task: Task) -> tuple[dict[str, Span], dict[
         spans["title"] = b.span(no, parsed[3], len(parsed[2]))
     fields: dict[str, Any] = {}
     first: dict[str, tuple[int, str]] = {}
-    for i in range(no, len(lines)):  # the property lines directly under it, as the lexer reads them
-        m = _PROP.match(lines[i])
+    gap = False
+    for i in range(no, len(lines)):  # its property block, as the lexer reads it
+        line = lines[i]
+        if _is_blank(line.lstrip(" \t")):
+            gap = True
+            continue
+        m = _property_line(line, gap)
         if m is None:
             break
+        gap = False
         b.prop((i + 1, m), fields, first, spans, value_spans)
     return spans, value_spans
 
