@@ -1,29 +1,18 @@
-"""The harnessc command line: click commands only. Parse flags, call the library, pick exit codes.
+"""The harnessc command line: click commands only. Parse flags, call the library, print.
 
-Exit codes are decided here and nowhere else:
-  0  clean / every task succeeded, degraded or done
-  1  spec errors, invalid output, or a task failed
-  2  usage or internal error
-  3  stopped, or a limit or budget reached before the end
+Exit codes and summary lines come from harnessc/outcome.py (the one owner of both).
 """
 
 from __future__ import annotations
 
 import sys
-from enum import IntEnum
 from pathlib import Path
 from typing import NoReturn
 
 import click
 
 from . import __version__
-
-
-class Exit(IntEnum):
-    OK = 0
-    PROBLEMS = 1
-    USAGE = 2
-    STOPPED = 3
+from .outcome import Exit, diagnostics_exit, diagnostics_summary
 
 
 PROJECT_MARKERS = ("roadmap.md", "harness.yaml")  # a directory with either is a project
@@ -153,13 +142,12 @@ def report(diags, sources: dict[str, str], fmt: str, strict: bool, quiet_ok: boo
     else:
         if items:
             click.echo(render_text(items, sources), nl=False, err=False)
-        errors, warnings = len(diags.errors), len(diags.warnings)
-        if errors or warnings:
-            click.echo(f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
-                       + (" (warnings fail with --strict)" if warnings and strict and not errors else ""))
+        line = diagnostics_summary(len(diags.errors), len(diags.warnings), strict)
+        if line:
+            click.echo(line)
         elif not quiet_ok:
             click.echo("ok: no problems found")
-    return Exit.PROBLEMS if diags.has_errors(strict) else Exit.OK
+    return diagnostics_exit(len(diags.errors), len(diags.warnings), strict)
 
 
 def diagnostic_options(f):
@@ -410,6 +398,9 @@ def _execute(root: Path, plan: dict, opts) -> None:
         if recovered["interrupted_attempts"]:
             n = len(recovered["interrupted_attempts"])
             click.echo(f"resuming: {n} interrupted attempt(s) will start again", err=True)
+        if recovered.get("max_cost_kept") is not None:
+            click.echo(f"budget: ${recovered['max_cost_kept']:g} from an earlier --max-cost "
+                       "(pass --max-cost to change it; `harnessc reset --all` forgets it)", err=True)
         view.start(runner, 0)
 
     try:
@@ -421,12 +412,18 @@ def _execute(root: Path, plan: dict, opts) -> None:
         fail_usage(str(e))
     finally:
         view.close()
-    displaymod.print_summary(console, result.tasks, title=f"run {result.run_id}")
+    from .outcome import next_steps, run_summary_line
+
+    if result.run_id:
+        displaymod.print_summary(console, result.tasks, title=f"run {result.run_id}")
     if result.stale:
         click.echo(f"stale: {', '.join(result.stale)} — use --rerun stale", err=True)
-    spent = sum(t.get("cost_usd") or 0 for t in result.tasks)
-    click.echo(f"{result.status}: {result.message} ({len(result.tasks)} tasks, "
-               f"${spent:.4f}, {result.elapsed:.1f}s)")
+    if result.outcome.nothing_to_run:
+        click.echo(result.outcome.headline())
+    else:
+        click.echo(run_summary_line(result.outcome, result.cost_usd, result.total_cost_usd, result.elapsed))
+    for line in next_steps(result.outcome, result.tasks):
+        click.echo(line)
     sys.exit(result.exit_code)
 
 
@@ -519,7 +516,8 @@ def stop(ctx: Context, abort: bool) -> None:
 
 @cli.command()
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Tasks at once.")
-@click.option("--max-cost", type=click.FloatRange(min=0), default=None, metavar="USD", help="Run budget in USD.")
+@click.option("--max-cost", type=click.FloatRange(min=0), default=None, metavar="USD",
+              help="Run budget in USD (overrides harness.yaml), kept across resumes.")
 @click.option("--no-build", is_flag=True, help="Refuse to run when the plan is missing or stale.")
 @pass_ctx
 def retry(ctx: Context, jobs, max_cost, no_build) -> None:

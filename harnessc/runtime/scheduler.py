@@ -20,12 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import outcome as outcomes
+from ..outcome import RunOutcome
 from . import plan as planmod
 from .agents.base import AgentError, Request, make_agent
 from .budget import Budget
 from .routing import AttemptState, route
 from .state import TERMINAL_OK, StateStore
 from .verify import verify
+from .work import Work, plan_work
 
 PRIORITY_RANK = {"critical": 0, "high": 1, "normal": 2, "low": 3}
 TRANSIENT_LIMIT = 5  # consecutive transient agent errors before the task fails
@@ -46,12 +49,24 @@ class RunOptions:
 @dataclass
 class RunResult:
     run_id: str
-    status: str  # succeeded | failed | stopped | aborted | budget
-    exit_code: int
-    message: str
+    outcome: RunOutcome  # status, exit code and message (harnessc/outcome.py decides them)
     tasks: list[dict]
     stale: list[str]
     elapsed: float
+    cost_usd: float = 0.0  # spent or reserved by this run
+    total_cost_usd: float = 0.0  # the project's ledger, across runs until `reset --all`
+
+    @property
+    def status(self) -> str:
+        return self.outcome.status
+
+    @property
+    def exit_code(self) -> int:
+        return int(self.outcome.exit_code)
+
+    @property
+    def message(self) -> str:
+        return self.outcome.message
 
 
 def new_run_id() -> str:
@@ -77,7 +92,7 @@ class Runner:
         self.budget = Budget(store, limit, int(max_tokens) if max_tokens is not None else None)
         self.agents: dict[str, Any] = {}
         self.stop_mode: str | None = None  # None | stop | abort
-        self.halt: tuple[str, str] | None = None  # (status, message) that ends the run early
+        self.halt: tuple[str, str] | None = None  # (outcome.BUDGET|FAIL_FAST, why): ends the run early
         self.wake = asyncio.Event()
         self._stop_event = asyncio.Event()  # wakes retry delays early
         self.stop_file = root / ".harness" / "stop"
@@ -131,40 +146,32 @@ class Runner:
 
     # ------------------------------------------------------------------ selection
 
-    def _prepare(self) -> list[str]:
-        """Decide which tasks this run will execute; returns them in roadmap order."""
+    def idle_result(self) -> RunResult | None:
+        """The result of a run with nothing to do (every selected task complete, or waiting
+        for `retry`), decided before a run is recorded; None when there is work."""
+        self.store.ensure_tasks(self.nodes, {i for i, n in self.nodes.items() if n.get("done")})
+        rows = self.store.tasks()
+        work = plan_work(self.plan, rows, self.opts.select, self.opts.exclude,
+                         rerun=self.opts.rerun, only=self.opts.only)
+        if not work.nothing_to_run(rows):
+            return None
+        self.targets, self.stale = work.targets, work.stale
+        return self._result(0.0, (outcomes.NOTHING, None))
+
+    def _prepare(self) -> Work:
+        """Decide which tasks this run will execute (work.py) and set them to pending."""
         done = {i for i, n in self.nodes.items() if n.get("done")}
         self.store.ensure_tasks(self.nodes, done)
-        if self.opts.only is not None:
-            self.targets = set(self.opts.only) & set(self.nodes)
-        else:
-            self.targets = planmod.select_ids(self.plan, self.opts.select, self.opts.exclude)
         rows = self.store.tasks()
-        rerun = self.opts.rerun
-        todo = []
-        for tid in sorted(self.targets, key=lambda i: self.nodes[i].get("order", 0)):
-            node, row = self.nodes[tid], rows[tid]
-            state = row["state"]
-            if state == "done":
-                continue
-            if state in ("succeeded", "degraded"):
-                stale = row["fingerprint"] != node.get("fingerprint")
-                if rerun == "all" or (rerun == "stale" and stale):
-                    todo.append(tid)
-                elif stale:
-                    self.stale.append(tid)
-                continue
-            # Failed tasks wait for `retry` or --rerun failed; skipped ones are looked at
-            # again (their dependency may be complete or selected now).
-            if state == "failed" and not (rerun in ("failed", "all") or self.opts.only is not None):
-                continue
-            todo.append(tid)
+        work = plan_work(self.plan, rows, self.opts.select, self.opts.exclude,
+                         rerun=self.opts.rerun, only=self.opts.only)
+        self.targets, self.stale = work.targets, work.stale
         with self.store.tx():
-            for tid in todo:
+            for tid in work.todo:
                 if rows[tid]["state"] != "pending":
                     self.store.set_state(tid, "pending")
-        self.store.event("run_planned", tasks=len(todo), stale=self.stale)
-        return todo
+        self.store.event("run_planned", tasks=len(work.todo), stale=self.stale)
+        return work
 
     # ------------------------------------------------------------------ the loop
 
@@ -178,8 +185,7 @@ class Runner:
             pass  # not the main thread (tests): the stop file still works
         watcher = asyncio.create_task(self._watch_stop_file())
         try:
-            todo = self._prepare()
-            await self._schedule(todo)
+            await self._schedule(self._prepare())
         finally:
             watcher.cancel()
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -189,10 +195,9 @@ class Runner:
                     pass
         return self._result(time.monotonic() - started)
 
-    async def _schedule(self, todo: list[str]) -> None:
-        rows = self.store.tasks()
-        state = {i: r["state"] for i, r in rows.items()}
-        pending = set(todo)
+    async def _schedule(self, work: Work) -> None:
+        state = {i: r["state"] for i, r in self.store.tasks().items()}
+        pending = set(work.todo)
         waiting: dict[str, int] = {}
         heap: list[tuple] = []
 
@@ -211,27 +216,13 @@ class Runner:
                         self.store.set_state(child, "skipped", error=why)
                         stack.append(child)
 
-        # Initial blocking counts; a dependency that cannot complete in this run skips.
-        for tid in todo:
-            if tid not in pending:
-                continue
-            count = 0
-            for d in self.nodes[tid].get("depends_on") or []:
-                ds = state.get(d)
-                if ds in TERMINAL_OK:
-                    continue
-                if d in pending:
-                    count += 1
-                    continue
-                why = (f"dependency '{d}' {ds}" if ds in ("failed", "skipped")
-                       else f"dependency '{d}' is not complete and not selected")
-                pending.discard(tid)
-                state[tid] = "skipped"
-                self.store.set_state(tid, "skipped", error=why)
-                skip_dependents(tid, f"dependency '{tid}' skipped")
-                break
-            else:
-                waiting[tid] = count
+        # A dependency that cannot complete in this run skips its dependents before anything starts.
+        for tid, why in work.blocked.items():
+            pending.discard(tid)
+            state[tid] = "skipped"
+            self.store.set_state(tid, "skipped", error=why)
+        for tid in pending:
+            waiting[tid] = sum(d in pending for d in self.nodes[tid].get("depends_on") or [])
         for tid, c in waiting.items():
             if c == 0:
                 heapq.heappush(heap, key(tid) + (tid,))
@@ -273,7 +264,7 @@ class Runner:
                 elif outcome == "failed":
                     skip_dependents(tid, f"dependency '{tid}' failed")
                     if self.opts.fail_fast and not self.halt:
-                        self.halt = ("failed", f"stopped after '{tid}' failed (--fail-fast)")
+                        self.halt = (outcomes.FAIL_FAST, f"stopped after '{tid}' failed (--fail-fast)")
                         self._stop_event.set()
         if self.running:  # abort: wait for the cancelled tasks to checkpoint
             await asyncio.gather(*self.running.values(), return_exceptions=True)
@@ -369,7 +360,7 @@ class Runner:
                     scope, msg = refusal
                     if scope == "run":
                         if not self.halt:
-                            self.halt = ("budget", msg)
+                            self.halt = (outcomes.BUDGET, msg)
                             self._stop_event.set()
                             store.event("budget_exhausted", tid, message=msg)
                         store.set_state(tid, "pending")
@@ -467,7 +458,7 @@ class Runner:
         """After max_retries: (final state, output, error) as on_failure says."""
         strategy = (node.get("retry") or {}).get("on_failure") or "retry"
         tries = int((node.get("retry") or {}).get("max_retries", 2)) + 1
-        reason = f"{tries} attempts failed verification; last: " + "; ".join(errors)[:2000]
+        reason = f"{outcomes.plural(tries, 'attempt')} failed verification; last: " + "; ".join(errors)[:2000]
         has_output = bool(contract and contract.get("output"))
         if strategy in ("fallback", "partial") and has_output:
             return "degraded", planmod.partial_output(contract, best), f"degraded ({strategy}): {reason}"
@@ -493,26 +484,25 @@ class Runner:
 
     # ------------------------------------------------------------------ the end
 
-    def _result(self, elapsed: float) -> RunResult:
+    def _result(self, elapsed: float, ending: tuple[str, str | None] | None = None) -> RunResult:
         rows = self.store.tasks()
         tasks = [task_summary(rows[t]) for t in sorted(self.targets, key=lambda i: self.nodes[i].get("order", 0))
                  if t in rows]
-        states = {t["id"]: t["state"] for t in tasks}
+        states = [t["state"] for t in tasks]
+        run_id = self.store.run_id or ""
+        return RunResult(run_id, outcomes.run_outcome(states, *(ending or self._ending())), tasks, self.stale,
+                         elapsed, cost_usd=self.store.run_spent(run_id),
+                         total_cost_usd=self.store.spent())
+
+    def _ending(self) -> tuple[str, str | None]:
+        """How the run ended (outcome.FINISHED, STOP, ABORT, BUDGET, FAIL_FAST) and why."""
         if self.stop_mode == "abort":
-            status, code, msg = "aborted", 3, "aborted: in-flight work was cancelled and checkpointed"
-        elif self.halt and self.halt[0] == "budget":
-            status, code, msg = "budget", 3, self.halt[1]
-        elif self.halt:
-            status, code, msg = "failed", 1, self.halt[1]
-        elif self.stop_mode == "stop":
-            status, code, msg = "stopped", 3, "stopped: in-flight work finished and was checkpointed"
-        elif any(s in ("failed", "skipped") for s in states.values()):
-            status, code, msg = "failed", 1, "some tasks failed"
-        elif any(s not in TERMINAL_OK for s in states.values()):
-            status, code, msg = "stopped", 3, "the run ended before every task finished"
-        else:
-            status, code, msg = "succeeded", 0, "all tasks succeeded"
-        return RunResult(self.store.run_id or "", status, code, msg, tasks, self.stale, elapsed)
+            return outcomes.ABORT, None
+        if self.halt:
+            return self.halt
+        if self.stop_mode == "stop":
+            return outcomes.STOP, None
+        return outcomes.FINISHED, None
 
 
 def _committed(fut: asyncio.Future) -> bool:

@@ -18,6 +18,19 @@ def state_path(root: Path) -> Path:
     return root / HARNESS / "state.db"
 
 
+def keep_max_cost(store: StateStore, opts: RunOptions) -> tuple[RunOptions, float | None]:
+    """--max-cost is kept across resumes: an explicit one is remembered in state.db, and a run
+    without one uses the last one (until `reset --all`). Returns the options and the kept
+    limit when one was applied."""
+    if opts.max_cost is not None:
+        store.remember_max_cost(opts.max_cost)
+        return opts, None
+    kept = store.remembered_max_cost()
+    if kept is None:
+        return opts, None
+    return dataclasses.replace(opts, max_cost=kept), kept
+
+
 def execute(root: Path, plan: dict, opts: RunOptions,
             listeners: list[Callable[[dict], None]] | None = None,
             on_start: Callable[[Runner, dict], None] | None = None) -> RunResult:
@@ -30,13 +43,17 @@ def execute(root: Path, plan: dict, opts: RunOptions,
         store = StateStore(state_path(root))
         recovered = store.recover()
         stop_file.unlink(missing_ok=True)  # a stop meant for an earlier run
+        opts, recovered["max_cost_kept"] = keep_max_cost(store, opts)
+        runner = Runner(root, plan, store, opts, listeners)
+        idle = runner.idle_result()
+        if idle is not None:
+            return idle  # nothing to run: no run recorded, no run directory
         options = {k: (sorted(v) if isinstance(v, set) else v)
                    for k, v in dataclasses.asdict(opts).items()}
         store.start_run(new_run_id(), options, root / HARNESS / "runs")
         if recovered["interrupted_attempts"]:
             store.event("recovered", attempts=recovered["interrupted_attempts"],
                         tasks=recovered["interrupted_tasks"])
-        runner = Runner(root, plan, store, opts, listeners)
         if on_start:
             on_start(runner, recovered)
         result = asyncio.run(runner.run())

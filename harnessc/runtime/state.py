@@ -25,6 +25,7 @@ SCHEMA_VERSION = 1
 APP_ID = "harnessc-state"
 
 TERMINAL_OK = ("succeeded", "degraded", "done")
+MAX_COST_KEY = "max_cost_usd"  # meta: the last explicit --max-cost
 STATES = ("pending", "ready", "running", "succeeded", "degraded", "failed", "skipped", "done")
 
 _SCHEMA = """
@@ -369,6 +370,7 @@ class StateStore:
                 n = self.db.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
                 for table in ("tasks", "attempts", "ledger", "events"):
                     self.db.execute(f"DELETE FROM {table}")
+                self.db.execute("DELETE FROM meta WHERE key=?", (MAX_COST_KEY,))
                 return n
             n = 0
             for tid in ids:
@@ -500,6 +502,22 @@ class StateStore:
         if task_id is None and self.run_id is not None:
             self._spent = total
         return total
+
+    def remembered_max_cost(self) -> float | None:
+        """The last --max-cost given to run or retry, kept for later runs until reset --all."""
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (MAX_COST_KEY,)).fetchone()
+        return float(row[0]) if row else None
+
+    def remember_max_cost(self, usd: float) -> None:
+        with self.tx():
+            self.db.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                            (MAX_COST_KEY, repr(float(usd))))
+
+    def run_spent(self, run_id: str) -> float:
+        """USD settled or reserved by one run's calls."""
+        return float(self.db.execute(
+            "SELECT COALESCE(SUM(CASE WHEN settled THEN actual ELSE reserved END), 0) FROM ledger"
+            " WHERE run_id=?", (run_id,)).fetchone()[0])
 
     def tokens_spent(self) -> int:
         """Tokens used plus tokens reserved by calls in flight, across every run until reset."""

@@ -63,7 +63,7 @@ def test_live_display_in_a_terminal_ends_with_the_summary_table(tmp_path):
     assert re.search(r"task\s*┃\s*state\s*┃\s*attempts\s*┃\s*agent\s*┃\s*tokens\s*┃\s*cost\s*┃\s*time", text), text
     for tid in ("alpha", "beta", "gamma"):
         assert re.search(rf"{tid}\s*│\s*succeeded\s*│\s*1\s*│\s*rehearsal", text), text
-    assert "succeeded: all tasks succeeded (3 tasks" in text
+    assert "succeeded: 3 tasks succeeded ($0.0000 this run" in text
 
 
 def test_live_display_reports_a_failure_and_skips_without_a_traceback(tmp_path):

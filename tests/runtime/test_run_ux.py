@@ -61,3 +61,93 @@ def test_aborting_a_command_agent_leaves_stderr_clean(tmp_path, how):
     assert "Traceback" not in err, err
     log = json.loads(harnessc(root, "log", "slow", "--json").stdout)
     assert log[-1]["status"] == "interrupted"
+
+
+def _run_dirs(root):
+    d = root / ".harness" / "runs"
+    return sorted(p.name for p in d.iterdir()) if d.exists() else []
+
+
+def _status(root) -> dict:
+    r = harnessc(root, "status", "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_a_failed_run_ends_with_next_steps_and_a_second_run_has_nothing_to_do(tmp_path):
+    write_project(tmp_path, [node("a", accept=[{"id": "gate", "argv": ["false"], "timeout": 5}],
+                                  retry={"max_retries": 0, "on_failure": "fail", "delays": [0]}),
+                             node("b", depends_on=["a"]), node("c")])
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    i = next(n for n, x in enumerate(lines) if x.startswith("failed: 1 task failed, 1 skipped, 1 succeeded ("))
+    assert lines[i + 1:] == [
+        "  failed:  a",
+        "  skipped: b (dependency 'a' failed)",
+        "next steps:",
+        "  harnessc log a  every attempt of a: prompt, output, errors",
+        "  harnessc retry  re-run the failed and skipped tasks",
+    ], r.stdout
+    assert "1 attempt failed verification" in _status(tmp_path)["tasks"][0]["error"]
+    runs = _run_dirs(tmp_path)
+    assert len(runs) == 1
+    r = harnessc(tmp_path, "run")  # a waits for retry, b for a: nothing to run, no run made
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.startswith("nothing to run: 1 task failed, 1 skipped, 1 succeeded"
+                               " — failed tasks wait for `harnessc retry`"), r.stdout
+    assert "harnessc retry" in r.stdout and "task  state" not in r.stdout
+    assert _run_dirs(tmp_path) == runs and _status(tmp_path)["run"]["id"] == runs[0]
+
+
+def test_a_complete_project_has_nothing_to_run_and_makes_no_run(tmp_path):
+    write_project(tmp_path, [node("a"), node("b", depends_on=["a"])])
+    assert harnessc(tmp_path, "run").returncode == 0
+    runs = _run_dirs(tmp_path)
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0 and r.stdout == "nothing to run: 2 tasks succeeded\n", r.stdout + r.stderr
+    assert _run_dirs(tmp_path) == runs
+
+
+def test_max_cost_is_kept_across_resumes_and_the_summary_shows_this_runs_cost(tmp_path):
+    price = {"input": 1000.0, "output": 1000.0}  # about $0.1 per call
+    write_project(tmp_path, [node(f"t{i}") for i in range(6)],
+                  agents={"rehearsal": {"provider": "simulate", "price": price}}, concurrency=1)
+    r = harnessc(tmp_path, "run", "--max-cost", "0.25")
+    assert r.returncode == 3, r.stdout + r.stderr
+    done1 = sum(t["state"] == "succeeded" for t in _status(tmp_path)["tasks"])
+    r = harnessc(tmp_path, "run")  # no flag: the last --max-cost still holds
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "budget: $0.25 from an earlier --max-cost" in r.stderr
+    assert sum(t["state"] == "succeeded" for t in _status(tmp_path)["tasks"]) == done1
+    r = harnessc(tmp_path, "run", "--max-cost", "100")
+    assert r.returncode == 0, r.stdout + r.stderr
+    import re
+
+    m = re.search(r"^succeeded: .* \(\$(\d+\.\d+) this run, \$(\d+\.\d+) in total, ", r.stdout, re.M)
+    assert m, r.stdout
+    this_run, total = float(m[1]), float(m[2])
+    assert 0 < this_run < total  # the earlier runs' calls are in the total only
+    harnessc(tmp_path, "reset", "--all")
+    r = harnessc(tmp_path, "run")  # reset --all forgets the kept limit with the ledger
+    assert r.returncode == 0 and "earlier --max-cost" not in r.stderr, r.stdout + r.stderr
+
+
+def test_a_run_stopped_after_its_last_task_finished_exits_0(tmp_path):
+    write_project(tmp_path, [node("only")],
+                  agents={"rehearsal": {"provider": "simulate", "latency": 1.5}})
+    p = spawn(tmp_path, "run")
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if any(t["state"] == "running" for t in _status(tmp_path)["tasks"]):
+                break
+            time.sleep(0.05)
+        assert harnessc(tmp_path, "stop").returncode == 0
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, out + err
+    assert "succeeded: 1 task succeeded" in out
+    assert _status(tmp_path)["run"]["status"] == "succeeded"

@@ -1,0 +1,182 @@
+"""Exit codes and one-line summaries: the one place that turns what happened into both.
+
+Like black's `Report`: commands and the runtime say what happened (diagnostics counted, a
+run's task states and how it ended) and this module says what the user is told and which
+code the process exits with. The codes are a user contract (docs/cli.md#exit-codes):
+
+  0  clean; every task succeeded, degraded or done
+  1  spec errors (warnings too with --strict), invalid output, or a task failed
+  2  usage or internal error
+  3  stopped, or a limit or budget reached before the end
+
+Degraded is 0 on purpose: on_failure fallback/partial/template is the spec author's choice
+to accept a fallback output, so the run did what the spec asked. The summary says how many
+tasks degraded, and dependents' prompts mark that output as unverified.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Iterable
+
+
+class Exit(IntEnum):
+    OK = 0
+    PROBLEMS = 1
+    USAGE = 2
+    STOPPED = 3
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 task', '2 tasks', '0 tasks'."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+# ------------------------------------------------------------------ diagnostics
+
+
+def diagnostics_exit(errors: int, warnings: int, strict: bool) -> Exit:
+    return Exit.PROBLEMS if errors or (strict and warnings) else Exit.OK
+
+
+def diagnostics_summary(errors: int, warnings: int, strict: bool) -> str | None:
+    """'2 errors, 1 warning' (None when there is nothing to count)."""
+    if not errors and not warnings:
+        return None
+    return (f"{plural(errors, 'error')}, {plural(warnings, 'warning')}"
+            + (" (warnings fail with --strict)" if warnings and strict and not errors else ""))
+
+
+# ------------------------------------------------------------------ runs
+
+COMPLETE = ("succeeded", "degraded", "done")  # a dependent may start after these
+BROKEN = ("failed", "skipped")  # what `harnessc retry` re-runs
+COUNT_ORDER = ("succeeded", "degraded", "done", "failed", "skipped")
+UNFINISHED = "left"  # how the summary names tasks that are neither complete nor broken
+
+# How a run ended, as the runner saw it (the task states tell the rest).
+FINISHED = "finished"  # every startable task was started and ended
+STOP = "stop"  # `harnessc stop` or Ctrl-C once: in-flight work finished
+ABORT = "abort"  # `harnessc stop --abort`, Ctrl-C twice, SIGTERM: in-flight work cancelled
+BUDGET = "budget"  # a run-wide cost or token budget refused the next call
+FAIL_FAST = "fail_fast"  # --fail-fast after the first failure
+NOTHING = "nothing"  # nothing to run: no run was started
+
+_ENDING_WORDS = {
+    STOP: ("stopped", "in-flight work finished and was checkpointed"),
+    ABORT: ("aborted", "in-flight work was cancelled and checkpointed"),
+}
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    status: str  # succeeded | failed | stopped | aborted | budget (runs.status, run_results.json)
+    exit_code: Exit
+    message: str  # the counts, then why it ended early: "2 tasks succeeded, 3 left — ..."
+    nothing_to_run: bool = False
+
+    def headline(self) -> str:
+        """The summary line without figures: 'failed: 1 task failed, 2 succeeded'."""
+        return f"{'nothing to run' if self.nothing_to_run else self.status}: {self.message}"
+
+
+def count_states(states: Iterable[str]) -> dict[str, int]:
+    counts = dict.fromkeys(COUNT_ORDER, 0)
+    counts[UNFINISHED] = 0
+    for s in states:
+        counts[s if s in counts else UNFINISHED] += 1
+    return counts
+
+
+def describe_counts(counts: dict[str, int]) -> str:
+    """'3 tasks succeeded, 1 degraded, 2 left' (failures first when there are any)."""
+    order = list(COUNT_ORDER) + [UNFINISHED]
+    if counts.get("failed") or counts.get("skipped"):
+        order = ["failed", "skipped"] + [k for k in order if k not in ("failed", "skipped")]
+    parts = [(counts[k], k) for k in order if counts.get(k)]
+    if not parts:
+        return "no tasks selected"
+    (n, first), rest = parts[0], parts[1:]
+    return ", ".join([f"{plural(n, 'task')} {first}"] + [f"{n} {k}" for n, k in rest])
+
+
+def run_outcome(states: Iterable[str], ending: str = FINISHED, why: str | None = None) -> RunOutcome:
+    """Status, exit code and message of a run whose selected tasks ended in `states`.
+
+    A stop, abort or budget that came when no task was left unfinished changes nothing:
+    the run reached its end (so a run stopped after its last task finished exits 0).
+    """
+    counts = count_states(states)
+    text = describe_counts(counts)
+    broken = counts["failed"] + counts["skipped"]
+    left = counts[UNFINISHED]
+
+    def outcome(status: str, code: Exit, reason: str | None = None) -> RunOutcome:
+        return RunOutcome(status, code, text + (f" — {reason}" if reason else ""),
+                          nothing_to_run=ending == NOTHING)
+
+    if ending == FAIL_FAST:
+        return outcome("failed", Exit.PROBLEMS, why)
+    if left and ending == BUDGET:
+        return outcome("budget", Exit.STOPPED, why)
+    if left and ending in _ENDING_WORDS:
+        status, reason = _ENDING_WORDS[ending]
+        return outcome(status, Exit.STOPPED, why or reason)
+    if broken:
+        return outcome("failed", Exit.PROBLEMS, _waiting(counts) if ending == NOTHING else None)
+    if left and ending != NOTHING:
+        return outcome("stopped", Exit.STOPPED, why or "the run ended before every task finished")
+    return outcome("succeeded", Exit.OK)
+
+
+def _waiting(counts: dict[str, int]) -> str:
+    """Why a run with failed or skipped tasks had nothing to run."""
+    if counts["failed"]:
+        return "failed tasks wait for `harnessc retry` (or --rerun failed)"
+    return "skipped tasks wait for their dependencies (select them too: -s +TASK)"
+
+
+def money(usd: float | None) -> str:
+    return f"${usd or 0:.4f}"
+
+
+def run_summary_line(outcome: RunOutcome, run_cost: float, total_cost: float, elapsed: float) -> str:
+    """The run's last line: what happened, this run's cost with the project's total, time."""
+    return (f"{outcome.headline()} ({money(run_cost)} this run, {money(total_cost)} in total,"
+            f" {elapsed:.1f}s)")
+
+
+NAMES_SHOWN = 10  # tasks named per line of next steps; the rest are counted
+
+
+def _names(tasks: list[dict]) -> str:
+    names = [t["id"] for t in tasks[:NAMES_SHOWN]]
+    more = len(tasks) - len(names)
+    return ", ".join(names) + (f" and {more} more" if more > 0 else "")
+
+
+def next_steps(outcome: RunOutcome, tasks: list[dict]) -> list[str]:
+    """What to do after a run that did not succeed: the tasks by name, then the commands
+    (as dbt and ruff end a failed run)."""
+    failed = [t for t in tasks if t["state"] == "failed"]
+    skipped = [t for t in tasks if t["state"] == "skipped"]
+    lines = []
+    if failed:
+        lines.append(f"  failed:  {_names(failed)}")
+    if skipped:
+        why = skipped[0].get("error") if len(skipped) == 1 else None
+        lines.append(f"  skipped: {_names(skipped)} ({why or 'a dependency failed or was not selected'})")
+    steps = []
+    if failed:
+        first = failed[0]["id"]
+        steps.append((f"harnessc log {first}", f"every attempt of {first}: prompt, output, errors"))
+    if failed or skipped:
+        steps.append(("harnessc retry", "re-run the failed and skipped tasks"))
+    if outcome.exit_code == Exit.STOPPED:
+        steps.append(("harnessc run", "go on where this run stopped"))
+    if steps:
+        width = max(len(cmd) for cmd, _ in steps)
+        lines.append("next steps:")
+        lines += [f"  {cmd:{width}}  {what}" for cmd, what in steps]
+    return lines

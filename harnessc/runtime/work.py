@@ -1,0 +1,102 @@
+"""What a run will do, decided from the plan and the task rows without writing anything.
+
+`harnessc run` uses it to start (and to say "nothing to run" without creating a run),
+`run --dry-run` to preview, and the scheduler for the tasks skipped before anything starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import plan as planmod
+from .state import TERMINAL_OK
+
+
+@dataclass
+class Work:
+    targets: set[str]  # the selected tasks
+    todo: list[str]  # the selected tasks this run sets to pending, in roadmap order
+    stale: list[str]  # succeeded/degraded tasks whose fingerprint changed, not re-run
+    blocked: dict[str, str] = field(default_factory=dict)  # todo tasks skipped at the start -> why
+
+    @property
+    def startable(self) -> list[str]:
+        return [t for t in self.todo if t not in self.blocked]
+
+    def nothing_to_run(self, rows: dict[str, dict]) -> bool:
+        """No task would start and every blocked task is skipped already: a run would
+        change nothing."""
+        return not self.startable and all(
+            (rows.get(t) or {}).get("state") == "skipped" for t in self.blocked)
+
+
+def row_state(nodes: dict[str, dict], rows: dict[str, dict], tid: str) -> str:
+    """A task's state as a new run sees it: done in roadmap.md wins; no row yet is pending;
+    a task left running by a dead run is pending again."""
+    if (nodes.get(tid) or {}).get("done"):
+        return "done"
+    state = (rows.get(tid) or {}).get("state") or "pending"
+    return "pending" if state == "running" else state
+
+
+def plan_work(plan: dict, rows: dict[str, dict], select: list[str], exclude: list[str],
+              rerun: str | None = None, only: set[str] | None = None) -> Work:
+    """Which selected tasks run. Failed tasks wait for `retry` (only=...) or --rerun failed;
+    skipped ones are looked at again (their dependency may be complete or selected now)."""
+    nodes = {n["id"]: n for n in plan["nodes"]}
+    targets = set(only) & set(nodes) if only is not None else planmod.select_ids(plan, select, exclude)
+    todo, stale = [], []
+    for tid in sorted(targets, key=lambda i: nodes[i].get("order", 0)):
+        state = row_state(nodes, rows, tid)
+        if state == "done":
+            continue
+        if state in ("succeeded", "degraded"):
+            changed = (rows.get(tid) or {}).get("fingerprint") != nodes[tid].get("fingerprint")
+            if rerun == "all" or (rerun == "stale" and changed):
+                todo.append(tid)
+            elif changed:
+                stale.append(tid)
+            continue
+        if state == "failed" and not (rerun in ("failed", "all") or only is not None):
+            continue
+        todo.append(tid)
+    work = Work(targets, todo, stale)
+    work.blocked = blocked_at_start(nodes, rows, todo)
+    return work
+
+
+def blocked_at_start(nodes: dict[str, dict], rows: dict[str, dict], todo: list[str]) -> dict[str, str]:
+    """Tasks of `todo` that cannot start in this run -> why: a dependency that is neither
+    complete nor in this run, and (transitively) the tasks that wait on those."""
+    children: dict[str, list[str]] = {i: [] for i in nodes}
+    for n in nodes.values():
+        for d in n.get("depends_on") or []:
+            if d in children:
+                children[d].append(n["id"])
+    pending = set(todo)
+    blocked: dict[str, str] = {}
+
+    def block(tid: str, why: str) -> None:
+        pending.discard(tid)
+        blocked[tid] = why
+        stack = [tid]
+        while stack:
+            for child in children[stack.pop()]:
+                if child in pending:
+                    pending.discard(child)
+                    blocked[child] = f"dependency '{tid}' skipped"
+                    stack.append(child)
+
+    for tid in todo:
+        if tid not in pending:
+            continue
+        for d in nodes[tid].get("depends_on") or []:
+            if d in pending:
+                continue
+            ds = "skipped" if d in blocked else row_state(nodes, rows, d)
+            if ds in TERMINAL_OK:
+                continue
+            block(tid, f"dependency '{d}' {ds}" if ds in ("failed", "skipped")
+                  else f"dependency '{d}' is not complete and not selected")
+            break
+    return blocked

@@ -1,0 +1,70 @@
+"""harnessc/outcome.py: the one owner of exit codes and summary lines."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, strategies as st
+
+from harnessc import outcome as oc
+from harnessc.outcome import Exit, run_outcome
+
+STATES = ("succeeded", "degraded", "done", "failed", "skipped", "pending", "running")
+ENDINGS = (oc.FINISHED, oc.STOP, oc.ABORT, oc.BUDGET, oc.FAIL_FAST)
+
+
+@pytest.mark.parametrize("states, ending, status, code", [
+    (["succeeded", "done"], oc.FINISHED, "succeeded", Exit.OK),
+    (["succeeded", "degraded"], oc.FINISHED, "succeeded", Exit.OK),
+    (["succeeded", "failed"], oc.FINISHED, "failed", Exit.PROBLEMS),
+    (["succeeded", "skipped"], oc.FINISHED, "failed", Exit.PROBLEMS),
+    (["succeeded", "pending"], oc.STOP, "stopped", Exit.STOPPED),
+    (["succeeded", "pending"], oc.ABORT, "aborted", Exit.STOPPED),
+    (["succeeded", "pending"], oc.BUDGET, "budget", Exit.STOPPED),
+    (["failed", "pending"], oc.FAIL_FAST, "failed", Exit.PROBLEMS),
+    (["failed", "pending"], oc.STOP, "stopped", Exit.STOPPED),
+    # A stop that came when nothing was left changes nothing: the run reached its end.
+    (["succeeded", "succeeded"], oc.STOP, "succeeded", Exit.OK),
+    (["succeeded", "degraded"], oc.ABORT, "succeeded", Exit.OK),
+    (["succeeded", "failed"], oc.STOP, "failed", Exit.PROBLEMS),
+    (["succeeded"], oc.NOTHING, "succeeded", Exit.OK),
+    (["succeeded", "failed"], oc.NOTHING, "failed", Exit.PROBLEMS),
+])
+def test_run_exit_codes(states, ending, status, code):
+    out = run_outcome(states, ending)
+    assert (out.status, out.exit_code) == (status, code)
+
+
+@given(st.lists(st.sampled_from(STATES), max_size=12), st.sampled_from(ENDINGS))
+def test_exit_code_contract(states, ending):
+    """0 exactly when every task is complete; 3 only when some task was left unfinished."""
+    code = run_outcome(states, ending).exit_code
+    complete = all(s in oc.COMPLETE for s in states)
+    assert (code == Exit.OK) == (complete and ending != oc.FAIL_FAST)
+    if code == Exit.STOPPED:
+        assert any(s not in oc.COMPLETE + oc.BROKEN for s in states)
+
+
+def test_summary_counts_say_degraded_and_pluralise():
+    assert run_outcome(["succeeded"] * 3 + ["degraded"]).message == "3 tasks succeeded, 1 degraded"
+    assert run_outcome(["failed", "succeeded", "skipped"]).message == "1 task failed, 1 skipped, 1 succeeded"
+    out = run_outcome(["succeeded", "pending"], oc.STOP)
+    assert out.headline() == "stopped: 1 task succeeded, 1 left — in-flight work finished and was checkpointed"
+    assert run_outcome(["done"], oc.NOTHING).headline() == "nothing to run: 1 task done"
+
+
+def test_diagnostics():
+    assert oc.diagnostics_exit(0, 2, strict=False) == Exit.OK
+    assert oc.diagnostics_exit(0, 2, strict=True) == Exit.PROBLEMS
+    assert oc.diagnostics_summary(1, 1, False) == "1 error, 1 warning"
+    assert oc.diagnostics_summary(0, 2, True) == "0 errors, 2 warnings (warnings fail with --strict)"
+    assert oc.diagnostics_summary(0, 0, True) is None
+
+
+def test_next_steps_name_the_tasks_and_the_commands():
+    tasks = [{"id": "a", "state": "failed"}, {"id": "b", "state": "skipped", "error": "dependency 'a' failed"},
+             {"id": "c", "state": "succeeded"}]
+    lines = oc.next_steps(run_outcome([t["state"] for t in tasks]), tasks)
+    assert lines[0] == "  failed:  a"
+    assert lines[1] == "  skipped: b (dependency 'a' failed)"
+    assert any("harnessc log a" in x for x in lines) and any("harnessc retry" in x for x in lines)
+    assert oc.next_steps(run_outcome(["succeeded"]), [{"id": "c", "state": "succeeded"}]) == []
