@@ -9,12 +9,15 @@ from . import plan as planmod
 from .lock import holder
 from .scheduler import task_summary
 from .session import HARNESS, state_path
-from .state import TERMINAL_OK, StateStore
+from .state import TERMINAL_OK, NoState, StateStore
 
 
 def status(root: Path) -> dict:
     """{"run": {...} | None, "tasks": [...]} in plan order when a plan exists."""
-    store = StateStore(state_path(root), create=False) if state_path(root).exists() else None
+    try:  # a run that is creating state.db right now has no state yet either
+        store = StateStore(state_path(root), create=False)
+    except NoState:
+        store = None
     try:
         rows = store.tasks() if store else {}
         run = store.last_run() if store else None

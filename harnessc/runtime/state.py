@@ -64,6 +64,10 @@ class StateError(Exception):
     """The state database cannot be used as is; the message says why and what to do."""
 
 
+class NoState(StateError):
+    """Nothing has run yet: no state.db, or one a starting run has not initialised yet."""
+
+
 def pid_alive(pid: int | None) -> bool:
     if not pid:
         return False
@@ -95,7 +99,7 @@ class StateStore:
         self.run_id: str | None = None
         self.listeners: list = []  # callables given every event (the live display)
         if not self.path.exists() and not create:
-            raise StateError(f"no state yet ({self._rel()}): nothing has run in this project")
+            raise NoState(f"no state yet ({self._rel()}): nothing has run in this project")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=10.0)
@@ -116,7 +120,7 @@ class StateStore:
         tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if not tables:
             if not create:
-                raise StateError(f"{self._rel()} is empty: nothing has run in this project")
+                raise NoState(f"{self._rel()} is empty: nothing has run in this project")
             self.db.execute("PRAGMA journal_mode=WAL")
             with self.tx():
                 for stmt in _SCHEMA.strip().split(";"):
