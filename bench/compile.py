@@ -280,7 +280,7 @@ def _median_time(fn, runs: int, before=None) -> tuple[float, list[float]]:
 
 def measure(root: Path, n: int, runs: int, profile: bool) -> dict:
     from harnessc.compiler import compile_project, write_build
-    from harnessc.compiler.project import BUILD_DIR
+    from harnessc.workspace import Workspace
 
     roadmap = root / "roadmap.md"
     floor_tasks = len(floor_scan(roadmap))  # only the count is kept: the peak RSS is the build's
@@ -288,10 +288,10 @@ def measure(root: Path, n: int, runs: int, profile: bool) -> dict:
 
     def clean():
         # Moved aside, not deleted: see _DEFERRED_DELETES.
-        if (root / BUILD_DIR).exists():
+        if Workspace(root).build.exists():
             old = root.parent / "old-builds"
             old.mkdir(exist_ok=True)
-            os.rename(root / BUILD_DIR, old / str(len(os.listdir(old))))
+            os.rename(Workspace(root).build, old / str(len(os.listdir(old))))
 
     state: dict = {}
 

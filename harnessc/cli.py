@@ -73,6 +73,8 @@ def cli(ctx: click.Context, project: str | None) -> None:
 
 
 def main() -> None:
+    from .workspace import WorkspaceError
+
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
@@ -89,6 +91,8 @@ def main() -> None:
         sys.exit(Exit.USAGE)
     except SystemExit:
         raise
+    except WorkspaceError as e:  # a link refused, a full disk, a read-only project
+        fail_usage(str(e))
     except KeyboardInterrupt:
         click.echo("harnessc: interrupted", err=True)
         sys.exit(Exit.STOPPED)
@@ -502,12 +506,11 @@ def status(ctx: Context, as_json: bool) -> None:
 def stop(ctx: Context, abort: bool) -> None:
     """Ask the running `harnessc run` to stop (it checkpoints and exits 3)."""
     from .runtime.lock import holder
+    from .workspace import Workspace
 
-    root = ctx.root()
-    path = root / ".harness" / "stop"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("abort\n" if abort else "stop\n", encoding="utf-8")
-    pid = holder(root / ".harness" / "run.lock")
+    workspace = Workspace(ctx.root())
+    workspace.write_atomic(workspace.stop, "abort\n" if abort else "stop\n")
+    pid = holder(workspace)
     if pid:
         click.echo(f"asked run (pid {pid}) to {'abort' if abort else 'stop'}")
     else:
@@ -548,18 +551,18 @@ def retry(ctx: Context, jobs, max_cost, no_build) -> None:
 def reset(ctx: Context, tasks, all_: bool) -> None:
     """Forget the state of TASK... (or --all) so they run again."""
     from .runtime.lock import Locked, RunLock
-    from .runtime.session import state_path
     from .runtime.state import StateError, StateStore
+    from .workspace import Workspace
 
     if bool(tasks) == all_:
         fail_usage("give task ids or --all (not both)")
-    root = ctx.root()
-    if not state_path(root).exists():
+    workspace = Workspace(ctx.root())
+    if not workspace.state_db.exists():
         click.echo("nothing to reset: no state yet")
         return
     try:
-        with RunLock(root / ".harness" / "run.lock"):
-            store = StateStore(state_path(root), create=False)
+        with RunLock(workspace):
+            store = StateStore(workspace, create=False)
             try:
                 known = set(store.tasks())
                 unknown = [t for t in tasks if t not in known]

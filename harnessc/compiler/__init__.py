@@ -11,10 +11,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..diagnostics import Diagnostics
+from ..workspace import Workspace
 from . import check, load
 from . import output
 from .output import PromptFiles
-from .project import BUILD_DIR, Project
+from .project import Project
 
 __all__ = ["lint_project", "compile_project", "write_build", "build_project", "CHECK_PASSES", "PLAN_PASSES"]
 
@@ -101,13 +102,15 @@ def compile_project(root: Path, diags: Diagnostics | None = None, write_prompts:
     """
     project = Project(root=Path(root), diags=diags or Diagnostics())
     if write_prompts:
-        project.prompt_files = PromptFiles(project.root / BUILD_DIR / "prompts")
+        project.prompt_files = PromptFiles(Workspace(project.root))
     with _no_cyclic_gc():
         _run(project, CHECK_PASSES)
         if project.roadmap is not None and not project.diags.has_errors():
             _run(project, PLAN_PASSES)
     if project.diags.has_errors():
         project.plan = None
+        if project.prompt_files is not None:
+            project.prompt_files.close()
     return project
 
 

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 ROADMAP = "roadmap.md"
 CONTRACTS = "contracts.yaml"
 HARNESS = "harness.yaml"
-BUILD_DIR = Path(".harness") / "build"
 SPEC_FILES = (ROADMAP, CONTRACTS, HARNESS)
 PLAN_VERSION = 1  # plan.json's format; the runtime refuses other versions
 

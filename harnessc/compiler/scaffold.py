@@ -5,6 +5,8 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from ..workspace import Workspace
+
 FILES = ("roadmap.md", "contracts.yaml", "harness.yaml")
 
 
@@ -17,25 +19,27 @@ def scaffold(directory: Path, force: bool = False) -> list[Path]:
     existing = [directory / f for f in FILES if (directory / f).exists()]
     if existing and not force:
         raise ScaffoldError(f"{', '.join(str(p) for p in existing)} already exist{'s' if len(existing) == 1 else ''}")
+    workspace = Workspace(directory)  # --force replaces files, never writes through a link
     written = []
     src = resources.files("harnessc").joinpath("templates", "init")
     for name in FILES:
-        text = src.joinpath(name).read_text("utf-8")
-        (directory / name).write_text(text, encoding="utf-8")
+        workspace.write_atomic(directory / name, src.joinpath(name).read_text("utf-8"))
         written.append(directory / name)
     # The YAML files' modelines point here, so editors complete keys offline.
     # `harnessc schema --out .schemas` refreshes them after an upgrade.
     from .schemas import dump, generate
 
     schema_dir = directory / ".schemas"
-    schema_dir.mkdir(exist_ok=True)
     for name, body in generate().items():
-        (schema_dir / name).write_text(dump(body), encoding="utf-8")
+        workspace.write_atomic(schema_dir / name, dump(body))
         written.append(schema_dir / name)
     gitignore = directory / ".gitignore"
-    lines = gitignore.read_text("utf-8").splitlines() if gitignore.exists() else []
+    try:
+        lines = workspace.read_text(gitignore).splitlines()
+    except FileNotFoundError:
+        lines = []
     if ".harness/" not in lines and ".harness" not in lines:
-        with gitignore.open("a", encoding="utf-8") as f:
+        with workspace.open_write(gitignore, "a") as f:
             if lines and lines[-1] != "":
                 f.write("\n")
             f.write(".harness/\n")

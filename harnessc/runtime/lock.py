@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import fcntl
 import os
-from pathlib import Path
+
+from ..workspace import Workspace, WorkspaceError
 
 
 class Locked(Exception):
@@ -18,13 +19,12 @@ class Locked(Exception):
 
 
 class RunLock:
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, workspace: Workspace):
+        self.workspace = workspace
         self.fd: int | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self.workspace.open_lock(self.workspace.run_lock)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -34,8 +34,12 @@ class RunLock:
                 pid = None
             os.close(fd)
             raise Locked(pid) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as e:  # a full disk or a read-only project
+            os.close(fd)
+            raise WorkspaceError(f"cannot write {self.workspace.rel(self.workspace.run_lock)}: {e.strerror}") from None
         self.fd = fd
 
     def release(self) -> None:
@@ -55,11 +59,11 @@ class RunLock:
         self.release()
 
 
-def holder(path: Path) -> int | None:
+def holder(workspace: Workspace) -> int | None:
     """The pid of a live run holding the lock, else None."""
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+        fd = workspace.open_read(workspace.run_lock)
+    except FileNotFoundError:
         return None
     try:
         try:

@@ -8,9 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..compiler.project import BUILD_DIR, PLAN_VERSION, SPEC_FILES
+from ..compiler.project import PLAN_VERSION, SPEC_FILES
 from ..compiler.prompts import render_prompt, render_refinement, render_system  # noqa: F401
 from ..compiler.validate import extract_json, template_output, validate_output  # noqa: F401
+from ..workspace import Workspace
 
 
 class PlanError(Exception):
@@ -20,14 +21,12 @@ class PlanError(Exception):
 # ------------------------------------------------------------------ plan loading
 
 
-def plan_path(root: Path) -> Path:
-    return root / BUILD_DIR / "plan.json"
-
-
 def load_plan(root: Path) -> dict:
-    path = plan_path(root)
+    """The compiled plan. Raises PlanError, or WorkspaceError when .harness/ holds a link."""
+    workspace = Workspace(root)
+    path = workspace.plan
     try:
-        plan = json.loads(path.read_text(encoding="utf-8"))
+        plan = json.loads(workspace.read_text(path))
     except FileNotFoundError:
         raise PlanError(f"no compiled plan at {path.relative_to(root)}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:

@@ -5,17 +5,18 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ..workspace import Workspace
 from . import plan as planmod
 from .lock import holder
 from .scheduler import task_summary
-from .session import HARNESS, state_path
 from .state import TERMINAL_OK, NoState, StateStore
 
 
 def status(root: Path) -> dict:
     """{"run": {...} | None, "tasks": [...]} in plan order when a plan exists."""
+    workspace = Workspace(root)
     try:  # a run that is creating state.db right now has no state yet either
-        store = StateStore(state_path(root), create=False)
+        store = StateStore(workspace, create=False)
     except NoState:
         store = None
     try:
@@ -51,7 +52,7 @@ def status(root: Path) -> dict:
             t["removed"] = True
         tasks.append(t)
     if run is not None:
-        live_pid = holder(root / HARNESS / "run.lock")
+        live_pid = holder(workspace)
         run["active"] = run["status"] == "running" and live_pid is not None
         counts: dict[str, int] = {}
         for t in tasks:
@@ -64,9 +65,10 @@ def status(root: Path) -> dict:
 
 
 def log(root: Path, task_id: str) -> list[dict]:
-    if not state_path(root).exists():
+    workspace = Workspace(root)
+    if not workspace.state_db.exists():
         return []
-    store = StateStore(state_path(root), create=False)
+    store = StateStore(workspace, create=False)
     try:
         return store.attempts(task_id)
     finally:

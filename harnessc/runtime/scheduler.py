@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from .. import outcome as outcomes
 from ..outcome import RunOutcome
+from ..workspace import Workspace, WorkspaceError
 from . import plan as planmod
 from .agents.base import AgentError, Request, make_agent
 from .budget import Budget
@@ -95,7 +96,7 @@ class Runner:
         self.halt: tuple[str, str] | None = None  # (outcome.BUDGET|FAIL_FAST, why): ends the run early
         self.wake = asyncio.Event()
         self._stop_event = asyncio.Event()  # wakes retry delays early
-        self.stop_file = root / ".harness" / "stop"
+        self.workspace = Workspace(root)
         self.running: dict[str, asyncio.Task] = {}
         self.live: dict[str, dict] = {}  # task id -> {"iteration", "agent"} for displays
         self.finished: list[str] = []  # task ids whose asyncio task ended, not yet processed
@@ -127,8 +128,8 @@ class Runner:
     async def _watch_stop_file(self) -> None:
         while True:
             try:
-                word = self.stop_file.read_text(encoding="utf-8").strip().lower()
-            except OSError:
+                word = self.workspace.read_bytes(self.workspace.stop).decode("utf-8", "replace").strip().lower()
+            except (OSError, WorkspaceError):  # none yet; a link is never read
                 word = None
             if word:
                 self.request_stop("abort" if word.startswith("abort") else "stop")
@@ -519,10 +520,9 @@ def task_summary(row: dict) -> dict:
             "run_id": row["run_id"]}
 
 
-def write_results(root: Path, result: RunResult, run: dict | None) -> Path:
+def write_results(workspace: Workspace, result: RunResult, run: dict | None) -> Path:
     """.harness/runs/<run-id>/run_results.json, like dbt's."""
-    path = root / ".harness" / "runs" / result.run_id / "run_results.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = workspace.run_results(result.run_id)
     data = {"run_id": result.run_id, "status": result.status, "exit_code": result.exit_code,
             "message": result.message, "elapsed": round(result.elapsed, 3), "stale": result.stale,
             "run": run, "results": result.tasks}
@@ -532,7 +532,5 @@ def write_results(root: Path, result: RunResult, run: dict | None) -> Path:
     head = json.dumps(data, indent=2, sort_keys=True, default=str)
     rows = ",\n".join("    " + json.dumps(r, sort_keys=True, default=str) for r in results)
     text = head[:-2] + ',\n  "results": [' + (f"\n{rows}\n  ]" if rows else "]") + "\n}\n"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    workspace.write_atomic(path, text)
     return path

@@ -7,15 +7,10 @@ import dataclasses
 from pathlib import Path
 from typing import Callable
 
+from ..workspace import Workspace
 from .lock import RunLock
 from .scheduler import RunOptions, RunResult, Runner, new_run_id, write_results
 from .state import StateStore
-
-HARNESS = ".harness"
-
-
-def state_path(root: Path) -> Path:
-    return root / HARNESS / "state.db"
 
 
 def keep_max_cost(store: StateStore, opts: RunOptions) -> tuple[RunOptions, float | None]:
@@ -34,15 +29,16 @@ def keep_max_cost(store: StateStore, opts: RunOptions) -> tuple[RunOptions, floa
 def execute(root: Path, plan: dict, opts: RunOptions,
             listeners: list[Callable[[dict], None]] | None = None,
             on_start: Callable[[Runner, dict], None] | None = None) -> RunResult:
-    """Run the plan to the end (or a stop). Raises lock.Locked, state.StateError."""
-    lock = RunLock(root / HARNESS / "run.lock")
+    """Run the plan to the end (or a stop). Raises lock.Locked, state.StateError,
+    workspace.WorkspaceError."""
+    workspace = Workspace(root)
+    lock = RunLock(workspace)
     lock.acquire()
-    stop_file = root / HARNESS / "stop"
     store = None
     try:
-        store = StateStore(state_path(root))
+        store = StateStore(workspace)
         recovered = store.recover()
-        stop_file.unlink(missing_ok=True)  # a stop meant for an earlier run
+        workspace.unlink(workspace.stop)  # a stop meant for an earlier run
         opts, recovered["max_cost_kept"] = keep_max_cost(store, opts)
         runner = Runner(root, plan, store, opts, listeners)
         idle = runner.idle_result()
@@ -50,7 +46,7 @@ def execute(root: Path, plan: dict, opts: RunOptions,
             return idle  # nothing to run: no run recorded, no run directory
         options = {k: (sorted(v) if isinstance(v, set) else v)
                    for k, v in dataclasses.asdict(opts).items()}
-        store.start_run(new_run_id(), options, root / HARNESS / "runs")
+        store.start_run(new_run_id(), options)
         if recovered["interrupted_attempts"]:
             store.event("recovered", attempts=recovered["interrupted_attempts"],
                         tasks=recovered["interrupted_tasks"])
@@ -58,10 +54,12 @@ def execute(root: Path, plan: dict, opts: RunOptions,
             on_start(runner, recovered)
         result = asyncio.run(runner.run())
         store.end_run(result.status, result.exit_code, result.message)
-        write_results(root, result, store.last_run())
+        write_results(workspace, result, store.last_run())
         return result
     finally:
-        stop_file.unlink(missing_ok=True)
-        if store is not None:
-            store.close()
-        lock.release()
+        try:
+            workspace.unlink(workspace.stop)
+        finally:
+            if store is not None:
+                store.close()
+            lock.release()

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable
 
 from json.encoder import encode_basestring_ascii as _encode_str
 
+from ..workspace import Workspace
 from .procs import secret_values
 
 SCHEMA_VERSION = 1
@@ -84,8 +85,9 @@ MIRROR_FLUSH = 0.1  # seconds events.jsonl lines may wait in the buffer (flush_m
 
 
 class StateStore:
-    def __init__(self, path: Path, create: bool = True):
-        self.path = Path(path)
+    def __init__(self, workspace: Workspace, create: bool = True):
+        self.workspace = workspace
+        self.path = workspace.state_db
         self.secrets = secret_values()
         self._in_tx = False
         self.mirror = None  # file object of .harness/runs/<id>/events.jsonl, when running
@@ -100,9 +102,9 @@ class StateStore:
         self.listeners: list = []  # callables given every event (the live display)
         if not self.path.exists() and not create:
             raise NoState(f"no state yet ({self._rel()}): nothing has run in this project")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        name = workspace.sqlite_path(self.path, create=create)  # refuses links; raises WorkspaceError
         try:
-            self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=10.0)
+            self.db = sqlite3.connect(name, isolation_level=None, timeout=10.0)
             self.db.row_factory = sqlite3.Row
             self._check_and_init(create)
         except sqlite3.DatabaseError as e:
@@ -276,11 +278,9 @@ class StateStore:
 
     # ------------------------------------------------------------------ runs
 
-    def start_run(self, run_id: str, options: dict, runs_dir: Path) -> None:
+    def start_run(self, run_id: str, options: dict) -> None:
         self.run_id = run_id
-        d = runs_dir / run_id
-        d.mkdir(parents=True, exist_ok=True)
-        self.mirror = open(d / "events.jsonl", "a", encoding="utf-8")
+        self.mirror = self.workspace.open_write(self.workspace.events(run_id), "a")
         with self.tx():
             self.db.execute(
                 "INSERT INTO runs (id, started_at, status, pid, options) VALUES (?,?,?,?,?)",

@@ -7,11 +7,12 @@ import asyncio
 import pytest
 
 from harnessc.runtime.state import StateStore
+from harnessc.workspace import Workspace
 
 
 @pytest.fixture
 def store(tmp_path):
-    s = StateStore(tmp_path / ".harness" / "state.db")
+    s = StateStore(Workspace(tmp_path))
     s.run_id = "r1"
     s.ensure_tasks(["a", "b", "c"], set())
     yield s

@@ -20,6 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from harnessc.runtime.scheduler import RunOptions, Runner, new_run_id
 from harnessc.runtime.state import STATES, StateStore
+from harnessc.workspace import Workspace
 
 from .helpers import SIMPLE_CONTRACT, node, write_project
 
@@ -51,7 +52,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.plan = write_project(self.tmp, nodes, agents=agents, contracts={"summary": SIMPLE_CONTRACT})
         self.nodes = {x["id"]: x for x in nodes}
         self.model: dict[str, str] = {}  # task -> terminal state we know was committed
-        self.store = StateStore(self.tmp / ".harness" / "state.db")
+        self.store = StateStore(Workspace(self.tmp))
 
     def teardown(self):
         if getattr(self, "store", None):
@@ -114,7 +115,7 @@ class SchedulerMachine(RuleBasedStateMachine):
     @rule()
     def reopen(self):
         self.store.close()
-        self.store = StateStore(self.tmp / ".harness" / "state.db")
+        self.store = StateStore(Workspace(self.tmp))
         self.store.recover()
         rows = self.store.tasks()
         for tid, s in self.model.items():

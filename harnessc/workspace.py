@@ -1,0 +1,301 @@
+"""The project directory as harnessc writes it: every path under `<project>/.harness/`, and
+the few file operations harnessc performs in the project, each confined to it.
+
+Confinement is proven at the moment of use, not checked once beforehand: each component
+below the project root is opened relative to its parent's descriptor with O_NOFOLLOW, so a
+symbolic link anywhere on the way (`.harness -> /tmp`, `.harness/build/prompts -> ~`, a
+linked `run.lock`) is refused with an UnsafePath naming it, and a link swapped in after a
+check cannot redirect the operation: the directory a file is written in is, by
+construction, the one inside the project. The project root itself may be reached through
+links (the user chose it). Files written in place (a lock, an appended log) must also not
+be hard links, which would carry the write to another name.
+
+Every failure is a WorkspaceError whose message is one line naming the path (relative to
+the project) and the reason; the CLI prints it as `harnessc: error: ...` and exits 2.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import itertools
+import os
+import stat
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+HARNESS = ".harness"
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO planted as a file must not block harnessc (it is then refused as not
+# a regular file); on regular files the flag changes nothing.
+_FILE = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")  # SQLite opens these next to a database
+
+
+class WorkspaceError(Exception):
+    """A file operation in the project failed; the message names the path and the reason."""
+
+
+class UnsafePath(WorkspaceError):
+    """The operation would go through a symbolic link (or write through a hard link)."""
+
+
+class Workspace:
+    """The paths harnessc keeps in one project, and confined operations on them.
+
+    Paths are absolute (root / ...); every operation takes a path below the root."""
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+        self.harness = self.root / HARNESS
+        self.build = self.harness / "build"  # `harnessc build` output
+        self.plan = self.build / "plan.json"
+        self.prompts = self.build / "prompts"  # <task-id>.md and _system.md
+        self.state_db = self.harness / "state.db"
+        self.run_lock = self.harness / "run.lock"
+        self.stop = self.harness / "stop"  # `harnessc stop` asks the run to stop through it
+        self.runs = self.harness / "runs"  # runs/<run-id>/: events.jsonl, run_results.json
+        self.inbox = self.harness / "inbox"
+        self.cassettes = self.harness / "cassettes"
+        self.alerts_log = self.harness / "alerts.log"
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.runs / run_id
+
+    def events(self, run_id: str) -> Path:
+        return self.run_dir(run_id) / "events.jsonl"
+
+    def run_results(self, run_id: str) -> Path:
+        return self.run_dir(run_id) / "run_results.json"
+
+    def rel(self, path: Path | str) -> str:
+        """`path` relative to the project, as messages show it."""
+        return Path(path).relative_to(self.root).as_posix()
+
+    # ------------------------------------------------------------------ operations
+
+    def make_dir(self, path: Path) -> None:
+        """mkdir -p, below the root, through no link."""
+        os.close(self.open_dir(path))
+
+    def open_dir(self, path: Path, create: bool = True) -> int:
+        """A descriptor of directory `path` (created with its parents when `create`); the
+        caller closes it. Raises FileNotFoundError when missing and not `create`."""
+        return self._walk(self._parts(path), create, "write" if create else "read")
+
+    def write_atomic(self, path: Path, data: bytes | str) -> None:
+        """Replace `path` by `data` all at once: a temporary file in the same directory,
+        renamed over it. On any failure (a full disk) the old file stays as it was."""
+        with self.atomic_file(path) as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+    @contextmanager
+    def atomic_file(self, path: Path) -> Iterator[io.BufferedWriter]:
+        """A binary file to stream into, which replaces `path` when the block ends without
+        error (write_atomic, for data too large to hold)."""
+        with self._parent(path, create=True, verb="write") as (fd, name):
+            with atomic_file_at(fd, name, lambda: self.rel(path)) as f:
+                yield f
+
+    def open_write(self, path: Path, mode: str = "w") -> io.IOBase:
+        """A file object for writing ("w", "wb") or appending ("a", "ab"), parents created."""
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode.startswith("a") else 0)
+        fd = self._open_file(path, flags, "write", in_place=True)
+        if not mode.startswith("a"):
+            os.ftruncate(fd, 0)  # only now: a refused hard link is never truncated
+        return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+
+    def open_lock(self, path: Path) -> int:
+        """A read-write descriptor for a lock file (created if missing); the caller closes it."""
+        return self._open_file(path, os.O_RDWR | os.O_CREAT, "lock", in_place=True)
+
+    def open_read(self, path: Path) -> int:
+        """A read-only descriptor of a file; the caller closes it. Raises FileNotFoundError
+        when it (or a parent) is missing."""
+        return self._open_file(path, os.O_RDONLY, "read", create_parents=False)
+
+    def read_bytes(self, path: Path) -> bytes:
+        """The bytes of a file. Raises FileNotFoundError when it (or a parent) is missing."""
+        with os.fdopen(self.open_read(path), "rb") as f:
+            try:
+                return f.read()
+            except OSError as e:
+                raise self._error("read", path, e) from None
+
+    def read_text(self, path: Path) -> str:
+        return self.read_bytes(path).decode("utf-8")
+
+    def unlink(self, path: Path, missing_ok: bool = True) -> None:
+        """Remove a file (a link at `path` is removed itself, never followed)."""
+        try:
+            with self._parent(path, create=False, verb="delete") as (fd, name):
+                os.unlink(name, dir_fd=fd)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+        except OSError as e:
+            raise self._error("delete", path, e) from None
+
+    def sqlite_path(self, path: Path, create: bool = True) -> str:
+        """The path to give sqlite3.connect for database `path`, once its directory is
+        confined and neither the database nor its WAL, shared-memory or journal file is
+        a link. SQLite opens files by name, so this is a check just before the open."""
+        with self._parent(path, create=create, verb="open") as (fd, name):
+            for n in (name, *(name + s for s in SQLITE_SIDE_FILES)):
+                try:
+                    st = os.stat(n, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISLNK(st.st_mode):
+                    raise self._link("open", path.parent / n, fd, n)
+                if not stat.S_ISREG(st.st_mode):
+                    raise WorkspaceError(f"cannot open {self.rel(path.parent / n)}: not a regular file")
+        return str(path)
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _parts(self, path: Path | str) -> tuple[str, ...]:
+        parts = Path(path).relative_to(self.root).parts
+        if not parts or ".." in parts:
+            raise ValueError(f"{path} is not a path below {self.root}")
+        return parts
+
+    @contextmanager
+    def _parent(self, path: Path, create: bool, verb: str) -> Iterator[tuple[int, str]]:
+        """(descriptor of the confined parent directory, file name)."""
+        parts = self._parts(path)
+        fd = self._walk(parts[:-1], create, verb)
+        try:
+            yield fd, parts[-1]
+        finally:
+            os.close(fd)
+
+    def _walk(self, parts: tuple[str, ...], create: bool, verb: str) -> int:
+        """Open root/parts... one directory at a time, never through a link."""
+        try:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as e:
+            raise WorkspaceError(f"cannot {verb} in project directory {self.root}: {e.strerror}") from None
+        for i, part in enumerate(parts):
+            try:
+                try:
+                    nxt = os.open(part, _DIR, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    try:
+                        os.mkdir(part, 0o777, dir_fd=fd)
+                    except FileExistsError:  # made meanwhile, by another harnessc or as a link
+                        pass
+                    nxt = os.open(part, _DIR, dir_fd=fd)
+            except FileNotFoundError:
+                os.close(fd)
+                raise
+            except OSError as e:
+                here = self.root.joinpath(*parts[:i + 1])
+                err = self._link(verb, here, fd, part) if e.errno in (errno.ENOTDIR, errno.ELOOP) else None
+                os.close(fd)
+                raise (err or self._error(verb, here, e)) from None
+            os.close(fd)
+            fd = nxt
+        return fd
+
+    def _open_file(self, path: Path, flags: int, verb: str, in_place: bool = False,
+                   create_parents: bool = True) -> int:
+        with self._parent(path, create=create_parents, verb=verb) as (dfd, name):
+            try:
+                fd = os.open(name, flags | _FILE, 0o666, dir_fd=dfd)
+            except FileNotFoundError:
+                raise
+            except OSError as e:
+                err = self._link(verb, path, dfd, name) if e.errno == errno.ELOOP else None
+                raise (err or self._error(verb, path, e)) from None
+        st = os.fstat(fd)
+        problem = None
+        if not stat.S_ISREG(st.st_mode):
+            problem = WorkspaceError(f"cannot {verb} {self.rel(path)}: not a regular file")
+        elif in_place and st.st_nlink > 1:
+            problem = UnsafePath(f"refusing to {verb} through a hard link: {self.rel(path)} "
+                                 f"({st.st_nlink} names for one file)")
+        if problem:
+            os.close(fd)
+            raise problem
+        return fd
+
+    def _link(self, verb: str, path: Path, dir_fd: int, name: str) -> UnsafePath | None:
+        """The refusal for a link at `name` (in dir_fd), or None when it is no link."""
+        try:
+            target = os.readlink(name, dir_fd=dir_fd)
+        except OSError:
+            return None
+        return UnsafePath(f"refusing to {verb} through a symbolic link: {self.rel(path)} -> {target}")
+
+    def _error(self, verb: str, path: Path, e: OSError) -> WorkspaceError:
+        return WorkspaceError(f"cannot {verb} {self.rel(path)}: {e.strerror or e}")
+
+
+_tmp_names = itertools.count()
+
+
+def write_atomic_at(dir_fd: int, name: str, data: bytes, shown: Callable[[], str]) -> None:
+    """write_atomic inside an open, confined directory (a build's prompts: one walk for
+    all), for a `name` known to be no link (it was not in the directory, or was checked)."""
+    fd, tmp = _create_tmp(dir_fd, name, shown)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)  # replaces a link, never follows it
+    except OSError as e:
+        _remove(dir_fd, tmp)
+        raise WorkspaceError(f"cannot write {shown()}: {e.strerror or e}") from None
+
+
+@contextmanager
+def atomic_file_at(dir_fd: int, name: str, shown: Callable[[], str]) -> Iterator[io.BufferedWriter]:
+    """A binary file that replaces `name` (in dir_fd) when the block ends without error;
+    on an error the temporary file is removed and `name` is left as it was. A link at
+    `name` is refused, not replaced."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise UnsafePath(f"refusing to write through a symbolic link: {shown()} -> "
+                         f"{os.readlink(name, dir_fd=dir_fd)}")
+    fd, tmp = _create_tmp(dir_fd, name, shown)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException as e:
+        _remove(dir_fd, tmp)
+        if isinstance(e, OSError):
+            raise WorkspaceError(f"cannot write {shown()}: {e.strerror or e}") from None
+        raise
+
+
+def _create_tmp(dir_fd: int, name: str, shown: Callable[[], str]) -> tuple[int, str]:
+    """A new temporary file next to `name`: (descriptor, its name). The name ends like
+    `name`, so a build's clean-up of stale prompts also removes one a crash left."""
+    while True:
+        prefix = f".tmp-{os.getpid()}-{next(_tmp_names)}-"
+        tmp = prefix + name[len(prefix) - 255:]
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE, 0o666, dir_fd=dir_fd), tmp
+        except FileExistsError:  # left by a killed process that had our pid
+            continue
+        except OSError as e:
+            raise WorkspaceError(f"cannot write {shown()}: {e.strerror or e}") from None
+
+
+def _remove(dir_fd: int, name: str) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass
