@@ -132,20 +132,40 @@ def _project_first(args: list[str]) -> str:
 FORMATS = ("text", "json", "github", "sarif")
 
 
-def report(diags, sources: dict[str, str], fmt: str, strict: bool, quiet_ok: bool = False) -> int:
-    """Print diagnostics in the chosen format; the exit code they call for."""
+def shown_paths(diagnostics, root: Path | None) -> dict[str, str]:
+    """Where each project file a diagnostic names is, from the invoking directory: with
+    `-C specs/demo`, roadmap.md is specs/demo/roadmap.md (so editors and CI find it)."""
+    import os
+
+    from .compiler.project import SPEC_FILES
+
+    if root is None:
+        return {}
+    base = Path(os.path.relpath(root, Path.cwd()))
+    if base == Path("."):
+        return {}
+    # a missing spec file is still named where it belongs; built-in templates are not project files
+    return {d.span.path: (base / d.span.path).as_posix() for d in diagnostics
+            if d.span.path in SPEC_FILES or (root / d.span.path).is_file()}
+
+
+def report(diags, sources: dict[str, str], fmt: str, strict: bool, quiet_ok: bool = False,
+           root: Path | None = None) -> int:
+    """Print diagnostics in the chosen format (paths relative to the invoking directory,
+    the project's `root`); the exit code they call for."""
     from .diagnostics import render_github, render_json, render_sarif, render_text
 
     items = diags.sorted()
+    paths = shown_paths(items, root)
     if fmt == "json":
-        click.echo(render_json(items), nl=False)
+        click.echo(render_json(items, paths), nl=False)
     elif fmt == "github":
-        click.echo(render_github(items), nl=False)
+        click.echo(render_github(items, paths), nl=False)
     elif fmt == "sarif":
-        click.echo(render_sarif(items, __version__), nl=False)
+        click.echo(render_sarif(items, __version__, paths, Path.cwd().as_uri() + "/"), nl=False)
     else:
         if items:
-            click.echo(render_text(items, sources), nl=False, err=False)
+            click.echo(render_text(items, sources, paths), nl=False, err=False)
         line = diagnostics_summary(len(diags.errors), len(diags.warnings), strict)
         if line:
             click.echo(line)
@@ -168,7 +188,7 @@ def lint(ctx: Context, fmt: str, strict: bool) -> None:
     from .compiler import lint_project
 
     project = lint_project(ctx.root())
-    sys.exit(report(project.diags, project.sources, fmt, strict))
+    sys.exit(report(project.diags, project.sources, fmt, strict, root=project.root))
 
 
 @cli.command()
@@ -179,7 +199,7 @@ def build(ctx: Context, fmt: str, strict: bool) -> None:
     from .compiler import compile_project, write_build
 
     project = compile_project(ctx.root(), write_prompts=True)
-    code = report(project.diags, project.sources, fmt, strict, quiet_ok=True)
+    code = report(project.diags, project.sources, fmt, strict, quiet_ok=True, root=project.root)
     if code != Exit.OK or project.plan is None:
         sys.exit(code)
     out = write_build(project)
@@ -210,7 +230,7 @@ def _compiled_or_exit(ctx: Context):
 
     project = compile_project(ctx.root())
     if project.plan is None:
-        report(project.diags, project.sources, "text", False)
+        report(project.diags, project.sources, "text", False, root=project.root)
         sys.exit(Exit.PROBLEMS)
     return project
 
@@ -230,7 +250,7 @@ def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
 
     project = lint_project(ctx.root())
     if project.roadmap is None or project.diags.has_errors():
-        report(project.diags, project.sources, "text", False)
+        report(project.diags, project.sources, "text", False, root=project.root)
         sys.exit(Exit.PROBLEMS)
     views = [task_view(t) for t in project.tasks]
     try:
@@ -283,7 +303,7 @@ def validate(ctx: Context, contract_name: str, file: str, output: str) -> None:
     for p in (load.discover, load.load_config, load.load_contracts, check.check_contracts):
         p(project)
     if project.diags.has_errors():  # a contract lint refuses is not one to validate against
-        sys.exit(report(project.diags, project.sources, "text", False))
+        sys.exit(report(project.diags, project.sources, "text", False, root=project.root))
     load.to_models(project)
     if contract_name not in project.contracts:
         fail_usage(f"unknown contract '{contract_name}'",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, Iterator, Literal
+from typing import Iterable, Iterator, Literal, Mapping
 
 Severity = Literal["error", "warning", "note"]
 
@@ -175,15 +175,20 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
 
 
 # ---------------------------------------------------------------- renderers
+#
+# Spans hold paths relative to the project; `paths` maps them to the paths shown (relative
+# to where harnessc was invoked, see cli.report), so editors and CI find the files.
 
 
-def render_text(diagnostics: Iterable[Diagnostic], sources: dict[str, str]) -> str:
+def render_text(diagnostics: Iterable[Diagnostic], sources: dict[str, str],
+                paths: Mapping[str, str] | None = None) -> str:
     """`path:line:col: severity[CODE]: message`, the source line with a caret, then the hint."""
     out: list[str] = []
     lines_cache: dict[str, list[str]] = {}
+    paths = paths or {}
     for d in diagnostics:
         s = d.span
-        out.append(f"{s.path}:{s.line}:{s.col}: {d.severity}[{d.code}]: {d.message}")
+        out.append(f"{paths.get(s.path, s.path)}:{s.line}:{s.col}: {d.severity}[{d.code}]: {d.message}")
         text = sources.get(s.path)
         if text is not None:
             lines = lines_cache.setdefault(s.path, text.splitlines())
@@ -201,30 +206,41 @@ def render_text(diagnostics: Iterable[Diagnostic], sources: dict[str, str]) -> s
     return "\n".join(out) + ("\n" if out else "")
 
 
-def render_json(diagnostics: Iterable[Diagnostic]) -> str:
-    return json.dumps([d.to_dict() for d in diagnostics], indent=2) + "\n"
+def render_json(diagnostics: Iterable[Diagnostic], paths: Mapping[str, str] | None = None) -> str:
+    out = []
+    for d in diagnostics:
+        item = d.to_dict()
+        item["span"]["path"] = (paths or {}).get(d.span.path, d.span.path)
+        out.append(item)
+    return json.dumps(out, indent=2) + "\n"
 
 
 def _github_escape(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
-def render_github(diagnostics: Iterable[Diagnostic]) -> str:
+def render_github(diagnostics: Iterable[Diagnostic], paths: Mapping[str, str] | None = None) -> str:
     """GitHub Actions workflow commands: annotations on the pull request."""
     out = []
+    paths = paths or {}
     for d in diagnostics:
         level = {"error": "error", "warning": "warning"}.get(d.severity, "notice")
         msg = d.message + (f" (hint: {d.hint})" if d.hint else "")
         s = d.span
         out.append(
-            f"::{level} file={s.path},line={s.line},col={s.col},title={d.code}::{_github_escape(msg)}"
+            f"::{level} file={paths.get(s.path, s.path)},line={s.line},col={s.col},title={d.code}::{_github_escape(msg)}"
         )
     return "\n".join(out) + ("\n" if out else "")
 
 
-def render_sarif(diagnostics: Iterable[Diagnostic], version: str) -> str:
-    """SARIF 2.1.0, the format code-scanning UIs read."""
+def render_sarif(diagnostics: Iterable[Diagnostic], version: str, paths: Mapping[str, str] | None = None,
+                 src_root: str | None = None) -> str:
+    """SARIF 2.1.0, the format code-scanning UIs read. Locations are relative URIs against
+    the base id %SRCROOT%, which `src_root` (a file: URI of the invoking directory) defines."""
+    from urllib.parse import quote
+
     diagnostics = list(diagnostics)
+    paths = paths or {}
     used = sorted({d.code for d in diagnostics})
     results = []
     for d in diagnostics:
@@ -241,7 +257,10 @@ def render_sarif(diagnostics: Iterable[Diagnostic], version: str) -> str:
                 "level": {"error": "error", "warning": "warning"}.get(d.severity, "note"),
                 "message": {"text": message},
                 "locations": [
-                    {"physicalLocation": {"artifactLocation": {"uri": s.path}, "region": region}}
+                    {"physicalLocation": {
+                        "artifactLocation": {"uri": quote(paths.get(s.path, s.path)), "uriBaseId": "%SRCROOT%"},
+                        "region": region,
+                    }}
                 ],
             }
         )
@@ -263,4 +282,6 @@ def render_sarif(diagnostics: Iterable[Diagnostic], version: str) -> str:
             }
         ],
     }
+    if src_root is not None:
+        doc["runs"][0]["originalUriBaseIds"] = {"%SRCROOT%": {"uri": src_root}}
     return json.dumps(doc, indent=2) + "\n"

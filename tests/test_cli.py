@@ -89,23 +89,37 @@ def test_lint_reports_every_problem_with_location(tmp_path: Path) -> None:
     assert "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("fmt", ["json", "github", "sarif"])
-def test_lint_formats(tmp_path: Path, fmt: str) -> None:
-    root = tmp_path / "p"
+@pytest.mark.parametrize("fmt", ["text", "json", "github", "sarif"])
+def test_lint_formats_name_files_from_the_invoking_directory(tmp_path: Path, fmt: str) -> None:
+    # `harnessc -C specs/p lint` in CI: annotations must name specs/p/roadmap.md (issue 11, bug 5)
+    root = tmp_path / "specs" / "p"
     shutil.copytree(FIXTURES / "projects" / "unknown-refs", root, ignore=shutil.ignore_patterns("expected.txt"))
-    r = run("-C", str(root), "lint", "--format", fmt)
+    r = run("-C", "specs/p", "lint", "--format", fmt, cwd=tmp_path)
     assert r.returncode == 1
-    if fmt == "json":
+    if fmt == "text":
+        assert "specs/p/roadmap.md:8:28: error[HC401]: unknown dependency 'setpu-001'" in r.stdout
+    elif fmt == "json":
         data = json.loads(r.stdout)
         assert {d["code"] for d in data} == {"HC401", "HC402", "HC403"}
-        assert data[0]["span"]["path"] == "roadmap.md" and data[0]["span"]["line"] == 8
+        assert data[0]["span"]["path"] == "specs/p/roadmap.md" and data[0]["span"]["line"] == 8
     elif fmt == "github":
-        assert "::error file=roadmap.md,line=8,col=28,title=HC401::unknown dependency 'setpu-001'" in r.stdout
+        assert "::error file=specs/p/roadmap.md,line=8,col=28,title=HC401::unknown dependency 'setpu-001'" in r.stdout
     else:
         sarif = json.loads(r.stdout)
         assert sarif["version"] == "2.1.0"
-        results = sarif["runs"][0]["results"]
-        assert {x["ruleId"] for x in results} == {"HC401", "HC402", "HC403"}
+        run_ = sarif["runs"][0]
+        assert {x["ruleId"] for x in run_["results"]} == {"HC401", "HC402", "HC403"}
+        where = run_["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
+        assert where == {"uri": "specs/p/roadmap.md", "uriBaseId": "%SRCROOT%"}
+        assert run_["originalUriBaseIds"]["%SRCROOT%"]["uri"] == tmp_path.resolve().as_uri() + "/"
+
+
+def test_lint_from_inside_the_project_names_files_from_there(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    shutil.copytree(FIXTURES / "projects" / "unknown-refs", root, ignore=shutil.ignore_patterns("expected.txt"))
+    (root / "src").mkdir()
+    assert "roadmap.md:8:28: error[HC401]" in run("lint", cwd=root).stdout.splitlines()[0]
+    assert run("lint", cwd=root / "src").stdout.startswith("../roadmap.md:8:28: error[HC401]")
 
 
 def test_strict_turns_warnings_into_failures(tmp_path: Path) -> None:
