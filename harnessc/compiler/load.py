@@ -13,7 +13,7 @@ from ..package_data import read_text
 from ..diagnostics import Diagnostics, Span, did_you_mean
 from .project import CONTRACTS, HARNESS, ROADMAP, Project
 from .specview import SpecView, bad_places, check_spec, raw, validator
-from .vocab import BUILTIN_AGENT
+from .vocab import BUILTIN_AGENT, is_usd_place, parse_usd
 from .yamlsafe import MAX_BYTES, load_yaml
 
 MAX_ROADMAP_BYTES = 50_000_000  # roadmaps grow with the project; YAML specs stay small
@@ -108,6 +108,7 @@ def load_config(project: Project) -> None:
         loaded, marks = load_yaml(text, HARNESS, project.diags)
         project.config_marks = marks
         project.config_unreadable = loaded is None and text.strip() != ""
+        _read_usd_text(loaded)
         if loaded is not None:
             if check_spec("harness", loaded, marks, project.diags, HARNESS) is not None:
                 data = loaded
@@ -121,6 +122,20 @@ def load_config(project: Project) -> None:
     _check_routing_names(project)
     _check_command_agents(project)
     _check_templates_dir(project)
+
+
+def _read_usd_text(node, path: tuple = ()) -> None:
+    """Dollar amounts written as text ("$5", "2.50") become numbers, as roadmap.md reads them."""
+    if not isinstance(node, dict) or len(path) > 3:
+        return
+    for key, value in node.items():
+        here = (*path, key)
+        if isinstance(value, str) and is_usd_place(here):
+            usd = parse_usd(value)
+            if usd is not None:
+                node[key] = usd
+        else:
+            _read_usd_text(value, here)
 
 
 def _check_command_agents(project: Project) -> None:

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 
 from ..diagnostics import CompileError, Diagnostics, Span, closest, did_you_mean
 from .tasks import Roadmap, Task, TaskSource
-from .vocab import Complexity, FailureStrategy, Priority, parse_duration
+from .vocab import USD_FORMAT, Complexity, FailureStrategy, Priority, parse_duration, parse_usd
 
 __all__ = ["parse_roadmap", "format_roadmap", "PROPERTY_KEYS", "KEY_ALIASES", "ID_PATTERN"]
 
@@ -34,7 +34,6 @@ ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 MAX_ID_LENGTH = 128  # an id names files (prompts/<id>.md): well under the 255-byte file name limit
 _ID = re.compile(ID_PATTERN)
 _WORD = re.compile(r"[A-Za-z0-9_-]+")
-_USD = re.compile(r"\$?[ \t]*(\d+(?:\.\d*)?|\.\d+)")
 # "  - key: value" (also "*" or "+" bullets). Anchored and free of nested quantifiers, so a
 # non-matching line costs one linear scan.
 _PROP = re.compile(r"([ \t]+)[-*+][ \t]+([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:(.*)")
@@ -675,7 +674,7 @@ _FORMATS = {
     "word": "one word of letters, digits, '_' and '-', like AUTH_COMPLETE",
     "text": "some text",
     "paths": "files or globs, comma-separated, like src/auth/*.py, docs/api.md",
-    "usd": "an amount in US dollars, like 5 or $2.50",
+    "usd": USD_FORMAT,
     "words": "labels, comma-separated, like backend, auth",
     "complexity": "one of " + ", ".join(c.value for c in Complexity),
     "priority": "one of " + ", ".join(p.value for p in Priority),
@@ -828,11 +827,9 @@ def _read_duration(b: _Builder, canon: str, key: str, value: str, no: int, col: 
 
 
 def _read_usd(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
-    m = _USD.fullmatch(value)
-    usd = float(m.group(1)) if m is not None else -1.0
-    if not 0 <= usd < 1e15:  # float("9" * 400) is inf
+    usd = parse_usd(value)
+    if usd is None:
         _bad(b, key, value, no, col, "expected " + _FORMATS["usd"])
-        return None
     return usd
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..diagnostics import Diagnostics, did_you_mean
 from .jsonsubset import SchemaError, Validator, json_type, short_json
-from .vocab import DELIVERABLE_TYPES, DURATION_PATTERN, parse_duration
+from .vocab import DELIVERABLE_TYPES, DURATION_PATTERN, USD_FORMAT, is_usd_place, parse_duration
 from .yamlsafe import Marks
 
 # Words people write for deliverable types, from JSON Schema, Python and TypeScript habits.
@@ -186,4 +186,48 @@ def report(e: SchemaError, v: Validator, marks: Marks, diags: Diagnostics) -> No
     else:
         value = e.value
         shown = f" ({short_json(value, 40)})" if value is not None and not isinstance(value, (dict, list)) else ""
-        diags.error("HC211", f"{where}: {e.message}{shown}", marks.value(path), None)
+        diags.error("HC211", f"{where}: {e.message}{shown}", marks.value(path), _value_hint(e, v))
+
+
+_TYPE_WORDS = {
+    "integer": "a whole number, like 3", "number": "a number, like 2.5", "boolean": "true or false",
+    "string": "text", "array": "a list, like [a, b]", "object": "indented `key: value` lines",
+}
+_BOUND_WORDS = {"minimum": "{} or more", "exclusiveMinimum": "more than {}",
+                "maximum": "at most {}", "exclusiveMaximum": "less than {}"}
+
+
+def _value_hint(e: SchemaError, v: Validator) -> str | None:
+    """What to write instead of a value of the wrong type or out of range (HC211)."""
+    value = e.value
+    if e.keyword in _BOUND_WORDS:
+        bound = e.schema[e.keyword]
+        return "use " + _BOUND_WORDS[e.keyword].format(int(bound) if float(bound).is_integer() else bound)
+    if e.keyword != "type":
+        return None
+    if is_usd_place(e.path):
+        return "use " + USD_FORMAT
+    wanted = [t for t in _wanted_types(e.schema, v) if t != "null"]
+    if "array" in wanted and isinstance(value, str):
+        items = value.split()
+        return f"write a list: [{', '.join(items)}]" if items else "write a list, like [a, b]"
+    if wanted and wanted[0] in ("integer", "number") and isinstance(value, str) and _is_number(value.strip()):
+        return f"write the number without quotes: {value.strip()}"
+    return ("use " + " or ".join(_TYPE_WORDS.get(t, t) for t in wanted)) if wanted else None
+
+
+def _wanted_types(schema: dict, v: Validator) -> list[str]:
+    s = v.resolve(schema)
+    out: list[str] = []
+    for branch in s.get("anyOf") or [s]:
+        t = v.resolve(branch).get("type")
+        out += t if isinstance(t, list) else [t] if t else []
+    return list(dict.fromkeys(out))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return text.lower() not in ("nan", "inf", "-inf", "+inf", "infinity", "-infinity", "+infinity")

@@ -42,6 +42,24 @@ def _duration_seconds(s: str) -> int | float | None:
     return int(total) if float(total).is_integer() else round(total, 6)
 
 
+USD_FORMAT = "an amount in US dollars, like 5 or $2.50"
+_USD = re.compile(r"\$?[ \t]*(\d+(?:\.\d*)?|\.\d+)")
+
+
+def parse_usd(text: str) -> float | None:
+    """'5', '2.50', '$2.50', '$ 2.50' -> dollars, as roadmap.md and harness.yaml both write
+    them; None for anything else (and amounts too large to be meant)."""
+    m = _USD.fullmatch(text.strip())
+    usd = float(m.group(1)) if m is not None else -1.0
+    return usd if 0 <= usd < 1e15 else None  # float("9" * 400) is inf
+
+
+def is_usd_place(path: tuple) -> bool:
+    """Whether a harness.yaml path holds US dollars: budget.max_cost_usd, agents.*.price.*."""
+    return path == ("budget", "max_cost_usd") or (
+        len(path) == 4 and path[0] == "agents" and path[2] == "price" and path[3] in ("input", "output"))
+
+
 class DeliverableType(str, Enum):
     """The types a deliverable can have."""
 
