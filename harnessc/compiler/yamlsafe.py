@@ -127,6 +127,13 @@ def load_yaml(text: str, path: str, diags: Diagnostics) -> tuple[Any, Marks]:
         diags.error(r.code, r.message, r.span, r.hint)
         return None, marks
     except yaml.MarkedYAMLError as e:
+        from .yamlerrors import explain  # only when there is an error to explain
+
+        plain = explain(e, text)
+        if plain is not None:
+            span = Span(path, plain.line, plain.col, plain.line, plain.col + plain.length)
+            diags.error("HC201", f"YAML syntax error: {plain.message}", span, plain.hint)
+            return None, marks
         mark = e.problem_mark or e.context_mark
         span = Span(path, mark.line + 1, mark.column + 1) if mark else Span(path, 1, 1)
         problem = e.problem or "invalid YAML"
