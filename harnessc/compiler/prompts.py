@@ -9,11 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 import traceback
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from types import SimpleNamespace
 
-from ..diagnostics import Diagnostics, Span
+from ..diagnostics import Diagnostics, Span, did_you_mean
 
 TEMPLATE_NAMES = ("system.md.j2", "task.md.j2", "refine.md.j2")
 MAX_CONTEXT_FILE = 200_000  # characters of one context file given to the agent
@@ -62,9 +62,29 @@ def _bounded_sandbox(base):
     return BoundedSandbox
 
 
+def _undefined_class():
+    """StrictUndefined whose error knows the object it looked in and the name it looked for,
+    so HC502 can say `task has no field 'deadline'` and list task's fields."""
+    from jinja2 import StrictUndefined, UndefinedError
+
+    class UndefinedIn(UndefinedError):
+        def __init__(self, obj, name, message=None):
+            super().__init__(message)
+            self.obj, self.name = obj, name
+
+    class LocatedUndefined(StrictUndefined):
+        __slots__ = ()
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._undefined_exception = partial(UndefinedIn, self._undefined_obj, self._undefined_name)
+
+    return LocatedUndefined
+
+
 @lru_cache(maxsize=8)
 def _environment(root: str, templates: str | None):
-    from jinja2 import ChoiceLoader, FileSystemLoader, PackageLoader, StrictUndefined
+    from jinja2 import ChoiceLoader, FileSystemLoader, PackageLoader
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     loaders = []
@@ -72,7 +92,7 @@ def _environment(root: str, templates: str | None):
         loaders.append(FileSystemLoader(str(Path(root) / templates)))
     loaders.append(PackageLoader("harnessc", "templates"))
     env = _bounded_sandbox(ImmutableSandboxedEnvironment)(
-        loader=ChoiceLoader(loaders), undefined=StrictUndefined, autoescape=False,
+        loader=ChoiceLoader(loaders), undefined=_undefined_class(), autoescape=False,
         keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
     )
     env.filters["json"] = lambda v: v if isinstance(v, str) else json.dumps(v, indent=2, sort_keys=True)
@@ -112,9 +132,10 @@ def _render(plan: dict, root: Path, name: str, context: dict) -> str:
         raise TemplateProblem("HC501", f"template syntax error: {e.message}",
                               _template_span(e, str(root), templates), "fix the Jinja syntax") from None
     except UndefinedError as e:
-        raise TemplateProblem("HC502", f"undefined variable in template: {e.message}",
-                              _template_span(e, str(root), templates),
-                              "available: project, task, contract, deps, context_files, accept, output_format") from None
+        message, hint = _undefined_explained(e, context)
+        span = _template_span(e, str(root), templates)
+        raise TemplateProblem("HC502", f"undefined variable in template: {message}",
+                              _at_name(span, root, getattr(e, "name", None)), hint) from None
     except SecurityError as e:
         raise TemplateProblem("HC503", f"template did something unsafe: {e}",
                               _template_span(e, str(root), templates), "templates run sandboxed") from None
@@ -124,6 +145,55 @@ def _render(plan: dict, root: Path, name: str, context: dict) -> str:
             OverflowError, RecursionError, NameError) as e:  # NameError: Jinja compiles 1e400 to `inf`
         raise TemplateProblem("HC503", f"template error: {type(e).__name__}: {e}",
                               _template_span(e, str(root), templates)) from None
+
+
+def _undefined_explained(e, context: dict) -> tuple[str, str]:
+    """(message, hint) for an undefined name: which object lacked it, and what it has."""
+    from jinja2.utils import missing
+
+    obj, name = getattr(e, "obj", missing), getattr(e, "name", None)
+    if obj is missing or name is None:  # a top-level name
+        names = list(context)
+        near = did_you_mean(str(name), names) if name is not None else None
+        return e.message or "undefined", (f"{near} " if near else "") + "available: " + ", ".join(names)
+    where = _name_of(obj, context)
+    if isinstance(obj, dict):
+        fields = [str(k) for k in obj]
+        near = did_you_mean(str(name), fields)
+        shown = ", ".join(fields) if fields else "(none)"
+        return (f"{where} has no field '{name}'",
+                (f"{near} " if near else "") + f"{where} has: {shown}")
+    return e.message or f"{where} has no attribute '{name}'", f"{where} is a {type(obj).__name__}"
+
+
+def _name_of(obj, context: dict) -> str:
+    """How a template names an object of its context: task, task.output, an item of deps."""
+    for key, value in context.items():
+        if value is obj:
+            return key
+        if isinstance(value, dict):
+            for sub, inner in value.items():
+                if inner is obj:
+                    return f"{key}.{sub}"
+        if isinstance(value, list) and any(item is obj for item in value):
+            return f"an item of {key}"
+    return "the object"
+
+
+def _at_name(span: Span, root: Path, name) -> Span:
+    """The span moved onto the name on its template line, when the line is a project file."""
+    if name is None:
+        return span
+    try:
+        lines = (root / span.path).read_text("utf-8", errors="replace").splitlines()
+    except OSError:
+        return span
+    if not 0 < span.line <= len(lines):
+        return span
+    import re
+
+    m = re.search(rf"(?<![\w]){re.escape(str(name))}(?![\w])", lines[span.line - 1])
+    return Span(span.path, span.line, m.start() + 1, span.line, m.end() + 1) if m else span
 
 
 def _context_files(node: dict, root: Path) -> list[dict]:
