@@ -184,13 +184,18 @@ def _misformed(line: str, gap: bool) -> _Misformed | None:
     key written one of those ways. After a blank line (`gap`) only a known key continues the
     property block: what follows a blank line may be the goal, in any words.
     """
+    word = line.lstrip(" \t")
+    if word[:1] in ("-", "*", "+"):
+        word = word[1:].lstrip(" \t")
+    if not "a" <= word[:1] <= "z":  # keys are lowercase, and capitalised words are never taken for keys
+        return None
     m = _LOOSE_COLON.match(line)
     if m is not None:
         indent, bullet, written, raw, raw_at = m.group(1), m.group(2), m.group(3), m.group(4), m.start(4)
         key_at = m.start(3)
         if not indent and not bullet:
             return None
-        key = re.sub(r"[ \t]+", "_", written)  # 'depends on' -> depends_on
+        key = "_".join(written.split())  # 'depends on' -> depends_on
         if key in _KEY_SET:
             if gap and not indent:
                 return None
@@ -280,8 +285,10 @@ class _Source:
             if indent and task_open:
                 if props is not None:
                     m = prop_match(line)
-                    if m is None or gap:
-                        m = _property_line(line, gap)
+                    if m is None:
+                        m = _misformed(line, gap)
+                    elif gap and m.group(2) not in _KEY_SET:  # after a blank line: the goal
+                        m = None
                     if m is not None:
                         props.append((no, m))
                         gap = False
