@@ -24,7 +24,7 @@ contexts = st.fixed_dictionaries({
     "contract": maybe(st.fixed_dictionaries({"output": st.just({}) | st.just({"x": {"type": "str"}})})),
     "output_format": text,
     "accept": st.lists(st.fixed_dictionaries({"argv": st.lists(text, max_size=3)}), max_size=3),
-    "deps": st.dictionaries(text, st.fixed_dictionaries({"title": text, "state": text, "output": text}), max_size=3),
+    "deps": st.dictionaries(text, st.fixed_dictionaries({"title": text, "state": text, "output": text, "note": st.just("") | text}), max_size=3),
     "context_files": st.lists(st.fixed_dictionaries({"path": text, "text": text}), max_size=2),
 })
 

@@ -210,17 +210,33 @@ def _context_files(node: dict, root: Path) -> list[dict]:
     return out
 
 
+MAX_DEP_REASON = 300  # characters of a degraded dependency's error quoted in the note
+
+
 def _dep_view(plan_nodes: dict, dep_id: str, dep: dict | None) -> dict:
+    """What a prompt shows of one dependency: {title, state, data, output, verified, note}."""
     title = plan_nodes[dep_id]["title"] if dep_id in plan_nodes else dep_id
     if dep is None:
         if plan_nodes.get(dep_id, {}).get("done"):
-            return {"title": title, "state": "done", "data": None,
+            return {"title": title, "state": "done", "data": None, "verified": True, "note": "",
                     "output": "(checked off in roadmap.md before this run; no output recorded)"}
-        return {"title": title, "state": "not run yet", "data": None,
+        return {"title": title, "state": "not run yet", "data": None, "verified": True, "note": "",
                 "output": f"(the output of task {dep_id}, filled in at run time)"}
     data = dep.get("output")
     text = "(no structured output)" if data is None else json.dumps(data, indent=2, sort_keys=True)
-    return {"title": title, "state": dep.get("state", "succeeded"), "data": data, "output": text}
+    state = dep.get("state", "succeeded")
+    return {"title": title, "state": state, "data": data, "output": text,
+            "verified": state != "degraded", "note": _unverified_note(dep_id, dep) if state == "degraded" else ""}
+
+
+def _unverified_note(dep_id: str, dep: dict) -> str:
+    """A degraded dependency's output is the fallback on_failure allowed, not a verified
+    result: it may break its own contract, and the dependent should know."""
+    reason = " ".join(str(dep.get("error") or "").split())
+    if len(reason) > MAX_DEP_REASON:
+        reason = reason[:MAX_DEP_REASON] + "..."
+    return (f"Unverified output: task {dep_id} failed verification and this is its fallback"
+            + (f" ({reason})" if reason else "") + ". It may break its contract; check it before you rely on it.")
 
 
 def _base_context(plan: dict, node: dict, root: Path) -> dict:
@@ -319,8 +335,10 @@ def builtin_task_prompt(c: dict) -> str:
     if c["deps"]:
         out.append("\n## Results of the tasks this one depends on\n")
         for id_, dep in c["deps"].items():
-            out += ["\n### ", str(id_), ": ", str(dep["title"]), " (", str(dep["state"]), ")\n\n",
-                    str(dep["output"]), "\n"]
+            out += ["\n### ", str(id_), ": ", str(dep["title"]), " (", str(dep["state"]), ")\n"]
+            if dep["note"]:
+                out += ["\n", str(dep["note"]), "\n"]
+            out += ["\n", str(dep["output"]), "\n"]
     if c["context_files"]:
         out.append("\n## Context files\n")
         for f in c["context_files"]:

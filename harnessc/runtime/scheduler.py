@@ -290,8 +290,8 @@ class Runner:
         if not node.get("depends_on"):
             return {}
         rows = self.store.tasks(list(node["depends_on"]))
-        return {d: {"output": rows[d]["output"] if d in rows else None,
-                    "state": rows[d]["state"] if d in rows else "pending"}
+        return {d: {"output": rows[d]["output"], "state": rows[d]["state"], "error": rows[d]["error"]}
+                if d in rows else {"output": None, "state": "pending", "error": None}
                 for d in node.get("depends_on") or []}
 
     async def _run_task(self, tid: str) -> str:

@@ -151,3 +151,29 @@ def test_a_run_stopped_after_its_last_task_finished_exits_0(tmp_path):
     assert p.returncode == 0, out + err
     assert "succeeded: 1 task succeeded" in out
     assert _status(tmp_path)["run"]["status"] == "succeeded"
+
+
+def test_a_degraded_output_that_breaks_its_contract_is_marked_unverified_for_dependents(tmp_path):
+    contract = {"name": "listing", "description": "a list",
+                "json_schema": {"type": "object", "required": ["items"],
+                                "properties": {"items": {"type": "array", "items": {"type": "string"}}}},
+                "output": {"items": {"type": "list[str]", "description": "", "required": True,
+                                     "rules": ["len(value) >= 1"], "example": []}},
+                "output_rules": [], "accept": [], "on_failure": "template", "max_retries": 0,
+                "constraints": None}
+    write_project(tmp_path, [node("a", contract="listing", routing={"agent": "bad"},
+                                  retry={"max_retries": 0, "on_failure": "template", "delays": [0]}),
+                             node("b", depends_on=["a"]), node("c"), node("d")],
+                  agents={"rehearsal": {"provider": "simulate"},
+                          "bad": {"provider": "simulate", "invalid_first": 10}},
+                  contracts={"listing": contract})
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "succeeded: 3 tasks succeeded, 1 degraded (" in r.stdout, r.stdout
+    a = json.loads(harnessc(tmp_path, "log", "a", "--json").stdout)
+    assert a[-1]["status"] == "rejected"
+    prompt = json.loads(harnessc(tmp_path, "log", "b", "--json").stdout)[0]["prompt"]
+    head, _, rest = prompt.partition("### a: Task a (degraded)\n\nUnverified output: task a failed"
+                                     " verification and this is its fallback (degraded (template):")
+    assert rest, prompt
+    assert "It may break its contract; check it before you rely on it.\n\n{\n  \"items\": []\n}" in rest
