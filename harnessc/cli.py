@@ -467,8 +467,10 @@ def _count(view, ev: dict) -> None:
 @click.option("--max-cost", type=click.FloatRange(min=0), default=None, metavar="USD",
               help="Run budget in USD (overrides harness.yaml), kept across resumes.")
 @click.option("--no-build", is_flag=True, help="Refuse to run when the plan is missing or stale.")
+@click.option("--dry-run", is_flag=True,
+              help="Show what would run, on which agent, at what estimated cost; call nothing.")
 @pass_ctx
-def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_build) -> None:
+def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_build, dry_run) -> None:
     """Run the compiled plan: route, call agents, verify, retry, checkpoint, resume."""
     from .runtime import plan as planmod
     from .runtime.scheduler import RunOptions
@@ -481,7 +483,22 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
         planmod.select_ids(plan, opts.select, opts.exclude)
     except Exception as e:  # a selector that matches nothing, or a bad one
         fail_usage(str(e))
+    if dry_run:
+        _dry_run(root, plan, opts)
     _execute(root, plan, opts)
+
+
+def _dry_run(root: Path, plan: dict, opts) -> NoReturn:
+    from .runtime.preview import preview
+    from .runtime.state import StateError
+
+    try:
+        view = preview(root, plan, opts.select, opts.exclude, opts.rerun, opts.max_cost)
+    except StateError as e:
+        fail_usage(str(e))
+    for line in view.lines():
+        click.echo(line)
+    sys.exit(Exit.OK)
 
 
 @cli.command()

@@ -177,3 +177,39 @@ def test_a_degraded_output_that_breaks_its_contract_is_marked_unverified_for_dep
                                      " verification and this is its fallback (degraded (template):")
     assert rest, prompt
     assert "It may break its contract; check it before you rely on it.\n\n{\n  \"items\": []\n}" in rest
+
+
+def test_dry_run_shows_tasks_agents_and_estimates_and_calls_nothing(tmp_path):
+    script = tmp_path / "agent.py"
+    called = tmp_path / "called"
+    script.write_text(f"open({str(called)!r}, 'a').write('x')\nprint('<promise>OK</promise>')\n")
+    root = tmp_path / "p"
+    write_project(root, [node("a", routing={"agent": "cli"}, completion_promise="OK",
+                              estimate={"cost_usd": 0.25}),
+                         node("b", depends_on=["a"], estimate={"cost_usd": 0.5},
+                              retry={"max_retries": 1}),
+                         node("c", estimate={"cost_usd": None})],
+                  agents={"cli": {"provider": "command", "command": [PY, str(script)]},
+                          "rehearsal": {"provider": "simulate"}})
+    r = harnessc(root, "run", "--dry-run", "--max-cost", "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == [
+        "dry run: 3 tasks would run (no agent is called, no run is recorded)",
+        "  task  agent      estimate  max attempts",
+        "  a     cli         $0.2500             3",
+        "  b     rehearsal   $0.5000             2",
+        "  c     rehearsal   unknown             3",
+        "estimated cost: $0.7500 for one attempt each, up to $1.7500 if every retry is used"
+        " (1 task without a price not counted: set price: on the agent)",
+        "budget: $2.0000 (--max-cost), $0.0000 spent so far",
+    ], r.stdout
+    assert not called.exists()
+    assert not (root / ".harness" / "state.db").exists() and not (root / ".harness" / "runs").exists()
+    # After a run: only what is left, and a selector is honoured.
+    assert harnessc(root, "run", "-s", "c").returncode == 0
+    r = harnessc(root, "run", "--dry-run")
+    assert r.returncode == 0 and r.stdout.splitlines()[0] == "dry run: 2 tasks would run (no agent is called, no run is recorded)"
+    assert "  c " not in r.stdout
+    runs = _run_dirs(root)
+    assert harnessc(root, "run", "--dry-run", "-s", "c").stdout == "dry run: nothing to run: 1 task succeeded\n"
+    assert _run_dirs(root) == runs and not called.exists()

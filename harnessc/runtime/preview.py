@@ -1,0 +1,100 @@
+"""`harnessc run --dry-run`: what a run would do, on which agent, at what estimated cost.
+
+Reads the plan and state.db (never writes, takes no lock, calls no agent) and decides the
+work exactly as a run would (work.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..outcome import NOTHING, money, plural, run_outcome
+from ..workspace import Workspace
+from .state import NoState, StateStore
+from .work import Work, plan_work, row_state
+
+
+@dataclass
+class Preview:
+    plan: dict
+    work: Work
+    rows: dict[str, dict]
+    budget: tuple[float, str] | None  # (USD, where it comes from)
+    spent: float = 0.0  # the project's ledger so far
+
+    def lines(self) -> list[str]:
+        nodes = {n["id"]: n for n in self.plan["nodes"]}
+        start = self.work.startable
+        if self.work.nothing_to_run(self.rows):
+            states = [row_state(nodes, self.rows, t) for t in sorted(self.work.targets)]
+            out = ["dry run: " + run_outcome(states, NOTHING).headline()]
+        else:
+            out = [f"dry run: {plural(len(start), 'task')} would run (no agent is called, no run is recorded)"]
+        if start:
+            rows = [("task", "agent", "estimate", "max attempts")]
+            for tid in start:
+                n = nodes[tid]
+                cost = (n.get("estimate") or {}).get("cost_usd")
+                rows.append((tid, (n.get("routing") or {}).get("agent") or "-",
+                             money(cost) if cost is not None else "unknown", str(_attempts(n))))
+            widths = [max(len(r[i]) for r in rows) for i in range(4)]
+            for r in rows:
+                out.append("  " + "  ".join(f"{c:{'>' if i >= 2 else '<'}{w}}"
+                                             for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+        if not self.work.nothing_to_run(self.rows):
+            out += [f"would skip: {tid} ({why})" for tid, why in self.work.blocked.items()]
+        if self.work.stale:
+            out.append(f"stale, left as they are (--rerun stale re-runs them): {', '.join(self.work.stale)}")
+        if start:
+            out.append(self._cost_line([nodes[t] for t in start]))
+        if self.budget:
+            out.append(f"budget: {money(self.budget[0])} ({self.budget[1]}), {money(self.spent)} spent so far")
+        return out
+
+    @staticmethod
+    def _cost_line(nodes: list[dict]) -> str:
+        costs = [(n.get("estimate") or {}).get("cost_usd") for n in nodes]
+        known = [(c, _attempts(n)) for c, n in zip(costs, nodes) if c is not None]
+        once = sum(c for c, _ in known)
+        most = sum(c * k for c, k in known)
+        unknown = len(costs) - len(known)
+        if not known:
+            return "estimated cost: unknown (no price: on these tasks' agents)"
+        line = (f"estimated cost: {money(once)} for one attempt each, up to {money(most)}"
+                " if every retry is used")
+        if unknown:
+            line += f" ({plural(unknown, 'task')} without a price not counted: set price: on the agent)"
+        return line
+
+
+def _attempts(node: dict) -> int:
+    """Calls a task may make when every verification fails: 1 + max_retries."""
+    return 1 + int((node.get("retry") or {}).get("max_retries", 2))
+
+
+def preview(root: Path, plan: dict, select: list[str], exclude: list[str], rerun: str | None,
+            max_cost: float | None) -> Preview:
+    """Raises state.StateError for an unusable state.db, plan.PlanError for a bad selector."""
+    rows: dict[str, dict] = {}
+    kept, spent = None, 0.0
+    try:
+        store = StateStore(Workspace(root), create=False)
+    except NoState:
+        store = None
+    if store is not None:
+        try:
+            rows, kept, spent = store.tasks(), store.remembered_max_cost(), store.spent()
+        finally:
+            store.close()
+    work = plan_work(plan, rows, select, exclude, rerun=rerun)
+    plan_limit = (plan.get("budget") or {}).get("max_cost_usd")
+    if max_cost is not None:
+        budget = (max_cost, "--max-cost")
+    elif kept is not None:
+        budget = (kept, "from an earlier --max-cost")
+    elif plan_limit is not None:
+        budget = (float(plan_limit), "budget.max_cost_usd in harness.yaml")
+    else:
+        budget = None
+    return Preview(plan, work, rows, budget, spent)
