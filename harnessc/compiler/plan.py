@@ -11,10 +11,11 @@ from functools import lru_cache
 from typing import Any
 
 from .. import __version__
-from .ir import LS_KEYS, PRIORITY_RANK, BUILTIN_AGENT, AgentConfig, Task
+from .ir import LS_KEYS, BUILTIN_AGENT, AgentConfig, Task
 from .argv import split_command
 from .planjson import canonical
 from .project import PLAN_VERSION, Project
+from .vocab import priority_rank
 
 SCHEMA_VERSION = 1
 CHARS_PER_TOKEN = 4
@@ -402,7 +403,7 @@ def _critical_path(order: list[dict]) -> list[str]:
 
 def sort_key(node: dict) -> tuple:
     """Scheduling order: priority, then roadmap order."""
-    return (PRIORITY_RANK.get(node.get("priority") or "normal", 2), node["order"])
+    return (priority_rank(node.get("priority")), node["order"])
 
 
 def finish_plan(project: Project) -> None:

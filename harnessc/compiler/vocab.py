@@ -104,6 +104,11 @@ class Priority(str, Enum):
 PRIORITY_RANK = {"critical": 0, "high": 1, "normal": 2, "low": 3}
 
 
+def priority_rank(priority: str | None) -> int:
+    """Where a task's priority puts it in the start order (0 first); unset or unknown is normal."""
+    return PRIORITY_RANK.get(priority or "normal", PRIORITY_RANK["normal"])
+
+
 BUILTIN_AGENT = "rehearsal"
 
 # Canonical task keys, in the order `harnessc ls --output json` prints them.

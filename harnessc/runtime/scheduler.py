@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import outcome as outcomes
+from ..compiler.vocab import priority_rank
 from ..outcome import RunOutcome
 from ..workspace import Workspace, WorkspaceError
 from . import plan as planmod
@@ -31,7 +32,6 @@ from .state import TERMINAL_OK, StateStore
 from .verify import verify
 from .work import Work, plan_work
 
-PRIORITY_RANK = {"critical": 0, "high": 1, "normal": 2, "low": 3}
 TRANSIENT_LIMIT = 5  # consecutive transient agent errors before the task fails
 STOP_POLL = 0.2  # seconds between looks at .harness/stop
 
@@ -204,7 +204,7 @@ class Runner:
 
         def key(tid: str) -> tuple:
             n = self.nodes[tid]
-            return (PRIORITY_RANK.get(n.get("priority") or "normal", 2), n.get("order", 0), tid)
+            return (priority_rank(n.get("priority")), n.get("order", 0), tid)
 
         def skip_dependents(tid: str, why: str) -> None:
             stack = [tid]

@@ -313,3 +313,16 @@ def test_log_of_an_unknown_task_is_a_usage_error_with_a_hint(tmp_path):
     write_project(root, [node("qualify-001")])
     r = harnessc(root, "log", "qualify-01")
     assert r.returncode == 2 and "did you mean 'qualify-001'?" in r.stderr
+
+
+def test_ready_tasks_start_in_priority_then_roadmap_order(tmp_path):
+    # one at a time, so the attempts' order is the start order; an unset priority is normal
+    write_project(tmp_path, [node("lo", priority="low"), node("unset", priority=None),
+                             node("crit", priority="critical"), node("hi", priority="high")],
+                  concurrency=1)
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    con = sqlite3.connect(tmp_path / ".harness" / "state.db")
+    started = [row[0] for row in con.execute("SELECT task_id FROM attempts ORDER BY id")]
+    con.close()
+    assert started == ["crit", "hi", "unset", "lo"]
