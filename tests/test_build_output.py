@@ -154,4 +154,10 @@ def test_split_command_is_shlex_split(cmd):
         with pytest.raises(ValueError):
             split_command(cmd)
         return
-    assert list(split_command(cmd)) == expected
+    assert split_command(cmd) == expected
+    assert split_command(expected) == expected  # an argv list is taken as written
+
+
+def test_split_command_takes_an_argv_list_as_written():
+    assert split_command(["echo", "a b", 3]) == ["echo", "a b", "3"]
+    assert split_command(("true",)) == ["true"]

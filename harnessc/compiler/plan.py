@@ -201,7 +201,7 @@ def _accept_entries(task: Task, contract_entry: dict | None) -> list:
     out = []
     for i, cmd in enumerate(task.accept, 1):
         try:
-            argv = list(split_command(cmd))
+            argv = split_command(cmd)
         except ValueError:
             continue  # reported by check_accept_commands
         out.append(AcceptCommand(_accept_id(i), argv, None))

@@ -12,7 +12,6 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-from ..compiler.argv import split_command as split_string
 
 MAX_OUTPUT = 1 << 20  # bytes kept per stream; the rest is drained and dropped
 KILL_GRACE = 1.0  # seconds between SIGTERM and SIGKILL
@@ -39,13 +38,6 @@ def secret_values(min_len: int = 6) -> list[str]:
         {v for k, v in os.environ.items() if is_secret_name(k) and len(v) >= min_len},
         key=len, reverse=True,
     )
-
-
-def split_command(cmd: str | list[str]) -> list[str]:
-    """A command as argv: strings are split like a shell would, but no shell ever runs."""
-    if isinstance(cmd, list):
-        return [str(a) for a in cmd]
-    return list(split_string(cmd))
 
 
 @dataclass

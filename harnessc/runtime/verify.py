@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..compiler.argv import split_command
 from . import plan as planmod
 from . import procs
 
@@ -100,7 +101,7 @@ async def verify(node: dict, contract: dict | None, text: str, root: Path,
 
 
 async def run_accept(cmd: dict, root: Path, time_left: float | None) -> procs.ProcResult:
-    argv = procs.split_command(cmd.get("argv") or cmd.get("run") or [])
+    argv = split_command(cmd.get("argv") or cmd.get("run") or [])
     timeout = float(cmd.get("timeout") or DEFAULT_ACCEPT_TIMEOUT)
     if time_left is not None:
         timeout = max(0.1, min(timeout, time_left))

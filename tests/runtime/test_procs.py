@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from harnessc.compiler.argv import split_command
 from harnessc.runtime import procs
 
 PY = sys.executable
@@ -73,7 +74,7 @@ def test_leader_exits_but_background_child_keeps_pipe(tmp_path):
 
 
 def test_no_shell_ever(tmp_path):
-    argv = procs.split_command("echo hi; touch FILE")
+    argv = split_command("echo hi; touch FILE")
     res = run(argv, cwd=tmp_path, timeout=5)
     assert res.ok
     assert res.stdout.strip() == "hi; touch FILE"

@@ -11,6 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from ...compiler.argv import split_command
 from .. import procs
 from .base import AgentError, Request, Response, Usage, estimate_tokens, price_cost
 
@@ -25,7 +26,7 @@ class CommandAgent:
         cmd = config.get("command")
         if not cmd:
             raise AgentError(f"agent '{name}': provider command needs `command:` (an argv list)")
-        self.argv = procs.split_command(cmd)
+        self.argv = split_command(cmd)
 
     async def call(self, request: Request) -> Response:
         timeout = float(self.config.get("timeout") or DEFAULT_TIMEOUT)
