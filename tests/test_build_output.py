@@ -17,6 +17,8 @@ from conftest import REPO
 from harnessc.compiler import build_project, compile_project, write_build
 from harnessc.compiler.argv import split_command
 from harnessc.compiler.planjson import plan_json
+from harnessc.estimates import estimate_tokens
+from harnessc.runtime.agents.base import Usage, price_cost
 
 # What plans hold: JSON data with string keys and 64-bit integers (floats are left to the
 # read-back test: orjson may write 6.103515625e-05 where json writes 0.00006103515625).
@@ -143,6 +145,25 @@ def test_build_writes_prompts_as_it_renders_them(tmp_path: Path) -> None:
     assert plan is not None, diags.items
     assert not (out / "prompts" / f"{last}.md").exists()
     assert (out / "prompts" / "setup-001.md").stat().st_ino == inode
+
+
+def test_plan_estimates_use_the_runtime_token_rule(tmp_path: Path) -> None:
+    """plan.json's estimates count a prompt's tokens and price them as the runtime does
+    (one rule, harnessc/estimates.py), so budgets reserve what the plan announced."""
+    root = tmp_path / "demo"
+    shutil.copytree(REPO / "specs" / "demo", root, ignore=shutil.ignore_patterns(".harness"))
+    project = compile_project(root)
+    plan = plain(project.plan)
+    assert project.system_prompt and plan["nodes"]
+    for node in plan["nodes"]:
+        est = node["estimate"]
+        assert est["input_tokens"] == estimate_tokens(project.system_prompt + project.prompts[node["id"]])
+        usage = Usage(est["input_tokens"], est["output_tokens"])
+        assert est["cost_usd"] == round(price_cost(plan["agents"][node["routing"]["agent"]], usage), 6)
+
+
+def test_token_rule_is_about_four_characters_per_token() -> None:
+    assert [estimate_tokens(t) for t in ("", "a", "abcd", "x" * 41)] == [0, 1, 1, 10]
 
 
 @settings(max_examples=1000, deadline=None)

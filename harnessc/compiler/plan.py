@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from .. import __version__
+from ..estimates import cost_usd, tokens_for_chars
 from .ir import LS_KEYS, BUILTIN_AGENT, AgentConfig, Task
 from .argv import split_command
 from .planjson import canonical
@@ -18,7 +19,6 @@ from .project import PLAN_VERSION, Project
 from .vocab import priority_rank
 
 SCHEMA_VERSION = 1
-CHARS_PER_TOKEN = 4
 OUTPUT_TOKENS_STRUCTURED = 600
 OUTPUT_TOKENS_FREE = 1500
 
@@ -185,12 +185,11 @@ def route(project: Project, task: Task, extra_agents: dict, by_complexity: dict[
     return {"agent": agent, "chain": chain, "reason": reason}
 
 
-def _estimate(agent: AgentConfig | None, prompt_chars: int, structured: bool) -> "Estimate":
-    tokens_in = max(1, prompt_chars // CHARS_PER_TOKEN)
+def _estimate(agent: AgentConfig | None, tokens_in: int, structured: bool) -> "Estimate":
     tokens_out = OUTPUT_TOKENS_STRUCTURED if structured else OUTPUT_TOKENS_FREE
     cost = None
     if agent is not None and agent.price is not None:
-        cost = round((tokens_in * agent.price.input + tokens_out * agent.price.output) / 1e6, 6)
+        cost = round(cost_usd(tokens_in, tokens_out, agent.price.input, agent.price.output), 6)
     elif agent is not None and agent.provider == "simulate":
         cost = 0.0
     return Estimate(tokens_in, tokens_out, cost)
@@ -422,13 +421,13 @@ def finish_plan(project: Project) -> None:
         contract = plan["contracts"].get(node["contract"]) if node["contract"] else None
         agent = node["routing"]["agent"]
         chars += len(project.system_prompt)
-        key = (agent, chars // CHARS_PER_TOKEN, bool(contract and contract.get("output")))
+        key = (agent, tokens_for_chars(chars), bool(contract and contract.get("output")))
         estimate = estimates.get(key)
         if estimate is None:
             agent_cfg = agents.get(agent)
             if agent_cfg is None and agent in plan["agents"]:
                 agent_cfg = AgentConfig.model_validate(plan["agents"][agent])
-            estimate = estimates[key] = _estimate(agent_cfg, chars, key[2])
+            estimate = estimates[key] = _estimate(agent_cfg, key[1], key[2])
         node["estimate"] = estimate
         spec = _fingerprinted_fields(task_by_id[node["id"]])
         if node["contract"] not in contract_sha:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .agents.base import estimate_tokens
+from ..estimates import estimate_tokens
+from .agents.base import Usage, price_cost
 from .state import StateStore
 
 DEFAULT_OUTPUT_TOKENS = 1000  # reserved for a call's answer when nothing better is known
@@ -28,12 +29,8 @@ class Budget:
         est = (node.get("estimate") or {}).get("cost_usd")
         if est is not None:
             return float(est)
-        price = agent_cfg.get("price") or {}
-        if not price:
-            return 0.0
         out_tokens = (node.get("estimate") or {}).get("output_tokens") or DEFAULT_OUTPUT_TOKENS
-        return (len(prompt) / 4 * float(price.get("input", 0))
-                + out_tokens * float(price.get("output", 0))) / 1_000_000
+        return price_cost(agent_cfg, Usage(estimate_tokens(prompt), int(out_tokens)))
 
     def estimate_tokens(self, node: dict, agent_cfg: dict, prompt: str, system: str = "") -> tuple[int, int]:
         """(input, output) tokens to reserve for one call: the prompt's size, and the

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ...estimates import cost_usd
+
 
 @dataclass
 class Request:
@@ -60,18 +62,13 @@ class Agent(Protocol):
     async def call(self, request: Request) -> Response: ...
 
 
-def estimate_tokens(text: str) -> int:
-    """A deterministic stand-in for a tokenizer: about four characters per token."""
-    return max(1, len(text) // 4) if text else 0
-
-
 def price_cost(config: dict, usage: Usage) -> float:
     """USD for `usage` at the agent's configured price (0 when no price is set)."""
     price = config.get("price") or {}
     if not price:
         return 0.0
-    return (usage.input_tokens * float(price.get("input", 0))
-            + usage.output_tokens * float(price.get("output", 0))) / 1_000_000
+    return cost_usd(usage.input_tokens, usage.output_tokens,
+                    float(price.get("input", 0)), float(price.get("output", 0)))
 
 
 class Unavailable:

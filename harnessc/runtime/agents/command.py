@@ -12,8 +12,9 @@ import tempfile
 from pathlib import Path
 
 from ...compiler.argv import split_command
+from ...estimates import estimate_tokens
 from .. import procs
-from .base import AgentError, Request, Response, Usage, estimate_tokens, price_cost
+from .base import AgentError, Request, Response, Usage, price_cost
 
 DEFAULT_TIMEOUT = 1800.0
 

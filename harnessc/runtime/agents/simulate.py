@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from ..plan import template_output
-from .base import AgentError, Request, Response, Usage, estimate_tokens, price_cost
+from ...estimates import estimate_tokens
+from .base import AgentError, Request, Response, Usage, price_cost
 
 
 class SimulateAgent:
