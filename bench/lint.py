@@ -5,7 +5,7 @@ Each round runs, in turn (the order rotates each round so no tool always goes fi
 
 - python -c pass                        the interpreter's own start-up: a floor, for reference
 - harnessc -C specs/demo lint           the thing measured
-- check-jsonschema --schemafile schemas/contracts.schema.json specs/demo/contracts.yaml
+- check-jsonschema --schemafile harnessc/schemas/contracts.schema.json specs/demo/contracts.yaml
 - yamllint specs/demo/contracts.yaml
 
 All four are console entry points in the same bin dir as sys.executable (run this with the
@@ -24,16 +24,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "specs" / "demo"
+SCHEMA = REPO / "harnessc" / "schemas" / "contracts.schema.json"  # the package's copy, committed
 TARGET_VS_CHECK_JSONSCHEMA = 0.5
 TARGET_VS_YAMLLINT = 1.5
 
@@ -41,19 +40,6 @@ TARGET_VS_YAMLLINT = 1.5
 def _bin(name: str) -> str | None:
     path = Path(sys.executable).parent / name
     return str(path) if path.exists() and os.access(path, os.X_OK) else None
-
-
-def _schema_file(tmp: Path) -> Path | None:
-    """schemas/contracts.schema.json, or a fresh one from `harnessc schema --out` when it is missing."""
-    checked_in = REPO / "schemas" / "contracts.schema.json"
-    if checked_in.is_file():
-        return checked_in
-    harnessc = _bin("harnessc")
-    if harnessc is None:
-        return None
-    subprocess.run([harnessc, "schema", "--out", str(tmp)], check=True, capture_output=True)
-    out = tmp / "contracts.schema.json"
-    return out if out.is_file() else None
 
 
 def _time(argv: list[str], cwd: Path) -> tuple[float, int]:
@@ -67,73 +53,64 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args(argv)
 
-    tmp = Path(tempfile.mkdtemp(prefix="harnessc-bench-lint-"))
-    try:
-        commands: dict[str, list[str]] = {"python -c pass": [sys.executable, "-c", "pass"]}
-        notes: list[str] = []
-        harnessc = _bin("harnessc")
-        if harnessc is None:
-            raise SystemExit(f"no harnessc next to {sys.executable}: run this with the venv's python")
-        commands["harnessc lint"] = [harnessc, "-C", str(DEMO), "lint"]
-        cjs = _bin("check-jsonschema")
-        schema = _schema_file(tmp)
-        if cjs is None:
-            notes.append("check-jsonschema: not installed next to python, skipped")
-        elif schema is None:
-            notes.append("check-jsonschema: no contracts schema found or generated, skipped")
-        else:
-            commands["check-jsonschema"] = [cjs, "--schemafile", str(schema), str(DEMO / "contracts.yaml")]
-            if schema.parent == tmp:
-                notes.append("check-jsonschema: schemas/ missing, used `harnessc schema --out`")
-        yl = _bin("yamllint")
-        if yl is None:
-            notes.append("yamllint: not installed next to python, skipped")
-        else:
-            commands["yamllint"] = [yl, str(DEMO / "contracts.yaml")]
+    commands: dict[str, list[str]] = {"python -c pass": [sys.executable, "-c", "pass"]}
+    notes: list[str] = []
+    harnessc = _bin("harnessc")
+    if harnessc is None:
+        raise SystemExit(f"no harnessc next to {sys.executable}: run this with the venv's python")
+    commands["harnessc lint"] = [harnessc, "-C", str(DEMO), "lint"]
+    cjs = _bin("check-jsonschema")
+    if cjs is None:
+        notes.append("check-jsonschema: not installed next to python, skipped")
+    else:
+        commands["check-jsonschema"] = [cjs, "--schemafile", str(SCHEMA), str(DEMO / "contracts.yaml")]
+    yl = _bin("yamllint")
+    if yl is None:
+        notes.append("yamllint: not installed next to python, skipped")
+    else:
+        commands["yamllint"] = [yl, str(DEMO / "contracts.yaml")]
 
-        # The peers run from site-packages, byte-compiled by pip at install time; an editable
-        # harnessc under PYTHONDONTWRITEBYTECODE=1 would recompile every module on every run.
-        # Compile it the same way first, so all tools start as they do for a user.
-        import compileall
+    # The peers run from site-packages, byte-compiled by pip at install time; an editable
+    # harnessc under PYTHONDONTWRITEBYTECODE=1 would recompile every module on every run.
+    # Compile it the same way first, so all tools start as they do for a user.
+    import compileall
 
-        compileall.compile_dir(str(REPO / "harnessc"), quiet=1)
-        names = list(commands)
-        codes: dict[str, set[int]] = {n: set() for n in names}
-        times: dict[str, list[float]] = {n: [] for n in names}
-        for name in names:  # warm-up: file cache, .pyc files
-            _time(commands[name], REPO)
-        for r in range(args.rounds):
-            order = names[r % len(names):] + names[: r % len(names)]
-            for name in order:
-                t, rc = _time(commands[name], REPO)
-                times[name].append(t)
-                codes[name].add(rc)
+    compileall.compile_dir(str(REPO / "harnessc"), quiet=1)
+    names = list(commands)
+    codes: dict[str, set[int]] = {n: set() for n in names}
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for name in names:  # warm-up: file cache, .pyc files
+        _time(commands[name], REPO)
+    for r in range(args.rounds):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for name in order:
+            t, rc = _time(commands[name], REPO)
+            times[name].append(t)
+            codes[name].add(rc)
 
-        med = {n: statistics.median(ts) for n, ts in times.items()}
-        print(f"harnessc lint bench: {args.rounds} rounds, python {sys.version.split()[0]}, {os.cpu_count()} cpus")
-        print()
-        print(f"{'command':<18} {'median ms':>10} {'min ms':>8} {'max ms':>8}  exit")
-        for n in names:
-            ts = times[n]
-            print(f"{n:<18} {med[n] * 1000:>10.1f} {min(ts) * 1000:>8.1f} {max(ts) * 1000:>8.1f}  "
-                  + ",".join(str(c) for c in sorted(codes[n])))
-        print()
-        print("targets:")
-        lint = med["harnessc lint"]
-        for peer, target in (("check-jsonschema", TARGET_VS_CHECK_JSONSCHEMA), ("yamllint", TARGET_VS_YAMLLINT)):
-            if peer not in med:
-                print(f"  lint <= {target}x {peer:<17} skipped")
-                continue
-            ratio = lint / med[peer]
-            print(f"  lint <= {target}x {peer:<17} {ratio:.2f}x  {'ok' if ratio <= target else 'MISSED'}")
-        floor = med["python -c pass"]
-        print(f"  (reference) lint / python start-up  {lint / floor:.1f}x; lint minus start-up {(lint - floor) * 1000:.0f} ms")
-        for note in notes:
-            print(f"  note: {note}")
-        if codes["harnessc lint"] != {0}:
-            print(f"  note: harnessc lint exited {sorted(codes['harnessc lint'])} on specs/demo (expected 0)")
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    med = {n: statistics.median(ts) for n, ts in times.items()}
+    print(f"harnessc lint bench: {args.rounds} rounds, python {sys.version.split()[0]}, {os.cpu_count()} cpus")
+    print()
+    print(f"{'command':<18} {'median ms':>10} {'min ms':>8} {'max ms':>8}  exit")
+    for n in names:
+        ts = times[n]
+        print(f"{n:<18} {med[n] * 1000:>10.1f} {min(ts) * 1000:>8.1f} {max(ts) * 1000:>8.1f}  "
+              + ",".join(str(c) for c in sorted(codes[n])))
+    print()
+    print("targets:")
+    lint = med["harnessc lint"]
+    for peer, target in (("check-jsonschema", TARGET_VS_CHECK_JSONSCHEMA), ("yamllint", TARGET_VS_YAMLLINT)):
+        if peer not in med:
+            print(f"  lint <= {target}x {peer:<17} skipped")
+            continue
+        ratio = lint / med[peer]
+        print(f"  lint <= {target}x {peer:<17} {ratio:.2f}x  {'ok' if ratio <= target else 'MISSED'}")
+    floor = med["python -c pass"]
+    print(f"  (reference) lint / python start-up  {lint / floor:.1f}x; lint minus start-up {(lint - floor) * 1000:.0f} ms")
+    for note in notes:
+        print(f"  note: {note}")
+    if codes["harnessc lint"] != {0}:
+        print(f"  note: harnessc lint exited {sorted(codes['harnessc lint'])} on specs/demo (expected 0)")
 
 
 if __name__ == "__main__":

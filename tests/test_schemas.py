@@ -1,4 +1,4 @@
-"""schemas/ is generated from the IR models; regenerating must not change it."""
+"""harnessc/schemas/ is generated from the IR models; regenerating must not change it."""
 
 from __future__ import annotations
 
@@ -12,17 +12,28 @@ from harnessc.compiler.schemas import SCHEMA_FILES, dump, generate
 from conftest import REPO, check_golden
 
 
-@pytest.mark.parametrize("folder", ["schemas", "harnessc/schemas"])
+SCHEMAS = REPO / "harnessc" / "schemas"  # ships in the package, for lint's validator
+
+
 @pytest.mark.parametrize("name", SCHEMA_FILES)
-def test_committed_schema_is_current(folder: str, name: str) -> None:
-    # schemas/ is for editors; harnessc/schemas/ ships in the package for lint's validator
-    committed = (REPO / folder / name).read_text("utf-8")
-    assert committed == dump(generate()[name]), f"run `harnessc schema --out {folder}` and commit {name}"
+def test_committed_schema_is_current(name: str) -> None:
+    committed = (SCHEMAS / name).read_text("utf-8")
+    assert committed == dump(generate()[name]), f"run `harnessc schema --out harnessc/schemas` and commit {name}"
+
+
+def test_top_level_schemas_is_the_package_copy() -> None:
+    """schemas/ (for editors' `$schema=../schemas/...` modelines) is a link, not a twin."""
+    top = REPO / "schemas"
+    assert top.is_symlink() and top.resolve() == SCHEMAS.resolve()
+    for spec in ("contracts.yaml", "harness.yaml"):
+        modeline = (REPO / "specs" / "demo" / spec).read_text("utf-8").splitlines()[0]
+        target = modeline.split("$schema=", 1)[1]
+        assert (REPO / "specs" / "demo" / target).is_file(), modeline
 
 
 @pytest.mark.parametrize("name", SCHEMA_FILES)
 def test_schema_is_valid_draft07_with_descriptions(name: str) -> None:
-    schema = json.loads((REPO / "schemas" / name).read_text("utf-8"))
+    schema = json.loads((SCHEMAS / name).read_text("utf-8"))
     jsonschema.Draft7Validator.check_schema(schema)
     assert schema["additionalProperties"] is False
     for defname, body in schema.get("definitions", {}).items():
@@ -41,13 +52,13 @@ def _yaml(path):
 
 def test_demo_specs_validate_against_schemas() -> None:
     for spec, name in (("contracts.yaml", "contracts.schema.json"), ("harness.yaml", "harness.schema.json")):
-        schema = json.loads((REPO / "schemas" / name).read_text("utf-8"))
+        schema = json.loads((SCHEMAS / name).read_text("utf-8"))
         errors = list(jsonschema.Draft7Validator(schema).iter_errors(_yaml(REPO / "specs" / "demo" / spec)))
         assert errors == [], errors
 
 
 def test_schema_rejects_unknown_key() -> None:
-    schema = json.loads((REPO / "schemas" / "harness.schema.json").read_text("utf-8"))
+    schema = json.loads((SCHEMAS / "harness.schema.json").read_text("utf-8"))
     errors = list(jsonschema.Draft7Validator(schema).iter_errors({"agents": {"a": {"provider": "simulate", "latncy": "1s"}}}))
     assert errors and "latncy" in errors[0].message
 

@@ -1,6 +1,7 @@
 """JSON Schemas for contracts.yaml and harness.yaml, generated from the IR models.
 
-The committed copies live in schemas/; tests/test_schemas.py fails when they drift.
+The committed copies live in harnessc/schemas/ (package data, read by lint; the top-level
+schemas/ is a link to it, for editors); tests/test_schemas.py fails when they drift.
 """
 
 from __future__ import annotations
