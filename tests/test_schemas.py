@@ -9,7 +9,7 @@ import pytest
 
 from harnessc.compiler.schemas import SCHEMA_FILES, dump, generate
 
-from conftest import REPO, check_golden
+from conftest import REPO
 
 
 SCHEMAS = REPO / "harnessc" / "schemas"  # ships in the package, for lint's validator
@@ -84,14 +84,3 @@ def test_lint_imports_neither_pydantic_nor_jsonschema_nor_sdks(tmp_path) -> None
     r = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "HEAVY:\n" in r.stdout, f"lint imported: {r.stdout}"
-
-
-def test_builtin_contracts_json_matches_yaml() -> None:
-    """builtin_contracts.json is the YAML library, pre-parsed for lint's start-up."""
-    import json
-
-    from harnessc.compiler.load import BUILTIN_JSON, builtin_contract_yaml
-
-    path = REPO / "harnessc" / "compiler" / BUILTIN_JSON
-    expected = json.dumps(builtin_contract_yaml(), indent=1) + "\n"
-    check_golden(path, expected)
