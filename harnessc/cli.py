@@ -12,7 +12,7 @@ from typing import NoReturn
 import click
 
 from . import __version__
-from .outcome import Exit, diagnostics_exit, diagnostics_summary
+from .outcome import Exit, diagnostics_exit, diagnostics_summary, plural
 
 
 PROJECT_MARKERS = ("roadmap.md", "harness.yaml")  # a directory with either is a project
@@ -421,14 +421,14 @@ def _execute(root: Path, plan: dict, opts) -> None:
     def on_start(runner, recovered):
         if recovered["interrupted_attempts"]:
             n = len(recovered["interrupted_attempts"])
-            click.echo(f"resuming: {n} interrupted attempt(s) will start again", err=True)
+            click.echo(f"resuming: {plural(n, 'interrupted attempt')} will start again", err=True)
         if recovered.get("max_cost_kept") is not None:
             click.echo(f"budget: ${recovered['max_cost_kept']:g} from an earlier --max-cost "
                        "(pass --max-cost to change it; `harnessc reset --all` forgets it)", err=True)
         view.start(runner, 0)
 
     try:
-        result = execute(root, plan, opts, listeners=[view.on_event, lambda ev: _count(view, ev)],
+        result = execute(root, plan, opts, listeners=[view.on_event],
                          on_start=on_start)
     except Locked as e:
         fail_usage(str(e), hint="wait for it, or stop it with `harnessc stop`")
@@ -449,12 +449,6 @@ def _execute(root: Path, plan: dict, opts) -> None:
     for line in next_steps(result.outcome, result.tasks):
         click.echo(line)
     sys.exit(result.exit_code)
-
-
-def _count(view, ev: dict) -> None:
-    # The display's total: tasks this run set out to finish (they are reset to pending first).
-    if ev["kind"] == "run_planned":
-        view.total = ev.get("tasks", 0)
 
 
 @cli.command()

@@ -1,99 +1,184 @@
-"""What a run shows: a live rich view on a TTY, else one plain line per event; the summary."""
+"""What a run shows: a live rich view on a TTY, else one plain line per event; the summary.
+
+Both views name events in words (`describe`), count each final state on its own (a failed
+task is not "done") and show rejected attempts. Without a terminal, a call that runs longer
+than the heartbeat period prints a "still running" line every period, so a CI log shows the
+run is alive.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-FINAL = {"task_succeeded", "task_degraded", "task_failed", "task_skipped"}
+FINAL = {"task_succeeded": "succeeded", "task_degraded": "degraded", "task_failed": "failed",
+         "task_skipped": "skipped"}
+HEARTBEAT_SECONDS = 30.0  # a call running longer than this gets a "still running" line
+HEARTBEAT_ENV = "HARNESSC_HEARTBEAT"  # overrides it, in seconds (tests lower it)
+ATTEMPT_WORDS = {"rejected": "rejected", "error": "agent call failed", "progress": "no claim yet",
+                 "stuck": "stuck", "interrupted": "interrupted"}
+STOP_HINTS = {  # what stops harder, by where the stop came from
+    "signal": "Ctrl-C again to abort",
+    "file": "`harnessc stop --abort` cancels it",
+}
+
+
+def heartbeat_seconds() -> float:
+    try:
+        value = float(os.environ.get(HEARTBEAT_ENV) or HEARTBEAT_SECONDS)
+    except ValueError:
+        return HEARTBEAT_SECONDS
+    return value if value > 0 else HEARTBEAT_SECONDS
+
+
+def _first_line(text: str | None, limit: int = 300) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line[:limit] + ("..." if len(line) > limit else "")
 
 
 class Progress:
-    """Counts kept from the event stream."""
+    """Counts and per-task attempt numbers kept from the event stream."""
 
     def __init__(self):
         self.total = 0
-        self.finished = 0
+        self.counts = dict.fromkeys(FINAL.values(), 0)
         self.cost = 0.0
         self.tokens = 0
         self.runner = None
+        self.iteration: dict[str, int] = {}  # task -> its iteration in flight (or last)
+
+    @property
+    def finished(self) -> int:
+        return sum(self.counts.values())
 
     def on_event(self, ev: dict) -> None:
         kind = ev["kind"]
         if kind in FINAL:
-            self.finished += 1
+            self.counts[FINAL[kind]] += 1
+        elif kind == "run_planned":
+            self.total = ev.get("tasks", 0)  # the tasks this run set out to finish
+        elif kind == "attempt_started":
+            self.iteration[ev["task"]] = ev["iteration"]
         elif kind == "attempt_finished":
             self.cost += ev.get("cost_usd") or 0.0
             self.tokens += ev.get("tokens") or 0
 
+    def describe(self, ev: dict) -> str | None:
+        """The event in words, or None for events not worth a line."""
+        kind, task = ev["kind"], ev.get("task")
+        if kind == "attempt_started":
+            on = f"on {ev['agent']}" + (f", refinement {ev['level']}" if ev.get("level") else "")
+            return f"{task}: started {on}" if ev["iteration"] == 1 else f"{task}: iteration {ev['iteration']} {on}"
+        if kind == "attempt_finished" and ev.get("status") in ATTEMPT_WORDS:
+            errs = ev.get("errors") or []
+            return (f"{task}: iteration {self.iteration.get(task, '?')} {ATTEMPT_WORDS[ev['status']]}"
+                    + (f": {_first_line(errs[0], 200)}" if errs else ""))
+        if kind in FINAL:
+            return (f"[{self.finished}/{self.total}] {task} {FINAL[kind]}"
+                    + (f": {_first_line(ev['error'])}" if ev.get("error") else ""))
+        if kind == "budget_exhausted":
+            return f"budget reached: {_first_line(ev.get('message'))}"
+        if kind == "stop_requested":
+            if ev.get("mode") == "abort":
+                return "aborting: cancelling in-flight work"
+            hint = STOP_HINTS.get(ev.get("via") or "")
+            return "stopping: finishing in-flight work" + (f" ({hint})" if hint else "")
+        return None
+
+    def tally(self) -> str:
+        """'2 succeeded · 1 failed' (the states seen so far)."""
+        return " · ".join(f"{n} {state}" for state, n in self.counts.items() if n) or "0 finished"
+
 
 class PlainDisplay(Progress):
-    """One line per meaningful event: for logs, CI and pipes."""
+    """One line per meaningful event, and heartbeats for long calls: for logs, CI and pipes."""
 
-    def __init__(self, stream=None):
+    def __init__(self, stream=None, heartbeat: float | None = None):
         super().__init__()
         self.stream = stream or sys.stdout
+        self.heartbeat = heartbeat or heartbeat_seconds()
+        self.calls: dict[str, list] = {}  # task -> [call start, last line] (monotonic)
+        self.lock = threading.Lock()  # the event loop and the heartbeat thread both print
+        self.done = threading.Event()
+        self.beats: threading.Thread | None = None
 
     def start(self, runner, total: int) -> None:
-        self.runner, self.total = runner, total
+        self.runner = runner
+        self.beats = threading.Thread(target=self._beat, name="harnessc-heartbeat", daemon=True)
+        self.beats.start()
 
     def on_event(self, ev: dict) -> None:
-        super().on_event(ev)
-        kind, task = ev["kind"], ev.get("task")
-        line = None
-        if kind == "attempt_started":
-            line = f"{task}: iteration {ev['iteration']} on {ev['agent']}" + (
-                f" (refinement {ev['level']})" if ev.get("level") else "")
-        elif kind == "attempt_finished" and ev.get("status") not in ("succeeded",):
-            errs = ev.get("errors") or []
-            line = f"{task}: attempt {ev['status']}" + (f": {errs[0].splitlines()[0][:200]}" if errs else "")
-        elif kind in FINAL:
-            line = f"[{self.finished}/{self.total}] {task} {kind[5:]}" + (
-                f": {ev['error'].splitlines()[0][:300]}" if ev.get("error") else "")
-        elif kind == "budget_exhausted":
-            line = f"budget: {ev.get('message')}"
-        elif kind == "stop_requested":
-            line = ("stopping: finishing in-flight work (Ctrl-C again to abort)"
-                    if ev.get("mode") == "stop" else "aborting: cancelling in-flight work")
-        if line:
-            print(line, file=self.stream, flush=True)
+        with self.lock:
+            super().on_event(ev)
+            kind, task = ev["kind"], ev.get("task")
+            if kind == "attempt_started":
+                now = time.monotonic()
+                self.calls[task] = [now, now, ev["agent"]]
+            elif kind == "attempt_finished" or kind in FINAL:
+                self.calls.pop(task, None)
+            line = self.describe(ev)
+            if line:
+                self._print(line)
+
+    def _beat(self) -> None:
+        while not self.done.wait(min(1.0, self.heartbeat / 4)):
+            now = time.monotonic()
+            with self.lock:
+                for task, call in sorted(self.calls.items()):
+                    if now - call[1] >= self.heartbeat:
+                        call[1] = now
+                        self._print(f"{task}: still running (iteration {self.iteration.get(task, '?')}"
+                                    f" on {call[2]}, {now - call[0]:.0f}s)")
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.stream, flush=True)
 
     def close(self) -> None:
-        pass
+        self.done.set()
+        if self.beats is not None:
+            self.beats.join()
 
 
 class LiveDisplay(Progress):
-    """A rich live view: done/total, running tasks with their iteration, cost so far."""
+    """A rich live view: counts by state, running tasks with their iteration, cost so far;
+    failures, rejected attempts, budget and stops are printed above it in words."""
+
+    SHOWN = ("attempt_finished", "task_failed", "task_degraded", "budget_exhausted", "stop_requested")
+    QUIET_ATTEMPTS = ("succeeded", "progress", "interrupted")  # the live table shows these
 
     def __init__(self, console: Console):
         super().__init__()
         self.console = console
         self.live = None
         self.t0 = time.monotonic()
-        self.notes: list[str] = []
 
     def start(self, runner, total: int) -> None:
-        self.runner, self.total = runner, total
+        self.runner = runner
         self.live = Live(get_renderable=self._render, console=self.console,
                          refresh_per_second=8, transient=True)
         self.live.start()
 
     def on_event(self, ev: dict) -> None:
         super().on_event(ev)
-        if ev["kind"] in ("task_failed", "budget_exhausted", "stop_requested"):
-            msg = ev.get("error") or ev.get("message") or ev.get("mode")
-            self.console.print(f"[bold]{ev['kind']}[/] {ev.get('task') or ''} {msg or ''}".strip())
+        if ev["kind"] in self.SHOWN and ev.get("status") not in self.QUIET_ATTEMPTS:
+            line = self.describe(ev)
+            if line:
+                self.console.print(escape(line))
 
     def _render(self):
-        head = Text(f"{self.finished}/{self.total} done · {len(self.runner.live) if self.runner else 0} running"
+        running = self.runner.live if self.runner else {}
+        head = Text(f"{self.finished}/{self.total} finished: {self.tally()} · {len(running)} running"
                     f" · ${self.cost:.4f} · {self.tokens} tokens · {time.monotonic() - self.t0:.0f}s")
         table = Table(box=None, show_header=False, padding=(0, 1))
-        for tid, info in sorted((self.runner.live if self.runner else {}).items())[:20]:
+        for tid, info in sorted(running.items())[:20]:
             table.add_row("…", tid, f"iteration {info['iteration']}", info["agent"])
         return Group(head, table)
 

@@ -108,22 +108,23 @@ class Runner:
 
     # ------------------------------------------------------------------ control
 
-    def request_stop(self, mode: str) -> None:
-        """stop: finish in-flight work then exit; abort: cancel now. abort wins."""
+    def request_stop(self, mode: str, via: str | None = None) -> None:
+        """stop: finish in-flight work then exit; abort: cancel now. abort wins.
+        `via` says where it came from (signal, SIGTERM, file), for the displays' wording."""
         if mode == "abort":
             if self.stop_mode != "abort":
                 self.stop_mode = "abort"
-                self.store.event("stop_requested", mode="abort")
+                self.store.event("stop_requested", mode="abort", via=via)
                 for t in self.running.values():
                     t.cancel()
         elif self.stop_mode is None:
             self.stop_mode = "stop"
-            self.store.event("stop_requested", mode="stop")
+            self.store.event("stop_requested", mode="stop", via=via)
         self._stop_event.set()
         self.wake.set()
 
     def _on_sigint(self) -> None:
-        self.request_stop("abort" if self.stop_mode else "stop")
+        self.request_stop("abort" if self.stop_mode else "stop", via="signal")
 
     async def _watch_stop_file(self) -> None:
         while True:
@@ -132,7 +133,7 @@ class Runner:
             except (OSError, WorkspaceError):  # none yet; a link is never read
                 word = None
             if word:
-                self.request_stop("abort" if word.startswith("abort") else "stop")
+                self.request_stop("abort" if word.startswith("abort") else "stop", via="file")
             self.store.flush_mirror()  # events.jsonl lags the db by at most this poll
             await asyncio.sleep(STOP_POLL)
 
@@ -181,7 +182,7 @@ class Runner:
         loop = asyncio.get_running_loop()
         try:
             loop.add_signal_handler(signal.SIGINT, self._on_sigint)
-            loop.add_signal_handler(signal.SIGTERM, lambda: self.request_stop("abort"))
+            loop.add_signal_handler(signal.SIGTERM, lambda: self.request_stop("abort", via="SIGTERM"))
         except (NotImplementedError, RuntimeError):
             pass  # not the main thread (tests): the stop file still works
         watcher = asyncio.create_task(self._watch_stop_file())

@@ -58,7 +58,7 @@ def test_live_display_in_a_terminal_ends_with_the_summary_table(tmp_path):
     assert code == 0, text
     assert "Traceback" not in text
     assert "\x1b[" in raw  # a terminal got a terminal's output (rich's live view, colours)
-    assert re.search(r"\d/3 done · \d running", text), text  # the live view was drawn
+    assert re.search(r"\d/3 finished: .* · \d running", text), text  # the live view was drawn
     # The final summary table: header and one row per task.
     assert re.search(r"task\s*┃\s*state\s*┃\s*attempts\s*┃\s*agent\s*┃\s*tokens\s*┃\s*cost\s*┃\s*time", text), text
     for tid in ("alpha", "beta", "gamma"):
@@ -75,6 +75,10 @@ def test_live_display_reports_a_failure_and_skips_without_a_traceback(tmp_path):
     text = ANSI.sub("", raw)
     assert code == 1, text
     assert "Traceback" not in text
-    assert re.search(r"task_failed\s+bad .*gate", text), text  # printed above the live view
+    # Printed above the live view, in words; the live view counts the failure as one.
+    assert re.search(r"bad: iteration 1 rejected: accept check 'gate' failed", text), text
+    assert re.search(r"\[\d/3\] bad failed: 1 attempt failed verification", text), text
+    assert "task_failed" not in text
+    assert re.search(r"/3 finished: [^\n]*1 failed", text), text
     assert re.search(r"bad\s*│\s*failed", text) and re.search(r"after\s*│\s*skipped", text), text
     assert re.search(r"fine\s*│\s*succeeded", text), text

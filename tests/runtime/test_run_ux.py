@@ -59,6 +59,9 @@ def test_aborting_a_command_agent_leaves_stderr_clean(tmp_path, how):
     assert p.returncode == 3, out + err
     assert "never retrieved" not in err and "CancelledError" not in err, err
     assert "Traceback" not in err, err
+    assert "slow: started on cli" in out and "aborting: cancelling in-flight work" in out, out
+    # Only a Ctrl-C can be followed by another Ctrl-C.
+    assert ("stopping: finishing in-flight work (Ctrl-C again to abort)" in out) == (how == "ctrl-c twice"), out
     log = json.loads(harnessc(root, "log", "slow", "--json").stdout)
     assert log[-1]["status"] == "interrupted"
 
@@ -150,6 +153,8 @@ def test_a_run_stopped_after_its_last_task_finished_exits_0(tmp_path):
             p.kill()
     assert p.returncode == 0, out + err
     assert "succeeded: 1 task succeeded" in out
+    assert "stopping: finishing in-flight work (`harnessc stop --abort` cancels it)" in out, out
+    assert "Ctrl-C" not in out
     assert _status(tmp_path)["run"]["status"] == "succeeded"
 
 
@@ -213,3 +218,28 @@ def test_dry_run_shows_tasks_agents_and_estimates_and_calls_nothing(tmp_path):
     runs = _run_dirs(root)
     assert harnessc(root, "run", "--dry-run", "-s", "c").stdout == "dry run: nothing to run: 1 task succeeded\n"
     assert _run_dirs(root) == runs and not called.exists()
+
+
+def test_without_a_terminal_each_task_start_and_end_is_a_line_and_long_calls_get_heartbeats(tmp_path):
+    from .helpers import env
+
+    write_project(tmp_path, [node("slow", completion_promise="DONE"),
+                             node("bad", accept=[{"id": "gate", "argv": ["false"], "timeout": 5}],
+                                  retry={"max_retries": 1, "on_failure": "fail", "delays": [0]})],
+                  agents={"rehearsal": {"provider": "simulate", "latency": 1.5}})
+    r = harnessc(tmp_path, "run", env=env(HARNESSC_HEARTBEAT="0.1"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    for expected in ("slow: started on rehearsal", "bad: started on rehearsal",
+                     "bad: iteration 1 rejected: accept check 'gate' failed: 'false' exited with 1",
+                     "bad: iteration 2 on rehearsal, refinement 1",
+                     "[1/2] slow succeeded"):
+        assert expected in lines, r.stdout
+    assert any(x.startswith("[2/2] bad failed: 2 attempts failed verification") for x in lines), r.stdout
+    # The call takes 1.5 s and the heartbeat was lowered to 0.1 s: at least one beat per task.
+    assert any(x.startswith("slow: still running (iteration 1 on rehearsal, ") for x in lines), r.stdout
+    assert any(x.startswith("bad: still running (iteration 2 on rehearsal, ") for x in lines), r.stdout
+    # The default period is 30 s: a short run prints no heartbeat.
+    harnessc(tmp_path, "reset", "--all")
+    r = harnessc(tmp_path, "run", "-s", "slow")
+    assert r.returncode == 0 and "still running" not in r.stdout, r.stdout
