@@ -49,6 +49,7 @@ CODES: dict[str, str] = {
     "HC302": "rule does not type-check",
     "HC303": "unknown name or function in rule",
     "HC304": "rule rejected: unsafe or too costly",
+    "HC305": "regular expression RE2 cannot run",
     # references and graph
     "HC401": "unknown dependency",
     "HC402": "unknown contract",

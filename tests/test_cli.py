@@ -263,6 +263,38 @@ def test_validate_output_against_contracts(demo: Path, tmp_path: Path) -> None:
     assert r.returncode == 2 and "did you mean 'weekly_brief'" in r.stderr
 
 
+def test_validate_bounds_hostile_regexes_and_costly_rules(tmp_path: Path) -> None:
+    # Each of these hung `validate` (backtracking regexes, rules whose cost grew with the data).
+    root = tmp_path / "p"
+    shutil.copytree(FIXTURES / "projects" / "regex-hangs", root, ignore=shutil.ignore_patterns("expected.txt"))
+    (root / "contracts.yaml").write_text("""contracts:
+  hostile:
+    output:
+      alternation: {type: str, rules: ["matches(value, '^(a|aa)*c$')"]}
+      stars: {type: str, rules: ["matches(value, 'a*a*a*a*a*b')"]}
+      nested: {type: str, schema: {pattern: '^(a+)+$'}}
+      keys:
+        type: dict
+        schema: {patternProperties: {'^(a|aa)*c$': {type: int}}, additionalProperties: false}
+      rows: {type: list, rules: ["unique(value)", "[1] * 99999 + [2] in [[1] * 100000] * 100000"]}
+      backref: {type: str, schema: {pattern: '(a)\\1'}}
+""")
+    long = "a" * 100_000
+    out = tmp_path / "out.json"
+    out.write_text(json.dumps({"alternation": long, "stars": long, "nested": long + "!", "keys": {long: 1},
+                               "rows": [[1] * 10] * 100_000, "backref": "aa"}))
+    r = run("-C", str(root), "validate", "--contract", "hostile", str(out), "--output", "json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    errors = {e["path"]: e["message"] for e in json.loads(r.stdout)["errors"]}
+    assert "breaks rule 'matches(value, '^(a|aa)*c$')'" in errors["$.alternation"]
+    assert "breaks rule 'matches(value, 'a*a*a*a*a*b')'" in errors["$.stars"]
+    assert "does not match '^(a+)+$'" in errors["$.nested"]
+    assert any(p.startswith("$.keys") for p in errors)  # the long key matches no pattern
+    rows = [e for e in json.loads(r.stdout)["errors"] if e["path"] == "$.rows"]
+    assert len(rows) == 2 and all("rule is too costly for this data" in e["message"] for e in rows)
+    assert "can't be used: invalid regular expression (RE2): invalid escape sequence" in errors["$.backref"]
+
+
 def test_schema_and_contracts_commands(tmp_path: Path) -> None:
     r = run("schema")
     assert r.returncode == 0 and set(json.loads(r.stdout)) == {"contracts.schema.json", "harness.schema.json"}

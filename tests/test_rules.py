@@ -137,7 +137,7 @@ REJECTED = [
     ("value in (1, 2)", "HC301", 11, "unexpected ','"),
     ("1 if value else 2", "HC301", 2, "unexpected 'if'"),
     ("'\\x4' == 'A'", "HC301", 1, "bad escape"),
-    ("matches(value, '(')", "HC301", 15, "invalid regular expression"),
+    ("matches(value, '(')", "HC305", 15, "invalid regular expression (RE2): missing )"),
     ("value.in", "HC301", 6, "unexpected 'in'"),
     # names and functions
     ("x > 0", "HC303", 0, "unknown name 'x'"),
@@ -161,7 +161,10 @@ REJECTED = [
     ("value == 1e999", "HC304", 9, "too large for a float"),
     ("value == " + "1 + " * 300 + "1", "HC304", 1000, "rule is too long"),
     ("-" * 40 + "1 == 1", "HC304", 8, "nested too deeply"),
-    ("matches(value, '(a+)+$')", "HC304", 15, "nested repetition"),
+    # regexes run on RE2: no backreferences, no lookaround (HC305)
+    ("matches(value, r'(a)\\1')", "HC305", 15, "invalid escape sequence"),
+    ("matches(value, 'a(?=b)')", "HC305", 15, "invalid perl operator"),
+    ("matches(value, '(?<!a)b')", "HC305", 15, "invalid perl operator"),
     ("matches(value, '" + "a" * 201 + "')", "HC304", 15, "regular expression is too long"),
 ]
 
@@ -299,8 +302,17 @@ EVAL_ERRORS = [
     ("value in 5", 1, "needs a str, list or dict"),
     ("value in 'abc'", 1, "can't look for"),
     ("matches('a', value)", "(", "invalid regular expression"),
-    ("matches('a', value)", "(a*)*b", "nested repetition"),
-    ("matches(value, 'a')", "a" * 20_000, "text is too long"),
+    ("matches('a', value)", "(a)\\1", "invalid escape sequence"),
+    # costs are charged by the size of the data each operation touches
+    ("matches(value, 'a')", "a" * 4_000_008, "too costly"),
+    ("[1] * 99999 + [2] in [[1] * 100000] * 100000", None, "too costly"),
+    ("value == value", [[1] * 1000] * 1000, "too costly"),
+    ("unique(value)", [list(range(100))] * 100_000, "too costly"),
+    ("min(value) == []", [[1] * 1000] * 1000, "too costly"),
+    ("'x' in value", [0] * 1_000_001, "too costly"),
+    ("sum(value) > 0", [1] * 1_000_001, "too costly"),
+    ("all(value)", [1] * 1_000_001, "too costly"),
+    ("startswith('a', value)", "a" * 16_000_016, "too costly"),
     ("round(value, 10 * 10 * 10)", 5, "round() digits"),
     ("sum(value) > 0", ["a"], "list of numbers"),
     ("unique(value)", "abc", "needs a list"),
@@ -317,12 +329,28 @@ def test_eval_errors(text, value, message):
 
 
 def test_step_counter():
-    # a hand-built tree far wider than any parse allows: the step counter stops it
-    from harnessc.compiler.rules import Const, ListLit
+    # a hand-built tree far wider than any parse allows: each node visit is a step
+    from harnessc.compiler.rules import MAX_STEPS, Const, ListLit
 
-    items = tuple(Const(offset=0, end=1, value=i) for i in range(20_000))
-    with pytest.raises(RuleEvalError, match="too many steps"):
+    items = tuple(Const(offset=0, end=1, value=0) for _ in range(MAX_STEPS))
+    with pytest.raises(RuleEvalError, match="too costly"):
         evaluate(Rule("x", ListLit(offset=0, end=1, items=items)))
+
+
+def test_a_deadline_stops_a_long_evaluation():
+    class Deadline:
+        checks = 0
+
+        def check(self):
+            self.checks += 1
+            if self.checks > 3:
+                raise TimeoutError("out of time")
+
+    deadline = Deadline()
+    with pytest.raises(TimeoutError):  # the deadline's own exception reaches the caller
+        evaluate(parse_rule(" and ".join(["value == value"] * 6)), value=[[0] * 500] * 200,
+                 deadline=deadline)
+    assert deadline.checks == 4
 
 
 def test_eval_error_points_at_the_failing_part():

@@ -151,6 +151,7 @@ def check_contracts(project: Project) -> None:
                                         marks.key(loc + (key,)), f"set `type: {wanted}` or remove `{key}`")
             results = [_check_rule(project, marks, loc + ("rules", i), text, d) for i, text in enumerate(d.rules)]
             results += [_refuse_ref(project, marks, loc + ("schema",) + ref) for ref in schema_refs(raw(d.schema_))]
+            results.append(_check_schema_patterns(project, marks, loc + ("schema",), raw(d.schema_)))
             if not all(results):
                 continue
             for key in ("example", "default"):
@@ -170,6 +171,21 @@ def _refuse_ref(project: Project, marks, loc: tuple) -> bool:
     project.diags.error("HC218", "$ref is not allowed in a deliverable's schema", marks.key(loc),
                         "write the sub-schema out in full; references are never followed or fetched")
     return False
+
+
+def _check_schema_patterns(project: Project, marks, loc: tuple, schema: dict) -> bool:
+    """Every regex of a `schema:` escape hatch must run on RE2 (HC305); True when all do."""
+    from . import userregex
+    from .contract_schema import schema_patterns
+
+    ok = True
+    for where, pattern, is_key in schema_patterns(schema, loc):
+        refused = userregex.check(pattern)
+        if refused:
+            ok = False
+            span = marks.key(where) if is_key else marks.value(where)
+            project.diags.error("HC305", refused.message, span, refused.hint)
+    return ok
 
 
 def _check_rule(project: Project, marks, loc: tuple, text: str, subject) -> bool:

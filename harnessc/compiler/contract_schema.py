@@ -152,26 +152,44 @@ _SUBSCHEMA_MAPS = ("properties", "patternProperties", "definitions", "$defs", "d
 _SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "items")
 
 
+def subschemas(schema: Any, loc: tuple = ()) -> Iterator[tuple[tuple, dict]]:
+    """(location, schema) of `schema` and every schema inside it (not enum or const values).
+
+    The YAML depth limit bounds this walk.
+    """
+    if not isinstance(schema, dict):
+        return
+    yield loc, schema
+    for key, value in schema.items():
+        if key in _SUBSCHEMA:
+            yield from subschemas(value, loc + (key,))
+        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            for name, sub in value.items():
+                yield from subschemas(sub, loc + (key, name))
+        if key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            for i, sub in enumerate(value):
+                yield from subschemas(sub, loc + (key, i))
+
+
 def schema_refs(schema: Any, loc: tuple = ()) -> Iterator[tuple]:
     """Where a user's `schema:` uses `$ref` (the path of each `$ref` key).
 
     Lint refuses them all: a remote ref would be fetched, `#` alone recurses for ever, and a
     local `#/...` means another place once the schema is merged into the contract's output
-    schema. The YAML depth limit bounds this walk.
+    schema.
     """
-    if not isinstance(schema, dict):
-        return
-    if "$ref" in schema:
-        yield loc + ("$ref",)
-    for key, value in schema.items():
-        if key in _SUBSCHEMA:
-            yield from schema_refs(value, loc + (key,))
-        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
-            for name, sub in value.items():
-                yield from schema_refs(sub, loc + (key, name))
-        if key in _SUBSCHEMA_LISTS and isinstance(value, list):
-            for i, sub in enumerate(value):
-                yield from schema_refs(sub, loc + (key, i))
+    return (where + ("$ref",) for where, s in subschemas(schema, loc) if "$ref" in s)
+
+
+def schema_patterns(schema: Any, loc: tuple = ()) -> Iterator[tuple[tuple, str, bool]]:
+    """(location, regex, is a key) of every `pattern` and `patternProperties` key in a schema."""
+    for where, s in subschemas(schema, loc):
+        if isinstance(s.get("pattern"), str):
+            yield where + ("pattern",), s["pattern"], False
+        if isinstance(s.get("patternProperties"), dict):
+            for p in s["patternProperties"]:
+                if isinstance(p, str):
+                    yield where + ("patternProperties", p), p, True
 
 
 def _object_schema(fields: dict[str, Any]) -> dict:

@@ -9,9 +9,10 @@ user's `schema:` escape hatch) needs the full jsonschema library instead.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Iterator
+
+from . import userregex
 
 # Keywords that only annotate; everything else must be understood here.
 ANNOTATIONS = {"$schema", "$id", "title", "description", "default", "examples", "$comment",
@@ -130,8 +131,12 @@ class Validator:
                 yield SchemaError(path, "minLength", f"must be at least {s['minLength']} characters", s, data)
             if "maxLength" in s and "maxLength" not in skip and len(data) > s["maxLength"]:
                 yield SchemaError(path, "maxLength", f"must be at most {s['maxLength']} characters", s, data)
-            if "pattern" in s and "pattern" not in skip and not re.search(s["pattern"], data):
-                yield SchemaError(path, "pattern", f"does not match {s['pattern']}", s, data)
+            if "pattern" in s and "pattern" not in skip:
+                try:
+                    if not userregex.search(s["pattern"], data):
+                        yield SchemaError(path, "pattern", f"does not match {s['pattern']}", s, data)
+                except userregex.PatternError as e:
+                    yield SchemaError(path, "pattern", f"pattern {s['pattern']!r} can't be used: {e.message}", s, data)
         elif isinstance(data, (int, float)) and not isinstance(data, bool):
             for kw, bad, word in (("minimum", lambda v, b: v < b, ">="), ("maximum", lambda v, b: v > b, "<="),
                                   ("exclusiveMinimum", lambda v, b: v <= b, ">"),
@@ -191,13 +196,30 @@ class Validator:
             yield SchemaError(path, "minItems", f"must have at least {s['minItems']} items", s, data)
         if "maxItems" in s and "maxItems" not in skip and len(data) > s["maxItems"]:
             yield SchemaError(path, "maxItems", f"must have at most {s['maxItems']} items", s, data)
-        if s.get("uniqueItems") and "uniqueItems" not in skip:
-            seen = []
-            for v in data:
-                if any(_same(v, w) for w in seen):
-                    yield SchemaError(path, "uniqueItems", "items must be unique", s, data)
-                    break
-                seen.append(v)
+        if s.get("uniqueItems") and "uniqueItems" not in skip and not all_unique(data):
+            yield SchemaError(path, "uniqueItems", "items must be unique", s, data)
+
+
+def json_key(value: Any) -> Any:
+    """A hashable key equal for equal JSON values: 1 == 1.0, true != 1, key order ignored."""
+    if isinstance(value, dict):
+        return ("object", frozenset((k, json_key(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("array", tuple(json_key(v) for v in value))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return ("number", value)
+    return (json_type(value), value)
+
+
+def all_unique(items: list) -> bool:
+    """uniqueItems in linear time (comparing every pair is quadratic in a long array)."""
+    seen = set()
+    for v in items:
+        key = json_key(v)
+        if key in seen:
+            return False
+        seen.add(key)
+    return True
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -15,9 +15,11 @@ import copy
 import json
 import math
 import re
+import time
 from typing import Any, Iterator
 
-from .jsonsubset import Validator, json_type, short_json, supports
+from . import userregex
+from .jsonsubset import Validator, all_unique, json_type, short_json, supports
 
 
 # ------------------------------------------------------------------ paths
@@ -64,11 +66,72 @@ def _error(parts: PathParts, kind: str, message: str, rule: str | None = None, f
 # ------------------------------------------------------------------ schema errors
 
 
-def _schema_errors(schema: dict, data: Any, base: PathParts = ()) -> list[dict]:
-    from jsonschema import Draft7Validator  # imported when a contract's output is validated
+_VALIDATOR_CLASS = None
 
+
+def _validator_class():
+    """Draft-07 jsonschema whose regexes run on RE2 and whose uniqueItems is linear.
+
+    jsonschema's own `pattern`, `patternProperties` and `additionalProperties` (which
+    matches property names against patternProperties) use Python's backtracking `re`, and
+    its uniqueItems compares every pair of unsortable items. Format checking stays off.
+    """
+    global _VALIDATOR_CLASS
+    if _VALIDATOR_CLASS is None:
+        from jsonschema import Draft7Validator, ValidationError, validators  # imported when an output is validated
+
+        def refused(pattern: str) -> ValidationError | None:
+            why = userregex.check(pattern)
+            return ValidationError(f"pattern {pattern!r} can't be used: {why.message}") if why else None
+
+        def pattern(validator, pattern, instance, schema):
+            if validator.is_type(instance, "string"):
+                error = refused(pattern)
+                if error or not userregex.search(pattern, instance):
+                    yield error or ValidationError(f"{short_json(instance)} does not match {pattern!r}")
+
+        def pattern_properties(validator, patterns, instance, schema):
+            if validator.is_type(instance, "object"):
+                for p, subschema in patterns.items():
+                    error = refused(p)
+                    if error:
+                        yield error
+                        continue
+                    for k, v in instance.items():
+                        if userregex.search(p, k):
+                            yield from validator.descend(v, subschema, path=k, schema_path=p)
+
+        original_additional = Draft7Validator.VALIDATORS["additionalProperties"]
+
+        def additional_properties(validator, extra, instance, schema):
+            patterns = schema.get("patternProperties")
+            if not patterns or not validator.is_type(instance, "object"):
+                yield from original_additional(validator, extra, instance, schema)
+                return
+            known = schema.get("properties", {})
+            usable = [p for p in patterns if not userregex.check(p)]  # patternProperties reports the others
+            extras = [k for k in instance if k not in known and not any(userregex.search(p, k) for p in usable)]
+            if validator.is_type(extra, "object"):
+                for k in extras:
+                    yield from validator.descend(instance[k], extra, path=k)
+            elif not extra and extras:
+                names = ", ".join(repr(k) for k in sorted(extras))
+                yield ValidationError(f"{names} match none of the patterns {', '.join(map(repr, patterns))}")
+
+        def unique_items(validator, unique, instance, schema):
+            if unique and validator.is_type(instance, "array") and not all_unique(instance):
+                yield ValidationError(f"{short_json(instance)} has non-unique elements")
+
+        _VALIDATOR_CLASS = validators.extend(Draft7Validator, {
+            "pattern": pattern, "patternProperties": pattern_properties,
+            "additionalProperties": additional_properties, "uniqueItems": unique_items,
+        })
+    return _VALIDATOR_CLASS
+
+
+def _schema_errors(schema: dict, data: Any, base: PathParts = ()) -> list[dict]:
     errors: list[dict] = []
-    for e in Draft7Validator(schema).iter_errors(data):
+    for e in _validator_class()(schema).iter_errors(data):
         # Keywords derived from rules are reported by the rule itself, with its text.
         if isinstance(e.schema, dict) and e.validator in (e.schema.get("x-from-rules") or ()):
             continue
@@ -102,6 +165,33 @@ def _schema_errors(schema: dict, data: Any, base: PathParts = ()) -> list[dict]:
     return list(unique.values())
 
 
+# ------------------------------------------------------------------ deadline
+
+
+class OutOfTime(Exception):
+    """Validation was stopped before it finished: its deadline passed or it was cancelled."""
+
+
+class Deadline:
+    """A wall-clock limit for a validation that runs in a worker thread, checked as rules run.
+
+    A thread can't be killed: `cancel()` (from the event loop) makes the next check raise.
+    """
+
+    def __init__(self, seconds: float | None = None):
+        self.at = None if seconds is None else time.monotonic() + seconds
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def check(self) -> None:
+        if self.cancelled:
+            raise OutOfTime("verification was cancelled")
+        if self.at is not None and time.monotonic() > self.at:
+            raise OutOfTime("verification did not finish within the task's max_time")
+
+
 # ------------------------------------------------------------------ rules
 
 _RULE_CACHE: dict[str, Any] = {}
@@ -116,14 +206,14 @@ def _parsed(rule: str):
     return _RULE_CACHE[rule]
 
 
-def _run_rule(rule: str, parts: PathParts, **scope: Any) -> dict | None:
-    """None when the rule holds, else a rule error."""
+def _run_rule(rule: str, parts: PathParts, deadline: Deadline | None = None, **scope: Any) -> dict | None:
+    """None when the rule holds, else a rule error. OutOfTime propagates."""
     from .rules import RuleError, RuleEvalError, evaluate
 
     where = json_path(parts)
     subject = short_json(scope["value"]) if "value" in scope else "the output"
     try:
-        ok = evaluate(_parsed(rule), **scope)
+        ok = evaluate(_parsed(rule), **scope, deadline=deadline)
     except RuleEvalError as e:
         return _error(parts, "rule", f"{where}: rule '{rule}' could not be evaluated: {_why(e)}", rule)
     except RuleError as e:
@@ -150,7 +240,8 @@ def _rule_targets(d: dict, value: Any, parts: PathParts) -> Iterator[tuple[dict,
             yield from _rule_targets(items, item, parts + (i,))
 
 
-def _rule_errors(output: dict[str, dict], data: dict, type_failed: set, base: PathParts = ()) -> list[dict]:
+def _rule_errors(output: dict[str, dict], data: dict, type_failed: set, base: PathParts = (),
+                 deadline: Deadline | None = None) -> list[dict]:
     errors = []
     for name, d in output.items():
         if data.get(name) is None:
@@ -160,7 +251,7 @@ def _rule_errors(output: dict[str, dict], data: dict, type_failed: set, base: Pa
             if any(parts[:n] in type_failed for n in range(len(base) + 1, len(parts) + 1)):
                 continue
             for rule in sub.get("rules") or []:
-                err = _run_rule(rule, parts, value=value)
+                err = _run_rule(rule, parts, deadline, value=value)
                 if err:
                     errors.append(err)
     return errors
@@ -198,8 +289,11 @@ def _finish(errors: list[dict]) -> list[dict]:
     return errors
 
 
-def validate_output(contract: dict, data: Any) -> list[dict]:
-    """All problems of ``data`` under a plan.json contract entry; [] when valid."""
+def validate_output(contract: dict, data: Any, deadline: Deadline | None = None) -> list[dict]:
+    """All problems of ``data`` under a plan.json contract entry; [] when valid.
+
+    With a deadline, raises OutOfTime when it passes (or is cancelled) before the end.
+    """
     output = contract.get("output")
     schema = contract.get("json_schema")
     if output is None and schema is None:
@@ -208,12 +302,14 @@ def validate_output(contract: dict, data: Any) -> list[dict]:
         return _finish([_error((), "type", f"$: the output must be a JSON object, got {json_type(data)}", field=None)])
     data = drop_null_optionals(output, data)
     errors = _schema_errors(schema, data) if schema else []
+    if deadline is not None:
+        deadline.check()
     type_failed = {_path_parts(e) for e in errors if e["kind"] == "type"}
     if output:
-        errors += _rule_errors(output, data, type_failed)
+        errors += _rule_errors(output, data, type_failed, deadline=deadline)
     if not errors:  # whole-output rules assume a well-formed output
         for rule in contract.get("output_rules") or []:
-            err = _run_rule(rule, (), output=data)
+            err = _run_rule(rule, (), deadline, output=data)
             if err:
                 err["field"] = None
                 errors.append(err)
@@ -395,11 +491,17 @@ def template_output(contract: dict) -> dict:
     return _template_object(contract.get("output") or {})
 
 
-def partial_output(contract: dict, data: Any) -> tuple[dict, list[str]]:
-    """Keep the valid fields of ``data``; fill the others from default, then example."""
+def partial_output(contract: dict, data: Any, deadline: Deadline | None = None) -> tuple[dict, list[str]]:
+    """Keep the valid fields of ``data``; fill the others from default, then example.
+
+    When the deadline passes first, no field of ``data`` counts as valid.
+    """
     output = contract.get("output") or {}
     data = drop_null_optionals(output, data) if isinstance(data, dict) else {}
-    bad = {e["path"] for e in validate_output(contract, data) if e["kind"] != "rule" or e["path"] != "$"}
+    try:
+        bad = {e["path"] for e in validate_output(contract, data, deadline) if e["kind"] != "rule" or e["path"] != "$"}
+    except OutOfTime:
+        bad = {json_path((name,)) for name in output}
     result: dict[str, Any] = {}
     warnings: list[str] = []
     for name, d in output.items():

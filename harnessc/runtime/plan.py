@@ -67,11 +67,14 @@ def build(root: Path) -> tuple[dict | None, list[str]]:
     return (load_plan(root) if plan is not None else None), lines
 
 
+PARTIAL_CHECK_SECONDS = 5.0  # re-validating the best answer runs on the event loop: keep it short
+
+
 def partial_output(contract: dict, data: Any) -> dict:
     """The best output completed from defaults and examples (the compiler's warnings dropped)."""
-    from ..compiler.validate import partial_output as complete
+    from ..compiler.validate import Deadline, partial_output as complete
 
-    return complete(contract, data)[0]
+    return complete(contract, data, Deadline(PARTIAL_CHECK_SECONDS))[0]
 
 
 def select_ids(plan: dict, selectors: list[str], exclude: list[str]) -> set[str]:

@@ -3,15 +3,21 @@
 A claim holds when the contract output validates, every accept command exits 0 and the
 completion promise matches (when declared). A promise alone never completes a task whose
 other checks fail.
+
+The checks of the response text (JSON extraction, schema, rules) run in a worker thread
+with a deadline, so a huge output or a costly rule never blocks the event loop: `harnessc
+stop`, abort, SIGTERM and max_time keep working while they run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..compiler.argv import split_command
+from ..compiler.validate import Deadline, OutOfTime
 from . import plan as planmod
 from . import procs
 
@@ -63,6 +69,29 @@ def is_claim(node: dict, contract: dict | None, text: str) -> bool:
 
 async def verify(node: dict, contract: dict | None, text: str, root: Path,
                  time_left: float | None) -> Verdict:
+    deadline = Deadline(time_left)
+    try:
+        v = await asyncio.to_thread(check_text, node, contract, text, deadline)
+    except asyncio.CancelledError:
+        deadline.cancel()  # the worker stops at its next check instead of running on
+        raise
+    if not v.claim or v.errors:
+        return v
+    # accept commands are slow; run them only for an otherwise valid claim
+    for cmd in node.get("accept") or []:
+        res = await run_accept(cmd, root, time_left)
+        v.checks.append({"id": cmd.get("id"), "argv": res.argv, "returncode": res.returncode,
+                         "timed_out": res.timed_out, "duration": round(res.duration, 3)})
+        if not res.ok:
+            tail = (res.stdout + res.stderr).strip()[-1500:]
+            msg = f"accept check '{cmd.get('id') or ' '.join(res.argv)}' failed: {res.describe()}"
+            v.errors.append(msg + (f"\n{tail}" if tail else ""))
+    v.ok = not v.errors
+    return v
+
+
+def check_text(node: dict, contract: dict | None, text: str, deadline: Deadline | None = None) -> Verdict:
+    """The checks of the response text alone: claim, output JSON, contract, promise."""
     if not is_claim(node, contract, text):
         return Verdict(claim=False)
     v = Verdict(claim=True)
@@ -73,12 +102,14 @@ async def verify(node: dict, contract: dict | None, text: str, root: Path,
         try:
             data = extract_json(text)
             v.parsed = data
-            for e in planmod.validate_output(contract, data):
+            for e in planmod.validate_output(contract, data, deadline):
                 path, msg = e.get("path") or "$", str(e.get("message"))
                 v.errors.append(msg if msg.startswith(path) else f"{path}: {msg}")
             if not v.errors:
                 v.output = data
         except NoJSON as e:
+            v.errors.append(str(e))
+        except OutOfTime as e:
             v.errors.append(str(e))
     promise = node.get("completion_promise")
     if promise:
@@ -87,15 +118,6 @@ async def verify(node: dict, contract: dict | None, text: str, root: Path,
             v.errors.append(f"completion promise missing: print <promise>{promise}</promise> when done")
         elif got != promise:
             v.errors.append(f"completion promise is '{got}', expected <promise>{promise}</promise>")
-    if not v.errors:  # accept commands are slow; run them only for an otherwise valid claim
-        for cmd in node.get("accept") or []:
-            res = await run_accept(cmd, root, time_left)
-            v.checks.append({"id": cmd.get("id"), "argv": res.argv, "returncode": res.returncode,
-                             "timed_out": res.timed_out, "duration": round(res.duration, 3)})
-            if not res.ok:
-                tail = (res.stdout + res.stderr).strip()[-1500:]
-                msg = f"accept check '{cmd.get('id') or ' '.join(res.argv)}' failed: {res.describe()}"
-                v.errors.append(msg + (f"\n{tail}" if tail else ""))
     v.ok = not v.errors
     return v
 

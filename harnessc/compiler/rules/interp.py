@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import operator
-import re
 
-from .parse import check_pattern, compile_pattern
+from .. import userregex
+from .parse import check_pattern
 from .tree import (
-    FUNCTIONS, MAX_INT, MAX_MATCH_INPUT, MAX_NDIGITS, MAX_SIZE, MAX_STEPS,
+    CHARS_PER_STEP, FUNCTIONS, MAX_INT, MAX_NDIGITS, MAX_SIZE, MAX_STEPS, REGEX_CHARS_PER_STEP,
     Attr, BinOp, BoolOp, Call, Compare, Const, Index, ListLit, Name, Node, Rule, Unary, RuleEvalError,
 )
 
@@ -24,14 +24,18 @@ def _tn(x) -> str:
     )
 
 
-def evaluate(rule: Rule, value=None, output=None) -> bool:
-    """Run a rule; True when it holds. Raises RuleEvalError when it can't be evaluated."""
-    return bool(evaluate_value(rule, value, output))
+def evaluate(rule: Rule, value=None, output=None, deadline=None) -> bool:
+    """Run a rule; True when it holds. Raises RuleEvalError when it can't be evaluated.
+
+    `deadline`, when given, is anything with a `check()` method that raises when time is up;
+    it is called every DEADLINE_EVERY steps (and its exception propagates).
+    """
+    return bool(evaluate_value(rule, value, output, deadline))
 
 
-def evaluate_value(rule: Rule, value=None, output=None):
+def evaluate_value(rule: Rule, value=None, output=None, deadline=None):
     """The rule's raw result (an `and`/`or` returns an operand, like Python)."""
-    ev = _Evaluator(rule.text, value, output)
+    ev = _Evaluator(rule.text, value, output, deadline)
     try:
         return ev.run(rule.tree)
     except RuleEvalError:
@@ -56,16 +60,17 @@ _CMP = {
     ">": operator.gt,
     ">=": operator.ge,
 }
-_EMAIL = re.compile(
-    r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
-    r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+# Run on RE2 like every regex that meets agent output; `$` there is the very end of the text.
+_EMAIL = (
+    r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+    r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$"
 )
 
 
 def _is_email(s) -> bool:
     if not isinstance(s, str) or len(s) > 254:
         return False
-    return bool(_EMAIL.fullmatch(s)) and len(s.split("@")[0]) <= 64
+    return userregex.search(_EMAIL, s) and len(s.split("@")[0]) <= 64
 
 
 def _is_url(s) -> bool:
@@ -95,11 +100,64 @@ def _is_datetime(s) -> bool:
     return True
 
 
+_json_key = json.JSONEncoder(sort_keys=True).encode  # unique()'s notion of "the same value"
+DEADLINE_EVERY = 10_000  # steps between two deadline checks (well under a millisecond of work)
+
+
+def _flat(x) -> int:
+    """Steps of one pass over a string, list or dict (not into its items)."""
+    if type(x) is str:
+        return len(x) // CHARS_PER_STEP
+    return len(x) if isinstance(x, (list, dict)) else 0
+
+
+def _size(x, cap: int) -> int:
+    """Steps of an operation that may visit all of `x`, nested items included (see MAX_STEPS).
+
+    A list that holds the same big list 100,000 times counts it 100,000 times: comparing
+    it does that work. Counting stops as soon as the total passes `cap`.
+    """
+    total, stack = 0, [x]
+    while stack:
+        y = stack.pop()
+        t = type(y)
+        if t is list:
+            total += 1
+            if total + len(y) > cap:  # each item will count at least 1
+                return total + len(y)
+            stack += y
+        elif t is dict:
+            total += 1 + len(y)  # the dict and its keys
+            if total + len(y) > cap:
+                return total + len(y)
+            stack += y.values()
+        elif t is str:
+            total += 1 + len(y) // CHARS_PER_STEP
+        else:
+            total += 1
+        if total > cap:
+            return total
+    return total
+
+
+def _smaller_size(a, b, cap: int) -> int:
+    """min(size of a, size of b): what comparing them can cost, found without walking all
+    of the bigger one (the walk limit grows 4x until one side fits)."""
+    limit = 64
+    while True:
+        m = min(_size(a, limit), _size(b, limit))
+        if m <= limit or limit > cap:
+            return m
+        limit *= 4
+
+
 class _Evaluator:
-    def __init__(self, text: str, value, output):
+    def __init__(self, text: str, value, output, deadline=None):
         self.text = text
         self.env = {"value": value, "output": output}
         self.steps = 0
+        self.deadline = deadline
+        self.next_check = 0
 
     def fail(self, message: str, node: Node) -> RuleEvalError:
         return RuleEvalError(message, node.offset, node.end - node.offset)
@@ -109,10 +167,22 @@ class _Evaluator:
         return s if len(s) <= 40 else s[:37] + "..."
 
     def run(self, node: Node):
-        self.steps += 1
-        if self.steps > MAX_STEPS:
-            raise self.fail(f"rule took too many steps (more than {MAX_STEPS})", node)
+        self.charge(1, node)
         return getattr(self, "e_" + type(node).__name__)(node)
+
+    def charge(self, steps: int, node: Node) -> None:
+        """Count `steps` of work before doing it; too costly or out of time raise."""
+        self.steps += steps
+        if self.steps > MAX_STEPS:
+            raise self.fail(
+                f"rule is too costly for this data (more than {MAX_STEPS:,} steps; "
+                "see 'Rule cost' in docs/spec-reference.md)", node)
+        if self.deadline is not None and self.steps >= self.next_check:
+            self.next_check = self.steps + DEADLINE_EVERY
+            self.deadline.check()
+
+    def charge_size(self, x, node: Node) -> None:
+        self.charge(_size(x, MAX_STEPS - self.steps), node)
 
     def check_int(self, x, node: Node):
         if type(x) is int and abs(x) > MAX_INT:
@@ -143,6 +213,7 @@ class _Evaluator:
         if isinstance(obj, dict):
             if not isinstance(i, (str, int, float, bool)) and i is not None:
                 raise self.fail(f"a dict key can't be a {_tn(i)}", node.index)
+            self.charge(_flat(i), node)  # hashing a str key
             if i not in obj:
                 raise self.fail(f"{self.desc(node.obj)} has no key {i!r}", node)
             return obj[i]
@@ -188,6 +259,10 @@ class _Evaluator:
                 raise self.fail(f"result would be longer than {MAX_SIZE}", node)
         else:
             raise self.fail(f"'{op}' can't be applied to {_tn(a)} and {_tn(b)}", node)
+        if ta in (str, list) or tb in (str, list):  # building the result copies it
+            seq, n = (a, b) if ta in (str, list) else (b, a)
+            size = len(a) + len(b) if op == "+" else len(seq) * max(0, n)
+            self.charge(size // CHARS_PER_STEP if type(seq) is str else size, node)
         try:
             r = _ARITH[op](a, b)
         except ZeroDivisionError:
@@ -212,8 +287,13 @@ class _Evaluator:
                     raise self.fail(
                         f"'{op}' needs a str, list or dict on the right, not {_tn(b)}", node
                     )
+                if isinstance(b, list):  # compares a with every item
+                    self.charge_size(b, node)
+                else:  # a substring search, or hashing a key
+                    self.charge(_flat(b) + _flat(a) if type(b) is str else _size(a, MAX_STEPS), node)
                 found = a in b
                 return found if op == "in" else not found
+            self.charge(_smaller_size(a, b, MAX_STEPS - self.steps), node)
             return _CMP[op](a, b)
         except TypeError:
             if op in ("in", "not in"):
@@ -249,6 +329,7 @@ class _Evaluator:
             if not xs[0]:
                 raise self.fail(f"{node.func}() of an empty {_tn(xs[0])}", node)
             xs = xs[0]
+        self.charge_size(xs, node)
         try:
             return fn(xs)
         except TypeError:
@@ -260,6 +341,7 @@ class _Evaluator:
 
     def f_sum(self, node, xs):
         self.need(node, xs, (list, dict, str), "a list of numbers")
+        self.charge(len(xs), node)
         if any(type(x) not in (int, float, bool) for x in xs):
             raise self.fail("sum() needs a list of numbers", node)
         return self.check_int(sum(xs), node)
@@ -281,24 +363,29 @@ class _Evaluator:
 
     def f_lower(self, node, s):
         self.need(node, s, (str,), "a str")
+        self.charge(_flat(s), node)
         return s.lower()
 
     def f_upper(self, node, s):
         self.need(node, s, (str,), "a str")
+        self.charge(_flat(s), node)
         return s.upper()
 
     def f_strip(self, node, s):
         self.need(node, s, (str,), "a str")
+        self.charge(_flat(s), node)
         return s.strip()
 
     def f_startswith(self, node, s, prefix):
         self.need(node, s, (str,), "a str")
         self.need(node, prefix, (str,), "a str prefix")
+        self.charge(_flat(prefix), node)
         return s.startswith(prefix)
 
     def f_endswith(self, node, s, suffix):
         self.need(node, s, (str,), "a str")
         self.need(node, suffix, (str,), "a str suffix")
+        self.charge(_flat(suffix), node)
         return s.endswith(suffix)
 
     def f_matches(self, node, s, pattern):
@@ -306,17 +393,9 @@ class _Evaluator:
         self.need(node, pattern, (str,), "a str pattern")
         why = check_pattern(pattern)
         if why:
-            raise self.fail(f"matches(): {why}", node)
-        if len(s) > MAX_MATCH_INPUT:
-            raise self.fail(
-                f"matches(): text is too long ({len(s)} characters; at most {MAX_MATCH_INPUT})",
-                node,
-            )
-        try:
-            compiled = compile_pattern(pattern)
-        except re.error as e:
-            raise self.fail(f"matches(): invalid regular expression: {e}", node) from None
-        return compiled.search(s) is not None
+            raise self.fail(f"matches(): {why.message}", node)
+        self.charge(len(s) // REGEX_CHARS_PER_STEP, node)
+        return userregex.search(pattern, s)
 
     def f_is_email(self, node, s):
         return _is_email(s)
@@ -329,9 +408,10 @@ class _Evaluator:
 
     def f_unique(self, node, xs):
         self.need(node, xs, (list,), "a list")
+        self.charge_size(xs, node)
         seen = set()
         for x in xs:
-            key = json.dumps(x, sort_keys=True)
+            key = _json_key(x)
             if key in seen:
                 return False
             seen.add(key)
@@ -339,8 +419,10 @@ class _Evaluator:
 
     def f_all(self, node, xs):
         self.need(node, xs, (list, str, dict), "a list")
+        self.charge(_flat(xs), node)
         return all(xs)
 
     def f_any(self, node, xs):
         self.need(node, xs, (list, str, dict), "a list")
+        self.charge(_flat(xs), node)
         return any(xs)

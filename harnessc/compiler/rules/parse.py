@@ -8,6 +8,7 @@ import re
 import threading
 
 from ...diagnostics import did_you_mean
+from .. import userregex
 from .tree import (
     FUNCTIONS, MAX_DEPTH, MAX_INT_LITERAL, MAX_PATTERN, MAX_RULE_CHARS, MAX_SIZE, MAX_STR_LITERAL, NAMES,
     Attr, BinOp, BoolOp, Call, Compare, Const, Index, ListLit, Name, Node, Rule, Unary, RuleError, error_at,
@@ -322,52 +323,18 @@ def _pow_error(offset: int) -> RuleError:
     )
 
 
-_NESTED_REPEAT_MSG = "nested repetition like (a+)+ can take exponential time"
+def check_pattern(pattern: str) -> RuleError | None:
+    """Why a matches() pattern can't be used (HC304 too long, HC305 refused by RE2), or None.
 
-
-def check_pattern(pattern: str) -> str | None:
-    """Why a matches() pattern is rejected, or None; compiling it too is the caller's job."""
+    Offsets are 0; the caller places the error on the pattern.
+    """
     if len(pattern) > MAX_PATTERN:
-        return f"regular expression is too long ({len(pattern)} characters; at most {MAX_PATTERN})"
-    try:
-        import re._parser as sre_parse  # the stdlib's own regex parser (Python 3.11+)
-        import re._constants as sre_const
-    except ImportError:  # pragma: no cover - other Pythons: length bound only
-        return None
-    try:
-        parsed = sre_parse.parse(pattern)
-    except re.error:
-        return None  # reported as invalid by the compile step
-    repeats = (
-        sre_const.MAX_REPEAT,
-        sre_const.MIN_REPEAT,
-        getattr(sre_const, "POSSESSIVE_REPEAT", None),
-    )
-
-    def has_repeat(items, inside: bool) -> bool:
-        for op, av in items:
-            if op in repeats and av[1] > 1:
-                if inside:
-                    return True
-                if has_repeat(av[2], True):
-                    return True
-            elif op is sre_const.SUBPATTERN:
-                if has_repeat(av[-1], inside):
-                    return True
-            elif op is sre_const.BRANCH:
-                if any(has_repeat(b, inside) for b in av[1]):
-                    return True
-            elif op in (sre_const.ASSERT, sre_const.ASSERT_NOT):
-                if has_repeat(av[1], inside):
-                    return True
-        return False
-
-    return _NESTED_REPEAT_MSG if has_repeat(parsed, False) else None
-
-
-@functools.lru_cache(maxsize=256)
-def compile_pattern(pattern: str) -> re.Pattern:
-    return re.compile(pattern)
+        return RuleError("HC304", f"regular expression is too long ({len(pattern)} characters; at most {MAX_PATTERN})",
+                         hint="use a shorter pattern")
+    refused = userregex.check(pattern)
+    if refused:
+        return RuleError("HC305", refused.message, hint=refused.hint)
+    return None
 
 
 def _builder():
@@ -535,11 +502,7 @@ def _check_literal_pattern(arg: Node) -> None:
     if isinstance(arg, Const) and isinstance(arg.value, str):
         why = check_pattern(arg.value)
         if why:
-            raise error_at("HC304", why, arg, hint="use a shorter, simpler pattern")
-        try:
-            compile_pattern(arg.value)
-        except re.error as e:
-            raise error_at("HC301", f"invalid regular expression: {e}", arg) from None
+            raise error_at(why.code, why.message, arg, hint=why.hint)
 
 
 def _check_literal_repeat(node: BinOp) -> None:

@@ -14,9 +14,14 @@ MAX_INT_LITERAL = 10**18
 MAX_STR_LITERAL = 10_000
 MAX_SIZE = 100_000  # chars of a string / items of a list built while evaluating
 MAX_INT = 10**100  # magnitude of an int produced by arithmetic
-MAX_STEPS = 10_000  # node visits per evaluation
-MAX_PATTERN = 200  # chars of a matches() regex
-MAX_MATCH_INPUT = 10_000  # chars of the text matches() searches: `re` can backtrack
+# The step budget of one evaluation: a node visit is one step, and an operation costs the size
+# of the data it touches (one step per list item, dict entry or number, one per CHARS_PER_STEP
+# characters of a string; matches() one per REGEX_CHARS_PER_STEP), so a rule over any input
+# ends within the budget, about a tenth of a second.
+MAX_STEPS = 1_000_000
+CHARS_PER_STEP = 16
+REGEX_CHARS_PER_STEP = 4
+MAX_PATTERN = 200  # chars of a matches() regex (run on RE2: see compiler/userregex.py)
 MAX_NDIGITS = 400  # round(x, n): int rounding with a huge negative n computes 10**-n
 
 NAMES = ("value", "output")
