@@ -179,6 +179,39 @@ def test_partial_output_replaces_rule_failures():
     assert validate_output(c, out) == []
 
 
+def test_a_deadline_stops_validation_and_partial_output_falls_back():
+    from harnessc.compiler.validate import Deadline, OutOfTime
+
+    c = entry({"output": {"rows": {"type": "list", "default": [],
+                                   "items": {"type": "list", "rules": ["value == value"]}}}})
+    data = {"rows": [[0] * 1000] * 50}
+    assert validate_output(c, data, Deadline(3600)) == []
+    expired = Deadline(3600)
+    expired.cancel()
+    with pytest.raises(OutOfTime, match="cancelled"):
+        validate_output(c, data, expired)
+    assert partial_output(c, data, expired) == ({"rows": []}, ["Used default for invalid 'rows'"])
+
+
+def test_schema_regexes_run_on_re2_and_a_refused_one_is_an_error_not_a_crash():
+    # A plan.json written before lint knew HC305 still validates: the pattern is reported.
+    schema = {"type": "object", "properties": {
+        "slow": {"type": "string", "pattern": "^(a+)+$"},
+        "keys": {"type": "object", "patternProperties": {"^(a|aa)*c$": {"type": "integer"}},
+                 "additionalProperties": False},
+        "backref": {"type": "string", "pattern": "(a)\\1"},
+        "items": {"type": "array", "uniqueItems": True}}}
+    c = {"json_schema": schema, "output": None}
+    long = "a" * 100_000
+    data = {"slow": long + "!", "keys": {long: 1, "aac": 2}, "backref": "aa",
+            "items": [{"k": i} for i in range(50_000)] + [{"k": 1.0}]}
+    errors = {e["path"]: e["message"] for e in validate_output(c, data)}
+    assert "does not match '^(a+)+$'" in errors["$.slow"]
+    assert "unexpected field" in errors["$.keys." + long] and "$.keys.aac" not in errors
+    assert "can't be used: invalid regular expression (RE2)" in errors["$.backref"]
+    assert "has non-unique elements" in errors["$.items"]  # 1.0 == 1, found in linear time
+
+
 # ------------------------------------------------------------------ check_example
 
 CHECK_EXAMPLE_CASES = [
@@ -187,6 +220,10 @@ CHECK_EXAMPLE_CASES = [
     ({"type": "str", "enum": ["a"]}, "b", ["is not one of"]),
     ({"type": "dict", "fields": {"x": {"type": "int"}}}, {"x": 1, "y": 2}, ["$.y: unexpected field"]),
     ({"type": "list", "items": "str"}, ["a", 1], ["$[1]: expected string"]),
+    # lint's own validator: uniqueItems in linear time, JSON equality (1.0 == 1, key order)
+    ({"type": "list", "schema": {"uniqueItems": True}}, [{"k": i, "j": 0} for i in range(50_000)] + [{"j": 0, "k": 1.0}],
+     ["items must be unique"]),
+    ({"type": "str", "schema": {"pattern": "^(a+)+$"}}, "a" * 10_000 + "!", ["does not match"]),
 ]
 CHECK_EXAMPLE_RULE_CASES = [
     ({"type": "int", "rules": ["value >= 0"]}, -1, ["$: -1 breaks rule 'value >= 0'"]),

@@ -69,6 +69,14 @@ def _error(parts: PathParts, kind: str, message: str, rule: str | None = None, f
 _VALIDATOR_CLASS = None
 
 
+def _extra_keys(schema: dict, instance: dict) -> list:
+    """The keys of `instance` neither `properties` nor `patternProperties` of `schema` cover."""
+    known = schema.get("properties") or {}
+    # a pattern RE2 refuses is reported by patternProperties itself
+    patterns = [p for p in schema.get("patternProperties") or {} if not userregex.check(p)]
+    return [k for k in instance if k not in known and not any(userregex.search(p, k) for p in patterns)]
+
+
 def _validator_class():
     """Draft-07 jsonschema whose regexes run on RE2 and whose uniqueItems is linear.
 
@@ -108,9 +116,7 @@ def _validator_class():
             if not patterns or not validator.is_type(instance, "object"):
                 yield from original_additional(validator, extra, instance, schema)
                 return
-            known = schema.get("properties", {})
-            usable = [p for p in patterns if not userregex.check(p)]  # patternProperties reports the others
-            extras = [k for k in instance if k not in known and not any(userregex.search(p, k) for p in usable)]
+            extras = _extra_keys(schema, instance)
             if validator.is_type(extra, "object"):
                 for k in extras:
                     yield from validator.descend(instance[k], extra, path=k)
@@ -151,8 +157,7 @@ def _schema_errors(schema: dict, data: Any, base: PathParts = ()) -> list[dict]:
             allowed = ", ".join(short_json(v, 30) for v in e.validator_value)
             errors.append(_error(parts, "enum", f"{path}: {short_json(e.instance)} is not one of {allowed}"))
         elif e.validator == "additionalProperties":
-            known = set((e.schema.get("properties") or {}))
-            extra = sorted(k for k in e.instance if k not in known) if isinstance(e.instance, dict) else []
+            extra = sorted(_extra_keys(e.schema, e.instance)) if isinstance(e.instance, dict) else []
             for k in extra or [None]:
                 where = parts + (k,) if k is not None else parts
                 errors.append(_error(where, "schema", f"{json_path(where)}: unexpected field"))
