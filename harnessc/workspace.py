@@ -116,11 +116,12 @@ class Workspace:
         when it (or a parent) is missing."""
         return self._open_file(path, os.O_RDONLY, "read", create_parents=False)
 
-    def read_bytes(self, path: Path) -> bytes:
-        """The bytes of a file. Raises FileNotFoundError when it (or a parent) is missing."""
+    def read_bytes(self, path: Path, limit: int = -1) -> bytes:
+        """The bytes of a file (the first `limit` ones, when given). Raises
+        FileNotFoundError when it (or a parent) is missing."""
         with os.fdopen(self.open_read(path), "rb") as f:
             try:
-                return f.read()
+                return f.read(limit)
             except OSError as e:
                 raise self._error("read", path, e) from None
 

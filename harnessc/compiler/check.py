@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import glob
 import os
 from pathlib import Path
 
 from ..diagnostics import Span, did_you_mean
+from . import contextglob
 from .argv import split_command
 from .project import Project
 
@@ -44,9 +44,11 @@ def resolve_references(project: Project) -> None:
 
 
 def resolve_context(project: Project) -> None:
-    """Context paths and globs must stay inside the project (no absolute, `..` or symlink escapes)."""
-    root = project.root.resolve()
-    expanded: dict[str, tuple[bool, list[str], str | None]] = {}  # pattern -> _expand(): tasks repeat them
+    """Context paths and globs must stay inside the project: no absolute path, `..`, or
+    symbolic link (context files are read without following links), at most
+    contextglob.MAX_MATCHES files per pattern."""
+    root = str(project.root)
+    expanded: dict[str, contextglob.Expansion] = {}  # pattern -> expansion: tasks repeat them
     for task in project.tasks:
         files: list[str] = []
         for i, pattern in enumerate(task.context):
@@ -62,36 +64,22 @@ def resolve_context(project: Project) -> None:
                                     "context files must be inside the project directory")
                 continue
             if pattern not in expanded:
-                expanded[pattern] = _expand(pattern, root)
-            found, named, escaping = expanded[pattern]
-            if not found:
+                expanded[pattern] = contextglob.expand(pattern, root)
+            found = expanded[pattern]
+            if found.link is not None:
+                project.diags.error("HC405", f"context path '{found.link}' is a symbolic link", span(),
+                                    "context files are read without following links: name the file "
+                                    "it points to, or narrow the pattern")
+            elif found.capped:
+                project.diags.error("HC411", f"context pattern '{pattern}' matches more than "
+                                    f"{contextglob.MAX_MATCHES:,} files", span(),
+                                    "narrow the pattern: every file goes into the prompt")
+            elif not found.found:
                 project.diags.warning("HC406", f"context path '{pattern}' matches no file", span(),
                                       "check the path; it is relative to the project directory")
-            elif escaping is not None:
-                project.diags.error("HC405", f"context path '{escaping}' resolves outside the project (symlink)",
-                                    span(), "context files must be inside the project directory")
-            files += named
+            files += found.files
         if files:
             project.context_files[task.id] = list(dict.fromkeys(files))
-
-
-def _expand(pattern: str, root: Path) -> tuple[bool, list[str], str | None]:
-    """(whether the pattern matches anything; the files it names, relative to root; the
-    first match that resolves outside root, or None). A directory names the files below it;
-    files below it that resolve outside root are left out."""
-    files: list[str] = []
-    matches = sorted(glob.glob(pattern, root_dir=root, recursive=True))
-    for m in matches:
-        real = (root / m).resolve()
-        if not real.is_relative_to(root):
-            return True, files, m
-        if real.is_file():
-            files.append(Path(m).as_posix())
-        elif real.is_dir():
-            for sub in sorted(p for p in real.rglob("*") if p.is_file()):
-                if sub.resolve().is_relative_to(root):
-                    files.append(sub.relative_to(root).as_posix())
-    return bool(matches), files, None
 
 
 def check_accept_commands(project: Project) -> None:

@@ -197,13 +197,24 @@ def _at_name(span: Span, root: Path, name) -> Span:
 
 
 def _context_files(node: dict, root: Path) -> list[dict]:
+    """The task's context files, read again now (a build's check may be old) and without
+    following links: a link put in place of a context file since the build raises
+    workspace.UnsafePath, which fails the task, instead of handing its target to the agent."""
+    from ..workspace import UnsafePath, Workspace, WorkspaceError
+
+    workspace = Workspace(root)
     out = []
     for rel in node.get("context", []):
-        path = root / rel
         try:
-            text = path.read_text("utf-8", errors="replace")
-        except OSError as e:
-            text = f"(could not read: {e.strerror})"
+            # 4 bytes a character at most: enough for MAX_CONTEXT_FILE characters and the cut
+            data = workspace.read_bytes(Path(root) / rel, limit=4 * MAX_CONTEXT_FILE + 4)
+            text = data.decode("utf-8", errors="replace")
+        except UnsafePath:
+            raise
+        except FileNotFoundError:
+            text = "(could not read: No such file or directory)"
+        except WorkspaceError as e:
+            text = f"(could not read: {str(e).rpartition(': ')[2]})"
         if len(text) > MAX_CONTEXT_FILE:
             text = text[:MAX_CONTEXT_FILE] + f"\n... (cut at {MAX_CONTEXT_FILE} characters)"
         out.append({"path": rel, "text": text.rstrip("\n")})
