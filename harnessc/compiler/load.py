@@ -7,7 +7,9 @@ pydantic IR when a build needs it.
 from __future__ import annotations
 
 import copy
+import os
 from functools import lru_cache
+from pathlib import Path
 from ..package_data import read_text
 
 from ..diagnostics import Diagnostics, Span, did_you_mean
@@ -165,6 +167,25 @@ def _check_templates_dir(project: Project) -> None:
     elif not path.is_dir():
         project.diags.error("HC216", f"templates directory '{name}' does not exist", span,
                             "create it with overrides named like harnessc/templates (task.md.j2, ...), or remove the key")
+    elif (link := _first_link(root, name)) is not None:
+        project.diags.error("HC216", f"templates directory '{name}' holds a symbolic link: {link}", span,
+                            "template files are read without following links: put the file itself there")
+
+
+def _first_link(root: Path, name: str) -> str | None:
+    """The first symbolic link (by name) at or below root/name, the directory itself and the
+    directories leading to it included, without following any; None when there is none."""
+    here = root
+    for part in Path(name).parts:
+        here = here / part
+        if here.is_symlink():
+            return here.relative_to(root).as_posix()
+    for directory, subdirs, files in os.walk(root / name):  # os.walk never enters linked directories
+        subdirs.sort()
+        for entry in sorted(subdirs + files):
+            if os.path.islink(os.path.join(directory, entry)):
+                return Path(directory, entry).relative_to(root).as_posix()
+    return None
 
 
 def _check_routing_names(project: Project) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import traceback
 from functools import lru_cache, partial
 from pathlib import Path
@@ -82,14 +83,48 @@ def _undefined_class():
     return LocatedUndefined
 
 
+def _project_loader(root: str, templates: str):
+    """A Jinja loader for the project's `templates:` directory that reads without following
+    links (harnessc.workspace): `task.md.j2 -> /etc/passwd`, or `etc -> /etc` with
+    `{% include 'etc/passwd' %}`, raise workspace.UnsafePath instead of reading /etc."""
+    from jinja2 import BaseLoader, TemplateNotFound
+    from jinja2.loaders import split_template_path
+
+    from ..workspace import Workspace
+
+    workspace = Workspace(root)
+    directory = Path(root) / templates
+
+    class ProjectLoader(BaseLoader):
+        def get_source(self, environment, template):
+            path = directory.joinpath(*split_template_path(template))  # refuses `..`
+            try:
+                source = workspace.read_text(path)
+            except FileNotFoundError:
+                raise TemplateNotFound(template) from None
+            except UnicodeDecodeError as e:
+                raise TemplateNotFound(f"{template} (not UTF-8: {e.reason})") from None
+            mtime = _mtime(path)
+            return source, str(path), lambda: _mtime(path) == mtime
+
+    return ProjectLoader()
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return os.lstat(path).st_mtime
+    except OSError:
+        return None
+
+
 @lru_cache(maxsize=8)
 def _environment(root: str, templates: str | None):
-    from jinja2 import ChoiceLoader, FileSystemLoader, PackageLoader
+    from jinja2 import ChoiceLoader, PackageLoader
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     loaders = []
     if templates:
-        loaders.append(FileSystemLoader(str(Path(root) / templates)))
+        loaders.append(_project_loader(root, templates))
     loaders.append(PackageLoader("harnessc", "templates"))
     env = _bounded_sandbox(ImmutableSandboxedEnvironment)(
         loader=ChoiceLoader(loaders), undefined=_undefined_class(), autoescape=False,
@@ -124,10 +159,16 @@ def _render(plan: dict, root: Path, name: str, context: dict) -> str:
     from jinja2 import TemplateError, TemplateSyntaxError, UndefinedError
     from jinja2.exceptions import SecurityError
 
+    from ..workspace import UnsafePath
+
     templates = plan.get("templates")
     env = _environment(str(root), templates)
     try:
         return env.get_template(name).render(**context)
+    except UnsafePath as e:
+        raise TemplateProblem("HC216", str(e), Span(f"{templates}/{name}", 1, 1),
+                              "template files are read without following links: "
+                              "put the template itself in the templates directory") from None
     except TemplateSyntaxError as e:
         raise TemplateProblem("HC501", f"template syntax error: {e.message}",
                               _template_span(e, str(root), templates), "fix the Jinja syntax") from None
@@ -323,7 +364,7 @@ def _user_template(plan: dict, root: Path, name: str) -> bool:
     key = (str(root), name)
     if key not in seen:
         templates = plan.get("templates")
-        seen[key] = bool(templates) and (Path(root) / templates / name).is_file()
+        seen[key] = bool(templates) and os.path.lexists(Path(root) / templates / name)  # a link is refused when read
     return seen[key]
 
 
@@ -393,14 +434,18 @@ def template_files_hash(plan: dict, root: Path) -> str:
     """A hash of the templates in effect (user overrides and built-ins), for fingerprints."""
     from importlib import resources
 
+    from ..workspace import Workspace
+
     h = hashlib.sha256()
     templates = plan.get("templates")
     for name in TEMPLATE_NAMES:
-        user = Path(root) / templates / name if templates else None
-        if user is not None and user.is_file():
-            h.update(user.read_bytes())
-        else:
-            h.update(resources.files("harnessc").joinpath("templates", name).read_bytes())
+        data = None
+        if templates:
+            try:  # a link raises workspace.UnsafePath: lint reported it (HC216) before any build
+                data = Workspace(root).read_bytes(Path(root) / templates / name)
+            except FileNotFoundError:
+                pass
+        h.update(data if data is not None else resources.files("harnessc").joinpath("templates", name).read_bytes())
     return h.hexdigest()
 
 

@@ -1,5 +1,5 @@
-"""Context files are read without following links, at build and again at run time, and a
-context glob is finite and bounded."""
+"""Files harnessc reads from the project — context files, template overrides — are read
+without following links, at build and again at run time; a context glob is finite and bounded."""
 
 from __future__ import annotations
 
@@ -100,3 +100,45 @@ def test_context_glob_is_capped(tmp_path):
     project = lint_project(root)
     assert not project.diags.errors
     assert len(project.context_files["research-001"]) == MAX_MATCHES
+
+
+def templated(tmp_path: Path) -> Path:
+    root = starter(tmp_path, "notes.md")
+    (root / "notes.md").write_text("n\n")
+    (root / "harness.yaml").write_text((root / "harness.yaml").read_text() + "templates: prompts\n")
+    (root / "prompts").mkdir()
+    (root / "prompts/task.md.j2").write_text("Task {{ task.id }}{% include 'part.md' %}\n")
+    (root / "prompts/part.md").write_text(" (with a part)")
+    r = harnessc(root, "build")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return root
+
+
+def test_a_template_replaced_by_a_link_after_build_fails_the_task(tmp_path):
+    root = templated(tmp_path)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-LINE\n")
+    (root / "prompts/task.md.j2").unlink()
+    (root / "prompts/task.md.j2").symlink_to(secret)
+    r = harnessc(root, "run", "--no-build")
+    assert r.returncode == 1, r.stdout + r.stderr
+    tasks = {t["id"]: t for t in json.loads(harnessc(root, "status", "--json").stdout)["tasks"]}
+    assert tasks["research-001"]["error"] == ("could not render the prompt: refusing to read through "
+                                              f"a symbolic link: prompts/task.md.j2 -> {secret}")
+    assert "TOP-SECRET-LINE" not in "\n".join(sqlite3.connect(root / ".harness/state.db").iterdump())
+
+
+def test_an_included_template_through_a_linked_directory_is_refused(tmp_path):
+    root = templated(tmp_path)
+    elsewhere = tmp_path / "etc"
+    elsewhere.mkdir()
+    (elsewhere / "passwd").write_text("TOP-SECRET-LINE\n")
+    (root / "prompts/etc").symlink_to(elsewhere)
+    (root / "prompts/task.md.j2").write_text("{% include 'etc/passwd' %}\n")
+    r = harnessc(root, "build")  # lint: HC216 at harness.yaml's templates:
+    assert r.returncode == 1 and "error[HC216]: templates directory 'prompts' holds a symbolic link: prompts/etc" in r.stdout
+    r = harnessc(root, "run", "--no-build")  # the plan built before the link: refused when rendering
+    tasks = {t["id"]: t for t in json.loads(harnessc(root, "status", "--json").stdout)["tasks"]}
+    assert tasks["research-001"]["error"] == ("could not render the prompt: refusing to read through "
+                                              f"a symbolic link: prompts/etc -> {elsewhere}")
+    assert "TOP-SECRET-LINE" not in "\n".join(sqlite3.connect(root / ".harness/state.db").iterdump())
