@@ -577,7 +577,7 @@ def retry(ctx: Context, jobs, max_cost, no_build) -> None:
 
 @cli.command()
 @click.argument("tasks", nargs=-1)
-@click.option("--all", "all_", is_flag=True, help="Forget every task, attempt and the budget ledger.")
+@click.option("--all", "all_", is_flag=True, help="Forget every task, attempt, the budget ledger and the kept --max-cost.")
 @pass_ctx
 def reset(ctx: Context, tasks, all_: bool) -> None:
     """Forget the state of TASK... (or --all) so they run again."""
