@@ -136,18 +136,32 @@ def test_max_cost_is_kept_across_resumes_and_the_summary_shows_this_runs_cost(tm
     assert r.returncode == 0 and "earlier --max-cost" not in r.stderr, r.stdout + r.stderr
 
 
+WAITS_FOR_THE_STOP = textwrap.dedent("""
+    import glob, time
+    open(0).read()  # the prompt
+    # Answer only once the run has taken the stop request: the task is the last one in
+    # flight when the stop comes, and it finishes after it.
+    while not any("stop_requested" in open(f).read() for f in glob.glob(".harness/runs/*/events.jsonl")):
+        time.sleep(0.05)
+    print("<promise>DONE</promise>")
+""")
+
+
 def test_a_run_stopped_after_its_last_task_finished_exits_0(tmp_path):
-    write_project(tmp_path, [node("only")],
-                  agents={"rehearsal": {"provider": "simulate", "latency": 1.5}})
-    p = spawn(tmp_path, "run")
+    script = tmp_path / "agent.py"
+    script.write_text(WAITS_FOR_THE_STOP)
+    root = tmp_path / "p"
+    write_project(root, [node("only", routing={"agent": "cli"}, completion_promise="DONE")],
+                  agents={"cli": {"provider": "command", "command": [PY, str(script)], "timeout": 60}})
+    p = spawn(root, "run")
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            if any(t["state"] == "running" for t in _status(tmp_path)["tasks"]):
+            if any(t["state"] == "running" for t in _status(root)["tasks"]):
                 break
             time.sleep(0.05)
-        assert harnessc(tmp_path, "stop").returncode == 0
-        out, err = p.communicate(timeout=30)
+        assert harnessc(root, "stop").returncode == 0
+        out, err = p.communicate(timeout=60)
     finally:
         if p.poll() is None:
             p.kill()
@@ -155,7 +169,7 @@ def test_a_run_stopped_after_its_last_task_finished_exits_0(tmp_path):
     assert "succeeded: 1 task succeeded" in out
     assert "stopping: finishing in-flight work (`harnessc stop --abort` cancels it)" in out, out
     assert "Ctrl-C" not in out
-    assert _status(tmp_path)["run"]["status"] == "succeeded"
+    assert _status(root)["run"]["status"] == "succeeded"
 
 
 def test_a_degraded_output_that_breaks_its_contract_is_marked_unverified_for_dependents(tmp_path):
