@@ -190,12 +190,22 @@ class Runner:
             await self._schedule(self._prepare())
         finally:
             watcher.cancel()
+            await self._settle()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 try:
                     loop.remove_signal_handler(sig)
                 except (NotImplementedError, RuntimeError):
                     pass
         return self._result(time.monotonic() - started)
+
+    async def _settle(self) -> None:
+        """Cancel and await the tasks still running when the loop ended early on an error
+        (a state.db failure), so none is left with an exception nobody retrieved."""
+        if self.running:
+            for t in self.running.values():
+                t.cancel()
+            await asyncio.gather(*self.running.values(), return_exceptions=True)
+            self.running.clear()
 
     async def _schedule(self, work: Work) -> None:
         state = {i: r["state"] for i, r in self.store.tasks().items()}

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import sqlite3
 from pathlib import Path
 from typing import Callable
 
 from ..workspace import Workspace
 from .lock import RunLock
 from .scheduler import RunOptions, RunResult, Runner, new_run_id, write_results
-from .state import StateStore
+from .state import StateError, StateStore
 
 
 def keep_max_cost(store: StateStore, opts: RunOptions) -> tuple[RunOptions, float | None]:
@@ -52,7 +53,12 @@ def execute(root: Path, plan: dict, opts: RunOptions,
                         tasks=recovered["interrupted_tasks"])
         if on_start:
             on_start(runner, recovered)
-        result = asyncio.run(runner.run())
+        try:
+            result = asyncio.run(runner.run())
+        except sqlite3.Error as e:  # a full disk, an I/O error: one line, not "internal error"
+            raise StateError(
+                f"{workspace.rel(workspace.state_db)} failed during the run ({e}); the run stopped and"
+                " what was committed is kept: fix the cause, then `harnessc run` resumes") from None
         store.end_run(result.status, result.exit_code, result.message)
         write_results(workspace, result, store.last_run())
         return result

@@ -257,3 +257,26 @@ def test_without_a_terminal_each_task_start_and_end_is_a_line_and_long_calls_get
     harnessc(tmp_path, "reset", "--all")
     r = harnessc(tmp_path, "run", "-s", "slow")
     assert r.returncode == 0 and "still running" not in r.stdout, r.stdout
+
+
+def test_a_state_db_failure_during_a_run_is_one_clear_error(tmp_path, caplog):
+    import gc
+    import sqlite3
+
+    from harnessc.runtime.scheduler import RunOptions
+    from harnessc.runtime.session import execute
+    from harnessc.runtime.state import StateError
+
+    plan = write_project(tmp_path, [node("a"), node("b")])
+
+    def disk_full(ev):
+        if ev["kind"] == "attempt_started":
+            raise sqlite3.OperationalError("database or disk is full")
+
+    with pytest.raises(StateError, match=r"^\.harness/state\.db failed during the run \(database or disk"
+                                         r" is full\); the run stopped"):
+        execute(tmp_path, plan, RunOptions(), listeners=[disk_full])
+    gc.collect()  # a task left with an exception nobody retrieved would be logged now
+    assert "never retrieved" not in caplog.text
+    r = harnessc(tmp_path, "run")  # the next run recovers and finishes
+    assert r.returncode == 0, r.stdout + r.stderr
