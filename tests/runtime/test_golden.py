@@ -71,3 +71,15 @@ def test_fallback_outputs(project):
     for v in out.values():
         assert planmod.validate_output(contract, v) == []
     check("fallback_outputs.json", json.dumps(out, indent=2, sort_keys=True) + "\n")
+
+
+def test_a_degraded_dependency_is_marked_unverified_in_the_prompt(tmp_path):
+    plan = write_project(tmp_path, [node("list-001", title="List the items", contract="summary"),
+                                    node("use-001", title="Use the items", depends_on=["list-001", "ok-001"]),
+                                    node("ok-001", title="A verified result")],
+                         contracts={"summary": SIMPLE_CONTRACT})
+    deps = {"list-001": {"state": "degraded", "output": {"title": "", "score": 0},
+                         "error": "degraded (template): 3 attempts failed verification; last: $.title: ''"
+                                  " is shorter than 1 character"},
+            "ok-001": {"state": "succeeded", "output": {"title": "fine", "score": 2}, "error": None}}
+    check("prompt_after_degraded.md", planmod.render_prompt(plan, "use-001", deps, tmp_path))
