@@ -249,6 +249,51 @@ def test_user_template_crash_is_hc503(template):
     assert "HC503" in codes(project)
 
 
+# Templates that ran for minutes or filled memory before compiler/sandbox.py bounded them.
+DOUBLE = "{% set s = 'x' %}" + "{% set s = s OP s %}" * 32 + "{{ s|length }}"
+
+
+@pytest.mark.parametrize("template,message", [
+    ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "more than 1,000,000 steps"),
+    ("{% for i in range(100000) %}{% if range(100000)|list|length > 5 %}{% endif %}{% endfor %}",
+     "more than 1,000,000 steps"),
+    ("{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(40) }}",
+     "more than 1,000,000 steps"),
+    ("{% for x in [[1]] * 100 recursive %}{{ loop([[1]] * 100) }}{% endfor %}", ""),
+    ("{{ (((3 ** 100) ** 100) ** 100) }}", "** 100' is too large"),
+    ("{% set x = 7 ** 3000 %}{{ x * x * x * x }}", "too large"),
+    (DOUBLE.replace("OP", "~"), "a string joined with '~' is too large"),
+    (DOUBLE.replace("OP", "+"), "a joined string or list is too large"),
+    ("{% set ns = namespace(s='x') %}{% for i in range(32) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "too large"),
+    ("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "output is longer than 10,000,000"),
+    ("{{ 'x'.ljust(10**9) }}", "too large for a template argument"),
+    ("{{ 'x'|center(10**9) }}", "too large for a template argument"),
+    ("{{ '%01000000000d' % 1 }}", "a width in this format string"),
+    ("{{ '{:>1000000000}'.format(1) }}", "a width in this format string"),
+    ("{{ '%01000000000d'|format(1) }}", "a width in this format string"),
+])
+def test_template_work_and_sizes_are_bounded(template, message):
+    project = lint_files({**GOOD_FILES, "harness.yaml": "templates: prompts\n", "prompts/task.md.j2": template})
+    errors = [d for d in project.diags.items if d.code == "HC503"]
+    assert errors and message in errors[0].message, project.diags.items
+
+
+def test_lipsum_is_gone_and_bounded_templates_still_render(tmp_path):
+    from harnessc.compiler.prompts import TemplateProblem, _render
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "task.md.j2").write_text("{{ lipsum(n=1000000) }}")
+    with pytest.raises(TemplateProblem) as info:
+        _render({"templates": "t"}, tmp_path, "task.md.j2", {})
+    assert info.value.code == "HC502" and "'lipsum' is undefined" in info.value.message
+    (tmp_path / "t" / "task.md.j2").write_text(
+        "{% for i in range(3) %}{{ i ~ '-' }}{{ '%3d' % i }}{{ '{:>2}'.format(i) }}{% endfor %}|"
+        "{{ 'Order 12345678: %s' % 'a' }}|{{ 2 ** 10 * 3 }}|{{ 'ab' * 2 }}|{{ [1] + [2] }}|{{ 7 // 2 }}|"
+        "{{ 'x'|center(5) }}|{% for x in [[1, [2]]] recursive %}{{ x if x is number else loop(x) }}{% endfor %}")
+    out = _render({"templates": "t"}, tmp_path, "task.md.j2", {})
+    assert out == "0-  0 01-  1 12-  2 2|Order 12345678: a|3072|abab|[1, 2]|3|  x  |12"
+
+
 # ------------------------------------------------------------------ limits
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ..diagnostics import Diagnostics, Span, did_you_mean
+from . import sandbox
 
 TEMPLATE_NAMES = ("system.md.j2", "task.md.j2", "refine.md.j2")
 MAX_CONTEXT_FILE = 200_000  # characters of one context file given to the agent
@@ -26,41 +27,6 @@ class TemplateProblem(Exception):
     def __init__(self, code: str, message: str, span: Span, hint: str | None = None):
         super().__init__(message)
         self.code, self.message, self.span, self.hint = code, message, span, hint
-
-
-MAX_TEMPLATE_VALUE = 1_000_000  # chars or items one template expression may build
-
-
-def _bounded_sandbox(base):
-    """Jinja's sandbox with `*` and `**` bounded (`'x' * 10**9` is refused, not built), and
-    a fast path for `task.x` on the plain dicts we pass."""
-    from jinja2.exceptions import SecurityError
-
-    dict_attributes = frozenset(dir(dict))
-
-    class BoundedSandbox(base):
-        intercepted_binops = frozenset(["*", "**"])
-
-        def getattr(self, obj, attribute):
-            # The sandbox tries getattr(obj, name) first and catches the AttributeError, for
-            # every `task.x` of every prompt. A plain dict has no attributes beyond dir(dict),
-            # so for any other name the item is what the sandbox would return.
-            if type(obj) is dict and attribute not in dict_attributes and attribute in obj:
-                return obj[attribute]
-            return super().getattr(obj, attribute)
-
-        def call_binop(self, context, operator, left, right):
-            if operator == "**":
-                if isinstance(right, (int, float)) and abs(right) > 100 and not (
-                        isinstance(left, (int, float)) and abs(left) <= 1):
-                    raise SecurityError(f"'{left} ** {right}' is too large for a template")
-                return left ** right
-            for seq, n in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > MAX_TEMPLATE_VALUE:
-                    raise SecurityError(f"a template may not build more than {MAX_TEMPLATE_VALUE} characters at once")
-            return left * right
-
-    return BoundedSandbox
 
 
 def _undefined_class():
@@ -126,7 +92,7 @@ def _environment(root: str, templates: str | None):
     if templates:
         loaders.append(_project_loader(root, templates))
     loaders.append(PackageLoader("harnessc", "templates"))
-    env = _bounded_sandbox(ImmutableSandboxedEnvironment)(
+    env = sandbox.environment_class(ImmutableSandboxedEnvironment)(
         loader=ChoiceLoader(loaders), undefined=_undefined_class(), autoescape=False,
         keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
     )
@@ -177,13 +143,14 @@ def _render(plan: dict, root: Path, name: str, context: dict) -> str:
         span = _template_span(e, str(root), templates)
         raise TemplateProblem("HC502", f"undefined variable in template: {message}",
                               _at_name(span, root, getattr(e, "name", None)), hint) from None
-    except SecurityError as e:
-        raise TemplateProblem("HC503", f"template did something unsafe: {e}",
-                              _template_span(e, str(root), templates), "templates run sandboxed") from None
+    except SecurityError as e:  # unsafe access, or a bound of compiler/sandbox.py
+        raise TemplateProblem("HC503", f"{getattr(e, 'what', 'template did something unsafe')}: {e}",
+                              _template_span(e, str(root), templates),
+                              getattr(e, "hint", "templates run sandboxed")) from None
     except TemplateError as e:
         raise TemplateProblem("HC503", f"template error: {e}", _template_span(e, str(root), templates)) from None
     except (TypeError, ValueError, AttributeError, KeyError, IndexError, ZeroDivisionError,
-            OverflowError, RecursionError, NameError) as e:  # NameError: Jinja compiles 1e400 to `inf`
+            OverflowError, RecursionError, NameError, MemoryError) as e:  # NameError: Jinja compiles 1e400 to `inf`
         raise TemplateProblem("HC503", f"template error: {type(e).__name__}: {e}",
                               _template_span(e, str(root), templates)) from None
 

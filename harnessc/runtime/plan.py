@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compiler.project import PLAN_VERSION, SPEC_FILES
-from ..compiler.prompts import render_prompt, render_refinement, render_system  # noqa: F401
+from ..compiler.prompts import TemplateProblem, render_prompt, render_refinement, render_system  # noqa: F401
 from ..compiler.validate import extract_json, template_output, validate_output  # noqa: F401
 from ..workspace import Workspace
 

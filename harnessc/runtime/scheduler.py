@@ -265,6 +265,10 @@ class Runner:
                     outcome = t.result()
                 except asyncio.CancelledError:
                     outcome = "interrupted"
+                except planmod.TemplateProblem as e:  # a retry's refine.md.j2 failed to render
+                    outcome = "failed"
+                    self.store.finish_task(tid, outcome, error=f"could not render the retry prompt: "
+                                           f"{e.span.path}:{e.span.line}: {e.code}: {e.message}")
                 pending.discard(tid)
                 state[tid] = outcome
                 if outcome in TERMINAL_OK:
