@@ -29,8 +29,7 @@ MAX_STEPS = 1_000_000  # loop iterations + calls + (items taken or built) / ITEM
 ITEMS_PER_STEP = 16
 MACRO_CALL_STEPS = 10  # a macro call costs about as much as ten loop iterations
 
-_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\d*)(?:\.(\d*))?")  # width, precision
-_NUMBER = re.compile(r"\d+")
+_PERCENT_SPEC = r"%(?:\([^)]*\))?[-#0 +]*(\d*)(?:\.(\d*))?"  # groups: width, precision
 
 
 def _size(x) -> int:
@@ -84,15 +83,17 @@ def environment_class(base):
         if any(n and (len(n) > 7 or int(n) > MAX_VALUE) for n in numbers):
             raise too_big("a width in this format string")
 
+    percent_spec, number = re.compile(_PERCENT_SPEC), re.compile(r"\d+")  # compiled per environment, not at import
+
     def percent_widths(fmt: str):
-        for m in _PERCENT_SPEC.finditer(fmt):
+        for m in percent_spec.finditer(fmt):
             yield from m.groups()
 
     def format_widths(fmt: str):
         import string
 
         for _, _, spec, _ in string.Formatter().parse(fmt):
-            yield from _NUMBER.findall(spec or "")
+            yield from number.findall(spec or "")
 
     def check_int(x) -> None:
         if type(x) is int and x.bit_length() > MAX_INT_BITS:
