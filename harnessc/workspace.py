@@ -42,6 +42,22 @@ class UnsafePath(WorkspaceError):
     """The operation would go through a symbolic link (or write through a hard link)."""
 
 
+def storage_reason(directory: Path, error: BaseException) -> str:
+    """The OS reason a write under `directory` failed, in the OS's words when it can be
+    told (SQLite says only "database or disk is full" or "disk I/O error")."""
+    try:
+        fs = os.statvfs(directory)
+    except OSError:
+        fs = None
+    if fs is not None and fs.f_flag & os.ST_RDONLY:
+        return os.strerror(errno.EROFS)
+    if getattr(error, "sqlite_errorname", "") == "SQLITE_FULL" or (fs is not None and fs.f_bavail == 0):
+        return os.strerror(errno.ENOSPC)
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return str(error)
+
+
 class Workspace:
     """The paths harnessc keeps in one project, and confined operations on them.
 

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Callable
 
-from ..workspace import Workspace
+from ..workspace import Workspace, storage_reason
 from .lock import RunLock
 from .scheduler import RunOptions, RunResult, Runner, new_run_id, write_results
 from .state import StateError, StateStore
@@ -53,15 +53,15 @@ def execute(root: Path, plan: dict, opts: RunOptions,
                         tasks=recovered["interrupted_tasks"])
         if on_start:
             on_start(runner, recovered)
-        try:
-            result = asyncio.run(runner.run())
-        except sqlite3.Error as e:  # a full disk, an I/O error: one line, not "internal error"
-            raise StateError(
-                f"{workspace.rel(workspace.state_db)} failed during the run ({e}); the run stopped and"
-                " what was committed is kept: fix the cause, then `harnessc run` resumes") from None
+        result = asyncio.run(runner.run())
         store.end_run(result.status, result.exit_code, result.message)
         write_results(workspace, result, store.last_run())
         return result
+    except (sqlite3.Error, OSError) as e:  # a full disk, a read-only project: one line, not "internal error"
+        path = Path(e.filename) if isinstance(e, OSError) and e.filename else workspace.state_db
+        raise StateError(
+            f"{workspace.rel(path)} failed during the run ({storage_reason(path.parent, e)}); the run"
+            " stopped and what was committed is kept: fix the cause, then `harnessc run` resumes") from None
     finally:
         try:
             workspace.unlink(workspace.stop)

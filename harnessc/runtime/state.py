@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable
 
 from json.encoder import encode_basestring_ascii as _encode_str
 
-from ..workspace import Workspace
+from ..workspace import Workspace, storage_reason
 from .procs import secret_values
 
 SCHEMA_VERSION = 1
@@ -59,6 +59,10 @@ CREATE TABLE events (
 
 def _enc(value: str | None) -> str:
     return "null" if value is None else _encode_str(value)
+
+
+# SQLite's codes for a database it cannot write or open where it is (not a corrupt one)
+_STORAGE_ERRORS = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN")
 
 
 class StateError(Exception):
@@ -108,6 +112,8 @@ class StateStore:
             self.db.row_factory = sqlite3.Row
             self._check_and_init(create)
         except sqlite3.DatabaseError as e:
+            if getattr(e, "sqlite_errorname", "").startswith(_STORAGE_ERRORS):
+                raise StateError(f"cannot open {self._rel()}: {storage_reason(self.path.parent, e)}") from None
             raise StateError(
                 f"{self._rel()} is not a readable harnessc state database ({e}); "
                 "move it aside to start fresh — it was left untouched"
@@ -151,15 +157,27 @@ class StateStore:
 
     def close(self) -> None:
         if self.mirror:
-            self.mirror.close()
-            self.mirror = None
+            mirror, self.mirror = self.mirror, None
+            try:
+                mirror.close()
+            except OSError:  # a full disk, already reported by the write that failed first
+                pass
         self.db.close()
 
     def flush_mirror(self) -> None:
         """Push buffered events.jsonl lines to the OS (the db has every event already)."""
         if self.mirror:
-            self.mirror.flush()
+            with self._mirror_io():
+                self.mirror.flush()
             self._mirror_flushed = time.monotonic()
+
+    @contextmanager
+    def _mirror_io(self):
+        """An events.jsonl write error names the file (raw, it names none)."""
+        try:
+            yield
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, str(self.workspace.events(self.run_id))) from None
 
     # ------------------------------------------------------------------ plumbing
 
@@ -267,11 +285,12 @@ class StateStore:
             head = (f'{{"kind": {_enc(kind)}, "run_id": {_enc(self.run_id)}, '
                     f'"task": {_enc(task_id)}, "ts": {ts!r}')
             line = self.redact(head) + (", " + body[1:] if body and body != "{}" else "}")
-            self.mirror.write(line + "\n")
-            now = time.monotonic()
-            if now - self._mirror_flushed >= MIRROR_FLUSH:
-                self.mirror.flush()
-                self._mirror_flushed = now
+            with self._mirror_io():
+                self.mirror.write(line + "\n")
+                now = time.monotonic()
+                if now - self._mirror_flushed >= MIRROR_FLUSH:
+                    self.mirror.flush()
+                    self._mirror_flushed = now
         for listener in self.listeners:
             listener(ev)
         return ev
