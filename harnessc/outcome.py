@@ -20,17 +20,14 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Iterable
 
+from .wording import plural  # the one pluralising helper (also used as outcome.plural)
+
 
 class Exit(IntEnum):
     OK = 0
     PROBLEMS = 1
     USAGE = 2
     STOPPED = 3
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """'1 task', '2 tasks', '0 tasks'."""
-    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 # ------------------------------------------------------------------ diagnostics

@@ -190,7 +190,7 @@ def test_openai_subset():
     assert p["kind"]["enum"] == ["a", "b", None]
     assert p["meta"]["properties"]["x"]["type"] == ["number", "null"]
     assert p["score"] == {"type": "integer", "description": "0-100 (must be >= 0; must be <= 100; example: 5)"}
-    assert p["tags"]["description"] == "At least 2 item(s)"
+    assert p["tags"]["description"] == "At least 2 items"
     assert p["raw"]["description"] == "Must match the regular expression ^[a-z]+$; at most 3 characters"
     by = {(m["path"], m["keyword"]): m for m in moved}
     assert by[("$.properties.score", "minimum")] == {
@@ -210,7 +210,7 @@ def test_anthropic_subset():
     p = sub["properties"]
     assert sub["required"] == schema["required"]  # optional stays optional
     assert p["name"]["type"] == "string"
-    assert p["tags"] == {"type": "array", "items": {"type": "string"}, "description": "At least 2 item(s)"}
+    assert p["tags"] == {"type": "array", "items": {"type": "string"}, "description": "At least 2 items"}
     keywords = {m["keyword"] for m in moved}
     assert {"minimum", "maximum", "minLength", "maxLength", "pattern", "minItems", "strict"} <= keywords
     assert all(m["provider"] == "anthropic" for m in moved)

@@ -45,6 +45,8 @@ import re
 import shlex
 from typing import TYPE_CHECKING, Any, Iterable
 
+from ..wording import plural
+
 if TYPE_CHECKING:  # the pydantic IR is imported only where it is built (lint stays light)
     from .ir import AcceptCommand, Contract, Deliverable
 
@@ -224,17 +226,19 @@ _TEXT = {
     "exclusiveMinimum": "must be > {}",
     "exclusiveMaximum": "must be < {}",
     "multipleOf": "must be a multiple of {}",
-    "minLength": "at least {} characters",
-    "maxLength": "at most {} characters",
+    "minLength": "at least {}",
+    "maxLength": "at most {}",
     "pattern": "must match the regular expression {}",
     "format": "format: {}",
-    "minItems": "at least {} item(s)",
-    "maxItems": "at most {} item(s)",
-    "minProperties": "at least {} keys",
-    "maxProperties": "at most {} keys",
+    "minItems": "at least {}",
+    "maxItems": "at most {}",
+    "minProperties": "at least {}",
+    "maxProperties": "at most {}",
     "default": "default: {}",
     "examples": "example: {}",
 }
+_COUNTED = {"minLength": "character", "maxLength": "character", "minItems": "item", "maxItems": "item",
+            "minProperties": "key", "maxProperties": "key"}
 _MAX_NOTE = 200
 
 
@@ -250,6 +254,8 @@ def _note(keyword: str, value: Any) -> str:
         value = value[0]
     if keyword in ("pattern", "format") and isinstance(value, str):
         return _TEXT[keyword].format(value)
+    if keyword in _COUNTED and isinstance(value, int):
+        return _TEXT[keyword].format(plural(value, _COUNTED[keyword]))
     if keyword in _TEXT:
         return _TEXT[keyword].format(_compact(value))
     return f"{keyword}: {_compact(value)}"

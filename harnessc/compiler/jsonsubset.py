@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from ..wording import plural
 from . import userregex
 
 # Keywords that only annotate; everything else must be understood here.
@@ -128,9 +129,9 @@ class Validator:
             yield from self._array(data, s, path, skip)
         elif isinstance(data, str):
             if "minLength" in s and "minLength" not in skip and len(data) < s["minLength"]:
-                yield SchemaError(path, "minLength", f"must be at least {s['minLength']} characters", s, data)
+                yield SchemaError(path, "minLength", f"must be at least {plural(s['minLength'], 'character')}", s, data)
             if "maxLength" in s and "maxLength" not in skip and len(data) > s["maxLength"]:
-                yield SchemaError(path, "maxLength", f"must be at most {s['maxLength']} characters", s, data)
+                yield SchemaError(path, "maxLength", f"must be at most {plural(s['maxLength'], 'character')}", s, data)
             if "pattern" in s and "pattern" not in skip:
                 try:
                     if not userregex.search(s["pattern"], data):
@@ -183,9 +184,9 @@ class Validator:
             elif isinstance(extra, dict):
                 yield from self.iter_errors(value, extra, path + (key,))
         if "minProperties" in s and "minProperties" not in skip and len(data) < s["minProperties"]:
-            yield SchemaError(path, "minProperties", f"must have at least {s['minProperties']} keys", s, data)
+            yield SchemaError(path, "minProperties", f"must have at least {plural(s['minProperties'], 'key')}", s, data)
         if "maxProperties" in s and "maxProperties" not in skip and len(data) > s["maxProperties"]:
-            yield SchemaError(path, "maxProperties", f"must have at most {s['maxProperties']} keys", s, data)
+            yield SchemaError(path, "maxProperties", f"must have at most {plural(s['maxProperties'], 'key')}", s, data)
 
     def _array(self, data: list, s: dict, path: tuple, skip: set) -> Iterator[SchemaError]:
         items = s.get("items")
@@ -193,9 +194,9 @@ class Validator:
             for i, v in enumerate(data):
                 yield from self.iter_errors(v, items, path + (i,))
         if "minItems" in s and "minItems" not in skip and len(data) < s["minItems"]:
-            yield SchemaError(path, "minItems", f"must have at least {s['minItems']} items", s, data)
+            yield SchemaError(path, "minItems", f"must have at least {plural(s['minItems'], 'item')}", s, data)
         if "maxItems" in s and "maxItems" not in skip and len(data) > s["maxItems"]:
-            yield SchemaError(path, "maxItems", f"must have at most {s['maxItems']} items", s, data)
+            yield SchemaError(path, "maxItems", f"must have at most {plural(s['maxItems'], 'item')}", s, data)
         if s.get("uniqueItems") and "uniqueItems" not in skip and not all_unique(data):
             yield SchemaError(path, "uniqueItems", "items must be unique", s, data)
 

@@ -426,7 +426,7 @@ class Runner:
                         await finish("stuck", raw=resp.text, **usage)
                         return self._give_up(
                             tid, node, contract, best,
-                            f"stuck: {stuck_after} iterations in a row with identical output and no claim",
+                            f"stuck: {outcomes.plural(stuck_after, 'iteration')} in a row with identical output and no claim",
                             exhausted=False)
                     await finish("progress", raw=resp.text, **usage)
                     prompt, level = base, 0
