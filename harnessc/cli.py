@@ -5,6 +5,7 @@ Exit codes and summary lines come from harnessc/outcome.py (the one owner of bot
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -12,7 +13,8 @@ from typing import NoReturn
 import click
 
 from . import __version__
-from .outcome import Exit, diagnostics_exit, diagnostics_summary, plural
+from .outcome import Exit, diagnostics_exit, diagnostics_summary
+from .wording import plural
 
 
 PROJECT_MARKERS = ("roadmap.md", "harness.yaml")  # a directory with either is a project
@@ -58,6 +60,34 @@ def fail_usage(message: str, hint: str | None = None) -> NoReturn:
 
 
 pass_ctx = click.make_pass_decorator(Context)
+
+
+def output_option(*choices: str, old: str | None = None):
+    """`--output CHOICE` (default: the first choice), the one spelling for machine output on
+    every command.
+
+    `old` names the spelling the command used before, kept working as a hidden alias:
+    "--format" (an option with the same choices) or "--json" (a flag meaning `--output json`).
+    The command receives the chosen value as `output`.
+    """
+    def decorate(f):
+        @functools.wraps(f)
+        def command(*args, output: str | None, output_alias=None, **kwargs):
+            if output_alias:
+                alias = "json" if output_alias is True else output_alias
+                if output is not None and output != alias:
+                    fail_usage(f"--output {output} and {old} {alias} disagree", hint="give --output only")
+                output = alias
+            return f(*args, output=output or choices[0], **kwargs)
+
+        if old == "--json":
+            command = click.option("--json", "output_alias", is_flag=True, hidden=True)(command)
+        elif old:
+            command = click.option(old, "output_alias", type=click.Choice(choices), default=None,
+                                   hidden=True)(command)
+        return click.option("--output", type=click.Choice(choices), default=None,
+                            help=f"Output format (default: {choices[0]}).")(command)
+    return decorate
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -175,35 +205,35 @@ def report(diags, sources: dict[str, str], fmt: str, strict: bool, quiet_ok: boo
 
 
 def diagnostic_options(f):
-    """--format and --strict, shared by the commands that report diagnostics."""
+    """--output (alias --format) and --strict, shared by the commands that report diagnostics."""
     f = click.option("--strict", is_flag=True, help="Warnings fail too.")(f)
-    return click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)(f)
+    return output_option(*FORMATS, old="--format")(f)
 
 
 @cli.command()
 @diagnostic_options
 @pass_ctx
-def lint(ctx: Context, fmt: str, strict: bool) -> None:
+def lint(ctx: Context, output: str, strict: bool) -> None:
     """Check the specs: every problem at once, with file:line:col. Offline and fast."""
     from .compiler import lint_project
 
     project = lint_project(ctx.root())
-    sys.exit(report(project.diags, project.sources, fmt, strict, root=project.root))
+    sys.exit(report(project.diags, project.sources, output, strict, root=project.root))
 
 
 @cli.command()
 @diagnostic_options
 @pass_ctx
-def build(ctx: Context, fmt: str, strict: bool) -> None:
+def build(ctx: Context, output: str, strict: bool) -> None:
     """Lint, then write .harness/build/plan.json and prompts/<task-id>.md."""
     from .compiler import compile_project, write_build
 
     project = compile_project(ctx.root(), write_prompts=True)
-    code = report(project.diags, project.sources, fmt, strict, quiet_ok=True, root=project.root)
+    code = report(project.diags, project.sources, output, strict, quiet_ok=True, root=project.root)
     if code != Exit.OK or project.plan is None:
         sys.exit(code)
     out = write_build(project)
-    if fmt == "text":
+    if output == "text":
         click.echo(_build_summary(project.plan, out, project.root))
     sys.exit(Exit.OK)
 
@@ -217,7 +247,7 @@ def _build_summary(plan: dict, out: Path, root: Path) -> str:
         f"built {out.relative_to(root)}/plan.json",
         f"  tasks:         {len(nodes)} ({len(todo)} to run, {len(nodes) - len(todo)} done)",
         f"  waves:         {len(plan['waves'])}",
-        f"  critical path: {' -> '.join(plan['critical_path']) if len(plan['critical_path']) <= 8 else ' -> '.join(plan['critical_path'][:4] + ['...'] + plan['critical_path'][-3:])} ({len(plan['critical_path'])} tasks)",
+        f"  critical path: {' -> '.join(plan['critical_path']) if len(plan['critical_path']) <= 8 else ' -> '.join(plan['critical_path'][:4] + ['...'] + plan['critical_path'][-3:])} ({plural(len(plan['critical_path']), 'task')})",
         f"  agents:        {', '.join(agents) if agents else '-'}",
         "  estimated cost: " + (f"${cost:.4f} per attempt" if cost is not None else "unknown (set price: on agents)"),
     ]
@@ -238,7 +268,7 @@ def _compiled_or_exit(ctx: Context):
 @cli.command(name="ls")
 @click.option("-s", "--select", "select", multiple=True, help="Selectors: id, +id, id+, tag:x, phase:x.")
 @click.option("--exclude", multiple=True, help="Selectors to leave out.")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_option("text", "json")
 @pass_ctx
 def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
     """List the tasks as resolved (aliases applied, values typed)."""
@@ -272,21 +302,21 @@ def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
 
 
 @cli.command()
-@click.option("--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid", show_default=True)
+@output_option("mermaid", "dot", "json", old="--format")
 @pass_ctx
-def graph(ctx: Context, fmt: str) -> None:
-    """Print the task DAG as Mermaid or Graphviz DOT."""
-    from .compiler.graph import to_dot, to_mermaid
+def graph(ctx: Context, output: str) -> None:
+    """Print the task DAG as Mermaid (default), Graphviz DOT or JSON."""
+    from .compiler.graph import to_dot, to_json, to_mermaid
 
     project = _compiled_or_exit(ctx)
-    nodes = project.plan["nodes"]
-    click.echo(to_dot(nodes) if fmt == "dot" else to_mermaid(nodes), nl=False)
+    render = {"mermaid": to_mermaid, "dot": to_dot, "json": to_json}[output]
+    click.echo(render(project.plan["nodes"]), nl=False)
 
 
 @cli.command()
 @click.option("--contract", "contract_name", required=True, help="A contract name (project or built-in).")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_option("text", "json")
 @pass_ctx
 def validate(ctx: Context, contract_name: str, file: str, output: str) -> None:
     """Validate an output JSON file against a contract: exit 0 valid, 1 invalid."""
@@ -329,7 +359,7 @@ def validate(ctx: Context, contract_name: str, file: str, output: str) -> None:
     elif errors:
         for e in errors:
             click.echo(e["message"] if e["message"].startswith(file) else f"{file}: {e['message']}")
-        click.echo(f"invalid: {len(errors)} problem{'s' * (len(errors) != 1)} against contract '{contract_name}'")
+        click.echo(f"invalid: {plural(len(errors), 'problem')} against contract '{contract_name}'")
     else:
         click.echo(f"valid: {file} satisfies contract '{contract_name}'")
     sys.exit(Exit.PROBLEMS if errors else Exit.OK)
@@ -356,7 +386,7 @@ def schema(out_dir: str | None) -> None:
 
 
 @cli.command()
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_option("text", "json")
 def contracts(output: str) -> None:
     """List the built-in contract library."""
     import json
@@ -496,9 +526,9 @@ def _dry_run(root: Path, plan: dict, opts) -> NoReturn:
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@output_option("text", "json", old="--json")
 @pass_ctx
-def status(ctx: Context, as_json: bool) -> None:
+def status(ctx: Context, output: str) -> None:
     """Task states of the current or last run (works while a run goes on)."""
     import json as jsonlib
 
@@ -510,7 +540,7 @@ def status(ctx: Context, as_json: bool) -> None:
         data = report.status(root)
     except StateError as e:
         fail_usage(str(e))
-    if as_json:
+    if output == "json":
         click.echo(jsonlib.dumps(data, indent=2, sort_keys=True, default=str))
         return
     from rich.console import Console
@@ -624,9 +654,9 @@ def _known_task_or_exit(root: Path, task: str) -> None:
 
 @cli.command()
 @click.argument("task")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@output_option("text", "json", old="--json")
 @pass_ctx
-def log(ctx: Context, task: str, as_json: bool) -> None:
+def log(ctx: Context, task: str, output: str) -> None:
     """Every attempt of TASK: prompt, raw and parsed output, errors, agent, tokens, cost, time."""
     import json as jsonlib
 
@@ -638,7 +668,7 @@ def log(ctx: Context, task: str, as_json: bool) -> None:
         attempts = report.log(root, task)
     except StateError as e:
         fail_usage(str(e))
-    if as_json:
+    if output == "json":
         click.echo(jsonlib.dumps(attempts, indent=2, sort_keys=True, default=str))
         return
     if not attempts:

@@ -94,7 +94,7 @@ def test_lint_formats_name_files_from_the_invoking_directory(tmp_path: Path, fmt
     # `harnessc -C specs/p lint` in CI: annotations must name specs/p/roadmap.md (issue 11, bug 5)
     root = tmp_path / "specs" / "p"
     shutil.copytree(FIXTURES / "projects" / "unknown-refs", root, ignore=shutil.ignore_patterns("expected.txt"))
-    r = run("-C", "specs/p", "lint", "--format", fmt, cwd=tmp_path)
+    r = run("-C", "specs/p", "lint", "--output", fmt, cwd=tmp_path)
     assert r.returncode == 1
     if fmt == "text":
         assert "specs/p/roadmap.md:8:28: error[HC401]: unknown dependency 'setpu-001'" in r.stdout
@@ -120,6 +120,35 @@ def test_lint_from_inside_the_project_names_files_from_there(tmp_path: Path) -> 
     (root / "src").mkdir()
     assert "roadmap.md:8:28: error[HC401]" in run("lint", cwd=root).stdout.splitlines()[0]
     assert run("lint", cwd=root / "src").stdout.startswith("../roadmap.md:8:28: error[HC401]")
+
+
+def test_output_json_is_one_spelling_and_old_spellings_are_hidden_aliases(demo: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    out.write_text('{"score": 5}')
+    for args in (["lint"], ["build"], ["ls"], ["graph"], ["contracts"],
+                 ["validate", "--contract", "research_report", str(out)]):
+        r = run("-C", str(demo), *args, "--output", "json")
+        assert r.returncode in (0, 1), (args, r.stderr)
+        json.loads(r.stdout)  # JSON and nothing else
+        assert "--output" in run("-C", str(demo), args[0], "-h").stdout
+    graph = json.loads(run("-C", str(demo), "graph", "--output", "json").stdout)
+    assert ["data-001", "qualify-001"] in graph["edges"] and graph["nodes"][0]["id"] == "setup-001"
+    # The old spellings still work, and are no longer advertised.
+    assert json.loads(run("-C", str(demo), "lint", "--format", "json").stdout) == []
+    assert run("-C", str(demo), "graph", "--format", "dot").stdout.startswith("digraph")
+    assert run("-C", str(demo), "lint", "--output", "sarif").stdout.startswith("{")
+    assert "--format" not in run("-C", str(demo), "lint", "-h").stdout
+    # Both spellings, disagreeing: a usage error rather than a guess.
+    r = run("-C", str(demo), "lint", "--format", "json", "--output", "text")
+    assert r.returncode == 2 and "--output text and --format json disagree" in r.stderr
+
+
+def test_plural_wording() -> None:
+    from harnessc.wording import plural
+
+    assert [plural(n, "task") for n in (0, 1, 2)] == ["0 tasks", "1 task", "2 tasks"]
+    assert plural(1, "dependency", "dependencies") == "1 dependency"
+    assert plural(3, "dependency", "dependencies") == "3 dependencies"
 
 
 def test_strict_turns_warnings_into_failures(tmp_path: Path) -> None:
@@ -238,7 +267,7 @@ def test_graph_mermaid_and_dot(demo: Path) -> None:
     r = run("-C", str(demo), "graph")
     assert r.returncode == 0 and r.stdout.startswith("flowchart TD")
     assert "t_market_001 --> t_brief_001" in r.stdout
-    r = run("-C", str(demo), "graph", "--format", "dot")
+    r = run("-C", str(demo), "graph", "--output", "dot")
     assert r.returncode == 0 and '"qualify-001" -> "brief-001";' in r.stdout
 
 

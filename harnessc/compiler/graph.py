@@ -1,4 +1,4 @@
-"""The plan's DAG as Mermaid or Graphviz DOT."""
+"""The plan's DAG as Mermaid, Graphviz DOT or JSON."""
 
 from __future__ import annotations
 
@@ -41,3 +41,15 @@ def to_dot(nodes: list[dict]) -> str:
             lines.append(f"    {q(d)} -> {q(n['id'])};")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def to_json(nodes: list[dict]) -> str:
+    """{"nodes": [{id, title, done, wave}], "edges": [[from, to], ...]}: the DAG for tools."""
+    import json
+
+    data = {
+        "nodes": [{"id": n["id"], "title": n["title"], "done": bool(n.get("done")), "wave": n.get("wave")}
+                  for n in nodes],
+        "edges": [[d, n["id"]] for n in nodes for d in n.get("depends_on") or []],
+    }
+    return json.dumps(data, indent=2) + "\n"

@@ -13,7 +13,7 @@ from .helpers import PY, SIMPLE_CONTRACT, harnessc, node, spawn, write_project
 
 
 def status(root) -> dict:
-    r = harnessc(root, "status", "--json")
+    r = harnessc(root, "status", "--output", "json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -188,6 +188,7 @@ def test_stop_file_and_concurrent_run_and_status_during_run(tmp_path):
         if p.poll() is None:
             p.kill()
     assert p.returncode == 3, out + err
+    assert "in-flight work finished and was checkpointed" in out and "stopped: stopped" not in out
     st = status(tmp_path)
     assert st["run"]["status"] == "stopped"
     assert not any(t["state"] == "running" for t in st["tasks"])
