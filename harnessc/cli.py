@@ -655,29 +655,43 @@ def _known_task_or_exit(root: Path, task: str) -> None:
 @cli.command()
 @click.argument("task")
 @output_option("text", "json", old="--json")
+@click.option("--last", is_flag=True, help="Only the task's latest attempt.")
+@click.option("--attempt", "number", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Only the task's N-th attempt (1 is its first).")
 @pass_ctx
-def log(ctx: Context, task: str, output: str) -> None:
-    """Every attempt of TASK: prompt, raw and parsed output, errors, agent, tokens, cost, time."""
+def log(ctx: Context, task: str, output: str, last: bool, number: int | None) -> None:
+    """Every attempt of TASK, numbered 1, 2, 3...: prompt, raw and parsed output, errors, agent,
+    tokens, cost, time."""
     import json as jsonlib
 
     from .runtime import report
     from .runtime.state import StateError
 
+    if last and number is not None:
+        fail_usage("give --last or --attempt N, not both")
     root = ctx.root()
     try:
         attempts = report.log(root, task)
     except StateError as e:
         fail_usage(str(e))
+    if not attempts:
+        _known_task_or_exit(root, task)
+    if number is not None and number > len(attempts):
+        fail_usage(f"'{task}' has {plural(len(attempts), 'recorded attempt')}; there is no attempt {number}")
+    total = len(attempts)
+    if last:
+        attempts = attempts[-1:]
+    elif number is not None:
+        attempts = [attempts[number - 1]]
     if output == "json":
         click.echo(jsonlib.dumps(attempts, indent=2, sort_keys=True, default=str))
         return
     if not attempts:
-        _known_task_or_exit(root, task)
         click.echo(f"no attempts recorded for '{task}'")
         return
     for a in attempts:
         tokens = (a["input_tokens"] or 0) + (a["output_tokens"] or 0)
-        click.echo(f"=== attempt {a['id']} · run {a['run_id']} · iteration {a['iteration']}"
+        click.echo(f"=== attempt {a['attempt']} of {total} · run {a['run_id']} · iteration {a['iteration']}"
                    f" · level {a['level']} · {a['agent']} · {a['status']} · {tokens} tokens"
                    f" · ${a['cost_usd'] or 0:.4f} · {a['latency'] or 0:.2f}s")
         click.echo("--- prompt")

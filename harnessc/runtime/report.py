@@ -12,13 +12,19 @@ from .scheduler import task_summary
 from .state import TERMINAL_OK, NoState, StateStore
 
 
+def _open_state(workspace: Workspace) -> StateStore | None:
+    """The state for reading; None when nothing has run yet (no state.db, or one a starting
+    run has not initialised yet)."""
+    try:
+        return StateStore(workspace, create=False)
+    except NoState:
+        return None
+
+
 def status(root: Path) -> dict:
     """{"run": {...} | None, "tasks": [...]} in plan order when a plan exists."""
     workspace = Workspace(root)
-    try:  # a run that is creating state.db right now has no state yet either
-        store = StateStore(workspace, create=False)
-    except NoState:
-        store = None
+    store = _open_state(workspace)
     try:
         rows = store.tasks() if store else {}
         run = store.last_run() if store else None
@@ -65,11 +71,15 @@ def status(root: Path) -> dict:
 
 
 def log(root: Path, task_id: str) -> list[dict]:
-    workspace = Workspace(root)
-    if not workspace.state_db.exists():
+    """The task's recorded attempts, oldest first, each numbered for this task in `attempt`
+    (1, 2, 3, ...; `id` stays the attempt's id in the state, shared by every task)."""
+    store = _open_state(Workspace(root))
+    if store is None:
         return []
-    store = StateStore(workspace, create=False)
     try:
-        return store.attempts(task_id)
+        attempts = store.attempts(task_id)
     finally:
         store.close()
+    for number, a in enumerate(attempts, 1):
+        a["attempt"] = number
+    return attempts

@@ -247,6 +247,11 @@ def test_bad_state_and_plan_inputs(tmp_path):
     r = harnessc(tmp_path, "status")
     assert r.returncode == 2 and "newer" in r.stderr
     db.unlink()
+    # An empty state.db is what `status` sees while a starting run creates it: nothing ran yet.
+    db.write_bytes(b"")
+    assert status(tmp_path)["run"] is None
+    assert harnessc(tmp_path, "log", "a").stdout.startswith("no attempts")
+    db.unlink()
     # A stale plan with --no-build is refused; a missing plan too.
     (tmp_path / "roadmap.md").write_text("# changed\n")
     r = harnessc(tmp_path, "run", "--no-build")
@@ -327,3 +332,32 @@ def test_ready_tasks_start_in_priority_then_roadmap_order(tmp_path):
     started = [row[0] for row in con.execute("SELECT task_id FROM attempts ORDER BY id")]
     con.close()
     assert started == ["crit", "hi", "unset", "lo"]
+
+
+def test_log_numbers_attempts_per_task_with_last_and_attempt(tmp_path):
+    # a runs first (-j 1), so b's attempts have global ids 4-6: log numbers them 1-3.
+    write_project(tmp_path, [node("a", contract="summary", routing={"agent": "flaky_a"}),
+                             node("b", contract="summary", routing={"agent": "flaky_b"})],
+                  agents={"flaky_a": {"provider": "simulate", "invalid_first": 2},
+                          "flaky_b": {"provider": "simulate", "invalid_first": 2}},
+                  contracts={"summary": SIMPLE_CONTRACT})
+    r = harnessc(tmp_path, "run", "-j", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "succeeded: 2 tasks succeeded (" in r.stdout
+    full = json.loads(harnessc(tmp_path, "log", "b", "--output", "json").stdout)
+    assert [a["attempt"] for a in full] == [1, 2, 3] and full[0]["id"] > 3
+    text = harnessc(tmp_path, "log", "b").stdout
+    assert [ln.split(" · ")[0] for ln in text.splitlines() if ln.startswith("===")] == [
+        "=== attempt 1 of 3", "=== attempt 2 of 3", "=== attempt 3 of 3"]
+    last = harnessc(tmp_path, "log", "b", "--last").stdout
+    assert last.count("===") == 1 and last.startswith("=== attempt 3 of 3") and "succeeded" in last.splitlines()[0]
+    second = json.loads(harnessc(tmp_path, "log", "b", "--attempt", "2", "--json").stdout)
+    assert [(a["attempt"], a["id"]) for a in second] == [(2, full[1]["id"])]
+    r = harnessc(tmp_path, "log", "b", "--attempt", "4")
+    assert r.returncode == 2 and "'b' has 3 recorded attempts; there is no attempt 4" in r.stderr
+    r = harnessc(tmp_path, "log", "b", "--attempt", "1", "--last")
+    assert r.returncode == 2 and "not both" in r.stderr
+    # One task: "1 task", never "1 tasks".
+    harnessc(tmp_path, "reset", "a")
+    r = harnessc(tmp_path, "run", "-s", "a")
+    assert r.returncode == 0 and "succeeded: 1 task succeeded (" in r.stdout, r.stdout
