@@ -608,35 +608,62 @@ def retry(ctx: Context, jobs, max_cost, no_build) -> None:
 @cli.command()
 @click.argument("tasks", nargs=-1)
 @click.option("--all", "all_", is_flag=True, help="Forget every task, attempt, the budget ledger and the kept --max-cost.")
+@click.option("--downstream", is_flag=True, help="Also reset every task that depends on TASK, transitively.")
 @pass_ctx
-def reset(ctx: Context, tasks, all_: bool) -> None:
+def reset(ctx: Context, tasks, all_: bool, downstream: bool) -> None:
     """Forget the state of TASK... (or --all) so they run again."""
+    from .diagnostics import did_you_mean
+    from .runtime import reset as resetmod
     from .runtime.lock import Locked, RunLock
-    from .runtime.state import StateError, StateStore
+    from .runtime.state import NoState, StateError, StateStore
     from .workspace import Workspace
 
     if bool(tasks) == all_:
         fail_usage("give task ids or --all (not both)")
-    workspace = Workspace(ctx.root())
+    if downstream and all_:
+        fail_usage("--downstream goes with task ids; --all resets everything already")
+    root = ctx.root()
+    workspace = Workspace(root)
+    project = None if all_ else resetmod.project_tasks(root)
+
+    def check_known(rows: dict) -> None:
+        known = [t["id"] for t in project or []] + sorted(set(rows) - {t["id"] for t in project or []})
+        unknown = [t for t in tasks if t not in known]
+        if unknown:
+            fail_usage(f"no task {', '.join(repr(t) for t in unknown)} in the project",
+                       did_you_mean(unknown[0], known) or "`harnessc ls` lists the tasks")
+
     if not workspace.state_db.exists():
+        check_known({})
         click.echo("nothing to reset: no state yet")
         return
     try:
         with RunLock(workspace):
-            store = StateStore(workspace, create=False)
             try:
-                known = set(store.tasks())
-                unknown = [t for t in tasks if t not in known]
-                if unknown:
-                    fail_usage(f"no state for task(s): {', '.join(unknown)}")
-                n = store.reset(None if all_ else list(tasks))
+                store = StateStore(workspace, create=False)
+            except NoState:  # a run is creating it right now
+                check_known({})
+                click.echo("nothing to reset: no state yet")
+                return
+            try:
+                rows = store.tasks()
+                check_known(rows)
+                ids = None if all_ else resetmod.downstream(project, list(tasks)) if downstream else list(tasks)
+                stale = resetmod.stale_dependents(project, rows, ids) if project and ids else []
+                n = store.reset(ids)
             finally:
                 store.close()
     except Locked as e:
         fail_usage(str(e), hint="stop it first with `harnessc stop`")
     except StateError as e:
         fail_usage(str(e))
-    click.echo(f"reset {n} task(s)")
+    click.echo(f"reset {plural(n, 'task')}" + (f" (with --downstream: {', '.join(ids)})" if downstream else ""))
+    if stale:
+        click.echo(f"warning: {', '.join(stale)} succeeded on the output of what was reset and "
+                   f"{'is' if len(stale) == 1 else 'are'} now stale (a reset does not re-run dependents)",
+                   err=True)
+        click.echo(f"  hint: reset {'it' if len(stale) == 1 else 'them'} too with "
+                   f"`harnessc reset --downstream {' '.join(tasks)}`", err=True)
 
 
 def _known_task_or_exit(root: Path, task: str) -> None:

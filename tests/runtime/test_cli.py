@@ -361,3 +361,31 @@ def test_log_numbers_attempts_per_task_with_last_and_attempt(tmp_path):
     harnessc(tmp_path, "reset", "a")
     r = harnessc(tmp_path, "run", "-s", "a")
     assert r.returncode == 0 and "succeeded: 1 task succeeded (" in r.stdout, r.stdout
+
+
+def test_reset_checks_ids_offers_downstream_and_names_stale_dependents(tmp_path):
+    write_project(tmp_path, [node("a-001"), node("b-001", depends_on=["a-001"]),
+                             node("c-001", depends_on=["b-001"]), node("d-001")])
+    # No state yet: a typo is still a typo (exit 2, did-you-mean); a real id has nothing to reset.
+    r = harnessc(tmp_path, "reset", "a-01")
+    assert r.returncode == 2 and "no task 'a-01' in the project" in r.stderr
+    assert "did you mean 'a-001'?" in r.stderr
+    r = harnessc(tmp_path, "reset", "a-001")
+    assert r.returncode == 0 and "nothing to reset: no state yet" in r.stdout
+    assert not (tmp_path / ".harness" / "state.db").exists()
+    assert harnessc(tmp_path, "run").returncode == 0
+    # Resetting a task leaves its succeeded dependents stale: say which.
+    r = harnessc(tmp_path, "reset", "a-001")
+    assert r.returncode == 0 and "reset 1 task" in r.stdout
+    assert "warning: b-001, c-001 succeeded on the output of what was reset and are now stale" in r.stderr
+    assert "`harnessc reset --downstream a-001`" in r.stderr
+    assert states(tmp_path) == {"a-001": "ready", "b-001": "succeeded", "c-001": "succeeded", "d-001": "succeeded"}
+    assert harnessc(tmp_path, "run").returncode == 0
+    # --downstream resets the dependents too, and nothing is left stale.
+    r = harnessc(tmp_path, "reset", "--downstream", "b-001")
+    assert r.returncode == 0 and "reset 2 tasks (with --downstream: b-001, c-001)" in r.stdout
+    assert "warning" not in r.stderr
+    assert states(tmp_path) == {"a-001": "succeeded", "b-001": "ready", "c-001": "pending", "d-001": "succeeded"}
+    r = harnessc(tmp_path, "reset", "d-001", "zzz")
+    assert r.returncode == 2 and "no task 'zzz'" in r.stderr and states(tmp_path)["d-001"] == "succeeded"
+    assert harnessc(tmp_path, "reset", "--all", "--downstream").returncode == 2
