@@ -271,14 +271,16 @@ def _compiled_or_exit(ctx: Context):
 @output_option("text", "json")
 @pass_ctx
 def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
-    """List the tasks as resolved (aliases applied, values typed)."""
+    """List the tasks as resolved: agent, contract, effective limits, dependencies."""
     import json
 
-    from .compiler import lint_project
+    from .compiler import compile_project, lint_project
     from .compiler.plan import task_view
     from .compiler.select import SelectionError, select_ids
 
-    project = lint_project(ctx.root())
+    # JSON shows the values as written (lint is enough); the table shows what a run would
+    # use (routing and defaults applied), which takes the compiled plan.
+    project = (lint_project if output == "json" else compile_project)(ctx.root())
     if project.roadmap is None or project.diags.has_errors():
         report(project.diags, project.sources, "text", False, root=project.root)
         sys.exit(Exit.PROBLEMS)
@@ -291,14 +293,29 @@ def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
     if output == "json":
         click.echo(json.dumps(views, indent=2))
         return
-    for v in views:
-        box = "[x]" if v["done"] else "[ ]"
-        extra = []
-        if v["depends_on"]:
-            extra.append("after " + ",".join(v["depends_on"]))
-        if v["contract"]:
-            extra.append("contract " + v["contract"])
-        click.echo(f"{box} {v['id']}: {v['title']}" + (f"  ({'; '.join(extra)})" if extra else ""))
+    nodes = {n["id"]: n for n in project.plan["nodes"]}
+    if views:
+        click.echo(_task_table([nodes[v["id"]] for v in views]))
+    click.echo(f"{plural(len(views), 'task')}"
+               + (f" of {len(project.tasks)} selected" if len(views) != len(project.tasks) else ""))
+
+
+def _task_table(nodes: list[dict]) -> str:
+    """`ls`: one row per task, with the agent, contract and limits a run would use."""
+    from .wording import duration, table
+
+    rows = []
+    for n in nodes:
+        lim = n["limits"]
+        rows.append((
+            "x" if n["done"] else " ", n["id"], n["routing"]["agent"], n["contract"] or "-",
+            str(lim["max_iterations"]) if lim.get("max_iterations") is not None else "unlimited",
+            duration(lim["max_time"]) if lim.get("max_time") is not None else "-",
+            str(lim["stuck_after"]) if lim.get("stuck_after") is not None else "-",
+            f"${lim['budget_usd']:.2f}" if lim.get("budget_usd") is not None else "-",
+            ",".join(n["depends_on"]) or "-", n["title"]))
+    return table(("done", "task", "agent", "contract", "iterations", "time", "stuck", "budget", "after", "title"),
+                 rows, right=("iterations", "time", "stuck", "budget"))
 
 
 @cli.command()

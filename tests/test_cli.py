@@ -258,6 +258,17 @@ def test_ls_selection(demo: Path, args: list[str], expected: list[str]) -> None:
     assert [t["id"] for t in json.loads(r.stdout)] == expected
 
 
+def test_ls_text_shows_agent_contract_and_effective_limits_golden(demo: Path) -> None:
+    r = run("-C", str(demo), "ls")
+    assert r.returncode == 0, r.stderr
+    check_golden(FIXTURES / "cli" / "ls-demo.txt", r.stdout)
+    # qualify-001 routes to `careful` with a 3m max_time; the others take the defaults.
+    row = next(ln for ln in r.stdout.splitlines() if "qualify-001 " in ln)
+    assert row.split()[:6] == ["qualify-001", "careful", "lead_score", "10", "3m", "3"]
+    r = run("-C", str(demo), "ls", "-s", "brief-001")
+    assert r.stdout.endswith("1 task of 5 selected\n")
+
+
 def test_ls_unknown_selector_is_usage_error(demo: Path) -> None:
     r = run("-C", str(demo), "ls", "-s", "nope")
     assert r.returncode == 2 and "no task matches 'nope'" in r.stderr
