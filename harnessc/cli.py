@@ -564,15 +564,22 @@ def status(ctx: Context, output: str) -> None:
 
     from .runtime.display import print_summary
 
+    from .wording import duration
+
     run_ = data["run"]
     if run_ is None:
         click.echo("no runs yet")
     else:
-        state = "running" if run_.get("active") else run_["status"]
+        state = f"running for {duration(run_['elapsed'])}" if run_.get("active") else run_["status"]
         counts = ", ".join(f"{v} {k}" for k, v in sorted(run_["counts"].items()))
         click.echo(f"run {run_['id']}: {state} (pid {run_['pid']}) — {counts}; ${run_['cost_usd']:.4f}")
+    running = [t for t in data["tasks"] if "elapsed" in t]
+    if running:
+        click.echo("running: " + ", ".join(f"{t['id']} ({duration(t['elapsed'])}, iteration {t['iterations']})"
+                                           for t in running))
     if data["tasks"]:
-        print_summary(Console(), data["tasks"])
+        # A running task's time column is its time so far.
+        print_summary(Console(), [{**t, "duration": t["elapsed"]} if "elapsed" in t else t for t in data["tasks"]])
     stale = [t["id"] for t in data["tasks"] if t.get("stale")]
     if stale:
         click.echo(f"stale: {', '.join(stale)} — use --rerun stale")

@@ -36,6 +36,8 @@ def status(root: Path) -> dict:
         plan = planmod.load_plan(root)
     except planmod.PlanError:
         plan = None
+    active = run is not None and run["status"] == "running" and holder(workspace) is not None
+    now = time.time()
     tasks = []
     order = [n["id"] for n in plan["nodes"]] if plan else sorted(rows)
     nodes = {n["id"]: n for n in plan["nodes"]} if plan else {}
@@ -56,16 +58,17 @@ def status(root: Path) -> dict:
             t["stale"] = row.get("fingerprint") != nodes[tid].get("fingerprint")
         if tid not in nodes and plan:
             t["removed"] = True
+        if active and t["state"] == "running" and row.get("started_at"):
+            t["elapsed"] = round(max(0.0, now - row["started_at"]), 3)  # so far
         tasks.append(t)
     if run is not None:
-        live_pid = holder(workspace)
-        run["active"] = run["status"] == "running" and live_pid is not None
+        run["active"] = active
         counts: dict[str, int] = {}
         for t in tasks:
             counts[t["state"]] = counts.get(t["state"], 0) + 1
         run["counts"] = counts
         run["cost_usd"] = round(spent, 6)
-        end = run.get("ended_at") or time.time()
+        end = run.get("ended_at") or now
         run["elapsed"] = round(end - run["started_at"], 3)
     return {"run": run, "tasks": tasks}
 

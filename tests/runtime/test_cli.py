@@ -389,3 +389,29 @@ def test_reset_checks_ids_offers_downstream_and_names_stale_dependents(tmp_path)
     r = harnessc(tmp_path, "reset", "d-001", "zzz")
     assert r.returncode == 2 and "no task 'zzz'" in r.stderr and states(tmp_path)["d-001"] == "succeeded"
     assert harnessc(tmp_path, "reset", "--all", "--downstream").returncode == 2
+
+
+def test_status_shows_elapsed_time_of_running_tasks(tmp_path):
+    write_project(tmp_path, [node("quick", routing={"agent": "fast"}), node("slow", depends_on=["quick"])],
+                  agents={"rehearsal": {"provider": "simulate", "latency": 120},
+                          "fast": {"provider": "simulate"}})
+    p = spawn(tmp_path, "run")
+    try:
+        for _ in range(300):
+            s = status(tmp_path)
+            if any(t["state"] == "running" and t["id"] == "slow" for t in s["tasks"]):
+                break
+            time.sleep(0.1)
+        tasks = {t["id"]: t for t in s["tasks"]}
+        assert tasks["slow"]["elapsed"] >= 0 and "elapsed" not in tasks["quick"]  # finished: a duration
+        text = harnessc(tmp_path, "status").stdout.splitlines()
+        assert ": running for " in text[0]
+        assert text[1].startswith("running: slow (") and text[1].endswith(", iteration 1)")
+        assert [ln.split()[:2] for ln in text if ln.startswith("slow ")] == [["slow", "running"]]
+        harnessc(tmp_path, "stop", "--abort")
+        p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 3
+    assert all("elapsed" not in t for t in status(tmp_path)["tasks"])  # nothing runs now
