@@ -432,7 +432,10 @@ def init(directory: str, force: bool) -> None:
         fail_usage(str(e), "pass --force to overwrite, or choose another directory")
     for path in written:
         click.echo(f"created {path}")
-    click.echo(f"next: cd {directory} && harnessc lint && harnessc build")
+    import shlex
+
+    here = Path(directory).resolve() == Path.cwd().resolve()
+    click.echo(("next: " if here else f"next: cd {shlex.quote(directory)} && ") + "harnessc lint && harnessc build")
 
 
 # ============================================================== runtime commands

@@ -360,3 +360,15 @@ def test_init_scaffolds_a_project_that_lints(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     r = run("init", str(root))
     assert r.returncode == 2 and "already exist" in r.stderr
+
+
+def test_init_says_the_right_next_command_and_writes_a_real_overview(tmp_path: Path) -> None:
+    here = tmp_path / "here"
+    here.mkdir()
+    r = run("init", cwd=here)
+    assert r.returncode == 0 and r.stdout.splitlines()[-1] == "next: harnessc lint && harnessc build"
+    r = run("init", "my project", cwd=tmp_path)
+    assert r.stdout.splitlines()[-1] == "next: cd 'my project' && harnessc lint && harnessc build"
+    assert run("build", cwd=here).returncode == 0
+    prompt = (here / ".harness" / "build" / "prompts" / "research-001.md").read_text()
+    assert "{{" not in prompt and "A starter project made by `harnessc init`" in prompt
