@@ -693,6 +693,33 @@ def reset(ctx: Context, tasks, all_: bool, downstream: bool) -> None:
                    f"`harnessc reset --downstream {' '.join(tasks)}`", err=True)
 
 
+@cli.command()
+@click.option("--keep", type=click.IntRange(min=0), default=10, show_default=True, metavar="N",
+              help="How many of the newest run directories to keep.")
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+@pass_ctx
+def clean(ctx: Context, keep: int, dry_run: bool) -> None:
+    """Remove old .harness/runs/<run-id>/ directories, keeping the newest N (never the run in progress)."""
+    from .runtime.clean import prune
+    from .runtime.state import StateError
+    from .workspace import Workspace, WorkspaceError
+
+    try:
+        result = prune(Workspace(ctx.root()), keep, dry_run)
+    except (WorkspaceError, StateError) as e:
+        fail_usage(str(e))
+    for link in result.links:
+        click.echo(f"warning: left .harness/runs/{link} alone: a symbolic link, not a run directory", err=True)
+    if not result.removed:
+        click.echo(f"nothing to clean: {plural(len(result.kept), 'run')} in .harness/runs/, keeping {keep}")
+        return
+    if dry_run:
+        for run_id in result.removed:
+            click.echo(f"would remove .harness/runs/{run_id}/")
+    click.echo(f"{'would remove' if dry_run else 'removed'} {plural(len(result.removed), 'run')}, "
+               f"kept {plural(len(result.kept), 'run')}" + (f" (newest: {result.kept[-1]})" if result.kept else ""))
+
+
 def _known_task_or_exit(root: Path, task: str) -> None:
     """A usage error (with did-you-mean) for a task id that the compiled plan does not have."""
     from .diagnostics import did_you_mean

@@ -345,6 +345,10 @@ class StateStore:
             run["status"] = "interrupted"
         return run
 
+    def run_starts(self) -> dict[str, float]:
+        """Every recorded run's id -> its start time."""
+        return {r[0]: r[1] for r in self.db.execute("SELECT id, started_at FROM runs")}
+
     # ------------------------------------------------------------------ tasks
 
     def tasks(self, ids: list[str] | None = None) -> dict[str, dict]:

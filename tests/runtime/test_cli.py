@@ -415,3 +415,62 @@ def test_status_shows_elapsed_time_of_running_tasks(tmp_path):
             p.kill()
     assert p.returncode == 3
     assert all("elapsed" not in t for t in status(tmp_path)["tasks"])  # nothing runs now
+
+
+def test_clean_keeps_the_newest_runs_and_never_follows_links(tmp_path):
+    import os
+
+    write_project(tmp_path, [node("a")])
+    runs = tmp_path / ".harness" / "runs"
+    r = harnessc(tmp_path, "clean")
+    assert r.returncode == 0 and "nothing to clean: 0 runs" in r.stdout
+    ids = []
+    for _ in range(4):
+        assert harnessc(tmp_path, "run", "--rerun", "all").returncode == 0
+        ids.append(status(tmp_path)["run"]["id"])
+    assert sorted(p.name for p in runs.iterdir()) == sorted(ids)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_text("keep me")
+    os.symlink(outside, runs / "zz-link")
+    r = harnessc(tmp_path, "clean", "--keep", "2", "--dry-run")
+    assert r.returncode == 0 and r.stdout.splitlines()[:2] == [
+        f"would remove .harness/runs/{ids[0]}/", f"would remove .harness/runs/{ids[1]}/"]
+    assert len(list(runs.iterdir())) == 5
+    r = harnessc(tmp_path, "clean", "--keep", "2")
+    assert r.returncode == 0 and f"removed 2 runs, kept 2 runs (newest: {ids[3]})" in r.stdout
+    assert "left .harness/runs/zz-link alone" in r.stderr
+    assert sorted(p.name for p in runs.iterdir()) == sorted(ids[2:] + ["zz-link"])
+    assert (outside / "precious").read_text() == "keep me"
+    r = harnessc(tmp_path, "clean", "--keep", "1")
+    assert r.returncode == 0 and "removed 1 run, kept 1 run" in r.stdout
+    # A .harness/runs that is itself a link is refused, and nothing is removed.
+    (runs / "zz-link").unlink()
+    runs.rename(tmp_path / "real-runs")
+    os.symlink(tmp_path / "real-runs", runs)
+    r = harnessc(tmp_path, "clean", "--keep", "0")
+    assert r.returncode == 2 and "refusing to read through a symbolic link: .harness/runs ->" in r.stderr
+    assert [p.name for p in (tmp_path / "real-runs").iterdir()] == [ids[3]]
+
+
+def test_clean_never_removes_the_run_in_progress(tmp_path):
+    write_project(tmp_path, [node("quick", routing={"agent": "fast"}), node("slow", depends_on=["quick"])],
+                  agents={"rehearsal": {"provider": "simulate", "latency": 120},
+                          "fast": {"provider": "simulate"}})
+    p = spawn(tmp_path, "run")
+    try:
+        for _ in range(300):
+            s = status(tmp_path)
+            if s["run"] and s["run"]["active"]:
+                break
+            time.sleep(0.1)
+        r = harnessc(tmp_path, "clean", "--keep", "0")
+        assert r.returncode == 0 and "nothing to clean: 1 run" in r.stdout
+        assert (tmp_path / ".harness" / "runs" / s["run"]["id"]).is_dir()
+        harnessc(tmp_path, "stop", "--abort")
+        p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    r = harnessc(tmp_path, "clean", "--keep", "0")
+    assert r.returncode == 0 and "removed 1 run, kept 0 runs" in r.stdout
