@@ -638,7 +638,7 @@ def retry(ctx: Context, jobs, max_cost, no_build) -> None:
 @click.option("--downstream", is_flag=True, help="Also reset every task that depends on TASK, transitively.")
 @pass_ctx
 def reset(ctx: Context, tasks, all_: bool, downstream: bool) -> None:
-    """Forget the state of TASK... (or --all) so they run again."""
+    """Forget the state of the given tasks (or --all) so they run again."""
     from .diagnostics import did_you_mean
     from .runtime import reset as resetmod
     from .runtime.lock import Locked, RunLock
