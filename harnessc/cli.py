@@ -342,7 +342,7 @@ def validate(ctx: Context, contract_name: str, file: str, output: str) -> None:
     from .compiler import check, load
     from .compiler.contract_schema import contract_plan_entry
     from .compiler.project import Project
-    from .compiler.validate import NotJSON, loads_json, validate_output
+    from .compiler.validate import NotJSON, OutOfTime, loads_json, validate_output
     from .diagnostics import did_you_mean
 
     root = ctx.root(must_exist=False)
@@ -370,7 +370,10 @@ def validate(ctx: Context, contract_name: str, file: str, output: str) -> None:
     except NotJSON as e:
         errors = [{"path": "$", "kind": "json", "message": f"{file}: not valid JSON: {e}", "rule": None}]
     else:
-        errors = validate_output(entry, data)
+        try:
+            errors = validate_output(entry, data)
+        except OutOfTime as e:  # the rules together took too many steps
+            errors = [{"path": "$", "kind": "rule", "message": f"$: {e}", "rule": None}]
     if output == "json":
         click.echo(json.dumps({"valid": not errors, "contract": contract_name, "errors": errors}, indent=2))
     elif errors:

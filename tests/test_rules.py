@@ -341,16 +341,25 @@ def test_a_deadline_stops_a_long_evaluation():
     class Deadline:
         checks = 0
 
-        def check(self):
+        steps = 0
+
+        def check(self, steps):
+            self.spend(steps)
             self.checks += 1
             if self.checks > 3:
                 raise TimeoutError("out of time")
+
+        def spend(self, steps):
+            self.steps += steps
 
     deadline = Deadline()
     with pytest.raises(TimeoutError):  # the deadline's own exception reaches the caller
         evaluate(parse_rule(" and ".join(["value == value"] * 6)), value=[[0] * 500] * 200,
                  deadline=deadline)
     assert deadline.checks == 4
+    counted = Deadline()
+    evaluate(parse_rule("value == 1"), value=1, deadline=counted)  # every step is told
+    assert counted.steps == 4  # the compare, its two operands, and comparing them
 
 
 def test_eval_error_points_at_the_failing_part():

@@ -193,6 +193,21 @@ def test_a_deadline_stops_validation_and_partial_output_falls_back():
     assert partial_output(c, data, expired) == ({"rows": []}, ["Used default for invalid 'rows'"])
 
 
+COSTLY_PER_ITEM = {"type": "list", "items": {"type": "int", "rules": ["[1] * 99999 + [2] in [[1] * 100000] * 100000"]}}
+
+
+def test_the_rules_of_one_output_share_a_step_budget():
+    # Each evaluation stops at its own budget, but a costly rule on every item of a long
+    # list multiplied that: one output's rules together get MAX_VALIDATION_STEPS.
+    from harnessc.compiler.validate import OutOfTime
+
+    c = entry({"output": {"rows": COSTLY_PER_ITEM}})
+    with pytest.raises(OutOfTime, match="the rules are too costly for this output together"):
+        validate_output(c, {"rows": list(range(100_000))})
+    problems = check_example(Deliverable.model_validate(COSTLY_PER_ITEM), list(range(100_000)))
+    assert any("the rules are too costly for this output together" in p for p in problems), problems
+
+
 def test_schema_regexes_run_on_re2_and_a_refused_one_is_an_error_not_a_crash():
     # A plan.json written before lint knew HC305 still validates: the pattern is reported.
     schema = {"type": "object", "properties": {

@@ -173,28 +173,42 @@ def _schema_errors(schema: dict, data: Any, base: PathParts = ()) -> list[dict]:
 # ------------------------------------------------------------------ deadline
 
 
+MAX_VALIDATION_STEPS = 20_000_000  # rule steps (see rules.MAX_STEPS) of one output, all rules together
+
+
 class OutOfTime(Exception):
-    """Validation was stopped before it finished: its deadline passed or it was cancelled."""
+    """Validation was stopped before it finished: out of time or steps, or cancelled."""
 
 
 class Deadline:
-    """A wall-clock limit for a validation that runs in a worker thread, checked as rules run.
-
-    A thread can't be killed: `cancel()` (from the event loop) makes the next check raise.
+    """The limit shared by all the rule evaluations of one validation, checked as rules run
+    (a rule on every item of a 100,000-item list, each near its own budget, would run for
+    hours): wall-clock seconds when given (at run time: the task's max_time), else
+    MAX_VALIDATION_STEPS (lint, validate: the same answer on every machine). A worker
+    thread can't be killed: `cancel()` (from the event loop) makes the next check raise.
     """
 
     def __init__(self, seconds: float | None = None):
         self.at = None if seconds is None else time.monotonic() + seconds
         self.cancelled = False
+        self.steps_left = MAX_VALIDATION_STEPS if seconds is None else None
 
     def cancel(self) -> None:
         self.cancelled = True
 
-    def check(self) -> None:
+    def spend(self, steps: int) -> None:
+        if self.steps_left is not None:
+            self.steps_left -= steps
+
+    def check(self, steps: int = 0) -> None:
+        self.spend(steps)
         if self.cancelled:
             raise OutOfTime("verification was cancelled")
         if self.at is not None and time.monotonic() > self.at:
             raise OutOfTime("verification did not finish within the task's max_time")
+        if self.steps_left is not None and self.steps_left < 0:
+            raise OutOfTime(f"the rules are too costly for this output together (more than "
+                            f"{MAX_VALIDATION_STEPS:,} steps; see 'Rule cost' in docs/spec-reference.md)")
 
 
 # ------------------------------------------------------------------ rules
@@ -297,8 +311,10 @@ def _finish(errors: list[dict]) -> list[dict]:
 def validate_output(contract: dict, data: Any, deadline: Deadline | None = None) -> list[dict]:
     """All problems of ``data`` under a plan.json contract entry; [] when valid.
 
-    With a deadline, raises OutOfTime when it passes (or is cancelled) before the end.
+    Raises OutOfTime when the deadline passes or is cancelled, or when the rules together
+    take more than MAX_VALIDATION_STEPS.
     """
+    deadline = deadline or Deadline()
     output = contract.get("output")
     schema = contract.get("json_schema")
     if output is None and schema is None:
@@ -307,8 +323,7 @@ def validate_output(contract: dict, data: Any, deadline: Deadline | None = None)
         return _finish([_error((), "type", f"$: the output must be a JSON object, got {json_type(data)}", field=None)])
     data = drop_null_optionals(output, data)
     errors = _schema_errors(schema, data) if schema else []
-    if deadline is not None:
-        deadline.check()
+    deadline.check()
     type_failed = {_path_parts(e) for e in errors if e["kind"] == "type"}
     if output:
         errors += _rule_errors(output, data, type_failed, deadline=deadline)
@@ -356,14 +371,18 @@ def check_example(deliverable: Any, value: Any) -> list[str]:
     schema = {"$schema": "http://json-schema.org/draft-07/schema#", **deliverable_schema(d)}
     errors = _subset_errors(schema, value) if supports(schema) else _schema_errors(schema, value)
     type_failed = {_path_parts(e) for e in errors if e["kind"] == "type"}
+    deadline = Deadline()
     if () not in type_failed:
-        for sub, v, parts in _rule_targets(d, value, ()):
-            if any(parts[:n] in type_failed for n in range(1, len(parts) + 1)):
-                continue
-            for rule in sub.get("rules") or []:
-                err = _run_rule(rule, parts, value=v)
-                if err:
-                    errors.append(err)
+        try:
+            for sub, v, parts in _rule_targets(d, value, ()):
+                if any(parts[:n] in type_failed for n in range(1, len(parts) + 1)):
+                    continue
+                for rule in sub.get("rules") or []:
+                    err = _run_rule(rule, parts, deadline, value=v)
+                    if err:
+                        errors.append(err)
+        except OutOfTime as e:
+            errors.append(_error((), "rule", f"$: {e}"))
     return [e["message"] for e in _finish(errors)]
 
 

@@ -27,8 +27,10 @@ def _tn(x) -> str:
 def evaluate(rule: Rule, value=None, output=None, deadline=None) -> bool:
     """Run a rule; True when it holds. Raises RuleEvalError when it can't be evaluated.
 
-    `deadline`, when given, is anything with a `check()` method that raises when time is up;
-    it is called every DEADLINE_EVERY steps (and its exception propagates).
+    `deadline`, when given, is shared by many evaluations (e.g. validate.Deadline): its
+    `check(steps)` is told the steps taken since the last call, every DEADLINE_EVERY steps,
+    and raises when time or a shared step budget is up (the exception propagates); its
+    `spend(steps)` gets the rest when the evaluation ends.
     """
     return bool(evaluate_value(rule, value, output, deadline))
 
@@ -43,6 +45,9 @@ def evaluate_value(rule: Rule, value=None, output=None, deadline=None):
     except (TypeError, ValueError, ArithmeticError, LookupError, RecursionError) as e:
         # a safety net: the operations below check their operands, so this is unexpected
         raise RuleEvalError(f"rule failed: {e}") from None
+    finally:
+        if deadline is not None:
+            deadline.spend(ev.steps - ev.reported)
 
 
 _ARITH = {
@@ -158,6 +163,7 @@ class _Evaluator:
         self.steps = 0
         self.deadline = deadline
         self.next_check = 0
+        self.reported = 0  # steps told to the deadline so far
 
     def fail(self, message: str, node: Node) -> RuleEvalError:
         return RuleEvalError(message, node.offset, node.end - node.offset)
@@ -179,7 +185,8 @@ class _Evaluator:
                 "see 'Rule cost' in docs/spec-reference.md)", node)
         if self.deadline is not None and self.steps >= self.next_check:
             self.next_check = self.steps + DEADLINE_EVERY
-            self.deadline.check()
+            steps, self.reported = self.steps - self.reported, self.steps
+            self.deadline.check(steps)
 
     def charge_size(self, x, node: Node) -> None:
         self.charge(_size(x, MAX_STEPS - self.steps), node)
