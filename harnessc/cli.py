@@ -6,6 +6,7 @@ Exit codes and summary lines come from harnessc/outcome.py (the one owner of bot
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -126,11 +127,15 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo("harnessc: interrupted", err=True)
         sys.exit(Exit.STOPPED)
-    except Exception as e:  # an internal error: say so plainly, never a traceback
+    except Exception as e:
+        if type(e).__module__ == "sqlite3" and not os.environ.get("HARNESSC_DEBUG"):
+            # state.db is the only SQLite file: damaged in a way the check at open did not see
+            damaged = type(e).__name__ == "DatabaseError"  # not locked, I/O or a full disk
+            fail_usage(f".harness/state.db cannot be used ({e})",
+                       "restore it from a backup, or move it aside to start fresh" if damaged else None)
+        # an internal error: say so plainly, never a traceback
         click.echo(f"harnessc: internal error: {type(e).__name__}: {e}", err=True)
         click.echo("  hint: set HARNESSC_DEBUG=1 for the traceback, and please report it", err=True)
-        import os
-
         if os.environ.get("HARNESSC_DEBUG"):
             raise
         sys.exit(Exit.USAGE)

@@ -6,7 +6,7 @@ code the process exits with. The codes are a user contract (docs/cli.md#exit-cod
 
   0  clean; every task succeeded, degraded or done
   1  spec errors (warnings too with --strict), invalid output, or a task failed
-  2  usage or internal error
+  2  usage or internal error, or a state.db that cannot be used (also: removed during a run)
   3  stopped, or a limit or budget reached before the end
 
 Degraded is 0 on purpose: on_failure fallback/partial/template is the spec author's choice
@@ -58,6 +58,7 @@ STOP = "stop"  # `harnessc stop` or Ctrl-C once: in-flight work finished
 ABORT = "abort"  # `harnessc stop --abort`, Ctrl-C twice, SIGTERM: in-flight work cancelled
 BUDGET = "budget"  # a run-wide cost or token budget refused the next call
 FAIL_FAST = "fail_fast"  # --fail-fast after the first failure
+STATE_LOST = "state_lost"  # state.db was removed or replaced under the run: nothing more is saved
 NOTHING = "nothing"  # nothing to run: no run was started
 
 _ENDING_WORDS = {
@@ -68,7 +69,7 @@ _ENDING_WORDS = {
 
 @dataclass(frozen=True)
 class RunOutcome:
-    status: str  # succeeded | failed | stopped | aborted | budget (runs.status, run_results.json)
+    status: str  # succeeded | failed | stopped | aborted | budget | error (runs.status, run_results.json)
     exit_code: Exit
     message: str  # the counts, then why it ended early: "2 tasks succeeded, 3 left — ..."
     nothing_to_run: bool = False
@@ -113,6 +114,8 @@ def run_outcome(states: Iterable[str], ending: str = FINISHED, why: str | None =
         return RunOutcome(status, code, text + (f" — {reason}" if reason else ""),
                           nothing_to_run=ending == NOTHING)
 
+    if ending == STATE_LOST:  # not a stop to resume from: the run's own record is gone
+        return outcome("error", Exit.USAGE, why)
     if ending == FAIL_FAST:
         return outcome("failed", Exit.PROBLEMS, why)
     if left and ending == BUDGET:

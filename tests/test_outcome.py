@@ -28,6 +28,9 @@ ENDINGS = (oc.FINISHED, oc.STOP, oc.ABORT, oc.BUDGET, oc.FAIL_FAST)
     (["succeeded", "failed"], oc.STOP, "failed", Exit.PROBLEMS),
     (["succeeded"], oc.NOTHING, "succeeded", Exit.OK),
     (["succeeded", "failed"], oc.NOTHING, "failed", Exit.PROBLEMS),
+    # state.db removed or replaced under the run: an error, even when every task had finished
+    (["succeeded", "pending"], oc.STATE_LOST, "error", Exit.USAGE),
+    (["succeeded", "succeeded"], oc.STATE_LOST, "error", Exit.USAGE),
 ])
 def test_run_exit_codes(states, ending, status, code):
     out = run_outcome(states, ending)

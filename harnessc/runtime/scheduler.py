@@ -28,7 +28,7 @@ from . import plan as planmod
 from .agents.base import AgentError, Request, make_agent
 from .budget import Budget
 from .routing import AttemptState, route
-from .state import TERMINAL_OK, StateStore
+from .state import TERMINAL_OK, StateError, StateStore
 from .verify import verify
 from .work import Work, plan_work
 
@@ -134,8 +134,18 @@ class Runner:
                 word = None
             if word:
                 self.request_stop("abort" if word.startswith("abort") else "stop", via="file")
+            self._check_state_file()
             self.store.flush_mirror()  # events.jsonl lags the db by at most this poll
             await asyncio.sleep(STOP_POLL)
+
+    def _check_state_file(self) -> None:
+        """A state.db removed or replaced under the run ends it: nothing it saves would be read."""
+        try:
+            self.store.check_file()
+        except StateError as e:
+            if self.halt is None or self.halt[0] != outcomes.STATE_LOST:
+                self.halt = (outcomes.STATE_LOST, str(e))
+                self.request_stop("abort")
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, but wake early when a stop is requested."""
@@ -188,6 +198,7 @@ class Runner:
         watcher = asyncio.create_task(self._watch_stop_file())
         try:
             await self._schedule(self._prepare())
+            self._check_state_file()  # a removal since the watcher's last look
         finally:
             watcher.cancel()
             await self._settle()
@@ -511,7 +522,9 @@ class Runner:
                          total_cost_usd=self.store.spent())
 
     def _ending(self) -> tuple[str, str | None]:
-        """How the run ended (outcome.FINISHED, STOP, ABORT, BUDGET, FAIL_FAST) and why."""
+        """How the run ended (outcome.FINISHED, STOP, ABORT, BUDGET, FAIL_FAST, STATE_LOST) and why."""
+        if self.halt and self.halt[0] == outcomes.STATE_LOST:
+            return self.halt
         if self.stop_mode == "abort":
             return outcomes.ABORT, None
         if self.halt:

@@ -1,0 +1,131 @@
+"""A damaged, tampered-with, removed or replaced state.db is a clear one-line error and exit 2,
+never an internal error, and harnessc leaves the file as it found it (issue 7). Real SQLite,
+real CLI."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from .helpers import SIMPLE_CONTRACT, harnessc, node, spawn, write_project
+
+
+def ran_project(root: Path, n: int = 60) -> Path:
+    """A project whose run finished: state.db holds n tasks and their attempts. The db path."""
+    write_project(root, [node(f"t{i}", contract="summary") for i in range(n)],
+                  contracts={"summary": SIMPLE_CONTRACT}, concurrency=8)
+    r = harnessc(root, "run", "--no-build")
+    assert r.returncode == 0, r.stdout + r.stderr
+    db = root / ".harness" / "state.db"
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the main file
+    con.close()
+    return db
+
+
+def overwrite_page(db: Path, name: str, seed: int) -> None:
+    """Random bytes over one leaf page of table or index `name`."""
+    con = sqlite3.connect(db)
+    pages = [r[0] for r in con.execute("SELECT pageno FROM dbstat WHERE name=? AND pagetype='leaf'", (name,))]
+    size = con.execute("PRAGMA page_size").fetchone()[0]
+    con.close()
+    assert pages, f"no leaf page for {name}"
+    rng = random.Random(seed)
+    with open(db, "r+b") as f:
+        f.seek((rng.choice(pages) - 1) * size)
+        f.write(rng.randbytes(size))
+
+
+def assert_clear_error(r, *words: str) -> None:
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    first = r.stderr.splitlines()[0]
+    assert first.startswith("harnessc: error: .harness/state.db"), r.stderr
+    for w in words:
+        assert w in r.stderr, r.stderr
+
+
+# an index page went unnoticed (answers silently wrong), a table page was an internal error
+@pytest.mark.parametrize("name", ["tasks", "attempts", "attempts_task", "sqlite_autoindex_tasks_1"])
+def test_random_bytes_over_a_page(tmp_path: Path, name: str) -> None:
+    db = ran_project(tmp_path)
+    overwrite_page(db, name, seed=7)
+    damaged = db.read_bytes()
+    for cmd in (["status"], ["log", "t1"], ["run", "--no-build"], ["reset", "--all"]):
+        assert_clear_error(harnessc(tmp_path, *cmd), "move it aside")
+    assert db.read_bytes() == damaged  # never repaired or reset behind the user's back
+
+
+@pytest.mark.parametrize("version, words", [
+    ("abc", "bad schema version 'abc'"), ("0", "bad schema version '0'"), ("-1", "bad schema version"),
+    ("99", "newer than this harnessc"),
+])
+def test_wrong_schema_version(tmp_path: Path, version: str, words: str) -> None:
+    db = ran_project(tmp_path, n=3)
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (version,))
+    assert_clear_error(harnessc(tmp_path, "status"), words)
+
+
+def test_dropped_table(tmp_path: Path) -> None:
+    db = ran_project(tmp_path, n=3)
+    with sqlite3.connect(db) as con:
+        con.execute("DROP TABLE ledger")
+    assert_clear_error(harnessc(tmp_path, "run", "--no-build"), "lost its ledger table")
+    assert_clear_error(harnessc(tmp_path, "status"), "lost its ledger table")
+
+
+@pytest.mark.parametrize("sql, cmd, words", [
+    ("UPDATE tasks SET output='{\"title\": ' WHERE id='t1'", ["status"], "task t1's output is not valid JSON"),
+    ("UPDATE attempts SET errors='[' WHERE task_id='t1'", ["log", "t1"], "'s errors is not valid JSON"),
+    ("UPDATE runs SET options='{nope'", ["status"], "'s options is not valid JSON"),
+])
+def test_bad_json_in_a_row(tmp_path: Path, sql: str, cmd: list[str], words: str) -> None:
+    db = ran_project(tmp_path, n=3)
+    with sqlite3.connect(db) as con:
+        con.execute(sql)
+    assert_clear_error(harnessc(tmp_path, *cmd), words)
+
+
+def _succeeded(db: Path) -> int:
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            return con.execute("SELECT count(*) FROM tasks WHERE state='succeeded'").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return 0
+
+
+@pytest.mark.parametrize("how", ["removed", "replaced"])
+def test_state_db_removed_or_replaced_mid_run(tmp_path: Path, how: str) -> None:
+    # the run used to go on writing into the unlinked file and report success
+    write_project(tmp_path, [node(f"t{i}") for i in range(30)], concurrency=1,
+                  agents={"rehearsal": {"provider": "simulate", "latency": 0.2}})
+    db = tmp_path / ".harness" / "state.db"
+    p = spawn(tmp_path, "run", "--no-build")
+    try:
+        deadline = time.monotonic() + 60
+        while _succeeded(db) < 2:
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+            time.sleep(0.05)
+        if how == "removed":
+            db.unlink()
+        else:
+            shutil.copy(db, tmp_path / "copy.db")
+            os.replace(tmp_path / "copy.db", db)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 2, out + err
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("error: ") and f".harness/state.db was {how}" in last, out + err
+    assert "internal error" not in err and "Traceback" not in err
