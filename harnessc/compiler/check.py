@@ -132,15 +132,19 @@ def check_contracts(project: Project) -> None:
         base = project.contract_paths[name]
         if contract is None or not contract.output:
             continue
+        # a $ref reaches jsonschema through every enclosing deliverable's example check too
+        refs = [loc + ("schema",) + ref for loc, d in _walk_deliverables(contract.output, base + ("output",))
+                for ref in schema_refs(raw(d.schema_))]
+        for loc in refs:
+            _refuse_ref(project, marks, loc)
         for loc, d in _walk_deliverables(contract.output, base + ("output",)):
             for key, wanted in (("fields", "dict"), ("items", "list")):
                 if getattr(d, key) is not None and d.type not in (wanted, "any"):
                     project.diags.error("HC217", f"'{key}' applies to {wanted} deliverables, and '{loc[-1]}' is {d.type}",
                                         marks.key(loc + (key,)), f"set `type: {wanted}` or remove `{key}`")
             results = [_check_rule(project, marks, loc + ("rules", i), text, d) for i, text in enumerate(d.rules)]
-            results += [_refuse_ref(project, marks, loc + ("schema",) + ref) for ref in schema_refs(raw(d.schema_))]
             results.append(_check_schema_patterns(project, marks, loc + ("schema",), raw(d.schema_)))
-            if not all(results):
+            if not all(results) or refs:
                 continue
             for key in ("example", "default"):
                 value = getattr(d, key)
@@ -155,10 +159,9 @@ def check_contracts(project: Project) -> None:
             _check_rule(project, marks, base + ("output_rules", i), text, contract.output)
 
 
-def _refuse_ref(project: Project, marks, loc: tuple) -> bool:
+def _refuse_ref(project: Project, marks, loc: tuple) -> None:
     project.diags.error("HC218", "$ref is not allowed in a deliverable's schema", marks.key(loc),
                         "write the sub-schema out in full; references are never followed or fetched")
-    return False
 
 
 def _check_schema_patterns(project: Project, marks, loc: tuple, schema: dict) -> bool:

@@ -135,9 +135,18 @@ def _validator_class():
     return _VALIDATOR_CLASS
 
 
+def _no_retrieval(uri: str):
+    """jsonschema reads a $ref it cannot resolve locally from its URI (http://, file://): never."""
+    from referencing.exceptions import NoSuchResource
+
+    raise NoSuchResource(ref=uri)
+
+
 def _schema_errors(schema: dict, data: Any, base: PathParts = ()) -> list[dict]:
+    from referencing import Registry
+
     errors: list[dict] = []
-    for e in _validator_class()(schema).iter_errors(data):
+    for e in _validator_class()(schema, registry=Registry(retrieve=_no_retrieval)).iter_errors(data):
         # Keywords derived from rules are reported by the rule itself, with its text.
         if isinstance(e.schema, dict) and e.validator in (e.schema.get("x-from-rules") or ()):
             continue
