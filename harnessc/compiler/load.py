@@ -160,11 +160,17 @@ def _check_templates_dir(project: Project) -> None:
         return
     span = project.config_marks.value(("templates",))
     root = project.root.resolve()
-    path = (root / name).resolve()
+    try:
+        path = (root / name).resolve()
+        is_dir = path.is_dir()
+    except OSError as e:  # a name too long for the file system, ...
+        project.diags.error("HC216", f"templates directory '{name}' cannot be used: {e.strerror}", span,
+                            "name a directory inside the project")
+        return
     if not path.is_relative_to(root):
         project.diags.error("HC216", f"templates directory '{name}' is outside the project", span,
                             "keep template overrides inside the project directory")
-    elif not path.is_dir():
+    elif not is_dir:
         project.diags.error("HC216", f"templates directory '{name}' does not exist", span,
                             "create it with overrides named like harnessc/templates (task.md.j2, ...), or remove the key")
     elif (link := _first_link(root, name)) is not None:
