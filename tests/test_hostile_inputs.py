@@ -145,3 +145,20 @@ def test_validate_refuses_a_contract_lint_refuses(tmp_path: Path) -> None:
     r = run_cli("-C", str(root), "validate", "--contract", "tree", str(f))
     assert r.returncode == 1, r.stdout + r.stderr
     assert "HC218" in r.stdout and "Traceback" not in r.stderr
+
+
+def test_schema_refs_are_never_retrieved(tmp_path: Path) -> None:
+    # lint refuses $ref (HC218); should one reach the validator, jsonschema must not read it
+    from harnessc.compiler.validate import _schema_errors
+
+    target = tmp_path / "schema.json"
+    target.write_text('{"type": "string"}', encoding="utf-8")
+    with pytest.raises(Exception, match="Unresolvable"):
+        _schema_errors({"properties": {"a": {"$ref": target.as_uri()}}}, {"a": 1})
+
+
+def test_templates_name_too_long_for_the_file_system(tmp_path: Path) -> None:
+    # found by test_mutated_projects_...: is_dir() raised ENAMETOOLONG
+    root = project(tmp_path, harness_yaml=HARNESS + "templates: " + "x" * 300 + "\n")
+    assert "HC216" in codes(root)
+    assert compile_project(root).plan is None
