@@ -355,3 +355,83 @@ def test_cli_on_broken_project_has_no_traceback(tmp_path):
     assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
     out = proc.stdout + proc.stderr
     assert "HC103" in out and "HC203" in out, out
+
+
+# ------------------------------------------------------------------ mutated real projects: lint and build
+
+
+def _project_files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != "expected.txt" and ".harness" not in p.parts}
+
+
+BASES = {"demo": _project_files(DEMO)} | {
+    p.name: _project_files(p) for p in sorted((REPO / "tests" / "fixtures" / "projects").iterdir()) if p.is_dir()}
+HOSTILE = [
+    ".nan", "-.inf", "1.0e+400", "9" * 400, "9" * 4301, str(2**63), "{1: x}", "{true: a, ~: b, 1.5: c}",
+    "{$ref: '#'}", "{$ref: 'http://127.0.0.1:9/x.json'}", "{type: dict, schema: {$ref: 'file:///etc/passwd'}}",
+    "[" * 40 + "]" * 40, "{a: " * 40 + "1" + "}" * 40, "a" * 253, "$" + "9" * 400, "9" * 400 + "h",
+    "'value ** 9 ** 9'", "[.nan, .inf]", "", "~", "!!float nan", "&a x", "\x00", "\udcff",
+]
+ALL_KEYS = sorted(set(YAML_KEYS + ROADMAP_KEYS) - {""})
+
+
+@st.composite
+def mutated_project(draw) -> dict[str, bytes]:
+    """A real project (specs/demo or a golden fixture) with 1-4 mutations in one spec file."""
+    files = dict(BASES[draw(st.sampled_from(["demo"] * 8 + sorted(BASES)))])  # the demo has every file
+    name = draw(st.sampled_from([f for f in SPEC_FILES if f in files] or ["roadmap.md"]))
+    data = files.get(name, b"")
+    for _ in range(draw(st.integers(1, 4))):
+        lines = data.split(b"\n")
+        i = draw(st.integers(0, max(0, len(lines) - 1)))
+        kind = draw(st.sampled_from(["flip", "dup", "delete", "swap", "key", "value", "value", "value", "id", "nest"]))
+        if kind == "flip" and data:
+            at = draw(st.integers(0, len(data) - 1))
+            data = data[:at] + bytes([draw(st.integers(0, 255))]) + data[at + 1:]
+            continue
+        if kind == "dup":
+            lines.insert(i, lines[i])
+        elif kind == "delete" and len(lines) > 1:
+            del lines[i]
+        elif kind == "swap":
+            j = draw(st.integers(0, len(lines) - 1))
+            lines[i], lines[j] = lines[j], lines[i]
+        elif kind in ("key", "value") and b":" in lines[i]:
+            key, _, value = lines[i].partition(b":")
+            indent = key[: len(key) - len(key.lstrip(b" -*"))]
+            if kind == "key":
+                key = indent + draw(st.sampled_from(ALL_KEYS)).encode()
+            else:
+                value = b" " + draw(st.sampled_from(HOSTILE)).encode("utf-8", "surrogatepass")
+            lines[i] = key + b":" + value
+        elif kind == "id" and b"**" in lines[i]:
+            head, _, rest = lines[i].partition(b"**")
+            lines[i] = head + b"**" + draw(st.sampled_from([b"a" * 253, b"a" * 129, b"x/../y", b"1"])) + \
+                b"**" + rest.partition(b"**")[2]
+        elif kind == "nest":
+            lines.insert(i, b"  " * draw(st.integers(0, 3)) + b"x: " + draw(st.sampled_from(HOSTILE[11:13])).encode())
+        data = b"\n".join(lines)
+    files[name] = data
+    return files
+
+
+@settings(FUZZ, max_examples=2 * FUZZ.max_examples)  # ~60 ms an example
+@given(files=mutated_project())
+def test_mutated_projects_lint_and_build_without_internal_error(files):
+    """lint and build never raise; a project that lints clean builds and writes its plan."""
+    from harnessc.compiler import compile_project, write_build
+
+    with tempfile.TemporaryDirectory(prefix="hc-mutant-") as tmp:
+        root = Path(tmp)
+        for name, content in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_bytes(content)
+        linted = lint_project(root)
+        for d in linted.diags.items:
+            assert d.code in CODES and d.span.line >= 1 and d.span.col >= 1, d
+        built = compile_project(root, write_prompts=True)
+        if not linted.diags.has_errors():
+            assert built.plan is not None, [str(d) for d in built.diags.items]
+        if built.plan is not None:
+            assert (write_build(built) / "plan.json").is_file()
