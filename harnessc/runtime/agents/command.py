@@ -19,21 +19,51 @@ from .base import AgentError, Request, Response, Usage, price_cost
 DEFAULT_TIMEOUT = 1800.0
 
 
-class CommandAgent:
+class SubprocessAgent:
+    """An agent that runs a program per call (the command agent, the CLI agents in cli.py)."""
+
     def __init__(self, name: str, config: dict, root: Path):
         self.name = name
         self.config = config
         self.root = root
+
+    def timeout(self, request: Request) -> float:
+        """The agent's `timeout:`, bounded by what the task has left."""
+        timeout = float(self.config.get("timeout") or DEFAULT_TIMEOUT)
+        return min(timeout, request.timeout) if request.timeout is not None else timeout
+
+    async def run(self, argv: list[str], request: Request, env: dict[str, str],
+                  stdin: bytes | None, timed_out_kind: str = "failed") -> procs.ProcResult:
+        """Run one call's process; a process that never started or timed out is an AgentError."""
+        # Let scripts know which task and iteration they serve (no secrets in these).
+        env["HARNESSC_TASK"] = request.task_id
+        env["HARNESSC_ITERATION"] = str(request.iteration)
+        res = await procs.run(argv, cwd=self.root, timeout=self.timeout(request), stdin=stdin, env=env)
+        if res.error:
+            raise AgentError(f"agent '{self.name}': {res.error}")
+        if res.timed_out:
+            err = AgentError(f"agent '{self.name}': {res.describe()}",
+                             transient=timed_out_kind == "timeout", stderr=res.stderr[-4000:])
+            err.kind = timed_out_kind
+            raise err
+        return res
+
+
+def full_prompt(request: Request) -> str:
+    """The system prompt and the task prompt as one text, for programs that take one."""
+    return (request.system + "\n\n" + request.prompt) if request.system else request.prompt
+
+
+class CommandAgent(SubprocessAgent):
+    def __init__(self, name: str, config: dict, root: Path):
+        super().__init__(name, config, root)
         cmd = config.get("command")
         if not cmd:
             raise AgentError(f"agent '{name}': provider command needs `command:` (an argv list)")
         self.argv = split_command(cmd)
 
     async def call(self, request: Request) -> Response:
-        timeout = float(self.config.get("timeout") or DEFAULT_TIMEOUT)
-        if request.timeout is not None:
-            timeout = min(timeout, request.timeout)
-        prompt = (request.system + "\n\n" + request.prompt) if request.system else request.prompt
+        prompt = full_prompt(request)
         uses_file = any("{prompt_file}" in a for a in self.argv)
         uses_text = any("{prompt}" in a for a in self.argv)
         tmp = None
@@ -45,22 +75,14 @@ class CommandAgent:
             argv = [a.replace("{prompt_file}", tmp or "").replace("{prompt}", prompt)
                     for a in self.argv]
             env = procs.clean_env(self.config.get("env"))
-            # Let scripts know which task and iteration they serve (no secrets in these).
-            env["HARNESSC_TASK"] = request.task_id
-            env["HARNESSC_ITERATION"] = str(request.iteration)
             stdin = None if (uses_file or uses_text) else prompt.encode("utf-8")
-            res = await procs.run(argv, cwd=self.root, timeout=timeout, stdin=stdin, env=env)
+            res = await self.run(argv, request, env, stdin)
         finally:
             if tmp:
                 try:
                     os.unlink(tmp)
                 except OSError:
                     pass
-        if res.error:
-            raise AgentError(f"agent '{self.name}': {res.error}")
-        if res.timed_out:
-            raise AgentError(f"agent '{self.name}': {res.describe()}", transient=False,
-                             stderr=res.stderr[-4000:])
         if res.returncode != 0:
             tail = res.stderr.strip()[-2000:]
             msg = f"agent '{self.name}': {res.describe()}"
