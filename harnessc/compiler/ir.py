@@ -148,16 +148,24 @@ class AgentLimits(_Spec):
     concurrency: int | None = Field(None, ge=1, description="Calls in flight at once.")
 
 
-Provider = Literal["anthropic", "openai", "command", "simulate", "replay"]
+Provider = Literal["anthropic", "openai", "command", "claude-code", "codex", "gemini-cli", "simulate", "replay"]
 
 
 class AgentConfig(_Spec):
     """An agent: a provider plus how to reach and use it."""
 
     provider: Provider = Field(
-        ..., description="anthropic, openai (any OpenAI-compatible server), command (a CLI agent), simulate (offline) or replay (recorded)."
+        ...,
+        description="anthropic, openai (any OpenAI-compatible server), command (any CLI, argv given), "
+        "claude-code (claude -p), codex (codex exec), gemini-cli (gemini -p), simulate (offline) "
+        "or replay (recorded).",
     )
-    model: str | None = Field(None, description="Model id for anthropic/openai.")
+    model: str | None = Field(None, description="Model id (for the CLI agents: passed to the CLI's model flag).")
+    permissions: Literal["read-only", "edit", "full"] | None = Field(
+        None,
+        description="claude-code, codex, gemini-cli: what the CLI may do in the project "
+        "(read-only by default; edit: change files; full: run anything without asking).",
+    )
     tier: Literal["fast", "balanced", "powerful"] | None = Field(
         None, description="Rough strength, used by the router."
     )
@@ -170,7 +178,9 @@ class AgentConfig(_Spec):
     max_tokens: int | None = Field(None, ge=1, description="Output token cap per call.")
     temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature.")
     command: list[str] | None = Field(
-        None, description="For provider command: argv; {prompt} and {prompt_file} are replaced, else the prompt goes to stdin."
+        None, description="For provider command: argv; {prompt} and {prompt_file} are replaced, else the prompt goes to stdin. "
+        "For claude-code, codex, gemini-cli: the executable (and leading arguments) to run instead of "
+        "claude / codex / gemini."
     )
     timeout: Duration | None = Field(None, description="Per-call time limit.")
     env: dict[str, str] | None = Field(

@@ -88,10 +88,12 @@ class Unavailable:
 def _registry() -> dict[str, type]:
     # Imported here so `import harnessc.runtime` stays cheap; SDK-backed providers will be
     # added the same way and must import their SDK inside their module, lazily.
+    from .cli import CLI_AGENTS
     from .command import CommandAgent
     from .simulate import SimulateAgent
 
     return {
+        **CLI_AGENTS,
         "simulate": SimulateAgent,
         "command": CommandAgent,
         "anthropic": Unavailable,

@@ -1,0 +1,219 @@
+"""claude-code, codex, gemini-cli: the coding CLIs as agents, with argv built here.
+
+Each CLI runs headless through SubprocessAgent (argv list, timeout, process-group kill),
+asked for JSON output, with its own retries turned down where it allows it so harnessc's
+retry loop is the only one. Its output is read by cli_output.py. `command:` replaces the
+executable (e.g. [npx, "@openai/codex"]); the rest of the argv is still built here.
+
+PERMISSIONS is the one table of what `permissions:` means for each CLI (docs/providers.md).
+ENV_VARS names, per CLI, the only variables of ours it receives besides procs' base set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from ...compiler.argv import split_command
+from .. import procs
+from .base import AgentError, Request, Response, Usage, price_cost
+from .cli_output import Answer, Failure, kind_retried, parse_claude, parse_codex, parse_gemini
+from .command import SubprocessAgent, full_prompt
+
+PERMISSIONS: dict[str, dict[str, list[str]]] = {
+    "claude-code": {
+        "read-only": ["--permission-mode", "plan"],
+        "edit": ["--permission-mode", "acceptEdits"],
+        # refused as root unless IS_SANDBOX=1 is exported (we never set it: see parse_claude)
+        "full": ["--dangerously-skip-permissions"],
+    },
+    "codex": {
+        "read-only": ["-s", "read-only", "-c", 'approval_policy="never"'],
+        "edit": ["-s", "workspace-write", "-c", 'approval_policy="never"'],
+        "full": ["-s", "danger-full-access", "-c", 'approval_policy="never"'],
+    },
+    "gemini-cli": {
+        "read-only": ["--approval-mode", "plan"],
+        "edit": ["--approval-mode", "auto_edit"],
+        "full": ["--approval-mode", "yolo"],
+    },
+}
+DEFAULT_PERMISSIONS = "read-only"
+
+ENV_VARS: dict[str, tuple[str, ...]] = {
+    "claude-code": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
+                    "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR", "IS_SANDBOX"),
+    "codex": ("CODEX_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME"),
+    "gemini-cli": ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL",
+                   "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GOOGLE_GENAI_USE_VERTEXAI",
+                   "GOOGLE_APPLICATION_CREDENTIALS", "GEMINI_CLI_TRUST_WORKSPACE"),
+}
+
+# Linux refuses a single argument over 128 KiB; longer prompts go through stdin.
+_MAX_ARG = 100_000
+
+
+class CliAgent(SubprocessAgent):
+    """One headless CLI; subclasses say its executable, argv and how to read its output."""
+
+    provider = ""
+    executable = ""
+
+    def __init__(self, name: str, config: dict, root: Path):
+        super().__init__(name, config, root)
+        cmd = config.get("command")
+        self.base_argv = split_command(cmd) if cmd else [self.executable]
+        self.permissions = config.get("permissions") or DEFAULT_PERMISSIONS
+
+    def env(self) -> dict[str, str]:
+        """The child environment: procs' base set, this CLI's variables, then `env:`."""
+        extra = {k: os.environ[k] for k in ENV_VARS[self.provider] if k in os.environ}
+        key_env = self.config.get("api_key_env")
+        if key_env and key_env in os.environ:  # the key the user named, under the CLI's name
+            extra[self.key_variable()] = os.environ[key_env]
+        extra.update(self.settings_env())
+        extra.update({str(k): str(v) for k, v in (self.config.get("env") or {}).items()})
+        return procs.clean_env(extra)
+
+    def key_variable(self) -> str:
+        return ENV_VARS[self.provider][0]
+
+    def settings_env(self) -> dict[str, str]:
+        """Variables harnessc sets for this CLI (retries off, base URL)."""
+        return {}
+
+    def argv(self, request: Request, prompt: str, schema_file: str | None) -> tuple[list[str], bytes | None]:
+        raise NotImplementedError
+
+    def parse(self, stdout: str, stderr: str, rc: int | None) -> Answer | Failure:
+        raise NotImplementedError
+
+    def schema(self, request: Request) -> dict | None:
+        return request.output_schema
+
+    async def call(self, request: Request) -> Response:
+        prompt = full_prompt(request)
+        schema = self.schema(request)
+        schema_file = None
+        try:
+            if schema is not None and self.provider == "codex":  # codex reads it from a file
+                fd, schema_file = tempfile.mkstemp(prefix="harnessc-schema-", suffix=".json")
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump(schema, f)
+            argv, stdin = self.argv(request, prompt, schema_file)
+            res = await self.run(argv, request, self.env(), stdin, timed_out_kind="timeout")
+        finally:
+            if schema_file:
+                try:
+                    os.unlink(schema_file)
+                except OSError:
+                    pass
+        outcome = self.parse(res.stdout, res.stderr, res.returncode)
+        if isinstance(outcome, Failure):
+            raise self.error(outcome, res.stderr)
+        usage = Usage(outcome.input_tokens, outcome.output_tokens)
+        cost = outcome.cost_usd if outcome.cost_usd is not None else price_cost(self.config, usage)
+        return Response(text=outcome.text, usage=usage, cost_usd=cost, latency=res.duration,
+                        notes=res.notes + outcome.notes)
+
+    def error(self, failure: Failure, stderr: str) -> AgentError:
+        err = AgentError(f"agent '{self.name}' ({self.provider}): {failure.kind}: {failure.message}",
+                         transient=kind_retried(failure.kind), retry_after=failure.retry_after,
+                         stderr=stderr[-4000:])
+        err.kind = failure.kind
+        err.reset_at = failure.reset_at
+        return err
+
+
+class ClaudeCodeAgent(CliAgent):
+    provider = "claude-code"
+    executable = "claude"
+
+    def settings_env(self) -> dict[str, str]:
+        env = {"CLAUDE_CODE_MAX_RETRIES": "0", "DISABLE_AUTOUPDATER": "1",
+               "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+        if self.config.get("base_url"):
+            env["ANTHROPIC_BASE_URL"] = self.config["base_url"]
+        return env
+
+    def argv(self, request, prompt, schema_file):
+        argv = self.base_argv + ["-p", "--output-format", "json"]
+        if self.config.get("model"):
+            argv += ["--model", self.config["model"]]
+        schema = self.schema(request)
+        if schema is not None:
+            argv += ["--json-schema", json.dumps(schema, separators=(",", ":"))]
+        argv += PERMISSIONS[self.provider][self.permissions]
+        return argv, prompt.encode("utf-8")  # `claude -p` reads the prompt from stdin
+
+    def parse(self, stdout, stderr, rc):
+        return parse_claude(stdout, stderr, rc)
+
+
+class CodexAgent(CliAgent):
+    provider = "codex"
+    executable = "codex"
+
+    def schema(self, request: Request) -> dict | None:
+        # Codex sends the schema as strict json_schema: only the OpenAI strict subset works,
+        # and a contract that has none is left to the prompt's description (still checked).
+        entry = ((request.contract or {}).get("provider_schemas") or {}).get("openai")
+        if request.output_schema is None or not entry or not entry.get("strict"):
+            return None
+        return entry["schema"]
+
+    def argv(self, request, prompt, schema_file):
+        argv = self.base_argv + ["exec", "--json", "--skip-git-repo-check", "--ephemeral"]
+        if self.config.get("model"):
+            argv += ["-m", self.config["model"]]
+        if schema_file:
+            argv += ["--output-schema", schema_file]
+        argv += PERMISSIONS[self.provider][self.permissions]
+        if self.config.get("base_url"):
+            # A custom provider is the only way to turn Codex's own retries off (the built-in
+            # one made 30 requests for one 500).
+            p = "model_providers.harnessc"
+            env_key = self.config.get("api_key_env") or "OPENAI_API_KEY"
+            argv += ["-c", 'model_provider="harnessc"', "-c", f'{p}.name="harnessc"',
+                     "-c", f"{p}.base_url={json.dumps(self.config['base_url'])}",
+                     "-c", f"{p}.env_key={json.dumps(env_key)}",
+                     "-c", f'{p}.wire_api="responses"', "-c", f"{p}.supports_websockets=false",
+                     "-c", f"{p}.request_max_retries=0", "-c", f"{p}.stream_max_retries=0"]
+        return argv + ["-"], prompt.encode("utf-8")  # "-": the prompt comes from stdin
+
+    def env(self) -> dict[str, str]:
+        env = super().env()
+        key_env = self.config.get("api_key_env")
+        if self.config.get("base_url") and key_env and key_env in os.environ:
+            env[key_env] = os.environ[key_env]  # the custom provider reads it by this name
+        return env
+
+    def parse(self, stdout, stderr, rc):
+        return parse_codex(stdout, stderr, rc)
+
+
+class GeminiCliAgent(CliAgent):
+    provider = "gemini-cli"
+    executable = "gemini"
+
+    def settings_env(self) -> dict[str, str]:
+        if self.config.get("base_url"):
+            return {"GOOGLE_GEMINI_BASE_URL": self.config["base_url"]}
+        return {}
+
+    def argv(self, request, prompt, schema_file):
+        # gemini appends stdin to -p; a prompt too long for one argument goes there instead
+        long = len(prompt.encode("utf-8")) > _MAX_ARG
+        argv = self.base_argv + ["-p", " " if long else prompt, "-o", "json"]
+        if self.config.get("model"):
+            argv += ["-m", self.config["model"]]
+        argv += ["--skip-trust"] + PERMISSIONS[self.provider][self.permissions]
+        return argv, (prompt.encode("utf-8") if long else None)
+
+    def parse(self, stdout, stderr, rc):
+        return parse_gemini(stdout, stderr, rc)
+
+
+CLI_AGENTS = {cls.provider: cls for cls in (ClaudeCodeAgent, CodexAgent, GeminiCliAgent)}

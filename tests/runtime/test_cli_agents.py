@@ -1,0 +1,326 @@
+"""claude-code, codex, gemini-cli against fake executables replaying the outputs recorded from
+the real CLIs (shared/research/providers.md §4 and Appendix B): argv, environment, parsed
+answers, usage, cost and error kinds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from harnessc.runtime.agents.base import AgentError, Request, make_agent
+from harnessc.runtime.agents.cli import PERMISSIONS
+from harnessc.runtime.agents.cli_output import Answer, Failure, parse_claude, parse_codex, parse_gemini
+
+from .helpers import SIMPLE_CONTRACT, harnessc, node, write_project, env as cli_env
+
+CLAUDE_OK = {
+    "type": "result", "subtype": "success", "is_error": False, "api_error_status": None,
+    "duration_ms": 1200, "num_turns": 1, "result": "Hello from Claude", "stop_reason": "end_turn",
+    "terminal_reason": "completed", "session_id": "s1", "total_cost_usd": 0.000141,
+    "usage": {"input_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+              "output_tokens": 5},
+    "modelUsage": {"claude-sonnet-4-6": {"inputTokens": 10, "outputTokens": 5,
+                                         "cacheReadInputTokens": 100, "cacheCreationInputTokens": 20,
+                                         "costUSD": 0.000141, "costBasis": "list"},
+                   "claude-haiku-4-5": {"inputTokens": 3, "outputTokens": 2,
+                                        "cacheReadInputTokens": 0, "cacheCreationInputTokens": 0}},
+}
+CLAUDE_429 = {
+    "type": "result", "subtype": "success", "is_error": True, "api_error_status": 429,
+    "terminal_reason": "api_error", "total_cost_usd": 0,
+    "result": "API Error: Request rejected (429) \u00b7 Rate limited",
+}
+CODEX_OK = "\n".join(json.dumps(e) for e in [
+    {"type": "thread.started", "thread_id": "t1"},
+    {"type": "item.completed", "item": {"id": "i0", "type": "error",
+                                        "text": "Model metadata for `m` not found"}},
+    {"type": "turn.started"},
+    {"type": "error", "message": "Reconnecting... 2/5"},
+    {"type": "item.completed", "item": {"id": "i1", "type": "agent_message", "text": "first"}},
+    {"type": "item.completed", "item": {"id": "i2", "type": "agent_message", "text": '{"title": "t", "score": 2}'}},
+    {"type": "turn.completed", "usage": {"input_tokens": 1000, "cached_input_tokens": 800,
+                                         "output_tokens": 200, "reasoning_output_tokens": 50}},
+]) + "\n"
+CODEX_LIMIT = "\n".join(json.dumps(e) for e in [
+    {"type": "thread.started", "thread_id": "t1"}, {"type": "turn.started"},
+    {"type": "error", "message": "You\u2019ve hit your usage limit. Try again later."},
+    {"type": "turn.failed", "error": {"message": "You\u2019ve hit your usage limit. Try again later."}},
+]) + "\n"
+GEMINI_OK = {"session_id": "g1", "response": "Hello from Gemini", "stats": {
+    "models": {"gemini-2.5-flash": {"api": {"totalRequests": 1, "totalErrors": 0},
+                                    "tokens": {"input": 40, "prompt": 50, "candidates": 7,
+                                               "total": 60, "cached": 10, "thoughts": 3, "tool": 0}}},
+    "tools": {}, "files": {}}}
+GEMINI_429_STDERR = json.dumps({"session_id": "g1", "error": {
+    "type": "Error", "message": "Resource has been exhausted (e.g. check quota).", "code": 429}}, indent=2)
+
+
+# ------------------------------------------------------------------ parsers (pure)
+
+def test_claude_success_usage_covers_every_model_and_cache_and_cost_is_the_cli_estimate():
+    a = parse_claude(json.dumps(CLAUDE_OK), "", 0)
+    assert isinstance(a, Answer) and a.text == "Hello from Claude"
+    assert (a.input_tokens, a.output_tokens) == (10 + 100 + 20 + 3, 5 + 2)
+    assert a.cost_usd == 0.000141 and "estimate" in a.notes[0]
+
+
+def test_claude_structured_output_first_then_result_text():
+    a = parse_claude(json.dumps({**CLAUDE_OK, "structured_output": {"title": "x", "score": 1}}), "", 0)
+    assert json.loads(a.text) == {"title": "x", "score": 1}
+    # --json-schema with a model that never called the StructuredOutput tool: null, JSON in result
+    b = parse_claude(json.dumps({**CLAUDE_OK, "structured_output": None,
+                                 "result": 'Here: {"title": "y", "score": 2}'}), "", 0)
+    assert b.text == 'Here: {"title": "y", "score": 2}'
+
+
+@pytest.mark.parametrize("rc", [0, 1])  # 2.1.49 exited 0 with is_error, 2.1.330 exits 1
+def test_claude_is_error_429_is_rate_limited_whatever_the_exit_code(rc):
+    f = parse_claude(json.dumps(CLAUDE_429), "", rc)
+    assert isinstance(f, Failure) and f.kind == "rate_limited" and "429" in f.message
+
+
+@pytest.mark.parametrize("status,text,kind", [
+    (529, "API Error: 529 Overloaded", "overloaded"),
+    (401, "Invalid API key \u00b7 Fix external API key", "auth"),
+    (500, "API Error: 500 Internal server error", "server"),
+    (400, "API Error: 400 prompt is too long: 250000 tokens > 200000 maximum", "context_too_long"),
+    (None, "Claude AI usage limit reached|1767225600", "quota_exhausted"),
+])
+def test_claude_error_kinds(status, text, kind):
+    f = parse_claude(json.dumps({**CLAUDE_429, "api_error_status": status, "result": text}), "", 1)
+    assert f.kind == kind, f
+
+
+@pytest.mark.parametrize("apostrophe", ["'", "\u2019"])
+def test_usage_limit_with_either_apostrophe_is_quota_exhausted_even_on_success(apostrophe):
+    text = f"You{apostrophe}ve hit your session limit \u00b7 resets 3pm (Europe/Paris)"
+    f = parse_claude(json.dumps({**CLAUDE_OK, "result": text}), "", 0)  # is_error false (#38673)
+    assert isinstance(f, Failure) and f.kind == "quota_exhausted" and "resets 3pm" in f.message
+    g = parse_claude(json.dumps({**CLAUDE_429, "result": text}), "", 1)
+    assert g.kind == "quota_exhausted"
+
+
+def test_claude_usage_limit_epoch_is_the_reset_time():
+    f = parse_claude(json.dumps({**CLAUDE_429, "api_error_status": None,
+                                 "result": "Claude AI usage limit reached|1767225600"}), "", 1)
+    assert (f.kind, f.reset_at) == ("quota_exhausted", 1767225600.0)
+    assert "|" not in f.message
+
+
+def test_claude_root_refusal_names_the_way_out():
+    f = parse_claude("", "--dangerously-skip-permissions cannot be used with root/sudo privileges "
+                         "for security reasons", 1)
+    assert f.kind == "invalid_request" and "IS_SANDBOX=1" in f.message
+
+
+def test_claude_without_json_is_a_failure_with_stderr():
+    f = parse_claude("", "Error: boom", 1)
+    assert f.kind == "failed" and "boom" in f.message
+
+
+def test_codex_last_agent_message_and_turn_usage_non_fatal_errors_ignored():
+    a = parse_codex(CODEX_OK, "", 0)
+    assert isinstance(a, Answer) and a.text == '{"title": "t", "score": 2}'
+    assert (a.input_tokens, a.output_tokens, a.cost_usd) == (1000, 200, None)
+
+
+def test_codex_turn_failed_usage_limit_curly_apostrophe():
+    f = parse_codex(CODEX_LIMIT, "", 1)
+    assert f.kind == "quota_exhausted" and "\u2019" in f.message
+
+
+@pytest.mark.parametrize("message,kind", [
+    ("We\u2019re currently experiencing high demand, which may cause temporary errors.", "overloaded"),
+    ("exceeded retry limit, last status: 500 Internal Server Error", "server"),
+    ("stream disconnected before completion: error sending request", "connection"),
+    ("unexpected status 401 Unauthorized: Incorrect API key provided", "auth"),
+    ("unexpected status 429 Too Many Requests: Rate limit reached", "rate_limited"),
+])
+def test_codex_turn_failed_kinds(message, kind):
+    events = json.dumps({"type": "turn.failed", "error": {"message": message}}) + "\n"
+    assert parse_codex(events, "", 1).kind == kind
+
+
+def test_codex_removed_flag_is_invalid_request():
+    f = parse_codex("", "error: unexpected argument '--full-auto' found", 2)
+    assert f.kind == "invalid_request"
+
+
+def test_gemini_success_tokens_include_cache_and_thoughts():
+    a = parse_gemini(json.dumps(GEMINI_OK), "", 0)
+    assert (a.text, a.input_tokens, a.output_tokens, a.cost_usd) == ("Hello from Gemini", 50, 10, None)
+
+
+def test_gemini_173_with_stderr_json_is_rate_limited():
+    f = parse_gemini("", "Attempt 10 failed...\n" + GEMINI_429_STDERR, 173)
+    assert f.kind == "rate_limited" and "exhausted" in f.message
+    assert parse_gemini("", "", 173).kind == "rate_limited"
+
+
+@pytest.mark.parametrize("rc,kind", [(41, "auth"), (52, "invalid_request"), (53, "failed"),
+                                     (55, "invalid_request")])
+def test_gemini_exit_codes(rc, kind):
+    f = parse_gemini("", "Workspace is not trusted.", rc)
+    assert f.kind == kind and str(rc) in f.message
+
+
+def test_gemini_daily_quota_is_quota_exhausted():
+    stderr = json.dumps({"error": {"message": "Quota exceeded for quota metric 'Generate Content "
+                                              "requests' and limit 'per day per user'", "code": 429}})
+    assert parse_gemini("", stderr, 173).kind == "quota_exhausted"
+
+
+# ------------------------------------------------------------------ agents with fake executables
+
+def fake_cli(directory: Path, name: str, stdout: str = "", stderr: str = "", rc: int = 0) -> Path:
+    """An executable `name` that logs its argv, stdin and environment, then replays an output."""
+    directory.mkdir(parents=True, exist_ok=True)
+    script = directory / name
+    log = directory / f"{name}.log.json"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os, sys\n"
+        f"json.dump({{'argv': sys.argv[1:], 'stdin': sys.stdin.read(), 'env': dict(os.environ)}},"
+        f" open({str(log)!r}, 'w'))\n"
+        f"sys.stdout.write({stdout!r}); sys.stderr.write({stderr!r}); sys.exit({rc})\n",
+        encoding="utf-8")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+def seen(script: Path) -> dict:
+    return json.loads((script.parent / f"{script.name}.log.json").read_text("utf-8"))
+
+
+def call(agent, **kw):
+    req = Request(task_id="t1", prompt="Do it.", system="You are careful.", **kw)
+    return asyncio.run(agent.call(req))
+
+
+def test_claude_code_argv_env_and_answer(tmp_path, monkeypatch):
+    exe = fake_cli(tmp_path / "bin", "claude", stdout=json.dumps(
+        {**CLAUDE_OK, "structured_output": {"title": "x", "score": 1}}))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-123456")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-not-for-claude")
+    agent = make_agent("cc", {"provider": "claude-code", "command": [str(exe)], "model": "sonnet",
+                              "permissions": "edit", "base_url": "http://127.0.0.1:9"}, tmp_path)
+    resp = call(agent, output_schema=SIMPLE_CONTRACT["json_schema"])
+    assert json.loads(resp.text) == {"title": "x", "score": 1}
+    assert resp.cost_usd == 0.000141 and resp.usage.total == 140
+    got = seen(exe)
+    schema = json.dumps(SIMPLE_CONTRACT["json_schema"], separators=(",", ":"))
+    assert got["argv"] == ["-p", "--output-format", "json", "--model", "sonnet",
+                           "--json-schema", schema, "--permission-mode", "acceptEdits"]
+    assert got["stdin"] == "You are careful.\n\nDo it."
+    e = got["env"]
+    assert e["ANTHROPIC_API_KEY"] == "sk-ant-test-123456" and "OPENAI_API_KEY" not in e
+    assert e["CLAUDE_CODE_MAX_RETRIES"] == "0" and e["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9"
+
+
+def test_claude_code_error_carries_its_kind(tmp_path):
+    exe = fake_cli(tmp_path / "bin", "claude", stdout=json.dumps(CLAUDE_429), rc=1)
+    agent = make_agent("cc", {"provider": "claude-code", "command": [str(exe)]}, tmp_path)
+    with pytest.raises(AgentError) as e:
+        call(agent)
+    assert e.value.kind == "rate_limited" and e.value.transient
+    assert "agent 'cc' (claude-code)" in e.value.message
+    assert seen(exe)["argv"][-2:] == PERMISSIONS["claude-code"]["read-only"]
+
+
+def test_claude_code_usage_limit_is_final_with_reset(tmp_path):
+    exe = fake_cli(tmp_path / "bin", "claude", rc=1, stdout=json.dumps(
+        {**CLAUDE_429, "api_error_status": None, "result": "Claude AI usage limit reached|1767225600"}))
+    agent = make_agent("cc", {"provider": "claude-code", "command": [str(exe)]}, tmp_path)
+    with pytest.raises(AgentError) as e:
+        call(agent)
+    assert (e.value.kind, e.value.reset_at, e.value.transient) == ("quota_exhausted", 1767225600.0, False)
+
+
+def test_codex_argv_schema_file_custom_provider_and_price(tmp_path, monkeypatch):
+    exe = fake_cli(tmp_path / "bin", "codex", stdout=CODEX_OK)
+    monkeypatch.setenv("MY_KEY", "sk-local-abcdef")
+    agent = make_agent("cx", {"provider": "codex", "command": [str(exe)], "model": "gpt-5",
+                              "permissions": "edit", "base_url": "http://127.0.0.1:9/v1",
+                              "api_key_env": "MY_KEY", "price": {"input": 1.0, "output": 10.0}},
+                       tmp_path)
+    contract = {**SIMPLE_CONTRACT, "provider_schemas": {"openai": {
+        "schema": SIMPLE_CONTRACT["json_schema"], "moved": [], "strict": True}}}
+    resp = call(agent, output_schema=SIMPLE_CONTRACT["json_schema"], contract=contract)
+    assert resp.text == '{"title": "t", "score": 2}'
+    assert resp.cost_usd == pytest.approx((1000 * 1.0 + 200 * 10.0) / 1e6)
+    got = seen(exe)
+    argv = got["argv"]
+    assert argv[:4] == ["exec", "--json", "--skip-git-repo-check", "--ephemeral"]
+    assert "--full-auto" not in argv and argv[-1] == "-"
+    assert argv[argv.index("-s") + 1] == "workspace-write" and 'approval_policy="never"' in argv
+    assert "model_providers.harnessc.request_max_retries=0" in argv
+    assert 'model_providers.harnessc.env_key="MY_KEY"' in argv
+    schema_file = argv[argv.index("--output-schema") + 1]
+    assert not os.path.exists(schema_file)  # removed after the call
+    assert got["env"]["MY_KEY"] == "sk-local-abcdef"
+
+
+def test_codex_turn_failed_is_quota_exhausted(tmp_path):
+    exe = fake_cli(tmp_path / "bin", "codex", stdout=CODEX_LIMIT, rc=1)
+    agent = make_agent("cx", {"provider": "codex", "command": [str(exe)]}, tmp_path)
+    with pytest.raises(AgentError) as e:
+        call(agent)
+    assert e.value.kind == "quota_exhausted"
+    assert "--output-schema" not in seen(exe)["argv"]  # no schema without a strict subset
+
+
+def test_gemini_argv_and_answer(tmp_path, monkeypatch):
+    exe = fake_cli(tmp_path / "bin", "gemini", stdout=json.dumps(GEMINI_OK))
+    monkeypatch.setenv("GEMINI_API_KEY", "gm-key-123456")
+    agent = make_agent("gm", {"provider": "gemini-cli", "command": [str(exe)], "model": "gemini-2.5-flash",
+                              "permissions": "full"}, tmp_path)
+    resp = call(agent)
+    assert resp.text == "Hello from Gemini" and resp.usage.total == 60 and resp.cost_usd == 0
+    got = seen(exe)
+    assert got["argv"] == ["-p", "You are careful.\n\nDo it.", "-o", "json", "-m", "gemini-2.5-flash",
+                           "--skip-trust", "--approval-mode", "yolo"]
+    assert got["env"]["GEMINI_API_KEY"] == "gm-key-123456"
+
+
+@pytest.mark.parametrize("rc,stderr,kind", [(173, GEMINI_429_STDERR, "rate_limited"),
+                                            (55, "Workspace is not trusted", "invalid_request")])
+def test_gemini_errors(tmp_path, rc, stderr, kind):
+    exe = fake_cli(tmp_path / "bin", "gemini", stderr=stderr, rc=rc)
+    agent = make_agent("gm", {"provider": "gemini-cli", "command": [str(exe)]}, tmp_path)
+    with pytest.raises(AgentError) as e:
+        call(agent)
+    assert e.value.kind == kind
+
+
+def test_missing_cli_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    agent = make_agent("cc", {"provider": "claude-code"}, tmp_path)
+    with pytest.raises(AgentError, match="command not found: 'claude'"):
+        call(agent)
+
+
+# ------------------------------------------------------------------ end to end, real harnessc run
+
+def test_harnessc_run_through_a_fake_claude_on_path(tmp_path):
+    root = tmp_path / "proj"
+    bindir = tmp_path / "bin"
+    fake_cli(bindir, "claude", stdout=json.dumps(
+        {**CLAUDE_OK, "structured_output": None, "result": '```json\n{"title": "ok", "score": 4}\n```'}))
+    write_project(root, [node("t1", contract="summary", routing={"agent": "cc", "chain": ["cc"]})],
+                  agents={"cc": {"provider": "claude-code", "model": "haiku"}},
+                  contracts={"summary": SIMPLE_CONTRACT})
+    e = cli_env(PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    r = harnessc(root, "run", env=e)
+    assert r.returncode == 0, r.stdout + r.stderr
+    status = json.loads(harnessc(root, "status", "--json", env=e).stdout)
+    text = json.dumps(status)
+    assert '"succeeded"' in text and "0.000141" in text, text
+    got = seen(bindir / "claude")
+    assert got["argv"][:5] == ["-p", "--output-format", "json", "--model", "haiku"]
+    assert "--json-schema" in got["argv"]
