@@ -324,3 +324,12 @@ def test_harnessc_run_through_a_fake_claude_on_path(tmp_path):
     got = seen(bindir / "claude")
     assert got["argv"][:5] == ["-p", "--output-format", "json", "--model", "haiku"]
     assert "--json-schema" in got["argv"]
+
+
+def test_gemini_error_json_after_a_javascript_stack_trace():
+    # what gemini 0.61 wrote to stderr on a 429 (probe against a loopback server)
+    stderr = ("Error when talking to Gemini API {\n  cause: {\n    code: 429,\n    message: 'Resource"
+              " has been exhausted (e.g. check quota).',\n    details: []\n  },\n  status: 429\n}\n"
+              + GEMINI_429_STDERR + "\n")
+    f = parse_gemini("", stderr, 173)
+    assert f.kind == "rate_limited" and f.message == "Resource has been exhausted (e.g. check quota)."

@@ -117,6 +117,10 @@ def _tail(text: str, limit: int = 2000) -> str:
     return text.strip()[-limit:]
 
 
+_TAIL_SCAN = 256 * 1024  # a CLI's JSON is at the end of its output; don't rescan megabytes
+_MAX_STARTS = 64  # lines starting with "{" tried, from the end
+
+
 def _json_objects(text: str) -> list[dict]:
     """Every line of `text` that is a JSON object (CLIs mix logs and JSON)."""
     found = []
@@ -133,16 +137,18 @@ def _json_objects(text: str) -> list[dict]:
 
 
 def _one_json_object(text: str) -> dict | None:
-    """The whole of `text` as a JSON object (pretty-printed allowed), else its last JSON line."""
-    text = text.strip()
-    start = text.find("{")
-    if start >= 0:
+    """The last JSON object that ends `text` (pretty-printed allowed, after any log lines or
+    a JavaScript stack trace, as Gemini writes stderr), else its last one-line JSON object."""
+    text = text.strip()[-_TAIL_SCAN:]
+    decoder = json.JSONDecoder()
+    starts = [i for i, c in enumerate(text) if c == "{" and (i == 0 or text[i - 1] == "\n")]
+    for start in reversed(starts[-_MAX_STARTS:]):
         try:
-            value = json.loads(text[start:])
-            if isinstance(value, dict):
-                return value
+            value, end = decoder.raw_decode(text, start)
         except ValueError:
-            pass
+            continue
+        if isinstance(value, dict) and not text[end:].strip():
+            return value
     found = _json_objects(text)
     return found[-1] if found else None
 
