@@ -162,3 +162,15 @@ def test_templates_name_too_long_for_the_file_system(tmp_path: Path) -> None:
     root = project(tmp_path, harness_yaml=HARNESS + "templates: " + "x" * 300 + "\n")
     assert "HC216" in codes(root)
     assert compile_project(root).plan is None
+
+
+@pytest.mark.parametrize("value, ok", [("9" * 400 + "h", False), ("1234567890s", False), ("1.0123456789m", False),
+                                       ("999999999d", True), ("1h30m", True), ("0.5s", True)])
+def test_duration_digits_are_bounded(tmp_path: Path, value: str, ok: bool) -> None:
+    # 400 nines of hours were inf seconds, which plan.json wrote as max_time: null (no limit)
+    root = project(tmp_path, harness_yaml=HARNESS.replace("max_time: 5m", f"max_time: {value}"))
+    assert ("HC211" not in codes(root)) == ok
+    built = compile_project(root)
+    assert (built.plan is not None) == ok
+    if ok:
+        assert all(isinstance(n["limits"]["max_time"], (int, float)) for n in built.plan["nodes"])

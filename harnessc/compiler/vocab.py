@@ -12,8 +12,10 @@ from typing import Any
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-DURATION_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h|d))+$"
-_DURATION = re.compile(DURATION_PATTERN)
+# The YAML schemas' form, at most 9 digits a part: "9" * 400 + "h" was inf seconds, which
+# plan.json wrote as no limit.
+DURATION_PATTERN = r"^(\d{1,9}(\.\d{1,9})?(ms|s|m|h|d))+$"
+_DURATION = re.compile(r"^(\d+(\.\d+)?(ms|s|m|h|d))+$")  # roadmap.md bounds the total itself
 
 
 def parse_duration(text: Any) -> int | float:
