@@ -372,11 +372,17 @@ def _subset_errors(schema: dict, data: Any) -> list[dict]:
 
 def check_example(deliverable: Any, value: Any) -> list[str]:
     """Problems of an example/default against its own deliverable (type, enum, rules)."""
-    from .contract_schema import _dump, deliverable_schema
+    from .contract_schema import _dump
 
-    d = _dump(deliverable)
     if value is None:
         return []
+    return [e["message"] for e in deliverable_errors(_dump(deliverable), value)]
+
+
+def deliverable_errors(d: dict, value: Any) -> list[dict]:
+    """All problems of ``value`` under one deliverable (plain dict); paths start at its "$"."""
+    from .contract_schema import deliverable_schema
+
     schema = {"$schema": "http://json-schema.org/draft-07/schema#", **deliverable_schema(d)}
     errors = _subset_errors(schema, value) if supports(schema) else _schema_errors(schema, value)
     type_failed = {_path_parts(e) for e in errors if e["kind"] == "type"}
@@ -392,7 +398,7 @@ def check_example(deliverable: Any, value: Any) -> list[str]:
                         errors.append(err)
         except OutOfTime as e:
             errors.append(_error((), "rule", f"$: {e}"))
-    return [e["message"] for e in _finish(errors)]
+    return _finish(errors)
 
 
 # ------------------------------------------------------------------ extracting JSON

@@ -70,6 +70,13 @@ def build(root: Path) -> tuple[dict | None, list[str]]:
 PARTIAL_CHECK_SECONDS = 5.0  # re-validating the best answer runs on the event loop: keep it short
 
 
+def simulated_output(contract: dict) -> dict:
+    """What the simulate agent answers: valid examples/defaults, else values built from the rules."""
+    from ..compiler.synth import synthesize_output
+
+    return synthesize_output(contract).value
+
+
 def partial_output(contract: dict, data: Any) -> dict:
     """The best output completed from defaults and examples (the compiler's warnings dropped)."""
     from ..compiler.validate import Deadline, partial_output as complete

@@ -1,7 +1,8 @@
 """simulate: an offline, deterministic agent for rehearsals, tests and benchmarks.
 
-It answers with output that satisfies the contract (template_output: examples, defaults,
-enums, types), prints the completion promise, and misbehaves on request:
+It answers with output that satisfies the contract (simulated_output: valid examples and
+defaults, else values built from the rules and checked by the validator; compiler/synth.py),
+prints the completion promise, and misbehaves on request:
 latency, invalid_first, fail_rate (transient errors, seeded), progress steady/none,
 complete_after (iterations before claiming), seed.
 """
@@ -14,7 +15,7 @@ import random
 import time
 from pathlib import Path
 
-from ..plan import template_output
+from ..plan import simulated_output
 from ...estimates import estimate_tokens
 from .base import AgentError, Request, Response, Usage, price_cost
 
@@ -31,6 +32,7 @@ class SimulateAgent:
         self.seed = config.get("seed") or 0
         self.calls: dict[str, int] = {}  # task id -> answers given (errors excluded)
         self.tries: dict[str, int] = {}  # task id -> calls, for the seeded failure draw
+        self.outputs: dict[str, str] = {}  # contract (as JSON) -> the answer's JSON body
 
     async def call(self, request: Request) -> Response:
         start = time.monotonic()
@@ -60,11 +62,18 @@ class SimulateAgent:
         parts = [f"Completed {request.task_id}."]
         contract = request.contract or {}
         if contract.get("output"):
-            body = json.dumps(template_output(contract), indent=2, sort_keys=True)
+            body = self._output(contract)
             parts.append(f"```json\n{body}\n```")
         if request.promise:
             parts.append(f"<promise>{request.promise}</promise>")
         return "\n\n".join(parts)
+
+    def _output(self, contract: dict) -> str:
+        # Synthesis validates every candidate: once per contract, not once per call.
+        key = json.dumps(contract, sort_keys=True)
+        if key not in self.outputs:
+            self.outputs[key] = json.dumps(simulated_output(contract), indent=2, sort_keys=True)
+        return self.outputs[key]
 
     def _invalid(self, request: Request) -> str:
         contract = request.contract or {}
