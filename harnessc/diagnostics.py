@@ -50,6 +50,7 @@ CODES: dict[str, str] = {
     "HC303": "unknown name or function in rule",
     "HC304": "rule rejected: unsafe or too costly",
     "HC305": "regular expression RE2 cannot run",
+    "HC306": "the simulate agent cannot satisfy this rule by itself (warning)",
     # references and graph
     "HC401": "unknown dependency",
     "HC402": "unknown contract",

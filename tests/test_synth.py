@@ -241,7 +241,7 @@ def test_random_satisfiable_bounds_are_synthesized(d):
 
 def test_a_real_run_rehearses_contracts_without_examples(tmp_path):
     """The five templates with every example stripped, and the demo's: lint is quiet about
-    them (no HC305) and `harnessc run` on the built-in rehearsal agent succeeds."""
+    them (no HC306) and `harnessc run` on the built-in rehearsal agent succeeds."""
     import subprocess
     import sys
 
@@ -268,7 +268,7 @@ def test_a_real_run_rehearses_contracts_without_examples(tmp_path):
                               capture_output=True, text=True, timeout=120, cwd=REPO)
 
     lint = cli("lint")
-    assert lint.returncode == 0 and "HC305" not in lint.stdout + lint.stderr, lint.stdout + lint.stderr
+    assert lint.returncode == 0 and "HC306" not in lint.stdout + lint.stderr, lint.stdout + lint.stderr
     run = cli("run")
     assert run.returncode == 0, run.stdout + run.stderr
     status = json.loads(cli("status", "--json").stdout)

@@ -137,6 +137,7 @@ def check_contracts(project: Project) -> None:
                 for ref in schema_refs(raw(d.schema_))]
         for loc in refs:
             _refuse_ref(project, marks, loc)
+        sound = not refs  # every rule parses and type-checks, every example is valid, no $ref
         for loc, d in _walk_deliverables(contract.output, base + ("output",)):
             for key, wanted in (("fields", "dict"), ("items", "list")):
                 if getattr(d, key) is not None and d.type not in (wanted, "any"):
@@ -145,6 +146,7 @@ def check_contracts(project: Project) -> None:
             results = [_check_rule(project, marks, loc + ("rules", i), text, d) for i, text in enumerate(d.rules)]
             results.append(_check_schema_patterns(project, marks, loc + ("schema",), raw(d.schema_)))
             if not all(results) or refs:
+                sound = False
                 continue
             for key in ("example", "default"):
                 value = getattr(d, key)
@@ -152,11 +154,42 @@ def check_contracts(project: Project) -> None:
                     continue
                 problems = check_example(d, value)
                 if problems:
+                    sound = False
                     project.diags.error("HC213", f"{key} of '{loc[-1]}' breaks its own contract: {problems[0]}",
                                         marks.value(loc + (key,)),
                                         "fix the value or the rule; fallbacks and the simulate agent use it")
         for i, text in enumerate(contract.output_rules):
-            _check_rule(project, marks, base + ("output_rules", i), text, contract.output)
+            sound = _check_rule(project, marks, base + ("output_rules", i), text, contract.output) and sound
+        if sound and name not in project.broken_contracts:  # a cut-down contract is not what was meant
+            _check_simulate(project, contract, marks, base)
+
+
+def _check_simulate(project: Project, contract, marks, base: tuple) -> None:
+    """HC306: a rule the simulate agent cannot satisfy without an `example` to answer with.
+
+    Always checked, not only when harness.yaml names a simulate agent: every project has the
+    built-in `rehearsal` agent, and rehearsing is how a harness is tried before paying."""
+    from .contract_schema import _dump
+    from .synth import synthesize_output
+
+    entry = {"output": {name: _dump(d) for name, d in contract.output.items()},
+             "output_rules": list(contract.output_rules)}
+    for miss in synthesize_output(entry, examples_checked=True).unsatisfied:
+        if miss.index is not None:
+            loc = base + ("output",) + miss.loc + ("rules", miss.index)
+        elif miss.rule in entry["output_rules"] and not miss.loc:
+            loc = base + ("output_rules", entry["output_rules"].index(miss.rule))
+        else:
+            continue  # not a rule (a raw `schema:`): nothing to point at that the user wrote
+        if loc not in marks.values:
+            continue  # inherited through `extends`: warned at its own contract
+        field = next((k for k in reversed(miss.loc) if k not in ("fields", "items")), None)
+        subject = f"'{field}'" if field else "the output"
+        span = _rule_span(project, marks, loc, 0, len(miss.rule))
+        project.diags.warning("HC306", f"the simulate agent cannot satisfy rule '{miss.rule}' of "
+                              f"{subject} by itself", span,
+                              f"give '{field}' an `example:` that satisfies its rules; rehearsals answer with it"
+                              if miss.loc else "give the fields `example:` values that satisfy this rule")
 
 
 def _refuse_ref(project: Project, marks, loc: tuple) -> None:

@@ -10,7 +10,7 @@ numeric bounds (`value >= 0`, `0 < value <= 1`), length bounds (`len(value) >= 5
 Every candidate is then checked with the validator the runtime uses (validate.py), and
 what it still breaks is reported, never hidden: Synthesis.unsatisfied lists each rule the
 value breaks, located by its deliverable path (the YAML keys under `output:`) and index.
-Lint warns there (HC305) that simulate needs an `example`.
+Lint warns there (HC306) that simulate needs an `example`.
 """
 
 from __future__ import annotations
