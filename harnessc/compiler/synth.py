@@ -376,8 +376,12 @@ def synthesize_output(contract: dict, examples_checked: bool = False) -> Synthes
         for name, d in (contract.get("output") or {}).items()
         if d.get("required", True) or "example" in d or "default" in d
     }
-    if examples_checked and not contract.get("output_rules"):
-        return Synthesis(output, b.unsatisfied)
+    if examples_checked:
+        # every field was checked on its own: what is left are the whole-output rules, which
+        # (as at run time) only run on an output whose fields hold
+        if b.unsatisfied or not contract.get("output_rules"):
+            return Synthesis(output, b.unsatisfied)
+        contract = {"output": {}, "output_rules": contract["output_rules"]}
     reported = {u.loc[0] for u in b.unsatisfied if u.loc}
     for err in validate_output(contract, output):  # output_rules, raw `schema:`, anything missed
         top = next((n for n in output if _under(err["path"], json_path((n,)))), None)
