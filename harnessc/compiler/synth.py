@@ -59,7 +59,7 @@ class _Want:
         self.prefixes: list[str] = []
         self.suffixes: list[str] = []
         self.formats: set[str] = set()  # email, url, datetime
-        self.unique = False
+        # unique(value) needs nothing: list items are always built as distinct variants
 
 
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
@@ -104,8 +104,6 @@ def _collect(node: Node, want: _Want) -> None:
         arg = _const(node.args[1]) if len(node.args) > 1 else None
         if node.func in ("is_email", "is_url", "is_datetime"):
             want.formats.add(node.func[3:])
-        elif node.func == "unique":
-            want.unique = True
         elif isinstance(arg, str):
             {"matches": want.patterns, "startswith": want.prefixes, "endswith": want.suffixes}.get(
                 node.func, []).append(arg)
