@@ -22,7 +22,7 @@ from json.encoder import encode_basestring_ascii as _encode_str
 from ..workspace import Workspace, storage_reason
 from .procs import secret_values
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APP_ID = "harnessc-state"
 
 TERMINAL_OK = ("succeeded", "degraded", "done")
@@ -44,7 +44,8 @@ CREATE TABLE attempts (
   iteration INTEGER NOT NULL, level INTEGER NOT NULL DEFAULT 0, agent TEXT,
   prompt_hash TEXT, prompt TEXT, raw_output TEXT, parsed_output TEXT, errors TEXT, checks TEXT,
   input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL, latency REAL,
-  status TEXT NOT NULL, started_at REAL NOT NULL, finished_at REAL);
+  status TEXT NOT NULL, started_at REAL NOT NULL, finished_at REAL,
+  proc_marker TEXT, proc_pid INTEGER, proc_start INTEGER);
 CREATE INDEX attempts_task ON attempts(task_id, id);
 CREATE TABLE ledger (
   id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, task_id TEXT NOT NULL,
@@ -55,6 +56,15 @@ CREATE TABLE events (
   id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT, ts REAL NOT NULL, kind TEXT NOT NULL,
   task_id TEXT, data TEXT);
 """
+
+# Each step takes the database from version N to N+1 (the key), in one transaction.
+_MIGRATIONS = {
+    # 1 -> 2: the child process of an attempt (marker, pid, start time), so a resumed run
+    # can end what a killed run left behind (see reaper.py).
+    1: ("ALTER TABLE attempts ADD COLUMN proc_marker TEXT",
+        "ALTER TABLE attempts ADD COLUMN proc_pid INTEGER",
+        "ALTER TABLE attempts ADD COLUMN proc_start INTEGER"),
+}
 
 
 def _enc(value: str | None) -> str:
@@ -159,6 +169,8 @@ class StateStore:
                 f"{self._rel()} has schema version {version}, newer than this harnessc understands "
                 f"({SCHEMA_VERSION}); upgrade harnessc"
             )
+        if version < SCHEMA_VERSION:
+            self._migrate(version)
         self.db.execute("PRAGMA journal_mode=WAL")
         # WAL + synchronous=NORMAL: a commit is durable across a process crash (kill -9: the
         # WAL is in the OS page cache and replayed on open) without an fsync per commit; only
@@ -187,6 +199,19 @@ class StateStore:
         if now != self._identity:
             how = "removed" if now is None else "replaced by another file"
             raise StateError(f"{self._rel()} was {how} during the run; this run's results since then are lost")
+
+    def _migrate(self, version: int) -> None:
+        """Bring an older database up to SCHEMA_VERSION, one step per transaction."""
+        while version < SCHEMA_VERSION:
+            steps = _MIGRATIONS.get(version)
+            if steps is None:
+                raise StateError(f"{self._rel()} has schema version {version}, which this harnessc "
+                                 "cannot upgrade; move it aside to start fresh")
+            with self.tx():
+                for stmt in steps:
+                    self.db.execute(stmt)
+                version += 1
+                self.db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(version),))
 
     def close(self) -> None:
         if self.mirror:
@@ -333,6 +358,8 @@ class StateStore:
                 if now - self._mirror_flushed >= MIRROR_FLUSH:
                     self.mirror.flush()
                     self._mirror_flushed = now
+        if self.secrets and body:  # the display prints events: what it shows is redacted too
+            ev.update(json.loads(body))
         for listener in self.listeners:
             listener(ev)
         return ev
@@ -361,12 +388,16 @@ class StateStore:
         """Clean up after a run that died: called under the run lock, before a new run.
 
         Attempts left 'started' become 'interrupted' (their reservation is charged in full:
-        the call may have happened); tasks left running go back to pending.
+        the call may have happened); tasks left running go back to pending. "leftovers" are
+        their child processes' records (marker, pid, start time) for reaper.end_leftovers.
         """
         now = time.time()
         self._spent = self._tokens = None
         with self.tx():
-            stuck = [r[0] for r in self.db.execute("SELECT id FROM attempts WHERE status='started'")]
+            rows = self.db.execute(
+                "SELECT id, proc_marker, proc_pid, proc_start FROM attempts WHERE status='started'"
+            ).fetchall()
+            stuck = [r[0] for r in rows]
             self.db.execute(
                 "UPDATE attempts SET status='interrupted', finished_at=? WHERE status='started'", (now,))
             self.db.execute("UPDATE ledger SET actual=reserved, settled=1 WHERE settled=0")
@@ -375,7 +406,8 @@ class StateStore:
             self.db.execute(
                 "UPDATE runs SET status='interrupted', ended_at=COALESCE(ended_at, ?) WHERE status='running'",
                 (now,))
-        return {"interrupted_attempts": stuck, "interrupted_tasks": running}
+        leftovers = [{"attempt": r[0], "marker": r[1], "pid": r[2], "start": r[3]} for r in rows]
+        return {"interrupted_attempts": stuck, "interrupted_tasks": running, "leftovers": leftovers}
 
     def last_run(self) -> dict | None:
         row = self.db.execute("SELECT * FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1").fetchone()
@@ -477,6 +509,8 @@ class StateStore:
                 (self.run_id, task_id, iteration, level, agent, prompt_hash, self.redact(prompt),
                  "started", now, reserve_tokens[0], reserve_tokens[1]))
             aid = cur.lastrowid
+            # Durable before any child exists: a resumed run finds what carries the marker.
+            self.db.execute("UPDATE attempts SET proc_marker=? WHERE id=?", (self.proc_marker(aid), aid))
             lid = self.db.execute(
                 "INSERT INTO ledger (run_id, task_id, attempt_id, reserved, ts) VALUES (?,?,?,?,?)",
                 (self.run_id, task_id, aid, reserve_usd, now)).lastrowid
@@ -488,6 +522,19 @@ class StateStore:
         if self._tokens is not None:
             self._tokens += sum(reserve_tokens)
         return aid
+
+    def proc_marker(self, attempt_id: int) -> str:
+        """What the attempt's child processes carry in HARNESSC_PROC (as <marker>.<n>)."""
+        return f"{self.run_id}.{attempt_id}"
+
+    def record_child(self, attempt_id: int, pid: int, start: int | None) -> None:
+        """Remember the attempt's latest child (pid and start time) in the next group commit."""
+        def write() -> None:
+            self.db.execute("UPDATE attempts SET proc_pid=?, proc_start=? WHERE id=?",
+                            (pid, start, attempt_id))
+
+        # Best effort: the marker, committed with the attempt, finds the child anyway.
+        self.defer(write).add_done_callback(lambda f: f.cancelled() or f.exception())
 
     def finish_attempt(self, attempt_id: int, task_id: str, status: str, *, raw: str | None,
                        parsed: Any = None, errors: list[str] | None = None,
