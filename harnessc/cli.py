@@ -469,6 +469,12 @@ def _execute(root: Path, plan: dict, opts) -> None:
     from rich.console import Console
 
     from .runtime import display as displaymod
+    from .runtime import prctl
+
+    # Before any child exists: our environment holds API keys, and a child running as the
+    # same user could otherwise read it from /proc/<harnessc>/environ. (Only run and retry
+    # start children; other commands keep their start-up cost and stay debuggable.)
+    prctl.make_undumpable()
     from .runtime.lock import Locked
     from .runtime.session import execute
     from .runtime.state import StateError

@@ -12,7 +12,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 
 from .tasks import Roadmap, Task  # noqa: F401  (re-exported: the IR in one place)
 from .vocab import (  # noqa: F401  (re-exported)
-    BUILTIN_AGENT, DELIVERABLE_TYPES, DURATION_PATTERN, LS_KEYS, PRIORITY_RANK, Complexity,
+    BUILTIN_AGENT, DELIVERABLE_TYPES, DURATION_PATTERN, ENV_NAME_PATTERN, LS_KEYS, PRIORITY_RANK, Complexity,
     DeliverableType, FailureStrategy, Priority, parse_duration,
 )
 
@@ -184,7 +184,13 @@ class AgentConfig(_Spec):
     )
     timeout: Duration | None = Field(None, description="Per-call time limit.")
     env: dict[str, str] | None = Field(
-        None, description="Extra environment for a command agent (API keys are otherwise removed)."
+        None, description="command: environment values set for the agent, on top of what it receives."
+    )
+    pass_env: list[Annotated[str, Field(pattern=ENV_NAME_PATTERN)]] | None = Field(
+        None,
+        description="command: variables passed through from harnessc's environment, by name "
+        "(e.g. ANTHROPIC_API_KEY). Otherwise an agent gets only PATH, HOME, USER, LOGNAME, SHELL, "
+        "LANG, LANGUAGE, LC_*, TZ, TERM and TMPDIR.",
     )
     # simulate
     latency: Duration | None = Field(None, description="simulate: delay per call, e.g. 20ms.")

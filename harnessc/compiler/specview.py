@@ -14,7 +14,7 @@ from typing import Any
 
 from ..diagnostics import Diagnostics, did_you_mean
 from .jsonsubset import SchemaError, Validator, json_type, short_json
-from .vocab import DELIVERABLE_TYPES, DURATION_PATTERN, USD_FORMAT, is_usd_place, parse_duration
+from .vocab import DELIVERABLE_TYPES, DURATION_PATTERN, ENV_NAME_PATTERN, USD_FORMAT, is_usd_place, parse_duration
 from .yamlsafe import Marks
 
 # Words people write for deliverable types, from JSON Schema, Python and TypeScript habits.
@@ -183,6 +183,9 @@ def report(e: SchemaError, v: Validator, marks: Marks, diags: Diagnostics) -> No
     elif e.keyword == "pattern" and s.get("pattern") == DURATION_PATTERN:
         diags.error("HC211", f"{where}: '{e.value}' is not a duration", marks.value(path),
                     "use a number with a unit, like 45s, 30m, 4h, 1d or 1h30m")
+    elif e.keyword == "pattern" and s.get("pattern") == ENV_NAME_PATTERN:
+        diags.error("HC211", f"{where}: '{e.value}' is not an environment variable name", marks.value(path),
+                    "list names only (letters, digits, _), one per variable; set values with env:")
     else:
         value = e.value
         shown = f" ({short_json(value, 40)})" if value is not None and not isinstance(value, (dict, list)) else ""

@@ -16,6 +16,7 @@ _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 # plan.json wrote as no limit.
 DURATION_PATTERN = r"^(\d{1,9}(\.\d{1,9})?(ms|s|m|h|d))+$"
 _DURATION = re.compile(r"^(\d+(\.\d+)?(ms|s|m|h|d))+$")  # roadmap.md bounds the total itself
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"  # an environment variable's name (pass_env)
 
 
 def parse_duration(text: Any) -> int | float:

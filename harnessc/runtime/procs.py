@@ -1,43 +1,89 @@
 """Subprocess hygiene, shared by accept commands and the command agent.
 
 Every child gets an argv list (never a shell), its own process group (so a timeout or an
-abort kills grandchildren too), a scrubbed environment, a timeout and capped output.
+abort kills grandchildren too), an environment built from an allow-list, a timeout and
+capped output; whatever it leaves behind is ended when it ends (reaper.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import signal
 import time
 from dataclasses import dataclass, field
+from typing import Iterable
+from urllib.parse import urlsplit
 
+from . import reaper
 
 MAX_OUTPUT = 1 << 20  # bytes kept per stream; the rest is drained and dropped
 KILL_GRACE = 1.0  # seconds between SIGTERM and SIGKILL
-_SECRET_MARKS = ("API_KEY", "TOKEN", "SECRET")
+# What every child gets from our environment (documented in docs/cli.md): enough to find
+# programs, a home, a locale and a terminal. Anything else is passed by name (`pass_env:`).
+BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR")
+BASE_ENV_PREFIXES = ("LC_",)
+_SECRET_MARKS = ("API_KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL",
+                 "PRIVATE_KEY", "ACCESS_KEY")
 
 
 def is_secret_name(name: str) -> bool:
-    """Environment variables that must never reach a child or the disk."""
+    """Environment variables whose values must never reach the disk."""
     upper = name.upper()
     return any(mark in upper for mark in _SECRET_MARKS)
 
 
-def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """os.environ without secrets, plus what the agent config passes explicitly."""
-    env = {k: v for k, v in os.environ.items() if not is_secret_name(k)}
+def child_env(pass_env: Iterable[str] = (), extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A child's environment: the base list, the variables named in pass_env (when set),
+    then the explicit `extra` values. Nothing else of ours reaches a child."""
+    wanted = set(BASE_ENV) | set(pass_env)
+    env = {k: v for k, v in os.environ.items() if k in wanted or k.startswith(BASE_ENV_PREFIXES)}
     if extra:
         env.update({str(k): str(v) for k, v in extra.items()})
     return env
 
 
 def secret_values(min_len: int = 6) -> list[str]:
-    """Values of secret-looking variables in our environment, for redaction before writes."""
-    return sorted(
-        {v for k, v in os.environ.items() if is_secret_name(k) and len(v) >= min_len},
-        key=len, reverse=True,
-    )
+    """Every form of our secrets a child could print, longest first, for redaction before writes.
+
+    Secrets: values of secret-looking variables, and passwords inside URLs (DATABASE_URL).
+    Forms: the value, reversed, and base64 (standard and URL-safe) at each byte offset.
+    """
+    found = set()
+    for name, value in os.environ.items():
+        if is_secret_name(name):
+            found.add(value)
+        if "://" in value and "@" in value:
+            try:
+                found.add(urlsplit(value).password or "")
+            except ValueError:
+                pass
+    forms = set()
+    for value in found:
+        if len(value) >= min_len:
+            forms.add(value)
+            forms.add(value[::-1])
+            forms.update(base64_forms(value.encode("utf-8")))
+    return sorted(forms, key=len, reverse=True)
+
+
+def base64_forms(secret: bytes) -> set[str]:
+    """The base64 text that encodes `secret` wherever it sits in a longer encoded blob.
+
+    At byte offset k (0-2) the characters that depend only on the secret's bits are the same
+    whatever surrounds it, padded or not; those are the forms (standard and URL-safe).
+    """
+    forms = set()
+    bits = 8 * len(secret)
+    for k in range(3):
+        text = base64.b64encode(b"\0" * k + secret).decode().rstrip("=")
+        first = -(-8 * k // 6)  # the first character whose 6 bits all belong to the secret
+        last = (8 * k + bits) // 6  # one past the last such character
+        core = text[first:last]
+        forms.add(core)
+        forms.add(core.translate(str.maketrans("+/", "-_")))
+    return forms
 
 
 @dataclass
@@ -67,15 +113,14 @@ class ProcResult:
         return f"'{name}' exited with {self.returncode}"
 
 
-async def _drain(stream: asyncio.StreamReader | None, cap: int, flags: dict) -> bytes:
-    """Read a stream to EOF, keeping the first `cap` bytes."""
+async def _drain(stream: asyncio.StreamReader | None, cap: int, flags: dict, kept: bytearray) -> None:
+    """Read a stream to EOF, keeping the first `cap` bytes in `kept` (there even if cancelled)."""
     if stream is None:
-        return b""
-    kept = bytearray()
+        return
     while True:
         chunk = await stream.read(65536)
         if not chunk:
-            return bytes(kept)
+            return
         room = cap - len(kept)
         if room > 0:
             kept += chunk[:room]
@@ -86,6 +131,19 @@ async def _drain(stream: asyncio.StreamReader | None, cap: int, flags: dict) -> 
 def _retrieve(fut: asyncio.Future) -> None:
     if not fut.cancelled():
         fut.exception()
+
+
+async def _finishes(fut: asyncio.Future, seconds: float) -> bool:
+    """Whether `fut` is done within `seconds` (it is never cancelled here)."""
+    await asyncio.wait({fut}, timeout=seconds)
+    return fut.done()
+
+
+def _stop_reading(proc: asyncio.subprocess.Process, readers: asyncio.Future) -> None:
+    """Give up on pipes that something we cannot kill still holds open: proc.wait() only
+    returns once they are closed, and asyncio has no public way to close them."""
+    readers.cancel()
+    proc._transport.close()  # the process has exited: this closes its pipes, nothing more
 
 
 def _killpg(pid: int, sig: int) -> None:
@@ -127,15 +185,17 @@ async def run(
     if not argv:
         result.error = "empty command"
         return result
+    child = reaper.child()
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=str(cwd),
-            env=env if env is not None else clean_env(),
+            env=child.environment(env if env is not None else child_env()),
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,  # own process group: killpg reaches grandchildren
+            preexec_fn=child.preexec,  # dies with harnessc
         )
     except FileNotFoundError:
         result.error = f"command not found: '{argv[0]}'"
@@ -148,13 +208,30 @@ async def run(
         return result
 
     result.pid = proc.pid
+    child.started(proc.pid)
+    try:
+        return await _supervise(proc, child, result, stdin, timeout, max_output, start)
+    finally:
+        child.ended(proc.pid)  # after it was waited for: the rest of its processes go too
+
+
+async def _supervise(proc: asyncio.subprocess.Process, child: reaper.Child, result: ProcResult,
+                     stdin: bytes | None, timeout: float | None, max_output: int,
+                     start: float) -> ProcResult:
+    """Feed, drain and wait for a started child, killing all it started on timeout or cancel."""
     flags: dict = {}
+    out, err = bytearray(), bytearray()
     readers = asyncio.gather(
-        _drain(proc.stdout, max_output, flags), _drain(proc.stderr, max_output, flags)
+        _drain(proc.stdout, max_output, flags, out), _drain(proc.stderr, max_output, flags, err)
     )
     # A cancelled gather ends with a CancelledError set as its exception; asyncio logs
     # "exception was never retrieved" for it unless someone looks. Look, always.
     readers.add_done_callback(_retrieve)
+
+    def kill_all() -> None:
+        """SIGKILL its process group and whatever carries its marker (setsid or not)."""
+        _killpg(proc.pid, signal.SIGKILL)
+        child.kill()
 
     async def feed() -> None:
         if stdin is not None and proc.stdin is not None:
@@ -172,31 +249,29 @@ async def run(
         # hold them open forever: watch the leader's exit status instead.
         while not readers.done():
             if proc.returncode is not None:
-                try:
-                    await asyncio.wait_for(asyncio.shield(readers), 0.5)
-                except asyncio.TimeoutError:
-                    _killpg(proc.pid, signal.SIGKILL)
+                if not await _finishes(readers, 0.5):
+                    kill_all()
                     result.notes.append("background processes still holding output were killed")
+                    if not await _finishes(readers, 0.5):  # a holder out of reach
+                        _stop_reading(proc, readers)
+                        result.notes.append("output held open by a process outside the command was cut")
                 break
             await asyncio.wait({readers}, timeout=0.05)
-        out_err = await readers
         await proc.wait()
-        return out_err
 
     try:
-        out, err = await asyncio.wait_for(body(), timeout)
-        _killpg(proc.pid, signal.SIGKILL)  # leftovers that closed their pipes
+        await asyncio.wait_for(body(), timeout)
+        kill_all()  # leftovers that closed their pipes
         result.returncode = proc.returncode
     except asyncio.TimeoutError:
         result.timed_out = True
         await _kill_group(proc)
-        try:
-            out, err = await asyncio.wait_for(readers, 2.0)
-        except asyncio.TimeoutError:
-            out, err = b"", b""
+        child.kill()
+        if not await _finishes(readers, 2.0):
+            _stop_reading(proc, readers)
         await proc.wait()
     except asyncio.CancelledError:
-        _killpg(proc.pid, signal.SIGKILL)
+        kill_all()
         readers.cancel()
         try:  # reap it, so no transport outlives the event loop
             await asyncio.wait_for(proc.wait(), 2.0)

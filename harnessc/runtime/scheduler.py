@@ -25,6 +25,7 @@ from ..compiler.vocab import priority_rank
 from ..outcome import RunOutcome
 from ..workspace import Workspace, WorkspaceError
 from . import plan as planmod
+from . import reaper
 from .agents.base import AgentError, Request, make_agent
 from .budget import Budget
 from .routing import AttemptState, route
@@ -312,6 +313,11 @@ class Runner:
             self.agents[name] = (make_agent(name, cfg, self.root), cfg)
         return self.agents[name]
 
+    def _adopt_children(self, aid: int) -> int:
+        """Child processes started from here on belong to attempt `aid` (see reaper.py)."""
+        reaper.enter(self.store.proc_marker(aid), functools.partial(self.store.record_child, aid))
+        return aid
+
     def _deps(self, node: dict) -> dict[str, dict]:
         if not node.get("depends_on"):
             return {}
@@ -400,7 +406,7 @@ class Runner:
                 begin = store.defer(functools.partial(
                     store.begin_attempt, tid, st.iteration, level, name, prompt, phash, cost,
                     start_task=st.iteration == 1, reserve_tokens=tokens))
-                aid = await begin
+                aid = self._adopt_children(await begin)
                 req = Request(task_id=tid, prompt=prompt, system=system, contract=contract,
                               output_schema=(contract or {}).get("json_schema") if (contract or {}).get("output") else None,
                               promise=node.get("completion_promise"), iteration=st.iteration,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..workspace import Workspace, storage_reason
+from . import reaper
 from .lock import RunLock
 from .scheduler import RunOptions, RunResult, Runner, new_run_id, write_results
 from .state import StateError, StateStore
@@ -39,6 +40,7 @@ def execute(root: Path, plan: dict, opts: RunOptions,
     try:
         store = StateStore(workspace)
         recovered = store.recover()
+        ended = reaper.end_leftovers(recovered["leftovers"])  # before any agent starts again
         workspace.unlink(workspace.stop)  # a stop meant for an earlier run
         opts, recovered["max_cost_kept"] = keep_max_cost(store, opts)
         runner = Runner(root, plan, store, opts, listeners)
@@ -51,9 +53,12 @@ def execute(root: Path, plan: dict, opts: RunOptions,
         if recovered["interrupted_attempts"]:
             store.event("recovered", attempts=recovered["interrupted_attempts"],
                         tasks=recovered["interrupted_tasks"])
+        if ended:
+            store.event("leftovers_ended", pids=ended)
         if on_start:
             on_start(runner, recovered)
-        result = asyncio.run(runner.run())
+        with reaper.adopting(store.run_id):
+            result = asyncio.run(runner.run())
         store.end_run(result.status, result.exit_code, result.message)
         write_results(workspace, result, store.last_run())
         return result

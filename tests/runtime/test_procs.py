@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import os
 import sys
 import time
@@ -10,7 +12,7 @@ import time
 import pytest
 
 from harnessc.compiler.argv import split_command
-from harnessc.runtime import procs
+from harnessc.runtime import procs, reaper
 
 PY = sys.executable
 
@@ -99,18 +101,34 @@ def test_stdin_is_devnull_for_accept_commands(tmp_path):
     assert res.stdout.strip() == "''"
 
 
-def test_environment_has_no_secrets(tmp_path, monkeypatch):
-    monkeypatch.setenv("FOO_API_KEY", "k-123456")
-    monkeypatch.setenv("GH_TOKEN", "t-123456")
-    monkeypatch.setenv("PLAIN", "ok")
-    env = procs.clean_env({"EXPLICIT_API_KEY": "passed"})
+def _child_environ(tmp_path, **kw) -> dict:
     res = run([PY, "-c", "import os, json; print(json.dumps(dict(os.environ)))"], cwd=tmp_path,
-              timeout=5, env=env)
-    import json
+              timeout=10, **kw)
+    assert res.ok, res.stderr
+    return json.loads(res.stdout)
 
-    seen = json.loads(res.stdout)
-    assert "FOO_API_KEY" not in seen and "GH_TOKEN" not in seen
-    assert seen["PLAIN"] == "ok" and seen["EXPLICIT_API_KEY"] == "passed"
+
+def test_environment_is_an_allow_list(tmp_path, monkeypatch):
+    # Regression: these passed through when only names that look secret were removed.
+    monkeypatch.setenv("DATABASE_URL", "postgres://app:hunter2-pw@db/app")
+    monkeypatch.setenv("PGPASSWORD", "hunter2-pw")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE123")
+    monkeypatch.setenv("FOO_API_KEY", "k-123456")
+    monkeypatch.setenv("PLAIN", "ok")
+    monkeypatch.setenv("LC_TIME", "C")
+    default = _child_environ(tmp_path)  # what an accept command gets
+    for name in ("DATABASE_URL", "PGPASSWORD", "AWS_ACCESS_KEY_ID", "FOO_API_KEY", "PLAIN"):
+        assert name not in default
+    assert default["PATH"] == os.environ["PATH"] and default["LC_TIME"] == "C"
+    assert default[reaper.ENV_MARK]  # the marker that lets harnessc find what it leaves
+    assert set(default) <= set(procs.BASE_ENV) | {"LC_TIME", "LC_ALL", "LC_CTYPE", reaper.ENV_MARK} | {
+        k for k in os.environ if k.startswith("LC_")}
+    # An agent gets what it is configured to receive: pass_env names, then explicit values.
+    agent = _child_environ(tmp_path, env=procs.child_env(["DATABASE_URL", "NOT_SET"],
+                                                        {"EXPLICIT_API_KEY": "passed"}))
+    assert agent["DATABASE_URL"] == "postgres://app:hunter2-pw@db/app"
+    assert agent["EXPLICIT_API_KEY"] == "passed"
+    assert "NOT_SET" not in agent and "PGPASSWORD" not in agent and "PLAIN" not in agent
 
 
 def test_cancellation_kills_the_group(tmp_path):
@@ -130,3 +148,27 @@ def test_cancellation_kills_the_group(tmp_path):
     pid = int((tmp_path / "pid").read_text())
     time.sleep(0.2)
     assert not alive(pid)
+
+
+def test_redaction_catches_reversed_and_base64_forms(tmp_path, monkeypatch):
+    secret = "sk-ant-CANARY-7f3a9c1e5b2d4f60?>~"  # '?>~' puts '+' and '/' into base64
+    monkeypatch.setenv("ANTHROPIC_API_KEY", secret)
+    monkeypatch.setenv("DATABASE_URL", "postgres://app:pw-hunter2-xyz@db:5432/app")
+    from harnessc.runtime.state import StateStore
+
+    store = StateStore(tmp_path / "state.db")
+    try:
+        for plain in (secret, secret[::-1], "pw-hunter2-xyz"):
+            assert store.redact(f"leak: {plain}.") == "leak: [redacted]."
+        for prefix in (b"", b"a", b"ab", b"abc", b"\x00\xff"):
+            for suffix in (b"", b"z", b"zz"):
+                blob = prefix + secret.encode() + suffix
+                for encode in (base64.b64encode, base64.urlsafe_b64encode):
+                    for text in {encode(blob).decode(), encode(blob).decode().rstrip("=")}:
+                        out = store.redact(f"leak: {text}.")
+                        assert "[redacted]" in out, (prefix, suffix, text)
+                        # Left: the characters that also encode the prefix or suffix, at most.
+                        kept = len(out) - len("leak: [redacted].")
+                        assert kept <= 2 * (len(prefix) + len(suffix)) + 4, (text, out)
+    finally:
+        store.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
@@ -38,7 +39,8 @@ def test_kill_9_drill_resumes_to_completion_without_recalling_committed_tasks(tm
         nodes.append(node(f"t{i:02d}", depends_on=deps, completion_promise="DONE",
                           routing={"agent": "logger"}))
     write_project(root, nodes, agents={"logger": {"provider": "command", "command": [PY, str(script)],
-                                                  "timeout": 30}}, concurrency=4)
+                                                  "timeout": 30, "pass_env": ["CALL_LOG"]}},
+                  concurrency=4)
     env = {**os.environ, "CALL_LOG": str(calls),
            "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     kills, history = 0, []
@@ -82,23 +84,41 @@ def test_secret_canary_never_reaches_harness_dir(tmp_path):
     canary_a = "sk-ant-CANARY-7f3a9c1e5b2d4f60"
     canary_o = "sk-openai-CANARY-0d9e8c7b6a5f4e3d"
     script = tmp_path / "agent.py"
-    # A hostile agent tries to print every environment variable (and its stdin).
-    script.write_text("import os, sys, json\nsys.stdin.read()\n"
-                      "print(json.dumps(dict(os.environ)))\n"
-                      "print(os.environ.get('ANTHROPIC_API_KEY', 'no key'))\n")
+    # A hostile agent that was given the key (pass_env) prints it in every disguise it can,
+    # on stdout and stderr, plus every environment variable (and its stdin).
+    script.write_text(textwrap.dedent("""
+        import base64, json, os, sys
+        sys.stdin.read()
+        key = os.environ["ANTHROPIC_API_KEY"]
+        forms = [key, key[::-1]] + [enc(pre + key.encode()).decode()
+                                    for pre in (b"", b"x", b"xy")
+                                    for enc in (base64.b64encode, base64.urlsafe_b64encode)]
+        print(json.dumps(dict(os.environ)))
+        print(json.dumps(forms))
+        print("\\n".join(forms), file=sys.stderr)
+        sys.exit(int(os.path.exists("fail-once") and not os.rename("fail-once", "failed")))
+    """))
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "fail-once").write_text("")  # the first call fails: its stderr is kept
     root = tmp_path / "proj"
     write_project(root, [node("leak", routing={"agent": "cli"}),
                          node("sim", accept=[{"id": "env", "argv": ["env"], "timeout": 5}])],
-                  agents={"cli": {"provider": "command", "command": [PY, str(script)]},
+                  agents={"cli": {"provider": "command", "command": [PY, str(script)],
+                                  "pass_env": ["ANTHROPIC_API_KEY"]},
                           "rehearsal": {"provider": "simulate"}})
     env = {**os.environ, "ANTHROPIC_API_KEY": canary_a, "OPENAI_API_KEY": canary_o,
            "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    forms = [canary_a, canary_a[::-1]] + [
+        enc(pre + canary_a.encode()).decode() for pre in (b"", b"x", b"xy")
+        for enc in (base64.b64encode, base64.urlsafe_b64encode)]
     r = harnessc(root, "run", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     harnessc(root, "log", "leak", env=env)
     for path in (root / ".harness").rglob("*"):
         if path.is_file():
             data = path.read_bytes()
-            assert canary_a.encode() not in data, path
+            for form in forms:
+                assert form.encode() not in data, (path, form)
+                assert form.rstrip("=").encode() not in data, (path, form)
             assert canary_o.encode() not in data, path
     assert canary_a not in r.stdout + r.stderr

@@ -68,14 +68,14 @@ class CliAgent(SubprocessAgent):
         self.permissions = config.get("permissions") or DEFAULT_PERMISSIONS
 
     def env(self) -> dict[str, str]:
-        """The child environment: procs' base set, this CLI's variables, then `env:`."""
+        """The child environment: procs' base list, `pass_env:`, this CLI's variables, then `env:`."""
         extra = {k: os.environ[k] for k in ENV_VARS[self.provider] if k in os.environ}
         key_env = self.config.get("api_key_env")
         if key_env and key_env in os.environ:  # the key the user named, under the CLI's name
             extra[self.key_variable()] = os.environ[key_env]
         extra.update(self.settings_env())
         extra.update({str(k): str(v) for k, v in (self.config.get("env") or {}).items()})
-        return procs.clean_env(extra)
+        return procs.child_env(self.config.get("pass_env") or (), extra)
 
     def key_variable(self) -> str:
         return ENV_VARS[self.provider][0]

@@ -2,7 +2,8 @@
 
 argv placeholders: {prompt} (the prompt text) and {prompt_file} (a temporary file holding
 it); with neither, the prompt goes to stdin. stdout is the response; a non-zero exit is a
-failed call with stderr kept.
+failed call with stderr kept. The agent's environment is procs.child_env: the base list,
+the variables named in `pass_env:`, the values in `env:`, and HARNESSC_TASK/HARNESSC_ITERATION.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class CommandAgent(SubprocessAgent):
                     f.write(prompt)
             argv = [a.replace("{prompt_file}", tmp or "").replace("{prompt}", prompt)
                     for a in self.argv]
-            env = procs.clean_env(self.config.get("env"))
+            env = procs.child_env(self.config.get("pass_env") or (), self.config.get("env"))
             stdin = None if (uses_file or uses_text) else prompt.encode("utf-8")
             res = await self.run(argv, request, env, stdin)
         finally:

@@ -1,0 +1,369 @@
+"""Nothing harnessc starts outlives it, and no child reads its keys: real processes, real CLI.
+
+Processes are checked by pid through /proc; every wait polls with a generous limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from harnessc.runtime import prctl, procs, reaper
+from harnessc.runtime.state import StateStore
+
+from .helpers import CLI, PY, env, harnessc, node, spawn, write_project
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc and prctl")
+
+# A process that leaves its session and ignores SIGTERM: only SIGKILL ends it.
+STUBBORN = ("import os, signal, sys, time\n"
+            "os.setsid()\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
+            "time.sleep(300)\n")
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie left for a non-reaping init does not count)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def wait_until(check, limit: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def read_pid(path: Path) -> int:
+    return wait_until(lambda: path.exists() and path.read_text().strip().isdigit()
+                      and int(path.read_text()), what=f"{path.name}")
+
+
+def kill_all(pids) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, TypeError):
+            pass
+
+
+def run(*args, **kw):
+    return asyncio.run(procs.run(*args, **kw))
+
+
+# ------------------------------------------------------------------ one command
+
+
+@pytest.mark.parametrize("how", ["exits", "times_out"])
+def test_setsid_grandchild_ignoring_sigterm_is_ended_with_its_command(tmp_path, how):
+    gpid = tmp_path / "grandchild.pid"
+    leader = ("import subprocess, sys, time\n"
+              f"subprocess.Popen([sys.executable, '-c', {STUBBORN!r}, {str(gpid)!r}],"
+              " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+              f"while not open({str(gpid)!r}, 'a+').tell(): time.sleep(0.01)\n"
+              + ("time.sleep(300)\n" if how == "times_out" else ""))
+    res = run([PY, "-c", leader], cwd=tmp_path, timeout=60 if how == "exits" else 3)
+    grandchild = read_pid(gpid)
+    try:
+        assert res.timed_out == (how == "times_out")
+        wait_until(lambda: not alive(grandchild), what="the setsid grandchild to be killed")
+    finally:
+        kill_all([grandchild])
+
+
+def test_concurrent_commands_do_not_end_each_others_processes(tmp_path):
+    a_pid, b_pid, release = tmp_path / "a.pid", tmp_path / "b.pid", tmp_path / "release"
+
+    def leader(pidfile: Path, wait: bool) -> list[str]:
+        code = ("import os, subprocess, sys, time\n"
+                f"subprocess.Popen([sys.executable, '-c', {STUBBORN!r}, {str(pidfile)!r}])\n"
+                f"while not os.path.exists({str(pidfile)!r}): time.sleep(0.01)\n"
+                + (f"while not os.path.exists({str(release)!r}): time.sleep(0.02)\n" if wait else ""))
+        return [PY, "-c", code]
+
+    async def main():
+        a = asyncio.create_task(procs.run(leader(a_pid, True), cwd=tmp_path, timeout=120))
+        b = await procs.run(leader(b_pid, False), cwd=tmp_path, timeout=60)
+        assert b.ok, b.stderr
+        a_grandchild, b_grandchild = read_pid(a_pid), read_pid(b_pid)
+        try:
+            wait_until(lambda: not alive(b_grandchild), what="b's grandchild to end with b")
+            assert alive(a_grandchild), "b's end killed a process of a, which still runs"
+            assert not a.done()
+            release.write_text("go")
+            assert (await a).ok
+            wait_until(lambda: not alive(a_grandchild), what="a's grandchild to end with a")
+        finally:
+            kill_all([a_grandchild, b_grandchild])
+
+    asyncio.run(main())
+
+
+def test_a_child_dies_with_its_parent(tmp_path):
+    # An intermediate process starts a sleeper through procs.run, then is killed with -9:
+    # the sleeper gets SIGKILL from the kernel (PR_SET_PDEATHSIG), nobody cleans up.
+    child_pid = tmp_path / "child.pid"
+    code = ("import asyncio, sys\n"
+            "from harnessc.runtime import procs\n"
+            "asyncio.run(procs.run([sys.executable, '-c', "
+            f"\"import os, time; open({str(child_pid)!r}, 'w').write(str(os.getpid())); time.sleep(300)\"],"
+            f" cwd={str(tmp_path)!r}, timeout=300))\n")
+    parent = subprocess.Popen([PY, "-c", code], env=env())
+    child = read_pid(child_pid)
+    try:
+        assert alive(child)
+        parent.kill()
+        parent.wait(timeout=30)
+        wait_until(lambda: not alive(child), what="the child to die with its parent")
+    finally:
+        kill_all([child])
+        if parent.poll() is None:
+            parent.kill()
+
+
+def test_without_prctl_commands_still_run(tmp_path, monkeypatch):
+    # Not Linux (or no libc prctl): no pdeathsig, no subreaper, no crash.
+    monkeypatch.setattr(prctl, "function", lambda: None)
+    assert not prctl.make_undumpable() and not prctl.is_subreaper()
+    assert reaper.child().preexec is None
+    res = run([PY, "-c", "print('ran')"], cwd=tmp_path, timeout=30)
+    assert res.ok and res.stdout.strip() == "ran"
+    with reaper.adopting("test-run"):
+        assert run([PY, "-c", "pass"], cwd=tmp_path, timeout=30).ok
+
+
+def test_a_child_whose_parent_died_before_prctl_exits(tmp_path):
+    # The preexec step's guard runs in the child: if its parent is no longer the process that
+    # started it (harnessc died before prctl took effect), it exits instead of running on.
+    script = tmp_path / "guard.py"
+    script.write_text(textwrap.dedent("""
+        import os
+        from harnessc.runtime import reaper
+        setup = reaper.child().preexec
+
+        def fork_and_setup():
+            pid = os.fork()
+            if pid == 0:
+                setup()
+                os._exit(0)  # what exec would be
+            return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+        direct = fork_and_setup()  # a child of the process that resolved the step
+        pid = os.fork()
+        if pid == 0:  # a grandchild: its parent is someone else, as after harnessc died
+            os._exit(10 + fork_and_setup())
+        print(direct, os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) - 10)
+    """))
+    r = subprocess.run([PY, str(script)], capture_output=True, text=True, env=env(), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "1"]
+
+
+# ------------------------------------------------------------------ the real CLI
+
+
+AGENT = textwrap.dedent("""
+    import json, os, subprocess, sys, time
+    work = os.environ["WORK"]
+    sys.stdin.read()
+    earlier = []
+    if os.path.exists(os.path.join(work, "pids.json")):
+        earlier = list(json.load(open(os.path.join(work, "pids.json"))).values())
+    def running(pid):
+        try:
+            return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] not in "ZX"
+        except OSError:
+            return False
+    with open(os.path.join(work, "agents.log"), "a") as f:
+        f.write(json.dumps({"pid": os.getpid(), "earlier_alive": [p for p in earlier if running(p)]}) + "\\n")
+    if os.path.exists(os.path.join(work, "finish")):
+        print("<promise>DONE</promise>")
+        sys.exit(0)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    gpid = os.path.join(work, "grandchild.pid")
+    subprocess.Popen([sys.executable, "-c", sys.argv[1], gpid])
+    while not os.path.exists(gpid) or not open(gpid).read():
+        time.sleep(0.01)
+    pids = {"agent": os.getpid(), "child": child.pid, "grandchild": int(open(gpid).read())}
+    json.dump(pids, open(os.path.join(work, "pids.json.tmp"), "w"))
+    os.replace(os.path.join(work, "pids.json.tmp"), os.path.join(work, "pids.json"))
+    time.sleep(300)
+""")
+
+
+def test_kill_9_of_harnessc_kills_its_agent_and_the_resumed_run_ends_the_rest(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    root = tmp_path / "proj"
+    write_project(root, [node("t", completion_promise="DONE", routing={"agent": "cli"})],
+                  agents={"cli": {"provider": "command", "command": [PY, str(script), STUBBORN],
+                                  "pass_env": ["WORK"], "timeout": 600}})
+    e = env(WORK=str(work))
+    pids: dict = {}
+    p = spawn(root, "run", env=e)
+    try:
+        pids = wait_until(lambda: (work / "pids.json").exists()
+                          and json.loads((work / "pids.json").read_text()), 60, "the agent's pids")
+        db = sqlite3.connect(root / ".harness" / "state.db")
+        row = wait_until(lambda: db.execute(
+            "SELECT proc_marker, proc_pid, proc_start FROM attempts WHERE status='started'"
+            " AND proc_pid IS NOT NULL").fetchone(), 30, "the attempt's child record")
+        db.close()
+        marker, pid, start = row
+        assert pid == pids["agent"] and start == reaper.start_time(pids["agent"])
+        with open(f"/proc/{pids['grandchild']}/environ", "rb") as f:
+            assert f"{reaper.ENV_MARK}={marker}.".encode() in f.read()
+        p.kill()  # kill -9: harnessc cleans nothing up
+        p.communicate(timeout=30)
+        wait_until(lambda: not alive(pids["agent"]), 30, "the agent to die with harnessc")
+        # What the agent started is still there: the next run must end it.
+        assert alive(pids["child"]) and alive(pids["grandchild"])
+        (work / "finish").write_text("yes")
+        r = harnessc(root, "run", env=e)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert not alive(pids["child"]) and not alive(pids["grandchild"])
+        runs = [json.loads(line) for line in (work / "agents.log").read_text().splitlines()]
+        assert len(runs) == 2 and runs[1]["earlier_alive"] == [], runs  # never two agents at once
+        db = sqlite3.connect(root / ".harness" / "state.db")
+        ended = [json.loads(d) for (d,) in db.execute("SELECT data FROM events WHERE kind='leftovers_ended'")]
+        db.close()
+        assert len(ended) == 1 and {pids["child"], pids["grandchild"]} <= set(ended[0]["pids"])
+    finally:
+        if p.poll() is None:
+            p.kill()
+        kill_all(pids.values())
+
+
+def test_an_orphan_that_scrubbed_its_environment_is_ended_with_the_run(tmp_path):
+    # The accept command's grandchild leaves the session and drops its environment (so no
+    # marker): it was adopted by harnessc (subreaper) and is killed when the run ends.
+    gpid = tmp_path / "orphan.pid"
+    code = ("import os, subprocess, sys, time\n"
+            f"subprocess.Popen([sys.executable, '-c', {STUBBORN!r}, {str(gpid)!r}], env={{}})\n"
+            f"while not os.path.exists({str(gpid)!r}) or not open({str(gpid)!r}).read(): time.sleep(0.01)\n")
+    root = tmp_path / "proj"
+    write_project(root, [node("t", accept=[{"id": "spawn", "argv": [PY, "-c", code], "timeout": 60}])])
+    r = harnessc(root, "run")
+    orphan = read_pid(gpid)
+    try:
+        assert r.returncode == 0, r.stdout + r.stderr
+        wait_until(lambda: not alive(orphan), 30, "the scrubbed orphan to be killed")
+    finally:
+        kill_all([orphan])
+
+
+# A shell reader: as user nobody the venv's python may not be reachable, /bin/sh always is.
+READER = textwrap.dedent("""
+    read_env() {
+        if ! cat "/proc/$1/environ" > /dev/null 2>&1; then echo denied
+        elif tr '\\0' '\\n' < "/proc/$1/environ" | grep -q '^HC_CANARY='; then echo readable
+        else echo "no canary"; fi
+    }
+    cat > /dev/null
+    {
+        echo "harnessc=$(read_env "$PPID")"
+        echo "control=$(read_env "$CONTROL_PID")"
+        echo "own_env_has_key=${HC_CANARY:+yes}"
+    } > "$OUT"
+    echo "<promise>DONE</promise>"
+""")
+
+
+def _as_unprivileged_user(work: Path) -> list[str]:
+    """argv prefix running harnessc as a user without CAP_SYS_PTRACE (which reads any environ).
+
+    As root, dropping only that capability is not enough on every kernel (here root without
+    it still read a non-dumpable root process), so the run goes to user nobody instead.
+    """
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root and setpriv (util-linux) is missing: cannot run as another user")
+    os.chown(work, 65534, 65534)
+    for path in work.rglob("*"):
+        os.chown(path, 65534, 65534)
+    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+
+
+def test_a_child_cannot_read_harnessc_environment():
+    work = Path(tempfile.mkdtemp(prefix="harnessc-dumpable-"))  # not under root's pytest dir
+    try:
+        script = work / "reader.sh"
+        script.write_text(READER)
+        out = work / "seen.txt"
+        root = work / "proj"
+        write_project(root, [node("t", completion_promise="DONE", routing={"agent": "reader"})],
+                      agents={"reader": {"provider": "command", "command": ["/bin/sh", str(script)],
+                                         "env": {"CONTROL_PID": "0", "OUT": str(out)}}})
+        prefix = _as_unprivileged_user(work)
+        e = env(HC_CANARY="canary-value-123456")
+        # Control: a dumpable process of the same user, holding the canary too.
+        control = subprocess.Popen([*prefix, "sleep", "300"], env=e)
+        try:
+            plan = root / ".harness" / "build" / "plan.json"
+            plan.write_text(plan.read_text().replace('"CONTROL_PID": "0"', f'"CONTROL_PID": "{control.pid}"'))
+            r = subprocess.run([*prefix, *CLI, "-C", str(root), "run"], capture_output=True, text=True,
+                               env=e, timeout=120)
+            assert r.returncode == 0, r.stdout + r.stderr
+            seen = dict(line.split("=", 1) for line in out.read_text().splitlines())
+        finally:
+            control.kill()
+            control.wait()
+        if seen["control"] != "readable":
+            pytest.skip(f"this machine hides same-user /proc/<pid>/environ anyway ({seen['control']})")
+        assert seen["harnessc"] == "denied", seen
+        assert seen["own_env_has_key"] == "", seen
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ state
+
+
+def test_a_version_1_state_database_is_migrated_in_place(tmp_path):
+    path = tmp_path / "state.db"
+    store = StateStore(path)
+    store.close()
+    con = sqlite3.connect(path)  # take it back to version 1: the attempts table without proc_*
+    con.executescript("""
+        CREATE TABLE old AS SELECT id, run_id, task_id, iteration, level, agent, prompt_hash, prompt,
+          raw_output, parsed_output, errors, checks, input_tokens, output_tokens, cost_usd, latency,
+          status, started_at, finished_at FROM attempts;
+        DROP TABLE attempts;
+        ALTER TABLE old RENAME TO attempts;
+        INSERT INTO attempts (id, run_id, task_id, iteration, level, status, started_at)
+          VALUES (7, 'r1', 'a', 1, 0, 'started', 1.0);
+        UPDATE meta SET value='1' WHERE key='schema_version';
+    """)
+    con.close()
+    store = StateStore(path)
+    try:
+        assert store.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "2"
+        rec = store.recover()
+        assert rec["interrupted_attempts"] == [7]
+        assert rec["leftovers"] == [{"attempt": 7, "marker": None, "pid": None, "start": None}]
+    finally:
+        store.close()
