@@ -155,8 +155,9 @@ def test_redaction_catches_reversed_and_base64_forms(tmp_path, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", secret)
     monkeypatch.setenv("DATABASE_URL", "postgres://app:pw-hunter2-xyz@db:5432/app")
     from harnessc.runtime.state import StateStore
+    from harnessc.workspace import Workspace
 
-    store = StateStore(tmp_path / "state.db")
+    store = StateStore(Workspace(tmp_path))
     try:
         for plain in (secret, secret[::-1], "pw-hunter2-xyz"):
             assert store.redact(f"leak: {plain}.") == "leak: [redacted]."

@@ -22,6 +22,7 @@ import pytest
 
 from harnessc.runtime import prctl, procs, reaper
 from harnessc.runtime.state import StateStore
+from harnessc.workspace import Workspace
 
 from .helpers import CLI, PY, env, harnessc, node, spawn, write_project
 
@@ -344,8 +345,8 @@ def test_a_child_cannot_read_harnessc_environment():
 
 
 def test_a_version_1_state_database_is_migrated_in_place(tmp_path):
-    path = tmp_path / "state.db"
-    store = StateStore(path)
+    path = Workspace(tmp_path).state_db
+    store = StateStore(Workspace(tmp_path))
     store.close()
     con = sqlite3.connect(path)  # take it back to version 1: the attempts table without proc_*
     con.executescript("""
@@ -359,7 +360,7 @@ def test_a_version_1_state_database_is_migrated_in_place(tmp_path):
         UPDATE meta SET value='1' WHERE key='schema_version';
     """)
     con.close()
-    store = StateStore(path)
+    store = StateStore(Workspace(tmp_path))
     try:
         assert store.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "2"
         rec = store.recover()
