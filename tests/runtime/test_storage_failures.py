@@ -105,7 +105,7 @@ def test_full_disk_during_run_is_one_line_and_the_next_run_resumes(tmp_path):
     run = " ".join(shlex.quote(a) for a in [*CLI, "-C", str(root), "run"])
     status = " ".join(shlex.quote(a) for a in [*CLI, "-C", str(root), "status", "--json"])
     script = "\n".join([
-        f"mount -t tmpfs -o size=2m tmpfs {harness}",
+        f"mount -t tmpfs -o size=8m tmpfs {harness}",  # the rerun needs room for all 60 tasks
         " ".join(shlex.quote(a) for a in [*CLI, "-C", str(root), "build"]) + " >/dev/null",
         fill(harness, 260),  # room for state.db and a few tasks, not for 60
         f"{run} >{tmp_path}/run.out 2>{tmp_path}/run.err || echo $? >{tmp_path}/run.rc",
