@@ -27,6 +27,7 @@ from ..workspace import Workspace, WorkspaceError
 from . import plan as planmod
 from . import reaper
 from .agents.base import AgentError, Request, make_agent
+from .agents.errors import retry_delay
 from .budget import Budget
 from .routing import AttemptState, route
 from .state import TERMINAL_OK, StateError, StateStore
@@ -421,12 +422,11 @@ class Runner:
                         if st.transient_errors > TRANSIENT_LIMIT:
                             return self._give_up(tid, node, contract, best,
                                                  f"{st.transient_errors} transient agent errors in a row: {e.message}")
-                        await self._sleep(e.retry_after if e.retry_after is not None
-                                          else min(2 ** st.transient_errors, 30))
+                        await self._sleep(retry_delay(e, st.transient_errors))
                         continue
                     st.failures += 1
                     st.errors = [e.message]
-                    if st.failures > max_retries:
+                    if st.failures > max_retries or e.final:
                         return self._give_up(tid, node, contract, best, e.message)
                     await self._sleep(float(delays[min(st.failures - 1, len(delays) - 1)]))
                     continue

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ...estimates import cost_usd
+from .errors import AgentError
 
 
 @dataclass
@@ -42,18 +43,6 @@ class Response:
     cost_usd: float = 0.0
     latency: float = 0.0
     notes: list[str] = field(default_factory=list)
-
-
-class AgentError(Exception):
-    """A failed call. transient: worth retrying as is (429, 5xx, timeout); else permanent."""
-
-    def __init__(self, message: str, transient: bool = False, retry_after: float | None = None,
-                 stderr: str = ""):
-        super().__init__(message)
-        self.message = message
-        self.transient = transient
-        self.retry_after = retry_after
-        self.stderr = stderr
 
 
 class Agent(Protocol):

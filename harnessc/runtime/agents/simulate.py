@@ -44,7 +44,7 @@ class SimulateAgent:
         if self.fail_rate:
             rng = random.Random(f"{self.seed}:{tid}:{self.tries[tid]}")
             if rng.random() < self.fail_rate:
-                raise AgentError("simulate: transient failure (overloaded)", transient=True,
+                raise AgentError("simulate: transient failure (overloaded)", kind="overloaded",
                                  retry_after=0)
         n = self.calls[tid] = self.calls.get(tid, 0) + 1
         text = self._answer(request, n)
