@@ -305,3 +305,16 @@ def test_prompt_format_items_enum_and_output_rules():
     assert "- **a** (list of str, REQUIRED)\n  - Each item:\n    - Allowed values: \"x\", \"y\"" in text
     assert "  - Allowed values: 1, 2\n  - Default: 1" in text
     assert text.endswith("The whole output must satisfy: output.b > 0")
+
+
+def test_one_provider_registry_for_compiler_and_runtime() -> None:
+    """The IR's providers are the registry's, and plan.json's subsets come from its units."""
+    from typing import get_args
+
+    from harnessc import providers
+    from harnessc.compiler import ir
+
+    assert set(get_args(ir.Provider)) == set(providers.names())
+    assert [p.name for p in providers.with_schema()] == list(ENTRIES["appointment_booking"]["provider_schemas"])
+    for unit in providers.with_schema():
+        assert PROVIDER_KEEP[unit.name] == unit.schema.keep

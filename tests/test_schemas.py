@@ -84,3 +84,25 @@ def test_lint_imports_neither_pydantic_nor_jsonschema_nor_sdks(tmp_path) -> None
     r = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "HEAVY:\n" in r.stdout, f"lint imported: {r.stdout}"
+
+
+def test_build_imports_no_sdk(tmp_path) -> None:
+    """build computes every provider's schema subset from the registry, without the SDKs."""
+    import shutil
+    import subprocess
+    import sys
+
+    root = tmp_path / "demo"
+    shutil.copytree(REPO / "specs" / "demo", root, ignore=shutil.ignore_patterns(".harness"))
+    code = (
+        "import sys\n"
+        "from harnessc.cli import main\n"
+        "sys.argv = ['harnessc', '-C', sys.argv[1], 'build']\n"
+        "try:\n    main()\n"
+        "except SystemExit as e:\n    assert e.code == 0, e.code\n"
+        "print('SDKS:' + ','.join(m for m in ('anthropic', 'openai', 'httpx2') if m in sys.modules))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "SDKS:\n" in r.stdout, f"build imported: {r.stdout}"
+    assert (root / ".harness" / "build" / "plan.json").exists()

@@ -11,41 +11,20 @@ Three products per contract:
 * ``provider_schema``: the structured-output subset one provider accepts.
 * ``contract_plan_entry``: the plain-JSON entry of plan.json (the runtime needs no IR).
 
-Provider subset decisions (from the OpenAI "supported schemas" and Anthropic "JSON Schema
-limitations" pages of their structured-output docs):
-
-* Both: an allow-list per provider. A keyword outside it is removed from the node and
-  written into that node's description as readable text ("must be >= 0"), and listed in
-  ``moved`` as {"path", "keyword", "value", "provider"}. ``$schema`` and ``x-*`` keys are
-  dropped silently (metadata, not constraints). Every object gets
-  ``additionalProperties: false``; both providers require it.
-* OpenAI strict: keeps type, description, enum, const, properties, required,
-  additionalProperties, items, anyOf, $ref/$defs/definitions. Every property is listed in
-  ``required``; an optional one becomes nullable (``type: [T, "null"]``, null added to an
-  enum, or ``anyOf: [..., {"type": "null"}]``). The validator treats null in an optional
-  field as absent, so the nullable answer validates.
-* Anthropic: also keeps allOf, ``format`` for the formats it lists (date-time, date, time,
-  duration, email, hostname, uri, ipv4, ipv6, uuid) and ``minItems`` of 0 or 1. Optional
-  properties stay optional. ``pattern`` is moved too: Anthropic supports only a regex
-  subset and a rejected request is worse than a rule checked locally.
-* Free-form values (a dict without ``fields``, ``any``, a list without ``items``) cannot be
-  expressed by either provider in strict mode. We do not invent a shape (an empty object
-  would force the model to answer ``{}``): the node stays free-form, its description says
-  "any JSON object/value", and a moved item with keyword ``strict`` (value false) tells
-  the agent adapter to send the schema non-strict (OpenAI ``strict: false``) or to rely on
-  the prompt alone (Anthropic). The plan entry records this as ``"strict": false``. All
-  built-in contracts are fully structured, so they are strict for both providers.
+Provider subsets: each provider's JSON-Schema subset (what it keeps, what is moved into the
+description and listed in plan.json, strict or not) is declared in its unit of the provider
+registry, harnessc/providers/ (see providers/subset.py for the rules).
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import re
 import shlex
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
-from ..wording import plural
+from .. import providers as _providers
+from ..providers.subset import compact, is_strict  # noqa: F401  (is_strict: re-exported)
 
 if TYPE_CHECKING:  # the pydantic IR is imported only where it is built (lint stays light)
     from .ir import AcceptCommand, Contract, Deliverable
@@ -206,167 +185,19 @@ def output_json_schema(output: dict[str, Deliverable] | dict[str, dict]) -> dict
 
 
 # ------------------------------------------------------------------ provider subsets
+# Each provider's subset lives in its unit of the provider registry (harnessc/providers/),
+# which imports no SDK; the compiler and the runtime read that one registry.
 
-_COMMON_KEEP = {
-    "type", "description", "enum", "const", "properties", "required",
-    "additionalProperties", "items", "anyOf", "$ref", "$defs", "definitions",
-}
-PROVIDER_KEEP = {
-    "openai": _COMMON_KEEP,
-    "anthropic": _COMMON_KEEP | {"allOf", "format", "minItems"},
-}
-ANTHROPIC_FORMATS = {
-    "date-time", "date", "time", "duration", "email", "hostname", "uri", "ipv4", "ipv6", "uuid",
-}
-PROVIDERS = ("openai", "anthropic")
-
-_TEXT = {
-    "minimum": "must be >= {}",
-    "maximum": "must be <= {}",
-    "exclusiveMinimum": "must be > {}",
-    "exclusiveMaximum": "must be < {}",
-    "multipleOf": "must be a multiple of {}",
-    "minLength": "at least {}",
-    "maxLength": "at most {}",
-    "pattern": "must match the regular expression {}",
-    "format": "format: {}",
-    "minItems": "at least {}",
-    "maxItems": "at most {}",
-    "minProperties": "at least {}",
-    "maxProperties": "at most {}",
-    "default": "default: {}",
-    "examples": "example: {}",
-}
-_COUNTED = {"minLength": "character", "maxLength": "character", "minItems": "item", "maxItems": "item",
-            "minProperties": "key", "maxProperties": "key"}
-_MAX_NOTE = 200
-
-
-def _compact(value: Any, limit: int = _MAX_NOTE) -> str:
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _note(keyword: str, value: Any) -> str:
-    if keyword == "uniqueItems":
-        return "items must be unique" if value else ""
-    if keyword == "examples" and isinstance(value, list) and len(value) == 1:
-        value = value[0]
-    if keyword in ("pattern", "format") and isinstance(value, str):
-        return _TEXT[keyword].format(value)
-    if keyword in _COUNTED and isinstance(value, int):
-        return _TEXT[keyword].format(plural(value, _COUNTED[keyword]))
-    if keyword in _TEXT:
-        return _TEXT[keyword].format(_compact(value))
-    return f"{keyword}: {_compact(value)}"
-
-
-def _keeps(provider: str, keyword: str, value: Any) -> bool:
-    if keyword not in PROVIDER_KEEP[provider]:
-        return False
-    if keyword == "format":
-        return value in ANTHROPIC_FORMATS
-    if keyword == "minItems":
-        return value in (0, 1)
-    if keyword == "enum":  # Anthropic: primitives only; harmless to require it for both
-        return all(not isinstance(v, (dict, list)) for v in value)
-    if keyword == "additionalProperties":
-        return value is False
-    return True
-
-
-def _append_description(node: dict, notes: Iterable[str]) -> None:
-    notes = [n for n in notes if n]
-    if not notes:
-        return
-    text = "; ".join(notes)
-    desc = node.get("description")
-    node["description"] = f"{desc} ({text})" if desc else text[0].upper() + text[1:]
-
-
-def _make_nullable(node: dict) -> dict:
-    """OpenAI strict: an optional property is required but may be null."""
-    node = dict(node)
-    typ = node.get("type")
-    if isinstance(typ, str):
-        node["type"] = [typ, "null"]
-    elif isinstance(typ, list):
-        if "null" not in typ:
-            node["type"] = typ + ["null"]
-    elif "anyOf" in node:
-        node["anyOf"] = list(node["anyOf"]) + [{"type": "null"}]
-    else:
-        return node  # free-form: already accepts null
-    if "enum" in node and None not in node["enum"]:
-        node["enum"] = list(node["enum"]) + [None]
-    return node
-
-
-def _subset(node: Any, path: str, provider: str, moved: list[dict]) -> Any:
-    if not isinstance(node, dict):
-        return node
-    out: dict[str, Any] = {}
-    notes: list[str] = []
-    for key, value in node.items():
-        if key == "$schema" or key.startswith("x-"):
-            continue
-        if not _keeps(provider, key, value):
-            if key == "additionalProperties":
-                continue  # handled below with the object's shape
-            moved.append({"path": path, "keyword": key, "value": value, "provider": provider})
-            notes.append(_note(key, value))
-            continue
-        if key == "properties":
-            out[key] = {k: _subset(v, f"{path}.properties.{k}", provider, moved) for k, v in value.items()}
-        elif key == "items":
-            out[key] = _subset(value, f"{path}.items", provider, moved)
-        elif key in ("anyOf", "allOf"):
-            out[key] = [_subset(v, f"{path}.{key}[{i}]", provider, moved) for i, v in enumerate(value)]
-        elif key in ("$defs", "definitions"):
-            out[key] = {k: _subset(v, f"{path}.{key}.{k}", provider, moved) for k, v in value.items()}
-        else:
-            out[key] = copy.deepcopy(value)
-
-    types = out.get("type")
-    types = types if isinstance(types, list) else [types] if types else []
-    if "object" in types:
-        if "properties" in out:
-            out["additionalProperties"] = False
-            if provider == "openai":
-                declared = set(out.get("required", []))
-                out["properties"] = {
-                    k: v if k in declared else _make_nullable(v) for k, v in out["properties"].items()
-                }
-                out["required"] = list(out["properties"])
-        else:
-            _not_strict(out, path, provider, moved, "a free-form object", "any JSON object")
-    elif not types and not any(k in out for k in ("anyOf", "allOf", "$ref", "enum", "const")):
-        _not_strict(out, path, provider, moved, "a value of any type", "any JSON value")
-    if "array" in types and "items" not in out:
-        _not_strict(out, path, provider, moved, "a list without an item type", "items of any type")
-    _append_description(out, notes)
-    return out
-
-
-def _not_strict(node: dict, path: str, provider: str, moved: list[dict], what: str, text: str) -> None:
-    moved.append({
-        "path": path, "keyword": "strict", "value": False, "provider": provider,
-        "reason": f"{what} cannot be expressed in strict structured output",
-    })
-    _append_description(node, [text])
+PROVIDERS = tuple(p.name for p in _providers.with_schema())
+PROVIDER_KEEP = {p.name: p.schema.keep for p in _providers.with_schema()}
 
 
 def provider_schema(schema: dict, provider: str) -> tuple[dict, list[dict]]:
     """The structured-output subset of ``schema`` for ``provider``, and what was moved."""
-    if provider not in PROVIDER_KEEP:
+    unit = _providers.get(provider)
+    if unit is None or unit.schema is None:
         raise ValueError(f"unknown provider {provider!r}: expected one of {', '.join(PROVIDERS)}")
-    moved: list[dict] = []
-    return _subset(schema, "$", provider, moved), moved
-
-
-def is_strict(moved: list[dict]) -> bool:
-    """Whether a provider schema can be sent in strict mode (see the module docstring)."""
-    return not any(m["keyword"] == "strict" for m in moved)
+    return unit.schema.apply(schema)
 
 
 # ------------------------------------------------------------------ plan.json entry
@@ -431,13 +262,13 @@ def _field_lines(name: str, d: dict, indent: str) -> list[str]:
     lines = [f"{indent}- **{name}** ({_type_label(d)}, {req})" + (f": {desc}" if desc else "")]
     sub = indent + "  "
     if d.get("enum") is not None:
-        lines.append(f"{sub}- Allowed values: {', '.join(_compact(v) for v in d['enum'])}")
+        lines.append(f"{sub}- Allowed values: {', '.join(compact(v) for v in d['enum'])}")
     if d.get("rules"):
         lines.append(f"{sub}- Rules: {', '.join(d['rules'])}")
     if "example" in d:
-        lines.append(f"{sub}- Example: {_compact(d['example'], 400)}")
+        lines.append(f"{sub}- Example: {compact(d['example'], 400)}")
     elif "default" in d:
-        lines.append(f"{sub}- Default: {_compact(d['default'], 400)}")
+        lines.append(f"{sub}- Default: {compact(d['default'], 400)}")
     if d.get("type") == "dict" and d.get("fields"):
         lines.append(f"{sub}- Fields:")
         for k, f in d["fields"].items():
@@ -449,7 +280,7 @@ def _field_lines(name: str, d: dict, indent: str) -> list[str]:
             for k, f in items["fields"].items():
                 lines.extend(_field_lines(k, f, sub + "  "))
         if items.get("enum") is not None:
-            lines.append(f"{sub}  - Allowed values: {', '.join(_compact(v) for v in items['enum'])}")
+            lines.append(f"{sub}  - Allowed values: {', '.join(compact(v) for v in items['enum'])}")
         if items.get("rules"):
             lines.append(f"{sub}  - Rules: {', '.join(items['rules'])}")
     return lines
