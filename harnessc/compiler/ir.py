@@ -138,6 +138,13 @@ class Price(_Spec):
 
     input: float = Field(..., ge=0, description="USD per million input tokens.")
     output: float = Field(..., ge=0, description="USD per million output tokens.")
+    cache_read: float | None = Field(
+        None, ge=0, description="USD per million input tokens read from the prompt cache (default: 0.1x input)."
+    )
+    cache_write: float | None = Field(
+        None, ge=0,
+        description="USD per million input tokens written to the prompt cache (default: 1.25x input for anthropic, 1x for openai).",
+    )
 
 
 class AgentLimits(_Spec):
@@ -176,6 +183,12 @@ class AgentConfig(_Spec):
         "", description="Environment variable holding the API key; null for none. Keys are never stored."
     )
     max_tokens: int | None = Field(None, ge=1, description="Output token cap per call.")
+    stream: bool | None = Field(
+        None, description="anthropic/openai: stream the answer (anthropic streams by default when max_tokens > 21333)."
+    )
+    structured: Literal["json_schema", "json_object", "none"] | None = Field(
+        None, description="openai: how contract output is requested: json_schema (strict, default), json_object (JSON mode) or none (prompt only)."
+    )
     temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature.")
     command: list[str] | None = Field(
         None, description="For provider command: argv; {prompt} and {prompt_file} are replaced, else the prompt goes to stdin. "

@@ -49,6 +49,9 @@ def _units() -> dict[str, Provider]:
         openai.PROVIDER,  # schema providers first, in plan.json's order
         anthropic.PROVIDER,
         Provider("command", f"{agents}.command:CommandAgent"),
+        Provider("claude-code", f"{agents}.cli:ClaudeCodeAgent"),
+        Provider("codex", f"{agents}.cli:CodexAgent"),
+        Provider("gemini-cli", f"{agents}.cli:GeminiCliAgent"),
         Provider("simulate", f"{agents}.simulate:SimulateAgent"),
         Provider("replay", f"{agents}.base:Unavailable"),
     )}

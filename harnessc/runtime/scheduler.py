@@ -416,7 +416,7 @@ class Runner:
                     resp = await agent.call(req)
                 except AgentError as e:
                     st.last_agent = name
-                    await finish("error", raw=e.stderr or None, errors=[e.message])
+                    await finish("error", raw=e.stderr or None, errors=[e.message], **e.charged())
                     if e.transient:
                         st.transient_errors += 1
                         if st.transient_errors > TRANSIENT_LIMIT:

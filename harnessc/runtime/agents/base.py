@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ... import providers
 from ...estimates import cost_usd
 from .errors import AgentError
 
@@ -28,8 +29,18 @@ class Request:
 
 @dataclass
 class Usage:
+    """Tokens of one call. input_tokens counts ALL input: uncached + cache read + cache write
+    (of which the cache counters say how much); output_tokens includes reasoning_tokens."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def uncached_input_tokens(self) -> int:
+        return max(self.input_tokens - self.cache_read_tokens - self.cache_write_tokens, 0)
 
     @property
     def total(self) -> int:
@@ -51,13 +62,22 @@ class Agent(Protocol):
     async def call(self, request: Request) -> Response: ...
 
 
-def price_cost(config: dict, usage: Usage) -> float:
-    """USD for `usage` at the agent's configured price (0 when no price is set)."""
+def price_cost(config: dict, usage: Usage, provider: str | None = None) -> float:
+    """USD for `usage` at the agent's configured price (0 when no price is set).
+
+    Cache reads and writes cost `price.cache_read` / `price.cache_write` when given, else the
+    provider's default fraction of the input price (anthropic 0.1x and 1.25x, openai 0.1x).
+    """
     price = config.get("price") or {}
     if not price:
         return 0.0
-    return cost_usd(usage.input_tokens, usage.output_tokens,
-                    float(price.get("input", 0)), float(price.get("output", 0)))
+    unit = providers.get(provider or config.get("provider"))
+    read_rate, write_rate = unit.cache_rates if unit else (1.0, 1.0)
+    input_price = float(price.get("input", 0))
+    read_price = float(price.get("cache_read", input_price * read_rate))
+    write_price = float(price.get("cache_write", input_price * write_rate))
+    return (cost_usd(usage.uncached_input_tokens, usage.output_tokens, input_price, float(price.get("output", 0)))
+            + (usage.cache_read_tokens * read_price + usage.cache_write_tokens * write_price) / 1_000_000)
 
 
 class Unavailable:
@@ -74,27 +94,9 @@ class Unavailable:
         )
 
 
-def _registry() -> dict[str, type]:
-    # Imported here so `import harnessc.runtime` stays cheap; SDK-backed providers will be
-    # added the same way and must import their SDK inside their module, lazily.
-    from .cli import CLI_AGENTS
-    from .command import CommandAgent
-    from .simulate import SimulateAgent
-
-    return {
-        **CLI_AGENTS,
-        "simulate": SimulateAgent,
-        "command": CommandAgent,
-        "anthropic": Unavailable,
-        "openai": Unavailable,
-        "replay": Unavailable,
-    }
-
-
 def make_agent(name: str, config: dict[str, Any], root: Path) -> Agent:
-    """The agent for one entry of plan["agents"]."""
-    provider = config.get("provider")
-    cls = _registry().get(provider)
-    if cls is None:
-        raise AgentError(f"agent '{name}': unknown provider '{provider}'")
-    return cls(name, config, root)
+    """The agent for one entry of plan["agents"] (its class is imported here, on first use)."""
+    unit = providers.get(config.get("provider"))
+    if unit is None:
+        raise AgentError(f"agent '{name}': unknown provider '{config.get('provider')}'")
+    return unit.agent_class()(name, config, root)

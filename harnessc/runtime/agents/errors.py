@@ -36,7 +36,8 @@ class AgentError(Exception):
     """A failed call, of one `kind` (see the module docstring); `transient` means retried."""
 
     def __init__(self, message: str, transient: bool = False, retry_after: float | None = None,
-                 stderr: str = "", kind: str | None = None, reset_at: float | None = None):
+                 stderr: str = "", kind: str | None = None, reset_at: float | None = None,
+                 usage: Any = None, cost_usd: float = 0.0):
         super().__init__(message)
         if kind is None:  # callers from before the taxonomy say only transient or not
             kind = "server" if transient else "failed"
@@ -47,10 +48,18 @@ class AgentError(Exception):
         self.retry_after = retry_after
         self.reset_at = reset_at  # epoch seconds when a quota or limit resets, when known
         self.stderr = stderr
+        self.usage = usage  # base.Usage of a call that was answered but unusable (e.g. truncated)
+        self.cost_usd = cost_usd  # what that answer cost; 0 when no response came
 
     @property
     def transient(self) -> bool:
         return self.kind in RETRIED
+
+    def charged(self) -> dict[str, Any]:
+        """The attempt's ledger figures: what an unusable answer used and cost (0 for no answer)."""
+        u = self.usage
+        return {"input_tokens": getattr(u, "input_tokens", 0), "output_tokens": getattr(u, "output_tokens", 0),
+                "cost_usd": self.cost_usd}
 
     @property
     def final(self) -> bool:
@@ -109,8 +118,10 @@ def _header(headers: Any, name: str) -> str | None:
 # ------------------------------------------------------------------ SDK exceptions
 
 _QUOTA_CLASSES = {"ContractSpendLimitReachedError", "EnforcedSpendLimitReachedError",
-                  "PaymentRequiredError"}
-_QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "usage_limit_reached"}
+                  "LinkedOrganizationSpendLimitReachedError", "PaymentRequiredError"}
+_QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "usage_limit_reached",
+                "contract_spend_limit_reached", "enforced_spend_limit_reached",
+                "linked_organization_spend_limit_reached"}
 _QUOTA_TEXT = re.compile(r"credit balance is too low|spend limit|insufficient.quota|billing", re.I)
 _CONTEXT_CODES = {"context_length_exceeded", "string_above_max_length"}
 _CONTEXT_TEXT = re.compile(r"prompt is too long|context (length|window)|maximum context|too many tokens"
@@ -151,7 +162,9 @@ def classify(exc: BaseException, agent: str, api_key_env: str | None = None,
     names = _class_names(exc)
     err = _body_error(exc)
     etype = str(getattr(exc, "type", None) or err.get("type") or "")
-    code = str(getattr(exc, "code", None) or getattr(exc, "error_code", None) or err.get("code") or "")
+    details = err.get("details") if isinstance(err.get("details"), dict) else {}
+    code = str(getattr(exc, "code", None) or getattr(exc, "error_code", None) or err.get("code")
+               or details.get("error_code") or "")
     detail = str(getattr(exc, "api_message", None) or err.get("message") or exc or type(exc).__name__)
     detail = redact(detail.strip().splitlines()[0] if detail.strip() else type(exc).__name__, secret)
     status = getattr(exc, "status_code", None)
@@ -163,6 +176,8 @@ def classify(exc: BaseException, agent: str, api_key_env: str | None = None,
 
     if isinstance(status, int):
         return _classify_status(status, names, etype, code, detail, retry_after, error, api_key_env)
+    if "APIError" in names and err:  # an error event inside a 200 stream (openai: no status)
+        return _classify_status(200, names, etype, code, detail, retry_after, error, api_key_env)
     if isinstance(exc, json.JSONDecodeError):
         return error("server", "the API answered with a body that is not JSON (cut or corrupted)")
     if names & _TIMEOUT_CLASSES:
