@@ -19,7 +19,7 @@ from pathlib import Path
 from ...compiler.argv import split_command
 from .. import procs
 from .base import AgentError, Request, Response, Usage, price_cost
-from .cli_output import Answer, Failure, kind_retried, parse_claude, parse_codex, parse_gemini
+from .cli_output import Answer, Failure, parse_claude, parse_codex, parse_gemini
 from .command import SubprocessAgent, full_prompt
 
 PERMISSIONS: dict[str, dict[str, list[str]]] = {
@@ -119,12 +119,9 @@ class CliAgent(SubprocessAgent):
                         notes=res.notes + outcome.notes)
 
     def error(self, failure: Failure, stderr: str) -> AgentError:
-        err = AgentError(f"agent '{self.name}' ({self.provider}): {failure.kind}: {failure.message}",
-                         transient=kind_retried(failure.kind), retry_after=failure.retry_after,
-                         stderr=stderr[-4000:])
-        err.kind = failure.kind
-        err.reset_at = failure.reset_at
-        return err
+        return AgentError(f"agent '{self.name}' ({self.provider}): {failure.kind}: {failure.message}",
+                          kind=failure.kind, retry_after=failure.retry_after,
+                          reset_at=failure.reset_at, stderr=stderr[-4000:])
 
 
 class ClaudeCodeAgent(CliAgent):

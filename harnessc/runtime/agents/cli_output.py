@@ -34,15 +34,6 @@ class Failure:
 
 # -------------------------------------------------------------------- shared classification
 
-# The kinds harnessc retries on the same agent (the taxonomy of issue 8 item 4).
-RETRIED_KINDS = frozenset({"rate_limited", "overloaded", "server", "timeout", "connection",
-                           "truncated", "bad_output"})
-
-
-def kind_retried(kind: str) -> bool:
-    return kind in RETRIED_KINDS
-
-
 # "You've hit your usage limit" with a straight or a curly (U+2019) apostrophe, Claude's older
 # "Claude AI usage limit reached|<epoch>", "... limit · resets 3pm".
 _LIMIT = re.compile(

@@ -43,10 +43,8 @@ class SubprocessAgent:
         if res.error:
             raise AgentError(f"agent '{self.name}': {res.error}")
         if res.timed_out:
-            err = AgentError(f"agent '{self.name}': {res.describe()}",
-                             transient=timed_out_kind == "timeout", stderr=res.stderr[-4000:])
-            err.kind = timed_out_kind
-            raise err
+            raise AgentError(f"agent '{self.name}': {res.describe()}", kind=timed_out_kind,
+                             stderr=res.stderr[-4000:])
         return res
 
 
