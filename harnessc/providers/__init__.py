@@ -19,15 +19,17 @@ from .subset import SchemaSubset
 @dataclass(frozen=True)
 class Provider:
     name: str
-    agent: str  # "module:Class", imported on first use
+    agent: str  # "module:Class" (or a function choosing one), imported on first use
     schema: SchemaSubset | None = None  # None: the provider takes no wire schema
     api_key_env: str | None = None  # the default variable holding the key
     defaults: dict[str, Any] = field(default_factory=dict)  # agent settings when unset
     cache_rates: tuple[float, float] = (1.0, 1.0)  # cache read, write: fractions of the input price
 
-    def agent_class(self) -> type:
-        module, _, cls = self.agent.partition(":")
-        return getattr(importlib.import_module(module), cls)
+    def agent_factory(self) -> Any:
+        """What builds this provider's agent from (name, config, root): its class, or a
+        function choosing one by the config (openai's `api:`)."""
+        module, _, attr = self.agent.partition(":")
+        return getattr(importlib.import_module(module), attr)
 
     def key_env(self, config: dict) -> str | None:
         """The key variable of one agent: its `api_key_env` ("" = this provider's default,

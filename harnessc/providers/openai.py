@@ -13,7 +13,7 @@ from .subset import COMMON_KEEP, SchemaSubset
 
 PROVIDER = Provider(
     name="openai",
-    agent="harnessc.runtime.agents.openai_api:OpenAIAgent",
+    agent="harnessc.runtime.agents.openai_api:make",
     schema=SchemaSubset(provider="openai", keep=COMMON_KEEP, all_required=True),
     api_key_env="OPENAI_API_KEY",
     cache_rates=(0.1, 1.0),

@@ -99,4 +99,4 @@ def make_agent(name: str, config: dict[str, Any], root: Path) -> Agent:
     unit = providers.get(config.get("provider"))
     if unit is None:
         raise AgentError(f"agent '{name}': unknown provider '{config.get('provider')}'")
-    return unit.agent_class()(name, config, root)
+    return unit.agent_factory()(name, config, root)

@@ -1,55 +1,63 @@
-"""Provider `openai`: Chat Completions through the official SDK (AsyncOpenAI), for OpenAI and
-any OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio) via `base_url`.
+"""Provider `openai`: the official SDK (AsyncOpenAI), for OpenAI and any OpenAI-compatible
+server (Ollama, vLLM, llama.cpp, LM Studio) via `base_url`.
 
-One call is one HTTP request (SDK retries off). Structured output per `structured:`:
-`json_schema` (default: `response_format` json_schema strict with the contract's OpenAI
-subset from plan.json), `json_object` (JSON mode, for servers that reject schemas) or `none`
-(the prompt alone). `api_key_env: null` sends a placeholder key (local servers need none but
-the SDK insists on one). A streamed call asks for the usage chunk (`include_usage`), which
+`api: chat` (default) is Chat Completions, here; `api: responses` is the Responses API
+(openai_responses.py). Structured output per `structured:`: `json_schema` (default: strict
+json_schema with the contract's OpenAI subset from plan.json), `json_object` (JSON mode, for
+servers that reject schemas) or `none` (the prompt alone). `api_key_env: null` sends a
+placeholder key. A streamed chat call asks for the usage chunk (`include_usage`), which
 arrives last with `choices == []`. `finish_reason: length`, or a stream without its final
-chunk, is a truncated answer.
+chunk, is a truncated answer. The call step itself is `sdk.SdkAgent`'s.
 """
 
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 from typing import Any
 
-from ... import providers
-from .base import Request, Response, Usage, price_cost
-from .errors import AgentError, classify, missing_key
+from .base import Request, Usage
+from .sdk import DONE, MAX_TOKENS, REFUSAL, UNFINISHED, Answer, SdkAgent
 
-PLACEHOLDER_KEY = "not-needed"
 STRUCTURED = ("json_schema", "json_object", "none")
 
 
-class OpenAIAgent:
+def make(name: str, config: dict, root: Path) -> "OpenAIAgent":
+    """The openai agent for the config's `api:` (chat unless it says responses)."""
+    if config.get("api") == "responses":
+        from .openai_responses import OpenAIResponsesAgent
+
+        return OpenAIResponsesAgent(name, config, root)
+    return OpenAIAgent(name, config, root)
+
+
+class OpenAIAgent(SdkAgent):
+    """Chat Completions."""
+
+    provider = "openai"
+    terminator = "its last chunk"
+
     def __init__(self, name: str, config: dict, root: Path):
-        self.name = name
-        self.config = config
-        self.unit = providers.get("openai")
-        self.model = config.get("model")
-        self.max_tokens = config.get("max_tokens")  # unset: the server's own limit
+        super().__init__(name, config, root)  # max_tokens unset: the server's own limit
         self.stream = bool(config.get("stream", False))
         self.structured = config.get("structured") or "json_schema"
-        self.key_env = self.unit.key_env(config)
-        self._client: Any = None
 
-    def _connect(self) -> tuple[Any, str | None]:
-        if self.key_env:
-            key = os.environ.get(self.key_env, "")
-            if not key:
-                raise missing_key(self.name, self.key_env)
-        else:
-            key = None
-        if self._client is None:
-            import openai  # only a run that calls this agent pays for the import
+    def connect(self, key: str) -> Any:
+        import openai  # only a run that calls this agent pays for the import
 
-            self._client = openai.AsyncOpenAI(api_key=key or PLACEHOLDER_KEY,
-                                              base_url=self.config.get("base_url"), max_retries=0)
-        return self._client, key
+        return openai.AsyncOpenAI(api_key=key, base_url=self.config.get("base_url"), max_retries=0)
+
+    def structured_format(self, request: Request) -> dict[str, Any] | None:
+        """How the contract's output is asked for: the strict json_schema format (OpenAI subset),
+        JSON mode, or None. The chat API wraps it in `response_format`, Responses in `text`."""
+        if request.output_schema is None:
+            return None
+        wire = (((request.contract or {}).get("provider_schemas") or {}).get("openai")) or {}
+        if self.structured == "json_schema" and wire.get("schema"):
+            return {"type": "json_schema", "name": schema_name(request), "schema": wire["schema"],
+                    "strict": bool(wire.get("strict"))}
+        if self.structured == "json_object":
+            return {"type": "json_object"}
+        return None
 
     def params(self, request: Request) -> dict[str, Any]:
         """The Chat Completions parameters for one request (no credentials)."""
@@ -61,47 +69,35 @@ class OpenAIAgent:
             p["max_completion_tokens"] = max_tokens
         if self.config.get("temperature") is not None:
             p["temperature"] = self.config["temperature"]
-        wire = (((request.contract or {}).get("provider_schemas") or {}).get("openai")) or {}
-        if request.output_schema is not None and self.structured == "json_schema" and wire.get("schema"):
+        fmt = self.structured_format(request)
+        if fmt and fmt["type"] == "json_schema":
             p["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": _schema_name(request), "schema": wire["schema"], "strict": bool(wire.get("strict"))}}
-        elif request.output_schema is not None and self.structured == "json_object":
-            p["response_format"] = {"type": "json_object"}
+                k: v for k, v in fmt.items() if k != "type"}}
+        elif fmt:
+            p["response_format"] = fmt
         if self.stream:
             p["stream"] = True
             p["stream_options"] = {"include_usage": True}
         return p
 
-    async def call(self, request: Request) -> Response:
-        if not self.model:
-            raise AgentError(f"agent '{self.name}': provider openai needs `model:`", kind="invalid_request")
-        client, key = self._connect()
-        params = self.params(request)
-        start = time.monotonic()
-        try:
-            if self.stream:
-                text, finish, raw_usage, refusal = await self._streamed(client, params, request.timeout)
-            else:
-                completion = await client.chat.completions.create(**params, timeout=request.timeout)
-                choice = completion.choices[0] if completion.choices else None
-                text = (choice.message.content or "") if choice else ""
-                refusal = getattr(choice.message, "refusal", None) if choice else None
-                finish, raw_usage = (choice.finish_reason if choice else None), completion.usage
-        except Exception as exc:  # noqa: BLE001 - every SDK failure becomes one classified AgentError
-            raise classify(exc, self.name, self.key_env, secret=key) from None
-        usage = self.usage(raw_usage)
-        cost = price_cost(self.config, usage, "openai")
+    async def send(self, client: Any, params: dict[str, Any], timeout: float | None) -> Answer:
+        if self.stream:
+            text, finish, raw_usage, refusal = await self._streamed(client, params, timeout)
+        else:
+            completion = await client.chat.completions.create(**params, timeout=timeout)
+            choice = completion.choices[0] if completion.choices else None
+            text = (choice.message.content or "") if choice else ""
+            refusal = getattr(choice.message, "refusal", None) if choice else None
+            finish, raw_usage = (choice.finish_reason if choice else None), completion.usage
         if finish is None:
-            raise AgentError(f"agent '{self.name}': the stream ended before its last chunk (truncated answer)",
-                             kind="truncated", usage=usage, cost_usd=cost)
-        if finish == "length":
-            raise AgentError(f"agent '{self.name}': the answer hit the token limit and was cut "
-                             "(raise the agent's max_tokens)", kind="truncated", usage=usage, cost_usd=cost)
-        if refusal or finish == "content_filter":
-            raise AgentError(f"agent '{self.name}': the model refused to answer"
-                             + (f": {refusal}" if refusal else " (content filter)"), kind="refusal",
-                             usage=usage, cost_usd=cost)
-        return Response(text=text, usage=usage, cost_usd=cost, latency=time.monotonic() - start)
+            stop = UNFINISHED
+        elif finish == "length":
+            stop = MAX_TOKENS
+        elif refusal or finish == "content_filter":
+            stop, refusal = REFUSAL, refusal or "stopped by the content filter"
+        else:
+            stop = DONE
+        return Answer(text=text, stop=stop, usage=raw_usage, refusal=refusal)
 
     @staticmethod
     async def _streamed(client: Any, params: dict, timeout: float | None) -> tuple[str, Any, Any, Any]:
@@ -131,6 +127,6 @@ class OpenAIAgent:
                      reasoning_tokens=getattr(out_details, "reasoning_tokens", None) or 0)
 
 
-def _schema_name(request: Request) -> str:
+def schema_name(request: Request) -> str:
     name = str((request.contract or {}).get("name") or "output")
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:64]

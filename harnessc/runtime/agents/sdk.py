@@ -1,0 +1,117 @@
+"""The call step every SDK provider shares (anthropic, openai chat, openai responses).
+
+`SdkAgent.call` owns the sequence: check `model:`, read the key, build the client once
+(lazily importing the SDK, `max_retries=0` so harnessc's loop is the only one), build the
+request parameters, time ONE request, classify any exception into an AgentError, turn the
+usage into Usage and cost, and refuse an answer that is not complete (truncated, refused).
+
+A provider subclass supplies only its wire specifics:
+
+* `connect(key)`: the SDK client;
+* `params(request)`: the request parameters (no credentials);
+* `send(client, params, timeout)`: the request itself, returning an `Answer`;
+* `usage(raw)`: the provider's usage object as a Usage.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ... import providers
+from .base import Request, Response, Usage, price_cost
+from .errors import AgentError, classify, missing_key
+
+PLACEHOLDER_KEY = "not-needed"  # sent when api_key_env is null: local servers need none, SDKs insist
+
+# Answer.stop: how the answer ended.
+DONE = "done"  # complete
+MAX_TOKENS = "max_tokens"  # cut at the output token limit
+UNFINISHED = "unfinished"  # the stream (or answer) ended without its terminator
+REFUSAL = "refusal"  # the model declined
+
+
+@dataclass
+class Answer:
+    """One request's result in provider-neutral terms."""
+
+    text: str
+    stop: str  # DONE | MAX_TOKENS | UNFINISHED | REFUSAL
+    usage: Any  # the SDK's usage object, None when the answer carried none
+    refusal: str | None = None  # what the model said when it refused, if anything
+
+
+class SdkAgent:
+    provider = ""  # the registry name
+    terminator = ""  # what a complete answer ends with, for the truncation message
+
+    def __init__(self, name: str, config: dict, root: Path):
+        self.name = name
+        self.config = config
+        self.unit = providers.get(self.provider)
+        self.model = config.get("model")
+        self.max_tokens: int | None = config.get("max_tokens")
+        self.key_env = self.unit.key_env(config)
+        self._client: Any = None
+
+    # ------------------------------------------------------------------ provider specifics
+
+    def connect(self, key: str) -> Any:
+        raise NotImplementedError
+
+    def params(self, request: Request) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def send(self, client: Any, params: dict[str, Any], timeout: float | None) -> Answer:
+        raise NotImplementedError
+
+    @staticmethod
+    def usage(raw: Any) -> Usage:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ the shared step
+
+    async def call(self, request: Request) -> Response:
+        if not self.model:
+            raise AgentError(f"agent '{self.name}': provider {self.provider} needs `model:`",
+                             kind="invalid_request")
+        key = self._key()
+        if self._client is None:
+            self._client = self.connect(key or PLACEHOLDER_KEY)
+        params = self.params(request)
+        start = time.monotonic()
+        try:
+            answer = await self.send(self._client, params, request.timeout)
+        except Exception as exc:  # noqa: BLE001 - every SDK failure becomes one classified AgentError
+            raise classify(exc, self.name, self.key_env, secret=key) from None
+        usage = self.usage(answer.usage)
+        cost = price_cost(self.config, usage, self.provider)
+        problem = self._incomplete(answer, request)
+        if problem:
+            kind, what = problem
+            raise AgentError(f"agent '{self.name}': {what}", kind=kind, usage=usage, cost_usd=cost)
+        return Response(text=answer.text, usage=usage, cost_usd=cost, latency=time.monotonic() - start)
+
+    def _key(self) -> str | None:
+        """The API key from the environment (None when the agent uses none)."""
+        if not self.key_env:
+            return None
+        key = os.environ.get(self.key_env, "")
+        if not key:
+            raise missing_key(self.name, self.key_env)
+        return key
+
+    def _incomplete(self, answer: Answer, request: Request) -> tuple[str, str] | None:
+        """(kind, message) when the answer must not be used; an unusable answer is still charged."""
+        if answer.stop == UNFINISHED:
+            return "truncated", f"the stream ended before {self.terminator} (truncated answer)"
+        if answer.stop == MAX_TOKENS:
+            limit = request.max_tokens or self.max_tokens
+            hit = f"max_tokens ({limit})" if limit else "the server's token limit"
+            return "truncated", f"the answer hit {hit} and was cut (raise the agent's max_tokens)"
+        if answer.stop == REFUSAL:
+            return "refusal", "the model refused to answer" + (f": {answer.refusal}" if answer.refusal else "")
+        return None
