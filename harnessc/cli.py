@@ -527,16 +527,23 @@ def _execute(root: Path, plan: dict, opts) -> None:
 @click.option("--no-build", is_flag=True, help="Refuse to run when the plan is missing or stale.")
 @click.option("--dry-run", is_flag=True,
               help="Show what would run, on which agent, at what estimated cost; call nothing.")
+@click.option("--record", is_flag=True, help="Store every agent call in .harness/cassettes/ (for --replay).")
+@click.option("--replay", is_flag=True,
+              help="Answer every agent call from .harness/cassettes/: no network, no keys.")
 @pass_ctx
-def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_build, dry_run) -> None:
+def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_build, dry_run,
+        record, replay) -> None:
     """Run the compiled plan: route, call agents, verify, retry, checkpoint, resume."""
     from .runtime import plan as planmod
     from .runtime.scheduler import RunOptions
 
+    if record and replay:
+        fail_usage("--record and --replay cannot be used together")
     root = ctx.root()
     plan = _runtime_plan(root, no_build)
     opts = RunOptions(jobs=jobs, fail_fast=fail_fast, rerun=rerun, max_cost=max_cost,
-                      select=list(select), exclude=list(exclude))
+                      select=list(select), exclude=list(exclude),
+                      cassettes="record" if record else "replay" if replay else None)
     try:
         planmod.select_ids(plan, opts.select, opts.exclude)
     except Exception as e:  # a selector that matches nothing, or a bad one

@@ -17,15 +17,18 @@ the project) and the reason; the CLI prints it as `harnessc: error: ...` and exi
 from __future__ import annotations
 
 import errno
+import hashlib
 import io
 import itertools
 import os
+import re
 import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
 HARNESS = ".harness"
+_FILE_NAME_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # a task id (HC106) as a file name
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: a FIFO planted as a file must not block harnessc (it is then refused as not
@@ -85,6 +88,14 @@ class Workspace:
 
     def run_results(self, run_id: str) -> Path:
         return self.run_dir(run_id) / "run_results.json"
+
+    def cassette(self, task_id: str, directory: Path | None = None) -> Path:
+        """A task's recorded agent calls (`run --record`, runtime/cassettes.py), in
+        .harness/cassettes/ or in the project directory a replay agent names. A task id
+        is its file name; an id the roadmap would refuse becomes task-<hash>."""
+        name = task_id if _FILE_NAME_ID.fullmatch(task_id) else \
+            "task-" + hashlib.sha256(task_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return (directory or self.cassettes) / f"{name}.jsonl"
 
     def rel(self, path: Path | str) -> str:
         """`path` relative to the project, as messages show it."""

@@ -213,7 +213,10 @@ class AgentConfig(_Spec):
     complete_after: int | None = Field(None, ge=0, description="simulate: iterations before claiming completion.")
     seed: int | None = Field(None, description="simulate: random seed.")
     # replay
-    cassette: str | None = Field(None, description="replay: the recording to serve.")
+    cassette: str | None = Field(
+        None, description="replay: the directory in the project holding the cassettes to serve "
+        "(default .harness/cassettes, where `harnessc run --record` writes them)."
+    )
 
 
 class Routing(_Spec):

@@ -55,7 +55,7 @@ def _units() -> dict[str, Provider]:
         Provider("codex", f"{agents}.cli:CodexAgent"),
         Provider("gemini-cli", f"{agents}.cli:GeminiCliAgent"),
         Provider("simulate", f"{agents}.simulate:SimulateAgent"),
-        Provider("replay", f"{agents}.base:Unavailable"),
+        Provider("replay", "harnessc.runtime.cassettes:ReplayAgent"),
     )}
 
 

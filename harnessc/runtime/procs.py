@@ -44,15 +44,17 @@ def child_env(pass_env: Iterable[str] = (), extra: dict[str, str] | None = None)
     return env
 
 
-def secret_values(min_len: int = 6) -> list[str]:
+def secret_values(min_len: int = 6, names: Iterable[str] = ()) -> list[str]:
     """Every form of our secrets a child could print, longest first, for redaction before writes.
 
-    Secrets: values of secret-looking variables, and passwords inside URLs (DATABASE_URL).
+    Secrets: values of secret-looking variables and of the variables in `names` (an agent's
+    api_key_env, whatever it is called), and passwords inside URLs (DATABASE_URL).
     Forms: the value, reversed, and base64 (standard and URL-safe) at each byte offset.
     """
     found = set()
+    named = set(names)
     for name, value in os.environ.items():
-        if is_secret_name(name):
+        if is_secret_name(name) or name in named:
             found.add(value)
         if "://" in value and "@" in value:
             try:

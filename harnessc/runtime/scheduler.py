@@ -26,9 +26,10 @@ from ..outcome import RunOutcome
 from ..workspace import Workspace, WorkspaceError
 from . import plan as planmod
 from . import reaper
-from .agents.base import AgentError, Request, make_agent
+from .agents.base import AgentError, Request
 from .agents.errors import retry_delay
 from .budget import Budget
+from .cassettes import Cassettes
 from .routing import AttemptState, route
 from .state import TERMINAL_OK, StateError, StateStore
 from .verify import verify
@@ -47,6 +48,7 @@ class RunOptions:
     select: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     only: set[str] | None = None  # explicit task ids (harnessc retry)
+    cassettes: str | None = None  # record | replay: every agent call (runtime/cassettes.py)
 
 
 @dataclass
@@ -99,6 +101,7 @@ class Runner:
         self.wake = asyncio.Event()
         self._stop_event = asyncio.Event()  # wakes retry delays early
         self.workspace = Workspace(root)
+        self.cassettes = Cassettes(self.workspace, opts.cassettes)
         self.running: dict[str, asyncio.Task] = {}
         self.live: dict[str, dict] = {}  # task id -> {"iteration", "agent"} for displays
         self.finished: list[str] = []  # task ids whose asyncio task ended, not yet processed
@@ -311,7 +314,7 @@ class Runner:
                 if name != "rehearsal":
                     raise AgentError(f"agent '{name}' is not defined in harness.yaml")
                 cfg = {"provider": "simulate"}
-            self.agents[name] = (make_agent(name, cfg, self.root), cfg)
+            self.agents[name] = (self.cassettes.agent(name, cfg), cfg)
         return self.agents[name]
 
     def _adopt_children(self, aid: int) -> int:

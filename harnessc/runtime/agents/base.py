@@ -80,20 +80,6 @@ def price_cost(config: dict, usage: Usage, provider: str | None = None) -> float
             + (usage.cache_read_tokens * read_price + usage.cache_write_tokens * write_price) / 1_000_000)
 
 
-class Unavailable:
-    """A provider that exists in the spec language but not yet in this runtime."""
-
-    def __init__(self, name: str, config: dict, root: Path):
-        self.name = name
-        self.provider = config.get("provider")
-
-    async def call(self, request: Request) -> Response:
-        raise AgentError(
-            f"agent '{self.name}': provider '{self.provider}' is not available yet in this harnessc",
-            transient=False,
-        )
-
-
 def make_agent(name: str, config: dict[str, Any], root: Path) -> Agent:
     """The agent for one entry of plan["agents"] (its class is imported here, on first use)."""
     unit = providers.get(config.get("provider"))

@@ -6,7 +6,8 @@ An agent call fails with an `AgentError` whose `kind` says what went wrong:
   earlier): rate_limited, overloaded, server, timeout, connection, truncated, bad_output;
 * not retried on the same agent: quota_exhausted (with `reset_at` when the API gave one),
   auth (the message names the variable to set), invalid_request, refusal, context_too_long,
-  and `failed` (anything else, e.g. a command agent's non-zero exit).
+  not_recorded (`run --replay`: the cassettes hold no answer for the request), and `failed`
+  (anything else, e.g. a command agent's non-zero exit).
 
 `classify()` turns an exception raised by the anthropic/openai SDKs (or by httpx2 under
 them, or by json for a 200 whose body is not JSON) into an AgentError. It looks at class
@@ -25,7 +26,7 @@ from typing import Any, Mapping
 RETRIED = frozenset({"rate_limited", "overloaded", "server", "timeout", "connection", "truncated",
                      "bad_output"})
 NOT_RETRIED = frozenset({"quota_exhausted", "auth", "invalid_request", "refusal", "context_too_long",
-                         "failed"})
+                         "not_recorded", "failed"})
 KINDS = RETRIED | NOT_RETRIED
 
 BACKOFF_BASE = 1.0  # seconds before the first retry without a retry-after
