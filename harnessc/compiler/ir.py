@@ -189,6 +189,9 @@ class AgentConfig(_Spec):
     structured: Literal["json_schema", "json_object", "none"] | None = Field(
         None, description="openai: how contract output is requested: json_schema (strict, default), json_object (JSON mode) or none (prompt only)."
     )
+    api: Literal["chat", "responses"] | None = Field(
+        None, description="openai: chat (Chat Completions, default) or responses (the Responses API)."
+    )
     temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature.")
     command: list[str] | None = Field(
         None, description="For provider command: argv; {prompt} and {prompt_file} are replaced, else the prompt goes to stdin. "

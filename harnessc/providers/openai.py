@@ -1,4 +1,4 @@
-"""OpenAI (Chat Completions; any OpenAI-compatible server): `response_format` json_schema strict.
+"""OpenAI (Chat Completions or Responses; any OpenAI-compatible server): json_schema strict.
 
 Strict subset (from OpenAI's "supported schemas" docs): the common keywords only; every
 property is listed in `required` and an optional one becomes nullable (`type: [T, "null"]`,

@@ -1,5 +1,5 @@
-"""An in-process fault server speaking the Anthropic Messages and OpenAI Chat Completions wire
-formats over real sockets (respx/pytest-httpx patch `httpx`, not the `httpx2` the SDKs use).
+"""An in-process fault server speaking the Anthropic Messages, OpenAI Chat Completions and
+OpenAI Responses wire formats over real sockets (respx/pytest-httpx patch `httpx`, not the `httpx2` the SDKs use).
 
     api = FakeAPI(); base = await api.start()        # http://127.0.0.1:<port>
     api.push(Reply.status(429, headers={"retry-after": "3"}), Reply.ok('{"a": 1}'))
@@ -10,7 +10,9 @@ Each request takes the next `Reply` from the queue (an ok answer once it is empt
 is streamed (SSE) when the request asked for `stream: true`. Faults: an HTTP status with an
 error body, an error event inside a 200 stream, a cut stream (transport.abort()), a clean
 end without the terminator, a 200 whose body is not JSON, a delay, and `max_tokens` /
-`length` stops. Requests are recorded (path, JSON body, headers without credentials).
+`length` / `incomplete` stops; for Responses also `failed` (a `response.failed` event, or a
+non-streamed response with status failed). Requests are recorded (path, JSON body, headers
+without credentials).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ SECRET_HEADERS = {"x-api-key", "authorization"}
 
 @dataclass
 class Reply:
-    fault: str = "ok"  # ok | status | stream_error | cut | eof | bad_body
+    fault: str = "ok"  # ok | status | stream_error | cut | eof | bad_body | failed (Responses)
     text: str = '{"ok": true}'
     status: int = 200
     error_type: str = "api_error"
@@ -74,6 +76,7 @@ class FakeAPI:
         app = web.Application()
         app.router.add_post("/v1/messages", self._anthropic)
         app.router.add_post("/v1/chat/completions", self._openai)
+        app.router.add_post("/v1/responses", self._responses)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -107,11 +110,14 @@ class FakeAPI:
                             content_type="application/json", text=json.dumps(body))
 
     @staticmethod
-    async def _sse(request: web.Request, reply: Reply, events: list[str], terminator: str | None,
-                   error_event: str | None) -> web.StreamResponse:
+    async def _sse(request: web.Request, reply: Reply, events: list[str],
+                   endings: dict[str, str]) -> web.StreamResponse:
+        """Stream `events`, then the ending for the reply's fault (`endings[fault]`: the
+        terminator for ok, the error event for stream_error, ...; none: a clean end without
+        it). A fault's stream breaks off half-way; a cut one aborts the connection."""
         resp = web.StreamResponse(status=200, headers={"content-type": "text/event-stream", **reply.headers})
         await resp.prepare(request)
-        if reply.fault in ("cut", "eof", "stream_error"):
+        if reply.fault != "ok":
             events = events[: max(1, len(events) // 2)]
         for event in events:
             await resp.write(event.encode())
@@ -120,10 +126,8 @@ class FakeAPI:
             assert request.transport is not None
             request.transport.abort()
             return resp
-        if reply.fault == "stream_error" and error_event:
-            await resp.write(error_event.encode())
-        elif reply.fault == "ok" and terminator:
-            await resp.write(terminator.encode())
+        if reply.fault in endings:
+            await resp.write(endings[reply.fault].encode())
         await resp.write_eof()
         return resp
 
@@ -172,7 +176,8 @@ class FakeAPI:
                                  "usage": {"output_tokens": usage["output_tokens"]}}),
         ]
         error = ev("error", {"type": "error", "error": {"type": reply.error_type, "message": reply.message}})
-        return await self._sse(request, reply, events, ev("message_stop", {"type": "message_stop"}), error)
+        return await self._sse(request, reply, events,
+                               {"ok": ev("message_stop", {"type": "message_stop"}), "stream_error": error})
 
     # ------------------------------------------------------------------ OpenAI Chat Completions
 
@@ -210,7 +215,63 @@ class FakeAPI:
             events.append(chunk([], usage=usage))  # the usage-only final chunk: choices == []
         error = "data: " + json.dumps({"error": {"message": reply.message, "type": reply.error_type,
                                                  "code": reply.error_code}}) + "\n\n"
-        return await self._sse(request, reply, events, "data: [DONE]\n\n", error)
+        return await self._sse(request, reply, events, {"ok": "data: [DONE]\n\n", "stream_error": error})
+
+    # ------------------------------------------------------------------ OpenAI Responses
+
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        reply, body = await self._take(request)
+        if reply.fault == "status":
+            return self._error_response(reply, {"error": {"message": reply.message, "type": reply.error_type,
+                                                          "code": reply.error_code, "param": None}})
+        if reply.fault == "bad_body":
+            return self._bad_body(reply)
+        u = reply.usage
+        cached = u.get("cache_read", 0)
+        usage = {"input_tokens": u.get("input", 10) + cached, "input_tokens_details": {"cached_tokens": cached},
+                 "output_tokens": u.get("output", 5),
+                 "output_tokens_details": {"reasoning_tokens": u.get("reasoning", 0)},
+                 "total_tokens": u.get("input", 10) + cached + u.get("output", 5)}
+        part = ({"type": "refusal", "refusal": reply.text} if reply.stop == "refusal"
+                else {"type": "output_text", "text": reply.text, "annotations": []})
+        item = {"type": "message", "id": "msg_test", "status": "completed", "role": "assistant", "content": [part]}
+        response = {"id": "resp_test", "object": "response", "created_at": 0, "model": body.get("model", "gpt-test"),
+                    "status": "completed", "error": None, "incomplete_details": None, "output": [item],
+                    "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "usage": usage}
+        if reply.stop == "max_tokens":
+            response.update(status="incomplete", incomplete_details={"reason": "max_output_tokens"})
+        failed = dict(response, status="failed", output=[], usage=None,
+                      error={"code": reply.error_code or "server_error", "message": reply.message})
+        if not body.get("stream"):
+            return web.json_response(failed if reply.fault == "failed" else response, headers=reply.headers)
+
+        seq = iter(range(1_000_000))
+
+        def ev(name: str, **data: Any) -> str:
+            return f"event: {name}\ndata: {json.dumps(dict(type=name, sequence_number=next(seq), **data))}\n\n"
+
+        started = dict(response, status="in_progress", output=[], usage=None)
+        at = {"item_id": "msg_test", "output_index": 0, "content_index": 0}
+        delta = "response.refusal.delta" if reply.stop == "refusal" else "response.output_text.delta"
+        extra = {} if reply.stop == "refusal" else {"logprobs": []}
+        half = len(reply.text) // 2
+        events = [
+            ev("response.created", response=started),
+            ev("response.in_progress", response=started),
+            ev("response.output_item.added", output_index=0, item=dict(item, status="in_progress", content=[])),
+            ev("response.content_part.added", part=dict(part, **({"refusal": ""} if reply.stop == "refusal"
+                                                                 else {"text": ""})), **at),
+            ev(delta, delta=reply.text[:half], **at, **extra),
+            ev(delta, delta=reply.text[half:], **at, **extra),
+            ev("response.content_part.done", part=part, **at),
+            ev("response.output_item.done", output_index=0, item=item),
+        ]
+        terminal = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
+        endings = {"ok": ev(terminal, response=response),
+                   "stream_error": ev("error", code=reply.error_code or reply.error_type, message=reply.message,
+                                      param=None),
+                   "failed": ev("response.failed", response=failed)}
+        return await self._sse(request, reply, events, endings)
 
 
 class ThreadedFakeAPI(FakeAPI):

@@ -68,6 +68,18 @@ class AgentError(Exception):
         return self.kind in NOT_RETRIED and self.kind != "failed"
 
 
+class AnswerError(Exception):
+    """An error the API reported inside a 200 answer (a Responses stream's `error` event, a
+    `response.failed` event or a non-streamed response with status `failed`), raised by an
+    agent so that `classify` treats it like any error event inside a stream."""
+
+    status_code = 200
+
+    def __init__(self, message: str, code: str | None = None, error_type: str | None = None):
+        super().__init__(message)
+        self.body = {"error": {"type": error_type or code or "", "code": code, "message": message}}
+
+
 def retry_delay(error: AgentError, attempt: int, rng: random.Random | None = None) -> float:
     """Seconds to wait before retry number `attempt` (1-based) after `error`.
 
@@ -199,6 +211,12 @@ def _classify_status(status: int, names: set[str], etype: str, code: str, detail
             return error("overloaded", "the API is overloaded (error inside the stream)")
         if "rate_limit" in etype:
             return error("rate_limited", "rate limited (error inside the stream)")
+        if code in _QUOTA_CODES or etype in _QUOTA_CODES:
+            return error("quota_exhausted", "quota or spend limit exhausted (error inside the stream)")
+        if "policy" in code:  # Responses: bio_policy, misalignment_policy_violation
+            return error("refusal", f"the model refused to answer ({code})")
+        if code.startswith(("invalid_", "image_", "unsupported_")):  # Responses: the request's input
+            return error("invalid_request", f"the API rejected the request ({code})")
         return error("server", f"the API failed inside the stream ({etype or 'error event'})")
     if names & _QUOTA_CLASSES or code in _QUOTA_CODES or status == 402 or (
             status in (400, 403, 429) and _QUOTA_TEXT.search(detail)):
