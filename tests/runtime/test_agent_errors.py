@@ -6,14 +6,16 @@ stand-in exceptions shaped like the SDKs' (class names, status_code, body, heade
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 import json
 import random
+import time
 
 import pytest
 
 from harnessc.runtime.agents.errors import (
-    KINDS, NOT_RETRIED, RETRIED, AgentError, classify, parse_retry_after, redact, retry_delay,
+    KINDS, NOT_RETRIED, RETRIED, AgentError, classify, parse_reset, parse_retry_after, redact, retry_delay,
 )
 
 
@@ -146,3 +148,157 @@ def test_every_kind_is_documented() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "providers.md").read_text("utf-8")
     for kind in KINDS:
         assert f"`{kind}`" in doc, kind
+
+
+# ------------------------------------------------------------------ reset headers, x-should-retry
+
+
+@pytest.mark.parametrize("headers, expected", [
+    ({"x-ratelimit-reset-requests": "20ms", "x-ratelimit-remaining-requests": "0",
+      "x-ratelimit-reset-tokens": "6m0s", "x-ratelimit-remaining-tokens": "5000"}, 0.02),  # the exhausted one
+    ({"x-ratelimit-reset-requests": "1s", "x-ratelimit-remaining-requests": "9",
+      "x-ratelimit-reset-tokens": "1m30.5s", "x-ratelimit-remaining-tokens": "120"}, 90.5),  # none at 0: tokens
+    ({"x-ratelimit-reset-requests": "2s"}, 2.0),
+    ({"x-ratelimit-reset-tokens": "1h2m3s"}, 3723.0),
+    ({"x-ratelimit-reset-tokens": "0.5"}, 0.5),  # plain seconds (some compatible servers)
+    ({"anthropic-ratelimit-requests-reset": "2027-01-15T08:00:30Z", "anthropic-ratelimit-requests-remaining": "0",
+      "anthropic-ratelimit-tokens-reset": "2027-01-15T08:00:05Z", "anthropic-ratelimit-tokens-remaining": "100"}, 30),
+    ({"anthropic-ratelimit-input-tokens-reset": "2027-01-15T08:00:12+00:00",
+      "anthropic-ratelimit-output-tokens-reset": "2027-01-15T08:00:07Z"}, 12),
+    ({"anthropic-ratelimit-tokens-reset": "2027-01-15T07:59:00Z"}, 0.0),  # already past
+    ({"x-ratelimit-reset-tokens": "soon", "anthropic-ratelimit-tokens-reset": "tomorrow"}, None),
+    ({"x-ratelimit-reset-tokens": "1x2s"}, None),
+    ({}, None),
+])
+def test_parse_reset(headers, expected) -> None:
+    now = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+    got = parse_reset(headers, now=now)
+    assert got == (pytest.approx(expected) if expected is not None else None)
+
+
+def _sdk_exception(provider: str, reply) -> tuple[BaseException, int]:
+    """The exception the real SDK (max_retries=0) raises for `reply` from the fault server,
+    and the number of requests it made."""
+    import asyncio
+
+    pytest.importorskip("aiohttp")
+    sdk = pytest.importorskip(provider)
+    from .fakeapi import FakeAPI
+
+    async def go():
+        api = FakeAPI()
+        base = await api.start()
+        api.push(reply)
+        if provider == "anthropic":
+            client = sdk.AsyncAnthropic(api_key="test-key-0000", base_url=base, max_retries=0)
+            request = client.messages.create(model="m", max_tokens=16, messages=[{"role": "user", "content": "hi"}])
+        else:
+            client = sdk.AsyncOpenAI(api_key="test-key-0000", base_url=base + "/v1", max_retries=0)
+            request = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        try:
+            await request
+        except Exception as exc:  # noqa: BLE001 - the SDK's exception is what the test is about
+            return exc, api.count
+        finally:
+            await client.close()
+            await api.close()
+        raise AssertionError("the SDK raised nothing")
+
+    return asyncio.run(go())
+
+
+def _in(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(time.time() + seconds, datetime.timezone.utc).isoformat()
+
+
+def test_anthropic_429_without_retry_after_waits_for_the_exhausted_limit() -> None:
+    from .fakeapi import Reply
+
+    headers = {"anthropic-ratelimit-requests-reset": _in(3600), "anthropic-ratelimit-requests-remaining": "0",
+               "anthropic-ratelimit-tokens-reset": _in(5), "anthropic-ratelimit-tokens-remaining": "9000"}
+    exc, count = _sdk_exception("anthropic", Reply.error(429, "rate_limit_error", headers=headers))
+    e = classify(exc, "a1", "ANTHROPIC_API_KEY")
+    assert type(exc).__name__ == "RateLimitError" and count == 1
+    assert e.kind == "rate_limited" and 3000 < e.retry_after <= 3600  # the requests limit, not the tokens'
+    assert "x-should-retry" not in e.message
+
+
+def test_openai_429_without_retry_after_waits_for_the_token_reset() -> None:
+    from .fakeapi import Reply
+
+    headers = {"x-ratelimit-reset-requests": "120ms", "x-ratelimit-remaining-requests": "59",
+               "x-ratelimit-reset-tokens": "6m0s", "x-ratelimit-remaining-tokens": "0"}
+    exc, count = _sdk_exception("openai", Reply.error(429, "tokens", error_code="rate_limit_exceeded",
+                                                     headers=headers))
+    e = classify(exc, "a1", "OPENAI_API_KEY")
+    assert count == 1 and e.kind == "rate_limited" and e.retry_after == 360.0
+    assert retry_delay(e, 1) == 360.0
+
+
+@pytest.mark.parametrize("provider, headers", [
+    ("openai", {"retry-after": "2", "x-ratelimit-reset-tokens": "6m0s", "x-ratelimit-remaining-tokens": "0"}),
+    ("anthropic", {"retry-after-ms": "2000", "anthropic-ratelimit-tokens-reset": "2020-01-01T00:00:00Z"}),
+])
+def test_retry_after_wins_over_reset_headers(provider, headers) -> None:
+    from .fakeapi import Reply
+
+    exc, _ = _sdk_exception(provider, Reply.error(429, "rate_limit_error", headers=headers))
+    assert classify(exc, "a1").retry_after == 2.0
+
+
+def test_reset_headers_give_a_quota_its_reset_time_and_do_not_time_other_errors() -> None:
+    from .fakeapi import Reply
+
+    exc, _ = _sdk_exception("openai", Reply.error(429, "insufficient_quota", error_code="insufficient_quota",
+                                                  headers={"x-ratelimit-reset-requests": "1h0m0s"}))
+    before = time.time()
+    e = classify(exc, "a1")
+    assert e.kind == "quota_exhausted" and before + 3600 <= e.reset_at <= time.time() + 3600
+    # a 500 or a 529 is not about the rate limit: its reset headers are no retry time
+    for provider, status in (("openai", 500), ("anthropic", 529)):
+        exc, _ = _sdk_exception(provider, Reply.error(status, "overloaded_error", headers={
+            "x-ratelimit-reset-tokens": "30s", "anthropic-ratelimit-tokens-reset": _in(30)}))
+        assert classify(exc, "a1").retry_after is None
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+@pytest.mark.parametrize("status, error_type, value, kind, transient", [
+    (500, "api_error", "false", "server", False),  # otherwise retried: not retried
+    (529, "overloaded_error", "false", "overloaded", False),
+    (429, "rate_limit_error", "false", "rate_limited", False),
+    (400, "invalid_request_error", "true", "invalid_request", True),  # otherwise final: retried
+    (409, "conflict_error", "true", "server", True),  # agrees with the kind: no note
+    (400, "invalid_request_error", "maybe", "invalid_request", False),  # neither: the kind decides
+])
+def test_x_should_retry_overrules_the_kind(provider, status, error_type, value, kind, transient) -> None:
+    from .fakeapi import Reply
+
+    exc, count = _sdk_exception(provider, Reply.error(status, error_type, headers={"x-should-retry": value}))
+    e = classify(exc, "a1")
+    assert count == 1 and e.kind == kind and e.transient is transient, e.message
+    assert e.final is (not transient)
+    assert ("x-should-retry" in e.message) is ((kind in RETRIED) != transient)
+
+
+def test_run_stops_at_once_when_the_server_says_do_not_retry(tmp_path) -> None:
+    """A 500 is retried unless the server says x-should-retry: false: then one attempt, one
+    request, and the task fails naming the header."""
+    pytest.importorskip("aiohttp")
+    pytest.importorskip("openai")
+    from .fakeapi import Reply, ThreadedFakeAPI
+    from .helpers import SIMPLE_CONTRACT, env, harnessc, node, write_project
+
+    with ThreadedFakeAPI() as api:
+        api.push(Reply.error(500, "api_error", headers={"x-should-retry": "false"}))
+        agent = {"provider": "openai", "model": "m-1", "base_url": api.base_url + "/v1"}
+        write_project(tmp_path, [node("t", contract="summary", routing={"agent": "llm", "chain": ["llm"]})],
+                      agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
+        e = {k: v for k, v in env().items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+        e["OPENAI_API_KEY"] = "test-openai-key-0000"
+        r = harnessc(tmp_path, "run", env=e, timeout=120)
+        requests = api.count
+    assert r.returncode == 1
+    status = json.loads(harnessc(tmp_path, "status", "--json", env=e).stdout)
+    task = {t["id"]: t for t in status["tasks"]}["t"]
+    assert task["state"] == "failed" and requests == 1 and task["attempts"] == 1
+    assert "x-should-retry: false" in task["error"]

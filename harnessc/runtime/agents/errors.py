@@ -9,6 +9,10 @@ An agent call fails with an `AgentError` whose `kind` says what went wrong:
   not_recorded (`run --replay`: the cassettes hold no answer for the request), and `failed`
   (anything else, e.g. a command agent's non-zero exit).
 
+The server may overrule the kind's decision with `x-should-retry: true|false` (both SDKs
+honour it; so does `classify`). A 429 without retry-after waits for the rate-limit reset
+headers (`anthropic-ratelimit-*-reset`, `x-ratelimit-reset-*`).
+
 `classify()` turns an exception raised by the anthropic/openai SDKs (or by httpx2 under
 them, or by json for a 200 whose body is not JSON) into an AgentError. It looks at class
 names, `status_code` and the error body's type/code only, so this module imports no SDK.
@@ -16,6 +20,7 @@ names, `status_code` and the error body's type/code only, so this module imports
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 import json
 import random
@@ -38,7 +43,7 @@ class AgentError(Exception):
 
     def __init__(self, message: str, transient: bool = False, retry_after: float | None = None,
                  stderr: str = "", kind: str | None = None, reset_at: float | None = None,
-                 usage: Any = None, cost_usd: float = 0.0):
+                 usage: Any = None, cost_usd: float = 0.0, retry: bool | None = None):
         super().__init__(message)
         if kind is None:  # callers from before the taxonomy say only transient or not
             kind = "server" if transient else "failed"
@@ -51,10 +56,11 @@ class AgentError(Exception):
         self.stderr = stderr
         self.usage = usage  # base.Usage of a call that was answered but unusable (e.g. truncated)
         self.cost_usd = cost_usd  # what that answer cost; 0 when no response came
+        self.retry = retry  # the server's x-should-retry, when it overrules the kind
 
     @property
     def transient(self) -> bool:
-        return self.kind in RETRIED
+        return self.kind in RETRIED if self.retry is None else self.retry
 
     def charged(self) -> dict[str, Any]:
         """The attempt's ledger figures: what an unusable answer used and cost (0 for no answer)."""
@@ -65,7 +71,7 @@ class AgentError(Exception):
     @property
     def final(self) -> bool:
         """Whether retrying on the same agent is pointless (a key, a quota, the request itself)."""
-        return self.kind in NOT_RETRIED and self.kind != "failed"
+        return not self.transient and self.kind != "failed"
 
 
 class AnswerError(Exception):
@@ -118,6 +124,68 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
     if when is None:
         return None
     return max(when.timestamp() - (time.time() if now is None else now), 0.0)
+
+
+# The rate-limit reset headers: reset time -> what remains of that limit. Anthropic's are
+# RFC 3339 times, OpenAI's durations (`1s`, `6m0s`, `20ms`).
+_RESETS = {
+    "anthropic-ratelimit-requests-reset": "anthropic-ratelimit-requests-remaining",
+    "anthropic-ratelimit-tokens-reset": "anthropic-ratelimit-tokens-remaining",
+    "anthropic-ratelimit-input-tokens-reset": "anthropic-ratelimit-input-tokens-remaining",
+    "anthropic-ratelimit-output-tokens-reset": "anthropic-ratelimit-output-tokens-remaining",
+    "x-ratelimit-reset-requests": "x-ratelimit-remaining-requests",
+    "x-ratelimit-reset-tokens": "x-ratelimit-remaining-tokens",
+}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def parse_reset(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """Seconds until the rate limit that refused a request resets, from the reset headers.
+
+    The limits reported exhausted (remaining 0) decide: the latest of their resets. When none
+    is (a request needing more tokens than remain), the latest token-limit reset, else the
+    latest reset given. None when no reset header is readable; never negative.
+    """
+    if not headers:
+        return None
+    now = time.time() if now is None else now
+    resets: dict[str, float] = {}
+    for name in _RESETS:
+        seconds = _reset_seconds(_header(headers, name), now)
+        if seconds is not None:
+            resets[name] = seconds
+    if not resets:
+        return None
+    exhausted = [v for k, v in resets.items() if _header(headers, _RESETS[k]) == "0"]
+    tokens = [v for k, v in resets.items() if "tokens" in k]
+    return max(exhausted or tokens or resets.values())
+
+
+def _reset_seconds(value: str | None, now: float) -> float | None:
+    """A reset header's value as seconds from now: an RFC 3339 time, a duration, or seconds."""
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(value)
+    if parts and "".join(n + u for n, u in parts) == value:
+        return sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+    try:
+        when = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return max(when.timestamp() - now, 0.0)
+
+
+def should_retry(headers: Mapping[str, str] | None) -> bool | None:
+    """The server's `x-should-retry` (True/False), None when absent or neither."""
+    value = (_header(headers, "x-should-retry") or "").lower() if headers else ""
+    return {"true": True, "false": False}.get(value)
 
 
 def _header(headers: Any, name: str) -> str | None:
@@ -182,15 +250,21 @@ def classify(exc: BaseException, agent: str, api_key_env: str | None = None,
     detail = redact(detail.strip().splitlines()[0] if detail.strip() else type(exc).__name__, secret)
     status = getattr(exc, "status_code", None)
     response = getattr(exc, "response", None)
-    retry_after = parse_retry_after(getattr(response, "headers", None)) if response is not None else None
+    headers = getattr(response, "headers", None) if response is not None else None
+    retry_after = parse_retry_after(headers)
+    server_says = should_retry(headers)
 
     def error(kind: str, what: str, **kw: Any) -> AgentError:
+        if server_says is not None and server_says != (kind in RETRIED):
+            what += f" (x-should-retry: {'true' if server_says else 'false'})"
+            kw["retry"] = server_says
         return AgentError(f"agent '{agent}': {what}: {detail}", kind=kind, **kw)
 
-    if isinstance(status, int):
-        return _classify_status(status, names, etype, code, detail, retry_after, error, api_key_env)
-    if "APIError" in names and err:  # an error event inside a 200 stream (openai: no status)
-        return _classify_status(200, names, etype, code, detail, retry_after, error, api_key_env)
+    if isinstance(status, int) or ("APIError" in names and err):  # openai: an error event in a 200 stream
+        # a 429 waits for retry-after, else for the rate limit's reset (never earlier)
+        limit_wait = retry_after if retry_after is not None else parse_reset(headers)
+        return _classify_status(status if isinstance(status, int) else 200, names, etype, code, detail,
+                                retry_after, limit_wait, error, api_key_env)
     if isinstance(exc, json.JSONDecodeError):
         return error("server", "the API answered with a body that is not JSON (cut or corrupted)")
     if names & _TIMEOUT_CLASSES:
@@ -205,7 +279,8 @@ def classify(exc: BaseException, agent: str, api_key_env: str | None = None,
 
 
 def _classify_status(status: int, names: set[str], etype: str, code: str, detail: str,
-                     retry_after: float | None, error: Any, api_key_env: str | None) -> AgentError:
+                     retry_after: float | None, limit_wait: float | None, error: Any,
+                     api_key_env: str | None) -> AgentError:
     if status == 200:  # an error event inside a streamed 200 (the SDK reports status 200)
         if "overloaded" in etype:
             return error("overloaded", "the API is overloaded (error inside the stream)")
@@ -220,10 +295,10 @@ def _classify_status(status: int, names: set[str], etype: str, code: str, detail
         return error("server", f"the API failed inside the stream ({etype or 'error event'})")
     if names & _QUOTA_CLASSES or code in _QUOTA_CODES or status == 402 or (
             status in (400, 403, 429) and _QUOTA_TEXT.search(detail)):
-        reset_at = time.time() + retry_after if retry_after else None
+        reset_at = time.time() + limit_wait if limit_wait else None
         return error("quota_exhausted", f"quota or spend limit exhausted (HTTP {status})", reset_at=reset_at)
     if status == 429:
-        return error("rate_limited", "rate limited (HTTP 429)", retry_after=retry_after)
+        return error("rate_limited", "rate limited (HTTP 429)", retry_after=limit_wait)
     if status in (401, 403) or etype in ("authentication_error", "permission_error"):
         return _auth_status(error, status, api_key_env)
     if status == 529 or "overloaded" in etype:
