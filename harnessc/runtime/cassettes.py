@@ -13,7 +13,8 @@ one call per line in the order the calls were made:
 * request: agent, provider, model, task, iteration, system, prompt, output_schema;
 * response: text, usage (input/output/cache read/cache write/reasoning tokens), cost_usd,
   latency, notes;
-* error: kind, message, retry_after, reset_at, stderr, usage, cost_usd (what it was charged).
+* error: kind, message, retry_after, reset_at, retry (the server's x-should-retry when it
+  overruled the kind, else null), stderr, usage, cost_usd (what it was charged).
 
 Credentials are no part of a request, and every string is redacted (procs.secret_values, plus
 the value of each recorded agent's key variable) before it is written. `key` hashes the
@@ -153,7 +154,7 @@ class Recorder:
         except AgentError as e:
             self._record(asked, "error", {
                 "kind": e.kind, "message": e.message, "retry_after": e.retry_after,
-                "reset_at": e.reset_at, "stderr": e.stderr, "usage": _usage(e.usage),
+                "reset_at": e.reset_at, "retry": e.retry, "stderr": e.stderr, "usage": _usage(e.usage),
                 "cost_usd": e.cost_usd}, failed=e)
             raise
         self._record(asked, "response", {
@@ -340,7 +341,8 @@ class ReplayAgent:
             # No wait: there is no server to wait for (the recorded retry_after stays in the file).
             raise AgentError(e["message"], kind=e["kind"], retry_after=0.0, reset_at=_number(e.get("reset_at")) or None,
                              stderr=str(e.get("stderr") or ""), usage=_from_usage(e.get("usage")),
-                             cost_usd=_number(e.get("cost_usd")))
+                             cost_usd=_number(e.get("cost_usd")),
+                             retry=e["retry"] if isinstance(e.get("retry"), bool) else None)
         r = call["response"]
         return Response(text=r["text"], usage=_from_usage(r.get("usage")),
                         cost_usd=_number(r.get("cost_usd")), latency=_number(r.get("latency")),

@@ -250,3 +250,26 @@ def test_cassette_file_names_are_task_ids_or_a_hash(tmp_path) -> None:
     assert odd.parent == tmp_path / ".harness/cassettes" and odd.name.startswith("task-")
     assert ws.cassette("x", tmp_path / "tests/c") == tmp_path / "tests/c/x.jsonl"
     assert os.sep not in ws.cassette("a/b").name
+
+
+def test_a_recorded_x_should_retry_replays_the_same_decision(tmp_path) -> None:
+    """An error the server marked x-should-retry: false (a 500, otherwise retried) replays as
+    not retried; one it marked true (a 400) as retried; an unreadable value is ignored."""
+    ws = Workspace(tmp_path)
+    cfg = {"provider": "openai", "model": "m"}
+    req = Request(task_id="t", prompt="p", system="s")
+    rec = Cassettes(ws, "record")
+    for kind, retry in (("server", False), ("invalid_request", True), ("server", "no")):
+        rec.record(normalized("x", cfg, req), "error", {"kind": kind, "message": "m", "retry": retry})
+    agent = Cassettes(ws, "replay").agent("x", cfg)
+
+    async def calls() -> list:
+        out = []
+        for _ in range(3):
+            with pytest.raises(AgentError) as err:
+                await agent.call(req)
+            out.append((err.value.kind, err.value.transient, err.value.final))
+        return out
+
+    assert asyncio.run(calls()) == [("server", False, True), ("invalid_request", True, False),
+                                    ("server", True, False)]
