@@ -38,6 +38,8 @@ def test_kind_decides_transient_and_old_callers_still_work() -> None:
     ({"retry-after": "0.5"}, 0.5),
     ({"retry-after": "-3"}, 0.0),
     ({"retry-after": "soon"}, None),
+    ({"retry-after": "inf"}, None),  # never an endless wait
+    ({"retry-after-ms": "nan", "retry-after": "2"}, 2.0),
     ({}, None),
     (None, None),
 ])
@@ -168,6 +170,7 @@ def test_every_kind_is_documented() -> None:
     ({"anthropic-ratelimit-tokens-reset": "2027-01-15T07:59:00Z"}, 0.0),  # already past
     ({"x-ratelimit-reset-tokens": "soon", "anthropic-ratelimit-tokens-reset": "tomorrow"}, None),
     ({"x-ratelimit-reset-tokens": "1x2s"}, None),
+    ({"x-ratelimit-reset-tokens": "inf", "x-ratelimit-reset-requests": "3s"}, 3.0),
     ({}, None),
 ])
 def test_parse_reset(headers, expected) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime
 import email.utils
 import json
+import math
 import random
 import re
 import time
@@ -104,19 +105,14 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
     HTTP date). None when absent or unreadable; never negative."""
     if not headers:
         return None
-    ms = _header(headers, "retry-after-ms")
+    ms = _seconds(_header(headers, "retry-after-ms"))
     if ms is not None:
-        try:
-            return max(float(ms) / 1000, 0.0)
-        except ValueError:
-            pass
+        return ms / 1000
     value = _header(headers, "retry-after")
     if value is None:
         return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
+    if _seconds(value) is not None:
+        return _seconds(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
@@ -166,10 +162,8 @@ def _reset_seconds(value: str | None, now: float) -> float | None:
     """A reset header's value as seconds from now: an RFC 3339 time, a duration, or seconds."""
     if not value:
         return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
+    if _seconds(value) is not None:
+        return _seconds(value)
     parts = _DURATION_PART.findall(value)
     if parts and "".join(n + u for n, u in parts) == value:
         return sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
@@ -180,6 +174,15 @@ def _reset_seconds(value: str | None, now: float) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=datetime.timezone.utc)
     return max(when.timestamp() - now, 0.0)
+
+
+def _seconds(text: str | None) -> float | None:
+    """`text` as a number of seconds, never negative; None unless it is a finite number."""
+    try:
+        value = float(text or "")
+    except ValueError:
+        return None
+    return max(value, 0.0) if math.isfinite(value) else None
 
 
 def should_retry(headers: Mapping[str, str] | None) -> bool | None:
