@@ -70,6 +70,19 @@ def names() -> tuple[str, ...]:
     return tuple(REGISTRY)
 
 
+def key_envs(agents: dict[str, dict]) -> set[str]:
+    """The variables holding the keys of `agents` (plan["agents"]), whatever they are called:
+    their values are secrets (redacted before anything is written) even when the name does
+    not look like one."""
+    names = set()
+    for config in agents.values():
+        unit = get(config.get("provider"))
+        env = unit.key_env(config) if unit else None
+        if env:
+            names.add(env)
+    return names
+
+
 def with_schema() -> tuple[Provider, ...]:
     """The providers that take a structured-output schema (plan.json has one per contract)."""
     return tuple(p for p in REGISTRY.values() if p.schema is not None)

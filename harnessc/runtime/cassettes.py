@@ -67,10 +67,9 @@ class Cassettes:
             return ReplayAgent(name, config, self.workspace.root, self, match=SAME_CALL)
         agent = make_agent(name, config, self.workspace.root)
         if self.mode == "record":
-            unit = providers.get(config.get("provider"))
-            key_env = unit.key_env(config) if unit else None
-            if key_env and key_env not in self._key_envs:
-                self._key_envs.add(key_env)
+            added = providers.key_envs({name: config}) - self._key_envs
+            if added:  # its key is a secret whatever the variable is called
+                self._key_envs |= added
                 self._secrets = None
             return Recorder(agent, name, config, self)
         return agent
@@ -80,10 +79,10 @@ class Cassettes:
     def record(self, request: dict, outcome: str, body: dict) -> None:
         """Append one call (outcome "response" or "error") to its task's cassette. The first
         call this run records for a task replaces what an earlier recording left there."""
+        path = self.workspace.cassette(request["task"])
         request = self.redact(request)
         call = {"v": FORMAT, "key": request_key(request, SAME_CALL), "request": request,
                 outcome: self.redact(body)}
-        path = self.workspace.cassette(request["task"])
         lines = self._written.setdefault(path, [])
         lines.append(json.dumps(call, ensure_ascii=False, default=str))
         # backslashreplace: a lone surrogate (undecodable agent output) is written as the

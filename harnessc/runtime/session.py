@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Callable
 
+from .. import providers
 from ..workspace import Workspace, storage_reason
 from . import reaper
 from .lock import RunLock
@@ -38,7 +39,7 @@ def execute(root: Path, plan: dict, opts: RunOptions,
     lock.acquire()
     store = None
     try:
-        store = StateStore(workspace)
+        store = StateStore(workspace, secret_names=providers.key_envs(plan.get("agents") or {}))
         recovered = store.recover()
         ended = reaper.end_leftovers(recovered["leftovers"])  # before any agent starts again
         workspace.unlink(workspace.stop)  # a stop meant for an earlier run

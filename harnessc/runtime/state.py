@@ -104,10 +104,10 @@ MIRROR_FLUSH = 0.1  # seconds events.jsonl lines may wait in the buffer (flush_m
 
 
 class StateStore:
-    def __init__(self, workspace: Workspace, create: bool = True):
+    def __init__(self, workspace: Workspace, create: bool = True, secret_names: Iterable[str] = ()):
         self.workspace = workspace
         self.path = workspace.state_db
-        self.secrets = secret_values()
+        self.secrets = secret_values(names=secret_names)  # a run adds its agents' key variables
         self._in_tx = False
         self.mirror = None  # file object of .harness/runs/<id>/events.jsonl, when running
         self._mirror_flushed = 0.0

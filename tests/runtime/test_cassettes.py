@@ -191,6 +191,11 @@ def test_recorded_api_errors_replay_by_kind_keys_never_recorded_and_no_sdk_impor
     tape = (tmp_path / ".harness/cassettes/a.jsonl").read_bytes()
     forms = [key, key[::-1], base64.b64encode(key.encode()).decode()[:-4]]
     assert not [f for f in forms if f.encode() in tape]
+    # Nor in the state or the run's files: LLM_KEY does not look like a secret's name, but it
+    # is the agent's api_key_env.
+    leaks = [p for p in (tmp_path / ".harness").rglob("*")
+             if p.is_file() and any(f.encode() in p.read_bytes() for f in forms)]
+    assert not leaks
     calls = [json.loads(x) for x in tape.decode().splitlines()]
     assert calls[0]["error"]["kind"] == "rate_limited" and calls[0]["error"]["retry_after"] == 0
     assert "[redacted]" in calls[1]["response"]["text"]
