@@ -15,6 +15,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from harnessc.runtime.agents.base import Request
 from harnessc.runtime.agents.errors import AgentError
@@ -278,3 +280,37 @@ def test_a_recorded_x_should_retry_replays_the_same_decision(tmp_path) -> None:
 
     assert asyncio.run(calls()) == [("server", False, True), ("invalid_request", True, False),
                                     ("server", True, False)]
+
+
+_ANY_TEXT = st.text(st.characters(blacklist_categories=()), max_size=60)  # surrogates too
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(calls=st.lists(st.tuples(st.sampled_from(["p", "q\n"]) | _ANY_TEXT,
+                                _ANY_TEXT, st.booleans()), min_size=1, max_size=6))
+def test_any_recorded_calls_replay_as_recorded(tmp_path_factory, calls) -> None:
+    """Whatever the prompts and answers hold (lone surrogates, newlines, quotes), the recorded
+    calls of a task are served back as they were, identical prompts in their recorded order."""
+    ws = Workspace(tmp_path_factory.mktemp("c"))
+    config = {"provider": "command", "model": None}
+    rec = Cassettes(ws, "record")
+    for prompt, text, failed in calls:
+        asked = normalized("x", config, Request(task_id="t", prompt=prompt, system="s"))
+        if failed:
+            rec.record(asked, "error", {"kind": "server", "message": text, "usage": {"output_tokens": 2}})
+        else:
+            rec.record(asked, "response", {"text": text, "usage": {"input_tokens": 7}, "cost_usd": 0.25})
+    agent = Cassettes(ws, "replay").agent("x", config)
+
+    async def replay() -> list:
+        out = []
+        for prompt, _, _ in calls:
+            try:
+                r = await agent.call(Request(task_id="t", prompt=prompt, system="s"))
+                out.append((r.text, False, r.usage.input_tokens, r.cost_usd))
+            except AgentError as err:
+                out.append((err.message, True, err.usage.output_tokens, err.kind))
+        return out
+
+    assert asyncio.run(replay()) == [(text, True, 2, "server") if failed else (text, False, 7, 0.25)
+                                     for _, text, failed in calls]
