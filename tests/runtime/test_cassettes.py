@@ -23,7 +23,7 @@ from harnessc.runtime.agents.errors import AgentError
 from harnessc.runtime.cassettes import Cassettes, normalized
 from harnessc.workspace import Workspace
 
-from .helpers import CLI, PY, SIMPLE_CONTRACT, env, harnessc, node, write_project
+from .helpers import PY, SIMPLE_CONTRACT, env, harnessc, node, write_project
 
 # Fails the first call of each task (exit 1: kind `failed`, retried with the same prompt),
 # then answers; the answer depends on the prompt, so a replay must serve the recorded one.
