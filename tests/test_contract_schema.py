@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 
 import pytest
+
+from harnessc.planfile import plain
 from jsonschema import Draft7Validator
 
 from harnessc.compiler.contract_schema import (
@@ -77,7 +79,7 @@ def test_builtins_follow_the_seed():
 @pytest.mark.parametrize("name", sorted(ENTRIES))
 def test_builtin_plan_entry_golden(name):
     path = GOLDEN / f"{name}.json"
-    got = json.dumps(ENTRIES[name], indent=2, ensure_ascii=False) + "\n"
+    got = json.dumps(ENTRIES[name], indent=2, ensure_ascii=False, default=plain) + "\n"
     if UPDATE or not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(got, encoding="utf-8")
@@ -267,7 +269,7 @@ def test_plan_entry_defaults_and_accept():
     ]
     assert (e["on_failure"], e["max_retries"], e["constraints"]) == ("partial", 4, None)
     assert e["output"] is None and e["provider_schemas"] is None
-    json.dumps(e)  # plain JSON
+    json.dumps(e, default=plain)  # plain JSON
 
 
 def test_plan_entry_output_is_plain_json():
@@ -276,7 +278,7 @@ def test_plan_entry_output_is_plain_json():
                                    "rules": ["len(value) >= 2"], "items": "str"}
     assert e["output"]["raw"]["schema"] == {"pattern": "^[a-z]+$", "maxLength": 3}
     assert e["provider_schemas"]["openai"]["strict"] is False
-    assert json.loads(json.dumps(e)) == e
+    assert json.loads(json.dumps(e, default=plain)) == e
 
 
 # ------------------------------------------------------------------ prompt text

@@ -56,7 +56,8 @@ def test_plan_records_read_like_the_dicts_plan_json_gives() -> None:
 
     import pytest
 
-    from harnessc.compiler.plan import Edges, Estimate, PlanNode, PromptRef
+    from harnessc.compiler.plan import Edges
+    from harnessc.planfile import Estimate, PlanNode, PromptRef
     from harnessc.compiler.planjson import plan_json
 
     node = PlanNode(id="a", title="A", phase=None, done=False, order=0, priority="normal", complexity="simple",

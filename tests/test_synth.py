@@ -18,6 +18,7 @@ from harnessc.compiler.ir import Contract
 from harnessc.compiler.rules.regexgen import RegexTooHard, generate
 from harnessc.compiler.synth import synthesize, synthesize_output
 from harnessc.compiler.validate import deliverable_errors, extract_json, template_output, validate_output
+from harnessc.planfile import load_contract
 from harnessc.runtime.agents.base import Request
 from harnessc.runtime.agents.simulate import SimulateAgent
 
@@ -44,7 +45,7 @@ def without_examples(d: dict) -> dict:
 def simulate(contract: dict) -> dict:
     """The JSON the simulate agent answers for a task under `contract`."""
     agent = SimulateAgent("rehearsal", {}, Path("."))
-    request = Request(task_id="t1", prompt="do it", contract=contract)
+    request = Request(task_id="t1", prompt="do it", contract=load_contract(contract))
     response = asyncio.run(agent.call(request))
     data, why = extract_json(response.text)
     assert why is None, why

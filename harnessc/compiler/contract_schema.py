@@ -23,6 +23,7 @@ import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from .. import planfile
 from .. import providers as _providers
 from ..providers.subset import compact, is_strict  # noqa: F401  (is_strict: re-exported)
 
@@ -203,13 +204,13 @@ def provider_schema(schema: dict, provider: str) -> tuple[dict, list[dict]]:
 # ------------------------------------------------------------------ plan.json entry
 
 
-def _accept_entry(i: int, cmd: str | AcceptCommand) -> dict:
+def _accept_entry(i: int, cmd: str | AcceptCommand) -> "planfile.AcceptCommand":
     if isinstance(cmd, str):
         from .ir import AcceptCommand
 
         cmd = AcceptCommand(run=cmd)
     argv = shlex.split(cmd.run) if isinstance(cmd.run, str) else list(cmd.run)
-    return {"id": cmd.id or f"accept-{i}", "argv": argv, "timeout": cmd.timeout}
+    return planfile.AcceptCommand(cmd.id or f"accept-{i}", argv, cmd.timeout)
 
 
 def contract_plan_entry(
@@ -217,31 +218,31 @@ def contract_plan_entry(
     contract: Contract,
     default_max_retries: int = 2,
     default_on_failure: str = "retry",
-) -> dict:
-    """The contract as plain JSON for plan.json (schemas, provider subsets, accept, limits)."""
-    entry: dict[str, Any] = {
-        "name": name,
-        "description": contract.description,
-        "version": contract.version,
-        "json_schema": None,
-        "provider_schemas": None,
-        "output": None,
-        "output_rules": list(contract.output_rules),
-        "accept": [_accept_entry(i, c) for i, c in enumerate(contract.accept, 1)],
-        "on_failure": contract.on_failure or default_on_failure,
-        "max_retries": contract.max_retries if contract.max_retries is not None else default_max_retries,
-        "constraints": (
+) -> "planfile.Contract":
+    """The contract as plan.json holds it (schemas, provider subsets, accept, limits)."""
+    entry = planfile.Contract(
+        name=name,
+        description=contract.description,
+        version=contract.version,
+        json_schema=None,
+        provider_schemas=None,
+        output=None,
+        output_rules=list(contract.output_rules),
+        accept=[_accept_entry(i, c) for i, c in enumerate(contract.accept, 1)],
+        on_failure=contract.on_failure or default_on_failure,
+        max_retries=contract.max_retries if contract.max_retries is not None else default_max_retries,
+        constraints=(
             contract.constraints.model_dump(mode="json", exclude_none=True) if contract.constraints else None
         ),
-    }
+    )
     if contract.output is not None:
         schema = output_json_schema(contract.output)
-        entry["json_schema"] = schema
-        entry["output"] = {k: _dump(d) for k, d in contract.output.items()}
-        entry["provider_schemas"] = {}
+        entry.json_schema = schema
+        entry.output = {k: _dump(d) for k, d in contract.output.items()}
+        entry.provider_schemas = {}
         for provider in PROVIDERS:
             sub, moved = provider_schema(schema, provider)
-            entry["provider_schemas"][provider] = {"schema": sub, "moved": moved, "strict": is_strict(moved)}
+            entry.provider_schemas[provider] = {"schema": sub, "moved": moved, "strict": is_strict(moved)}
     return entry
 
 

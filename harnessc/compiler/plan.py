@@ -5,12 +5,11 @@ from __future__ import annotations
 import hashlib
 import operator
 from array import array
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
 
 from .. import __version__
+from ..planfile import AcceptCommand, Estimate, Limits, Plan, PlanNode, Retry, Routing
 from ..estimates import cost_usd, tokens_for_chars
 from .ir import LS_KEYS, BUILTIN_AGENT, AgentConfig, Task
 from .argv import split_command
@@ -38,94 +37,6 @@ def task_view(task: Task) -> dict:
     return d
 
 
-class Record(Mapping):
-    """A slots dataclass readable and writable like the dict plan.json gives the runtime
-    (node["id"], node.get("done")): a 100k-task plan holds several of these per task, and a
-    dict costs four times the memory. orjson writes one as an object, fields in order."""
-
-    __slots__ = ()
-    _keys: dict[str, None]  # the field names, in order; set for each subclass below
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in self._keys:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if key not in self._keys:
-            raise KeyError(key)
-        setattr(self, key, value)
-
-    def __iter__(self):
-        return iter(self._keys)
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-
-def _record(cls: type) -> type:
-    cls = dataclass(slots=True, eq=False)(cls)
-    cls._keys = {f.name: None for f in fields(cls)}
-    return cls
-
-
-@_record
-class PlanNode(Record):
-    """One task of the plan; the field order is plan.json's key order."""
-
-    id: str
-    title: str
-    phase: str | None
-    done: bool
-    order: int
-    priority: str
-    complexity: str
-    tags: list[str]
-    depends_on: list[str]
-    contract: str | None
-    goal: str
-    success: str | None
-    completion_promise: str | None
-    accept: list[dict]
-    context: list[str]
-    limits: dict
-    retry: dict
-    routing: dict
-    wave: int | None = None
-    estimate: "Estimate | None" = None  # set by finish_plan
-    prompt: "PromptRef | None" = None  # set as the prompt is rendered
-    fingerprint: str | None = None  # set by finish_plan
-
-
-@_record
-class Estimate(Record):
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float | None
-
-
-@_record
-class AcceptCommand(Record):
-    id: str
-    argv: list[str]
-    timeout: float | None
-
-
-class PromptRef(Record):
-    """A node's prompt file and its sha256; the path is made from the task id when read
-    (a plan.json writer gets it through Record's mapping, as `default` for orjson)."""
-
-    __slots__ = ("task_id", "sha256")
-    _keys = {"path": None, "sha256": None}
-
-    def __init__(self, task_id: str, sha256: str):
-        self.task_id, self.sha256 = task_id, sha256
-
-    @property
-    def path(self) -> str:
-        return f"prompts/{self.task_id}.md"
-
-
 def infer_complexity(task: Task) -> str:
     """A rough guess from how much the task says, used only when routing needs one."""
     words = len(f"{task.title} {task.goal} {task.success or ''}".split())
@@ -149,7 +60,7 @@ def _model_agent(project: Project, model: str) -> tuple[str, AgentConfig]:
     return f"{provider}:{model}", AgentConfig(provider=provider, model=model)
 
 
-def route(project: Project, task: Task, extra_agents: dict, by_complexity: dict[str, str]) -> dict:
+def route(project: Project, task: Task, extra_agents: dict, by_complexity: dict[str, str]) -> Routing:
     """Static routing: task agent/model, else by complexity, else default, else rehearsal.
 
     `by_complexity` is routing.by_complexity with plain-word keys."""
@@ -182,7 +93,7 @@ def route(project: Project, task: Task, extra_agents: dict, by_complexity: dict[
     if agent in routing.escalation:
         chain += routing.escalation[routing.escalation.index(agent) + 1:]
     chain = [a for a in dict.fromkeys(chain) if a != agent][: routing.max_fallbacks]
-    return {"agent": agent, "chain": chain, "reason": reason}
+    return Routing(agent, chain, reason)
 
 
 def _estimate(agent: AgentConfig | None, tokens_in: int, structured: bool) -> "Estimate":
@@ -265,14 +176,14 @@ def build_plan(project: Project) -> None:
             accept=_accept_entries(task, entry),
             context=project.context_files.get(task.id) or _NONE,
             # the same settings for most tasks: one dict each, shared (plans are read-only)
-            limits=shared({
-                "max_iterations": max_iter,
-                "max_time": max_time if max_time is not None else defaults.max_time,
-                "stuck_after": task.stuck_after or defaults.stuck_after,
-                "budget_usd": task.budget,
-            }),
-            retry=shared({"max_retries": max_retries, "on_failure": getattr(on_failure, "value", on_failure),
-                          "delays": delays}),
+            limits=shared(Limits(
+                max_iterations=max_iter,
+                max_time=max_time if max_time is not None else defaults.max_time,
+                stuck_after=task.stuck_after or defaults.stuck_after,
+                budget_usd=task.budget,
+            )),
+            retry=shared(Retry(max_retries=max_retries, on_failure=getattr(on_failure, "value", on_failure),
+                               delays=delays)),
             routing=shared(route(project, task, extra_agents, by_complexity)),
         )
         nodes.append(node)
@@ -284,27 +195,27 @@ def build_plan(project: Project) -> None:
     for i, wave in enumerate(waves):
         for tid in wave:
             by_id[tid]["wave"] = i
-    project.plan = {
-        "version": PLAN_VERSION,
-        "harnessc": __version__,
-        "metadata": {
+    project.plan = Plan(
+        version=PLAN_VERSION,
+        harnessc=__version__,
+        metadata={
             "schema_version": SCHEMA_VERSION,
             "sources": dict(sorted(project.hashes.items())),
             "root_name": project.root.name,
         },
-        "project": {"title": project.roadmap.title if project.roadmap else None,
-                    "overview": project.roadmap.overview if project.roadmap else ""},
-        "templates": cfg.templates,
-        "agents": {n: agents[n].model_dump(mode="json", exclude_none=True) for n in sorted(agents) if n in used_agents},
-        "budget": cfg.budget.model_dump(mode="json"),
-        "defaults": cfg.defaults.model_dump(mode="json"),
-        "concurrency": cfg.concurrency,
-        "contracts": entries,
-        "nodes": nodes,
-        "edges": Edges(nodes),
-        "waves": waves,
-        "critical_path": _critical_path(order),
-    }
+        project={"title": project.roadmap.title if project.roadmap else None,
+                 "overview": project.roadmap.overview if project.roadmap else ""},
+        templates=cfg.templates,
+        agents={n: agents[n].model_dump(mode="json", exclude_none=True) for n in sorted(agents) if n in used_agents},
+        budget=cfg.budget.model_dump(mode="json"),
+        defaults=cfg.defaults.model_dump(mode="json"),
+        concurrency=cfg.concurrency,
+        contracts=entries,
+        nodes=nodes,
+        edges=Edges(nodes),
+        waves=waves,
+        critical_path=_critical_path(order),
+    )
 
 
 class Edges(Sequence):
@@ -332,7 +243,7 @@ class Edges(Sequence):
 class _Interned(dict):
     """Equal JSON values as one object: call it with a value, get the first equal one."""
 
-    def __call__(self, value: dict) -> dict:
+    def __call__(self, value):
         return self.setdefault(canonical(value), value)
 
 

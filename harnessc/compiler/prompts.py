@@ -426,7 +426,7 @@ def render_all(project, plan: dict, diags: Diagnostics) -> None:
     """Build pass: render the system prompt and each task's first prompt, setting their
     references (path, sha256) in the plan and noting each task prompt's length for
     finish_plan; the text goes to project.prompt_files (a build) or project.prompts."""
-    from .plan import PromptRef
+    from ..planfile import PromptRef
 
     root = project.root
 

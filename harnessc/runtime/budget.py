@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..estimates import estimate_tokens
+from ..planfile import PlanNode
 from .agents.base import Usage, price_cost
 from .state import StateStore
 
@@ -24,23 +25,21 @@ class Budget:
     run_limit: float | None  # USD, plan budget.max_cost_usd or --max-cost
     token_limit: int | None = None  # plan budget.max_tokens: tokens for the whole run
 
-    def estimate(self, node: dict, agent_cfg: dict, prompt: str) -> float:
+    def estimate(self, node: PlanNode, agent_cfg: dict, prompt: str) -> float:
         """Cost to reserve for one call: the compiler's estimate, else the agent's price."""
-        est = (node.get("estimate") or {}).get("cost_usd")
-        if est is not None:
-            return float(est)
-        out_tokens = (node.get("estimate") or {}).get("output_tokens") or DEFAULT_OUTPUT_TOKENS
-        return price_cost(agent_cfg, Usage(estimate_tokens(prompt), int(out_tokens)))
+        if node.estimate is not None and node.estimate.cost_usd is not None:
+            return float(node.estimate.cost_usd)
+        return price_cost(agent_cfg, Usage(estimate_tokens(prompt), _output_tokens(node)))
 
-    def estimate_tokens(self, node: dict, agent_cfg: dict, prompt: str, system: str = "") -> tuple[int, int]:
+    def estimate_tokens(self, node: PlanNode, agent_cfg: dict, prompt: str, system: str = "") -> tuple[int, int]:
         """(input, output) tokens to reserve for one call: the prompt's size, and the
         compiler's output estimate capped by the agent's max_tokens."""
-        out = int((node.get("estimate") or {}).get("output_tokens") or DEFAULT_OUTPUT_TOKENS)
+        out = _output_tokens(node)
         if agent_cfg.get("max_tokens"):
             out = min(out, int(agent_cfg["max_tokens"]))
         return estimate_tokens(system + prompt), out
 
-    def refuse(self, node: dict, cost: float, tokens: int = 0) -> tuple[str, str] | None:
+    def refuse(self, node: PlanNode, cost: float, tokens: int = 0) -> tuple[str, str] | None:
         """('run'|'task', message) when this call would exceed a budget, else None."""
         if self.run_limit is not None:
             spent = self.store.spent()
@@ -52,9 +51,13 @@ class Budget:
             if used >= self.token_limit or used + tokens > self.token_limit:
                 return "run", (f"token budget reached: {used} tokens used or reserved of "
                                f"{self.token_limit} (next call needs ~{tokens})")
-        task_limit = (node.get("limits") or {}).get("budget_usd")
+        task_limit = node.limits.budget_usd
         if task_limit is not None:
-            spent = self.store.spent(node["id"])
+            spent = self.store.spent(node.id)
             if spent >= task_limit or spent + cost > task_limit:
                 return "task", (f"task budget reached: ${spent:.4f} of ${float(task_limit):.4f}")
         return None
+
+
+def _output_tokens(node: PlanNode) -> int:
+    return int((node.estimate.output_tokens if node.estimate else None) or DEFAULT_OUTPUT_TOKENS)

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .. import planfile
 from ..compiler.project import PLAN_VERSION, SPEC_FILES
 from ..compiler.prompts import TemplateProblem, render_prompt, render_refinement, render_system  # noqa: F401
 from ..compiler.validate import extract_json, template_output, validate_output  # noqa: F401
@@ -21,7 +22,7 @@ class PlanError(Exception):
 # ------------------------------------------------------------------ plan loading
 
 
-def load_plan(root: Path) -> dict:
+def load_plan(root: Path) -> planfile.Plan:
     """The compiled plan. Raises PlanError, or WorkspaceError when .harness/ holds a link."""
     workspace = Workspace(root)
     path = workspace.plan
@@ -36,13 +37,17 @@ def load_plan(root: Path) -> dict:
         raise PlanError(
             f"{path.relative_to(root)} has plan version {got!r}; this harnessc reads version {PLAN_VERSION}"
         )
-    return plan
+    try:
+        return planfile.load(plan)
+    except planfile.PlanFormatError as e:
+        raise PlanError(f"{path.relative_to(root)}: {e}; run `harnessc build`") from None
 
 
-def stale_sources(plan: dict, root: Path) -> list[str]:
+def stale_sources(plan: planfile.Plan, root: Path) -> list[str]:
     """Source files whose sha256 differs from the one the plan was built from."""
     changed = []
-    for rel, digest in sorted((plan.get("metadata") or {}).get("sources", {}).items()):
+    sources = (plan.metadata or {}).get("sources") or {}
+    for rel, digest in sorted(sources.items()):
         try:
             now = hashlib.sha256((root / rel).read_bytes()).hexdigest()
         except OSError:
@@ -51,13 +56,12 @@ def stale_sources(plan: dict, root: Path) -> list[str]:
             changed.append(rel)
     # A spec file that appeared since the build also makes the plan stale.
     for name in SPEC_FILES:
-        if (root / name).is_file() and name not in (plan.get("metadata") or {}).get("sources", {}):
-            if (plan.get("metadata") or {}).get("sources"):
-                changed.append(name)
+        if sources and name not in sources and (root / name).is_file():
+            changed.append(name)
     return changed
 
 
-def build(root: Path) -> tuple[dict | None, list[str]]:
+def build(root: Path) -> tuple[planfile.Plan | None, list[str]]:
     """Lint + build through the compiler. Returns (plan or None, rendered diagnostics)."""
     from ..compiler import build_project
 
@@ -70,30 +74,30 @@ def build(root: Path) -> tuple[dict | None, list[str]]:
 PARTIAL_CHECK_SECONDS = 5.0  # re-validating the best answer runs on the event loop: keep it short
 
 
-def simulated_output(contract: dict) -> dict:
+def simulated_output(contract: planfile.Contract) -> dict:
     """What the simulate agent answers: valid examples/defaults, else values built from the rules."""
     from ..compiler.synth import synthesize_output
 
     return synthesize_output(contract).value
 
 
-def partial_output(contract: dict, data: Any) -> dict:
+def partial_output(contract: planfile.Contract, data: Any) -> dict:
     """The best output completed from defaults and examples (the compiler's warnings dropped)."""
     from ..compiler.validate import Deadline, partial_output as complete
 
     return complete(contract, data, Deadline(PARTIAL_CHECK_SECONDS))[0]
 
 
-def select_ids(plan: dict, selectors: list[str], exclude: list[str]) -> set[str]:
+def select_ids(plan: planfile.Plan, selectors: list[str], exclude: list[str]) -> set[str]:
     from ..compiler.select import SelectionError, select_ids as select
 
     try:
-        return select(plan["nodes"], selectors, exclude)
+        return select(plan.nodes, selectors, exclude)
     except SelectionError as e:
         raise PlanError(str(e)) from None
 
 
-def ensure_plan(root: Path, no_build: bool, say) -> dict:
+def ensure_plan(root: Path, no_build: bool, say) -> planfile.Plan:
     """A plan that matches the specs: loaded, or (re)built. `say` prints progress notes.
 
     Raises PlanError (usage problem: exit 2) or BuildFailed (spec errors: exit 1).

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..outcome import NOTHING, money, plural, run_outcome
+from ..planfile import Plan, PlanNode
 from ..workspace import Workspace
 from .state import NoState, StateStore
 from .work import Work, plan_work, row_state
@@ -17,14 +18,14 @@ from .work import Work, plan_work, row_state
 
 @dataclass
 class Preview:
-    plan: dict
+    plan: Plan
     work: Work
     rows: dict[str, dict]
     budget: tuple[float, str] | None  # (USD, where it comes from)
     spent: float = 0.0  # the project's ledger so far
 
     def lines(self) -> list[str]:
-        nodes = {n["id"]: n for n in self.plan["nodes"]}
+        nodes = {n.id: n for n in self.plan.nodes}
         start = self.work.startable
         if self.work.nothing_to_run(self.rows):
             states = [row_state(nodes, self.rows, t) for t in sorted(self.work.targets)]
@@ -35,8 +36,8 @@ class Preview:
             rows = [("task", "agent", "estimate", "max attempts")]
             for tid in start:
                 n = nodes[tid]
-                cost = (n.get("estimate") or {}).get("cost_usd")
-                rows.append((tid, (n.get("routing") or {}).get("agent") or "-",
+                cost = _cost(n)
+                rows.append((tid, n.routing.agent or "-",
                              money(cost) if cost is not None else "unknown", str(_attempts(n))))
             widths = [max(len(r[i]) for r in rows) for i in range(4)]
             for r in rows:
@@ -53,8 +54,8 @@ class Preview:
         return out
 
     @staticmethod
-    def _cost_line(nodes: list[dict]) -> str:
-        costs = [(n.get("estimate") or {}).get("cost_usd") for n in nodes]
+    def _cost_line(nodes: list[PlanNode]) -> str:
+        costs = [_cost(n) for n in nodes]
         known = [(c, _attempts(n)) for c, n in zip(costs, nodes) if c is not None]
         once = sum(c for c, _ in known)
         most = sum(c * k for c, k in known)
@@ -68,12 +69,16 @@ class Preview:
         return line
 
 
-def _attempts(node: dict) -> int:
+def _attempts(node: PlanNode) -> int:
     """Calls a task may make when every verification fails: 1 + max_retries."""
-    return 1 + int((node.get("retry") or {}).get("max_retries", 2))
+    return 1 + int(node.retry.max_retries)
 
 
-def preview(root: Path, plan: dict, select: list[str], exclude: list[str], rerun: str | None,
+def _cost(node: PlanNode) -> float | None:
+    return node.estimate.cost_usd if node.estimate else None
+
+
+def preview(root: Path, plan: Plan, select: list[str], exclude: list[str], rerun: str | None,
             max_cost: float | None) -> Preview:
     """Raises state.StateError for an unusable state.db, plan.PlanError for a bad selector."""
     rows: dict[str, dict] = {}
@@ -88,7 +93,7 @@ def preview(root: Path, plan: dict, select: list[str], exclude: list[str], rerun
         finally:
             store.close()
     work = plan_work(plan, rows, select, exclude, rerun=rerun)
-    plan_limit = (plan.get("budget") or {}).get("max_cost_usd")
+    plan_limit = (plan.budget or {}).get("max_cost_usd")
     if max_cost is not None:
         budget = (max_cost, "--max-cost")
     elif kept is not None:

@@ -39,23 +39,21 @@ def status(root: Path) -> dict:
     active = run is not None and run["status"] == "running" and holder(workspace) is not None
     now = time.time()
     tasks = []
-    order = [n["id"] for n in plan["nodes"]] if plan else sorted(rows)
-    nodes = {n["id"]: n for n in plan["nodes"]} if plan else {}
+    order = [n.id for n in plan.nodes] if plan else sorted(rows)
+    nodes = {n.id: n for n in plan.nodes} if plan else {}
     for tid in order + sorted(set(rows) - set(order)):
         row = rows.get(tid)
         if row is None:
-            node = nodes.get(tid, {})
-            row = {"id": tid, "state": "done" if node.get("done") else "pending", "attempts": 0,
+            row = {"id": tid, "state": "done" if tid in nodes and nodes[tid].done else "pending", "attempts": 0,
                    "iterations": 0, "agent": None, "tokens": 0, "cost_usd": 0.0, "error": None,
                    "run_id": None}
         t = task_summary(row)
         if t["state"] == "pending" and tid in nodes:
-            deps = nodes[tid].get("depends_on") or []
             if all((rows.get(d) or {}).get("state") in TERMINAL_OK
-                   or nodes.get(d, {}).get("done") for d in deps):
+                   or (d in nodes and nodes[d].done) for d in nodes[tid].depends_on):
                 t["state"] = "ready"
         if tid in nodes and row.get("state") in ("succeeded", "degraded"):
-            t["stale"] = row.get("fingerprint") != nodes[tid].get("fingerprint")
+            t["stale"] = row.get("fingerprint") != nodes[tid].fingerprint
         if tid not in nodes and plan:
             t["removed"] = True
         if active and t["state"] == "running" and row.get("started_at"):

@@ -2,15 +2,14 @@
 
 A task is ready when its dependencies succeeded, degraded or were done; ready tasks start in
 priority then roadmap order, at most `jobs` at a time. A failed task skips its dependents
-and independent work goes on (unless fail_fast). Each iteration: render, route, call,
-verify; failed claims refine the prompt (levels 1-3) until max_retries, then on_failure.
+and independent work goes on (unless fail_fast). What one task does - its iterations - is
+iteration.TaskRun; the Runner owns the graph, the stop flags and what tasks share.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import heapq
 import json
 import os
@@ -23,19 +22,18 @@ from typing import Any, Callable
 from .. import outcome as outcomes
 from ..compiler.vocab import priority_rank
 from ..outcome import RunOutcome
+from ..planfile import Plan, PlanNode
 from ..workspace import Workspace, WorkspaceError
 from . import plan as planmod
 from . import reaper
-from .agents.base import AgentError, Request
-from .agents.errors import retry_delay
+from .agents.base import AgentError
 from .budget import Budget
 from .cassettes import Cassettes
-from .routing import AttemptState, route
+from .iteration import TaskRun
+from .router import REHEARSAL, Router
 from .state import TERMINAL_OK, StateError, StateStore
-from .verify import verify
 from .work import Work, plan_work
 
-TRANSIENT_LIMIT = 5  # consecutive transient agent errors before the task fails
 STOP_POLL = 0.2  # seconds between looks at .harness/stop
 
 
@@ -79,22 +77,24 @@ def new_run_id() -> str:
 
 
 class Runner:
-    def __init__(self, root: Path, plan: dict, store: StateStore, opts: RunOptions,
+    def __init__(self, root: Path, plan: Plan, store: StateStore, opts: RunOptions,
                  listeners: list[Callable[[dict], None]] | None = None):
         self.root = root
         self.plan = plan
         self.store = store
         self.opts = opts
-        self.nodes = {n["id"]: n for n in plan["nodes"]}
+        self.nodes = {n.id: n for n in plan.nodes}
         self.children: dict[str, list[str]] = {i: [] for i in self.nodes}
-        for n in plan["nodes"]:
-            for d in n.get("depends_on") or []:
+        for n in plan.nodes:
+            for d in n.depends_on:
                 if d in self.children:
-                    self.children[d].append(n["id"])
-        self.jobs = max(1, opts.jobs or int(plan.get("concurrency") or 4))
-        limit = opts.max_cost if opts.max_cost is not None else (plan.get("budget") or {}).get("max_cost_usd")
-        max_tokens = (plan.get("budget") or {}).get("max_tokens")
+                    self.children[d].append(n.id)
+        self.jobs = max(1, opts.jobs or int(plan.concurrency or 4))
+        budget = plan.budget or {}
+        limit = opts.max_cost if opts.max_cost is not None else budget.get("max_cost_usd")
+        max_tokens = budget.get("max_tokens")
         self.budget = Budget(store, limit, int(max_tokens) if max_tokens is not None else None)
+        self.router = Router()
         self.agents: dict[str, Any] = {}
         self.stop_mode: str | None = None  # None | stop | abort
         self.halt: tuple[str, str] | None = None  # (outcome.BUDGET|FAIL_FAST, why): ends the run early
@@ -152,7 +152,7 @@ class Runner:
                 self.halt = (outcomes.STATE_LOST, str(e))
                 self.request_stop("abort")
 
-    async def _sleep(self, seconds: float) -> None:
+    async def sleep(self, seconds: float) -> None:
         """Sleep, but wake early when a stop is requested."""
         if seconds <= 0:
             return
@@ -166,7 +166,7 @@ class Runner:
     def idle_result(self) -> RunResult | None:
         """The result of a run with nothing to do (every selected task complete, or waiting
         for `retry`), decided before a run is recorded; None when there is work."""
-        self.store.ensure_tasks(self.nodes, {i for i, n in self.nodes.items() if n.get("done")})
+        self.store.ensure_tasks(self.nodes, {i for i, n in self.nodes.items() if n.done})
         rows = self.store.tasks()
         work = plan_work(self.plan, rows, self.opts.select, self.opts.exclude,
                          rerun=self.opts.rerun, only=self.opts.only)
@@ -177,7 +177,7 @@ class Runner:
 
     def _prepare(self) -> Work:
         """Decide which tasks this run will execute (work.py) and set them to pending."""
-        done = {i for i, n in self.nodes.items() if n.get("done")}
+        done = {i for i, n in self.nodes.items() if n.done}
         self.store.ensure_tasks(self.nodes, done)
         rows = self.store.tasks()
         work = plan_work(self.plan, rows, self.opts.select, self.opts.exclude,
@@ -231,7 +231,7 @@ class Runner:
 
         def key(tid: str) -> tuple:
             n = self.nodes[tid]
-            return (priority_rank(n.get("priority")), n.get("order", 0), tid)
+            return (priority_rank(n.priority), n.order, tid)
 
         def skip_dependents(tid: str, why: str) -> None:
             stack = [tid]
@@ -250,7 +250,7 @@ class Runner:
             state[tid] = "skipped"
             self.store.set_state(tid, "skipped", error=why)
         for tid in pending:
-            waiting[tid] = sum(d in pending for d in self.nodes[tid].get("depends_on") or [])
+            waiting[tid] = sum(d in pending for d in self.nodes[tid].depends_on)
         for tid, c in waiting.items():
             if c == 0:
                 heapq.heappush(heap, key(tid) + (tid,))
@@ -262,7 +262,7 @@ class Runner:
             self.wake.set()
 
         while (heap or self.running) and self.stop_mode != "abort":
-            while heap and len(self.running) < self.jobs and not self._halting():
+            while heap and len(self.running) < self.jobs and not self.halting():
                 tid = heapq.heappop(heap)[-1]
                 t = self.running[tid] = asyncio.create_task(self._run_task(tid), name=tid)
                 t.add_done_callback(ended)
@@ -295,234 +295,68 @@ class Runner:
                                 heapq.heappush(heap, key(child) + (child,))
                 elif outcome == "failed":
                     skip_dependents(tid, f"dependency '{tid}' failed")
-                    if self.opts.fail_fast and not self.halt:
-                        self.halt = (outcomes.FAIL_FAST, f"stopped after '{tid}' failed (--fail-fast)")
-                        self._stop_event.set()
+                    if self.opts.fail_fast:
+                        self.halt_run(outcomes.FAIL_FAST, f"stopped after '{tid}' failed (--fail-fast)")
         if self.running:  # abort: wait for the cancelled tasks to checkpoint
             await asyncio.gather(*self.running.values(), return_exceptions=True)
             self.running.clear()
 
-    def _halting(self) -> bool:
+    # ------------------------------------------------------------------ one task
+    # What a task's iterations (iteration.TaskRun) need from the run: the TaskContext.
+
+    async def _run_task(self, tid: str) -> str:
+        node = self.nodes[tid]
+        return await TaskRun(self, node, self.router.route(node)).run()
+
+    def halting(self) -> bool:
         return self.stop_mode is not None or self.halt is not None
 
-    # ------------------------------------------------------------------ one task
+    def halt_run(self, kind: str, why: str) -> bool:
+        """End the run early (no new call starts). The first reason is kept: False when
+        the run was already halting."""
+        if self.halt:
+            return False
+        self.halt = (kind, why)
+        self._stop_event.set()
+        return True
 
-    def _agent(self, name: str):
+    def agent(self, name: str) -> tuple[Any, dict]:
         if name not in self.agents:
-            cfg = (self.plan.get("agents") or {}).get(name)
+            cfg = self.plan.agents.get(name)
             if cfg is None:
-                if name != "rehearsal":
+                if name != REHEARSAL:
                     raise AgentError(f"agent '{name}' is not defined in harness.yaml")
                 cfg = {"provider": "simulate"}
             self.agents[name] = (self.cassettes.agent(name, cfg), cfg)
         return self.agents[name]
 
-    def _adopt_children(self, aid: int) -> int:
-        """Child processes started from here on belong to attempt `aid` (see reaper.py)."""
-        reaper.enter(self.store.proc_marker(aid), functools.partial(self.store.record_child, aid))
-        return aid
-
-    def _deps(self, node: dict) -> dict[str, dict]:
-        if not node.get("depends_on"):
-            return {}
-        rows = self.store.tasks(list(node["depends_on"]))
-        return {d: {"output": rows[d]["output"], "state": rows[d]["state"], "error": rows[d]["error"]}
-                if d in rows else {"output": None, "state": "pending", "error": None}
-                for d in node.get("depends_on") or []}
-
-    async def _run_task(self, tid: str) -> str:
-        node = self.nodes[tid]
-        store = self.store
-        contract = (self.plan.get("contracts") or {}).get(node.get("contract") or "")
-        limits = node.get("limits") or {}
-        retry = node.get("retry") or {}
-        max_retries = int(retry.get("max_retries", 2))
-        delays = list(retry.get("delays") or [0])
-        max_iter = limits.get("max_iterations")
-        max_time = float(limits.get("max_time") or 3600)
-        stuck_after = int(limits.get("stuck_after") or 3)
-        t0 = time.monotonic()
-        st = AttemptState()
-        try:
-            base = planmod.render_prompt(self.plan, tid, self._deps(node), self.root)
-        except Exception as e:  # a template problem is this task's failure, not the run's
-            store.finish_task(tid, "failed", error=f"could not render the prompt: {e}")
-            return "failed"
+    def system_prompt(self) -> str:
+        """The system prompt: one per plan, rendered once."""
         if self._system is None:
             try:
                 self._system = planmod.render_system(self.plan, self.root)
             except Exception:
                 self._system = ""
-        system = self._system
-        prompt, level = base, 0
-        best: Any = None  # the last parsed JSON object, for partial fallbacks
-        same_text: list[str] = []
-        # The attempt's writes go through the store's group commit: `await`ing one means it is
-        # durable (the attempt row before the call; result + final state in one transaction).
-        aid = None
-        begin: asyncio.Future | None = None  # the last begin_attempt queued
-        closing: asyncio.Future | None = None  # the last finish_attempt queued
-        closing_aid, closing_final = None, False
+        return self._system
 
-        async def finish(status: str, **kw: Any) -> None:
-            nonlocal aid, closing, closing_aid, closing_final
-            closing_aid, closing_final = aid, bool(kw.get("final_state"))
-            closing = store.defer(functools.partial(store.finish_attempt, aid, tid, status, **kw))
-            await closing
-            aid = None
+    def adopt_children(self, attempt_id: int) -> int:
+        """Child processes started from here on belong to this attempt (see reaper.py)."""
+        reaper.enter(self.store.proc_marker(attempt_id), functools.partial(self.store.record_child, attempt_id))
+        return attempt_id
 
-        try:
-            while True:
-                if self._halting():
-                    store.set_state(tid, "pending")
-                    return "interrupted"
-                if max_iter is not None and st.iteration >= int(max_iter):
-                    return self._give_up(tid, node, contract, best,
-                                         f"max_iterations ({max_iter}) reached without a verified result",
-                                         exhausted=False)
-                left = max_time - (time.monotonic() - t0)
-                if left <= 0:
-                    return self._give_up(tid, node, contract, best,
-                                         f"max_time ({max_time:g}s) reached", exhausted=False)
-                try:
-                    name = route(node, st)
-                    agent, cfg = self._agent(name)
-                except AgentError as e:
-                    store.finish_task(tid, "failed", error=e.message)
-                    return "failed"
-                cost = self.budget.estimate(node, cfg, prompt)
-                tokens = self.budget.estimate_tokens(node, cfg, prompt, system)
-                refusal = self.budget.refuse(node, cost, sum(tokens))
-                if refusal:
-                    scope, msg = refusal
-                    if scope == "run":
-                        if not self.halt:
-                            self.halt = (outcomes.BUDGET, msg)
-                            self._stop_event.set()
-                            store.event("budget_exhausted", tid, message=msg)
-                        store.set_state(tid, "pending")
-                        return "interrupted"
-                    store.finish_task(tid, "failed", error=msg)
-                    return "failed"
-                st.iteration += 1
-                self.live[tid] = {"iteration": st.iteration, "agent": name}
-                phash = hashlib.sha256(prompt.encode()).hexdigest()
-                begin = store.defer(functools.partial(
-                    store.begin_attempt, tid, st.iteration, level, name, prompt, phash, cost,
-                    start_task=st.iteration == 1, reserve_tokens=tokens))
-                aid = self._adopt_children(await begin)
-                req = Request(task_id=tid, prompt=prompt, system=system, contract=contract,
-                              output_schema=(contract or {}).get("json_schema") if (contract or {}).get("output") else None,
-                              promise=node.get("completion_promise"), iteration=st.iteration,
-                              timeout=left, max_tokens=cfg.get("max_tokens"), root=self.root)
-                try:
-                    resp = await agent.call(req)
-                except AgentError as e:
-                    st.last_agent = name
-                    await finish("error", raw=e.stderr or None, errors=[e.message], **e.charged())
-                    if e.transient:
-                        st.transient_errors += 1
-                        if st.transient_errors > TRANSIENT_LIMIT:
-                            return self._give_up(tid, node, contract, best,
-                                                 f"{st.transient_errors} transient agent errors in a row: {e.message}")
-                        await self._sleep(retry_delay(e, st.transient_errors))
-                        continue
-                    st.failures += 1
-                    st.errors = [e.message]
-                    if st.failures > max_retries or e.final:
-                        return self._give_up(tid, node, contract, best, e.message)
-                    await self._sleep(float(delays[min(st.failures - 1, len(delays) - 1)]))
-                    continue
-                st.transient_errors = 0
-                st.last_agent = name
-                verdict = await verify(node, contract, resp.text, self.root,
-                                       max(0.1, max_time - (time.monotonic() - t0)))
-                usage = dict(input_tokens=resp.usage.input_tokens,
-                             output_tokens=resp.usage.output_tokens, cost_usd=resp.cost_usd,
-                             latency=resp.latency)
-                if not verdict.claim:
-                    same_text = (same_text + [resp.text])[-stuck_after:]
-                    if len(same_text) >= stuck_after and len(set(same_text)) == 1:
-                        await finish("stuck", raw=resp.text, **usage)
-                        return self._give_up(
-                            tid, node, contract, best,
-                            f"stuck: {outcomes.plural(stuck_after, 'iteration')} in a row with identical output and no claim",
-                            exhausted=False)
-                    await finish("progress", raw=resp.text, **usage)
-                    prompt, level = base, 0
-                    continue
-                same_text = []
-                if verdict.ok:
-                    await finish("succeeded", raw=resp.text, parsed=verdict.output,
-                                 checks=verdict.checks, final_state="succeeded",
-                                 output=verdict.output, fingerprint=node.get("fingerprint"),
-                                 **usage)
-                    return "succeeded"
-                if isinstance(verdict.parsed, dict):
-                    best = verdict.parsed
-                st.failures += 1
-                st.errors = verdict.errors
-                if st.failures > max_retries:
-                    outcome, output, error = self._fallback(node, contract, best, verdict.errors)
-                    await finish("rejected", raw=resp.text, parsed=verdict.parsed,
-                                 errors=verdict.errors, checks=verdict.checks,
-                                 final_state=outcome, output=output,
-                                 fingerprint=node.get("fingerprint"), error=error, **usage)
-                    return outcome
-                await finish("rejected", raw=resp.text, parsed=verdict.parsed,
-                             errors=verdict.errors, checks=verdict.checks, **usage)
-                level = min(st.failures, 3)
-                prompt = planmod.render_refinement(self.plan, tid, base, level, verdict.errors,
-                                                   resp.text, self.root)
-                await self._sleep(float(delays[min(st.failures - 1, len(delays) - 1)]))
-        except asyncio.CancelledError:
-            # Abort: the attempt in flight is interrupted; the task goes back to pending. A
-            # write that committed after the cancel was requested still counts.
-            if begin is not None and _committed(begin):
-                aid = begin.result()
-            if aid is not None and aid == closing_aid and closing is not None and _committed(closing):
-                if closing_final:
-                    raise  # the task's end is durable: leave it as committed
-                aid = None
-            if aid is not None:
-                store.finish_attempt(aid, tid, "interrupted", raw=None, errors=["aborted"])
-            store.set_state(tid, "pending")
-            raise
-
-    def _fallback(self, node: dict, contract: dict | None, best: Any,
-                  errors: list[str]) -> tuple[str, Any, str | None]:
-        """After max_retries: (final state, output, error) as on_failure says."""
-        strategy = (node.get("retry") or {}).get("on_failure") or "retry"
-        tries = int((node.get("retry") or {}).get("max_retries", 2)) + 1
-        reason = f"{outcomes.plural(tries, 'attempt')} failed verification; last: " + "; ".join(errors)[:2000]
-        has_output = bool(contract and contract.get("output"))
-        if strategy in ("fallback", "partial") and has_output:
-            return "degraded", planmod.partial_output(contract, best), f"degraded ({strategy}): {reason}"
-        if strategy == "template" and has_output:
-            return "degraded", planmod.template_output(contract), f"degraded (template): {reason}"
-        if strategy in ("fallback", "partial", "template"):
-            return "failed", None, f"{reason} (on_failure {strategy}: the task has no contract output to fall back on)"
-        if strategy == "escalate":
-            return "failed", None, f"{reason} (escalation needs routing (not yet available))"
-        return "failed", None, reason
-
-    def _give_up(self, tid: str, node: dict, contract: dict | None, best: Any, why: str,
-                 exhausted: bool = True) -> str:
-        """Finish a task that ran out of attempts (on_failure applies) or hit a limit (fails)."""
-        if exhausted:
-            state, output, error = self._fallback(node, contract, best, [why])
-        else:
-            state, output, error = "failed", None, why
-        self.store.finish_task(tid, state, output=output,
-                               fingerprint=node.get("fingerprint") if state != "failed" else None,
-                               error=error)
-        return state
+    def deps(self, node: PlanNode) -> dict[str, dict]:
+        if not node.depends_on:
+            return {}
+        rows = self.store.tasks(list(node.depends_on))
+        return {d: {"output": rows[d]["output"], "state": rows[d]["state"], "error": rows[d]["error"]}
+                if d in rows else {"output": None, "state": "pending", "error": None}
+                for d in node.depends_on}
 
     # ------------------------------------------------------------------ the end
 
     def _result(self, elapsed: float, ending: tuple[str, str | None] | None = None) -> RunResult:
         rows = self.store.tasks()
-        tasks = [task_summary(rows[t]) for t in sorted(self.targets, key=lambda i: self.nodes[i].get("order", 0))
+        tasks = [task_summary(rows[t]) for t in sorted(self.targets, key=lambda i: self.nodes[i].order)
                  if t in rows]
         states = [t["state"] for t in tasks]
         run_id = self.store.run_id or ""
@@ -541,10 +375,6 @@ class Runner:
         if self.stop_mode == "stop":
             return outcomes.STOP, None
         return outcomes.FINISHED, None
-
-
-def _committed(fut: asyncio.Future) -> bool:
-    return fut.done() and not fut.cancelled() and fut.exception() is None
 
 
 def task_summary(row: dict) -> dict:

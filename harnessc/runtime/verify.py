@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..compiler.argv import split_command
 from ..compiler.validate import Deadline, OutOfTime
+from ..planfile import AcceptCommand, Contract, PlanNode
 from . import plan as planmod
 from . import procs
 
@@ -52,13 +53,13 @@ class Verdict:
     checks: list[dict] = field(default_factory=list)  # accept command results
 
 
-def is_claim(node: dict, contract: dict | None, text: str) -> bool:
+def is_claim(node: PlanNode, contract: Contract | None, text: str) -> bool:
     """A task with a promise claims when it prints a promise (or output JSON); others always claim."""
-    if not node.get("completion_promise"):
+    if not node.completion_promise:
         return True
     if find_promise(text) is not None:
         return True
-    if contract and contract.get("output"):
+    if contract and contract.output:
         try:
             extract_json(text)
             return True
@@ -67,7 +68,7 @@ def is_claim(node: dict, contract: dict | None, text: str) -> bool:
     return False
 
 
-async def verify(node: dict, contract: dict | None, text: str, root: Path,
+async def verify(node: PlanNode, contract: Contract | None, text: str, root: Path,
                  time_left: float | None) -> Verdict:
     deadline = Deadline(time_left)
     try:
@@ -78,19 +79,19 @@ async def verify(node: dict, contract: dict | None, text: str, root: Path,
     if not v.claim or v.errors:
         return v
     # accept commands are slow; run them only for an otherwise valid claim
-    for cmd in node.get("accept") or []:
+    for cmd in node.accept:
         res = await run_accept(cmd, root, time_left)
-        v.checks.append({"id": cmd.get("id"), "argv": res.argv, "returncode": res.returncode,
+        v.checks.append({"id": cmd.id, "argv": res.argv, "returncode": res.returncode,
                          "timed_out": res.timed_out, "duration": round(res.duration, 3)})
         if not res.ok:
             tail = (res.stdout + res.stderr).strip()[-1500:]
-            msg = f"accept check '{cmd.get('id') or ' '.join(res.argv)}' failed: {res.describe()}"
+            msg = f"accept check '{cmd.id or ' '.join(res.argv)}' failed: {res.describe()}"
             v.errors.append(msg + (f"\n{tail}" if tail else ""))
     v.ok = not v.errors
     return v
 
 
-def check_text(node: dict, contract: dict | None, text: str, deadline: Deadline | None = None) -> Verdict:
+def check_text(node: PlanNode, contract: Contract | None, text: str, deadline: Deadline | None = None) -> Verdict:
     """The checks of the response text alone: claim, output JSON, contract, promise."""
     if not is_claim(node, contract, text):
         return Verdict(claim=False)
@@ -98,7 +99,7 @@ def check_text(node: dict, contract: dict | None, text: str, deadline: Deadline 
     if not text.strip():
         v.errors.append("the agent printed nothing")
         return v
-    if contract and contract.get("output"):
+    if contract and contract.output:
         try:
             data = extract_json(text)
             v.parsed = data
@@ -111,7 +112,7 @@ def check_text(node: dict, contract: dict | None, text: str, deadline: Deadline 
             v.errors.append(str(e))
         except OutOfTime as e:
             v.errors.append(str(e))
-    promise = node.get("completion_promise")
+    promise = node.completion_promise
     if promise:
         got = find_promise(text)
         if got is None:
@@ -122,9 +123,9 @@ def check_text(node: dict, contract: dict | None, text: str, deadline: Deadline 
     return v
 
 
-async def run_accept(cmd: dict, root: Path, time_left: float | None) -> procs.ProcResult:
-    argv = split_command(cmd.get("argv") or cmd.get("run") or [])
-    timeout = float(cmd.get("timeout") or DEFAULT_ACCEPT_TIMEOUT)
+async def run_accept(cmd: AcceptCommand, root: Path, time_left: float | None) -> procs.ProcResult:
+    argv = split_command(cmd.argv)
+    timeout = float(cmd.timeout or DEFAULT_ACCEPT_TIMEOUT)
     if time_left is not None:
         timeout = max(0.1, min(timeout, time_left))
     return await procs.run(argv, cwd=root, timeout=timeout, stdin=None)

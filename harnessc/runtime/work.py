@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..planfile import Plan, PlanNode
 from . import plan as planmod
 from .state import TERMINAL_OK
 
@@ -30,28 +31,28 @@ class Work:
             (rows.get(t) or {}).get("state") == "skipped" for t in self.blocked)
 
 
-def row_state(nodes: dict[str, dict], rows: dict[str, dict], tid: str) -> str:
+def row_state(nodes: dict[str, PlanNode], rows: dict[str, dict], tid: str) -> str:
     """A task's state as a new run sees it: done in roadmap.md wins; no row yet is pending;
     a task left running by a dead run is pending again."""
-    if (nodes.get(tid) or {}).get("done"):
+    if tid in nodes and nodes[tid].done:
         return "done"
     state = (rows.get(tid) or {}).get("state") or "pending"
     return "pending" if state == "running" else state
 
 
-def plan_work(plan: dict, rows: dict[str, dict], select: list[str], exclude: list[str],
+def plan_work(plan: Plan, rows: dict[str, dict], select: list[str], exclude: list[str],
               rerun: str | None = None, only: set[str] | None = None) -> Work:
     """Which selected tasks run. Failed tasks wait for `retry` (only=...) or --rerun failed;
     skipped ones are looked at again (their dependency may be complete or selected now)."""
-    nodes = {n["id"]: n for n in plan["nodes"]}
+    nodes = {n.id: n for n in plan.nodes}
     targets = set(only) & set(nodes) if only is not None else planmod.select_ids(plan, select, exclude)
     todo, stale = [], []
-    for tid in sorted(targets, key=lambda i: nodes[i].get("order", 0)):
+    for tid in sorted(targets, key=lambda i: nodes[i].order):
         state = row_state(nodes, rows, tid)
         if state == "done":
             continue
         if state in ("succeeded", "degraded"):
-            changed = (rows.get(tid) or {}).get("fingerprint") != nodes[tid].get("fingerprint")
+            changed = (rows.get(tid) or {}).get("fingerprint") != nodes[tid].fingerprint
             if rerun == "all" or (rerun == "stale" and changed):
                 todo.append(tid)
             elif changed:
@@ -65,14 +66,14 @@ def plan_work(plan: dict, rows: dict[str, dict], select: list[str], exclude: lis
     return work
 
 
-def blocked_at_start(nodes: dict[str, dict], rows: dict[str, dict], todo: list[str]) -> dict[str, str]:
+def blocked_at_start(nodes: dict[str, PlanNode], rows: dict[str, dict], todo: list[str]) -> dict[str, str]:
     """Tasks of `todo` that cannot start in this run -> why: a dependency that is neither
     complete nor in this run, and (transitively) the tasks that wait on those."""
     children: dict[str, list[str]] = {i: [] for i in nodes}
     for n in nodes.values():
-        for d in n.get("depends_on") or []:
+        for d in n.depends_on:
             if d in children:
-                children[d].append(n["id"])
+                children[d].append(n.id)
     pending = set(todo)
     blocked: dict[str, str] = {}
 
@@ -90,7 +91,7 @@ def blocked_at_start(nodes: dict[str, dict], rows: dict[str, dict], todo: list[s
     for tid in todo:
         if tid not in pending:
             continue
-        for d in nodes[tid].get("depends_on") or []:
+        for d in nodes[tid].depends_on:
             if d in pending:
                 continue
             ds = "skipped" if d in blocked else row_state(nodes, rows, d)

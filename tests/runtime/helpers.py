@@ -9,6 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harnessc import planfile
+from harnessc.planfile import Plan
+
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 
@@ -21,7 +24,7 @@ def node(tid: str, **kw) -> dict:
         "completion_promise": None, "success": None, "accept": [], "context": [],
         "limits": {"max_iterations": 50, "max_time": 3600, "stuck_after": 3, "budget_usd": None},
         "retry": {"max_retries": 2, "on_failure": "retry", "delays": [0]},
-        "routing": {"agent": "rehearsal", "chain": ["rehearsal"], "reason": "test"},
+        "routing": {"agent": "rehearsal", "chain": [], "reason": "test"},
         "estimate": {"input_tokens": 100, "output_tokens": 100, "cost_usd": None},
         "prompt": {"path": f"prompts/{tid}.md", "sha256": ""},
         "fingerprint": "fp-" + tid, "wave": 0,
@@ -49,8 +52,9 @@ SIMPLE_CONTRACT = {
 
 def write_project(root: Path, nodes: list[dict], agents: dict | None = None,
                   contracts: dict | None = None, budget: dict | None = None,
-                  concurrency: int = 4) -> dict:
-    """Write roadmap.md, .harness/build/plan.json and prompts/<id>.md under root."""
+                  concurrency: int = 4, templates: str | None = None) -> Plan:
+    """Write roadmap.md, .harness/build/plan.json and prompts/<id>.md under root; the plan
+    is returned as the runtime loads it (planfile checks the nodes' shape)."""
     root.mkdir(parents=True, exist_ok=True)
     roadmap = root / "roadmap.md"
     roadmap.write_text("# Test project\n\n## Tasks\n\n" + "".join(
@@ -70,6 +74,7 @@ def write_project(root: Path, nodes: list[dict], agents: dict | None = None,
         "metadata": {"schema_version": 1, "root_name": root.name,
                      "sources": {"roadmap.md": hashlib.sha256(roadmap.read_bytes()).hexdigest()}},
         "project": {"title": "Test", "overview": ""},
+        "templates": templates,
         "agents": agents or {"rehearsal": {"provider": "simulate"}},
         "budget": budget or {"max_cost_usd": None, "max_tokens": None},
         "defaults": {"max_retries": 2, "retry_delays": [0], "max_iterations": 50, "max_time": 3600,
@@ -81,7 +86,7 @@ def write_project(root: Path, nodes: list[dict], agents: dict | None = None,
         "waves": [ids], "critical_path": ids[:1],
     }
     (build / "plan.json").write_text(json.dumps(plan, indent=2), encoding="utf-8")
-    return plan
+    return planfile.load(plan)
 
 
 def env(**extra) -> dict:

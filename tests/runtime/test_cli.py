@@ -9,7 +9,7 @@ import sys
 import textwrap
 import time
 
-from .helpers import PY, SIMPLE_CONTRACT, harnessc, node, spawn, write_project
+from .helpers import PY, SIMPLE_CONTRACT, env, harnessc, node, spawn, write_project
 
 
 def status(root) -> dict:
@@ -91,9 +91,60 @@ def test_fallback_strategies(tmp_path):
     data = {t["id"]: t for t in status(tmp_path)["tasks"]}
     assert data["part"]["state"] == "degraded" and data["tmpl"]["state"] == "degraded"
     assert data["esc"]["state"] == "failed"
-    assert "escalation needs routing (not yet available)" in data["esc"]["error"]
+    assert "on_failure escalate: no stronger agent left after 'bad'" in data["esc"]["error"]
     assert data["after"]["state"] == "succeeded"  # degraded outputs still feed dependents
     assert data["fixed"]["state"] == "succeeded" and data["fixed"]["attempts"] == 3
+
+
+def events(root, kind: str) -> list[dict]:
+    rows = sqlite3.connect(root / ".harness" / "state.db").execute(
+        "SELECT task_id, data FROM events WHERE kind = ? ORDER BY id", (kind,)).fetchall()
+    return [{"task": t, **json.loads(d or "{}")} for t, d in rows]
+
+
+def test_escalation_moves_up_the_chain_with_retries_reset(tmp_path):
+    write_project(tmp_path, [
+        node("esc", contract="summary", retry={"max_retries": 1, "on_failure": "escalate"},
+             routing={"agent": "weak", "chain": ["mid", "strong"]}),
+    ], agents={"weak": {"provider": "simulate", "invalid_first": 10},
+               "mid": {"provider": "simulate", "invalid_first": 10},
+               "strong": {"provider": "simulate", "invalid_first": 1}},
+        contracts={"summary": SIMPLE_CONTRACT})
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    esc = status(tmp_path)["tasks"][0]
+    # 2 on weak, 2 on mid (retries reset on each step), then strong: 1 invalid + 1 valid
+    assert esc["state"] == "succeeded" and esc["attempts"] == 6 and esc["agent"] == "strong"
+    moves = [(e["agent"], e["to"]) for e in events(tmp_path, "escalated")]
+    assert moves == [("weak", "mid"), ("mid", "strong")]
+    agents = [a for (a,) in sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
+        "SELECT agent FROM attempts ORDER BY id")]
+    assert agents == ["weak", "weak", "mid", "mid", "strong", "strong"]
+
+
+def test_agent_errors_fall_back_to_the_next_agent_without_counting_a_failure(tmp_path):
+    write_project(tmp_path, [
+        # a missing key is an auth error: final on that agent, the chain's next one serves
+        node("keyless", contract="summary", retry={"max_retries": 0},
+             routing={"agent": "paid", "chain": ["rehearsal"]}),
+        node("alone", contract="summary", routing={"agent": "paid"}),
+    ], agents={"paid": {"provider": "openai", "model": "gpt-x", "api_key_env": "HC_TEST_UNSET_KEY"},
+               "rehearsal": {"provider": "simulate"}},
+        contracts={"summary": SIMPLE_CONTRACT})
+    r = harnessc(tmp_path, "run", env=env_without("HC_TEST_UNSET_KEY"))
+    assert r.returncode == 1
+    data = {t["id"]: t for t in status(tmp_path)["tasks"]}
+    assert data["keyless"]["state"] == "succeeded" and data["keyless"]["agent"] == "rehearsal"
+    assert data["alone"]["state"] == "failed" and "HC_TEST_UNSET_KEY" in data["alone"]["error"]
+    fallbacks = events(tmp_path, "fallback")
+    assert [(e["task"], e["agent"], e["to"]) for e in fallbacks] == [("keyless", "paid", "rehearsal")]
+    assert "HC_TEST_UNSET_KEY" in fallbacks[0]["reason"]
+
+
+def env_without(name: str) -> dict:
+    e = env()
+    e.pop(name, None)
+    return e
 
 
 def test_stuck_and_iteration_limits(tmp_path):

@@ -144,11 +144,10 @@ def test_a_retry_prompt_template_past_its_bounds_fails_the_task_with_a_clear_err
     # refine.md.j2 renders only when an attempt is rejected, so lint never ran it.
     from .helpers import SIMPLE_CONTRACT
 
-    plan = write_project(tmp_path, [node("t", contract="summary", routing={"agent": "bot", "chain": ["bot"]}),
-                                    node("after", depends_on=["t"])],
-                         agents=_agent(tmp_path, {"title": "", "score": -1}), contracts={"summary": SIMPLE_CONTRACT})
-    plan["templates"] = "prompts"
-    (tmp_path / ".harness" / "build" / "plan.json").write_text(json.dumps(plan))
+    write_project(tmp_path, [node("t", contract="summary", routing={"agent": "bot", "chain": ["bot"]}),
+                             node("after", depends_on=["t"])],
+                  agents=_agent(tmp_path, {"title": "", "score": -1}), contracts={"summary": SIMPLE_CONTRACT},
+                  templates="prompts")
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "refine.md.j2").write_text(
         "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}\n")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ... import providers
+from ...planfile import Contract
 from ...estimates import cost_usd
 from .errors import AgentError
 
@@ -19,7 +20,7 @@ class Request:
     prompt: str
     system: str = ""
     output_schema: dict | None = None  # the contract's JSON Schema, when it has an output
-    contract: dict | None = None  # plan["contracts"][name] (simulate builds its answers from it)
+    contract: Contract | None = None  # the task's contract (simulate builds its answers from it)
     promise: str | None = None  # the completion promise word, when declared
     iteration: int = 1
     timeout: float | None = None  # seconds this call may take (bounded by the task's max_time)

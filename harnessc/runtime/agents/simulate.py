@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..plan import simulated_output
 from ...estimates import estimate_tokens
+from ...planfile import Contract, plain
 from .base import AgentError, Request, Response, Usage, price_cost
 
 
@@ -60,24 +61,23 @@ class SimulateAgent:
         if n - self.complete_after <= self.invalid_first:
             return self._invalid(request)
         parts = [f"Completed {request.task_id}."]
-        contract = request.contract or {}
-        if contract.get("output"):
+        contract = request.contract
+        if contract is not None and contract.output:
             body = self._output(contract)
             parts.append(f"```json\n{body}\n```")
         if request.promise:
             parts.append(f"<promise>{request.promise}</promise>")
         return "\n\n".join(parts)
 
-    def _output(self, contract: dict) -> str:
+    def _output(self, contract: Contract) -> str:
         # Synthesis validates every candidate: once per contract, not once per call.
-        key = json.dumps(contract, sort_keys=True)
+        key = json.dumps(contract, sort_keys=True, default=plain)
         if key not in self.outputs:
             self.outputs[key] = json.dumps(simulated_output(contract), indent=2, sort_keys=True)
         return self.outputs[key]
 
     def _invalid(self, request: Request) -> str:
-        contract = request.contract or {}
-        if contract.get("output"):
+        if request.contract is not None and request.contract.output:
             return 'Here it is:\n\n```json\n{"simulated_invalid": true}\n```'
         if request.promise:
             return "Done, I think. <promise>NOT-YET</promise>"

@@ -1,0 +1,272 @@
+"""plan.json's typed contract: the records the compiler writes and the runtime reads.
+
+One definition of every plan.json entry (Plan, PlanNode, Limits, Retry, Routing, Estimate,
+AcceptCommand, PromptRef, Contract), with `load` (JSON data -> records) and `dump` (records ->
+plan.json's text). The compiler builds these records, the runtime and the test helpers read
+them by attribute, so a key renamed on one side is an error on the other, not a silent `None`.
+
+Each record is a slots dataclass that also reads like the dict it is written as
+(`node["id"]`, `node.get("done")`): a 100k-task plan holds several records per task and a
+dict costs four times the memory; encoders write a record as an object, fields in order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Callable
+
+
+class Record(Mapping):
+    __slots__ = ()
+    _keys: dict[str, None]  # the field names, in order; set by @record
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._keys:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key not in self._keys:
+            raise KeyError(key)
+        setattr(self, key, value)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self) == dict(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def record(cls: type) -> type:
+    cls = dataclass(slots=True, eq=False)(cls)
+    cls._keys = {f.name: None for f in fields(cls)}
+    return cls
+
+
+# ------------------------------------------------------------------ one task
+
+
+@record
+class Limits(Record):
+    max_iterations: int | None  # None: unlimited
+    max_time: float  # seconds for the whole task
+    stuck_after: int
+    budget_usd: float | None
+
+
+@record
+class Retry(Record):
+    max_retries: int
+    on_failure: str  # retry | fallback | partial | template | escalate
+    delays: list[float]
+
+    def delay(self, failures: int) -> float:
+        """Seconds to wait before the retry after `failures` failed claims (the last delay repeats)."""
+        if not self.delays:
+            return 0.0
+        return float(self.delays[min(max(failures, 1) - 1, len(self.delays) - 1)])
+
+
+@record
+class Routing(Record):
+    agent: str  # the build-time choice
+    chain: list[str]  # fallbacks, then stronger agents of routing.escalation
+    reason: str
+
+
+@record
+class Estimate(Record):
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+
+
+@record
+class AcceptCommand(Record):
+    id: str
+    argv: list[str]
+    timeout: float | None
+
+
+class PromptRef(Record):
+    """A prompt file and its sha256; the path is made from the task id when read."""
+
+    __slots__ = ("task_id", "sha256")
+    _keys = {"path": None, "sha256": None}
+
+    def __init__(self, task_id: str, sha256: str):
+        self.task_id, self.sha256 = task_id, sha256
+
+    @property
+    def path(self) -> str:
+        return f"prompts/{self.task_id}.md"
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> "PromptRef":
+        path = str(data.get("path") or "")
+        task_id = path[len("prompts/"):-len(".md")] if path.startswith("prompts/") and path.endswith(".md") else path
+        return cls(task_id, data.get("sha256") or "")
+
+
+@record
+class PlanNode(Record):
+    """One task of the plan; the field order is plan.json's key order."""
+
+    id: str
+    title: str
+    phase: str | None
+    done: bool
+    order: int
+    priority: str
+    complexity: str
+    tags: list[str]
+    depends_on: list[str]
+    contract: str | None
+    goal: str
+    success: str | None
+    completion_promise: str | None
+    accept: list[AcceptCommand]
+    context: list[str]
+    limits: Limits
+    retry: Retry
+    routing: Routing
+    wave: int | None = None
+    estimate: Estimate | None = None  # set by the compiler's last pass
+    prompt: PromptRef | None = None  # set as the prompt is rendered
+    fingerprint: str | None = None  # set by the compiler's last pass
+
+
+# ------------------------------------------------------------------ contracts
+
+
+@record
+class Contract(Record):
+    """A contract as the runtime checks it: the compiled JSON Schema, each provider's subset,
+    the field declarations (for prompts, partial outputs, simulate), rules and commands."""
+
+    name: str
+    description: str | None
+    version: str | None
+    json_schema: dict | None
+    provider_schemas: dict[str, dict] | None  # provider -> {schema, moved, strict}
+    output: dict | None  # field name -> declaration; None: the contract has no output
+    output_rules: list[str]
+    accept: list[AcceptCommand]
+    on_failure: str
+    max_retries: int
+    constraints: dict | None
+
+    @property
+    def output_schema(self) -> dict | None:
+        """The JSON Schema an answer must satisfy, when the contract has an output."""
+        return self.json_schema if self.output else None
+
+    def wire_schema(self, provider: str) -> dict:
+        """The provider's structured-output subset ({} when there is none)."""
+        return (self.provider_schemas or {}).get(provider) or {}
+
+
+# ------------------------------------------------------------------ the plan
+
+
+@record
+class Plan(Record):
+    version: int
+    harnessc: str
+    metadata: dict
+    project: dict
+    templates: Any
+    agents: dict[str, dict]  # agent name -> its harness.yaml settings (provider-specific)
+    budget: dict
+    defaults: dict
+    concurrency: int
+    contracts: dict[str, Contract]
+    nodes: list[PlanNode]
+    edges: Any  # [dependency, task] pairs
+    waves: list[list[str]]
+    critical_path: list[str]
+    system: PromptRef | None = None
+    estimate: dict | None = None
+
+    def node(self, task_id: str) -> PlanNode:
+        return self._by_id()[task_id]
+
+    def contract_of(self, node: PlanNode) -> Contract | None:
+        return self.contracts.get(node.contract) if node.contract else None
+
+    def _by_id(self) -> dict[str, PlanNode]:
+        return {n.id: n for n in self.nodes}
+
+
+# ------------------------------------------------------------------ load / dump
+
+
+class PlanFormatError(ValueError):
+    """plan.json holds something this harnessc does not read as a plan."""
+
+
+def load(data: Mapping) -> Plan:
+    """Records from plan.json's parsed JSON. Raises PlanFormatError on a malformed entry."""
+    try:
+        return Plan(
+            **{k: data.get(k) for k in Plan._keys if k not in ("contracts", "nodes", "system")},
+            contracts={name: load_contract(c) for name, c in (data.get("contracts") or {}).items()},
+            nodes=[_node(n) for n in data.get("nodes") or []],
+            system=PromptRef.from_json(data["system"]) if data.get("system") else None,
+        )
+    except (TypeError, KeyError, AttributeError, ValueError) as e:
+        raise PlanFormatError(f"plan.json does not match this harnessc's plan format: {e!r}") from None
+
+
+def loads(text: str) -> Plan:
+    return load(json.loads(text))
+
+
+def dump(plan: Mapping, write: Callable[[bytes], Any]) -> None:
+    """Write plan.json's text (records as objects, fields in order)."""
+    from .compiler.planjson import write_plan_json
+
+    write_plan_json(plan, write)
+
+
+def plain(value: Any) -> Any:
+    """`json.dumps(..., default=plain)`: records as objects, other sequences as arrays."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, (tuple, list)) or hasattr(value, "__iter__"):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not part of a plan")
+
+
+def _node(d: Mapping) -> PlanNode:
+    return PlanNode(
+        **{k: d[k] for k in _NODE_REQUIRED},
+        wave=d.get("wave"),
+        fingerprint=d.get("fingerprint"),
+        accept=[_accept(a) for a in d["accept"]],
+        limits=Limits(**d["limits"]),
+        retry=Retry(**d["retry"]),
+        routing=Routing(**d["routing"]),
+        estimate=Estimate(**d["estimate"]) if d.get("estimate") else None,
+        prompt=PromptRef.from_json(d["prompt"]) if d.get("prompt") else None,
+    )
+
+
+_NODE_REQUIRED = [k for k in PlanNode._keys
+                  if k not in ("accept", "limits", "retry", "routing", "estimate", "prompt", "wave", "fingerprint")]
+
+
+def load_contract(d: Mapping) -> Contract:
+    return Contract(**{**{k: d.get(k) for k in Contract._keys}, "accept": [_accept(a) for a in d.get("accept") or []],
+                       "output_rules": list(d.get("output_rules") or [])})
+
+
+def _accept(d: Mapping) -> AcceptCommand:
+    return AcceptCommand(d["id"], list(d["argv"]), d.get("timeout"))

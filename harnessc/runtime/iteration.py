@@ -1,0 +1,354 @@
+"""One task's iterations, as a small state machine that returns the task's outcome.
+
+Each iteration is the same short sequence of named steps:
+
+    check limits -> render -> choose agent -> reserve budget for that agent -> call -> verify
+    -> then one of: succeed | keep working (no claim yet) | refine (a rejected claim)
+                    | recover (a transient agent error: back off) | fall back / escalate
+                    | give up (on_failure decides)
+
+The scheduler (scheduler.py) owns only the graph; everything one task does lives here. What
+a step needs from the run - the state store, the budget, agents, the stop flag - comes
+through `TaskContext`, a small interface the Runner implements.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from .. import outcome as outcomes
+from ..planfile import Contract, Plan, PlanNode
+from . import plan as planmod
+from .agents.base import AgentError, Request, Response
+from .agents.errors import retry_delay
+from .budget import Budget
+from .router import Route
+from .state import StateStore
+from .verify import Verdict, verify
+
+TRANSIENT_LIMIT = 5  # consecutive transient errors on one agent before it counts as failing
+
+
+class TaskContext(Protocol):
+    """What one task's iterations need from the run (the Runner implements it)."""
+
+    root: Path
+    plan: Plan
+    store: StateStore
+    budget: Budget
+    live: dict[str, dict]
+
+    def halting(self) -> bool: ...
+    def halt_run(self, kind: str, why: str) -> bool: ...
+    def agent(self, name: str) -> tuple[Any, dict]: ...
+    def system_prompt(self) -> str: ...
+    def deps(self, node: PlanNode) -> dict[str, dict]: ...
+    def adopt_children(self, attempt_id: int) -> int: ...
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class Done(Exception):
+    """Ends the task's loop with its outcome (a final state, or "interrupted")."""
+
+    def __init__(self, outcome: str):
+        self.outcome = outcome
+
+
+@dataclass
+class Progress:
+    """What the task has been through in this run."""
+
+    iteration: int = 0
+    failures: int = 0  # failed claims and failed calls on the current agent
+    transient_errors: int = 0  # in a row, on the current agent
+    best: Any = None  # the last parsed JSON object, for partial fallbacks
+    same_text: list[str] = field(default_factory=list)  # recent outputs without a claim
+
+
+class AttemptLog:
+    """The task's attempt rows, written through the store's group commit: `await`ing a write
+    means it is durable. Knows which write was in flight when the task was cancelled."""
+
+    def __init__(self, store: StateStore, task_id: str):
+        self.store, self.tid = store, task_id
+        self.id: int | None = None
+        self._begin: asyncio.Future | None = None
+        self._closing: asyncio.Future | None = None
+        self._closing_id: int | None = None
+        self._closing_final = False
+
+    async def begin(self, **kw: Any) -> int:
+        self._begin = self.store.defer(functools.partial(self.store.begin_attempt, self.tid, **kw))
+        self.id = await self._begin
+        return self.id
+
+    async def finish(self, status: str, **kw: Any) -> None:
+        self._closing_id, self._closing_final = self.id, bool(kw.get("final_state"))
+        self._closing = self.store.defer(functools.partial(self.store.finish_attempt, self.id, self.tid, status, **kw))
+        await self._closing
+        self.id = None
+
+    def interrupted(self) -> bool:
+        """After a cancel: record the attempt in flight as interrupted. True when the task's
+        end had already committed (leave it as it is)."""
+        if self._begin is not None and _committed(self._begin):
+            self.id = self._begin.result()
+        if self.id is not None and self.id == self._closing_id and _committed(self._closing):
+            if self._closing_final:
+                return True
+            self.id = None
+        if self.id is not None:
+            self.store.finish_attempt(self.id, self.tid, "interrupted", raw=None, errors=["aborted"])
+        return False
+
+
+class TaskRun:
+    """The iterations of one task until it succeeds, gives up, or the run stops."""
+
+    def __init__(self, ctx: TaskContext, node: PlanNode, route: Route):
+        self.ctx, self.node, self.route = ctx, node, route
+        self.tid = node.id
+        self.store = ctx.store
+        self.contract: Contract | None = ctx.plan.contract_of(node)
+        self.max_time = float(node.limits.max_time or 3600)
+        self.t0 = time.monotonic()
+        self.p = Progress()
+        self.log = AttemptLog(ctx.store, node.id)
+        self.base = self.prompt = ""
+        self.level = 0  # refinement level of the prompt (0: the first prompt)
+
+    async def run(self) -> str:
+        try:
+            self.base = self.prompt = planmod.render_prompt(self.ctx.plan, self.tid, self.ctx.deps(self.node),
+                                                            self.ctx.root)
+        except Exception as e:  # a template problem is this task's failure, not the run's
+            return self._finish("failed", f"could not render the prompt: {e}")
+        try:
+            while True:
+                await self.iteration()
+        except Done as d:
+            return d.outcome
+        except asyncio.CancelledError:
+            # Abort: the attempt in flight is interrupted; the task goes back to pending. A
+            # write that committed after the cancel was requested still counts.
+            if not self.log.interrupted():
+                self.store.set_state(self.tid, "pending")
+            raise
+
+    # ------------------------------------------------------------------ the steps
+
+    async def iteration(self) -> None:
+        self.check_limits()
+        name, agent, cfg = self.choose_agent()
+        cost, tokens = self.reserve(cfg)
+        await self.begin_attempt(name, cost, tokens)
+        try:
+            resp = await agent.call(self.request(cfg))
+        except AgentError as e:
+            await self.log.finish("error", raw=e.stderr or None, errors=[e.message], **e.charged())
+            await self.recover(name, e)
+            return
+        self.p.transient_errors = 0
+        verdict = await verify(self.node, self.contract, resp.text, self.ctx.root, max(0.1, self.time_left()))
+        if not verdict.claim:
+            await self.keep_working(resp)
+        elif verdict.ok:
+            await self.succeed(resp, verdict)
+        else:
+            await self.refine(resp, verdict)
+
+    def check_limits(self) -> None:
+        if self.ctx.halting():
+            self.store.set_state(self.tid, "pending")
+            raise Done("interrupted")
+        max_iter = self.node.limits.max_iterations
+        if max_iter is not None and self.p.iteration >= int(max_iter):
+            self.give_up(f"max_iterations ({max_iter}) reached without a verified result", exhausted=False)
+        if self.time_left() <= 0:
+            self.give_up(f"max_time ({self.max_time:g}s) reached", exhausted=False)
+
+    def choose_agent(self) -> tuple[str, Any, dict]:
+        name = self.route.agent
+        try:
+            agent, cfg = self.ctx.agent(name)
+        except AgentError as e:
+            raise Done(self._finish("failed", e.message)) from None
+        return name, agent, cfg
+
+    def reserve(self, cfg: dict) -> tuple[float, tuple[int, int]]:
+        """The estimated cost and tokens of a call on this agent, refused past a budget."""
+        budget = self.ctx.budget
+        cost = budget.estimate(self.node, cfg, self.prompt)
+        tokens = budget.estimate_tokens(self.node, cfg, self.prompt, self.ctx.system_prompt())
+        refusal = budget.refuse(self.node, cost, sum(tokens))
+        if refusal:
+            scope, msg = refusal
+            if scope == "run":
+                if self.ctx.halt_run(outcomes.BUDGET, msg):
+                    self.store.event("budget_exhausted", self.tid, message=msg)
+                self.store.set_state(self.tid, "pending")
+                raise Done("interrupted")
+            raise Done(self._finish("failed", msg))
+        return cost, tokens
+
+    async def begin_attempt(self, name: str, cost: float, tokens: tuple[int, int]) -> None:
+        self.p.iteration += 1
+        self.ctx.live[self.tid] = {"iteration": self.p.iteration, "agent": name}
+        phash = hashlib.sha256(self.prompt.encode()).hexdigest()
+        aid = await self.log.begin(iteration=self.p.iteration, level=self.level, agent=name, prompt=self.prompt,
+                                   prompt_hash=phash, reserve_usd=cost, start_task=self.p.iteration == 1,
+                                   reserve_tokens=tokens)
+        self.ctx.adopt_children(aid)
+
+    def request(self, cfg: dict) -> Request:
+        return Request(task_id=self.tid, prompt=self.prompt, system=self.ctx.system_prompt(),
+                       contract=self.contract,
+                       output_schema=self.contract.output_schema if self.contract else None,
+                       promise=self.node.completion_promise, iteration=self.p.iteration,
+                       timeout=self.time_left(), max_tokens=cfg.get("max_tokens"), root=self.ctx.root)
+
+    async def recover(self, name: str, e: AgentError) -> None:
+        """After a failed call: back off and retry a transient error, move to the next agent
+        when this one will not serve the task, else count a failure."""
+        if e.transient:
+            self.p.transient_errors += 1
+            delay = retry_delay(e, self.p.transient_errors)
+            if self.p.transient_errors <= TRANSIENT_LIMIT and delay <= self.time_left():
+                await self.wait(delay, f"{name}: {e.kind}")
+                return
+            why = (f"{self.p.transient_errors} transient agent errors in a row: {e.message}"
+                   if self.p.transient_errors > TRANSIENT_LIMIT else e.message)
+            if not self.fall_back(why):
+                if self.p.transient_errors > TRANSIENT_LIMIT:
+                    self.give_up(why)
+                await self.wait(delay, f"{name}: {e.kind}")  # longer than the time left: ends the task
+            return
+        if e.final and self.fall_back(e.message):
+            return
+        self.p.failures += 1
+        if self.p.failures > self.node.retry.max_retries or e.final:
+            if not self.fall_back(e.message):
+                self.give_up(e.message)
+            return
+        await self.wait(self.node.retry.delay(self.p.failures), f"{name}: {e.kind}")
+
+    def fall_back(self, why: str) -> bool:
+        """Move the task to the next agent of its chain; False when there is none."""
+        old = self.route.agent
+        new = self.route.fall_back()
+        if new is None:
+            return False
+        self.store.event("fallback", self.tid, agent=old, to=new, reason=why[:500])
+        self.p.transient_errors = self.p.failures = 0
+        return True
+
+    async def keep_working(self, resp: Response) -> None:
+        """No claim yet: the loop goes on from the first prompt, unless the output is stuck."""
+        stuck_after = int(self.node.limits.stuck_after or 3)
+        self.p.same_text = (self.p.same_text + [resp.text])[-stuck_after:]
+        if len(self.p.same_text) >= stuck_after and len(set(self.p.same_text)) == 1:
+            await self.log.finish("stuck", raw=resp.text, **_usage(resp))
+            self.give_up(f"stuck: {outcomes.plural(stuck_after, 'iteration')} in a row with identical output "
+                         "and no claim", exhausted=False)
+        await self.log.finish("progress", raw=resp.text, **_usage(resp))
+        self.prompt, self.level = self.base, 0
+
+    async def succeed(self, resp: Response, verdict: Verdict) -> None:
+        await self.log.finish("succeeded", raw=resp.text, parsed=verdict.output, checks=verdict.checks,
+                              final_state="succeeded", output=verdict.output,
+                              fingerprint=self.node.fingerprint, **_usage(resp))
+        raise Done("succeeded")
+
+    async def refine(self, resp: Response, verdict: Verdict) -> None:
+        """A rejected claim: retry with a sharper prompt, escalate, or give up as on_failure says."""
+        self.p.same_text = []
+        if isinstance(verdict.parsed, dict):
+            self.p.best = verdict.parsed
+        self.p.failures += 1
+        rejected = dict(raw=resp.text, parsed=verdict.parsed, errors=verdict.errors, checks=verdict.checks,
+                        **_usage(resp))
+        if self.p.failures > self.node.retry.max_retries:
+            if self.node.retry.on_failure == "escalate" and self.escalate(verdict.errors):
+                await self.log.finish("rejected", **rejected)
+                self.prompt, self.level = self.base, 0
+                return
+            state, output, error = self.on_failure(verdict.errors)
+            await self.log.finish("rejected", final_state=state, output=output,
+                                  fingerprint=self.node.fingerprint, error=error, **rejected)
+            raise Done(state)
+        await self.log.finish("rejected", **rejected)
+        self.level = min(self.p.failures, 3)
+        self.prompt = planmod.render_refinement(self.ctx.plan, self.tid, self.base, self.level, verdict.errors,
+                                                resp.text, self.ctx.root)
+        await self.wait(self.node.retry.delay(self.p.failures), "retry delay")
+
+    def escalate(self, errors: list[str]) -> bool:
+        """Move to the next stronger agent with the retry count reset; False at the top."""
+        old = self.route.agent
+        new = self.route.escalate()
+        if new is None:
+            return False
+        self.store.event("escalated", self.tid, agent=old, to=new,
+                         reason=f"{outcomes.plural(self.p.failures, 'failed verification')}: "
+                                + "; ".join(errors)[:500])
+        self.p.failures = self.p.transient_errors = 0
+        return True
+
+    async def wait(self, seconds: float, why: str) -> None:
+        """Sleep before the next call; a wait past the task's remaining time ends the task
+        now with the reason, instead of sleeping into its limit."""
+        left = self.time_left()
+        if seconds > left:
+            self.give_up(f"{why}: the next call would wait {seconds:.1f}s, past the {left:.1f}s left of "
+                         f"max_time ({self.max_time:g}s)", exhausted=False)
+        await self.ctx.sleep(seconds)
+
+    # ------------------------------------------------------------------ endings
+
+    def on_failure(self, errors: list[str]) -> tuple[str, Any, str | None]:
+        """After max_retries: (final state, output, error) as on_failure says."""
+        strategy = self.node.retry.on_failure or "retry"
+        tries = int(self.node.retry.max_retries) + 1
+        reason = f"{outcomes.plural(tries, 'attempt')} failed verification; last: " + "; ".join(errors)[:2000]
+        has_output = bool(self.contract and self.contract.output)
+        if strategy in ("fallback", "partial") and has_output:
+            return "degraded", planmod.partial_output(self.contract, self.p.best), f"degraded ({strategy}): {reason}"
+        if strategy == "template" and has_output:
+            return "degraded", planmod.template_output(self.contract), f"degraded (template): {reason}"
+        if strategy in ("fallback", "partial", "template"):
+            return "failed", None, f"{reason} (on_failure {strategy}: the task has no contract output to fall back on)"
+        if strategy == "escalate":
+            return "failed", None, f"{reason} (on_failure escalate: no stronger agent left after '{self.route.agent}')"
+        return "failed", None, reason
+
+    def give_up(self, why: str, exhausted: bool = True) -> None:
+        """End a task that ran out of attempts (on_failure applies) or hit a limit (fails)."""
+        if exhausted:
+            state, output, error = self.on_failure([why])
+        else:
+            state, output, error = "failed", None, why
+        self.store.finish_task(self.tid, state, output=output,
+                               fingerprint=self.node.fingerprint if state != "failed" else None, error=error)
+        raise Done(state)
+
+    def _finish(self, state: str, error: str) -> str:
+        self.store.finish_task(self.tid, state, error=error)
+        return state
+
+    def time_left(self) -> float:
+        return self.max_time - (time.monotonic() - self.t0)
+
+
+def _usage(resp: Response) -> dict[str, Any]:
+    return dict(input_tokens=resp.usage.input_tokens, output_tokens=resp.usage.output_tokens,
+                cost_usd=resp.cost_usd, latency=resp.latency)
+
+
+def _committed(fut: asyncio.Future | None) -> bool:
+    return fut is not None and fut.done() and not fut.cancelled() and fut.exception() is None

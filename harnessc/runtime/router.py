@@ -1,0 +1,64 @@
+"""Routing at run time: which agent serves a task's next iteration.
+
+The compiler chose an agent per task and a chain after it (the task's named alternatives,
+then the stronger agents of routing.escalation, capped at routing.max_fallbacks). A task's
+`Route` walks that chain:
+
+* `fall_back` - the agent failed in a way that will not clear soon (a key, a quota, the
+  request refused, transient errors past their limit): the next agent serves the task, and
+  the failure does not count as a failed verification;
+* `escalate` - verification kept failing and on_failure is `escalate`: the next agent,
+  with the task's retry count reset.
+
+Each move is an event with the reason. The `Router` is the one place that decides which
+agents a run may use; agent health, daily limits and history grow here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..planfile import PlanNode
+
+REHEARSAL = "rehearsal"  # the built-in simulate agent of a plan without agents
+
+
+@dataclass
+class Route:
+    """One task's place on its chain of agents."""
+
+    agents: list[str]
+    index: int = 0
+    moves: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, from, to)
+
+    @property
+    def agent(self) -> str:
+        return self.agents[self.index]
+
+    @property
+    def next_agent(self) -> str | None:
+        return self.agents[self.index + 1] if self.index + 1 < len(self.agents) else None
+
+    def fall_back(self) -> str | None:
+        """Move to the next agent after a failure of the agent itself; None at the end."""
+        return self._move("fallback")
+
+    def escalate(self) -> str | None:
+        """Move to the next (stronger) agent after failed verifications; None at the top."""
+        return self._move("escalation")
+
+    def _move(self, kind: str) -> str | None:
+        nxt = self.next_agent
+        if nxt is not None:
+            self.moves.append((kind, self.agent, nxt))
+            self.index += 1
+        return nxt
+
+
+class Router:
+    """Hands each task its route: the build-time agent first, then its chain."""
+
+    def route(self, node: PlanNode) -> Route:
+        first = node.routing.agent or REHEARSAL
+        chain = [a for a in dict.fromkeys(node.routing.chain or []) if a != first]
+        return Route([first, *chain])
