@@ -44,6 +44,7 @@ CODES: dict[str, str] = {
     "HC216": "templates directory missing or outside the project",
     "HC217": "key does not apply to this deliverable type",
     "HC218": "$ref in a deliverable's schema",
+    "HC219": "replay agent's cassette directory outside the project, linked or missing",
     # rules
     "HC301": "rule syntax error",
     "HC302": "rule does not type-check",

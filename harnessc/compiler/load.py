@@ -124,6 +124,7 @@ def load_config(project: Project) -> None:
     _check_routing_names(project)
     _check_command_agents(project)
     _check_templates_dir(project)
+    _check_replay_agents(project)
 
 
 def _read_usd_text(node, path: tuple = ()) -> None:
@@ -163,8 +164,8 @@ def _check_templates_dir(project: Project) -> None:
     try:
         path = (root / name).resolve()
         is_dir = path.is_dir()
-    except OSError as e:  # a name too long for the file system, ...
-        project.diags.error("HC216", f"templates directory '{name}' cannot be used: {e.strerror}", span,
+    except (OSError, ValueError) as e:  # a name too long for the file system, a NUL byte, ...
+        project.diags.error("HC216", f"templates directory '{name}' cannot be used: {_why(e)}", span,
                             "name a directory inside the project")
         return
     if not path.is_relative_to(root):
@@ -176,6 +177,45 @@ def _check_templates_dir(project: Project) -> None:
     elif (link := _first_link(root, name)) is not None:
         project.diags.error("HC216", f"templates directory '{name}' holds a symbolic link: {link}", span,
                             "template files are read without following links: put the file itself there")
+
+
+def _check_replay_agents(project: Project) -> None:
+    """A `replay` agent's `cassette:` names a directory inside the project, as the runtime
+    reads it: relative, without `..`, through no link (a missing one is a warning: every
+    task on that agent would fail until the cassettes are there)."""
+    marks = project.config_marks
+    if marks is None:
+        return
+    root = project.root.resolve()
+    for name, agent in project.config.agents.items():
+        if agent.provider != "replay" or not agent.cassette:
+            continue
+        directory = str(agent.cassette)
+        span = marks.value(("agents", name, "cassette"))
+        rel = Path(directory)
+        try:
+            outside = rel.is_absolute() or not (root / rel).resolve().is_relative_to(root)
+            exists = (root / rel).is_dir()
+        except (OSError, ValueError) as e:  # a name too long for the file system, a NUL byte, ...
+            project.diags.error("HC219", f"agent '{name}': cassette directory '{directory}' cannot be used: "
+                                f"{_why(e)}", span, "name a directory inside the project, e.g. tests/cassettes")
+            continue
+        if outside:
+            project.diags.error("HC219", f"agent '{name}': cassette directory '{directory}' is outside the project",
+                                span, "a relative path without `..`, e.g. tests/cassettes")
+        elif ".." in rel.parts:
+            project.diags.error("HC219", f"agent '{name}': cassette directory '{directory}' goes through `..`",
+                                span, f"write it without `..`: {(root / rel).resolve().relative_to(root).as_posix()}")
+        elif (link := _first_link(root, directory)) is not None:
+            project.diags.error("HC219", f"agent '{name}': cassette directory '{directory}' holds a symbolic "
+                                f"link: {link}", span, "cassettes are read without following links: put the files there")
+        elif not exists:
+            project.diags.warning("HC219", f"agent '{name}': cassette directory '{directory}' does not exist",
+                                  span, "record with `harnessc run --record` and copy .harness/cassettes/ there")
+
+
+def _why(e: Exception) -> str:
+    return getattr(e, "strerror", None) or str(e)
 
 
 def _first_link(root: Path, name: str) -> str | None:

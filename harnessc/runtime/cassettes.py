@@ -322,7 +322,7 @@ class ReplayAgent:
         self.directory = None
         if directory:
             rel = Path(directory)
-            if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+            if rel.is_absolute() or ".." in rel.parts or "\0" in str(directory):
                 raise AgentError(f"agent '{name}': cassette {directory!r} must be a directory inside "
                                  "the project, e.g. tests/cassettes", kind="invalid_request")
             self.directory = root / rel

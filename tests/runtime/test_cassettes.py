@@ -314,3 +314,11 @@ def test_any_recorded_calls_replay_as_recorded(tmp_path_factory, calls) -> None:
 
     assert asyncio.run(replay()) == [(text, True, 2, "server") if failed else (text, False, 7, 0.25)
                                      for _, text, failed in calls]
+
+
+@pytest.mark.parametrize("directory", ["../x", "/tmp", "a/../b", "a\0b"])
+def test_a_replay_agent_refuses_a_cassette_directory_lint_refuses(tmp_path, directory) -> None:
+    """The same rule as lint's HC219, for a plan.json written by hand: one clear error."""
+    with pytest.raises(AgentError) as err:
+        Cassettes(Workspace(tmp_path)).agent("x", {"provider": "replay", "cassette": directory})
+    assert err.value.kind == "invalid_request" and "must be a directory inside the project" in err.value.message
