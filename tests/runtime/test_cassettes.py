@@ -322,3 +322,26 @@ def test_a_replay_agent_refuses_a_cassette_directory_lint_refuses(tmp_path, dire
     with pytest.raises(AgentError) as err:
         Cassettes(Workspace(tmp_path)).agent("x", {"provider": "replay", "cassette": directory})
     assert err.value.kind == "invalid_request" and "must be a directory inside the project" in err.value.message
+
+
+def test_a_recorded_fallback_replays_along_the_same_chain(tmp_path) -> None:
+    """Agent `bad` fails past max_retries, the task falls back to `good`: the replay (both
+    scripts gone) takes the same path, attempt by attempt."""
+    (tmp_path / "bad.py").write_text("import sys; sys.stderr.write('no\\n'); sys.exit(3)\n")
+    (tmp_path / "good.py").write_text("print('```json\\n{\"title\": \"t\", \"score\": 1}\\n```')\n")
+    agents = {n: {"provider": "command", "command": [PY, str(tmp_path / f"{n}.py")]} for n in ("bad", "good")}
+    write_project(tmp_path, [node("a", contract="summary", routing={"agent": "bad", "chain": ["bad", "good"]})],
+                  agents=agents, contracts={"summary": SIMPLE_CONTRACT})
+    r = harnessc(tmp_path, "run", "--record")
+    assert r.returncode == 0, r.stdout + r.stderr
+    log = json.loads(harnessc(tmp_path, "log", "a", "--output", "json").stdout)
+    recorded = [(a["agent"], a["status"], a["errors"], a["raw_output"]) for a in log]
+    assert [a[:2] for a in recorded][-2:] == [("bad", "error"), ("good", "succeeded")]
+
+    for n in ("bad", "good"):
+        (tmp_path / f"{n}.py").unlink()
+    _forget_state(tmp_path)
+    r = harnessc(tmp_path, "run", "--replay")
+    assert r.returncode == 0, r.stdout + r.stderr
+    log = json.loads(harnessc(tmp_path, "log", "a", "--output", "json").stdout)
+    assert [(a["agent"], a["status"], a["errors"], a["raw_output"]) for a in log] == recorded
