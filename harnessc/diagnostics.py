@@ -42,7 +42,7 @@ CODES: dict[str, str] = {
     "HC214": "bad contract extends",
     "HC215": "missing required key",
     "HC216": "templates directory missing or outside the project",
-    "HC217": "key does not apply to this deliverable type",
+    "HC217": "key does not apply here (deliverable type, agent provider)",
     "HC218": "$ref in a deliverable's schema",
     "HC219": "replay agent's cassette directory outside the project, linked or missing",
     # rules

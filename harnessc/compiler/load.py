@@ -10,6 +10,7 @@ import copy
 import os
 from functools import lru_cache
 from pathlib import Path
+from .. import providers
 from ..package_data import read_text
 
 from ..diagnostics import Diagnostics, Span, did_you_mean
@@ -122,7 +123,7 @@ def load_config(project: Project) -> None:
     v = validator("harness")
     project.config = SpecView(data, v.root, v)
     _check_routing_names(project)
-    _check_command_agents(project)
+    _check_agent_keys(project)
     _check_templates_dir(project)
     _check_replay_agents(project)
 
@@ -141,17 +142,31 @@ def _read_usd_text(node, path: tuple = ()) -> None:
             _read_usd_text(value, here)
 
 
-def _check_command_agents(project: Project) -> None:
-    """A `command` agent needs its argv: without one it would fail only when a task runs."""
+def _check_agent_keys(project: Project) -> None:
+    """Each agent has the keys its provider needs (HC215: a command agent's argv, an API
+    agent's model - without them it would fail only when a task runs) and no `permissions`
+    unless it is a coding CLI (HC217: an API agent only answers, nothing would read it)."""
     marks = project.config_marks
+    if marks is None:
+        return
     for name, agent in project.config.agents.items():
-        if agent.provider != "command" or agent.command or marks is None:
+        unit = providers.get(agent.provider) if isinstance(agent.provider, str) else None
+        if unit is None:
             continue
         loc = ("agents", name)
-        where = marks.value(loc + ("command",)) if "command" in agent.raw() else marks.key(loc)
-        project.diags.error("HC215", f"agent '{name}' has provider command but no command", where,
-                            "add the argv to run, e.g. `command: [my-agent, --print, '{prompt}']`"
-                            " ({prompt} and {prompt_file} are replaced, else the prompt goes to stdin)")
+        written = agent.raw()
+        for key, hint in unit.requires.items():
+            if written.get(key):
+                continue
+            where = marks.value(loc + (key,)) if key in written else marks.key(loc)
+            project.diags.error("HC215", f"agent '{name}' has provider {unit.name} but no {key}", where, hint)
+        if "permissions" in written and not unit.cli:
+            clis = providers.clis()
+            hint = ("remove `permissions`: a command agent runs its argv as written (put the program's own"
+                    " permission flags in `command:`)" if unit.name == "command" else
+                    "remove `permissions` (this agent only answers; it never acts in the project)")
+            project.diags.error("HC217", f"'permissions' applies to {', '.join(clis[:-1])} and {clis[-1]} agents,"
+                                f" and '{name}' is {unit.name}", marks.key(loc + ("permissions",)), hint)
 
 
 def _check_templates_dir(project: Project) -> None:

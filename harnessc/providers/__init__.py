@@ -24,6 +24,8 @@ class Provider:
     api_key_env: str | None = None  # the default variable holding the key
     defaults: dict[str, Any] = field(default_factory=dict)  # agent settings when unset
     cache_rates: tuple[float, float] = (1.0, 1.0)  # cache read, write: fractions of the input price
+    requires: dict[str, str] = field(default_factory=dict)  # agent keys lint insists on (HC215) -> hint
+    cli: bool = False  # a coding CLI: the only kind that takes `permissions:`
 
     def agent_factory(self) -> Any:
         """What builds this provider's agent from (name, config, root): its class, or a
@@ -50,10 +52,12 @@ def _units() -> dict[str, Provider]:
     return {p.name: p for p in (
         openai.PROVIDER,  # schema providers first, in plan.json's order
         anthropic.PROVIDER,
-        Provider("command", f"{agents}.command:CommandAgent"),
-        Provider("claude-code", f"{agents}.cli:ClaudeCodeAgent"),
-        Provider("codex", f"{agents}.cli:CodexAgent"),
-        Provider("gemini-cli", f"{agents}.cli:GeminiCliAgent"),
+        Provider("command", f"{agents}.command:CommandAgent", requires={"command": (
+            "add the argv to run, e.g. `command: [my-agent, --print, '{prompt}']`"
+            " ({prompt} and {prompt_file} are replaced, else the prompt goes to stdin)")}),
+        Provider("claude-code", f"{agents}.cli:ClaudeCodeAgent", cli=True),
+        Provider("codex", f"{agents}.cli:CodexAgent", cli=True),
+        Provider("gemini-cli", f"{agents}.cli:GeminiCliAgent", cli=True),
         Provider("simulate", f"{agents}.simulate:SimulateAgent"),
         Provider("replay", "harnessc.runtime.cassettes:ReplayAgent"),
     )}
@@ -81,6 +85,11 @@ def key_envs(agents: dict[str, dict]) -> set[str]:
         if env:
             names.add(env)
     return names
+
+
+def clis() -> tuple[str, ...]:
+    """The providers that take `permissions:` (the coding CLIs)."""
+    return tuple(p.name for p in REGISTRY.values() if p.cli)
 
 
 def with_schema() -> tuple[Provider, ...]:
