@@ -5,17 +5,20 @@ answers, usage, cost and error kinds."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import os
 import stat
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from harnessc.runtime.agents.base import AgentError, Request, make_agent
 from harnessc.runtime.agents.cli import PERMISSIONS
-from harnessc.runtime.agents.cli_output import Answer, Failure, parse_claude, parse_codex, parse_gemini
+from harnessc.runtime.agents.cli_output import (Answer, Failure, clock_reset, parse_claude, parse_codex,
+                                                parse_gemini)
 
 from .helpers import SIMPLE_CONTRACT, harnessc, node, write_project, env as cli_env
 
@@ -104,6 +107,36 @@ def test_usage_limit_with_either_apostrophe_is_quota_exhausted_even_on_success(a
     assert isinstance(f, Failure) and f.kind == "quota_exhausted" and "resets 3pm" in f.message
     g = parse_claude(json.dumps({**CLAUDE_429, "result": text}), "", 1)
     assert g.kind == "quota_exhausted"
+
+
+NOW = 1795455000.0  # 2026-11-23 17:30:00 UTC
+
+
+@pytest.mark.parametrize("text,reset", [
+    ("You\u2019ve hit your limit \u00b7 resets 6pm (UTC)", "2026-11-23T18:00:00+00:00"),  # later today
+    ("You\u2019ve hit your limit \u00b7 resets 3pm (UTC)", "2026-11-24T15:00:00+00:00"),  # passed: tomorrow
+    ("Your limit will reset at 15:30 (GMT)", "2026-11-24T15:30:00+00:00"),
+    ("resets 12am (UTC)", "2026-11-24T00:00:00+00:00"),
+])
+def test_usage_limit_clock_time_is_the_next_reset(text, reset):
+    assert clock_reset(text, NOW) == datetime.datetime.fromisoformat(reset).timestamp()
+
+
+@pytest.mark.parametrize("text", ["resets 3", "resets 13pm (UTC)", "resets 3pm (Mars/Olympus)",
+                                  "resets Nov 24, 3pm", "Try again later."])
+def test_usage_limit_without_a_readable_clock_time_has_no_reset(text):
+    assert clock_reset(text, NOW) is None
+
+
+def test_claude_usage_limit_with_a_clock_time_carries_its_reset(tmp_path):
+    exe = fake_cli(tmp_path / "bin", "claude", rc=1, stdout=_claude_error(
+        429, "rate_limit_error", "API Error: Request rejected (429) \u00b7 You\u2019ve hit your usage limit"
+                                 " \u00b7 resets 3pm (UTC)"))
+    agent = make_agent("cc", {"provider": "claude-code", "command": [str(exe)]}, tmp_path)
+    with pytest.raises(AgentError) as e:
+        call(agent)
+    assert e.value.kind == "quota_exhausted" and e.value.reset_at is not None
+    assert 0 < e.value.reset_at - time.time() <= 24 * 3600
 
 
 def test_claude_usage_limit_epoch_is_the_reset_time():
@@ -333,3 +366,94 @@ def test_gemini_error_json_after_a_javascript_stack_trace():
               + GEMINI_429_STDERR + "\n")
     f = parse_gemini("", stderr, 173)
     assert f.kind == "rate_limited" and f.message == "Resource has been exhausted (e.g. check quota)."
+
+
+# ------------------------------------------------------------------ shapes seen from the real CLIs
+# Recorded 2026-11-23 against a loopback fake server: claude 2.1.330, codex 0.169.0, gemini 0.61.0
+# (docs/providers.md, "Verified against").
+
+GEMINI_41_STDERR = ('{\n  "session_id": "c8e8cd5e",\n  "error": {\n    "type": "Error",\n'
+                    '    "message": "Invalid auth method selected.",\n    "code": 41\n  }\n}\n')
+
+
+def test_gemini_base_url_without_api_key_auth_says_what_to_set(tmp_path):
+    exe = fake_cli(tmp_path / "bin", "gemini", stderr=GEMINI_41_STDERR, rc=41)
+    agent = make_agent("gm", {"provider": "gemini-cli", "command": [str(exe)],
+                              "base_url": "http://127.0.0.1:9"}, tmp_path)
+    with pytest.raises(AgentError) as e:
+        call(agent)
+    assert e.value.kind == "auth" and not e.value.transient
+    assert "Invalid auth method selected." in e.value.message
+    assert '"selectedType": "gemini-api-key"' in e.value.message and "settings.json" in e.value.message
+    assert seen(exe)["env"]["GOOGLE_GEMINI_BASE_URL"] == "http://127.0.0.1:9"
+
+
+def test_gemini_invalid_auth_without_base_url_has_no_settings_hint(tmp_path):
+    exe = fake_cli(tmp_path / "bin", "gemini", stderr=GEMINI_41_STDERR, rc=41)
+    agent = make_agent("gm", {"provider": "gemini-cli", "command": [str(exe)]}, tmp_path)
+    with pytest.raises(AgentError) as e:
+        call(agent)
+    assert e.value.kind == "auth" and "settings.json" not in e.value.message
+
+
+def _claude_error(status: int, etype: str, result: str) -> str:
+    # claude 2.1.330 with CLAUDE_CODE_MAX_RETRIES=0: one request, exit 1, this object on stdout
+    return json.dumps({"type": "result", "subtype": "success", "is_error": True, "api_error_status": status,
+                       "api_error_type": etype, "terminal_reason": "api_error", "stop_reason": "stop_sequence",
+                       "total_cost_usd": 0, "modelUsage": {}, "num_turns": 1, "result": result})
+
+
+@pytest.mark.parametrize("status,etype,result,kind", [
+    (429, "rate_limit_error", "API Error: Request rejected (429) \u00b7 Number of request tokens has exceeded"
+                              " your per-minute rate limit", "rate_limited"),
+    (429, "rate_limit_error", "API Error: Request rejected (429) \u00b7 You\u2019ve hit your usage limit"
+                              " \u00b7 resets 3pm (UTC)", "quota_exhausted"),
+    (529, "overloaded_error", "API Error: 529 Overloaded. This is a server-side issue, usually temporary \u2014"
+                              " try again in a moment.", "overloaded"),
+    (401, "authentication_error", "Invalid API key \u00b7 Fix external API key", "auth"),
+])
+def test_claude_api_errors_as_seen(tmp_path, status, etype, result, kind):
+    exe = fake_cli(tmp_path / "bin", "claude", stdout=_claude_error(status, etype, result) + "\n", rc=1)
+    agent = make_agent("cc", {"provider": "claude-code", "command": [str(exe)]}, tmp_path)
+    with pytest.raises(AgentError) as e:
+        call(agent)
+    assert e.value.kind == kind and result in e.value.message
+
+
+def _codex_failed(message: str) -> str:
+    return "\n".join(json.dumps(e) for e in [
+        {"type": "thread.started", "thread_id": "t1"},
+        {"type": "item.completed", "item": {"id": "item_0", "type": "error", "message":
+                                            "Model metadata for `gpt-5.2` not found. Defaulting to fallback metadata"}},
+        {"type": "turn.started"}, {"type": "error", "message": message},
+        {"type": "turn.failed", "error": {"message": message}}]) + "\n"
+
+
+@pytest.mark.parametrize("message,kind", [
+    ("exceeded retry limit, last status: 429 Too Many Requests", "rate_limited"),
+    ("You\u2019ve hit your usage limit. Try again later.", "quota_exhausted"),
+    ("We\u2019re currently experiencing high demand, which may cause temporary errors.", "overloaded"),
+])
+def test_codex_failures_as_seen(tmp_path, message, kind):
+    warning = ('WARNING: proceeding, even though we could not create PATH aliases: Refusing to create'
+               ' helper binaries under temporary dir "/tmp"\n')
+    exe = fake_cli(tmp_path / "bin", "codex", stdout=_codex_failed(message), stderr=warning, rc=1)
+    agent = make_agent("cx", {"provider": "codex", "command": [str(exe)]}, tmp_path)
+    with pytest.raises(AgentError) as e:
+        call(agent)
+    assert e.value.kind == kind and message in e.value.message
+
+
+def test_gemini_daily_quota_as_seen_after_ten_requests(tmp_path):
+    quota = ("Quota exceeded for quota metric 'Generate Content API requests per day' and limit"
+             " 'GenerateContent request limit per day' of service 'generativelanguage.googleapis.com'")
+    stderr = ("    at async main (file:///usr/lib/node_modules/@google/gemini-cli/bundle/gemini-3HFX2LNT.js:17627:5) {\n"
+              f"  cause: {{\n    code: 429,\n    message: \"{quota}\",\n    details: []\n  }},\n"
+              "  retryDelayMs: undefined,\n  status: 429\n}\n"
+              + json.dumps({"session_id": "6df384a8", "error": {"type": "Error", "message": quota, "code": 429}},
+                           indent=2) + "\n")
+    exe = fake_cli(tmp_path / "bin", "gemini", stderr=stderr, rc=173)
+    agent = make_agent("gm", {"provider": "gemini-cli", "command": [str(exe)]}, tmp_path)
+    with pytest.raises(AgentError) as e:
+        call(agent)
+    assert e.value.kind == "quota_exhausted" and e.value.message.endswith(quota)

@@ -210,7 +210,14 @@ class GeminiCliAgent(CliAgent):
         return argv, (prompt.encode("utf-8") if long else None)
 
     def parse(self, stdout, stderr, rc):
-        return parse_gemini(stdout, stderr, rc)
+        outcome = parse_gemini(stdout, stderr, rc)
+        if (isinstance(outcome, Failure) and outcome.kind == "auth" and self.config.get("base_url")
+                and "invalid auth method" in outcome.message.lower()):
+            # Seen with gemini 0.61: GOOGLE_GEMINI_BASE_URL alone selects its "gateway" auth,
+            # which headless mode rejects; only a settings file can choose the API key instead.
+            outcome.message += (" (with base_url, gemini needs `\"security\": {\"auth\": {\"selectedType\":"
+                                " \"gemini-api-key\"}}` in ~/.gemini/settings.json and GEMINI_API_KEY set)")
+        return outcome
 
 
 CLI_AGENTS = {cls.provider: cls for cls in (ClaudeCodeAgent, CodexAgent, GeminiCliAgent)}
