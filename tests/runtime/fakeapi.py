@@ -72,11 +72,19 @@ class FakeAPI:
     def push(self, *replies: Reply) -> None:
         self.queue.extend(replies)
 
-    async def start(self) -> str:
-        app = web.Application()
+    def next_reply(self, body: Any) -> Reply:
+        """The reply to the request just received, whose JSON body is `body` (subclasses may
+        script it otherwise)."""
+        return self.queue.popleft() if self.queue else Reply()
+
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/messages", self._anthropic)
         app.router.add_post("/v1/chat/completions", self._openai)
         app.router.add_post("/v1/responses", self._responses)
+
+    async def start(self) -> str:
+        app = web.Application()
+        self.routes(app)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -99,7 +107,7 @@ class FakeAPI:
         headers = {k.lower(): v for k, v in request.headers.items() if k.lower() not in SECRET_HEADERS}
         auth = request.headers.get("authorization") or request.headers.get("x-api-key")
         self.requests.append(Seen(request.path, body, headers, auth))
-        reply = self.queue.popleft() if self.queue else Reply()
+        reply = self.next_reply(body)
         if reply.delay:
             await asyncio.sleep(reply.delay)
         return reply, body if isinstance(body, dict) else {}
