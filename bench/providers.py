@@ -50,7 +50,8 @@ sys.path.insert(0, str(REPO))
 from harnessc.compiler.contract_schema import PROVIDERS, is_strict, provider_schema  # noqa: E402
 from harnessc.runtime.agents.base import Request, make_agent  # noqa: E402
 from harnessc.runtime.agents.errors import AgentError, retry_delay  # noqa: E402
-from harnessc.runtime.scheduler import TRANSIENT_LIMIT, RunOptions  # noqa: E402
+from harnessc.runtime.iteration import TRANSIENT_LIMIT  # noqa: E402
+from harnessc.runtime.scheduler import RunOptions  # noqa: E402
 from harnessc.runtime.session import execute  # noqa: E402
 from tests.runtime.helpers import CLI, SIMPLE_CONTRACT, node, write_project  # noqa: E402
 
