@@ -604,6 +604,11 @@ def status(ctx: Context, output: str) -> None:
     if data["tasks"]:
         # A running task's time column is its time so far.
         print_summary(Console(), [{**t, "duration": t["elapsed"]} if "elapsed" in t else t for t in data["tasks"]])
+    totals = data["totals"]
+    if totals and totals["attempts"]:
+        sources = ", ".join(f"{n} {src}" for src, n in sorted(totals["cost_sources"].items()))
+        click.echo(f"total: {totals['tokens']:,} tokens = {report.usage_text(totals)}; "
+                   f"${totals['cost_usd']:.4f} over {plural(totals['attempts'], 'attempt')} (cost: {sources})")
     stale = [t["id"] for t in data["tasks"] if t.get("stale")]
     if stale:
         click.echo(f"stale: {', '.join(stale)} — use --rerun stale")
@@ -796,6 +801,7 @@ def log(ctx: Context, task: str, output: str, last: bool, number: int | None) ->
         click.echo(f"=== attempt {a['attempt']} of {total} · run {a['run_id']} · iteration {a['iteration']}"
                    f" · level {a['level']} · {a['agent']} · {a['status']} · {tokens} tokens"
                    f" · ${a['cost_usd'] or 0:.4f} · {a['latency'] or 0:.2f}s")
+        click.echo(f"ledger: {report.usage_text(a)}; ${a['cost_usd'] or 0:.6f} ({report.cost_source_text(a['cost_source'])})")
         click.echo("--- prompt")
         click.echo(a["prompt"] or "")
         click.echo("--- raw output")

@@ -12,9 +12,10 @@ one call per line in the order the calls were made:
 
 * request: agent, provider, model, task, iteration, system, prompt, output_schema;
 * response: text, usage (input/output/cache read/cache write/reasoning tokens), cost_usd,
-  latency, notes;
+  cost_source, latency, notes;
 * error: kind, message, retry_after, reset_at, retry (the server's x-should-retry when it
-  overruled the kind, else null), stderr, usage, cost_usd (what it was charged).
+  overruled the kind, else null), stderr, usage, cost_usd, cost_source (what it was
+  charged; a replayed call is charged the same, from the same source).
 
 Credentials are no part of a request, and every string is redacted (procs.secret_values, plus
 the value of each recorded agent's key variable) before it is written. `key` hashes the
@@ -33,7 +34,7 @@ from typing import Any
 
 from .. import providers
 from ..workspace import Workspace, WorkspaceError
-from .agents.base import Agent, Request, Response, Usage, make_agent
+from .agents.base import COST_SOURCES, NO_PRICE, NO_RESPONSE, PRICE, Agent, Request, Response, Usage, make_agent
 from .agents.errors import KINDS, AgentError
 from .procs import secret_values
 
@@ -154,10 +155,11 @@ class Recorder:
             self._record(asked, "error", {
                 "kind": e.kind, "message": e.message, "retry_after": e.retry_after,
                 "reset_at": e.reset_at, "retry": e.retry, "stderr": e.stderr, "usage": _usage(e.usage),
-                "cost_usd": e.cost_usd}, failed=e)
+                "cost_usd": e.cost_usd, "cost_source": e.charged()["cost_source"]}, failed=e)
             raise
         self._record(asked, "response", {
             "text": resp.text, "usage": _usage(resp.usage), "cost_usd": resp.cost_usd,
+            "cost_source": resp.cost_source,
             "latency": round(resp.latency, 6), "notes": list(resp.notes)}, answered=resp)
         return resp
 
@@ -173,7 +175,7 @@ class Recorder:
             src = answered or failed
             raise AgentError(f"{was}agent '{self.name}': the call could not be recorded: {e}", kind="failed",
                              stderr=answered.text if answered else failed.stderr,
-                             usage=src.usage, cost_usd=src.cost_usd) from None
+                             usage=src.usage, cost_usd=src.cost_usd, cost_source=src.cost_source) from None
 
 
 # ---------------------------------------------------------------------- replay
@@ -337,14 +339,29 @@ class ReplayAgent:
         if "error" in call:
             e = call["error"]
             # No wait: there is no server to wait for (the recorded retry_after stays in the file).
+            source = _cost_source(e)
             raise AgentError(e["message"], kind=e["kind"], retry_after=0.0, reset_at=_number(e.get("reset_at")) or None,
-                             stderr=str(e.get("stderr") or ""), usage=_from_usage(e.get("usage")),
-                             cost_usd=_number(e.get("cost_usd")),
+                             stderr=str(e.get("stderr") or ""),
+                             usage=None if source == NO_RESPONSE else _from_usage(e.get("usage")),
+                             cost_usd=_number(e.get("cost_usd")), cost_source=source,
                              retry=e["retry"] if isinstance(e.get("retry"), bool) else None)
         r = call["response"]
         return Response(text=r["text"], usage=_from_usage(r.get("usage")),
-                        cost_usd=_number(r.get("cost_usd")), latency=_number(r.get("latency")),
+                        cost_usd=_number(r.get("cost_usd")), cost_source=_cost_source(r),
+                        latency=_number(r.get("latency")),
                         notes=[*map(str, r.get("notes") or []), note])
+
+
+def _cost_source(body: dict) -> str:
+    """The recorded cost source; for a cassette without one (or a bad one), what its figures
+    say: a cost is priced, an error that used nothing got no response."""
+    source = body.get("cost_source")
+    if source in COST_SOURCES:
+        return source
+    if _number(body.get("cost_usd")):
+        return PRICE
+    used = any(_from_usage(body.get("usage")).__dict__.values())
+    return NO_PRICE if used or "text" in body else NO_RESPONSE
 
 
 def _from_usage(u: Any) -> Usage:

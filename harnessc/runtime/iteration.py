@@ -253,16 +253,16 @@ class TaskRun:
         stuck_after = int(self.node.limits.stuck_after or 3)
         self.p.same_text = (self.p.same_text + [resp.text])[-stuck_after:]
         if len(self.p.same_text) >= stuck_after and len(set(self.p.same_text)) == 1:
-            await self.log.finish("stuck", raw=resp.text, **_usage(resp))
+            await self.log.finish("stuck", raw=resp.text, **resp.charged())
             self.give_up(f"stuck: {outcomes.plural(stuck_after, 'iteration')} in a row with identical output "
                          "and no claim", exhausted=False)
-        await self.log.finish("progress", raw=resp.text, **_usage(resp))
+        await self.log.finish("progress", raw=resp.text, **resp.charged())
         self.prompt, self.level = self.base, 0
 
     async def succeed(self, resp: Response, verdict: Verdict) -> None:
         await self.log.finish("succeeded", raw=resp.text, parsed=verdict.output, checks=verdict.checks,
                               final_state="succeeded", output=verdict.output,
-                              fingerprint=self.node.fingerprint, **_usage(resp))
+                              fingerprint=self.node.fingerprint, **resp.charged())
         raise Done("succeeded")
 
     async def refine(self, resp: Response, verdict: Verdict) -> None:
@@ -272,7 +272,7 @@ class TaskRun:
             self.p.best = verdict.parsed
         self.p.failures += 1
         rejected = dict(raw=resp.text, parsed=verdict.parsed, errors=verdict.errors, checks=verdict.checks,
-                        **_usage(resp))
+                        **resp.charged())
         if self.p.failures > self.node.retry.max_retries:
             if self.node.retry.on_failure == "escalate" and self.escalate(verdict.errors):
                 await self.log.finish("rejected", **rejected)
@@ -343,11 +343,6 @@ class TaskRun:
 
     def time_left(self) -> float:
         return self.max_time - (time.monotonic() - self.t0)
-
-
-def _usage(resp: Response) -> dict[str, Any]:
-    return dict(input_tokens=resp.usage.input_tokens, output_tokens=resp.usage.output_tokens,
-                cost_usd=resp.cost_usd, latency=resp.latency)
 
 
 def _committed(fut: asyncio.Future | None) -> bool:

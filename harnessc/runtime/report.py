@@ -29,6 +29,7 @@ def status(root: Path) -> dict:
         rows = store.tasks() if store else {}
         run = store.last_run() if store else None
         spent = store.spent() if store else 0.0
+        totals = store.usage_totals() if store else None
     finally:
         if store:
             store.close()
@@ -68,7 +69,22 @@ def status(root: Path) -> dict:
         run["cost_usd"] = round(spent, 6)
         end = run.get("ended_at") or now
         run["elapsed"] = round(end - run["started_at"], 3)
-    return {"run": run, "tasks": tasks}
+    return {"run": run, "tasks": tasks, "totals": totals}
+
+
+def usage_text(row: dict) -> str:
+    """An attempt's or the totals' tokens by kind: `1,300 in (100 uncached, 1,000 cache read,
+    200 cache write) + 50 out (20 reasoning)`; rows from before schema 3 have no split."""
+    text = f"{row.get('input_tokens') or 0:,} in"
+    if row.get("uncached_input_tokens") is not None:
+        unsplit = row.get("unsplit_input_tokens")
+        text += (f" ({row['uncached_input_tokens']:,} uncached, {row.get('cache_read_tokens') or 0:,} cache read,"
+                 f" {row.get('cache_write_tokens') or 0:,} cache write"
+                 + (f", {unsplit:,} not split: recorded before harnessc kept the split)" if unsplit else ")"))
+    text += f" + {row.get('output_tokens') or 0:,} out"
+    if row.get("reasoning_tokens"):
+        text += f" ({row['reasoning_tokens']:,} reasoning)"
+    return text
 
 
 def log(root: Path, task_id: str) -> list[dict]:
@@ -84,3 +100,19 @@ def log(root: Path, task_id: str) -> list[dict]:
     for number, a in enumerate(attempts, 1):
         a["attempt"] = number
     return attempts
+
+
+_COST_SOURCES = {
+    "price": "price: tokens x the agent's price",
+    "cli": "cli: the CLI's own estimate",
+    "none": "none: no price set",
+    "no_response": "no_response: no usage reported, charged 0",
+    "reserved": "reserved: the run ended during the call, charged its reservation",
+}
+
+
+def cost_source_text(source: str | None) -> str:
+    """Where an attempt's cost came from, in words (`log`)."""
+    if source is None:
+        return "source not recorded"
+    return _COST_SOURCES.get(source, source)

@@ -22,7 +22,7 @@ from json.encoder import encode_basestring_ascii as _encode_str
 from ..workspace import Workspace, storage_reason
 from .procs import secret_values
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APP_ID = "harnessc-state"
 
 TERMINAL_OK = ("succeeded", "degraded", "done")
@@ -45,7 +45,9 @@ CREATE TABLE attempts (
   prompt_hash TEXT, prompt TEXT, raw_output TEXT, parsed_output TEXT, errors TEXT, checks TEXT,
   input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL, latency REAL,
   status TEXT NOT NULL, started_at REAL NOT NULL, finished_at REAL,
-  proc_marker TEXT, proc_pid INTEGER, proc_start INTEGER);
+  proc_marker TEXT, proc_pid INTEGER, proc_start INTEGER,
+  uncached_input_tokens INTEGER, cache_read_tokens INTEGER, cache_write_tokens INTEGER,
+  reasoning_tokens INTEGER, cost_source TEXT);
 CREATE INDEX attempts_task ON attempts(task_id, id);
 CREATE TABLE ledger (
   id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, task_id TEXT NOT NULL,
@@ -64,7 +66,20 @@ _MIGRATIONS = {
     1: ("ALTER TABLE attempts ADD COLUMN proc_marker TEXT",
         "ALTER TABLE attempts ADD COLUMN proc_pid INTEGER",
         "ALTER TABLE attempts ADD COLUMN proc_start INTEGER"),
+    # 2 -> 3: the usage ledger of each attempt. input_tokens stays ALL input; these split it
+    # (uncached + cache read + cache write), count the reasoning part of output_tokens, and
+    # say where cost_usd came from (agents.base.COST_SOURCES). Older attempts keep NULL: their
+    # split was never recorded.
+    2: ("ALTER TABLE attempts ADD COLUMN uncached_input_tokens INTEGER",
+        "ALTER TABLE attempts ADD COLUMN cache_read_tokens INTEGER",
+        "ALTER TABLE attempts ADD COLUMN cache_write_tokens INTEGER",
+        "ALTER TABLE attempts ADD COLUMN reasoning_tokens INTEGER",
+        "ALTER TABLE attempts ADD COLUMN cost_source TEXT"),
 }
+
+# The ledger columns of an attempt, summed by usage_totals() (input_tokens is all input).
+USAGE_COLUMNS = ("input_tokens", "uncached_input_tokens", "cache_read_tokens", "cache_write_tokens",
+                 "output_tokens", "reasoning_tokens")
 
 
 def _enc(value: str | None) -> str:
@@ -73,6 +88,15 @@ def _enc(value: str | None) -> str:
 
 # SQLite's codes for a database it cannot write or open where it is (not a corrupt one)
 _STORAGE_ERRORS = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN")
+
+
+def _usage_counts(usage: Any) -> dict[str, int]:
+    """An agents.base.Usage as the attempt's USAGE_COLUMNS (all 0 for None: nothing reported)."""
+    if usage is None:
+        return dict.fromkeys(USAGE_COLUMNS, 0)
+    return {"input_tokens": usage.input_tokens, "uncached_input_tokens": usage.uncached_input_tokens,
+            "cache_read_tokens": usage.cache_read_tokens, "cache_write_tokens": usage.cache_write_tokens,
+            "output_tokens": usage.output_tokens, "reasoning_tokens": usage.reasoning_tokens}
 
 
 class StateError(Exception):
@@ -398,8 +422,20 @@ class StateStore:
                 "SELECT id, proc_marker, proc_pid, proc_start FROM attempts WHERE status='started'"
             ).fetchall()
             stuck = [r[0] for r in rows]
+            # The call may have happened: each is charged its reservation (tokens and USD), on
+            # the attempt, its task and the ledger alike, and says so (cost_source 'reserved').
             self.db.execute(
-                "UPDATE attempts SET status='interrupted', finished_at=? WHERE status='started'", (now,))
+                "UPDATE tasks SET tokens=tokens+(SELECT COALESCE(SUM(COALESCE(input_tokens, 0)"
+                " + COALESCE(output_tokens, 0)), 0) FROM attempts WHERE task_id=tasks.id AND status='started'),"
+                " cost_usd=cost_usd+(SELECT COALESCE(SUM(reserved), 0) FROM ledger"
+                " WHERE task_id=tasks.id AND settled=0)"
+                " WHERE id IN (SELECT task_id FROM attempts WHERE status='started')")
+            self.db.execute(
+                "UPDATE attempts SET status='interrupted', finished_at=?, cost_source='reserved',"
+                " uncached_input_tokens=input_tokens, cache_read_tokens=0, cache_write_tokens=0,"
+                " reasoning_tokens=0, cost_usd=(SELECT reserved FROM ledger"
+                " WHERE ledger.task_id=attempts.task_id AND ledger.attempt_id=attempts.id)"
+                " WHERE status='started'", (now,))
             self.db.execute("UPDATE ledger SET actual=reserved, settled=1 WHERE settled=0")
             running = [r[0] for r in self.db.execute("SELECT id FROM tasks WHERE state='running'")]
             self.db.execute("UPDATE tasks SET state='pending', updated_at=? WHERE state='running'", (now,))
@@ -538,26 +574,34 @@ class StateStore:
 
     def finish_attempt(self, attempt_id: int, task_id: str, status: str, *, raw: str | None,
                        parsed: Any = None, errors: list[str] | None = None,
-                       checks: list[dict] | None = None, input_tokens: int = 0,
-                       output_tokens: int = 0, cost_usd: float = 0.0, latency: float = 0.0,
+                       checks: list[dict] | None = None, usage: Any = None,
+                       cost_usd: float = 0.0, cost_source: str = "no_response", latency: float = 0.0,
                        final_state: str | None = None, output: Any = None,
                        fingerprint: str | None = None, error: str | None = None) -> None:
-        """Complete an attempt, settle its reservation and (optionally) finish the task: one commit."""
+        """Complete an attempt with its ledger, settle its reservation to the real cost and
+        (optionally) finish the task: one commit.
+
+        usage: the call's agents.base.Usage (None: nothing reported, 0 tokens); cost_source:
+        where cost_usd came from (agents.base.COST_SOURCES).
+        """
         now = time.time()
         held = self._reserved.get(attempt_id)
+        counts = _usage_counts(usage)
+        tokens = counts["input_tokens"] + counts["output_tokens"]
         with self.tx():
             self.db.execute(
                 "UPDATE attempts SET status=?, raw_output=?, parsed_output=?, errors=?, checks=?,"
-                " input_tokens=?, output_tokens=?, cost_usd=?, latency=?, finished_at=? WHERE id=?",
+                " input_tokens=?, uncached_input_tokens=?, cache_read_tokens=?, cache_write_tokens=?,"
+                " output_tokens=?, reasoning_tokens=?, cost_usd=?, cost_source=?, latency=?,"
+                " finished_at=? WHERE id=?",
                 (status, self.redact(raw), self._json(parsed), self._json(errors or []),
-                 self._json(checks or []), input_tokens, output_tokens, cost_usd, latency, now,
-                 attempt_id))
+                 self._json(checks or []), *(counts[c] for c in USAGE_COLUMNS), cost_usd, cost_source,
+                 latency, now, attempt_id))
             if held:  # by rowid: the ledger has no index on attempt_id
                 self.db.execute("UPDATE ledger SET actual=?, settled=1 WHERE id=?", (cost_usd, held[0]))
             else:
                 self.db.execute("UPDATE ledger SET actual=?, settled=1 WHERE attempt_id=?",
                                 (cost_usd, attempt_id))
-            tokens = input_tokens + output_tokens
             if final_state:  # usage and the task's result in one UPDATE (see finish_task)
                 self.db.execute(
                     "UPDATE tasks SET tokens=tokens+?, cost_usd=cost_usd+?, state=?, output=?,"
@@ -570,7 +614,7 @@ class StateStore:
                     "UPDATE tasks SET tokens=tokens+?, cost_usd=cost_usd+?, updated_at=? WHERE id=?",
                     (tokens, cost_usd, now, task_id))
             self.event("attempt_finished", task_id, attempt=attempt_id, status=status,
-                       tokens=tokens, cost_usd=cost_usd,
+                       tokens=tokens, cost_usd=cost_usd, cost_source=cost_source,
                        latency=round(latency, 4), errors=(errors or [])[:5])
             if final_state:
                 self.event(f"task_{final_state}", task_id, **({"error": error} if error else {}))
@@ -581,7 +625,7 @@ class StateStore:
             if self._spent is not None:
                 self._spent += cost_usd - held[1]
             if self._tokens is not None:
-                self._tokens += input_tokens + output_tokens - held[2]
+                self._tokens += tokens - held[2]
 
     def finish_task(self, task_id: str, state: str, *, output: Any = None,
                     fingerprint: str | None = None, error: str | None = None) -> None:
@@ -602,6 +646,25 @@ class StateStore:
                 d[k] = self._loads(d[k], f"attempt {d['id']}'s {k}")
             rows.append(d)
         return rows
+
+    def usage_totals(self) -> dict[str, Any]:
+        """The finished attempts' ledger summed (every run until reset): the USAGE_COLUMNS,
+        `tokens` (all input + output), `cost_usd`, `attempts`, `cost_sources` (source ->
+        attempts) and `unsplit_input_tokens` (input of attempts from before schema 3, whose
+        split was not recorded). Attempts in flight are left out: theirs are reservations."""
+        sums = ", ".join(f"COALESCE(SUM({c}), 0)" for c in USAGE_COLUMNS)
+        row = self.db.execute(f"SELECT COUNT(*), {sums}, COALESCE(SUM(cost_usd), 0) FROM attempts"
+                              " WHERE status != 'started'").fetchone()
+        totals: dict[str, Any] = {"attempts": row[0], **dict(zip(USAGE_COLUMNS, row[1:-1])),
+                                  "cost_usd": round(row[-1], 6)}
+        totals["tokens"] = totals["input_tokens"] + totals["output_tokens"]
+        # Attempts recorded before schema 3 have all input but no split of it.
+        totals["unsplit_input_tokens"] = self.db.execute(
+            "SELECT COALESCE(SUM(input_tokens), 0) FROM attempts WHERE status != 'started'"
+            " AND uncached_input_tokens IS NULL").fetchone()[0]
+        totals["cost_sources"] = {src or "unrecorded": n for src, n in self.db.execute(
+            "SELECT cost_source, COUNT(*) FROM attempts WHERE status != 'started' GROUP BY cost_source")}
+        return totals
 
     # ------------------------------------------------------------------ budget
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from harnessc.runtime import prctl, procs, reaper
-from harnessc.runtime.state import StateStore
+from harnessc.runtime.state import SCHEMA_VERSION, StateStore
 from harnessc.workspace import Workspace
 
 from .helpers import CLI, PY, env, harnessc, node, spawn, write_project
@@ -362,7 +362,8 @@ def test_a_version_1_state_database_is_migrated_in_place(tmp_path):
     con.close()
     store = StateStore(Workspace(tmp_path))
     try:
-        assert store.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "2"
+        version = store.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
+        assert version == str(SCHEMA_VERSION)  # through every step
         rec = store.recover()
         assert rec["interrupted_attempts"] == [7]
         assert rec["leftovers"] == [{"attempt": 7, "marker": None, "pid": None, "start": None}]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import logging
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -44,7 +45,9 @@ class SchedulerMachine(RuleBasedStateMachine):
             invalid = data.draw(st.integers(0, 3), label=f"invalid{i}")
             retries = data.draw(st.integers(0, 2), label=f"retries{i}")
             done = data.draw(st.booleans(), label=f"done{i}") if i == 0 else False
-            agents[f"a{i}"] = {"provider": "simulate", "invalid_first": invalid}
+            # priced, so reservations (estimates) differ from the settled costs
+            agents[f"a{i}"] = {"provider": "simulate", "invalid_first": invalid,
+                               "price": {"input": 1.0, "output": 2.0}}
             nodes.append(node(f"t{i}", depends_on=[f"t{d}" for d in deps], contract="summary",
                               done=done, routing={"agent": f"a{i}"},
                               retry={"max_retries": retries, "on_failure": "fail", "delays": [0]}))
@@ -136,6 +139,22 @@ class SchedulerMachine(RuleBasedStateMachine):
         for tid, r in self.store.tasks().items():
             assert r["state"] in STATES
             assert (r["state"] == "done") == bool(self.nodes[tid]["done"])
+
+    @invariant()
+    def ledger_balances(self):
+        """Each task's tokens and cost are the sums of its finished attempts' (one commit each,
+        crash or not), and the ledger settled exactly those costs."""
+        if not getattr(self, "store", None):
+            return
+        db = self.store.db
+        for tid, tokens, cost in db.execute("SELECT id, tokens, cost_usd FROM tasks"):
+            a_tokens, a_cost = db.execute(
+                "SELECT COALESCE(SUM(input_tokens + output_tokens), 0), COALESCE(SUM(cost_usd), 0)"
+                " FROM attempts WHERE task_id=? AND status != 'started'", (tid,)).fetchone()
+            settled = db.execute("SELECT COALESCE(SUM(actual), 0) FROM ledger WHERE task_id=? AND settled",
+                                 (tid,)).fetchone()[0]
+            assert tokens == a_tokens and cost == pytest.approx(a_cost, abs=1e-12), (tid, tokens, a_tokens)
+            assert settled == pytest.approx(cost, abs=1e-12), (tid, settled, cost)
 
     @invariant()
     def attempts_bounded_and_deps_respected(self):

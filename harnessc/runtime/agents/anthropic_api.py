@@ -57,6 +57,9 @@ class AnthropicAgent(SdkAgent):
             finished = False
             async with client.messages.stream(**params, timeout=timeout) as stream:
                 async for event in stream:
+                    if event.type in ("message_start", "message_delta"):
+                        # the SDK's snapshot adds message_delta's counts to message_start's
+                        self.reported(stream.current_message_snapshot.usage)
                     finished = finished or event.type == "message_stop"
                 message = await stream.get_final_message()
         else:

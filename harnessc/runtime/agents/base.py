@@ -48,6 +48,15 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
 
+# Where an attempt's cost comes from (the `cost_source` of its row in state.db):
+PRICE = "price"  # computed from the reported tokens and the agent's `price:`
+CLI = "cli"  # the CLI's own estimate (Claude Code's total_cost_usd)
+NO_PRICE = "none"  # tokens recorded, no `price:` set: charged 0
+NO_RESPONSE = "no_response"  # no response (or none that reported usage): charged 0
+RESERVED = "reserved"  # the run died during the call: charged its reservation (state.recover)
+COST_SOURCES = (PRICE, CLI, NO_PRICE, NO_RESPONSE, RESERVED)
+
+
 @dataclass
 class Response:
     text: str
@@ -55,12 +64,32 @@ class Response:
     cost_usd: float = 0.0
     latency: float = 0.0
     notes: list[str] = field(default_factory=list)
+    cost_source: str = NO_PRICE  # see COST_SOURCES; agents set it with priced()
+
+    def charged(self) -> dict[str, Any]:
+        """The attempt's ledger figures (state.finish_attempt's keywords)."""
+        return {"usage": self.usage, "cost_usd": self.cost_usd, "cost_source": self.cost_source,
+                "latency": self.latency}
 
 
 class Agent(Protocol):
     name: str
 
     async def call(self, request: Request) -> Response: ...
+
+
+def priced(config: dict, usage: Usage, provider: str | None = None) -> tuple[float, str]:
+    """(USD, cost source) for `usage` at the agent's price: PRICE, or NO_PRICE (0) without one."""
+    return price_cost(config, usage, provider), (PRICE if config.get("price") else NO_PRICE)
+
+
+def charge_reported(error: AgentError, usage: Usage, config: dict, provider: str) -> AgentError:
+    """`error` charged the usage its stream reported before it failed (a stream cut mid-way
+    is charged what it reported), unless the error carries its own."""
+    if error.usage is None:
+        error.usage = usage
+        error.cost_usd, error.cost_source = priced(config, usage, provider)
+    return error
 
 
 def price_cost(config: dict, usage: Usage, provider: str | None = None) -> float:

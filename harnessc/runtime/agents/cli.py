@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ...compiler.argv import split_command
 from .. import procs
-from .base import AgentError, Request, Response, Usage, price_cost
+from .base import CLI, AgentError, Request, Response, Usage, priced
 from .cli_output import Answer, Failure, parse_claude, parse_codex, parse_gemini
 from .command import SubprocessAgent, full_prompt
 
@@ -113,15 +113,23 @@ class CliAgent(SubprocessAgent):
         outcome = self.parse(res.stdout, res.stderr, res.returncode)
         if isinstance(outcome, Failure):
             raise self.error(outcome, res.stderr)
-        usage = Usage(outcome.input_tokens, outcome.output_tokens)
-        cost = outcome.cost_usd if outcome.cost_usd is not None else price_cost(self.config, usage)
-        return Response(text=outcome.text, usage=usage, cost_usd=cost, latency=res.duration,
-                        notes=res.notes + outcome.notes)
+        return Response(text=outcome.text, latency=res.duration, notes=res.notes + outcome.notes,
+                        **self.charge(outcome))
+
+    def charge(self, used: Answer) -> dict:
+        """Usage, cost and its source: the CLI's own cost when it reports one, else `price:`."""
+        usage = Usage(used.input_tokens, used.output_tokens, used.cache_read_tokens,
+                      used.cache_write_tokens, used.reasoning_tokens)
+        if used.cost_usd is not None:
+            return {"usage": usage, "cost_usd": used.cost_usd, "cost_source": CLI}
+        cost, source = priced(self.config, usage)
+        return {"usage": usage, "cost_usd": cost, "cost_source": source}
 
     def error(self, failure: Failure, stderr: str) -> AgentError:
         return AgentError(f"agent '{self.name}' ({self.provider}): {failure.kind}: {failure.message}",
                           kind=failure.kind, retry_after=failure.retry_after,
-                          reset_at=failure.reset_at, stderr=stderr[-4000:])
+                          reset_at=failure.reset_at, stderr=stderr[-4000:],
+                          **(self.charge(failure.spent) if failure.spent else {}))
 
 
 class ClaudeCodeAgent(CliAgent):

@@ -25,6 +25,9 @@ class Answer:
     output_tokens: int = 0  # including reasoning / thinking tokens
     cost_usd: float | None = None  # only when the CLI reports one (Claude's estimate)
     notes: list[str] = field(default_factory=list)
+    cache_read_tokens: int = 0  # of input_tokens
+    cache_write_tokens: int = 0  # of input_tokens
+    reasoning_tokens: int = 0  # of output_tokens
 
 
 @dataclass
@@ -33,6 +36,7 @@ class Failure:
     message: str
     retry_after: float | None = None
     reset_at: float | None = None  # epoch seconds when a usage limit resets, when given
+    spent: Answer | None = None  # what a failed run still reported using (Claude's error result)
 
 
 # -------------------------------------------------------------------- shared classification
@@ -221,10 +225,10 @@ def parse_claude(stdout: str, stderr: str, rc: int | None) -> Answer | Failure:
         failure = failure_from_text(why, status)
         if result.get("terminal_reason") and result["terminal_reason"] != "api_error":
             failure.message += f" (terminal_reason: {result['terminal_reason']})"
-        return failure
+        return _claude_spent(result, failure)
     if subtype in _CLAUDE_SUBTYPES:
         kind, what = _CLAUDE_SUBTYPES[subtype]
-        return Failure(kind, what + (f": {text}" if text else ""))
+        return _claude_spent(result, Failure(kind, what + (f": {text}" if text else "")))
     # A usage limit can arrive as a "successful" run whose result is the limit text (#38673).
     limit = limit_failure(text) if len(text) < 300 else None
     if limit:
@@ -237,21 +241,33 @@ def parse_claude(stdout: str, stderr: str, rc: int | None) -> Answer | Failure:
     return answer
 
 
+def _claude_spent(result: dict, failure: Failure) -> Failure:
+    """A failed run is charged what its result object reports (it may have made calls)."""
+    spent = Answer(text="")
+    _claude_usage(result, spent)
+    if spent.cost_usd or spent.input_tokens or spent.output_tokens:
+        failure.spent = spent
+    return failure
+
+
 def _claude_usage(result: dict, answer: Answer) -> None:
     # modelUsage covers subagents too ("the correct field for token/cost accounting");
-    # usage is the main loop only, the fallback.
+    # usage is the main loop only, the fallback. Cache counters are additive (Anthropic's).
     per_model = result.get("modelUsage")
     if isinstance(per_model, dict) and per_model:
-        for u in per_model.values():
-            if isinstance(u, dict):
-                answer.input_tokens += (_int(u.get("inputTokens")) + _int(u.get("cacheReadInputTokens"))
-                                        + _int(u.get("cacheCreationInputTokens")))
-                answer.output_tokens += _int(u.get("outputTokens"))
+        counters = [(u.get("inputTokens"), u.get("cacheReadInputTokens"), u.get("cacheCreationInputTokens"),
+                     u.get("outputTokens")) for u in per_model.values() if isinstance(u, dict)]
     elif isinstance(result.get("usage"), dict):
         u = result["usage"]
-        answer.input_tokens = (_int(u.get("input_tokens")) + _int(u.get("cache_read_input_tokens"))
-                               + _int(u.get("cache_creation_input_tokens")))
-        answer.output_tokens = _int(u.get("output_tokens"))
+        counters = [(u.get("input_tokens"), u.get("cache_read_input_tokens"),
+                     u.get("cache_creation_input_tokens"), u.get("output_tokens"))]
+    else:
+        counters = []
+    for uncached, read, write, output in counters:
+        answer.cache_read_tokens += _int(read)
+        answer.cache_write_tokens += _int(write)
+        answer.input_tokens += _int(uncached) + _int(read) + _int(write)
+        answer.output_tokens += _int(output)
     cost = result.get("total_cost_usd")
     if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0:
         answer.cost_usd = float(cost)
@@ -263,7 +279,7 @@ def _claude_usage(result: dict, answer: Answer) -> None:
 def parse_codex(stdout: str, stderr: str, rc: int | None) -> Answer | Failure:
     """`codex exec --json`: JSONL events; the last agent_message is the answer."""
     text = None
-    input_tokens = output_tokens = 0
+    used = Answer(text="")
     failed = None
     for event in _json_objects(stdout):
         kind = event.get("type")
@@ -273,14 +289,20 @@ def parse_codex(stdout: str, stderr: str, rc: int | None) -> Answer | Failure:
         elif kind == "turn.completed" and isinstance(event.get("usage"), dict):
             u = event["usage"]
             # OpenAI counts cached input inside input_tokens, reasoning inside output_tokens.
-            input_tokens += _int(u.get("input_tokens"))
-            output_tokens += _int(u.get("output_tokens"))
+            used.input_tokens += _int(u.get("input_tokens"))
+            used.cache_read_tokens += _int(u.get("cached_input_tokens"))
+            used.cache_write_tokens += _int(u.get("cache_write_input_tokens"))
+            used.output_tokens += _int(u.get("output_tokens"))
+            used.reasoning_tokens += _int(u.get("reasoning_output_tokens"))
         elif kind == "turn.failed":
             err = event.get("error")
             failed = (err.get("message") if isinstance(err, dict) else None) or "turn failed"
         # `error` events ("Reconnecting... 2/5") also appear on successful runs: not authoritative.
     if failed is not None:
-        return failure_from_text(failed)
+        failure = failure_from_text(failed)
+        if used.input_tokens or used.output_tokens:  # turns that completed before it failed
+            failure.spent = used
+        return failure
     if rc != 0:
         if "unexpected argument" in stderr or rc == 2:
             return Failure("invalid_request",
@@ -289,7 +311,8 @@ def parse_codex(stdout: str, stderr: str, rc: int | None) -> Answer | Failure:
         return _no_output("codex", rc, stderr)
     if text is None:
         return Failure("bad_output", "codex ended without an agent_message")
-    return Answer(text=text, input_tokens=input_tokens, output_tokens=output_tokens)
+    used.text = text
+    return used
 
 
 # -------------------------------------------------------------------- Gemini CLI
@@ -318,7 +341,9 @@ def parse_gemini(stdout: str, stderr: str, rc: int | None) -> Answer | Failure:
             if isinstance(tokens, dict):
                 # prompt = all input (cached included); thoughts are billed as output
                 answer.input_tokens += _int(tokens.get("prompt")) or _int(tokens.get("input"))
+                answer.cache_read_tokens += _int(tokens.get("cached"))
                 answer.output_tokens += _int(tokens.get("candidates")) + _int(tokens.get("thoughts"))
+                answer.reasoning_tokens += _int(tokens.get("thoughts"))
         return answer
     err_obj = out if out is not None and "error" in out else _one_json_object(stderr)
     err = err_obj.get("error") if isinstance(err_obj, dict) else None

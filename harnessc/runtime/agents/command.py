@@ -15,7 +15,7 @@ from pathlib import Path
 from ...compiler.argv import split_command
 from ...estimates import estimate_tokens
 from .. import procs
-from .base import AgentError, Request, Response, Usage, price_cost
+from .base import AgentError, Request, Response, Usage, priced
 
 DEFAULT_TIMEOUT = 1800.0
 
@@ -89,5 +89,6 @@ class CommandAgent(SubprocessAgent):
                 msg += f"; stderr: {tail}"
             raise AgentError(msg, stderr=res.stderr[-4000:])
         usage = Usage(estimate_tokens(prompt), estimate_tokens(res.stdout))
-        return Response(text=res.stdout, usage=usage, cost_usd=price_cost(self.config, usage),
+        cost, source = priced(self.config, usage)  # tokens estimated from the text sizes
+        return Response(text=res.stdout, usage=usage, cost_usd=cost, cost_source=source,
                         latency=res.duration, notes=res.notes)

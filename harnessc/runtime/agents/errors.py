@@ -44,7 +44,8 @@ class AgentError(Exception):
 
     def __init__(self, message: str, transient: bool = False, retry_after: float | None = None,
                  stderr: str = "", kind: str | None = None, reset_at: float | None = None,
-                 usage: Any = None, cost_usd: float = 0.0, retry: bool | None = None):
+                 usage: Any = None, cost_usd: float = 0.0, retry: bool | None = None,
+                 cost_source: str | None = None):
         super().__init__(message)
         if kind is None:  # callers from before the taxonomy say only transient or not
             kind = "server" if transient else "failed"
@@ -58,16 +59,18 @@ class AgentError(Exception):
         self.usage = usage  # base.Usage of a call that was answered but unusable (e.g. truncated)
         self.cost_usd = cost_usd  # what that answer cost; 0 when no response came
         self.retry = retry  # the server's x-should-retry, when it overrules the kind
+        self.cost_source = cost_source  # base.COST_SOURCES; None: no usage, "no_response"
 
     @property
     def transient(self) -> bool:
         return self.kind in RETRIED if self.retry is None else self.retry
 
     def charged(self) -> dict[str, Any]:
-        """The attempt's ledger figures: what an unusable answer used and cost (0 for no answer)."""
-        u = self.usage
-        return {"input_tokens": getattr(u, "input_tokens", 0), "output_tokens": getattr(u, "output_tokens", 0),
-                "cost_usd": self.cost_usd}
+        """The attempt's ledger figures (state.finish_attempt's keywords): what an unusable
+        answer used and cost, or nothing and "no_response" when no usage was reported."""
+        if self.usage is None:
+            return {"usage": None, "cost_usd": 0.0, "cost_source": "no_response"}
+        return {"usage": self.usage, "cost_usd": self.cost_usd, "cost_source": self.cost_source or ("price" if self.cost_usd else "none")}
 
     @property
     def final(self) -> bool:

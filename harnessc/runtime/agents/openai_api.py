@@ -107,6 +107,7 @@ class OpenAIAgent(SdkAgent):
         async for chunk in stream:
             if chunk.usage is not None:
                 usage = chunk.usage
+                OpenAIAgent.reported(usage)
             for choice in chunk.choices:  # the usage-only final chunk has none
                 if choice.delta and choice.delta.content:
                     parts.append(choice.delta.content)

@@ -9,12 +9,18 @@ A provider subclass supplies only its wire specifics:
 
 * `connect(key)`: the SDK client;
 * `params(request)`: the request parameters (no credentials);
-* `send(client, params, timeout)`: the request itself, returning an `Answer`;
+* `send(client, params, timeout)`: the request itself, returning an `Answer`; a streamed
+  send passes each usage the stream reports to `reported(raw)`, so a stream cut mid-way is
+  charged what it reported;
 * `usage(raw)`: the provider's usage object as a Usage.
+
+Every call's ledger (Usage, cost, cost source) rides on its Response or AgentError: priced
+from the tokens, or charged 0 as `no_response` when no usage came back.
 """
 
 from __future__ import annotations
 
+import contextvars
 import os
 import time
 from dataclasses import dataclass
@@ -22,8 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from ... import providers
-from .base import Request, Response, Usage, price_cost
+from .base import NO_RESPONSE, Request, Response, Usage, charge_reported, priced
 from .errors import AgentError, classify, missing_key
+
+# The usage the current call's stream reported so far (one list per call: a context variable
+# is per asyncio task, and concurrent tasks share one agent).
+_REPORTED: contextvars.ContextVar[list] = contextvars.ContextVar("harnessc_sdk_reported")
 
 PLACEHOLDER_KEY = "not-needed"  # sent when api_key_env is null: local servers need none, SDKs insist
 
@@ -83,17 +93,34 @@ class SdkAgent:
             self._client = self.connect(key or PLACEHOLDER_KEY)
         params = self.params(request)
         start = time.monotonic()
+        reported: list[Any] = []
+        _REPORTED.set(reported)
         try:
             answer = await self.send(self._client, params, request.timeout)
         except Exception as exc:  # noqa: BLE001 - every SDK failure becomes one classified AgentError
-            raise classify(exc, self.name, self.key_env, secret=key) from None
-        usage = self.usage(answer.usage)
-        cost = price_cost(self.config, usage, self.provider)
+            error = classify(exc, self.name, self.key_env, secret=key)
+            if reported:
+                charge_reported(error, self.usage(reported[-1]), self.config, self.provider)
+            raise error from None
+        if answer.usage is None:  # a stream cut before its usage, a server that sends none
+            charge: dict[str, Any] = {"usage": None, "cost_usd": 0.0, "cost_source": NO_RESPONSE}
+        else:
+            usage = self.usage(answer.usage)
+            cost, source = priced(self.config, usage, self.provider)
+            charge = {"usage": usage, "cost_usd": cost, "cost_source": source}
         problem = self._incomplete(answer, request)
         if problem:
             kind, what = problem
-            raise AgentError(f"agent '{self.name}': {what}", kind=kind, usage=usage, cost_usd=cost)
-        return Response(text=answer.text, usage=usage, cost_usd=cost, latency=time.monotonic() - start)
+            raise AgentError(f"agent '{self.name}': {what}", kind=kind, **charge)
+        return Response(text=answer.text, usage=charge["usage"] or Usage(), cost_usd=charge["cost_usd"],
+                        cost_source=charge["cost_source"], latency=time.monotonic() - start)
+
+    @staticmethod
+    def reported(raw: Any) -> None:
+        """The usage a stream reported so far (send calls it as usage arrives)."""
+        holder = _REPORTED.get(None)
+        if holder is not None:
+            holder[:] = [raw]
 
     def _key(self) -> str | None:
         """The API key from the environment (None when the agent uses none)."""

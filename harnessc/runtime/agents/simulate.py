@@ -18,7 +18,7 @@ from pathlib import Path
 from ..plan import simulated_output
 from ...estimates import estimate_tokens
 from ...planfile import Contract, plain
-from .base import AgentError, Request, Response, Usage, price_cost
+from .base import AgentError, Request, Response, Usage, priced
 
 
 class SimulateAgent:
@@ -50,7 +50,8 @@ class SimulateAgent:
         n = self.calls[tid] = self.calls.get(tid, 0) + 1
         text = self._answer(request, n)
         usage = Usage(estimate_tokens(request.system + request.prompt), estimate_tokens(text))
-        return Response(text=text, usage=usage, cost_usd=price_cost(self.config, usage),
+        cost, source = priced(self.config, usage)
+        return Response(text=text, usage=usage, cost_usd=cost, cost_source=source,
                         latency=time.monotonic() - start)
 
     def _answer(self, request: Request, n: int) -> str:
