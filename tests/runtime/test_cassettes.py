@@ -55,7 +55,7 @@ def _attempts(root: Path, task: str, **kw) -> list[tuple]:
     r = harnessc(root, "log", task, "--output", "json", **kw)
     assert r.returncode == 0, r.stderr
     return [(a["status"], a["errors"], a["raw_output"], a["parsed_output"], a["input_tokens"],
-             a["output_tokens"], a["cost_usd"]) for a in json.loads(r.stdout)]
+             a["output_tokens"], a["cost_usd"], a["cost_source"]) for a in json.loads(r.stdout)]
 
 
 def _forget_state(root: Path) -> None:
@@ -215,7 +215,8 @@ def test_recorded_api_errors_replay_by_kind_keys_never_recorded_and_no_sdk_impor
     replayed = _attempts(tmp_path, "a", env=e)
     assert [a[:2] for a in replayed] == [a[:2] for a in recorded]  # the same error, then success
     assert replayed[1][3] == recorded[1][3] == json.loads(answer)
-    assert replayed[1][4:] == recorded[1][4:]  # tokens and cost as recorded
+    assert replayed[1][4:] == recorded[1][4:]  # tokens, cost and its source as recorded
+    assert [a[-1] for a in replayed] == [a[-1] for a in recorded] == ["no_response", "price"]
     assert "rate limited (HTTP 429)" in replayed[0][1][0]
 
 
