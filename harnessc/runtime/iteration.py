@@ -82,8 +82,10 @@ class AttemptLog:
         self._closing: asyncio.Future | None = None
         self._closing_id: int | None = None
         self._closing_final = False
+        self.answer_charge: dict[str, Any] = {}  # the attempt's answer's ledger, once it answered
 
     async def begin(self, **kw: Any) -> int:
+        self.answer_charge = {}
         self._begin = self.store.defer(functools.partial(self.store.begin_attempt, self.tid, **kw))
         self.id = await self._begin
         return self.id
@@ -104,7 +106,9 @@ class AttemptLog:
                 return True
             self.id = None
         if self.id is not None:
-            self.store.finish_attempt(self.id, self.tid, "interrupted", raw=None, errors=["aborted"])
+            # an answer that came back before the abort (e.g. during verification) is charged
+            self.store.finish_attempt(self.id, self.tid, "interrupted", raw=None, errors=["aborted"],
+                                      **self.answer_charge)
         return False
 
 
@@ -150,6 +154,7 @@ class TaskRun:
         await self.begin_attempt(name, cost, tokens)
         try:
             resp = await agent.call(self.request(cfg))
+            self.log.answer_charge = resp.charged()
         except AgentError as e:
             await self.log.finish("error", raw=e.stderr or None, errors=[e.message], **e.charged())
             await self.recover(name, e)

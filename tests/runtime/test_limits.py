@@ -119,6 +119,11 @@ def test_stop_abort_ends_a_run_during_verification(tmp_path):
     assert _task_row(tmp_path)["state"] == "ready"  # back to pending, nothing blocks it
     status = json.loads(harnessc(tmp_path, "status", "--json").stdout)
     assert status["run"]["status"] == "aborted"
+    # the call had answered: the interrupted attempt keeps its answer's usage (no price: cost 0)
+    attempt = json.loads(harnessc(tmp_path, "log", "t", "--json").stdout)[-1]
+    assert attempt["status"] == "interrupted" and attempt["input_tokens"] > 0, attempt
+    assert attempt["cost_source"] == "none"
+    assert status["tasks"][0]["tokens"] == attempt["input_tokens"] + attempt["output_tokens"]
 
 
 def test_stop_finishes_a_long_verification_within_max_time(tmp_path):
