@@ -192,8 +192,8 @@ def test_an_aborted_call_is_settled_to_zero_and_says_no_response(tmp_path):
 # ------------------------------------------------------------------ the real SDKs, end to end
 
 
-@pytest.mark.parametrize("provider", ["anthropic", "openai"])
-def test_every_request_is_one_attempt_with_its_ledger(tmp_path, provider):
+@pytest.mark.parametrize("provider, wire", [("anthropic", None), ("openai", "chat"), ("openai", "responses")])
+def test_every_request_is_one_attempt_with_its_ledger(tmp_path, provider, wire):
     """429, 500, a cut stream and two answers (one that fails verification) against the fault
     server through `harnessc run`: requests == status attempts == attempt rows, and every
     figure (attempts, task, ledger, status totals, run_results) adds up."""
@@ -212,14 +212,17 @@ def test_every_request_is_one_attempt_with_its_ledger(tmp_path, provider):
                  Reply.ok('{"title": "", "score": 4}', usage=usage),  # minLength 1: rejected
                  Reply.ok('{"title": "Q3", "score": 4}', usage=usage))
         base = api.base_url if provider == "anthropic" else api.base_url + "/v1"
-        agent = {"provider": provider, "model": "m-1", "base_url": base, "stream": True, "price": PRICE}
+        agent = {"provider": provider, "model": "m-1", "base_url": base, "stream": True, "price": PRICE,
+                 **({"api": wire} if wire else {})}
         write_project(tmp_path, [node("t", contract="summary", routing={"agent": "llm", "chain": ["llm"]})],
                       agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
         e = {k: v for k, v in cli_env().items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
         e.update(KEYS)
         r = harnessc(tmp_path, "run", env=e, timeout=120)
         requests = api.count
+        paths = {seen.path for seen in api.requests}
     assert r.returncode == 0, r.stdout + r.stderr
+    assert paths == {{None: "/v1/messages", "chat": "/v1/chat/completions", "responses": "/v1/responses"}[wire]}
     status = json.loads(harnessc(tmp_path, "status", "--json", env=e).stdout)
     task = status["tasks"][0]
     rows = json.loads(harnessc(tmp_path, "log", "t", "--json", env=e).stdout)
@@ -232,7 +235,7 @@ def test_every_request_is_one_attempt_with_its_ledger(tmp_path, provider):
         cut = dict(input_tokens=10, uncached_input_tokens=10, cache_read_tokens=0, cache_write_tokens=0,
                    output_tokens=1)  # what message_start reported before the cut
         cut_cost, cut_source = (10 * 3 + 1 * 15) / 1e6, "price"
-    else:  # cached_tokens are part of prompt_tokens; the usage chunk never came for the cut stream
+    else:  # cached_tokens are part of the input; a stream reports usage at its end, never reached
         answer = dict(input_tokens=1100, uncached_input_tokens=100, cache_read_tokens=1000,
                       cache_write_tokens=0, output_tokens=20, reasoning_tokens=5)
         answer_cost = (100 * 3 + 1000 * 0.3 + 20 * 15) / 1e6
