@@ -277,7 +277,7 @@ def test_every_request_is_one_attempt_with_its_ledger(tmp_path, provider, wire):
 def test_cli_agents_cost_source_claude_estimate_codex_price(tmp_path):
     from harnessc.runtime.agents.base import Request, make_agent
 
-    from .test_cli_agents import CLAUDE_429, CLAUDE_OK, CODEX_OK, fake_cli
+    from .test_cli_agents import CLAUDE_429, CLAUDE_OK, CODEX_OK, GEMINI_OK, fake_cli
 
     def call(cfg):
         agent = make_agent("x", cfg, tmp_path)
@@ -306,3 +306,20 @@ def test_cli_agents_cost_source_claude_estimate_codex_price(tmp_path):
     assert (resp.usage.cache_read_tokens, resp.usage.reasoning_tokens, resp.usage.uncached_input_tokens) == (
         800, 50, 200)
     assert call({"provider": "codex", "command": [str(codex)]}).cost_source == "none"
+    gemini = fake_cli(tmp_path / "bin5", "gemini", stdout=json.dumps(GEMINI_OK))
+    resp = call({"provider": "gemini-cli", "command": [str(gemini)]})
+    assert (resp.usage.input_tokens, resp.usage.cache_read_tokens, resp.usage.uncached_input_tokens,
+            resp.usage.reasoning_tokens, resp.cost_source) == (50, 10, 40, 3, "none")
+
+
+def test_a_codex_turn_that_failed_after_completed_turns_is_charged_their_usage():
+    from harnessc.runtime.agents.cli_output import parse_codex
+
+    from .test_cli_agents import CODEX_OK
+
+    out = parse_codex(CODEX_OK + json.dumps({"type": "turn.failed", "error": {"message": "stream error: 500"}}) + "\n",
+                      "", 1)
+    assert out.kind == "server"
+    assert (out.spent.input_tokens, out.spent.cache_read_tokens, out.spent.output_tokens) == (1000, 800, 200)
+    bare = parse_codex(json.dumps({"type": "turn.failed", "error": {"message": "stream error: 500"}}) + "\n", "", 1)
+    assert bare.spent is None
