@@ -15,7 +15,8 @@ the figures measure work, not sleep. Three clients are timed, each the best of `
    classify() of every failure, retry_delay()) in the same loop. No state, no scheduler.
 3. run: `execute()` of a plan of `--calls` contract tasks - what `harnessc run` does after
    start-up: scheduler, prompt rendering, one attempt row per request in state.db (group
-   commit), contract verification of the answer, usage and cost ledger.
+   commit), contract verification of the answer, usage and cost ledger. The plan and its
+   prompt files are written before the clock starts.
 
 Per-call time is ((calls run) - (small run)) / (calls - small) for every client, so fixed
 costs (client construction, opening state.db) are not charged per call; the client's CPU
@@ -42,7 +43,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -242,14 +243,17 @@ async def agent_loop(provider: str, base: str, n: int, concurrency: int) -> int:
     return calls
 
 
-def run_plan(provider: str, base: str, n: int, concurrency: int) -> int:
-    """execute() of an n-task plan, as `harnessc run` after start-up; returns its attempt rows."""
-    with tempfile.TemporaryDirectory(prefix="hc-bench-") as d:
-        root = Path(d)
-        nodes = [node(f"t{i:05d}", contract="summary", routing={"agent": "llm", "chain": ["llm"]},
-                      retry={"max_retries": 2, "delays": [0]}) for i in range(n)]
-        plan = write_project(root, nodes, agents={"llm": agent_config(provider, base)},
-                             contracts={"summary": contract()}, concurrency=concurrency)
+def run_plan(provider: str, base: str, n: int, concurrency: int) -> tuple[Callable[[], int], Callable[[], None]]:
+    """execute() of an n-task plan, as `harnessc run` after start-up (returns its attempt
+    rows). The project is written before, and removed after, the timed part."""
+    d = tempfile.TemporaryDirectory(prefix="hc-bench-")
+    root = Path(d.name)
+    nodes = [node(f"t{i:05d}", contract="summary", routing={"agent": "llm", "chain": ["llm"]},
+                  retry={"max_retries": 2, "delays": [0]}) for i in range(n)]
+    plan = write_project(root, nodes, agents={"llm": agent_config(provider, base)},
+                         contracts={"summary": contract()}, concurrency=concurrency)
+
+    def go() -> int:
         result = execute(root, plan, RunOptions(jobs=concurrency))
         if result.exit_code != 0:
             raise SystemExit(f"the {provider} run failed: {result.message}")
@@ -257,17 +261,24 @@ def run_plan(provider: str, base: str, n: int, concurrency: int) -> int:
         attempts = con.execute("SELECT COUNT(*) FROM attempts").fetchone()[0]
         con.close()
         return attempts
+    return go, d.cleanup
 
 
-def timed(server: Server, fn, provider: str, n: int, concurrency: int) -> tuple[float, float, int, int]:
+def in_loop(loop):
+    """A client made of one async loop: nothing to prepare or remove."""
+    def client(provider: str, base: str, n: int, concurrency: int):
+        return (lambda: asyncio.run(loop(provider, base, n, concurrency))), (lambda: None)
+    return client
+
+
+def timed(server: Server, client, provider: str, n: int, concurrency: int) -> tuple[float, float, int, int]:
     """(wall s, CPU s, requests the server saw, calls/attempts the client counted)."""
+    go, cleanup = client(provider, server.url(provider), n, concurrency)
     server.reset()
     c0, t0 = time.process_time(), time.perf_counter()
-    if asyncio.iscoroutinefunction(fn):
-        calls = asyncio.run(fn(provider, server.url(provider), n, concurrency))
-    else:
-        calls = fn(provider, server.url(provider), n, concurrency)
+    calls = go()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    cleanup()
     gc.collect()  # the SDK clients close now, with no loop running (not in the next client's loop)
     return wall, cpu, server.count(), calls
 
@@ -350,7 +361,7 @@ def main() -> None:
               f"retry-after-ms {RETRY_AFTER_MS}); per call = ({n} - {small} calls) / {n - small}, "
               f"best of {args.repeat}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         for provider in args.providers.split(","):
-            got = per_call(server, {"bare": bare_loop, "agent": agent_loop, "run": run_plan},
+            got = per_call(server, {"bare": in_loop(bare_loop), "agent": in_loop(agent_loop), "run": run_plan},
                            provider, n, small, conc, args.repeat)
             bare, agent, run = got["bare"], got["agent"], got["run"]
             print(f"{provider}:")
