@@ -595,6 +595,8 @@ def status(ctx: Context, output: str) -> None:
         click.echo("no runs yet")
     else:
         state = f"running for {duration(run_['elapsed'])}" if run_.get("active") else run_["status"]
+        if run_.get("paused"):
+            state += ", paused (`harnessc resume` continues)"
         counts = ", ".join(f"{v} {k}" for k, v in sorted(run_["counts"].items()))
         click.echo(f"run {run_['id']}: {state} (pid {run_['pid']}) — {counts}; ${run_['cost_usd']:.4f}")
     running = [t for t in data["tasks"] if "elapsed" in t]
@@ -629,6 +631,57 @@ def stop(ctx: Context, abort: bool) -> None:
         click.echo(f"asked run (pid {pid}) to {'abort' if abort else 'stop'}")
     else:
         click.echo("no run is in progress; the request will be ignored by the next run")
+
+
+def _to_inbox(ctx: Context, kind: str, data: dict, what: str, later: str) -> None:
+    """Write one inbox file (runtime/steering.py) and say who will read it."""
+    from .runtime.lock import holder
+    from .runtime.steering import write_inbox
+    from .workspace import Workspace, WorkspaceError
+
+    workspace = Workspace(ctx.root())
+    try:
+        path = write_inbox(workspace, kind, data)
+    except WorkspaceError as e:
+        fail_usage(str(e))
+    pid = holder(workspace)
+    if pid:
+        click.echo(f"{what}: the run in progress (pid {pid}) reads it within a second ({workspace.rel(path)})")
+    else:
+        click.echo(f"{what}: no run is in progress; {later} ({workspace.rel(path)})")
+
+
+@cli.command()
+@click.argument("words", nargs=-1, required=True, metavar="[TASK] TEXT")
+@click.option("--urgent", is_flag=True, help="Also cut the task's wait before its next iteration short.")
+@pass_ctx
+def tell(ctx: Context, words: tuple, urgent: bool) -> None:
+    """Give the running tasks (or one TASK) an instruction for their next prompts."""
+    if len(words) > 2:
+        fail_usage("tell takes [TASK] TEXT", hint='quote the text: harnessc tell build "use the v2 API"')
+    task, text = (None, words[0]) if len(words) == 1 else words
+    if not text.strip():
+        fail_usage("the instruction is empty")
+    if task is not None:
+        _known_task_or_exit(ctx.root(), task)
+    _to_inbox(ctx, "tell", {"task": task, "text": text, "urgent": urgent},
+              f"instruction for {task or 'every task'} queued",
+              "the next run gives it to " + (f"{task}'s first prompt" if task else "every task it runs"))
+
+
+@cli.command()
+@pass_ctx
+def pause(ctx: Context) -> None:
+    """Pause the run: in-flight calls finish, nothing new starts until `harnessc resume`."""
+    _to_inbox(ctx, "pause", {"command": "pause"}, "pause queued", "the next run starts paused")
+
+
+@cli.command()
+@pass_ctx
+def resume(ctx: Context) -> None:
+    """Resume a paused run."""
+    _to_inbox(ctx, "resume", {"command": "resume"}, "resume queued",
+              "the next run reads it after any earlier pause, and does not pause")
 
 
 @cli.command()

@@ -194,6 +194,7 @@ class Plan(Record):
     critical_path: list[str]
     system: PromptRef | None = None
     estimate: dict | None = None
+    loop: dict | None = None  # harness.yaml `loop:` (None in a plan built before it existed)
 
     def node(self, task_id: str) -> PlanNode:
         return self._by_id()[task_id]

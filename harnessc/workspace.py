@@ -76,7 +76,7 @@ class Workspace:
         self.run_lock = self.harness / "run.lock"
         self.stop = self.harness / "stop"  # `harnessc stop` asks the run to stop through it
         self.runs = self.harness / "runs"  # runs/<run-id>/: events.jsonl, run_results.json
-        self.inbox = self.harness / "inbox"
+        self.inbox = self.harness / "inbox"  # instructions and commands for a run (runtime/steering.py)
         self.cassettes = self.harness / "cassettes"
         self.alerts_log = self.harness / "alerts.log"
 
@@ -165,6 +165,28 @@ class Workspace:
                 raise
         except OSError as e:
             raise self._error("delete", path, e) from None
+
+    def list_dir(self, path: Path) -> list[str]:
+        """The names in directory `path`, sorted; [] when it does not exist."""
+        try:
+            fd = self.open_dir(path, create=False)
+        except FileNotFoundError:
+            return []
+        try:
+            return sorted(os.listdir(fd))
+        finally:
+            os.close(fd)
+
+    def move(self, src: Path, dst: Path) -> None:
+        """Rename `src` to `dst` (parents of dst created); a link is moved, never followed."""
+        try:
+            with self._parent(src, create=False, verb="move") as (sfd, sname):
+                with self._parent(dst, create=True, verb="move") as (dfd, dname):
+                    os.rename(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
+        except FileNotFoundError:
+            raise WorkspaceError(f"cannot move {self.rel(src)}: it is gone") from None
+        except OSError as e:
+            raise self._error("move", src, e) from None
 
     def sqlite_path(self, path: Path, create: bool = True) -> str:
         """The path to give sqlite3.connect for database `path`, once its directory is

@@ -255,6 +255,45 @@ class Defaults(_Spec):
     on_failure: FailureStrategy = Field(FailureStrategy.retry, description="See contracts.")
 
 
+class Alerts(_Spec):
+    """What writes a line to .harness/alerts.log besides the fixed alerts (stuck, fallback,
+    escalation, budget at 50/80/100%, daily limits, breakers, runaway signs)."""
+
+    milestone_every: int = Field(
+        10, ge=0, description="An info alert each time a task reaches a multiple of this many iterations; 0: none."
+    )
+    pause_on_critical: bool = Field(
+        False, description="Pause the run on a critical alert (budget used up, a runaway task); "
+        "`harnessc resume` continues."
+    )
+
+
+class Runaway(_Spec):
+    """Signs that a task is spending without working, each raised once per task as an alert."""
+
+    max_iterations_warning: int = Field(
+        100, ge=1, description="Warn when a task without max_iterations passes this many iterations."
+    )
+    min_iteration_duration: Duration = Field(
+        1.0, description="Three iterations in a row without a result, each faster than this: a critical "
+        "alert (the agent may not be doing any work). 0 turns it off."
+    )
+    token_spike: float = Field(
+        3.0, ge=1, description="Warn when an iteration uses more than this many times the task's median "
+        "tokens (from its fourth iteration on)."
+    )
+
+
+class Loop(_Spec):
+    """How unattended loops report: alerts, runaway signs and periodic summaries."""
+
+    alerts: Alerts = Field(default_factory=Alerts, description="Alerts in .harness/alerts.log.")
+    runaway: Runaway = Field(default_factory=Runaway, description="Runaway detection.")
+    summary_every: Duration = Field(
+        600, description="A one-line status summary (and a `summary` event) this often during a run; 0: none."
+    )
+
+
 class HarnessConfig(_Spec):
     """harness.yaml: agents, routing, budgets and defaults."""
 
@@ -264,6 +303,7 @@ class HarnessConfig(_Spec):
     budget: Budget = Field(default_factory=Budget, description="Run-wide limits.")
     defaults: Defaults = Field(default_factory=Defaults, description="Task defaults.")
     concurrency: int = Field(4, ge=1, description="Tasks run at once.")
+    loop: Loop = Field(default_factory=Loop, description="Unattended loops: alerts, runaway signs, summaries.")
     templates: str | None = Field(
         None, description="Directory of Jinja overrides, same file names as harnessc/templates."
     )

@@ -210,6 +210,7 @@ def build_plan(project: Project) -> None:
         budget=cfg.budget.model_dump(mode="json"),
         defaults=cfg.defaults.model_dump(mode="json"),
         concurrency=cfg.concurrency,
+        loop=cfg.loop.model_dump(mode="json"),
         contracts=entries,
         nodes=nodes,
         edges=Edges(nodes),

@@ -375,6 +375,13 @@ def builtin_task_prompt(c: dict) -> str:
     return "".join(out)
 
 
+def render_operator(plan: dict, instructions: list, root: Path) -> str:
+    """The operator's instructions (runtime/steering.py) as the section a task's next
+    prompts end with: operator.md.j2, sandboxed and overridable like the others."""
+    items = [{"text": i.text, "urgent": i.urgent, "for_all": i.task is None} for i in instructions]
+    return _render(plan, root, "operator.md.j2", {"instructions": items}) if items else ""
+
+
 def render_refinement(plan: dict, node_id: str, base_prompt: str, level: int, errors: list[str],
                       last_output: str | None, root: Path) -> str:
     """The retry prompt at refinement level 1 (errors), 2 (+ explicit format), 3 (+ exact template)."""

@@ -19,6 +19,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from . import summaries
+
 FINAL = {"task_succeeded": "succeeded", "task_degraded": "degraded", "task_failed": "failed",
          "task_skipped": "skipped"}
 HEARTBEAT_SECONDS = 30.0  # a call running longer than this gets a "still running" line
@@ -28,6 +30,28 @@ ATTEMPT_WORDS = {"rejected": "rejected", "error": "agent call failed", "progress
 STOP_HINTS = {  # what stops harder, by where the stop came from
     "signal": "Ctrl-C again to abort",
     "file": "`harnessc stop --abort` cancels it",
+}
+
+
+def _paused(ev: dict) -> str:
+    why = ev.get("reason") or {"inbox": "`harnessc pause`", "HARNESSC_PAUSE": "HARNESSC_PAUSE=1"}.get(ev.get("via"), "")
+    return f"paused{f' ({why})' if why else ''}: in-flight calls finish, nothing new starts; `harnessc resume` continues"
+
+
+# What the operator's side of a run says (steering.py, alerts.py, summaries.py), in words.
+OPERATOR_WORDS = {
+    "alert": lambda ev: f"alert {ev['level']}: " + (f"{ev['task']}: " if ev.get("task") else "") + ev["message"],
+    "summary": lambda ev: summaries.describe(ev),
+    "paused": _paused,
+    "resumed": lambda ev: "resumed",
+    "instruction_received": lambda ev: (f"instruction for {ev.get('task') or 'every task'}"
+                                        f"{' (urgent)' if ev.get('urgent') else ''}: {_first_line(ev.get('text'), 200)}"),
+    "inbox_command": lambda ev: f"inbox: {ev['command']}" + (f" {ev['task']}" if ev.get("task") else ""),
+    "inbox_error": lambda ev: f"inbox: {ev.get('file')}: {ev.get('reason')} (moved to inbox/processed/)",
+    "steering_error": lambda ev: f"steering: {ev.get('reason')}",
+    "budget_changed": lambda ev: f"run budget now ${ev['max_cost_usd']:g} ({ev.get('via')})",
+    "agent_forced": lambda ev: (f"every task's next iteration goes to {ev['agent']}" if ev.get("agent")
+                                else "routing back to the plan's agents") + f" ({ev.get('via')})",
 }
 
 
@@ -84,6 +108,8 @@ class Progress:
         if kind in FINAL:
             return (f"[{self.finished}/{self.total}] {task} {FINAL[kind]}"
                     + (f": {_first_line(ev['error'])}" if ev.get("error") else ""))
+        if kind in OPERATOR_WORDS:
+            return OPERATOR_WORDS[kind](ev)
         if kind == "budget_exhausted":
             return f"budget reached: {_first_line(ev.get('message'))}"
         if kind == "stop_requested":
@@ -151,7 +177,8 @@ class LiveDisplay(Progress):
     """A rich live view: counts by state, running tasks with their iteration, cost so far;
     failures, rejected attempts, budget and stops are printed above it in words."""
 
-    SHOWN = ("attempt_finished", "task_failed", "task_degraded", "budget_exhausted", "stop_requested")
+    SHOWN = ("attempt_finished", "task_failed", "task_degraded", "budget_exhausted", "stop_requested",
+             *OPERATOR_WORDS)
     QUIET_ATTEMPTS = ("succeeded", "progress", "interrupted")  # the live table shows these
 
     def __init__(self, console: Console):
@@ -175,7 +202,8 @@ class LiveDisplay(Progress):
 
     def _render(self):
         running = self.runner.live if self.runner else {}
-        head = Text(f"{self.finished}/{self.total} finished: {self.tally()} · {len(running)} running"
+        paused = "paused · " if self.runner and self.runner.steering.paused else ""
+        head = Text(f"{paused}{self.finished}/{self.total} finished: {self.tally()} · {len(running)} running"
                     f" · ${self.cost:.4f} · {self.tokens} tokens · {time.monotonic() - self.t0:.0f}s")
         table = Table(box=None, show_header=False, padding=(0, 1))
         for tid, info in sorted(running.items())[:20]:

@@ -2,7 +2,7 @@
 
 Each iteration is the same short sequence of named steps:
 
-    check limits -> render -> choose agent -> reserve budget for that agent -> call -> verify
+    steer -> check limits -> render -> choose agent -> reserve budget for that agent -> call -> verify
     -> then one of: succeed | keep working (no claim yet) | refine (a rejected claim)
                     | recover (a transient agent error: back off) | fall back / escalate
                     | give up (on_failure decides)
@@ -30,6 +30,7 @@ from .agents.errors import retry_delay
 from .budget import Budget
 from .router import Route
 from .state import StateStore
+from .steering import Steering
 from .verify import Verdict, verify
 
 TRANSIENT_LIMIT = 5  # consecutive transient errors on one agent before it counts as failing
@@ -43,6 +44,7 @@ class TaskContext(Protocol):
     store: StateStore
     budget: Budget
     live: dict[str, dict]
+    steering: Steering
 
     def halting(self) -> bool: ...
     def halt_run(self, kind: str, why: str) -> bool: ...
@@ -50,7 +52,7 @@ class TaskContext(Protocol):
     def system_prompt(self) -> str: ...
     def deps(self, node: PlanNode) -> dict[str, dict]: ...
     def adopt_children(self, attempt_id: int) -> int: ...
-    async def sleep(self, seconds: float) -> None: ...
+    async def sleep(self, seconds: float, task_id: str | None = None) -> None: ...
 
 
 class Done(Exception):
@@ -125,6 +127,7 @@ class TaskRun:
         self.p = Progress()
         self.log = AttemptLog(ctx.store, node.id)
         self.base = self.prompt = ""
+        self.operator = ""  # the operator's instructions, sent after the prompt (steering.py)
         self.level = 0  # refinement level of the prompt (0: the first prompt)
 
     async def run(self) -> str:
@@ -148,6 +151,7 @@ class TaskRun:
     # ------------------------------------------------------------------ the steps
 
     async def iteration(self) -> None:
+        await self.steer()
         self.check_limits()
         name, agent, cfg = self.choose_agent()
         cost, tokens = self.reserve(cfg)
@@ -168,6 +172,22 @@ class TaskRun:
         else:
             await self.refine(resp, verdict)
 
+    async def steer(self) -> None:
+        """The operator's say between iterations (steering.py): wait while the run is paused
+        (paused time does not count against max_time), end a task they skipped, and carry
+        their instructions into the next prompt."""
+        steering = self.ctx.steering
+        steering.poll(max_age=0.05)
+        self.t0 += await steering.hold(self.ctx.halting)
+        if steering.skipped(self.tid) and not self.ctx.halting():
+            raise Done(self._finish("skipped", "skipped by the operator (inbox)"))
+        self.operator = planmod.render_operator(self.ctx.plan, steering.instructions_for(self.tid), self.ctx.root)
+
+    @property
+    def sent_prompt(self) -> str:
+        """The prompt as the agent gets it: the working prompt, then the operator's instructions."""
+        return self.prompt + self.operator
+
     def check_limits(self) -> None:
         if self.ctx.halting():
             self.store.set_state(self.tid, "pending")
@@ -179,7 +199,7 @@ class TaskRun:
             self.give_up(f"max_time ({self.max_time:g}s) reached", exhausted=False)
 
     def choose_agent(self) -> tuple[str, Any, dict]:
-        name = self.route.agent
+        name = self.ctx.steering.agent or self.route.agent  # HARNESSC_AGENT overrides routing
         try:
             agent, cfg = self.ctx.agent(name)
         except AgentError as e:
@@ -189,8 +209,8 @@ class TaskRun:
     def reserve(self, cfg: dict) -> tuple[float, tuple[int, int]]:
         """The estimated cost and tokens of a call on this agent, refused past a budget."""
         budget = self.ctx.budget
-        cost = budget.estimate(self.node, cfg, self.prompt)
-        tokens = budget.estimate_tokens(self.node, cfg, self.prompt, self.ctx.system_prompt())
+        cost = budget.estimate(self.node, cfg, self.sent_prompt)
+        tokens = budget.estimate_tokens(self.node, cfg, self.sent_prompt, self.ctx.system_prompt())
         refusal = budget.refuse(self.node, cost, sum(tokens))
         if refusal:
             scope, msg = refusal
@@ -205,14 +225,14 @@ class TaskRun:
     async def begin_attempt(self, name: str, cost: float, tokens: tuple[int, int]) -> None:
         self.p.iteration += 1
         self.ctx.live[self.tid] = {"iteration": self.p.iteration, "agent": name}
-        phash = hashlib.sha256(self.prompt.encode()).hexdigest()
-        aid = await self.log.begin(iteration=self.p.iteration, level=self.level, agent=name, prompt=self.prompt,
+        phash = hashlib.sha256(self.sent_prompt.encode()).hexdigest()
+        aid = await self.log.begin(iteration=self.p.iteration, level=self.level, agent=name, prompt=self.sent_prompt,
                                    prompt_hash=phash, reserve_usd=cost, start_task=self.p.iteration == 1,
                                    reserve_tokens=tokens)
         self.ctx.adopt_children(aid)
 
     def request(self, cfg: dict) -> Request:
-        return Request(task_id=self.tid, prompt=self.prompt, system=self.ctx.system_prompt(),
+        return Request(task_id=self.tid, prompt=self.sent_prompt, system=self.ctx.system_prompt(),
                        contract=self.contract,
                        output_schema=self.contract.output_schema if self.contract else None,
                        promise=self.node.completion_promise, iteration=self.p.iteration,
@@ -312,7 +332,7 @@ class TaskRun:
         if seconds > left:
             self.give_up(f"{why}: the next call would wait {seconds:.1f}s, past the {left:.1f}s left of "
                          f"max_time ({self.max_time:g}s)", exhausted=False)
-        await self.ctx.sleep(seconds)
+        await self.ctx.sleep(seconds, self.tid)
 
     # ------------------------------------------------------------------ endings
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from .. import planfile
 from ..compiler.project import PLAN_VERSION, SPEC_FILES
-from ..compiler.prompts import TemplateProblem, render_prompt, render_refinement, render_system  # noqa: F401
+from ..compiler.prompts import (  # noqa: F401
+    TemplateProblem, render_operator, render_prompt, render_refinement, render_system,
+)
 from ..compiler.validate import extract_json, template_output, validate_output  # noqa: F401
 from ..workspace import Workspace
 
@@ -20,6 +23,17 @@ class PlanError(Exception):
 
 
 # ------------------------------------------------------------------ plan loading
+
+
+def loop_settings(plan: planfile.Plan) -> SimpleNamespace:
+    """harness.yaml `loop:` as the plan holds it, read by attribute (`cfg.alerts.milestone_every`).
+    A plan built before `loop:` existed gets the defaults (compiler.ir, imported only then)."""
+    data = plan.loop
+    if data is None:
+        from ..compiler.ir import Loop
+
+        data = Loop().model_dump(mode="json")
+    return json.loads(json.dumps(data), object_hook=lambda d: SimpleNamespace(**d))
 
 
 def load_plan(root: Path) -> planfile.Plan:

@@ -10,6 +10,7 @@ from . import plan as planmod
 from .lock import holder
 from .scheduler import task_summary
 from .state import TERMINAL_OK, NoState, StateStore
+from .steering import paused_run
 
 
 def _open_state(workspace: Workspace) -> StateStore | None:
@@ -30,6 +31,7 @@ def status(root: Path) -> dict:
         run = store.last_run() if store else None
         spent = store.spent() if store else 0.0
         totals = store.usage_totals() if store else None
+        paused = bool(store and run and paused_run(store, run["id"]))
     finally:
         if store:
             store.close()
@@ -62,6 +64,7 @@ def status(root: Path) -> dict:
         tasks.append(t)
     if run is not None:
         run["active"] = active
+        run["paused"] = active and paused
         counts: dict[str, int] = {}
         for t in tasks:
             counts[t["state"]] = counts.get(t["state"], 0) + 1

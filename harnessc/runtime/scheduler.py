@@ -27,11 +27,14 @@ from ..workspace import Workspace, WorkspaceError
 from . import plan as planmod
 from . import reaper
 from .agents.base import AgentError
+from .alerts import Alerts
 from .budget import Budget
 from .cassettes import Cassettes
 from .iteration import TaskRun
 from .router import REHEARSAL, Router
 from .state import TERMINAL_OK, StateError, StateStore
+from .steering import Steering
+from .summaries import Summaries
 from .work import Work, plan_work
 
 STOP_POLL = 0.2  # seconds between looks at .harness/stop
@@ -110,6 +113,13 @@ class Runner:
         self.stale: list[str] = []
         if listeners:
             store.listeners = listeners
+        # The operator's side of a run: the inbox and overrides, alerts, periodic summaries.
+        loop_cfg = planmod.loop_settings(plan)
+        self.steering = Steering(self.workspace, store, set(self.nodes), self.budget, set(plan.agents), self.wake.set)
+        self.alerts = Alerts(self.workspace, store, loop_cfg, self.budget, self._max_iterations,
+                             lambda why: self.steering.pause("alert", why))
+        self.summaries = Summaries(store, loop_cfg.summary_every, lambda: self.targets)
+        store.listeners = [*store.listeners, self.alerts.on_event]
 
     # ------------------------------------------------------------------ control
 
@@ -140,6 +150,8 @@ class Runner:
             if word:
                 self.request_stop("abort" if word.startswith("abort") else "stop", via="file")
             self._check_state_file()
+            self.steering.poll()
+            self.summaries.tick()
             self.store.flush_mirror()  # events.jsonl lags the db by at most this poll
             await asyncio.sleep(STOP_POLL)
 
@@ -152,14 +164,12 @@ class Runner:
                 self.halt = (outcomes.STATE_LOST, str(e))
                 self.request_stop("abort")
 
-    async def sleep(self, seconds: float) -> None:
-        """Sleep, but wake early when a stop is requested."""
-        if seconds <= 0:
-            return
-        try:
-            await asyncio.wait_for(self._stop_event.wait(), seconds)
-        except asyncio.TimeoutError:
-            pass
+    async def sleep(self, seconds: float, task_id: str | None = None) -> None:
+        """Sleep, but wake early when a stop is requested (or an urgent instruction for the task comes)."""
+        await self.steering.sleep(seconds, task_id, self._stop_event)
+
+    def _max_iterations(self, tid: str) -> int | None:
+        return self.nodes[tid].limits.max_iterations if tid in self.nodes else 0
 
     # ------------------------------------------------------------------ selection
 
@@ -200,6 +210,7 @@ class Runner:
             loop.add_signal_handler(signal.SIGTERM, lambda: self.request_stop("abort", via="SIGTERM"))
         except (NotImplementedError, RuntimeError):
             pass  # not the main thread (tests): the stop file still works
+        self.steering.poll()  # a pause or prioritize already in the inbox applies from the start
         watcher = asyncio.create_task(self._watch_stop_file())
         try:
             await self._schedule(self._prepare())
@@ -231,7 +242,7 @@ class Runner:
 
         def key(tid: str) -> tuple:
             n = self.nodes[tid]
-            return (priority_rank(n.priority), n.order, tid)
+            return (self.steering.rank(tid), priority_rank(n.priority), n.order, tid)
 
         def skip_dependents(tid: str, why: str) -> None:
             stack = [tid]
@@ -262,11 +273,14 @@ class Runner:
             self.wake.set()
 
         while (heap or self.running) and self.stop_mode != "abort":
-            while heap and len(self.running) < self.jobs and not self.halting():
+            if self.steering.take_reorder():  # `prioritize` moved a task ahead
+                heap = [key(entry[-1]) + (entry[-1],) for entry in heap]
+                heapq.heapify(heap)
+            while heap and len(self.running) < self.jobs and not self.halting() and not self.steering.paused:
                 tid = heapq.heappop(heap)[-1]
                 t = self.running[tid] = asyncio.create_task(self._run_task(tid), name=tid)
                 t.add_done_callback(ended)
-            if not self.running:
+            if not self.running and (self.halting() or not self.steering.paused):
                 break
             if not self.finished:
                 self.wake.clear()
@@ -293,8 +307,8 @@ class Runner:
                             waiting[child] -= 1
                             if waiting[child] == 0:
                                 heapq.heappush(heap, key(child) + (child,))
-                elif outcome == "failed":
-                    skip_dependents(tid, f"dependency '{tid}' failed")
+                elif outcome in ("failed", "skipped"):
+                    skip_dependents(tid, f"dependency '{tid}' {outcome}")
                     if self.opts.fail_fast:
                         self.halt_run(outcomes.FAIL_FAST, f"stopped after '{tid}' failed (--fail-fast)")
         if self.running:  # abort: wait for the cancelled tasks to checkpoint

@@ -52,7 +52,7 @@ SIMPLE_CONTRACT = {
 
 def write_project(root: Path, nodes: list[dict], agents: dict | None = None,
                   contracts: dict | None = None, budget: dict | None = None,
-                  concurrency: int = 4, templates: str | None = None) -> Plan:
+                  concurrency: int = 4, templates: str | None = None, loop: dict | None = None) -> Plan:
     """Write roadmap.md, .harness/build/plan.json and prompts/<id>.md under root; the plan
     is returned as the runtime loads it (planfile checks the nodes' shape)."""
     root.mkdir(parents=True, exist_ok=True)
@@ -84,9 +84,21 @@ def write_project(root: Path, nodes: list[dict], agents: dict | None = None,
         "nodes": nodes,
         "edges": [[d, n["id"]] for n in nodes for d in n["depends_on"]],
         "waves": [ids], "critical_path": ids[:1],
+        "loop": loop_settings(**(loop or {})),
     }
     (build / "plan.json").write_text(json.dumps(plan, indent=2), encoding="utf-8")
     return planfile.load(plan)
+
+
+def loop_settings(**sections) -> dict:
+    """harness.yaml `loop:` as a build writes it into plan.json: the defaults, with the given
+    sections' keys changed (`loop_settings(alerts={"milestone_every": 2})`)."""
+    from harnessc.compiler.ir import Loop
+
+    data = Loop().model_dump(mode="json")
+    for key, value in sections.items():
+        data[key] = {**data[key], **value} if isinstance(value, dict) else value
+    return data
 
 
 def env(**extra) -> dict:

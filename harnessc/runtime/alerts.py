@@ -1,0 +1,149 @@
+"""Alerts: what an unattended run tells the operator, read off the run's event stream.
+
+`Alerts.on_event` is a state-store listener: every event of the run passes through it, and
+`RULES` maps event kinds to alerts in one place (stuck, fallback, escalation, daily limits,
+breakers, recovery steps); budget thresholds, milestones and runaway signs are computed from
+the same events. Each alert is
+
+* a JSON line in `.harness/alerts.log`: {"ts", "level" (info|warning|critical), "kind",
+  "task", "message", "run_id"},
+* an `alert` event (so the live display prints it and `harnessc log` keeps it),
+* and with `loop.alerts.pause_on_critical`, a critical alert pauses the run.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import defaultdict
+from typing import Any, Callable
+
+from ..workspace import Workspace, WorkspaceError
+
+BUDGET_STEPS = ((0.5, "info"), (0.8, "warning"), (1.0, "critical"))
+FAST_IN_A_ROW = 3  # iterations faster than min_iteration_duration before it is a runaway sign
+SPIKE_AFTER = 3  # iterations of a task before a token spike can be judged
+
+
+def _reason(ev: dict) -> str:
+    return str(ev.get("reason") or ev.get("message") or ev.get("error") or "")[:300]
+
+
+# event kind -> (level, alert kind, message); events the live display and the log name alike
+RULES: dict[str, tuple[str, str, Callable[[dict], str]]] = {
+    "stuck": ("warning", "stuck", lambda ev: f"stuck: {_reason(ev)}"),
+    "recovery": ("warning", "recovery", lambda ev: f"recovery step {ev.get('step', '?')}: {_reason(ev)}"),
+    "fallback": ("warning", "fallback", lambda ev: f"fell back from {ev.get('agent')} to {ev.get('to')}: {_reason(ev)}"),
+    "escalated": ("info", "escalation", lambda ev: f"escalated from {ev.get('agent')} to {ev.get('to')}: {_reason(ev)}"),
+    "task_blocked": ("warning", "blocked", lambda ev: f"blocked: {_reason(ev)}"),
+    "daily_limit_reached": ("warning", "daily_limit", lambda ev: f"daily limit reached: {_reason(ev) or ev.get('agent')}"),
+    "breaker_opened": ("warning", "breaker", lambda ev: f"breaker opened for {ev.get('agent')}: {_reason(ev)}"),
+}
+
+
+class Alerts:
+    """Turns the run's events into alerts (see the module docstring)."""
+
+    def __init__(self, workspace: Workspace, store, config: Any, budget, max_iterations: Callable[[str], int | None],
+                 pause: Callable[[str], None]):
+        self.workspace, self.store, self.budget = workspace, store, budget
+        self.cfg = config  # compiler.ir.Loop
+        self.max_iterations = max_iterations  # task id -> its limit (None: unlimited)
+        self.pause = pause
+        self.started: dict[str, float] = {}  # task -> its attempt in flight's start (event ts)
+        self.iteration: dict[str, int] = {}
+        self.fast: dict[str, int] = defaultdict(int)  # task -> fast iterations without a result in a row
+        self.tokens: dict[str, list[int]] = defaultdict(list)  # task -> its iterations' tokens (the last 50)
+        self.spiking: set[str] = set()  # tasks whose last iteration was a token spike
+        self.raised: set[tuple[str, str | None]] = set()  # (kind, task) raised once per run
+        self.budget_step = 0
+
+    def on_event(self, ev: dict) -> None:
+        kind, task = ev["kind"], ev.get("task")
+        if kind == "alert":
+            return
+        rule = RULES.get(kind)
+        if rule:
+            self.alert(rule[0], rule[1], task, rule[2](ev))
+        elif kind == "attempt_finished" and ev.get("status") == "stuck":
+            self.alert("warning", "stuck", task, "stuck: " + ("; ".join(ev.get("errors") or [])
+                                                              or "the same output again, with no claim"))
+        if kind == "attempt_started":
+            self.started[task], self.iteration[task] = ev["ts"], ev["iteration"]
+            self._milestone(task, ev["iteration"])
+        elif kind == "attempt_finished":
+            self._runaway(task, ev)
+            self._budget()
+        elif kind == "budget_exhausted":
+            self._budget(exhausted=_reason(ev))
+
+    # ------------------------------------------------------------------ the checks
+
+    def _milestone(self, task: str, n: int) -> None:
+        every = self.cfg.alerts.milestone_every
+        if every and n % every == 0:
+            self.alert("info", "milestone", task, f"iteration {n}")
+        warn = self.cfg.runaway.max_iterations_warning
+        if n > warn and self.max_iterations(task) is None:
+            self.once("warning", "no_iteration_limit", task,
+                      f"iteration {n} with no max_iterations set (warning past {warn})")
+
+    def _runaway(self, task: str, ev: dict) -> None:
+        start = self.started.pop(task, None)
+        floor = float(self.cfg.runaway.min_iteration_duration or 0)
+        if start is not None and floor > 0 and ev.get("status") in ("progress", "stuck", "rejected"):
+            took = ev["ts"] - start
+            self.fast[task] = self.fast[task] + 1 if took < floor else 0
+            if self.fast[task] >= FAST_IN_A_ROW:
+                self.once("critical", "runaway_fast", task,
+                          f"{FAST_IN_A_ROW} iterations in a row without a result, each under "
+                          f"{floor:g}s (min_iteration_duration): the agent may not be doing any work")
+        elif ev.get("status") not in ("error", "interrupted"):
+            self.fast[task] = 0
+        tokens = int(ev.get("tokens") or 0)
+        seen = self.tokens[task]
+        if tokens and len(seen) >= SPIKE_AFTER:
+            median = statistics.median(seen)
+            spike = bool(median) and tokens > self.cfg.runaway.token_spike * median
+            if not spike:
+                self.spiking.discard(task)
+            elif task not in self.spiking:  # once per run of spiking iterations
+                self.spiking.add(task)
+                self.alert("warning", "token_spike", task,
+                           f"iteration {self.iteration.get(task, '?')} used {tokens} tokens, "
+                           f"{tokens / median:.1f}x the task's median ({median:g})")
+        if tokens:
+            seen.append(tokens)
+            del seen[:-50]
+
+    def _budget(self, exhausted: str | None = None) -> None:
+        limit = self.budget.run_limit
+        if not limit:
+            return
+        used = self.store.spent() / limit
+        for i, (step, level) in enumerate(BUDGET_STEPS):
+            reached = used >= step or (exhausted is not None and step == 1.0)
+            if i >= self.budget_step and reached:
+                self.budget_step = i + 1
+                self.alert(level, "budget", None, exhausted if step == 1.0 and exhausted else
+                           f"{step:.0%} of the run budget used (${self.store.spent():.4f} of ${limit:g})")
+
+    # ------------------------------------------------------------------ raising
+
+    def once(self, level: str, kind: str, task: str | None, message: str) -> None:
+        if (kind, task) not in self.raised:
+            self.raised.add((kind, task))
+            self.alert(level, kind, task, message)
+
+    def alert(self, level: str, kind: str, task: str | None, message: str) -> None:
+        line = {"ts": round(time.time(), 3), "level": level, "kind": kind, "task": task, "message": message,
+                "run_id": self.store.run_id}
+        try:
+            with self.workspace.open_write(self.workspace.alerts_log, "a") as f:
+                f.write(self.store.redact(json.dumps(line, ensure_ascii=False)) + "\n")
+        except (WorkspaceError, OSError) as e:  # the event still tells it
+            message = f"{message} (not written to alerts.log: {e})"
+        self.store.event("alert", task, level=level, alert=kind, message=message)
+        if level == "critical" and self.cfg.alerts.pause_on_critical:
+            self.pause(f"critical alert: {message}")

@@ -1,0 +1,372 @@
+"""Steering a run (inbox, tell/pause/resume, environment overrides), alerts and periodic
+summaries: the real CLI on the simulate agent, asserting on prompts in state.db, events,
+the inbox and alerts.log. Waits poll the run's events with a generous deadline; nothing
+asserts on how long anything took."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+
+from .helpers import env, harnessc, node, spawn, write_project
+
+LOOP = {"completion_promise": "DONE"}  # a task that runs until the agent claims DONE
+
+
+def _sim(**kw) -> dict:
+    return {"rehearsal": {"provider": "simulate", **kw}}
+
+
+def _events(root) -> list[dict]:
+    out = []
+    for d in sorted((root / ".harness" / "runs").glob("*")):
+        path = d / "events.jsonl"
+        if path.exists():
+            out += [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+    return out
+
+
+def _wait_event(root, pred, proc=None, deadline=60.0) -> dict:
+    """The first event matching `pred`, once the run has written it (a failed run fails the test)."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        for ev in _events(root):
+            if pred(ev):
+                return ev
+        if proc is not None and proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    out = proc.communicate(timeout=30) if proc is not None and proc.poll() is not None else ("", "")
+    raise AssertionError(f"no such event; run output: {out}; events: {[e['kind'] for e in _events(root)]}")
+
+
+def _prompts(root, task: str) -> list[str]:
+    db = sqlite3.connect(root / ".harness" / "state.db")
+    try:
+        return [r[0] for r in db.execute("SELECT prompt FROM attempts WHERE task_id=? ORDER BY id", (task,))]
+    finally:
+        db.close()
+
+
+def _state(root, task: str) -> tuple[str, str | None]:
+    db = sqlite3.connect(root / ".harness" / "state.db")
+    try:
+        return db.execute("SELECT state, error FROM tasks WHERE id=?", (task,)).fetchone()
+    finally:
+        db.close()
+
+
+def _alerts(root) -> list[dict]:
+    path = root / ".harness" / "alerts.log"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _inbox(root, name: str, data) -> None:
+    inbox = root / ".harness" / "inbox"
+    inbox.mkdir(parents=True, exist_ok=True)
+    (inbox / name).write_text(data if isinstance(data, str) else json.dumps(data))
+
+
+def _finish(proc, code=None) -> str:
+    out, err = proc.communicate(timeout=120)
+    if code is not None:
+        assert proc.returncode == code, (out, err)
+    return out + err
+
+
+# ------------------------------------------------------------------ instructions
+
+
+def test_tell_one_task_reaches_that_tasks_next_prompt_and_moves_to_processed(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("a", **LOOP), node("b", **LOOP)], agents=_sim(complete_after=10_000, latency=0.05),
+                  concurrency=2)
+    p = spawn(root, "run")
+    _wait_event(root, lambda e: e["kind"] == "attempt_started" and e["task"] == "a", p)
+    r = harnessc(root, "tell", "a", "use the v2 API")
+    assert r.returncode == 0 and "instruction for a queued: the run in progress" in r.stdout, r
+    _wait_event(root, lambda e: e["kind"] == "instruction_delivered" and e["task"] == "a", p)
+    harnessc(root, "stop")
+    _finish(p)
+    a, b = _prompts(root, "a"), _prompts(root, "b")
+    assert "use the v2 API" not in a[0]
+    assert "## Instructions from the operator" in a[-1] and "- use the v2 API" in a[-1]
+    assert not any("v2 API" in t for t in b)  # for a only
+    inbox = root / ".harness" / "inbox"
+    assert [f.name for f in inbox.iterdir()] == ["processed"]
+    (done,) = (inbox / "processed").iterdir()
+    assert json.loads(done.read_text()) == {"task": "a", "text": "use the v2 API", "urgent": False}
+
+
+def test_an_instruction_for_every_task_told_before_the_run_is_in_every_first_prompt(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("a"), node("b")])
+    r = harnessc(root, "tell", "keep answers short")
+    assert "no run is in progress; the next run gives it to every task it runs" in r.stdout
+    _inbox(root, "000-note.txt", "and cite sources\n")  # a plain text file: for every task too
+    r = harnessc(root, "run")
+    assert r.returncode == 0, r
+    assert "instruction for every task: keep answers short" in r.stdout
+    for t in ("a", "b"):
+        (prompt,) = _prompts(root, t)
+        assert prompt.index("- and cite sources") < prompt.index("- keep answers short")
+
+
+def test_an_instruction_for_a_task_not_in_this_run_waits_in_the_inbox(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("a"), node("b")])
+    harnessc(root, "tell", "b", "for b only")
+    assert harnessc(root, "run", "-s", "a").returncode == 0
+    assert len(list((root / ".harness" / "inbox").glob("*.json"))) == 1  # b did not run: still queued
+    assert harnessc(root, "run").returncode == 0
+    assert "for b only" in _prompts(root, "b")[0]
+    assert not list((root / ".harness" / "inbox").glob("*.json"))
+
+
+def test_tell_refuses_an_unknown_task_and_extra_words(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("build")])
+    r = harnessc(root, "tell", "biuld", "x")
+    assert r.returncode == 2 and "no task 'biuld' in the plan" in r.stderr and "build" in r.stderr
+    r = harnessc(root, "tell", "build", "use", "v2")
+    assert r.returncode == 2 and "tell takes [TASK] TEXT" in r.stderr
+    assert not (root / ".harness" / "inbox").exists()
+
+
+def test_an_urgent_instruction_cuts_a_retry_delay_short(tmp_path):
+    root = tmp_path / "p"
+    # The first claim is rejected and the retry waits 1000 s: only the urgent instruction
+    # lets this run end within the test's time.
+    write_project(root, [node("a", **LOOP, retry={"delays": [1000]})], agents=_sim(invalid_first=1))
+    p = spawn(root, "run")
+    _wait_event(root, lambda e: e["kind"] == "attempt_finished" and e["status"] == "rejected", p)
+    r = harnessc(root, "tell", "a", "the promise is DONE", "--urgent")
+    assert r.returncode == 0, r
+    out = _finish(p, 0)
+    assert "instruction for a (urgent): the promise is DONE" in out
+    first, second = _prompts(root, "a")
+    assert "the promise is DONE" not in first and "- (urgent) the promise is DONE" in second
+
+
+# ------------------------------------------------------------------ commands
+
+
+def test_pause_holds_new_work_shows_in_status_and_resume_finishes_the_run(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("a", **LOOP), node("b", **LOOP)], agents=_sim(complete_after=3, latency=0.1),
+                  concurrency=1)
+    p = spawn(root, "run")
+    _wait_event(root, lambda e: e["kind"] == "attempt_started", p)
+    r = harnessc(root, "pause")
+    assert "pause queued: the run in progress" in r.stdout
+    paused = _wait_event(root, lambda e: e["kind"] == "paused", p)
+    st = harnessc(root, "status")
+    assert "paused (`harnessc resume` continues)" in st.stdout, st
+    assert json.loads(harnessc(root, "status", "--json").stdout)["run"]["paused"] is True
+    harnessc(root, "resume")
+    resumed = _wait_event(root, lambda e: e["kind"] == "resumed", p)
+    out = _finish(p, 0)
+    assert "paused (`harnessc pause`)" in out and "resumed" in out
+    held = [e for e in _events(root) if e["kind"] == "attempt_started" and paused["ts"] < e["ts"] < resumed["ts"]]
+    assert len(held) <= 1  # at most the one call already on its way when the pause was read
+    assert _state(root, "a")[0] == _state(root, "b")[0] == "succeeded"
+    assert json.loads(harnessc(root, "status", "--json").stdout)["run"]["paused"] is False
+
+
+def test_a_run_started_with_harnessc_pause_starts_nothing_and_stop_still_works(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("a"), node("b")])
+    p = spawn(root, "run", env=env(HARNESSC_PAUSE="1"))
+    _wait_event(root, lambda e: e["kind"] == "paused" and e["via"] == "HARNESSC_PAUSE", p)
+    r = harnessc(root, "stop")
+    assert "asked run" in r.stdout
+    _finish(p, 3)
+    assert not any(e["kind"] == "attempt_started" for e in _events(root))
+    assert _state(root, "a")[0] == "pending"
+
+
+def test_pause_written_before_a_run_makes_it_start_paused_until_resume(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("a")])
+    assert "the next run starts paused" in harnessc(root, "pause").stdout
+    p = spawn(root, "run")
+    _wait_event(root, lambda e: e["kind"] == "paused", p)
+    assert not any(e["kind"] == "attempt_started" for e in _events(root))
+    harnessc(root, "resume")
+    _finish(p, 0)
+
+
+def test_skip_and_prioritize_from_the_inbox(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("a"), node("b"), node("c"), node("d", depends_on=["c"]), node("e")], concurrency=1)
+    _inbox(root, "1.json", {"command": "skip", "task": "c"})
+    _inbox(root, "2.json", {"command": "prioritize", "task": "e"})
+    r = harnessc(root, "run")
+    assert "inbox: skip c" in r.stdout and "inbox: prioritize e" in r.stdout
+    started = [e["task"] for e in _events(root) if e["kind"] == "attempt_started"]
+    assert started == ["e", "a", "b"]
+    assert _state(root, "c") == ("skipped", "skipped by the operator (inbox)")
+    assert _state(root, "d") == ("skipped", "dependency 'c' skipped")
+
+
+def test_skip_ends_a_running_task_at_its_next_iteration(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("a", **LOOP), node("b")], agents=_sim(complete_after=10_000, latency=0.05),
+                  concurrency=1)
+    p = spawn(root, "run")
+    _wait_event(root, lambda e: e["kind"] == "attempt_started" and e["task"] == "a", p)
+    _inbox(root, "skip.json", {"command": "skip", "task": "a"})
+    _finish(p)
+    assert _state(root, "a") == ("skipped", "skipped by the operator (inbox)")
+    assert _state(root, "b")[0] == "succeeded"
+
+
+def test_bad_inbox_files_are_one_line_errors_moved_to_processed_and_the_run_goes_on(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("a")])
+    bad = {
+        "1.json": "{not json",
+        "2.json": {"text": "x", "task": "nope"},
+        "3.json": {"command": "reboot"},
+        "4.json": {"command": "skip"},
+        "5.json": {"text": "x", "colour": "red"},
+        "6.json": {"text": "   "},
+        "7.yaml": "text: hi",
+        "8.txt": "",
+        "9.json": ["a list"],
+    }
+    for name, data in bad.items():
+        _inbox(root, name, data)
+    (root / ".harness" / "inbox" / "a.txt").write_bytes(b"\xff\xfe")
+    os.symlink("/etc/passwd", root / ".harness" / "inbox" / "b.txt")
+    r = harnessc(root, "run")
+    assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr, r
+    done = root / ".harness" / "inbox" / "processed"
+    reasons = {f.name[:-len(".error")]: f.read_text().strip() for f in done.glob("*.error")}
+    assert reasons == {
+        "1.json": "1.json: not valid JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))",
+        "2.json": "2.json: no task 'nope' in the plan",
+        "3.json": "3.json: unknown command 'reboot' (one of: pause, resume, skip, prioritize)",
+        "4.json": "4.json: 'skip' needs a task",
+        "5.json": "5.json: unknown key 'colour' (allowed: task, text, urgent)",
+        "6.json": '6.json: neither "command" nor a non-empty "text"',
+        "7.yaml": "7.yaml: not .json, .txt or .md (see `harnessc tell`)",
+        "8.txt": "8.txt: empty instruction",
+        "9.json": "9.json: not a JSON object",
+        "a.txt": "a.txt: not UTF-8 text",
+        "b.txt": "b.txt: refusing to read through a symbolic link: .harness/inbox/b.txt -> /etc/passwd",
+    }
+    assert (done / "b.txt").is_symlink() and not (root / ".harness" / "inbox" / "b.txt").exists()
+    errors = [e for e in _events(root) if e["kind"] == "inbox_error"]
+    assert len(errors) == len(reasons)
+    assert "inbox: 2.json: no task 'nope' in the plan (moved to inbox/processed/)" in r.stdout
+
+
+# ------------------------------------------------------------------ environment overrides
+
+
+def test_environment_overrides_agent_and_bad_values_are_one_line_errors(tmp_path):
+    root = tmp_path / "p"
+    agents = {"rehearsal": {"provider": "simulate"}, "other": {"provider": "simulate"}}
+    write_project(root, [node("a")], agents=agents)
+    r = harnessc(root, "run", env=env(HARNESSC_AGENT="other", HARNESSC_MAX_COST="lots"))
+    assert r.returncode == 0, r
+    assert "every task's next iteration goes to other (HARNESSC_AGENT)" in r.stdout
+    assert "steering: HARNESSC_MAX_COST='lots' is not an amount of USD; the run budget stays as it was" in r.stdout
+    db = sqlite3.connect(root / ".harness" / "state.db")
+    assert [r[0] for r in db.execute("SELECT agent FROM attempts")] == ["other"]
+    r = harnessc(root, "run", "--rerun", "all", env=env(HARNESSC_AGENT="nope"))
+    assert "steering: HARNESSC_AGENT='nope' is not an agent of harness.yaml (other, rehearsal)" in r.stdout
+
+
+def test_harnessc_max_cost_sets_the_run_budget(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("a")], agents=_sim(price={"input": 1000, "output": 1000}))
+    r = harnessc(root, "run", env=env(HARNESSC_MAX_COST="0"))
+    assert r.returncode != 0 and "run budget now $0 (HARNESSC_MAX_COST)" in r.stdout, r
+    assert "budget reached" in r.stdout
+    assert _state(root, "a")[0] == "pending"
+
+
+# ------------------------------------------------------------------ alerts
+
+
+def test_stuck_milestones_and_the_iteration_limit_warning_are_alerts(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("stuck", **LOOP), node("long", **LOOP, limits={"max_iterations": None})],
+                  agents={"rehearsal": {"provider": "simulate"}},
+                  loop={"alerts": {"milestone_every": 2}, "runaway": {"max_iterations_warning": 3,
+                                                                        "min_iteration_duration": 0}})
+    # `stuck` answers the same text forever; `long` makes progress and claims at iteration 5.
+    plan = json.loads((root / ".harness/build/plan.json").read_text())
+    plan["agents"]["same"] = {"provider": "simulate", "progress": "none", "complete_after": 100}
+    plan["agents"]["steady"] = {"provider": "simulate", "complete_after": 4}
+    plan["nodes"][0]["routing"]["agent"] = "same"
+    plan["nodes"][1]["routing"]["agent"] = "steady"
+    (root / ".harness/build/plan.json").write_text(json.dumps(plan))
+    r = harnessc(root, "run")
+    alerts = [(a["level"], a["kind"], a["task"]) for a in _alerts(root)]
+    assert alerts.count(("warning", "stuck", "stuck")) == 1
+    assert alerts.count(("info", "milestone", "long")) == 2  # iterations 2 and 4
+    assert alerts.count(("warning", "no_iteration_limit", "long")) == 1  # once, at iteration 4
+    assert "alert warning: stuck: stuck: the same output again, with no claim" in r.stdout
+    line = _alerts(root)[0]
+    assert set(line) == {"ts", "level", "kind", "task", "message", "run_id"}
+    assert sum(e["kind"] == "alert" for e in _events(root)) == len(alerts)
+
+
+def test_budget_alerts_at_50_80_and_100_percent(tmp_path):
+    root = tmp_path / "p"
+    nodes = [node(f"t{i}", estimate={"cost_usd": 0.01}) for i in range(20)]
+    # simulate costs each call about the same (priced per token): the budget ends the run.
+    write_project(root, nodes, agents=_sim(price={"input": 3000, "output": 3000}), concurrency=1,
+                  budget={"max_cost_usd": 1.0, "max_tokens": None})
+    r = harnessc(root, "run")
+    assert r.returncode != 0
+    budget = [(a["level"], a["message"]) for a in _alerts(root) if a["kind"] == "budget"]
+    assert [b[0] for b in budget] == ["info", "warning", "critical"], budget
+    assert budget[0][1].startswith("50% of the run budget used ($0.")
+    assert budget[1][1].startswith("80% of the run budget used ($0.")
+    assert budget[2][1].startswith("run budget reached: $")
+
+
+def test_fast_empty_iterations_are_a_critical_runaway_alert_that_pauses_the_run(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("a", **LOOP)], agents=_sim(complete_after=5),
+                  loop={"alerts": {"pause_on_critical": True}, "runaway": {"min_iteration_duration": 60}})
+    p = spawn(root, "run")
+    _wait_event(root, lambda e: e["kind"] == "paused", p)
+    (alert,) = _alerts(root)
+    assert (alert["level"], alert["kind"], alert["task"]) == ("critical", "runaway_fast", "a")
+    harnessc(root, "resume")
+    out = _finish(p, 0)
+    assert "paused (critical alert: 3 iterations in a row without a result" in out
+
+
+def test_a_token_spike_is_an_alert(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("a", **LOOP)], agents=_sim(complete_after=10_000, latency=0.05))
+    p = spawn(root, "run")
+    _wait_event(root, lambda e: e["kind"] == "attempt_finished" and e["attempt"] >= 4, p)
+    harnessc(root, "tell", "a", "read this carefully. " * 200)  # the next prompt is many times longer
+    _wait_event(root, lambda e: e["kind"] == "alert" and e["alert"] == "token_spike", p)
+    harnessc(root, "stop")
+    _finish(p)
+    (spike,) = [a for a in _alerts(root) if a["kind"] == "token_spike"]
+    assert spike["level"] == "warning" and "the task's median" in spike["message"]
+
+
+# ------------------------------------------------------------------ summaries
+
+
+def test_periodic_summaries_are_events_and_lines(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("a"), node("b")], agents=_sim(latency=1.0), loop={"summary_every": 0.1})
+    r = harnessc(root, "run")
+    assert r.returncode == 0, r
+    summaries = [e for e in _events(root) if e["kind"] == "summary"]
+    assert summaries and {"tasks", "done", "running", "failed", "iterations", "cost_usd", "elapsed"} <= set(summaries[0])
+    assert summaries[0]["tasks"] == 2
+    assert "summary: 0/2 done, 2 running, 0 failed" in r.stdout
