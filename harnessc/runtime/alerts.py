@@ -32,12 +32,11 @@ def _reason(ev: dict) -> str:
 
 # event kind -> (level, alert kind, message); events the live display and the log name alike
 RULES: dict[str, tuple[str, str, Callable[[dict], str]]] = {
-    "stuck": ("warning", "stuck", lambda ev: f"stuck: {_reason(ev)}"),
     "recovery": ("warning", "recovery", lambda ev: f"recovery step {ev.get('step', '?')}: {_reason(ev)}"),
     "fallback": ("warning", "fallback", lambda ev: f"fell back from {ev.get('agent')} to {ev.get('to')}: {_reason(ev)}"),
     "escalated": ("info", "escalation", lambda ev: f"escalated from {ev.get('agent')} to {ev.get('to')}: {_reason(ev)}"),
     "task_blocked": ("warning", "blocked", lambda ev: f"blocked: {_reason(ev)}"),
-    "daily_limit_reached": ("warning", "daily_limit", lambda ev: f"daily limit reached: {_reason(ev) or ev.get('agent')}"),
+    "daily_limit_reached": ("warning", "daily_limit", lambda ev: f"daily limit reached for {ev.get('agent')}: {_reason(ev)}"),
     "breaker_opened": ("warning", "breaker", lambda ev: f"breaker opened for {ev.get('agent')}: {_reason(ev)}"),
 }
 
@@ -56,6 +55,7 @@ class Alerts:
         self.fast: dict[str, int] = defaultdict(int)  # task -> fast iterations without a result in a row
         self.tokens: dict[str, list[int]] = defaultdict(list)  # task -> its iterations' tokens (the last 50)
         self.spiking: set[str] = set()  # tasks whose last iteration was a token spike
+        self.stuck_at: dict[str, int | None] = {}  # task -> the iteration its last stuck alert was about
         self.raised: set[tuple[str, str | None]] = set()  # (kind, task) raised once per run
         self.budget_step = 0
 
@@ -66,9 +66,8 @@ class Alerts:
         rule = RULES.get(kind)
         if rule:
             self.alert(rule[0], rule[1], task, rule[2](ev))
-        elif kind == "attempt_finished" and ev.get("status") == "stuck":
-            self.alert("warning", "stuck", task, "stuck: " + ("; ".join(ev.get("errors") or [])
-                                                              or "the same output again, with no claim"))
+        elif kind == "stuck" or (kind == "attempt_finished" and ev.get("status") == "stuck"):
+            self._stuck(task, _reason(ev) or "; ".join(ev.get("errors") or []) or "the same output again, with no claim")
         if kind == "attempt_started":
             self.started[task], self.iteration[task] = ev["ts"], ev["iteration"]
             self._milestone(task, ev["iteration"])
@@ -88,6 +87,13 @@ class Alerts:
         if n > warn and self.max_iterations(task) is None:
             self.once("warning", "no_iteration_limit", task,
                       f"iteration {n} with no max_iterations set (warning past {warn})")
+
+    def _stuck(self, task: str, why: str) -> None:
+        """One alert per stuck iteration, whether a `stuck` event or the stuck attempt told it."""
+        at = self.iteration.get(task)
+        if self.stuck_at.get(task, -1) != at:
+            self.stuck_at[task] = at
+            self.alert("warning", "stuck", task, f"stuck: {why}")
 
     def _runaway(self, task: str, ev: dict) -> None:
         start = self.started.pop(task, None)

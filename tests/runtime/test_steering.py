@@ -370,3 +370,45 @@ def test_periodic_summaries_are_events_and_lines(tmp_path):
     assert summaries and {"tasks", "done", "running", "failed", "iterations", "cost_usd", "elapsed"} <= set(summaries[0])
     assert summaries[0]["tasks"] == 2
     assert "summary: 0/2 done, 2 running, 0 failed" in r.stdout
+
+
+def test_fallback_along_the_chain_is_an_alert(tmp_path):
+    root = tmp_path / "p"
+    agents = {"bad": {"provider": "simulate", "fail_rate": 1.0}, "good": {"provider": "simulate"}}
+    write_project(root, [node("a", routing={"agent": "bad", "chain": ["good"]})], agents=agents)
+    r = harnessc(root, "run")
+    assert r.returncode == 0, r
+    (alert,) = _alerts(root)
+    assert (alert["level"], alert["kind"], alert["task"]) == ("warning", "fallback", "a")
+    assert alert["message"].startswith("fell back from bad to good: 6 transient agent errors in a row")
+
+
+def test_events_from_other_parts_of_the_runtime_map_to_alerts_in_one_place(tmp_path):
+    """health.py's and the stuck detector's events become alerts; a stuck iteration told by
+    both its event and its attempt is one alert."""
+    from types import SimpleNamespace
+
+    from harnessc.runtime.alerts import Alerts
+    from harnessc.runtime.plan import loop_settings
+    from harnessc.runtime.state import StateStore
+    from harnessc.workspace import Workspace
+
+    ws = Workspace(tmp_path)
+    store = StateStore(ws)
+    store.start_run("r1", {})
+    cfg = loop_settings(SimpleNamespace(loop=None))
+    paused = []
+    alerts = Alerts(ws, store, cfg, SimpleNamespace(run_limit=None), lambda tid: 50, paused.append)
+    store.listeners = [alerts.on_event]
+    store.event("attempt_started", "t", iteration=3, agent="x", level=0)
+    store.event("stuck", "t", signal="no_progress", reason="3 iterations under the progress threshold")
+    store.event("attempt_finished", "t", status="stuck", tokens=0, errors=[])
+    store.event("daily_limit_reached", agent="claude", message="daily_calls 100 reached")
+    store.event("breaker_opened", agent="codex", until=0, reason="5 failed calls in a row")
+    store.close()
+    assert [(a["level"], a["kind"], a["task"], a["message"]) for a in _alerts(tmp_path)] == [
+        ("warning", "stuck", "t", "stuck: 3 iterations under the progress threshold"),
+        ("warning", "daily_limit", None, "daily limit reached for claude: daily_calls 100 reached"),
+        ("warning", "breaker", None, "breaker opened for codex: 5 failed calls in a row"),
+    ]
+    assert paused == []
