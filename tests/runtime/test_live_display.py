@@ -82,3 +82,31 @@ def test_live_display_reports_a_failure_and_skips_without_a_traceback(tmp_path):
     assert re.search(r"/3 finished: [^\n]*1 failed", text), text
     assert re.search(r"bad\s*│\s*failed", text) and re.search(r"after\s*│\s*skipped", text), text
     assert re.search(r"fine\s*│\s*succeeded", text), text
+
+
+def test_live_display_shows_a_paused_run_and_stop_ends_it(tmp_path, monkeypatch):
+    import threading
+
+    from .helpers import harnessc
+
+    write_project(tmp_path, [node("alpha")])
+
+    def stop_once_paused():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if any("\"paused\"" in p.read_text() for p in tmp_path.glob(".harness/runs/*/events.jsonl")):
+                break
+            time.sleep(0.05)
+        harnessc(tmp_path, "stop")  # the live view redraws 8 times a second, and once more at the end
+
+    stopper = threading.Thread(target=stop_once_paused)
+    stopper.start()
+    monkeypatch.setenv("HARNESSC_PAUSE", "1")  # run_in_pty's environment starts from ours
+    try:
+        code, raw = run_in_pty([*CLI, "-C", str(tmp_path), "run"])
+    finally:
+        stopper.join()
+    text = ANSI.sub("", raw)
+    assert code == 3, text
+    assert "paused (HARNESSC_PAUSE=1): in-flight calls finish, nothing new starts; `harnessc resume` continues" in text
+    assert re.search(r"paused · 0/1 finished", text), text
