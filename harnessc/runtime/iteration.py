@@ -181,7 +181,11 @@ class TaskRun:
         self.t0 += await steering.hold(self.ctx.halting)
         if steering.skipped(self.tid) and not self.ctx.halting():
             raise Done(self._finish("skipped", "skipped by the operator (inbox)"))
-        self.operator = planmod.render_operator(self.ctx.plan, steering.instructions_for(self.tid), self.ctx.root)
+        try:
+            self.operator = planmod.render_operator(self.ctx.plan, steering.instructions_for(self.tid), self.ctx.root)
+        except planmod.TemplateProblem as e:  # a project's operator.md.j2
+            raise Done(self._finish("failed", f"could not render the operator's instructions: "
+                                              f"{e.span.path}:{e.span.line}: {e.code}: {e.message}")) from None
 
     @property
     def sent_prompt(self) -> str:

@@ -412,3 +412,17 @@ def test_events_from_other_parts_of_the_runtime_map_to_alerts_in_one_place(tmp_p
         ("warning", "breaker", None, "breaker opened for codex: 5 failed calls in a row"),
     ]
     assert paused == []
+
+
+def test_a_broken_operator_template_fails_the_task_with_its_location(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("a"), node("b")], templates="prompts")
+    (root / "prompts").mkdir()
+    (root / "prompts" / "operator.md.j2").write_text("{% for i in instructions %}{{ i.nope }}{% endfor %}\n")
+    harnessc(root, "tell", "a", "hello")
+    r = harnessc(root, "run")
+    assert "Traceback" not in r.stdout + r.stderr
+    state, error = _state(root, "a")
+    assert state == "failed" and error.startswith("could not render the operator's instructions: "
+                                                  "prompts/operator.md.j2:1: HC502: undefined variable"), error
+    assert _state(root, "b")[0] == "succeeded"  # no instruction for b: the template is not rendered
