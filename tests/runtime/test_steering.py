@@ -426,3 +426,40 @@ def test_a_broken_operator_template_fails_the_task_with_its_location(tmp_path):
     assert state == "failed" and error.startswith("could not render the operator's instructions: "
                                                   "prompts/operator.md.j2:1: HC502: undefined variable"), error
     assert _state(root, "b")[0] == "succeeded"  # no instruction for b: the template is not rendered
+
+
+def _json_values():
+    from hypothesis import strategies as st
+
+    scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
+    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
+                        | st.dictionaries(st.sampled_from(["text", "task", "urgent", "command", "x"]) | st.text(max_size=5),
+                                          inner, max_size=4), max_leaves=8)
+
+
+def test_any_inbox_file_is_an_instruction_a_command_or_a_one_line_error():
+    """Whatever a file holds (any bytes, any JSON), parse returns what it is or raises InboxError."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from harnessc.runtime.steering import COMMANDS, InboxError, Instruction, parse
+
+    tasks = {"a", "b"}
+
+    @settings(max_examples=300, deadline=None)
+    @given(name=st.sampled_from(["x.json", "x.txt", "x.md", "x.yaml", "x"]),
+           data=st.binary(max_size=200) | _json_values().map(lambda v: json.dumps(v).encode()))
+    def check(name, data):
+        try:
+            item = parse(name, data, tasks)
+        except InboxError as e:
+            assert str(e) and "\n" not in str(e)
+            return
+        if isinstance(item, Instruction):
+            assert item.text.strip() and item.task in (None, "a", "b")
+        else:
+            command, task = item
+            assert command in COMMANDS and task in (None, "a", "b")
+            assert task is not None or command in ("pause", "resume")
+
+    check()
