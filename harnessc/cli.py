@@ -530,22 +530,37 @@ def _execute(root: Path, plan: dict, opts) -> None:
 @click.option("--record", is_flag=True, help="Store every agent call in .harness/cassettes/ (for --replay).")
 @click.option("--replay", is_flag=True,
               help="Answer every agent call from .harness/cassettes/: no network, no keys.")
+@click.option("--agent", "agent", default=None, metavar="NAME",
+              help="Serve every task with this agent (one of harness.yaml's agents).")
+@click.option("--agents", "agents", default=None, metavar="A,B",
+              help="Use only these agents: each task's chain keeps the ones listed.")
 @pass_ctx
 def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_build, dry_run,
-        record, replay) -> None:
+        record, replay, agent, agents) -> None:
     """Run the compiled plan: route, call agents, verify, retry, checkpoint, resume."""
     from .runtime import plan as planmod
     from .runtime.scheduler import RunOptions
 
+    from .runtime.router import Router, RoutingError
+
     if record and replay:
         fail_usage("--record and --replay cannot be used together")
+    if agent and agents:
+        fail_usage("--agent and --agents cannot be used together")
+    only = [a.strip() for a in agents.split(",") if a.strip()] if agents is not None else None
+    if only == []:
+        fail_usage("--agents needs at least one agent name (--agents a,b)")
     root = ctx.root()
     plan = _runtime_plan(root, no_build)
     opts = RunOptions(jobs=jobs, fail_fast=fail_fast, rerun=rerun, max_cost=max_cost,
                       select=list(select), exclude=list(exclude),
-                      cassettes="record" if record else "replay" if replay else None)
+                      cassettes="record" if record else "replay" if replay else None,
+                      agent=agent, agents=only)
     try:
         planmod.select_ids(plan, opts.select, opts.exclude)
+        Router(plan.agents, force=opts.agent, only=opts.agents)
+    except RoutingError as e:
+        fail_usage(str(e))
     except Exception as e:  # a selector that matches nothing, or a bad one
         fail_usage(str(e))
     if dry_run:
@@ -555,10 +570,12 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
 
 def _dry_run(root: Path, plan: dict, opts) -> NoReturn:
     from .runtime.preview import preview
+    from .runtime.router import Router
     from .runtime.state import StateError
 
     try:
-        view = preview(root, plan, opts.select, opts.exclude, opts.rerun, opts.max_cost)
+        view = preview(root, plan, opts.select, opts.exclude, opts.rerun, opts.max_cost,
+                       Router(plan.agents, force=opts.agent, only=opts.agents))
     except StateError as e:
         fail_usage(str(e))
     for line in view.lines():

@@ -215,6 +215,10 @@ class AgentConfig(_Spec):
     progress: Literal["steady", "none"] | None = Field(None, description="simulate: show progress or not.")
     complete_after: int | None = Field(None, ge=0, description="simulate: iterations before claiming completion.")
     seed: int | None = Field(None, description="simulate: random seed.")
+    skill: dict[Complexity, Annotated[float, Field(ge=0, le=1)]] | None = Field(
+        None, description="simulate: by task complexity, the probability that an attempt answers "
+        "validly (otherwise invalidly), e.g. {trivial: 0.99, epic: 0.2}; drawn from seed, task "
+        "and iteration. Unlisted complexities always answer validly.")
     # replay
     cassette: str | None = Field(
         None, description="replay: the directory in the project holding the cassettes to serve "

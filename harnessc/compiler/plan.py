@@ -206,7 +206,10 @@ def build_plan(project: Project) -> None:
         project={"title": project.roadmap.title if project.roadmap else None,
                  "overview": project.roadmap.overview if project.roadmap else ""},
         templates=cfg.templates,
-        agents={n: agents[n].model_dump(mode="json", exclude_none=True) for n in sorted(agents) if n in used_agents},
+        # every agent harness.yaml defines (run --agent and the router may choose any), plus
+        # the implicit PROVIDER:MODEL agents the tasks use
+        agents={n: agents[n].model_dump(mode="json", exclude_none=True) for n in sorted(agents)
+                if n in used_agents or n in cfg.agents},
         budget=cfg.budget.model_dump(mode="json"),
         defaults=cfg.defaults.model_dump(mode="json"),
         concurrency=cfg.concurrency,

@@ -240,6 +240,7 @@ class TaskRun:
                        contract=self.contract,
                        output_schema=self.contract.output_schema if self.contract else None,
                        promise=self.node.completion_promise, iteration=self.p.iteration,
+                       complexity=self.node.complexity,
                        timeout=self.time_left(), max_tokens=cfg.get("max_tokens"), root=self.ctx.root)
 
     async def recover(self, name: str, e: AgentError) -> None:

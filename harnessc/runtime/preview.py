@@ -6,12 +6,13 @@ work exactly as a run would (work.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..outcome import NOTHING, money, plural, run_outcome
 from ..planfile import Plan, PlanNode
 from ..workspace import Workspace
+from .router import Router
 from .state import NoState, StateStore
 from .work import Work, plan_work, row_state
 
@@ -23,6 +24,7 @@ class Preview:
     rows: dict[str, dict]
     budget: tuple[float, str] | None  # (USD, where it comes from)
     spent: float = 0.0  # the project's ledger so far
+    router: Router = field(default_factory=Router)
 
     def lines(self) -> list[str]:
         nodes = {n.id: n for n in self.plan.nodes}
@@ -37,7 +39,7 @@ class Preview:
             for tid in start:
                 n = nodes[tid]
                 cost = _cost(n)
-                rows.append((tid, n.routing.agent or "-",
+                rows.append((tid, self.router.route(n).agent,
                              money(cost) if cost is not None else "unknown", str(_attempts(n))))
             widths = [max(len(r[i]) for r in rows) for i in range(4)]
             for r in rows:
@@ -79,7 +81,7 @@ def _cost(node: PlanNode) -> float | None:
 
 
 def preview(root: Path, plan: Plan, select: list[str], exclude: list[str], rerun: str | None,
-            max_cost: float | None) -> Preview:
+            max_cost: float | None, router: Router | None = None) -> Preview:
     """Raises state.StateError for an unusable state.db, plan.PlanError for a bad selector."""
     rows: dict[str, dict] = {}
     kept, spent = None, 0.0
@@ -102,4 +104,4 @@ def preview(root: Path, plan: Plan, select: list[str], exclude: list[str], rerun
         budget = (float(plan_limit), "budget.max_cost_usd in harness.yaml")
     else:
         budget = None
-    return Preview(plan, work, rows, budget, spent)
+    return Preview(plan, work, rows, budget, spent, router or Router(plan.agents))

@@ -16,6 +16,7 @@ agents a run may use; agent health, daily limits and history grow here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..planfile import PlanNode
@@ -55,10 +56,33 @@ class Route:
         return nxt
 
 
+class RoutingError(ValueError):
+    """A run option names an agent the plan does not define."""
+
+
 class Router:
-    """Hands each task its route: the build-time agent first, then its chain."""
+    """Hands each task its route: the build-time agent first, then its chain.
+
+    `force` (run --agent NAME) serves every task with one agent; `only` (run --agents a,b)
+    keeps each route to those agents, in the route's order, and when none of a task's own
+    agents is allowed the task gets the first of them.
+    """
+
+    def __init__(self, defined: Iterable[str] = (), force: str | None = None,
+                 only: Sequence[str] | None = None):
+        known = set(defined) | {REHEARSAL}
+        for name in [force] if force else list(only or ()):
+            if name not in known:
+                raise RoutingError(f"agent '{name}' is not defined in harness.yaml "
+                                   f"(defined: {', '.join(sorted(known))})")
+        self.force = force
+        self.only = list(dict.fromkeys(only)) if only else None
 
     def route(self, node: PlanNode) -> Route:
+        if self.force:
+            return Route([self.force])
         first = node.routing.agent or REHEARSAL
-        chain = [a for a in dict.fromkeys(node.routing.chain or []) if a != first]
-        return Route([first, *chain])
+        agents = list(dict.fromkeys([first, *(node.routing.chain or [])]))
+        if self.only is not None:
+            agents = [a for a in agents if a in self.only] or self.only[:1]
+        return Route(agents)

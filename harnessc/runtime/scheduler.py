@@ -1,7 +1,8 @@
 """The scheduler: runs a compiled plan's tasks on asyncio, one task = iterations.
 
-A task is ready when its dependencies succeeded, degraded or were done; ready tasks start in
-priority then roadmap order, at most `jobs` at a time. A failed task skips its dependents
+A task is ready when its dependencies succeeded, degraded or were done; ready tasks start
+by priority, then critical path first (the longest estimated chain of work still behind
+them), then roadmap order, at most `jobs` at a time. A failed task skips its dependents
 and independent work goes on (unless fail_fast). What one task does - its iterations - is
 iteration.TaskRun; the Runner owns the graph, the stop flags and what tasks share.
 """
@@ -49,6 +50,8 @@ class RunOptions:
     select: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     only: set[str] | None = None  # explicit task ids (harnessc retry)
+    agent: str | None = None  # run --agent: this agent serves every task
+    agents: list[str] | None = None  # run --agents: only these agents serve
     cassettes: str | None = None  # record | replay: every agent call (runtime/cassettes.py)
 
 
@@ -92,12 +95,13 @@ class Runner:
             for d in n.depends_on:
                 if d in self.children:
                     self.children[d].append(n.id)
+        self.path = longest_paths(self.nodes, self.children)
         self.jobs = max(1, opts.jobs or int(plan.concurrency or 4))
         budget = plan.budget or {}
         limit = opts.max_cost if opts.max_cost is not None else budget.get("max_cost_usd")
         max_tokens = budget.get("max_tokens")
         self.budget = Budget(store, limit, int(max_tokens) if max_tokens is not None else None)
-        self.router = Router()
+        self.router = Router(plan.agents, force=opts.agent, only=opts.agents)
         self.agents: dict[str, Any] = {}
         self.stop_mode: str | None = None  # None | stop | abort
         self.halt: tuple[str, str] | None = None  # (outcome.BUDGET|FAIL_FAST, why): ends the run early
@@ -242,7 +246,7 @@ class Runner:
 
         def key(tid: str) -> tuple:
             n = self.nodes[tid]
-            return (self.steering.rank(tid), priority_rank(n.priority), n.order, tid)
+            return (self.steering.rank(tid), priority_rank(n.priority), -self.path[tid], n.order, tid)
 
         def skip_dependents(tid: str, why: str) -> None:
             stack = [tid]
@@ -389,6 +393,31 @@ class Runner:
         if self.stop_mode == "stop":
             return outcomes.STOP, None
         return outcomes.FINISHED, None
+
+
+DEFAULT_TASK_WEIGHT = 1000  # estimated tokens of a task the plan has no estimate for
+
+
+def longest_paths(nodes: dict[str, PlanNode], children: dict[str, list[str]]) -> dict[str, int]:
+    """For each task, the estimated work (tokens in and out, a stand-in for time) on the
+    longest chain from it to the end of the plan, itself included; done tasks weigh nothing."""
+    waiting = {tid: 0 for tid in nodes}
+    for kids in children.values():
+        for c in kids:
+            waiting[c] += 1
+    order = [tid for tid, k in waiting.items() if k == 0]
+    for tid in order:  # Kahn's order: grows while it is read
+        for c in children[tid]:
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                order.append(c)
+    length: dict[str, int] = {}
+    for tid in reversed(order):
+        n = nodes[tid]
+        weight = 0 if n.done else (n.estimate.input_tokens + n.estimate.output_tokens if n.estimate
+                                   else DEFAULT_TASK_WEIGHT)
+        length[tid] = weight + max((length[c] for c in children[tid]), default=0)
+    return {tid: length.get(tid, 0) for tid in nodes}
 
 
 def task_summary(row: dict) -> dict:

@@ -23,6 +23,7 @@ class Request:
     contract: Contract | None = None  # the task's contract (simulate builds its answers from it)
     promise: str | None = None  # the completion promise word, when declared
     iteration: int = 1
+    complexity: str | None = None  # the task's complexity (trivial ... epic)
     timeout: float | None = None  # seconds this call may take (bounded by the task's max_time)
     max_tokens: int | None = None
     root: Path = Path(".")

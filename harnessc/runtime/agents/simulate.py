@@ -4,7 +4,8 @@ It answers with output that satisfies the contract (simulated_output: valid exam
 defaults, else values built from the rules and checked by the validator; compiler/synth.py),
 prints the completion promise, and misbehaves on request:
 latency, invalid_first, fail_rate (transient errors, seeded), progress steady/none,
-complete_after (iterations before claiming), seed.
+complete_after (iterations before claiming), skill (by complexity: the chance an attempt
+answers validly, to rehearse routing), seed.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class SimulateAgent:
         self.progress = config.get("progress") or "steady"
         self.complete_after = int(config.get("complete_after") or 0)
         self.seed = config.get("seed") or 0
+        self.skill: dict[str, float] = {str(k): float(v) for k, v in (config.get("skill") or {}).items()}
         self.calls: dict[str, int] = {}  # task id -> answers given (errors excluded)
         self.tries: dict[str, int] = {}  # task id -> calls, for the seeded failure draw
         self.outputs: dict[str, str] = {}  # contract (as JSON) -> the answer's JSON body
@@ -59,7 +61,7 @@ class SimulateAgent:
             # Progress work without a claim: steady progress changes the text each time.
             step = f" step {n}" if self.progress == "steady" else ""
             return f"Working on {request.task_id}.{step} Not done yet."
-        if n - self.complete_after <= self.invalid_first:
+        if n - self.complete_after <= self.invalid_first or not self._skilled(request):
             return self._invalid(request)
         parts = [f"Completed {request.task_id}."]
         contract = request.contract
@@ -69,6 +71,14 @@ class SimulateAgent:
         if request.promise:
             parts.append(f"<promise>{request.promise}</promise>")
         return "\n\n".join(parts)
+
+    def _skilled(self, request: Request) -> bool:
+        """Whether this attempt succeeds at the task's complexity (seeded: the same seed,
+        task and iteration always draw the same)."""
+        chance = self.skill.get(request.complexity or "")
+        if chance is None:
+            return True
+        return random.Random(f"{self.seed}:{request.task_id}:skill:{request.iteration}").random() < chance
 
     def _output(self, contract: Contract) -> str:
         # Synthesis validates every candidate: once per contract, not once per call.

@@ -1,0 +1,117 @@
+"""Run-time routing: critical-path-first scheduling, simulate's skill, escalation by skill."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from .helpers import SIMPLE_CONTRACT, harnessc, node, write_project
+
+
+def first_attempts(root) -> list[str]:
+    rows = sqlite3.connect(root / ".harness" / "state.db").execute(
+        "SELECT task_id FROM attempts ORDER BY id").fetchall()
+    return list(dict.fromkeys(t for (t,) in rows))
+
+
+def test_the_longest_chain_starts_before_side_tasks_listed_first(tmp_path):
+    write_project(tmp_path, [
+        node("side1"), node("side2"),
+        node("c1"), node("c2", depends_on=["c1"]), node("c3", depends_on=["c2"]),
+        node("urgent", priority="high"),  # priority still comes first
+    ], concurrency=1)
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    # c3 alone weighs what a side task does: from there roadmap order decides
+    assert first_attempts(tmp_path) == ["urgent", "c1", "c2", "side1", "side2", "c3"]
+
+
+def test_ties_on_the_critical_path_keep_roadmap_order(tmp_path):
+    write_project(tmp_path, [node("b"), node("a"), node("c")], concurrency=1)
+    assert harnessc(tmp_path, "run").returncode == 0
+    assert first_attempts(tmp_path) == ["b", "a", "c"]
+
+
+def _skill_project(root, skill: dict, seed: int = 7) -> None:
+    write_project(root, [node(f"t{i}", contract="summary", complexity="medium",
+                              retry={"max_retries": 9, "on_failure": "fail"},
+                              routing={"agent": "sim"}) for i in range(6)],
+                  agents={"sim": {"provider": "simulate", "skill": skill, "seed": seed}},
+                  contracts={"summary": SIMPLE_CONTRACT})
+
+
+def attempts_by_task(root) -> dict[str, int]:
+    r = harnessc(root, "status", "--output", "json")
+    return {t["id"]: t["attempts"] for t in json.loads(r.stdout)["tasks"]}
+
+
+def test_simulate_skill_is_a_seeded_chance_per_complexity(tmp_path):
+    for name in ("one", "two"):
+        _skill_project(tmp_path / name, {"medium": 0.5})
+        assert harnessc(tmp_path / name, "run").returncode == 0
+    once, again = attempts_by_task(tmp_path / "one"), attempts_by_task(tmp_path / "two")
+    assert once == again  # same seed, tasks and iterations: the same draws
+    assert max(once.values()) > 1 and min(once.values()) == 1  # some attempts failed, not all
+    _skill_project(tmp_path / "other-seed", {"medium": 0.5}, seed=8)
+    assert harnessc(tmp_path / "other-seed", "run").returncode == 0
+    assert attempts_by_task(tmp_path / "other-seed") != once
+    # a complexity the map does not list always answers validly
+    _skill_project(tmp_path / "unlisted", {"epic": 0.0})
+    assert harnessc(tmp_path / "unlisted", "run").returncode == 0
+    assert set(attempts_by_task(tmp_path / "unlisted").values()) == {1}
+
+
+def test_escalation_rehearsed_with_skill(tmp_path):
+    write_project(tmp_path, [node("hard", contract="summary", complexity="epic",
+                                  retry={"max_retries": 1, "on_failure": "escalate"},
+                                  routing={"agent": "cheap", "chain": ["strong"]})],
+                  agents={"cheap": {"provider": "simulate", "skill": {"epic": 0.0}},
+                          "strong": {"provider": "simulate", "skill": {"epic": 1.0}}},
+                  contracts={"summary": SIMPLE_CONTRACT})
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    agents = [a for (a,) in sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
+        "SELECT agent FROM attempts ORDER BY id")]
+    assert agents == ["cheap", "cheap", "strong"]
+
+
+def _two_agents(root) -> None:
+    write_project(root, [node("a", routing={"agent": "cheap", "chain": ["strong"]}),
+                         node("b", routing={"agent": "strong"})],
+                  agents={"cheap": {"provider": "simulate"}, "strong": {"provider": "simulate"},
+                          "spare": {"provider": "simulate"}})
+
+
+def agent_of(root) -> dict[str, str]:
+    r = harnessc(root, "status", "--output", "json")
+    return {t["id"]: t["agent"] for t in json.loads(r.stdout)["tasks"]}
+
+
+def test_run_agent_serves_every_task_with_one_agent(tmp_path):
+    _two_agents(tmp_path)
+    dry = harnessc(tmp_path, "run", "--agent", "spare", "--dry-run")
+    assert dry.returncode == 0 and dry.stdout.count("spare") == 2, dry.stdout
+    assert harnessc(tmp_path, "run", "--agent", "spare").returncode == 0
+    assert agent_of(tmp_path) == {"a": "spare", "b": "spare"}
+
+
+def test_run_agents_keeps_each_chain_to_the_listed_agents(tmp_path):
+    _two_agents(tmp_path)
+    assert harnessc(tmp_path, "run", "--agents", "strong,spare").returncode == 0
+    # a: cheap is left out, strong (its chain) serves; b: strong is allowed
+    assert agent_of(tmp_path) == {"a": "strong", "b": "strong"}
+    _two_agents(tmp_path / "p2")
+    assert harnessc(tmp_path / "p2", "run", "--agents", "spare").returncode == 0
+    assert agent_of(tmp_path / "p2") == {"a": "spare", "b": "spare"}  # none of theirs: the first listed
+
+
+def test_run_agent_options_are_checked_before_anything_runs(tmp_path):
+    _two_agents(tmp_path)
+    for args, words in ((["--agent", "nope"], "agent 'nope' is not defined in harness.yaml (defined: cheap,"),
+                        (["--agents", "cheap,nope"], "agent 'nope' is not defined"),
+                        (["--agents", ","], "--agents needs at least one agent name"),
+                        (["--agent", "cheap", "--agents", "strong"], "cannot be used together")):
+        r = harnessc(tmp_path, "run", *args)
+        assert r.returncode == 2 and words in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr
+    assert not (tmp_path / ".harness" / "state.db").exists()
