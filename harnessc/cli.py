@@ -631,6 +631,27 @@ def status(ctx: Context, output: str) -> None:
     stale = [t["id"] for t in data["tasks"] if t.get("stale")]
     if stale:
         click.echo(f"stale: {', '.join(stale)} — use --rerun stale")
+    for line in _agent_lines(data.get("agents") or {}):
+        click.echo(line)
+
+
+def _agent_lines(agents: dict[str, dict]) -> list[str]:
+    """`status`: agents with a daily limit, or whose breaker is not closed."""
+    import time as timelib
+
+    out = []
+    for name, a in agents.items():
+        parts = []
+        if a["breaker"] != "closed":
+            until = timelib.strftime("%H:%M:%S", timelib.localtime(a["open_until"]))
+            parts.append(f"breaker {a['breaker']}" + (f" until {until}" if a["breaker"] == "open" else "")
+                         + (f" ({a['reason']})" if a["reason"] else ""))
+        for key, cap in a["limits"].items():
+            field = {"daily_calls": "calls", "daily_tokens": "tokens", "daily_cost_usd": "cost_usd"}[key]
+            parts.append(f"{field.replace('_usd', '')} today {a['today'][field]:g}/{cap:g}")
+        if parts:
+            out.append(f"agent {name}: " + "; ".join(parts))
+    return out
 
 
 @cli.command()

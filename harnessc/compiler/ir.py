@@ -150,8 +150,9 @@ class Price(_Spec):
 class AgentLimits(_Spec):
     """Usage caps for one agent."""
 
-    daily_calls: int | None = Field(None, ge=0, description="Calls per day.")
-    daily_tokens: int | None = Field(None, ge=0, description="Tokens per day.")
+    daily_calls: int | None = Field(None, ge=0, description="Calls per local day, across runs.")
+    daily_tokens: int | None = Field(None, ge=0, description="Tokens (input + output) per local day, across runs.")
+    daily_cost_usd: float | None = Field(None, ge=0, description="USD per local day, across runs.")
     concurrency: int | None = Field(None, ge=1, description="Calls in flight at once.")
 
 

@@ -28,6 +28,7 @@ from . import plan as planmod
 from .agents.base import AgentError, Request, Response
 from .agents.errors import retry_delay
 from .budget import Budget
+from .health import Health
 from .router import Route
 from .state import StateStore
 from .steering import Steering
@@ -43,6 +44,7 @@ class TaskContext(Protocol):
     plan: Plan
     store: StateStore
     budget: Budget
+    health: Health
     live: dict[str, dict]
     steering: Steering
 
@@ -153,16 +155,18 @@ class TaskRun:
     async def iteration(self) -> None:
         await self.steer()
         self.check_limits()
-        name, agent, cfg = self.choose_agent()
+        name, agent, cfg = await self.choose_agent()
         cost, tokens = self.reserve(cfg)
         await self.begin_attempt(name, cost, tokens)
         try:
             resp = await agent.call(self.request(cfg))
             self.log.answer_charge = resp.charged()
         except AgentError as e:
+            self.ctx.health.record(name, e)
             await self.log.finish("error", raw=e.stderr or None, errors=[e.message], **e.charged())
             await self.recover(name, e)
             return
+        self.ctx.health.record(name, None)
         self.p.transient_errors = 0
         verdict = await verify(self.node, self.contract, resp.text, self.ctx.root, max(0.1, self.time_left()))
         if not verdict.claim:
@@ -202,8 +206,18 @@ class TaskRun:
         if self.time_left() <= 0:
             self.give_up(f"max_time ({self.max_time:g}s) reached", exhausted=False)
 
-    def choose_agent(self) -> tuple[str, Any, dict]:
-        name = self.ctx.steering.agent or self.route.agent  # HARNESSC_AGENT overrides routing
+    async def choose_agent(self) -> tuple[str, Any, dict]:
+        """HARNESSC_AGENT (steering) wins; else the route's agent, unless its breaker is open
+        or it is at a daily limit: then the next agent of the chain, or (at the end of the
+        chain) a wait until it is back."""
+        name = self.ctx.steering.agent
+        if name is None:
+            while (blocked := self.ctx.health.blocked(self.route.agent)) is not None:
+                if self.fall_back(blocked.reason):
+                    continue
+                await self.wait(blocked.until - time.time(), blocked.reason)  # past the time left: the task ends
+                self.check_limits()
+            name = self.route.agent
         try:
             agent, cfg = self.ctx.agent(name)
         except AgentError as e:
@@ -217,6 +231,7 @@ class TaskRun:
         tokens = budget.estimate_tokens(self.node, cfg, self.sent_prompt, self.ctx.system_prompt())
         refusal = budget.refuse(self.node, cost, sum(tokens))
         if refusal:
+            self.ctx.health.release(self.route.agent)
             scope, msg = refusal
             if scope == "run":
                 if self.ctx.halt_run(outcomes.BUDGET, msg):

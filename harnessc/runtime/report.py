@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..workspace import Workspace
 from . import plan as planmod
+from .health import agent_report
 from .lock import holder
 from .scheduler import task_summary
 from .state import TERMINAL_OK, NoState, StateStore
@@ -25,6 +26,10 @@ def _open_state(workspace: Workspace) -> StateStore | None:
 def status(root: Path) -> dict:
     """{"run": {...} | None, "tasks": [...]} in plan order when a plan exists."""
     workspace = Workspace(root)
+    try:
+        plan = planmod.load_plan(root)
+    except planmod.PlanError:
+        plan = None
     store = _open_state(workspace)
     try:
         rows = store.tasks() if store else {}
@@ -32,13 +37,10 @@ def status(root: Path) -> dict:
         spent = store.spent() if store else 0.0
         totals = store.usage_totals() if store else None
         paused = bool(store and run and paused_run(store, run["id"]))
+        agents = agent_report(store, plan.agents) if store and plan else {}
     finally:
         if store:
             store.close()
-    try:
-        plan = planmod.load_plan(root)
-    except planmod.PlanError:
-        plan = None
     active = run is not None and run["status"] == "running" and holder(workspace) is not None
     now = time.time()
     tasks = []
@@ -72,7 +74,7 @@ def status(root: Path) -> dict:
         run["cost_usd"] = round(spent, 6)
         end = run.get("ended_at") or now
         run["elapsed"] = round(end - run["started_at"], 3)
-    return {"run": run, "tasks": tasks, "totals": totals}
+    return {"run": run, "tasks": tasks, "totals": totals, "agents": agents}
 
 
 def usage_text(row: dict) -> str:

@@ -30,6 +30,7 @@ from . import reaper
 from .agents.base import AgentError
 from .alerts import Alerts
 from .budget import Budget
+from .health import Health
 from .cassettes import Cassettes
 from .iteration import TaskRun
 from .router import REHEARSAL, Router
@@ -102,6 +103,7 @@ class Runner:
         max_tokens = budget.get("max_tokens")
         self.budget = Budget(store, limit, int(max_tokens) if max_tokens is not None else None)
         self.router = Router(plan.agents, force=opts.agent, only=opts.agents)
+        self.health = Health(store, plan.agents)
         self.agents: dict[str, Any] = {}
         self.stop_mode: str | None = None  # None | stop | abort
         self.halt: tuple[str, str] | None = None  # (outcome.BUDGET|FAIL_FAST, why): ends the run early

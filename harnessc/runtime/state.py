@@ -692,6 +692,27 @@ class StateStore:
             self.db.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                             (MAX_COST_KEY, repr(float(usd))))
 
+    def meta_get(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def meta_set(self, key: str, value: str | None) -> None:
+        """Set (or, with None, remove) one meta entry, committed at once."""
+        with self.tx():
+            if value is None:
+                self.db.execute("DELETE FROM meta WHERE key=?", (key,))
+            else:
+                self.db.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                                (key, value))
+
+    def agent_usage_since(self, agent: str, since: float) -> dict[str, Any]:
+        """An agent's calls, tokens and settled cost since `since` (epoch), across every run."""
+        calls, tokens, cost = self.db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0),"
+            " COALESCE(SUM(COALESCE(cost_usd, 0)), 0) FROM attempts WHERE agent=? AND started_at >= ?",
+            (agent, since)).fetchone()
+        return {"calls": int(calls), "tokens": int(tokens), "cost_usd": round(float(cost), 6)}
+
     def run_spent(self, run_id: str) -> float:
         """USD settled or reserved by one run's calls."""
         return float(self.db.execute(

@@ -115,3 +115,51 @@ def test_run_agent_options_are_checked_before_anything_runs(tmp_path):
         assert r.returncode == 2 and words in r.stderr, (args, r.stderr)
         assert "Traceback" not in r.stderr
     assert not (tmp_path / ".harness" / "state.db").exists()
+
+
+def test_a_daily_limit_moves_tasks_to_the_next_agent_and_status_shows_it(tmp_path):
+    write_project(tmp_path, [node(f"t{i}", routing={"agent": "opus", "chain": ["haiku"]}) for i in range(4)],
+                  agents={"opus": {"provider": "simulate", "limits": {"daily_calls": 2}},
+                          "haiku": {"provider": "simulate"}}, concurrency=1)
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert agent_of(tmp_path) == {"t0": "opus", "t1": "opus", "t2": "haiku", "t3": "haiku"}
+    events = sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
+        "SELECT data FROM events WHERE kind='daily_limit_reached'").fetchall()
+    assert len(events) == 1 and "daily calls limit (2 of 2 today)" in events[0][0]
+    st = harnessc(tmp_path, "status")
+    assert "agent opus: calls today 2/2" in st.stdout, st.stdout
+    data = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)
+    assert data["agents"]["opus"]["today"]["calls"] == 2 and data["agents"]["opus"]["limits"] == {"daily_calls": 2}
+    # the count is per day across runs: a new run starts on haiku at once
+    assert harnessc(tmp_path, "run", "--rerun", "all").returncode == 0
+    assert set(agent_of(tmp_path).values()) == {"haiku"}
+
+
+def test_a_daily_limit_without_a_fallback_ends_the_task_with_the_reason(tmp_path):
+    write_project(tmp_path, [node("a"), node("b")], concurrency=1,
+                  agents={"rehearsal": {"provider": "simulate", "limits": {"daily_calls": 1}}})
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1
+    data = {t["id"]: t for t in json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)["tasks"]}
+    assert data["a"]["state"] == "succeeded"
+    assert data["b"]["state"] == "failed" and "daily calls limit" in data["b"]["error"]
+    assert "past the" in data["b"]["error"] and data["b"]["attempts"] == 0
+
+
+def test_the_breaker_opens_after_failed_calls_and_spares_other_tasks(tmp_path):
+    flaky = {"provider": "simulate", "fail_rate": 1.0}  # every call fails (transient)
+    write_project(tmp_path, [node(f"t{i}", routing={"agent": "down", "chain": ["up"]}) for i in range(3)],
+                  agents={"down": flaky, "up": {"provider": "simulate"}}, concurrency=1)
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    db = sqlite3.connect(tmp_path / ".harness" / "state.db")
+    calls_on_down = db.execute("SELECT COUNT(*) FROM attempts WHERE agent='down'").fetchone()[0]
+    # t0's 5 failed calls open the breaker, which moves t0 to 'up' at once; t1 and t2
+    # never call 'down'
+    assert calls_on_down == 5, calls_on_down
+    assert db.execute("SELECT COUNT(*) FROM events WHERE kind='breaker_opened'").fetchone()[0] == 1
+    assert set(agent_of(tmp_path).values()) == {"up"}
+    data = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)
+    assert data["agents"]["down"]["breaker"] == "open" and data["agents"]["down"]["failures"] == 5
+    assert "agent down: breaker open until" in harnessc(tmp_path, "status").stdout
