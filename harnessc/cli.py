@@ -279,13 +279,13 @@ def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
     """List the tasks as resolved: agent, contract, effective limits, dependencies."""
     import json
 
-    from .compiler import compile_project, lint_project
+    from .compiler import compile_project
     from .compiler.plan import task_view
     from .compiler.select import SelectionError, select_ids
 
-    # JSON shows the values as written (lint is enough); the table shows what a run would
-    # use (routing and defaults applied), which takes the compiled plan.
-    project = (lint_project if output == "json" else compile_project)(ctx.root())
+    # JSON shows the values as written, plus the plan's analysis; the table shows what a run
+    # would use (routing and defaults applied). Both take the compiled plan.
+    project = compile_project(ctx.root())
     if project.roadmap is None or project.diags.has_errors():
         report(project.diags, project.sources, "text", False, root=project.root)
         sys.exit(Exit.PROBLEMS)
@@ -296,6 +296,9 @@ def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
         fail_usage(str(e), "selectors: id, +id, id+, tag:x, phase:x; space = union, comma = intersection")
     views = [v for v in views if v["id"] in chosen]
     if output == "json":
+        nodes = {n.id: n for n in project.plan.nodes}
+        for v in views:
+            v["analysis"] = dict(nodes[v["id"]].analysis)
         click.echo(json.dumps(views, indent=2))
         return
     nodes = {n["id"]: n for n in project.plan["nodes"]}
@@ -848,6 +851,37 @@ def _known_task_or_exit(root: Path, task: str) -> None:
         return  # no readable plan: nothing to compare with
     if task not in ids:
         fail_usage(f"no task '{task}' in the plan", did_you_mean(task, ids) or "`harnessc ls` lists the tasks")
+
+
+@cli.command()
+@output_option("text", "json")
+@pass_ctx
+def stats(ctx: Context, output: str) -> None:
+    """How each agent has done per task complexity and per contract, across runs."""
+    import json as jsonlib
+
+    from .runtime import report
+    from .runtime.plan import PlanError
+    from .runtime.state import StateError
+    from .wording import table
+
+    try:
+        rows = report.stats(ctx.root())
+    except (StateError, PlanError) as e:
+        fail_usage(str(e))
+    if output == "json":
+        click.echo(jsonlib.dumps(rows, indent=2, sort_keys=True))
+        return
+    if not rows:
+        click.echo("no verified or rejected attempts yet")
+        return
+    for i, kind in enumerate(k for k in ("complexity", "contract") if any(k in r for r in rows)):
+        part = [r for r in rows if kind in r]
+        if part:
+            click.echo(("\n" if i else "") + table(("agent", kind, "attempts", "succeeded", "rate", "cost/success"), [
+                (r["agent"], r[kind], str(r["attempts"]), str(r["successes"]), f"{r['success_rate']:.0%}",
+                 f"${r['cost_per_success']:.4f}" if r["cost_per_success"] is not None else "-") for r in part],
+                right=("attempts", "succeeded", "rate", "cost/success")))
 
 
 @cli.command()

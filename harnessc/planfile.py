@@ -79,6 +79,17 @@ class Routing(Record):
     agent: str  # the build-time choice
     chain: list[str]  # fallbacks, then stronger agents of routing.escalation
     reason: str
+    auto: bool = False  # routing.default auto chose: the router may choose again at run time
+
+
+@record
+class Analysis(Record):
+    """How hard the task looks (compiler/analysis.py) and the agent tier it needs."""
+
+    complexity: str  # trivial | simple | medium | complex | epic
+    tier: str  # fast | balanced | powerful
+    score: float | None  # None: complexity written in the roadmap
+    reasons: list[str]
 
 
 @record
@@ -137,6 +148,7 @@ class PlanNode(Record):
     limits: Limits
     retry: Retry
     routing: Routing
+    analysis: Analysis | None = None
     wave: int | None = None
     estimate: Estimate | None = None  # set by the compiler's last pass
     prompt: PromptRef | None = None  # set as the prompt is rendered
@@ -255,13 +267,15 @@ def _node(d: Mapping) -> PlanNode:
         limits=Limits(**d["limits"]),
         retry=Retry(**d["retry"]),
         routing=Routing(**d["routing"]),
+        analysis=Analysis(**d["analysis"]) if d.get("analysis") else None,
         estimate=Estimate(**d["estimate"]) if d.get("estimate") else None,
         prompt=PromptRef.from_json(d["prompt"]) if d.get("prompt") else None,
     )
 
 
 _NODE_REQUIRED = [k for k in PlanNode._keys
-                  if k not in ("accept", "limits", "retry", "routing", "estimate", "prompt", "wave", "fingerprint")]
+                  if k not in ("accept", "limits", "retry", "routing", "analysis", "estimate", "prompt", "wave",
+                               "fingerprint")]
 
 
 def load_contract(d: Mapping) -> Contract:

@@ -173,7 +173,7 @@ def test_build_writes_plan_and_prompts(demo: Path) -> None:
         prompt = demo / ".harness/build" / n["prompt"]["path"]
         assert prompt.is_file()
     qualify = next(n for n in plan["nodes"] if n["id"] == "qualify-001")
-    assert qualify["routing"] == {"agent": "careful", "chain": [], "reason": "task agent"}
+    assert qualify["routing"] == {"agent": "careful", "chain": [], "reason": "task agent", "auto": False}
     assert qualify["contract"] == "lead_score"
     assert "tier" in plan["contracts"]["lead_score"]["json_schema"]["properties"]
     # extends kept the base contract's fields
@@ -217,7 +217,7 @@ def test_ls_json_seed_roadmap_keeps_its_meaning(seed: Path) -> None:
     r = run("-C", str(seed), "ls", "--output", "json")
     assert r.returncode == 0, r.stdout + r.stderr
     tasks = json.loads(r.stdout)
-    assert [list(t) for t in tasks] == [LS_KEYS, LS_KEYS]
+    assert [list(t) for t in tasks] == [LS_KEYS + ["analysis"]] * 2
     auth, perf = tasks
     assert auth["agent"] == ["codex", "gemini"]
     assert auth["max_time"] == 4 * 3600 and auth["max_iterations"] == 200 and auth["stuck_after"] == 5

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from .. import __version__
-from ..planfile import AcceptCommand, Estimate, Limits, Plan, PlanNode, Retry, Routing
+from ..planfile import AcceptCommand, Analysis, Estimate, Limits, Plan, PlanNode, Retry, Routing
+from .analysis import analyse
 from ..estimates import cost_usd, tokens_for_chars
 from .ir import LS_KEYS, BUILTIN_AGENT, AgentConfig, Task
 from .argv import split_command
@@ -37,16 +38,6 @@ def task_view(task: Task) -> dict:
     return d
 
 
-def infer_complexity(task: Task) -> str:
-    """A rough guess from how much the task says, used only when routing needs one."""
-    words = len(f"{task.title} {task.goal} {task.success or ''}".split())
-    if words < 25:
-        return "simple"
-    if words < 120:
-        return "medium"
-    return "complex"
-
-
 def _model_agent(project: Project, model: str) -> tuple[str, AgentConfig]:
     """`model:` is shorthand for an agent with that model on the default provider."""
     for name, agent in project.config.agents.items():
@@ -60,7 +51,8 @@ def _model_agent(project: Project, model: str) -> tuple[str, AgentConfig]:
     return f"{provider}:{model}", AgentConfig(provider=provider, model=model)
 
 
-def route(project: Project, task: Task, extra_agents: dict, by_complexity: dict[str, str]) -> Routing:
+def route(project: Project, task: Task, extra_agents: dict, by_complexity: dict[str, str],
+          analysis: Analysis) -> Routing:
     """Static routing: task agent/model, else by complexity, else default, else rehearsal.
 
     `by_complexity` is routing.by_complexity with plain-word keys."""
@@ -68,6 +60,7 @@ def route(project: Project, task: Task, extra_agents: dict, by_complexity: dict[
     routing = cfg.routing
     named = [a for a in task.agent if a != "auto"]
     complexity = getattr(task.complexity, "value", task.complexity)
+    auto = False
     if named:
         agent, reason = named[0], "task agent"
         chain = named[1:]
@@ -76,7 +69,7 @@ def route(project: Project, task: Task, extra_agents: dict, by_complexity: dict[
         extra_agents.setdefault(agent, config)
         reason, chain = f"task model {task.model}", []
     else:
-        inferred = complexity or infer_complexity(task)
+        inferred = analysis.complexity
         if inferred in by_complexity:
             agent = by_complexity[inferred]
             reason = f"routing.by_complexity[{inferred}]" + ("" if complexity else " (complexity inferred)")
@@ -84,16 +77,18 @@ def route(project: Project, task: Task, extra_agents: dict, by_complexity: dict[
             agent, reason = routing.default, "routing.default"
         elif routing.escalation:
             agent, reason = routing.escalation[0], "auto: first agent of routing.escalation"
+            auto = True
         else:
             user_agents = [a for a in cfg.agents if a != BUILTIN_AGENT]
             agent = user_agents[0] if user_agents else BUILTIN_AGENT
             reason = "auto: the only agent" if len(cfg.agents) == 1 else "auto: first agent in harness.yaml"
+            auto = len(cfg.agents) > 1
         chain = []
     # the fallback chain: named alternatives, then stronger agents from routing.escalation
     if agent in routing.escalation:
         chain += routing.escalation[routing.escalation.index(agent) + 1:]
     chain = [a for a in dict.fromkeys(chain) if a != agent][: routing.max_fallbacks]
-    return Routing(agent, chain, reason)
+    return Routing(agent, chain, reason, auto)
 
 
 def _estimate(agent: AgentConfig | None, tokens_in: int, structured: bool) -> "Estimate":
@@ -156,6 +151,8 @@ def build_plan(project: Project) -> None:
         max_retries = task.max_retries if task.max_retries is not None else (
             entry["max_retries"] if entry else defaults.max_retries)
         on_failure = task.on_failure or (entry["on_failure"] if entry else defaults.on_failure)
+        analysis = analyse(task.title, task.goal, task.success, getattr(task.complexity, "value", task.complexity),
+                           entry, len(task.accept) + len(entry.accept if entry else ()), len(task.depends_on))
         max_time = task.max_time
         if max_time is None and contract and contract.constraints and contract.constraints.timeout:
             max_time = contract.constraints.timeout * (max_retries + 1)
@@ -166,7 +163,7 @@ def build_plan(project: Project) -> None:
             done=task.done,
             order=order,
             priority=getattr(task.priority, "value", task.priority) or "normal",
-            complexity=getattr(task.complexity, "value", task.complexity) or infer_complexity(task),
+            complexity=analysis.complexity,
             tags=task.tags,  # the task's own lists: nothing changes them once parsed
             depends_on=task.depends_on,
             contract=task.contract,
@@ -184,7 +181,8 @@ def build_plan(project: Project) -> None:
             )),
             retry=shared(Retry(max_retries=max_retries, on_failure=getattr(on_failure, "value", on_failure),
                                delays=delays)),
-            routing=shared(route(project, task, extra_agents, by_complexity)),
+            routing=shared(route(project, task, extra_agents, by_complexity, analysis)),
+            analysis=analysis,
         )
         nodes.append(node)
     agents = {**cfg.agents, **extra_agents}

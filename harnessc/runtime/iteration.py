@@ -29,7 +29,7 @@ from .agents.base import AgentError, Request, Response
 from .agents.errors import retry_delay
 from .budget import Budget
 from .health import Health
-from .router import Route
+from .router import Route, Router
 from .state import StateStore
 from .steering import Steering
 from .verify import Verdict, verify
@@ -45,6 +45,7 @@ class TaskContext(Protocol):
     store: StateStore
     budget: Budget
     health: Health
+    router: Router
     live: dict[str, dict]
     steering: Steering
 
@@ -133,6 +134,8 @@ class TaskRun:
         self.level = 0  # refinement level of the prompt (0: the first prompt)
 
     async def run(self) -> str:
+        if self.node.routing.auto:
+            self.store.event("routed", self.tid, agents=self.route.agents)
         try:
             self.base = self.prompt = planmod.render_prompt(self.ctx.plan, self.tid, self.ctx.deps(self.node),
                                                             self.ctx.root)
@@ -169,6 +172,8 @@ class TaskRun:
         self.ctx.health.record(name, None)
         self.p.transient_errors = 0
         verdict = await verify(self.node, self.contract, resp.text, self.ctx.root, max(0.1, self.time_left()))
+        if verdict.claim:
+            self.ctx.router.record(name, self.node, verdict.ok, resp.cost_usd)
         if not verdict.claim:
             await self.keep_working(resp)
         elif verdict.ok:

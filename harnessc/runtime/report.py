@@ -121,3 +121,17 @@ def cost_source_text(source: str | None) -> str:
     if source is None:
         return "source not recorded"
     return _COST_SOURCES.get(source, source)
+
+
+def stats(root: Path) -> list[dict]:
+    """Each agent's record per complexity and per contract, from every run (history.py)."""
+    from .history import History
+
+    plan = planmod.load_plan(root)  # complexities and contracts come from the plan
+    store = _open_state(Workspace(root))
+    if store is None:
+        return []
+    try:
+        return History(store, plan).table()
+    finally:
+        store.close()

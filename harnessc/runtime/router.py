@@ -11,7 +11,15 @@ then the stronger agents of routing.escalation, capped at routing.max_fallbacks)
   with the task's retry count reset.
 
 Each move is an event with the reason. The `Router` is the one place that decides which
-agents a run may use; agent health, daily limits and history grow here.
+agents a run may use and in which order.
+
+A task the compiler routed `auto` (routing.default: auto, nothing pinned) is routed again
+here: among the plan's agents, the cheapest one expected to succeed (each agent's `tier`
+against the tier the task's analysis asks for, corrected by what history.py has seen it do
+on this complexity and contract) comes first, then the other agents expected to succeed, by
+cost. When the budget left cannot pay for the rest of the plan (`step_down`), tasks that
+are not critical or high priority ask for one tier less. An agent's health and daily limits
+are checked before each call (health.py), not here.
 """
 
 from __future__ import annotations
@@ -19,9 +27,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from ..estimates import cost_usd
 from ..planfile import PlanNode
+from .history import History
 
 REHEARSAL = "rehearsal"  # the built-in simulate agent of a plan without agents
+TIER_RANK = {"fast": 0, "balanced": 1, "powerful": 2}
+COMPLEXITY_TIER = {"trivial": "fast", "simple": "fast", "medium": "balanced", "complex": "powerful",
+                   "epic": "powerful"}
+PRIOR_BY_GAP = {0: 0.9, 1: 0.5, 2: 0.2}  # chance of success by tiers short of what the task needs
+EXPECTED = 0.7  # an agent below this chance is not chosen first
+HOPELESS = 0.3  # ... and below this one not even as a fallback (unless nothing else is left)
 
 
 @dataclass
@@ -68,9 +84,12 @@ class Router:
     agents is allowed the task gets the first of them.
     """
 
-    def __init__(self, defined: Iterable[str] = (), force: str | None = None,
-                 only: Sequence[str] | None = None):
-        known = set(defined) | {REHEARSAL}
+    def __init__(self, agents: dict[str, dict] | Iterable[str] = (), force: str | None = None,
+                 only: Sequence[str] | None = None, history: History | None = None):
+        self.configs = dict(agents) if isinstance(agents, dict) else {a: {} for a in agents}
+        self.history = history
+        self.step_down = False  # the budget left cannot pay for the preferred tiers
+        known = set(self.configs) | {REHEARSAL}
         for name in [force] if force else list(only or ()):
             if name not in known:
                 raise RoutingError(f"agent '{name}' is not defined in harness.yaml "
@@ -81,8 +100,50 @@ class Router:
     def route(self, node: PlanNode) -> Route:
         if self.force:
             return Route([self.force])
-        first = node.routing.agent or REHEARSAL
-        agents = list(dict.fromkeys([first, *(node.routing.chain or [])]))
+        if node.routing.auto and len(self.configs) > 1:
+            agents = self.ranked(node)
+        else:
+            first = node.routing.agent or REHEARSAL
+            agents = list(dict.fromkeys([first, *(node.routing.chain or [])]))
         if self.only is not None:
             agents = [a for a in agents if a in self.only] or self.only[:1]
         return Route(agents)
+
+    # ------------------------------------------------------------------ auto
+
+    def needed_tier(self, node: PlanNode) -> int:
+        tier = node.analysis.tier if node.analysis else COMPLEXITY_TIER.get(node.complexity, "balanced")
+        rank = TIER_RANK[tier]
+        if self.step_down and node.priority not in ("critical", "high"):
+            rank = max(rank - 1, 0)
+        return rank
+
+    def expected_success(self, agent: str, node: PlanNode) -> float:
+        have = TIER_RANK.get(self.configs.get(agent, {}).get("tier") or "balanced", 1)
+        prior = PRIOR_BY_GAP.get(max(self.needed_tier(node) - have, 0), 0.2)
+        return self.history.expected_success(agent, node, prior) if self.history else prior
+
+    def call_cost(self, agent: str, node: PlanNode) -> float:
+        """One call's estimated USD on `agent` (0 without a price: cheapest, so tiers decide)."""
+        price = self.configs.get(agent, {}).get("price") or {}
+        if not price or node.estimate is None:
+            return 0.0
+        return cost_usd(node.estimate.input_tokens, node.estimate.output_tokens,
+                        float(price.get("input", 0)), float(price.get("output", 0)))
+
+    def ranked(self, node: PlanNode) -> list[str]:
+        """The agents for an auto-routed task: expected to succeed by cost (then weaker tier
+        first), then the rest that still stand a chance, most likely first."""
+        scored = []
+        for agent in self.configs:
+            tier = TIER_RANK.get(self.configs[agent].get("tier") or "balanced", 1)
+            scored.append((agent, self.expected_success(agent, node), self.call_cost(agent, node), tier))
+        good = sorted((s for s in scored if s[1] >= EXPECTED), key=lambda s: (s[2], s[3], -s[1]))
+        maybe = sorted((s for s in scored if HOPELESS <= s[1] < EXPECTED), key=lambda s: (-s[1], s[2]))
+        ordered = [s[0] for s in good + maybe]
+        return ordered or [max(scored, key=lambda s: s[1])[0]]
+
+    def record(self, agent: str, node: PlanNode, ok: bool, cost: float) -> None:
+        """A verified or rejected claim: history learns from it within this run too."""
+        if self.history is not None:
+            self.history.record(agent, node, ok, cost)

@@ -31,6 +31,7 @@ from .agents.base import AgentError
 from .alerts import Alerts
 from .budget import Budget
 from .health import Health
+from .history import History
 from .cassettes import Cassettes
 from .iteration import TaskRun
 from .router import REHEARSAL, Router
@@ -102,7 +103,7 @@ class Runner:
         limit = opts.max_cost if opts.max_cost is not None else budget.get("max_cost_usd")
         max_tokens = budget.get("max_tokens")
         self.budget = Budget(store, limit, int(max_tokens) if max_tokens is not None else None)
-        self.router = Router(plan.agents, force=opts.agent, only=opts.agents)
+        self.router = Router(plan.agents, force=opts.agent, only=opts.agents, history=History(store, plan))
         self.health = Health(store, plan.agents)
         self.agents: dict[str, Any] = {}
         self.stop_mode: str | None = None  # None | stop | abort
@@ -219,7 +220,9 @@ class Runner:
         self.steering.poll()  # a pause or prioritize already in the inbox applies from the start
         watcher = asyncio.create_task(self._watch_stop_file())
         try:
-            await self._schedule(self._prepare())
+            work = self._prepare()
+            self._step_down_if_short(work)
+            await self._schedule(work)
             self._check_state_file()  # a removal since the watcher's last look
         finally:
             watcher.cancel()
@@ -230,6 +233,19 @@ class Runner:
                 except (NotImplementedError, RuntimeError):
                     pass
         return self._result(time.monotonic() - started)
+
+    def _step_down_if_short(self, work: Work) -> None:
+        """When the budget left cannot pay for this run's tasks at their estimates, the router
+        asks one tier less of tasks that are not critical or high priority. Said once."""
+        limit = self.budget.run_limit
+        costs = [self.nodes[t].estimate.cost_usd for t in work.startable if self.nodes[t].estimate]
+        need = sum(c for c in costs if c is not None)
+        left = (limit - self.store.spent()) if limit is not None else None
+        if left is not None and need > left:
+            self.router.step_down = True
+            self.store.event("budget_step_down", message=(
+                f"the budget left (${max(left, 0):.4f}) is short of this run's estimate (${need:.4f}): "
+                "tasks that are not critical or high priority step down a tier"))
 
     async def _settle(self) -> None:
         """Cancel and await the tasks still running when the loop ended early on an error

@@ -692,6 +692,11 @@ class StateStore:
             self.db.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                             (MAX_COST_KEY, repr(float(usd))))
 
+    def claims(self) -> list[tuple[str, str, str, float | None]]:
+        """(agent, task, succeeded|rejected, cost) of every attempt that made a claim, oldest first."""
+        return self.db.execute("SELECT agent, task_id, status, cost_usd FROM attempts"
+                               " WHERE status IN ('succeeded', 'rejected') ORDER BY id").fetchall()
+
     def meta_get(self, key: str) -> str | None:
         row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return row[0] if row else None

@@ -163,3 +163,76 @@ def test_the_breaker_opens_after_failed_calls_and_spares_other_tasks(tmp_path):
     data = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)
     assert data["agents"]["down"]["breaker"] == "open" and data["agents"]["down"]["failures"] == 5
     assert "agent down: breaker open until" in harnessc(tmp_path, "status").stdout
+
+
+# ------------------------------------------------------------------ auto routing and history
+
+CHEAP = {"provider": "simulate", "tier": "fast", "price": {"input": 0.1, "output": 0.5}}
+MID = {"provider": "simulate", "tier": "balanced", "price": {"input": 1, "output": 5}}
+STRONG = {"provider": "simulate", "tier": "powerful", "price": {"input": 10, "output": 50}}
+
+
+def auto_node(tid: str, tier: str, complexity: str, **kw):
+    return node(tid, contract="summary", complexity=complexity,
+                routing={"agent": "cheap", "chain": [], "reason": "auto: first agent in harness.yaml", "auto": True},
+                analysis={"complexity": complexity, "tier": tier, "score": 1.0, "reasons": []}, **kw)
+
+
+def attempt_agents(root) -> list[tuple[str, str]]:
+    return sqlite3.connect(root / ".harness" / "state.db").execute(
+        "SELECT task_id, agent FROM attempts ORDER BY id").fetchall()
+
+
+def test_auto_routing_picks_the_cheapest_agent_expected_to_succeed(tmp_path):
+    write_project(tmp_path, [auto_node("easy", "fast", "simple"), auto_node("hard", "powerful", "epic"),
+                             auto_node("middle", "balanced", "medium")],
+                  agents={"cheap": CHEAP, "mid": MID, "strong": STRONG}, contracts={"summary": SIMPLE_CONTRACT})
+    assert harnessc(tmp_path, "run").returncode == 0
+    assert agent_of(tmp_path) == {"easy": "cheap", "hard": "strong", "middle": "mid"}
+    routed = sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
+        "SELECT task_id, data FROM events WHERE kind='routed' ORDER BY id").fetchall()
+    # the route: expected to succeed by cost, then those with a fair chance (a fast agent
+    # two tiers short of an epic task is left out)
+    assert {t: json.loads(d)["agents"] for t, d in routed} == {
+        "easy": ["cheap", "mid", "strong"], "hard": ["strong", "mid"], "middle": ["mid", "strong", "cheap"]}
+
+
+def test_history_stops_sending_a_class_of_task_to_an_agent_that_keeps_failing_it(tmp_path):
+    failing = {**MID, "tier": "balanced", "price": {"input": 0.1, "output": 0.5}, "skill": {"medium": 0.0}}
+    write_project(tmp_path, [auto_node(f"t{i}", "balanced", "medium",
+                                       retry={"max_retries": 0, "on_failure": "escalate"}) for i in range(5)],
+                  agents={"cheap": failing, "strong": STRONG}, contracts={"summary": SIMPLE_CONTRACT},
+                  concurrency=1)
+    assert harnessc(tmp_path, "run").returncode == 0
+    # t0 and t1 try the cheap agent (its tier says it can), fail, escalate; after two
+    # failures its expected success (0 of 2 against a 0.9 prior) drops below 0.7
+    assert attempt_agents(tmp_path) == [("t0", "cheap"), ("t0", "strong"), ("t1", "cheap"), ("t1", "strong"),
+                                        ("t2", "strong"), ("t3", "strong"), ("t4", "strong")]
+    st = json.loads(harnessc(tmp_path, "stats", "--output", "json").stdout)
+    cheap = next(r for r in st if r["agent"] == "cheap" and r.get("complexity") == "medium")
+    assert cheap["attempts"] == 2 and cheap["successes"] == 0
+    text = harnessc(tmp_path, "stats").stdout
+    assert "cheap" in text and "0%" in text and "100%" in text
+
+
+def test_history_stops_paying_for_a_strong_agent_where_a_cheap_one_has_been_reliable(tmp_path):
+    write_project(tmp_path, [auto_node(f"t{i}", "balanced", "medium") for i in range(6)],
+                  agents={"cheap": CHEAP, "strong": STRONG}, contracts={"summary": SIMPLE_CONTRACT})
+    assert harnessc(tmp_path, "run").returncode == 0
+    assert set(agent_of(tmp_path).values()) == {"strong"}  # a fast agent on medium work: 0.5, not enough
+    assert harnessc(tmp_path, "run", "--rerun", "all", "--agent", "cheap").returncode == 0  # evidence
+    assert harnessc(tmp_path, "run", "--rerun", "all").returncode == 0
+    assert set(agent_of(tmp_path).values()) == {"cheap"}  # 6 of 6: (6 + 0.5*4) / (6 + 4) = 0.8
+
+
+def test_a_short_budget_steps_non_critical_tasks_down_a_tier_and_says_so_once(tmp_path):
+    nodes = [auto_node("a", "powerful", "complex", estimate={"cost_usd": 0.5}),
+             auto_node("b", "powerful", "complex", estimate={"cost_usd": 0.5}),
+             auto_node("vip", "powerful", "complex", priority="critical", estimate={"cost_usd": 0.5})]
+    write_project(tmp_path, nodes, agents={"cheap": CHEAP, "mid": MID, "strong": STRONG},
+                  contracts={"summary": SIMPLE_CONTRACT}, budget={"max_cost_usd": 1.0, "max_tokens": None})
+    assert harnessc(tmp_path, "run").returncode == 0
+    assert agent_of(tmp_path) == {"a": "mid", "b": "mid", "vip": "strong"}
+    events = sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
+        "SELECT data FROM events WHERE kind='budget_step_down'").fetchall()
+    assert len(events) == 1 and "short of this run's estimate ($1.5000)" in events[0][0]

@@ -1,0 +1,69 @@
+"""History: how each agent has done on each class of task, from every run in state.db.
+
+An attempt that made a claim counts once: succeeded (its verification passed) or rejected.
+Outcomes are kept per (agent, complexity) and per (agent, contract), with the cost. The
+router reads `expected_success`: the observed rate, smoothed towards a prior (from the
+agent's tier against the tier the task needs) by PRIOR_WEIGHT pseudo-attempts, so a few
+results do not swing it and enough of them outweigh the prior.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..planfile import Plan, PlanNode
+from .state import StateStore
+
+PRIOR_WEIGHT = 4.0  # pseudo-attempts behind the tier prior
+
+
+@dataclass
+class Tally:
+    attempts: int = 0
+    successes: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, ok: bool, cost: float) -> None:
+        self.attempts += 1
+        self.successes += int(ok)
+        self.cost_usd += cost
+
+    @property
+    def rate(self) -> float | None:
+        return self.successes / self.attempts if self.attempts else None
+
+
+class History:
+    def __init__(self, store: StateStore, plan: Plan):
+        self.nodes = {n.id: n for n in plan.nodes}
+        self.by_complexity: dict[tuple[str, str], Tally] = {}
+        self.by_contract: dict[tuple[str, str], Tally] = {}
+        for agent, task_id, status, cost in store.claims():
+            node = self.nodes.get(task_id)
+            if node is not None:
+                self.record(agent, node, status == "succeeded", cost or 0.0)
+
+    def record(self, agent: str, node: PlanNode, ok: bool, cost: float) -> None:
+        self.by_complexity.setdefault((agent, node.complexity), Tally()).add(ok, cost)
+        if node.contract:
+            self.by_contract.setdefault((agent, node.contract), Tally()).add(ok, cost)
+
+    def expected_success(self, agent: str, node: PlanNode, prior: float) -> float:
+        """The chance `agent` gets a verified result on `node`, prior and history combined."""
+        # the most specific evidence there is: this contract, else this complexity
+        tally = self.by_contract.get((agent, node.contract)) if node.contract else None
+        if tally is None:
+            tally = self.by_complexity.get((agent, node.complexity))
+        if tally is None:
+            return prior
+        return (tally.successes + prior * PRIOR_WEIGHT) / (tally.attempts + PRIOR_WEIGHT)
+
+    def table(self) -> list[dict]:
+        """For `harnessc stats`: one row per (agent, complexity), then per (agent, contract)."""
+        rows = []
+        for kind, tallies in (("complexity", self.by_complexity), ("contract", self.by_contract)):
+            for (agent, key), t in sorted(tallies.items()):
+                rows.append({"agent": agent, kind: key, "attempts": t.attempts, "successes": t.successes,
+                             "success_rate": round(t.rate or 0.0, 3),
+                             "cost_per_success": round(t.cost_usd / t.successes, 6) if t.successes else None})
+        return rows

@@ -1,0 +1,46 @@
+"""Task analysis: complexity and tier from what the task says (compiler/analysis.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harnessc.compiler.analysis import analyse
+
+FIELDS = {"output": {f"f{i}": {"type": "str", "rules": ["len(value) >= 1"]} for i in range(10)},
+          "output_rules": ["len(f0) > 0"]}
+LONG = " ".join(["words"] * 130)
+
+CASES = [
+    # (title, goal, contract, accept, fan_in, expected complexity)
+    ("Fix a typo", "Rename the heading.", None, 0, 0, "trivial"),
+    ("Write the loader", "Implement a CSV loader and test it.", None, 1, 0, "simple"),
+    ("Summarise findings", "Analyse the survey and compare vendors.", FIELDS, 0, 1, "medium"),
+    ("Design the sync protocol", "Design a distributed architecture for sync and implement it. "
+     + " ".join(["words"] * 40), None, 2, 3, "complex"),
+    ("Re-architect storage", "Redesign and migrate the storage architecture; research options, "
+     "implement the migration, benchmark performance. " + LONG * 2, FIELDS, 3, 6, "epic"),
+]
+
+
+@pytest.mark.parametrize("title, goal, contract, accept, fan_in, expected", CASES, ids=[c[5] for c in CASES])
+def test_scored_complexity(title, goal, contract, accept, fan_in, expected):
+    a = analyse(title, goal, None, None, contract, accept, fan_in)
+    assert a.complexity == expected, a.reasons
+    assert a.tier == {"trivial": "fast", "simple": "fast", "medium": "balanced", "complex": "powerful",
+                      "epic": "powerful"}[expected]
+    assert a.score is not None and a.reasons  # every point has its reason
+
+
+def test_written_complexity_wins_and_says_so():
+    a = analyse("Design the sync protocol", "Design a distributed architecture. " + LONG, None, "trivial",
+                FIELDS, 5, 5)
+    assert (a.complexity, a.tier, a.score) == ("trivial", "fast", None)
+    assert a.reasons == ["complexity trivial: written in the roadmap"]
+
+
+def test_reasons_name_the_wording_and_sizes():
+    a = analyse("Write the report", "Research and compare three vendors.", None, None, FIELDS, 1, 2)
+    assert "+1 research wording (compare, research)" in a.reasons
+    assert "+1 implementation wording (write)" in a.reasons
+    assert "+2 10 contract fields" in a.reasons and "+1 1 accept command" in a.reasons
+    assert "+1 2 dependencies" in a.reasons
