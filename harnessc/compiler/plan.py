@@ -207,7 +207,7 @@ def build_plan(project: Project) -> None:
         # every agent harness.yaml defines (run --agent and the router may choose any), plus
         # the implicit PROVIDER:MODEL agents the tasks use
         agents={n: agents[n].model_dump(mode="json", exclude_none=True) for n in sorted(agents)
-                if n in used_agents or n in cfg.agents},
+                if n in used_agents or (n in cfg.agents and n != BUILTIN_AGENT)},
         budget=cfg.budget.model_dump(mode="json"),
         defaults=cfg.defaults.model_dump(mode="json"),
         concurrency=cfg.concurrency,

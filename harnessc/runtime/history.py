@@ -2,9 +2,10 @@
 
 An attempt that made a claim counts once: succeeded (its verification passed) or rejected.
 Outcomes are kept per (agent, complexity) and per (agent, contract), with the cost. The
-router reads `expected_success`: the observed rate, smoothed towards a prior (from the
-agent's tier against the tier the task needs) by PRIOR_WEIGHT pseudo-attempts, so a few
-results do not swing it and enough of them outweigh the prior.
+router reads `expected_success`: for each of the two classes, the observed rate smoothed
+towards a prior (from the agent's tier against the tier the task needs) by PRIOR_WEIGHT
+pseudo-attempts, so a few results do not swing it and enough of them outweigh the prior;
+the lower of the two counts.
 """
 
 from __future__ import annotations
@@ -50,13 +51,13 @@ class History:
 
     def expected_success(self, agent: str, node: PlanNode, prior: float) -> float:
         """The chance `agent` gets a verified result on `node`, prior and history combined."""
-        # the most specific evidence there is: this contract, else this complexity
-        tally = self.by_contract.get((agent, node.contract)) if node.contract else None
-        if tally is None:
-            tally = self.by_complexity.get((agent, node.complexity))
-        if tally is None:
-            return prior
-        return (tally.successes + prior * PRIOR_WEIGHT) / (tally.attempts + PRIOR_WEIGHT)
+        # Both classes must vouch for the agent: a contract it handles well on easy tasks
+        # says nothing about this one being hard, and the other way round.
+        tallies = [self.by_complexity.get((agent, node.complexity))]
+        if node.contract:
+            tallies.append(self.by_contract.get((agent, node.contract)))
+        return min((t.successes + prior * PRIOR_WEIGHT) / (t.attempts + PRIOR_WEIGHT) if t else prior
+                   for t in tallies)
 
     def table(self) -> list[dict]:
         """For `harnessc stats`: one row per (agent, complexity), then per (agent, contract)."""

@@ -135,7 +135,7 @@ class Router:
         """The agents for an auto-routed task: expected to succeed by cost (then weaker tier
         first), then the rest that still stand a chance, most likely first."""
         scored = []
-        for agent in self.configs:
+        for agent in [a for a in self.configs if a != REHEARSAL] or [REHEARSAL]:
             tier = TIER_RANK.get(self.configs[agent].get("tier") or "balanced", 1)
             scored.append((agent, self.expected_success(agent, node), self.call_cost(agent, node), tier))
         good = sorted((s for s in scored if s[1] >= EXPECTED), key=lambda s: (s[2], s[3], -s[1]))
