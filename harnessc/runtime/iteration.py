@@ -30,6 +30,7 @@ from .agents.errors import retry_delay
 from .budget import Budget
 from .health import Health
 from .router import Route, Router
+from .throttle import Throttle
 from .state import StateStore
 from .steering import Steering
 from .verify import Verdict, verify
@@ -46,6 +47,7 @@ class TaskContext(Protocol):
     budget: Budget
     health: Health
     router: Router
+    throttle: Throttle
     live: dict[str, dict]
     steering: Steering
 
@@ -160,11 +162,16 @@ class TaskRun:
         self.check_limits()
         name, agent, cfg = await self.choose_agent()
         cost, tokens = self.reserve(cfg)
-        await self.begin_attempt(name, cost, tokens)
-        try:
-            resp = await agent.call(self.request(cfg))
-            self.log.answer_charge = resp.charged()
-        except AgentError as e:
+        async with self.ctx.throttle.slot(name) as call:
+            await self.begin_attempt(name, cost, tokens)
+            try:
+                resp = await agent.call(self.request(cfg))
+                self.log.answer_charge = resp.charged()
+                call.answered = True
+            except AgentError as e:
+                call.error = e
+        if call.error is not None:
+            e = call.error
             self.ctx.health.record(name, e)
             await self.log.finish("error", raw=e.stderr or None, errors=[e.message], **e.charged())
             await self.recover(name, e)

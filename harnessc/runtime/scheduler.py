@@ -32,6 +32,7 @@ from .alerts import Alerts
 from .budget import Budget
 from .health import Health
 from .history import History
+from .throttle import Throttle
 from .cassettes import Cassettes
 from .iteration import TaskRun
 from .router import REHEARSAL, Router
@@ -105,6 +106,7 @@ class Runner:
         self.budget = Budget(store, limit, int(max_tokens) if max_tokens is not None else None)
         self.router = Router(plan.agents, force=opts.agent, only=opts.agents, history=History(store, plan))
         self.health = Health(store, plan.agents)
+        self.throttle = Throttle(plan.agents, self.jobs)
         self.agents: dict[str, Any] = {}
         self.stop_mode: str | None = None  # None | stop | abort
         self.halt: tuple[str, str] | None = None  # (outcome.BUDGET|FAIL_FAST, why): ends the run early
