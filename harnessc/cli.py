@@ -927,6 +927,8 @@ def log(ctx: Context, task: str, output: str, last: bool, number: int | None) ->
                    f" · level {a['level']} · {a['agent']} · {a['status']} · {tokens} tokens"
                    f" · ${a['cost_usd'] or 0:.4f} · {a['latency'] or 0:.2f}s")
         click.echo(f"ledger: {report.usage_text(a)}; ${a['cost_usd'] or 0:.6f} ({report.cost_source_text(a['cost_source'])})")
+        for line in a.get("routing") or ():
+            click.echo(f"--- {line}")
         click.echo("--- prompt")
         click.echo(a["prompt"] or "")
         click.echo("--- raw output")

@@ -100,10 +100,14 @@ def log(root: Path, task_id: str) -> list[dict]:
         return []
     try:
         attempts = store.attempts(task_id)
+        moves = store.task_events(task_id, ROUTING_EVENTS)
     finally:
         store.close()
     for number, a in enumerate(attempts, 1):
         a["attempt"] = number
+        # the routing decisions taken before this attempt started (and after the last one)
+        a["routing"] = [routing_line(m) for m in moves if m["ts"] <= a["started_at"]]
+        moves = [m for m in moves if m["ts"] > a["started_at"]]
     return attempts
 
 
@@ -121,6 +125,16 @@ def cost_source_text(source: str | None) -> str:
     if source is None:
         return "source not recorded"
     return _COST_SOURCES.get(source, source)
+
+
+ROUTING_EVENTS = ("routed", "fallback", "escalated")
+
+
+def routing_line(event: dict) -> str:
+    """One routing decision, as `log` shows it."""
+    if event["kind"] == "routed":
+        return "routed (auto): " + " -> ".join(event.get("agents") or [])
+    return f"{event['kind']}: {event.get('agent')} -> {event.get('to')} ({event.get('reason')})"
 
 
 def stats(root: Path) -> list[dict]:

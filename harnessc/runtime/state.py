@@ -692,6 +692,13 @@ class StateStore:
             self.db.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                             (MAX_COST_KEY, repr(float(usd))))
 
+    def task_events(self, task_id: str, kinds: tuple[str, ...]) -> list[dict]:
+        """The task's events of these kinds, oldest first: {kind, ts, **data}."""
+        rows = self.db.execute(
+            f"SELECT kind, ts, data FROM events WHERE task_id=? AND kind IN ({','.join('?' * len(kinds))})"
+            " ORDER BY id", (task_id, *kinds)).fetchall()
+        return [{"kind": k, "ts": ts, **(self._loads(d, "an event") or {})} for k, ts, d in rows]
+
     def claims(self) -> list[tuple[str, str, str, float | None]]:
         """(agent, task, succeeded|rejected, cost) of every attempt that made a claim, oldest first."""
         return self.db.execute("SELECT agent, task_id, status, cost_usd FROM attempts"

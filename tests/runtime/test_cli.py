@@ -120,6 +120,10 @@ def test_escalation_moves_up_the_chain_with_retries_reset(tmp_path):
     agents = [a for (a,) in sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
         "SELECT agent FROM attempts ORDER BY id")]
     assert agents == ["weak", "weak", "mid", "mid", "strong", "strong"]
+    log = harnessc(tmp_path, "log", "esc").stdout
+    assert log.count("--- escalated:") == 2 and "--- escalated: weak -> mid (2 failed verifications:" in log
+    third = json.loads(harnessc(tmp_path, "log", "esc", "--attempt", "3", "--output", "json").stdout)[0]
+    assert third["agent"] == "mid" and third["routing"][0].startswith("escalated: weak -> mid")
 
 
 def test_agent_errors_fall_back_to_the_next_agent_without_counting_a_failure(tmp_path):
