@@ -162,28 +162,16 @@ class TaskRun:
         self.check_limits()
         name, agent, cfg = await self.choose_agent()
         cost, tokens = self.reserve(cfg)
-        async with self.ctx.throttle.slot(name) as call:
-            await self.begin_attempt(name, cost, tokens)
-            try:
-                resp = await agent.call(self.request(cfg))
-                self.log.answer_charge = resp.charged()
-                call.answered = True
-            except AgentError as e:
-                call.error = e
-        if call.error is not None:
-            e = call.error
-            self.ctx.health.record(name, e)
-            await self.log.finish("error", raw=e.stderr or None, errors=[e.message], **e.charged())
-            await self.recover(name, e)
+        resp = await self.call(name, agent, cfg, cost, tokens)
+        if isinstance(resp, AgentError):
+            await self.recover(name, resp)
             return
-        self.ctx.health.record(name, None)
-        self.p.transient_errors = 0
         verdict = await verify(self.node, self.contract, resp.text, self.ctx.root, max(0.1, self.time_left()))
-        if verdict.claim:
-            self.ctx.router.record(name, self.node, verdict.ok, resp.cost_usd)
         if not verdict.claim:
             await self.keep_working(resp)
-        elif verdict.ok:
+            return
+        self.ctx.router.record(name, self.node, verdict.ok, resp.cost_usd)  # history learns
+        if verdict.ok:
             await self.succeed(resp, verdict)
         else:
             await self.refine(resp, verdict)
@@ -261,6 +249,26 @@ class TaskRun:
                                    prompt_hash=phash, reserve_usd=cost, start_task=self.p.iteration == 1,
                                    reserve_tokens=tokens)
         self.ctx.adopt_children(aid)
+
+    async def call(self, name: str, agent: Any, cfg: dict, cost: float,
+                   tokens: tuple[int, int]) -> Response | AgentError:
+        """One agent call in one of the agent's slots (throttle.py), recorded as an attempt;
+        a failed call's attempt is finished here, with what it was charged."""
+        async with self.ctx.throttle.slot(name) as call:
+            await self.begin_attempt(name, cost, tokens)
+            try:
+                resp = await agent.call(self.request(cfg))
+                self.log.answer_charge = resp.charged()  # kept if the task is aborted during verification
+                call.answered = True
+            except AgentError as e:
+                call.error = e
+        self.ctx.health.record(name, call.error)
+        if call.error is not None:
+            e = call.error
+            await self.log.finish("error", raw=e.stderr or None, errors=[e.message], **e.charged())
+            return e
+        self.p.transient_errors = 0
+        return resp
 
     def request(self, cfg: dict) -> Request:
         return Request(task_id=self.tid, prompt=self.sent_prompt, system=self.ctx.system_prompt(),
