@@ -90,6 +90,7 @@ class Analysis(Record):
     tier: str  # fast | balanced | powerful
     score: float | None  # None: complexity written in the roadmap
     reasons: list[str]
+    needs: list[str] = ()  # implementation | research | reasoning: what its wording asks for
 
 
 @record

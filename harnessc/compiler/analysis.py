@@ -16,6 +16,7 @@ from typing import Any
 from ..planfile import Analysis
 from ..wording import plural
 
+NEEDS = {"design/architecture": "reasoning", "research": "research", "implementation": "implementation"}
 WORDS: tuple[tuple[str, float, frozenset[str]], ...] = (
     ("design/architecture", 2.0, frozenset({
         "architecture", "architect", "design", "redesign", "refactor", "migrate", "migration", "distributed",
@@ -35,13 +36,20 @@ _WORD = re.compile(r"[a-z]+")
 
 def analyse(title: str, goal: str, success: str | None, written: str | None, contract: Any,
             accept: int, fan_in: int) -> Analysis:
-    """The task's complexity (written, or scored), the tier it needs, and the reasons."""
+    """The task's complexity (written, or scored), the tier it needs, the reasons, and what
+    its wording asks of an agent (`needs`, matched against agents' `strengths`)."""
+    scored = _score(title, goal, success, contract, accept, fan_in)
     if written:
-        return Analysis(written, TIERS[written], None, [f"complexity {written}: written in the roadmap"])
+        return Analysis(written, TIERS[written], None, [f"complexity {written}: written in the roadmap"],
+                        scored.needs)
+    return scored
+
+
+def _score(title: str, goal: str, success: str | None, contract: Any, accept: int, fan_in: int) -> Analysis:
     text = f"{title} {goal} {success or ''}".lower()
     words = _WORD.findall(text)
     present = set(words)
-    score, reasons = 0.0, []
+    score, reasons, needs = 0.0, [], []
 
     def add(points: float, why: str) -> None:
         nonlocal score
@@ -53,6 +61,8 @@ def analyse(title: str, goal: str, success: str | None, written: str | None, con
         hits = sorted(present & vocabulary)
         if hits:
             add(weight, f"{kind} wording ({', '.join(hits[:3])})")
+            if kind in NEEDS:
+                needs.append(NEEDS[kind])
     add(round(min(len(words) / 40, 3.0), 2), plural(len(words), "word"))
     fields, rules = _contract_size(contract)
     add(round(min(fields / 5, 2.0), 2), plural(fields, "contract field"))
@@ -61,7 +71,7 @@ def analyse(title: str, goal: str, success: str | None, written: str | None, con
     add(min(fan_in * 0.5, 2.0), plural(fan_in, "dependency", "dependencies"))
     score = round(max(score, 0.0), 2)
     level = next((name for name, bound in LEVELS if score < bound), "epic")
-    return Analysis(level, TIERS[level], score, reasons)
+    return Analysis(level, TIERS[level], score, reasons, needs)
 
 
 def _contract_size(contract: Any) -> tuple[int, int]:

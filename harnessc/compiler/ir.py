@@ -177,6 +177,9 @@ class AgentConfig(_Spec):
     tier: Literal["fast", "balanced", "powerful"] | None = Field(
         None, description="Rough strength, used by the router."
     )
+    strengths: list[Literal["implementation", "research", "reasoning", "large_context"]] | None = Field(
+        None, description="What the agent is good at; the router prefers an agent whose strengths match "
+        "what a task needs (its wording: implementation, research, design -> reasoning; a large prompt).")
     price: Price | None = Field(None, description="USD per million tokens; enables cost estimates.")
     limits: AgentLimits | None = Field(None, description="Usage caps.")
     base_url: str | None = Field(None, description="API endpoint (any OpenAI-compatible server for openai).")

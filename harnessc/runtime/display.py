@@ -229,7 +229,7 @@ def summary_table(tasks: list[dict], title: str | None = None) -> Table:
     for t in tasks:
         table.add_row(
             t["id"], Text(t["state"], style=style.get(t["state"], "")), str(t.get("attempts") or 0),
-            t.get("agent") or "-", str(t.get("tokens") or 0), f"${(t.get('cost_usd') or 0):.4f}",
+            agent_cell(t), str(t.get("tokens") or 0), f"${(t.get('cost_usd') or 0):.4f}",
             f"{t['duration']:.2f}s" if t.get("duration") is not None else "-")
     return table
 
@@ -238,8 +238,13 @@ SUMMARY_COLUMNS = (("task", "<"), ("state", "<"), ("attempts", ">"), ("agent", "
                    ("tokens", ">"), ("cost", ">"), ("time", ">"))
 
 
+def agent_cell(t: dict) -> str:
+    """The agent, or the agents a task moved through (fallback, escalation): `weak > strong`."""
+    return " > ".join(t["agents"]) if t.get("agents") else (t.get("agent") or "-")
+
+
 def _summary_cells(t: dict) -> tuple[str, ...]:
-    return (t["id"], t["state"], str(t.get("attempts") or 0), t.get("agent") or "-",
+    return (t["id"], t["state"], str(t.get("attempts") or 0), agent_cell(t),
             str(t.get("tokens") or 0), f"${(t.get('cost_usd') or 0):.4f}",
             f"{t['duration']:.2f}s" if t.get("duration") is not None else "-")
 

@@ -339,7 +339,9 @@ class TaskRun:
         rejected = dict(raw=resp.text, parsed=verdict.parsed, errors=verdict.errors, checks=verdict.checks,
                         **resp.charged())
         if self.p.failures > self.node.retry.max_retries:
-            if self.node.retry.on_failure == "escalate" and self.escalate(verdict.errors):
+            # auto-routed tasks escalate whatever on_failure says; on_failure applies at the top
+            escalates = self.node.retry.on_failure == "escalate" or self.node.routing.auto
+            if escalates and self.escalate(verdict.errors):
                 await self.log.finish("rejected", **rejected)
                 self.prompt, self.level = self.base, 0
                 return

@@ -36,6 +36,8 @@ TIER_RANK = {"fast": 0, "balanced": 1, "powerful": 2}
 COMPLEXITY_TIER = {"trivial": "fast", "simple": "fast", "medium": "balanced", "complex": "powerful",
                    "epic": "powerful"}
 PRIOR_BY_GAP = {0: 0.9, 1: 0.5, 2: 0.2}  # chance of success by tiers short of what the task needs
+STRENGTH_BONUS = 0.1  # added to the prior for each of the task's needs the agent lists as a strength
+LARGE_CONTEXT = 50_000  # estimated input tokens from which a task needs `large_context`
 EXPECTED = 0.7  # an agent below this chance is not chosen first
 HOPELESS = 0.3  # ... and below this one not even as a fallback (unless nothing else is left)
 
@@ -121,7 +123,14 @@ class Router:
     def expected_success(self, agent: str, node: PlanNode) -> float:
         have = TIER_RANK.get(self.configs.get(agent, {}).get("tier") or "balanced", 1)
         prior = PRIOR_BY_GAP.get(max(self.needed_tier(node) - have, 0), 0.2)
+        prior = min(prior + STRENGTH_BONUS * self.strengths_matched(agent, node), 0.95)
         return self.history.expected_success(agent, node, prior) if self.history else prior
+
+    def strengths_matched(self, agent: str, node: PlanNode) -> int:
+        needs = set(node.analysis.needs if node.analysis else ())
+        if node.estimate is not None and node.estimate.input_tokens >= LARGE_CONTEXT:
+            needs.add("large_context")
+        return len(needs & set(self.configs.get(agent, {}).get("strengths") or ()))
 
     def call_cost(self, agent: str, node: PlanNode) -> float:
         """One call's estimated USD on `agent` (0 without a price: cheapest, so tiers decide)."""
@@ -138,6 +147,7 @@ class Router:
         for agent in [a for a in self.configs if a != REHEARSAL] or [REHEARSAL]:
             tier = TIER_RANK.get(self.configs[agent].get("tier") or "balanced", 1)
             scored.append((agent, self.expected_success(agent, node), self.call_cost(agent, node), tier))
+        # equal cost (e.g. no prices): the weaker tier first, then the likelier to succeed
         good = sorted((s for s in scored if s[1] >= EXPECTED), key=lambda s: (s[2], s[3], -s[1]))
         maybe = sorted((s for s in scored if HOPELESS <= s[1] < EXPECTED), key=lambda s: (-s[1], s[2]))
         ordered = [s[0] for s in good + maybe]

@@ -394,10 +394,11 @@ class Runner:
 
     def _result(self, elapsed: float, ending: tuple[str, str | None] | None = None) -> RunResult:
         rows = self.store.tasks()
-        tasks = [task_summary(rows[t]) for t in sorted(self.targets, key=lambda i: self.nodes[i].order)
+        run_id = self.store.run_id or ""
+        paths = self.store.agent_paths(run_id) if run_id else {}
+        tasks = [task_summary(rows[t], paths.get(t)) for t in sorted(self.targets, key=lambda i: self.nodes[i].order)
                  if t in rows]
         states = [t["state"] for t in tasks]
-        run_id = self.store.run_id or ""
         return RunResult(run_id, outcomes.run_outcome(states, *(ending or self._ending())), tasks, self.stale,
                          elapsed, cost_usd=self.store.run_spent(run_id),
                          total_cost_usd=self.store.spent())
@@ -440,14 +441,16 @@ def longest_paths(nodes: dict[str, PlanNode], children: dict[str, list[str]]) ->
     return {tid: length.get(tid, 0) for tid in nodes}
 
 
-def task_summary(row: dict) -> dict:
+def task_summary(row: dict, agents: list[str] | None = None) -> dict:
+    """A task's line in run_results.json and the summary; `agents`: the agents it moved
+    through in this run, kept when there was more than one."""
     dur = None
     if row.get("started_at") and row.get("finished_at") and row["finished_at"] >= row["started_at"]:
         dur = round(row["finished_at"] - row["started_at"], 3)
     return {"id": row["id"], "state": row["state"], "attempts": row["attempts"],
             "iterations": row["iterations"], "agent": row["agent"], "tokens": row["tokens"],
             "cost_usd": round(row["cost_usd"] or 0.0, 6), "duration": dur, "error": row["error"],
-            "run_id": row["run_id"]}
+            "run_id": row["run_id"], **({"agents": agents} if agents and len(agents) > 1 else {})}
 
 
 def write_results(workspace: Workspace, result: RunResult, run: dict | None) -> Path:

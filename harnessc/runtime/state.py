@@ -699,6 +699,16 @@ class StateStore:
             " ORDER BY id", (task_id, *kinds)).fetchall()
         return [{"kind": k, "ts": ts, **(self._loads(d, "an event") or {})} for k, ts, d in rows]
 
+    def agent_paths(self, run_id: str) -> dict[str, list[str]]:
+        """task -> the agents its attempts in this run used, in order of first use."""
+        paths: dict[str, list[str]] = {}
+        for task_id, agent in self.db.execute("SELECT task_id, agent FROM attempts WHERE run_id=? ORDER BY id",
+                                              (run_id,)):
+            path = paths.setdefault(task_id, [])
+            if agent not in path:
+                path.append(agent)
+        return paths
+
     def claims(self) -> list[tuple[str, str, str, float | None]]:
         """(agent, task, succeeded|rejected, cost) of every attempt that made a claim, oldest first."""
         return self.db.execute("SELECT agent, task_id, status, cost_usd FROM attempts"

@@ -112,6 +112,7 @@ def test_escalation_moves_up_the_chain_with_retries_reset(tmp_path):
         contracts={"summary": SIMPLE_CONTRACT})
     r = harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
+    assert "weak > mid > strong" in r.stdout  # the summary shows the way up
     esc = status(tmp_path)["tasks"][0]
     # 2 on weak, 2 on mid (retries reset on each step), then strong: 1 invalid + 1 valid
     assert esc["state"] == "succeeded" and esc["attempts"] == 6 and esc["agent"] == "strong"

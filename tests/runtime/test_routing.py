@@ -236,3 +236,25 @@ def test_a_short_budget_steps_non_critical_tasks_down_a_tier_and_says_so_once(tm
     events = sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
         "SELECT data FROM events WHERE kind='budget_step_down'").fetchall()
     assert len(events) == 1 and "short of this run's estimate ($1.5000)" in events[0][0]
+
+
+def test_auto_routed_tasks_escalate_on_repeated_failures_whatever_on_failure_says(tmp_path):
+    weak = {**CHEAP, "tier": "balanced", "skill": {"medium": 0.0}}
+    write_project(tmp_path, [auto_node("t", "balanced", "medium", retry={"max_retries": 1, "on_failure": "retry"})],
+                  agents={"cheap": weak, "strong": STRONG}, contracts={"summary": SIMPLE_CONTRACT})
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert attempt_agents(tmp_path) == [("t", "cheap"), ("t", "cheap"), ("t", "strong")]
+    results = json.loads(next((tmp_path / ".harness" / "runs").glob("*/run_results.json")).read_text())
+    assert results["results"][0]["agents"] == ["cheap", "strong"]
+
+
+def test_strengths_break_ties_towards_what_the_task_needs(tmp_path):
+    same = {"provider": "simulate", "tier": "balanced", "price": {"input": 1, "output": 5}}
+    node_ = auto_node("r", "balanced", "medium")
+    node_["analysis"]["needs"] = ["research"]
+    write_project(tmp_path, [node_], agents={"coder": {**same, "strengths": ["implementation"]},
+                                             "scholar": {**same, "strengths": ["research", "large_context"]}},
+                  contracts={"summary": SIMPLE_CONTRACT})
+    assert harnessc(tmp_path, "run").returncode == 0
+    assert agent_of(tmp_path) == {"r": "scholar"}
