@@ -42,14 +42,27 @@ from tests.runtime.helpers import CLI, node, write_project  # noqa: E402  (hand-
 def timed_run(n: int, jobs: int, latency: float = 0.0, chains: int | None = None,
               span: bool = False) -> float:
     """Seconds `execute` takes; with span, from the first task_running to the last task end."""
+    nodes = []
+    for i in range(n):
+        deps = []
+        if chains and i % (n // chains):
+            deps = [f"t{i - 1:05d}"]
+        nodes.append(node(f"t{i:05d}", depends_on=deps))
+    return run_nodes(nodes, jobs, latency, span)
+
+
+def side_tasks_then_chain(side: int = 30, chain: int = 30, latency: float = 0.1, jobs: int = 2) -> float:
+    """Makespan (first task start to last task end) of `side` independent tasks listed
+    before a `chain`-task chain."""
+    nodes = [node(f"s{i:03d}") for i in range(side)]
+    nodes += [node(f"c{i:03d}", depends_on=[f"c{i - 1:03d}"] if i else []) for i in range(chain)]
+    return run_nodes(nodes, jobs, latency, span=True)
+
+
+def run_nodes(nodes: list[dict], jobs: int, latency: float, span: bool) -> float:
+    """Run the hand-made plan in-process; seconds taken, or with span the makespan."""
     with tempfile.TemporaryDirectory(prefix="hc-bench-") as d:
         root = Path(d)
-        nodes = []
-        for i in range(n):
-            deps = []
-            if chains and i % (n // chains):
-                deps = [f"t{i - 1:05d}"]
-            nodes.append(node(f"t{i:05d}", depends_on=deps))
         plan = write_project(root, nodes, agents={"rehearsal": {"provider": "simulate", "latency": latency}},
                              concurrency=jobs)
         marks: list[float] = []
@@ -63,26 +76,6 @@ def timed_run(n: int, jobs: int, latency: float = 0.0, chains: int | None = None
         took = time.perf_counter() - t0
         assert result.exit_code == 0, result.message
         return marks[-1] - marks[0] if span else took
-
-
-def side_tasks_then_chain(side: int = 30, chain: int = 30, latency: float = 0.1, jobs: int = 2) -> float:
-    """Makespan (first task start to last task end) of `side` independent tasks listed
-    before a `chain`-task chain."""
-    with tempfile.TemporaryDirectory(prefix="hc-bench-") as d:
-        root = Path(d)
-        nodes = [node(f"s{i:03d}") for i in range(side)]
-        nodes += [node(f"c{i:03d}", depends_on=[f"c{i - 1:03d}"] if i else []) for i in range(chain)]
-        plan = write_project(root, nodes, agents={"rehearsal": {"provider": "simulate", "latency": latency}},
-                             concurrency=jobs)
-        marks: list[float] = []
-
-        def on_event(ev: dict) -> None:
-            if ev["kind"] == "task_running" or ev["kind"] in FINAL:
-                marks.append(time.perf_counter())
-
-        result = execute(root, plan, RunOptions(jobs=jobs), listeners=[on_event])
-        assert result.exit_code == 0, result.message
-        return marks[-1] - marks[0]
 
 
 def best(repeat: int, fn, *args, **kw) -> float:
