@@ -150,6 +150,7 @@ class PlanNode(Record):
     retry: Retry
     routing: Routing
     analysis: Analysis | None = None
+    git: str = "off"  # commit: commit the task's changes when it succeeds
     wave: int | None = None
     estimate: Estimate | None = None  # set by the compiler's last pass
     prompt: PromptRef | None = None  # set as the prompt is rendered
@@ -269,14 +270,15 @@ def _node(d: Mapping) -> PlanNode:
         retry=Retry(**d["retry"]),
         routing=Routing(**d["routing"]),
         analysis=Analysis(**d["analysis"]) if d.get("analysis") else None,
+        git=d.get("git") or "off",
         estimate=Estimate(**d["estimate"]) if d.get("estimate") else None,
         prompt=PromptRef.from_json(d["prompt"]) if d.get("prompt") else None,
     )
 
 
 _NODE_REQUIRED = [k for k in PlanNode._keys
-                  if k not in ("accept", "limits", "retry", "routing", "analysis", "estimate", "prompt", "wave",
-                               "fingerprint")]
+                  if k not in ("accept", "limits", "retry", "routing", "analysis", "git", "estimate", "prompt",
+                               "wave", "fingerprint")]
 
 
 def load_contract(d: Mapping) -> Contract:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 from .tasks import Roadmap, Task  # noqa: F401  (re-exported: the IR in one place)
 from .vocab import (  # noqa: F401  (re-exported)
     BUILTIN_AGENT, DELIVERABLE_TYPES, DURATION_PATTERN, ENV_NAME_PATTERN, LS_KEYS, PRIORITY_RANK, Complexity,
-    DeliverableType, FailureStrategy, Priority, parse_duration,
+    DeliverableType, FailureStrategy, GitMode, Priority, parse_duration,
 )
 
 # ------------------------------------------------------------------ scalar types
@@ -261,6 +261,8 @@ class Defaults(_Spec):
     max_time: Duration = Field(3600, description="Wall time per task.")
     stuck_after: int = Field(3, ge=1, description="No-progress iterations before recovery.")
     on_failure: FailureStrategy = Field(FailureStrategy.retry, description="See contracts.")
+    git: GitMode = Field(GitMode.off, description="commit: commit each succeeded task's changes "
+                         "(a git repository is needed); off: leave git alone.")
 
 
 class Alerts(_Spec):

@@ -32,7 +32,7 @@ def task_view(task: Task) -> dict:
             v = list(v) if v else None
         elif key == "max_iterations" and v == "unlimited":
             v = None
-        elif key in ("complexity", "priority") and v is not None:
+        elif key in ("complexity", "priority", "git") and v is not None:
             v = getattr(v, "value", v)
         d[key] = v
     return d
@@ -183,6 +183,7 @@ def build_plan(project: Project) -> None:
                                delays=delays)),
             routing=shared(route(project, task, extra_agents, by_complexity, analysis)),
             analysis=analysis,
+            git=getattr(task.git or defaults.git, "value", task.git or defaults.git),
         )
         nodes.append(node)
     agents = {**cfg.agents, **extra_agents}
@@ -358,7 +359,8 @@ def finish_plan(project: Project) -> None:
 
 # What a fingerprint covers of the task as written: what `ls` shows but `done` (checking a
 # task off does not make its result stale).
-_fingerprinted_fields = operator.attrgetter(*(key for key in LS_KEYS if key != "done"))
+# `git` neither: committing a result does not change it.
+_fingerprinted_fields = operator.attrgetter(*(key for key in LS_KEYS if key not in ("done", "git")))
 
 
 def _fingerprint(spec: dict, contract_sha: str, prompt_sha: str, accept: list, template_hash: str) -> str:

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 
 from ..diagnostics import CompileError, Diagnostics, Span, closest, did_you_mean
 from .tasks import Roadmap, Task, TaskSource
-from .vocab import USD_FORMAT, Complexity, FailureStrategy, Priority, parse_duration, parse_usd
+from .vocab import USD_FORMAT, Complexity, FailureStrategy, GitMode, Priority, parse_duration, parse_usd
 
 __all__ = ["parse_roadmap", "format_roadmap", "PROPERTY_KEYS", "KEY_ALIASES", "ID_PATTERN"]
 
@@ -64,6 +64,7 @@ PROPERTY_KEYS: dict[str, str] = {
     "on_failure": "enum",
     "budget": "usd",
     "tags": "words",
+    "git": "enum",
 }
 KEY_ALIASES: dict[str, str] = {"after": "depends_on", "cli": "agent", "timeout": "max_time"}
 _ALL_KEYS = [*PROPERTY_KEYS, *KEY_ALIASES]
@@ -73,6 +74,7 @@ _ENUMS: dict[str, Any] = {
     "complexity": Complexity,
     "priority": Priority,
     "on_failure": FailureStrategy,
+    "git": GitMode,
 }
 _ENUM_WORDS = {key: {member.value: member for member in enum} for key, enum in _ENUMS.items()}
 _ID_HINT = "an id starts with a letter or digit and has only letters, digits, '.', '_' and '-'"
@@ -686,6 +688,7 @@ _FORMATS = {
     "complexity": "one of " + ", ".join(c.value for c in Complexity),
     "priority": "one of " + ", ".join(p.value for p in Priority),
     "on_failure": "one of " + ", ".join(f.value for f in FailureStrategy),
+    "git": "one of " + ", ".join(g.value for g in GitMode),
 }
 
 

@@ -78,6 +78,13 @@ class DeliverableType(str, Enum):
 DELIVERABLE_TYPES = [t.value for t in DeliverableType]
 
 
+class GitMode(str, Enum):
+    """What harnessc does with git when a task succeeds."""
+
+    commit = "commit"  # commit the task's changes
+    off = "off"
+
+
 class FailureStrategy(str, Enum):
     """What happens after max_retries failed attempts."""
 
@@ -118,5 +125,5 @@ BUILTIN_AGENT = "rehearsal"
 LS_KEYS = (
     "id", "title", "phase", "done", "depends_on", "contract", "agent", "model", "complexity",
     "priority", "max_iterations", "max_time", "stuck_after", "completion_promise", "success",
-    "accept", "context", "tags", "goal",
+    "accept", "context", "tags", "git", "goal",
 )

@@ -28,6 +28,7 @@ from . import plan as planmod
 from .agents.base import AgentError, Request, Response
 from .agents.errors import retry_delay
 from .budget import Budget
+from .gitops import GitCommits
 from .health import Health
 from .router import Route, Router
 from .throttle import Throttle
@@ -48,6 +49,7 @@ class TaskContext(Protocol):
     health: Health
     router: Router
     throttle: Throttle
+    git: GitCommits
     live: dict[str, dict]
     steering: Steering
 
@@ -328,7 +330,16 @@ class TaskRun:
         await self.log.finish("succeeded", raw=resp.text, parsed=verdict.output, checks=verdict.checks,
                               final_state="succeeded", output=verdict.output,
                               fingerprint=self.node.fingerprint, **resp.charged())
+        await self.ctx.git.commit(self.node, self.how_verified(verdict), self.p.iteration, self.route.agent)
         raise Done("succeeded")
+
+    def how_verified(self, verdict: Verdict) -> str:
+        """For the commit message: what the result passed."""
+        parts = [f"contract {self.contract.name}"] if self.contract and self.contract.output else []
+        if self.node.completion_promise:
+            parts.append(f"completion promise {self.node.completion_promise}")
+        parts += [f"accept {c['id'] or ' '.join(c['argv'])} (exit {c['returncode']})" for c in verdict.checks]
+        return ", ".join(parts) or "the agent's answer (no contract, promise or accept commands)"
 
     async def refine(self, resp: Response, verdict: Verdict) -> None:
         """A rejected claim: retry with a sharper prompt, escalate, or give up as on_failure says."""

@@ -30,6 +30,7 @@ from . import reaper
 from .agents.base import AgentError
 from .alerts import Alerts
 from .budget import Budget
+from .gitops import GitCommits
 from .health import Health
 from .history import History
 from .throttle import Throttle
@@ -107,6 +108,7 @@ class Runner:
         self.router = Router(plan.agents, force=opts.agent, only=opts.agents, history=History(store, plan))
         self.health = Health(store, plan.agents)
         self.throttle = Throttle(plan.agents, self.jobs)
+        self.git = GitCommits(root, store, plan.nodes)
         self.agents: dict[str, Any] = {}
         self.stop_mode: str | None = None  # None | stop | abort
         self.halt: tuple[str, str] | None = None  # (outcome.BUDGET|FAIL_FAST, why): ends the run early
@@ -224,6 +226,7 @@ class Runner:
         try:
             work = self._prepare()
             self._step_down_if_short(work)
+            self.git.start()
             await self._schedule(work)
             self._check_state_file()  # a removal since the watcher's last look
         finally:

@@ -1,0 +1,102 @@
+"""Git per task (`git: commit`): each succeeded task's changes become one commit, so every
+step of an unattended run can be reviewed and reverted on its own.
+
+At the start of a run that has such tasks, the project must be a git repository (else one
+warning event and nothing is committed) and its uncommitted changes are recorded: they are
+reported, and never committed or discarded - a task's commit leaves those paths out. When a
+task succeeds, what changed in the working tree (tracked and untracked, `.harness/` aside)
+is committed with a message naming the task and how it was verified. With several tasks
+running at once, a commit holds whatever changed by the time its task succeeded: run with
+`-j 1` for strictly one task per commit.
+
+gitpython is imported only by a run with a `git: commit` task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from ..planfile import PlanNode
+from .state import StateStore
+
+IGNORED = (".harness/", ".harness")
+
+
+class GitCommits:
+    def __init__(self, root: Path, store: StateStore, nodes: list[PlanNode]):
+        self.root, self.store = root, store
+        self.wanted = any(n.git == "commit" and not n.done for n in nodes)
+        self.repo: Any = None
+        self.dirty_at_start: set[str] = set()
+        self._lock = asyncio.Lock()  # one commit at a time: git's index is one file
+
+    def start(self) -> None:
+        """Find the repository and note what was uncommitted before the run (never committed)."""
+        if not self.wanted:
+            return
+        try:
+            import git  # gitpython: only runs with `git: commit` pay for it
+        except ImportError:  # pragma: no cover - a declared dependency
+            self.store.event("git_unavailable", message="git: commit needs gitpython; nothing will be committed")
+            return
+        try:
+            self.repo = git.Repo(self.root, search_parent_directories=False)
+            self.dirty_at_start = self._changed()
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError, git.GitCommandError) as e:
+            self.repo = None
+            self.store.event("git_unavailable", message=(
+                f"git: commit needs the project to be a git repository ({type(e).__name__}); "
+                "nothing will be committed (run `git init` to have each task committed)"))
+            return
+        if self.dirty_at_start:
+            paths = sorted(self.dirty_at_start)
+            self.store.event("git_dirty_at_start", paths=paths[:200], message=(
+                f"{len(paths)} uncommitted path(s) before the run ({', '.join(paths[:5])}"
+                f"{', ...' if len(paths) > 5 else ''}): left as they are, never part of a task's commit"))
+
+    async def commit(self, node: PlanNode, verified: str, attempt: int, agent: str) -> None:
+        """Commit what changed for a succeeded task (in a worker thread: git is a subprocess)."""
+        if self.repo is None or node.git != "commit":
+            return
+        async with self._lock:
+            kind, data = await asyncio.to_thread(self._commit, node, verified, attempt, agent)
+        self.store.event(kind, node.id, **data)  # on the loop's thread: the store is not shared
+
+    def _commit(self, node: PlanNode, verified: str, attempt: int, agent: str) -> tuple[str, dict]:
+        """(event kind, its data) of the commit."""
+        import git
+
+        try:
+            paths = sorted(self._changed() - self.dirty_at_start)
+            if not paths:
+                return "git_nothing_to_commit", {}
+            present = [p for p in paths if (self.root / p).exists()]
+            gone = [p for p in paths if p not in present]
+            if present:
+                self.repo.git.add("--", *present)
+            if gone:
+                self.repo.git.rm("--cached", "--quiet", "--ignore-unmatch", "--", *gone)
+            message = (f"harnessc: {node.id}: {node.title}\n\nVerified: {verified}\n"
+                       f"Attempt {attempt} on agent {agent}, run {self.store.run_id}.\n")
+            self.repo.git.commit("--no-verify", "-m", message, "--", *paths)
+            sha = self.repo.head.commit.hexsha
+        except (git.GitCommandError, OSError, ValueError) as e:
+            return "git_commit_failed", {"message": str(e)[:500]}
+        return "git_committed", {"sha": sha, "paths": paths[:200]}
+
+    def _changed(self) -> set[str]:
+        """Paths that differ from HEAD: modified, added, deleted and untracked (not ignored)."""
+        out = self.repo.git.status("--porcelain", "-z", "--untracked-files=all")
+        changed = set()
+        entries = iter(out.split("\0"))
+        for entry in entries:
+            if len(entry) < 4:
+                continue
+            code, path = entry[:2], entry[3:]
+            if code[0] in "RC":
+                next(entries, None)  # a rename's second field is its old path
+            if not path.startswith(IGNORED):
+                changed.add(path)
+        return changed

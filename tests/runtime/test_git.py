@@ -1,0 +1,77 @@
+"""git: commit — one commit per succeeded task, a dirty tree left alone (runtime/gitops.py)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+
+from .helpers import PY, harnessc, node, write_project
+
+AGENT = """\
+import os, pathlib
+task = os.environ["HARNESSC_TASK"]
+pathlib.Path("out").mkdir(exist_ok=True)
+pathlib.Path("out", task + ".txt").write_text("made by " + task + "\\n")
+if task == "b":
+    pathlib.Path("old.txt").unlink()
+print("done <promise>DONE</promise>")
+"""
+
+
+def git(root, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
+
+
+def project(root, repo: bool = True) -> None:
+    bot = {"routing": {"agent": "bot"}, "completion_promise": "DONE"}
+    write_project(root, [node("a", git="commit", **bot), node("b", depends_on=["a"], git="commit", **bot),
+                         node("c", depends_on=["b"], **bot)],
+                  agents={"bot": {"provider": "command", "command": [PY, str(root / "agent.py")]}},
+                  concurrency=1)
+    (root / "agent.py").write_text(AGENT)
+    (root / "old.txt").write_text("to be removed by b\n")
+    (root / "notes.txt").write_text("mine\n")
+    if repo:
+        git(root, "init", "-q")
+        git(root, "config", "user.email", "t@example.com")
+        git(root, "config", "user.name", "T")
+        (root / ".gitignore").write_text(".harness/\n")
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", "start")
+
+
+def events(root, kind: str) -> list[dict]:
+    rows = sqlite3.connect(root / ".harness" / "state.db").execute(
+        "SELECT task_id, data FROM events WHERE kind = ? ORDER BY id", (kind,)).fetchall()
+    return [{"task": t, **json.loads(d or "{}")} for t, d in rows]
+
+
+def test_each_succeeded_task_is_one_commit_and_a_dirty_tree_is_left_alone(tmp_path):
+    project(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine, not committed yet\n")  # dirty before the run
+    (tmp_path / "draft.md").write_text("untracked before the run\n")
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    log = git(tmp_path, "log", "--format=%s%n%b%n--")
+    assert "harnessc: a: Task a" in log and "harnessc: b: Task b" in log
+    assert "harnessc: c:" not in log  # c has no git: commit
+    assert "Verified: completion promise DONE" in log
+    # each commit holds its task's changes only; the dirty paths are in none
+    assert git(tmp_path, "show", "--name-status", "--format=", "HEAD").split() == ["D", "old.txt", "A", "out/b.txt"]
+    assert git(tmp_path, "show", "--name-status", "--format=", "HEAD~1").split() == ["A", "out/a.txt"]
+    status = git(tmp_path, "status", "--porcelain")
+    assert " M notes.txt" in status and "?? draft.md" in status and "out/c.txt" in status
+    assert (tmp_path / "notes.txt").read_text() == "mine, not committed yet\n"
+    dirty = events(tmp_path, "git_dirty_at_start")
+    assert len(dirty) == 1 and dirty[0]["paths"] == ["draft.md", "notes.txt"]
+    assert [e["task"] for e in events(tmp_path, "git_committed")] == ["a", "b"]
+
+
+def test_without_a_repository_the_run_goes_on_and_says_why_nothing_is_committed(tmp_path):
+    project(tmp_path, repo=False)
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    why = events(tmp_path, "git_unavailable")
+    assert len(why) == 1 and "needs the project to be a git repository" in why[0]["message"]
+    assert not (tmp_path / ".git").exists()
