@@ -148,7 +148,8 @@ class Steering:
         try:
             names = self.workspace.list_dir(self.workspace.inbox)
         except WorkspaceError as e:
-            self._once("inbox", lambda: self.store.event("inbox_error", file="inbox", reason=str(e)))
+            reason = str(e)
+            self._once("inbox", lambda: self.store.event("inbox_error", file="inbox", reason=reason))
             return
         for name in names:
             if name in self.seen or name.startswith(".") or name == "processed":
@@ -209,7 +210,8 @@ class Steering:
             self.workspace.move(self.workspace.inbox / name, done / target)
             return done / target
         except WorkspaceError as e:
-            self._once(f"move:{name}", lambda: self.store.event("inbox_error", file=name, reason=str(e)))
+            reason = str(e)
+            self._once(f"move:{name}", lambda: self.store.event("inbox_error", file=name, reason=reason))
             return None
 
     def _read_env(self) -> None:
