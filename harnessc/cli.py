@@ -14,7 +14,7 @@ from typing import NoReturn
 import click
 
 from . import __version__
-from .outcome import Exit, diagnostics_exit, diagnostics_summary
+from .outcome import BROKEN, Exit, diagnostics_exit, diagnostics_summary
 from .wording import plural
 
 
@@ -732,7 +732,7 @@ def resume(ctx: Context) -> None:
 @click.option("--no-build", is_flag=True, help="Refuse to run when the plan is missing or stale.")
 @pass_ctx
 def retry(ctx: Context, jobs, max_cost, no_build) -> None:
-    """Re-run the failed and skipped tasks of the last run."""
+    """Re-run the failed, blocked and skipped tasks of the last run."""
     from .runtime import report
     from .runtime.scheduler import RunOptions
     from .runtime.state import StateError
@@ -744,9 +744,9 @@ def retry(ctx: Context, jobs, max_cost, no_build) -> None:
         fail_usage(str(e))
     if data["run"] is None:
         fail_usage("nothing to retry: no run yet", hint="use `harnessc run`")
-    ids = {t["id"] for t in data["tasks"] if t["state"] in ("failed", "skipped") and not t.get("removed")}
+    ids = {t["id"] for t in data["tasks"] if t["state"] in BROKEN and not t.get("removed")}
     if not ids:
-        click.echo("nothing to retry: no failed or skipped tasks")
+        click.echo("nothing to retry: no failed, blocked or skipped tasks")
         return
     plan = _runtime_plan(root, no_build)
     _execute(root, plan, RunOptions(jobs=jobs, max_cost=max_cost, only=ids))

@@ -48,8 +48,8 @@ def diagnostics_summary(errors: int, warnings: int, strict: bool) -> str | None:
 # ------------------------------------------------------------------ runs
 
 COMPLETE = ("succeeded", "degraded", "done")  # a dependent may start after these
-BROKEN = ("failed", "skipped")  # what `harnessc retry` re-runs
-COUNT_ORDER = ("succeeded", "degraded", "done", "failed", "skipped")
+BROKEN = ("failed", "blocked", "skipped")  # what `harnessc retry` re-runs
+COUNT_ORDER = ("succeeded", "degraded", "done", "failed", "blocked", "skipped")
 UNFINISHED = "left"  # how the summary names tasks that are neither complete nor broken
 
 # How a run ended, as the runner saw it (the task states tell the rest).
@@ -90,8 +90,8 @@ def count_states(states: Iterable[str]) -> dict[str, int]:
 def describe_counts(counts: dict[str, int]) -> str:
     """'3 tasks succeeded, 1 degraded, 2 left' (failures first when there are any)."""
     order = list(COUNT_ORDER) + [UNFINISHED]
-    if counts.get("failed") or counts.get("skipped"):
-        order = ["failed", "skipped"] + [k for k in order if k not in ("failed", "skipped")]
+    if any(counts.get(k) for k in BROKEN):
+        order = list(BROKEN) + [k for k in order if k not in BROKEN]
     parts = [(counts[k], k) for k in order if counts.get(k)]
     if not parts:
         return "no tasks selected"
@@ -107,7 +107,7 @@ def run_outcome(states: Iterable[str], ending: str = FINISHED, why: str | None =
     """
     counts = count_states(states)
     text = describe_counts(counts)
-    broken = counts["failed"] + counts["skipped"]
+    broken = sum(counts[k] for k in BROKEN)
     left = counts[UNFINISHED]
 
     def outcome(status: str, code: Exit, reason: str | None = None) -> RunOutcome:
@@ -132,8 +132,8 @@ def run_outcome(states: Iterable[str], ending: str = FINISHED, why: str | None =
 
 def _waiting(counts: dict[str, int]) -> str:
     """Why a run with failed or skipped tasks had nothing to run."""
-    if counts["failed"]:
-        return "failed tasks wait for `harnessc retry` (or --rerun failed)"
+    if counts["failed"] or counts["blocked"]:
+        return "failed and blocked tasks wait for `harnessc retry` (or --rerun failed)"
     return "skipped tasks wait for their dependencies (select them too: -s +TASK)"
 
 
@@ -160,10 +160,13 @@ def next_steps(outcome: RunOutcome, tasks: list[dict]) -> list[str]:
     """What to do after a run that did not succeed: the tasks by name, then the commands
     (as dbt and ruff end a failed run)."""
     failed = [t for t in tasks if t["state"] == "failed"]
+    blocked = [t for t in tasks if t["state"] == "blocked"]
     skipped = [t for t in tasks if t["state"] == "skipped"]
     lines = []
     if failed:
         lines.append(f"  failed:  {_names(failed)}")
+    if blocked:
+        lines.append(f"  blocked: {_names(blocked)} (stuck after every recovery step: a human decides)")
     if skipped:
         why = skipped[0].get("error") if len(skipped) == 1 else None
         lines.append(f"  skipped: {_names(skipped)} ({why or 'a dependency failed or was not selected'})")
@@ -171,8 +174,11 @@ def next_steps(outcome: RunOutcome, tasks: list[dict]) -> list[str]:
     if failed:
         first = failed[0]["id"]
         steps.append((f"harnessc log {first}", f"every attempt of {first}: prompt, output, errors"))
-    if failed or skipped:
-        steps.append(("harnessc retry", "re-run the failed and skipped tasks"))
+    if blocked:
+        first = blocked[0]["id"]
+        steps.append((f"harnessc tell {first} \"...\"", f"tell {first}'s agent what to do differently"))
+    if failed or blocked or skipped:
+        steps.append(("harnessc retry", "re-run the failed, blocked and skipped tasks"))
     if outcome.exit_code == Exit.STOPPED:
         steps.append(("harnessc run", "go on where this run stopped"))
     if steps:

@@ -294,10 +294,23 @@ class Runaway(_Spec):
     )
 
 
+class Recovery(_Spec):
+    """What a stuck task tries, rung by rung, before it gives up (seed 003 §3)."""
+
+    prompt_mutations: int = Field(
+        3, ge=0, le=5, description="Prompt rewrites tried first, in the order rephrase, decompose, constrain, "
+        "examples, negative.")
+    escalate: bool = Field(True, description="Then move to the next, stronger agent of the task's chain.")
+    human: bool = Field(
+        True, description="Last: the task becomes blocked for a human (`harnessc tell`, `harnessc retry`); "
+        "false: it fails.")
+
+
 class Loop(_Spec):
     """How unattended loops report: alerts, runaway signs and periodic summaries."""
 
     alerts: Alerts = Field(default_factory=Alerts, description="Alerts in .harness/alerts.log.")
+    recovery: Recovery = Field(default_factory=Recovery, description="The recovery ladder of a stuck task.")
     runaway: Runaway = Field(default_factory=Runaway, description="Runaway detection.")
     summary_every: Duration = Field(
         600, description="A one-line status summary (and a `summary` event) this often during a run; 0: none."

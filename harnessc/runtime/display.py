@@ -224,7 +224,7 @@ def summary_table(tasks: list[dict], title: str | None = None) -> Table:
     for col, just in (("task", "left"), ("state", "left"), ("attempts", "right"), ("agent", "left"),
                       ("tokens", "right"), ("cost", "right"), ("time", "right")):
         table.add_column(col, justify=just)
-    style = {"succeeded": "green", "done": "green", "degraded": "yellow", "failed": "red",
+    style = {"succeeded": "green", "done": "green", "degraded": "yellow", "failed": "red", "blocked": "red",
              "skipped": "magenta", "running": "cyan"}
     for t in tasks:
         table.add_row(

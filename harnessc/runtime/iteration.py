@@ -30,6 +30,7 @@ from .agents.errors import retry_delay
 from .budget import Budget
 from .gitops import GitCommits
 from .health import Health
+from .recovery import Ladder, mutate
 from .router import Route, Router
 from .throttle import Throttle
 from .state import StateStore
@@ -133,7 +134,8 @@ class TaskRun:
         self.t0 = time.monotonic()
         self.p = Progress()
         self.log = AttemptLog(ctx.store, node.id)
-        self.base = self.prompt = ""
+        self.original = self.base = self.prompt = ""  # the rendered prompt; base: what iterations start from
+        self.ladder = Ladder((ctx.plan.loop or {}).get("recovery"))
         self.operator = ""  # the operator's instructions, sent after the prompt (steering.py)
         self.level = 0  # refinement level of the prompt (0: the first prompt)
 
@@ -141,8 +143,8 @@ class TaskRun:
         if self.node.routing.auto:
             self.store.event("routed", self.tid, agents=self.route.agents)
         try:
-            self.base = self.prompt = planmod.render_prompt(self.ctx.plan, self.tid, self.ctx.deps(self.node),
-                                                            self.ctx.root)
+            self.original = planmod.render_prompt(self.ctx.plan, self.tid, self.ctx.deps(self.node), self.ctx.root)
+            self.base = self.prompt = self.original
         except Exception as e:  # a template problem is this task's failure, not the run's
             return self._finish("failed", f"could not render the prompt: {e}")
         try:
@@ -321,9 +323,32 @@ class TaskRun:
         self.p.same_text = (self.p.same_text + [resp.text])[-stuck_after:]
         if len(self.p.same_text) >= stuck_after and len(set(self.p.same_text)) == 1:
             await self.log.finish("stuck", raw=resp.text, **resp.charged())
-            self.give_up(f"stuck: {outcomes.plural(stuck_after, 'iteration')} in a row with identical output "
-                         "and no claim", exhausted=False)
+            await self.stuck(f"{outcomes.plural(stuck_after, 'iteration')} in a row with identical output "
+                             "and no claim", resp.text)
+            return
         await self.log.finish("progress", raw=resp.text, **resp.charged())
+        self.prompt, self.level = self.base, 0
+
+    async def stuck(self, why: str, last_output: str) -> None:
+        """Climb the recovery ladder one rung (recovery.py): a mutated prompt, a stronger
+        agent, then a human (the task is blocked) - or the task fails, as configured."""
+        rung = self.ladder.climb()
+        if rung.kind == "escalate" and self.route.next_agent is None:
+            rung = self.ladder.climb()  # no stronger agent to go to: the next rung
+        self.store.event("recovery", self.tid, step=rung.kind, mutation=rung.mutation, reason=why[:500])
+        self.p.same_text = []
+        if rung.kind == "mutate":
+            example = planmod.template_output(self.contract) if self.contract and self.contract.output else None
+            self.base = mutate(self.original, rung.mutation, why, last_output, example)
+        elif rung.kind == "escalate":
+            self.escalate([f"stuck: {why}"])
+        elif rung.kind == "human":
+            self.store.finish_task(self.tid, "blocked", error=(
+                f"blocked: stuck ({why}) after every recovery step; tell the agent what to do differently "
+                f"(`harnessc tell {self.tid} \"...\"`), then `harnessc retry`"))
+            raise Done("blocked")
+        else:
+            self.give_up(f"stuck: {why} (after every recovery step)", exhausted=False)
         self.prompt, self.level = self.base, 0
 
     async def succeed(self, resp: Response, verdict: Verdict) -> None:

@@ -334,9 +334,9 @@ class Runner:
                             waiting[child] -= 1
                             if waiting[child] == 0:
                                 heapq.heappush(heap, key(child) + (child,))
-                elif outcome in ("failed", "skipped"):
+                elif outcome in ("failed", "blocked", "skipped"):
                     skip_dependents(tid, f"dependency '{tid}' {outcome}")
-                    if self.opts.fail_fast:
+                    if self.opts.fail_fast and outcome == "failed":
                         self.halt_run(outcomes.FAIL_FAST, f"stopped after '{tid}' failed (--fail-fast)")
         if self.running:  # abort: wait for the cancelled tasks to checkpoint
             await asyncio.gather(*self.running.values(), return_exceptions=True)

@@ -27,7 +27,7 @@ APP_ID = "harnessc-state"
 
 TERMINAL_OK = ("succeeded", "degraded", "done")
 MAX_COST_KEY = "max_cost_usd"  # meta: the last explicit --max-cost
-STATES = ("pending", "ready", "running", "succeeded", "degraded", "failed", "skipped", "done")
+STATES = ("pending", "ready", "running", "succeeded", "degraded", "failed", "blocked", "skipped", "done")
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

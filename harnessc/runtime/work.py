@@ -58,7 +58,7 @@ def plan_work(plan: Plan, rows: dict[str, dict], select: list[str], exclude: lis
             elif changed:
                 stale.append(tid)
             continue
-        if state == "failed" and not (rerun in ("failed", "all") or only is not None):
+        if state in ("failed", "blocked") and not (rerun in ("failed", "all") or only is not None):
             continue
         todo.append(tid)
     work = Work(targets, todo, stale)
@@ -97,7 +97,7 @@ def blocked_at_start(nodes: dict[str, PlanNode], rows: dict[str, dict], todo: li
             ds = "skipped" if d in blocked else row_state(nodes, rows, d)
             if ds in TERMINAL_OK:
                 continue
-            block(tid, f"dependency '{d}' {ds}" if ds in ("failed", "skipped")
+            block(tid, f"dependency '{d}' {ds}" if ds in ("failed", "blocked", "skipped")
                   else f"dependency '{d}' is not complete and not selected")
             break
     return blocked

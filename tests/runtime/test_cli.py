@@ -159,12 +159,14 @@ def test_stuck_and_iteration_limits(tmp_path):
         node("short", completion_promise="DONE", routing={"agent": "slowpoke"},
              limits={"max_iterations": 2}),
     ], agents={"slowpoke": {"provider": "simulate", "complete_after": 4},
-               "stuckbot": {"provider": "simulate", "complete_after": 9, "progress": "none"}})
+               "stuckbot": {"provider": "simulate", "complete_after": 99, "progress": "none"}})
     r = harnessc(tmp_path, "run")
     assert r.returncode == 1
     data = {t["id"]: t for t in status(tmp_path)["tasks"]}
     assert data["loop"]["state"] == "succeeded" and data["loop"]["iterations"] == 5
-    assert data["stuck"]["state"] == "failed" and data["stuck"]["error"].startswith("stuck")
+    # stuck 4 times (3 iterations each): 3 prompt mutations, no stronger agent, then a human
+    assert data["stuck"]["state"] == "blocked" and data["stuck"]["error"].startswith("blocked: stuck")
+    assert data["stuck"]["iterations"] == 12
     assert data["short"]["state"] == "failed" and "max_iterations (2)" in data["short"]["error"]
 
 
