@@ -537,9 +537,21 @@ def _execute(root: Path, plan: dict, opts) -> None:
               help="Serve every task with this agent (one of harness.yaml's agents).")
 @click.option("--agents", "agents", default=None, metavar="A,B",
               help="Use only these agents: each task's chain keeps the ones listed.")
+@click.option("--max-time", "max_time", default=None, metavar="DURATION",
+              help="Stop the run after this long (e.g. 8h); in-flight work finishes; `run` goes on.")
+@click.option("--max-iterations", "max_iterations", default=None, metavar="N|unlimited",
+              help="Iterations per task for this run, over the plan's.")
+@click.option("--stuck-after", "stuck_after", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Identical iterations without a claim before a task is stuck, for this run.")
+@click.option("--autonomous", is_flag=True,
+              help="Preset for a run left alone: --max-time 24h, every recovery step, no pause on alerts.")
+@click.option("--conservative", is_flag=True,
+              help="Preset with more oversight: at most 100 iterations a task, milestones every 5, "
+                   "critical alerts pause the run.")
 @pass_ctx
 def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_build, dry_run,
-        record, replay, agent, agents) -> None:
+        record, replay, agent, agents, max_time, max_iterations, stuck_after, autonomous,
+        conservative) -> None:
     """Run the compiled plan: route, call agents, verify, retry, checkpoint, resume."""
     from .runtime import plan as planmod
     from .runtime.scheduler import RunOptions
@@ -550,6 +562,9 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
         fail_usage("--record and --replay cannot be used together")
     if agent and agents:
         fail_usage("--agent and --agents cannot be used together")
+    if autonomous and conservative:
+        fail_usage("--autonomous and --conservative cannot be used together")
+    preset = "autonomous" if autonomous else "conservative" if conservative else None
     only = [a.strip() for a in agents.split(",") if a.strip()] if agents is not None else None
     if only == []:
         fail_usage("--agents needs at least one agent name (--agents a,b)")
@@ -558,7 +573,9 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
     opts = RunOptions(jobs=jobs, fail_fast=fail_fast, rerun=rerun, max_cost=max_cost,
                       select=list(select), exclude=list(exclude),
                       cassettes="record" if record else "replay" if replay else None,
-                      agent=agent, agents=only)
+                      agent=agent, agents=only, preset=preset, stuck_after=stuck_after,
+                      max_time=_duration_option("--max-time", max_time),
+                      max_iterations=_iterations_option(max_iterations))
     try:
         planmod.select_ids(plan, opts.select, opts.exclude)
         Router(plan.agents, force=opts.agent, only=opts.agents)
@@ -569,6 +586,28 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
     if dry_run:
         _dry_run(root, plan, opts)
     _execute(root, plan, opts)
+
+
+def _duration_option(flag: str, text: str | None) -> float | None:
+    from .compiler.vocab import parse_duration
+
+    if text is None:
+        return None
+    try:
+        seconds = float(parse_duration(text.strip()))
+    except ValueError as e:
+        fail_usage(f"{flag} {text!r}: {e}")
+    if seconds <= 0:
+        fail_usage(f"{flag} must be more than 0")
+    return seconds
+
+
+def _iterations_option(text: str | None) -> int | str | None:
+    if text is None or text.strip() == "unlimited":
+        return text and "unlimited"
+    if not text.strip().isdigit() or int(text) < 1:
+        fail_usage(f"--max-iterations {text!r}: a whole number of at least 1, or unlimited")
+    return int(text)
 
 
 def _dry_run(root: Path, plan: dict, opts) -> NoReturn:

@@ -30,6 +30,7 @@ ATTEMPT_WORDS = {"rejected": "rejected", "error": "agent call failed", "progress
 STOP_HINTS = {  # what stops harder, by where the stop came from
     "signal": "Ctrl-C again to abort",
     "file": "`harnessc stop --abort` cancels it",
+    "max-time": "run --max-time reached; `harnessc stop --abort` cancels it",
 }
 
 

@@ -31,6 +31,7 @@ from .agents.base import AgentError
 from .alerts import Alerts
 from .budget import Budget
 from .gitops import GitCommits
+from . import loopflags
 from .health import Health
 from .history import History
 from .throttle import Throttle
@@ -56,6 +57,10 @@ class RunOptions:
     only: set[str] | None = None  # explicit task ids (harnessc retry)
     agent: str | None = None  # run --agent: this agent serves every task
     agents: list[str] | None = None  # run --agents: only these agents serve
+    preset: str | None = None  # run --autonomous | --conservative (runtime/loopflags.py)
+    max_time: float | None = None  # run --max-time: seconds this run may take, then it stops
+    max_iterations: int | str | None = None  # run --max-iterations N | unlimited, for every task
+    stuck_after: int | None = None  # run --stuck-after N, for every task
     cassettes: str | None = None  # record | replay: every agent call (runtime/cassettes.py)
 
 
@@ -93,6 +98,10 @@ class Runner:
         self.plan = plan
         self.store = store
         self.opts = opts
+        flags = loopflags.resolve(opts.preset, opts.max_time, opts.max_iterations, opts.stuck_after)
+        loopflags.apply(plan, opts.preset, flags)
+        self.max_time: float | None = flags.get("max_time")
+        self.started = time.monotonic()
         self.nodes = {n.id: n for n in plan.nodes}
         self.children: dict[str, list[str]] = {i: [] for i in self.nodes}
         for n in plan.nodes:
@@ -161,10 +170,17 @@ class Runner:
             if word:
                 self.request_stop("abort" if word.startswith("abort") else "stop", via="file")
             self._check_state_file()
+            self._check_max_time()
             self.steering.poll()
             self.summaries.tick()
             self.store.flush_mirror()  # events.jsonl lags the db by at most this poll
             await asyncio.sleep(STOP_POLL)
+
+    def _check_max_time(self) -> None:
+        """run --max-time: past it, no new call starts and the run ends as a stop (exit 3)."""
+        if self.max_time is not None and time.monotonic() - self.started >= self.max_time:
+            if self.halt_run(outcomes.STOP, f"--max-time ({self.max_time:g}s) reached; `harnessc run` goes on"):
+                self.request_stop("stop", via="max-time")
 
     def _check_state_file(self) -> None:
         """A state.db removed or replaced under the run ends it: nothing it saves would be read."""
@@ -214,7 +230,7 @@ class Runner:
     # ------------------------------------------------------------------ the loop
 
     async def run(self) -> RunResult:
-        started = time.monotonic()
+        started = self.started = time.monotonic()
         loop = asyncio.get_running_loop()
         try:
             loop.add_signal_handler(signal.SIGINT, self._on_sigint)

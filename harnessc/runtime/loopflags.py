@@ -1,0 +1,62 @@
+"""Run flags over the plan's loop settings: `--max-iterations`, `--stuck-after`, and the
+presets `--autonomous` and `--conservative` (seed 003 §11.2). `--max-time` (the run's own
+wall-clock limit) is kept by the Runner.
+
+Flags change this run only: the plan's records are replaced for the run, never written back.
+An explicit flag wins over a preset's value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ..planfile import Plan
+
+DAY = 24 * 3600.0
+
+# preset -> (run flags it sets, loop settings it sets)
+PRESETS: dict[str, tuple[dict[str, Any], dict[str, dict[str, Any]]]] = {
+    # left alone overnight: a day at most, every recovery rung, never paused by an alert
+    "autonomous": ({"max_time": DAY}, {"alerts": {"pause_on_critical": False},
+                                        "recovery": {"escalate": True, "human": True}}),
+    # more oversight: a tighter iteration limit, frequent milestones, critical alerts pause
+    "conservative": ({"max_iterations_cap": 100}, {"alerts": {"milestone_every": 5, "pause_on_critical": True}}),
+}
+
+
+def resolve(preset: str | None, max_time: float | None, max_iterations: int | str | None,
+            stuck_after: int | None) -> dict[str, Any]:
+    """The flags in force: the preset's values, then the explicit flags over them."""
+    flags = dict(PRESETS[preset][0]) if preset else {}
+    explicit = {"max_time": max_time, "max_iterations": max_iterations, "stuck_after": stuck_after}
+    flags.update({k: v for k, v in explicit.items() if v is not None})
+    return flags
+
+
+def apply(plan: Plan, preset: str | None, flags: dict[str, Any]) -> None:
+    """Set this run's task limits and loop settings from the flags and the preset."""
+    limits: dict[str, Any] = {}
+    if "max_iterations" in flags:
+        limits["max_iterations"] = None if flags["max_iterations"] == "unlimited" else int(flags["max_iterations"])
+    if "stuck_after" in flags:
+        limits["stuck_after"] = int(flags["stuck_after"])
+    cap = flags.get("max_iterations_cap") if "max_iterations" not in flags else None
+    if limits or cap:
+        replaced: dict[int, Any] = {}  # nodes share limit records: replace each record once
+        for node in plan.nodes:
+            key = id(node.limits)
+            if key not in replaced:
+                own = dict(limits)
+                if cap:
+                    now = node.limits.max_iterations
+                    own["max_iterations"] = cap if now is None else min(now, cap)
+                replaced[key] = dataclasses.replace(node.limits, **own)
+            node.limits = replaced[key]
+    if preset:
+        if plan.loop is None:  # a plan built before `loop:`: its defaults
+            from ..compiler.ir import Loop
+
+            plan.loop = Loop().model_dump(mode="json")
+        for section, values in PRESETS[preset][1].items():
+            plan.loop[section] = {**(plan.loop.get(section) or {}), **values}

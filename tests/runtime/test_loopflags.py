@@ -1,0 +1,66 @@
+"""Run flags over the loop settings: --max-time, --max-iterations, --stuck-after, presets."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from harnessc.compiler.ir import Loop
+from harnessc.runtime import loopflags
+
+from .helpers import harnessc, node, write_project
+
+
+def tasks(root) -> dict[str, dict]:
+    return {t["id"]: t for t in json.loads(harnessc(root, "status", "--output", "json").stdout)["tasks"]}
+
+
+def test_max_time_stops_the_run_and_the_next_run_goes_on(tmp_path):
+    write_project(tmp_path, [node(f"t{i}") for i in range(12)], concurrency=1,
+                  agents={"rehearsal": {"provider": "simulate", "latency": 0.3}})
+    r = harnessc(tmp_path, "run", "--max-time", "1s")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "--max-time (1s) reached" in r.stdout
+    states = [t["state"] for t in tasks(tmp_path).values()]
+    assert "succeeded" in states and any(s in ("pending", "ready") for s in states)
+    assert harnessc(tmp_path, "run").returncode == 0
+    assert {t["state"] for t in tasks(tmp_path).values()} == {"succeeded"}
+
+
+def test_max_iterations_and_stuck_after_override_every_task_for_this_run(tmp_path):
+    write_project(tmp_path, [node("slow", completion_promise="DONE", routing={"agent": "slowpoke"}),
+                             node("stuck", completion_promise="DONE", routing={"agent": "stuckbot"},
+                                  limits={"stuck_after": 9})],
+                  agents={"slowpoke": {"provider": "simulate", "complete_after": 4},
+                          "stuckbot": {"provider": "simulate", "complete_after": 99, "progress": "none"}})
+    r = harnessc(tmp_path, "run", "--max-iterations", "3", "--stuck-after", "2")
+    assert r.returncode == 1
+    t = tasks(tmp_path)
+    assert t["slow"]["state"] == "failed" and "max_iterations (3)" in t["slow"]["error"]
+    recovery = sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
+        "SELECT COUNT(*) FROM events WHERE kind='recovery'").fetchone()[0]
+    assert recovery == 1  # stuck after 2 identical iterations (the plan says 9), then the limit of 3
+    # the plan itself is untouched: a run without the flags uses its limits again
+    plan = json.loads((tmp_path / ".harness/build/plan.json").read_text())
+    assert plan["nodes"][0]["limits"]["max_iterations"] == 50
+
+
+def test_presets_set_loop_settings_and_explicit_flags_win(tmp_path):
+    plan = write_project(tmp_path, [node("a", limits={"max_iterations": None}), node("b")])
+    plan.loop = Loop().model_dump(mode="json")
+    flags = loopflags.resolve("conservative", None, None, None)
+    loopflags.apply(plan, "conservative", flags)
+    assert [n.limits.max_iterations for n in plan.nodes] == [100, 50]  # a cap: unlimited -> 100, 50 stays
+    assert plan.loop["alerts"] == {"milestone_every": 5, "pause_on_critical": True}
+    assert loopflags.resolve("autonomous", None, None, None) == {"max_time": 86400.0}
+    assert loopflags.resolve("autonomous", 3600.0, 7, None) == {"max_time": 3600.0, "max_iterations": 7}
+    assert loopflags.resolve("conservative", None, 500, None)["max_iterations"] == 500
+
+
+def test_flag_errors_are_usage_errors(tmp_path):
+    write_project(tmp_path, [node("a")])
+    for args, words in ((["--max-time", "soon"], "is not a duration"), (["--max-time", "0s"], "more than 0"),
+                        (["--max-iterations", "-1"], "at least 1, or unlimited"),
+                        (["--autonomous", "--conservative"], "cannot be used together")):
+        r = harnessc(tmp_path, "run", *args)
+        assert r.returncode == 2 and words in r.stderr, (args, r.stderr)
