@@ -151,6 +151,7 @@ class PlanNode(Record):
     routing: Routing
     analysis: Analysis | None = None
     git: str = "off"  # commit: commit the task's changes when it succeeds
+    context_staging: dict | None = None  # {budget, used, files: [{path, priority, tokens, kept, allowed}]}
     wave: int | None = None
     estimate: Estimate | None = None  # set by the compiler's last pass
     prompt: PromptRef | None = None  # set as the prompt is rendered
@@ -271,14 +272,15 @@ def _node(d: Mapping) -> PlanNode:
         routing=Routing(**d["routing"]),
         analysis=Analysis(**d["analysis"]) if d.get("analysis") else None,
         git=d.get("git") or "off",
+        context_staging=d.get("context_staging"),
         estimate=Estimate(**d["estimate"]) if d.get("estimate") else None,
         prompt=PromptRef.from_json(d["prompt"]) if d.get("prompt") else None,
     )
 
 
 _NODE_REQUIRED = [k for k in PlanNode._keys
-                  if k not in ("accept", "limits", "retry", "routing", "analysis", "git", "estimate", "prompt",
-                               "wave", "fingerprint")]
+                  if k not in ("accept", "limits", "retry", "routing", "analysis", "git", "context_staging",
+                               "estimate", "prompt", "wave", "fingerprint")]
 
 
 def load_contract(d: Mapping) -> Contract:

@@ -210,7 +210,7 @@ def test_build_with_errors_writes_nothing(tmp_path: Path) -> None:
 
 LS_KEYS = ["id", "title", "phase", "done", "depends_on", "contract", "agent", "model", "complexity",
            "priority", "max_iterations", "max_time", "stuck_after", "completion_promise", "success",
-           "accept", "context", "tags", "git", "goal"]
+           "accept", "context", "context_tokens", "tags", "git", "goal"]
 
 
 def test_ls_json_seed_roadmap_keeps_its_meaning(seed: Path) -> None:

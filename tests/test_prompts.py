@@ -26,6 +26,9 @@ contexts = st.fixed_dictionaries({
     "accept": st.lists(st.fixed_dictionaries({"argv": st.lists(text, max_size=3)}), max_size=3),
     "deps": st.dictionaries(text, st.fixed_dictionaries({"title": text, "state": text, "output": text, "note": st.just("") | text}), max_size=3),
     "context_files": st.lists(st.fixed_dictionaries({"path": text, "text": text}), max_size=2),
+    "context_left_out": st.lists(st.fixed_dictionaries({
+        "path": text, "priority": st.sampled_from(["critical", "high", "medium", "low"]),
+        "tokens": st.integers(0, 10**6), "budget": st.integers(1, 10**6)}), max_size=2),
 })
 
 
@@ -59,6 +62,7 @@ def test_every_prompt_of_the_fixture_projects(tmp_path: Path, source: Path) -> N
         nodes = prompts._node_index(project.plan)
         context["deps"] = {d: prompts._dep_view(nodes, d, None) for d in node["depends_on"]}
         context["context_files"] = prompts._context_files(node, root)
+        context["context_left_out"] = prompts._context_left_out(node)
         assert fast == jinja_task_prompt(context, root) == project.prompts[node["id"]]
 
 

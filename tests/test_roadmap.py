@@ -334,7 +334,7 @@ def test_every_property_is_formatted() -> None:
     task = Task(id="a", title="A",  depends_on=("b",), contract="c", agent=("x",),
                 model="m", complexity="epic", priority="low", max_iterations=3, max_time=5400,
                 stuck_after=2, completion_promise="OK", success="s", accept=("x", "y"),
-                context=("src/**",), max_retries=0, on_failure="fail", budget=1e-7, tags=("t",), git="commit")
+                context=("src/**",), max_retries=0, on_failure="fail", budget=1e-7, tags=("t",), git="commit", context_tokens=500)
     text = format_roadmap(Roadmap(path=PATH, tasks=[task]))
     assert "  - max_time: 1h30m\n" in text and "  - budget: 0.0000001\n" in text
     written = {ln.split(":")[0].strip(" -") for ln in text.splitlines() if ln.startswith("  - ")}

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from ..diagnostics import Span, did_you_mean
-from . import contextglob
+from . import contextglob, staging
 from .argv import split_command
 from .project import Project
 
@@ -51,7 +51,10 @@ def resolve_context(project: Project) -> None:
     expanded: dict[str, contextglob.Expansion] = {}  # pattern -> expansion: tasks repeat them
     for task in project.tasks:
         files: list[str] = []
-        for i, pattern in enumerate(task.context):
+        priority: dict[str, str] = {}  # file -> the highest priority of the entries naming it
+        for i, entry in enumerate(task.context):
+            pattern, level = staging.split_priority(entry)
+
             def span(task=task, i=i) -> Span:  # looked up only for a diagnostic
                 return _value_span(task, "context", i)
 
@@ -78,8 +81,13 @@ def resolve_context(project: Project) -> None:
                 project.diags.warning("HC406", f"context path '{pattern}' matches no file", span(),
                                       "check the path; it is relative to the project directory")
             files += found.files
+            for f in found.files:
+                if f not in priority or staging.PRIORITIES.index(level) < staging.PRIORITIES.index(priority[f]):
+                    priority[f] = level
         if files:
             project.context_files[task.id] = list(dict.fromkeys(files))
+            if any(p != "medium" for p in priority.values()):
+                project.context_priority[task.id] = priority
 
 
 def check_accept_commands(project: Project) -> None:

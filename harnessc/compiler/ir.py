@@ -261,6 +261,8 @@ class Defaults(_Spec):
     max_time: Duration = Field(3600, description="Wall time per task.")
     stuck_after: int = Field(3, ge=1, description="No-progress iterations before recovery.")
     on_failure: FailureStrategy = Field(FailureStrategy.retry, description="See contracts.")
+    context_tokens: int = Field(32_000, ge=1, description="Token budget for a task's context files: the "
+                                "lowest priority go first when they do not fit.")
     git: GitMode = Field(GitMode.off, description="commit: commit each succeeded task's changes "
                          "(a git repository is needed); off: leave git alone.")
 

@@ -11,6 +11,7 @@ from functools import lru_cache
 from .. import __version__
 from ..planfile import AcceptCommand, Analysis, Estimate, Limits, Plan, PlanNode, Retry, Routing
 from .analysis import analyse
+from .staging import stage
 from ..estimates import cost_usd, tokens_for_chars
 from .ir import LS_KEYS, BUILTIN_AGENT, AgentConfig, Task
 from .argv import split_command
@@ -91,6 +92,15 @@ def route(project: Project, task: Task, extra_agents: dict, by_complexity: dict[
     return Routing(agent, chain, reason, auto)
 
 
+def _staged_context(project: Project, task: Task, default_budget: int) -> tuple[list[str], dict | None]:
+    """The task's context files that fit its budget, and the staging record (compiler/staging.py)."""
+    files = project.context_files.get(task.id)
+    if not files:
+        return [], None
+    budget = task.context_tokens or default_budget
+    return stage(files, project.context_priority.get(task.id, {}), budget, str(project.root))
+
+
 def _estimate(agent: AgentConfig | None, tokens_in: int, structured: bool) -> "Estimate":
     tokens_out = OUTPUT_TOKENS_STRUCTURED if structured else OUTPUT_TOKENS_FREE
     cost = None
@@ -151,6 +161,7 @@ def build_plan(project: Project) -> None:
         max_retries = task.max_retries if task.max_retries is not None else (
             entry["max_retries"] if entry else defaults.max_retries)
         on_failure = task.on_failure or (entry["on_failure"] if entry else defaults.on_failure)
+        context, staged = _staged_context(project, task, defaults.context_tokens)
         analysis = analyse(task.title, task.goal, task.success, getattr(task.complexity, "value", task.complexity),
                            entry, len(task.accept) + len(entry.accept if entry else ()), len(task.depends_on))
         max_time = task.max_time
@@ -171,7 +182,8 @@ def build_plan(project: Project) -> None:
             success=task.success,
             completion_promise=task.completion_promise,
             accept=_accept_entries(task, entry),
-            context=project.context_files.get(task.id) or _NONE,
+            context=context or _NONE,
+            context_staging=staged,
             # the same settings for most tasks: one dict each, shared (plans are read-only)
             limits=shared(Limits(
                 max_iterations=max_iter,
@@ -359,8 +371,9 @@ def finish_plan(project: Project) -> None:
 
 # What a fingerprint covers of the task as written: what `ls` shows but `done` (checking a
 # task off does not make its result stale).
-# `git` neither: committing a result does not change it.
-_fingerprinted_fields = operator.attrgetter(*(key for key in LS_KEYS if key not in ("done", "git")))
+# `git` neither: committing a result does not change it; nor `context_tokens`, whose effect is
+# in the prompt's hash.
+_fingerprinted_fields = operator.attrgetter(*(key for key in LS_KEYS if key not in ("done", "git", "context_tokens")))
 
 
 def _fingerprint(spec: dict, contract_sha: str, prompt_sha: str, accept: list, template_hash: str) -> str:

@@ -44,6 +44,7 @@ class Project:
     broken_agents: set[str] = field(default_factory=set)
     broken_contracts: set[str] = field(default_factory=set)
     context_files: dict[str, list[str]] = field(default_factory=dict)  # task id -> resolved paths, if any
+    context_priority: dict[str, dict[str, str]] = field(default_factory=dict)  # task id -> path -> priority
     prompts: dict[str, str] = field(default_factory=dict)  # task id -> first prompt (when kept in memory)
     prompt_chars: "array[int]" = field(default_factory=lambda: array("q"))  # each node's prompt length, in order
     prompt_files: "PromptFiles | None" = None  # a build writes prompts here as they are rendered

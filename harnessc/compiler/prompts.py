@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ..diagnostics import Diagnostics, Span, did_you_mean
+from ..estimates import CHARS_PER_TOKEN
 from . import sandbox
 
 TEMPLATE_NAMES = ("system.md.j2", "task.md.j2", "refine.md.j2")
@@ -213,6 +214,7 @@ def _context_files(node: dict, root: Path) -> list[dict]:
     from ..workspace import UnsafePath, Workspace, WorkspaceError
 
     workspace = Workspace(root)
+    staged = {f["path"]: f for f in (node.get("context_staging") or {}).get("files", ())}
     out = []
     for rel in node.get("context", []):
         try:
@@ -227,8 +229,19 @@ def _context_files(node: dict, root: Path) -> list[dict]:
             text = f"(could not read: {str(e).rpartition(': ')[2]})"
         if len(text) > MAX_CONTEXT_FILE:
             text = text[:MAX_CONTEXT_FILE] + f"\n... (cut at {MAX_CONTEXT_FILE} characters)"
+        fate = staged.get(rel)
+        if fate and fate["kept"] == "cut":
+            keep = fate["allowed"] * CHARS_PER_TOKEN
+            text = text[:keep] + f"\n... (cut to ~{fate['allowed']:,} of ~{fate['tokens']:,} tokens: the context budget)"
         out.append({"path": rel, "text": text.rstrip("\n")})
     return out
+
+
+def _context_left_out(node: dict) -> list[dict]:
+    """The context files the task's budget had no room for: {path, priority, tokens}."""
+    staging = node.get("context_staging") or {}
+    return [{"path": f["path"], "priority": f["priority"], "tokens": f["tokens"], "budget": staging["budget"]}
+            for f in staging.get("files", ()) if f["kept"] == "left out"]
 
 
 MAX_DEP_REASON = 300  # characters of a degraded dependency's error quoted in the note
@@ -319,6 +332,7 @@ def render_prompt(plan: dict, node_id: str, deps: dict[str, dict] | None, root: 
     context = _base_context(plan, node, root)
     context["deps"] = {d: _dep_view(nodes, d, deps.get(d)) for d in node.get("depends_on", [])}
     context["context_files"] = _context_files(node, root)
+    context["context_left_out"] = _context_left_out(node)
     if not _user_template(plan, root, "task.md.j2"):
         return builtin_task_prompt(context)
     if type(node) is not dict:  # a plan node of a build: templates see what a run shows them
@@ -364,6 +378,11 @@ def builtin_task_prompt(c: dict) -> str:
         out.append("\n## Context files\n")
         for f in c["context_files"]:
             out += ["\n### ", str(f["path"]), "\n\n```\n", str(f["text"]), "\n```\n"]
+    if c.get("context_left_out"):
+        left = c["context_left_out"]
+        out.append(f"\n## Context left out\n\nThe context budget ({left[0]['budget']} tokens) had no room for"
+                   " these files; read them yourself if you need them:\n\n")
+        out += [f"- {f['path']} ({f['priority']}, ~{f['tokens']} tokens)\n" for f in left]
     if c["contract"] and c["contract"]["output"]:
         out += ["\n", str(c["output_format"]), "\n\nReturn the JSON object in a ```json fenced block.\n"]
     if c["accept"]:

@@ -60,6 +60,7 @@ PROPERTY_KEYS: dict[str, str] = {
     "success": "text",
     "accept": "text",
     "context": "paths",
+    "context_tokens": "posint",
     "max_retries": "int0",
     "on_failure": "enum",
     "budget": "usd",

@@ -33,6 +33,7 @@ class Task:
     success: str | None = None
     accept: tuple[str, ...] = ()
     context: tuple[str, ...] = ()
+    context_tokens: int | None = None
     max_retries: int | None = None
     on_failure: FailureStrategy | None = None
     budget: float | None = None

@@ -125,5 +125,5 @@ BUILTIN_AGENT = "rehearsal"
 LS_KEYS = (
     "id", "title", "phase", "done", "depends_on", "contract", "agent", "model", "complexity",
     "priority", "max_iterations", "max_time", "stuck_after", "completion_promise", "success",
-    "accept", "context", "tags", "git", "goal",
+    "accept", "context", "context_tokens", "tags", "git", "goal",
 )
