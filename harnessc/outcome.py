@@ -178,7 +178,8 @@ def next_steps(outcome: RunOutcome, tasks: list[dict]) -> list[str]:
         first = blocked[0]["id"]
         steps.append((f"harnessc tell {first} \"...\"", f"tell {first}'s agent what to do differently"))
     if failed or blocked or skipped:
-        steps.append(("harnessc retry", "re-run the failed, blocked and skipped tasks"))
+        steps.append(("harnessc retry", "re-run the failed, blocked and skipped tasks" if blocked
+                      else "re-run the failed and skipped tasks"))
     if outcome.exit_code == Exit.STOPPED:
         steps.append(("harnessc run", "go on where this run stopped"))
     if steps:
