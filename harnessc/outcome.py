@@ -132,8 +132,9 @@ def run_outcome(states: Iterable[str], ending: str = FINISHED, why: str | None =
 
 def _waiting(counts: dict[str, int]) -> str:
     """Why a run with failed or skipped tasks had nothing to run."""
-    if counts["failed"] or counts["blocked"]:
-        return "failed and blocked tasks wait for `harnessc retry` (or --rerun failed)"
+    waiting = [k for k in ("failed", "blocked") if counts[k]]
+    if waiting:
+        return f"{' and '.join(waiting)} tasks wait for `harnessc retry` (or --rerun failed)"
     return "skipped tasks wait for their dependencies (select them too: -s +TASK)"
 
 
