@@ -2,10 +2,13 @@
 
 Each iteration is the same short sequence of named steps:
 
-    steer -> check limits -> render -> choose agent -> reserve budget for that agent -> call -> verify
-    -> then one of: succeed | keep working (no claim yet) | refine (a rejected claim)
-                    | recover (a transient agent error: back off) | fall back / escalate
+    steer -> check limits -> choose agent -> reserve budget for that agent -> call -> verify
+    -> then one of: succeed | keep working (no claim yet; stuck: climb the recovery ladder)
+                    | refine (a rejected claim: a sharper prompt, or escalate)
+                    | recover (a failed call: back off, or fall back to the next agent)
                     | give up (on_failure decides)
+
+(The prompt is rendered once, when the task starts; refinement and recovery rewrite it.)
 
 The scheduler (scheduler.py) owns only the graph; everything one task does lives here. What
 a step needs from the run - the state store, the budget, agents, the stop flag - comes
@@ -32,9 +35,9 @@ from .gitops import GitCommits
 from .health import Health
 from .recovery import Ladder, mutate
 from .router import Route, Router
-from .throttle import Throttle
 from .state import StateStore
 from .steering import Steering
+from .throttle import Throttle
 from .verify import Verdict, verify
 
 TRANSIENT_LIMIT = 5  # consecutive transient errors on one agent before it counts as failing
