@@ -136,10 +136,10 @@ class TaskRun:
         try:
             self.base = self.prompt = planmod.render_prompt(self.ctx.plan, self.tid, self.ctx.deps(self.node),
                                                             self.ctx.root)
-            self.prompt = self.next_prompt()  # a resumed loop task remembers its earlier iterations
         except Exception as e:  # a template problem is this task's failure, not the run's
             return self._finish("failed", f"could not render the prompt: {e}")
         try:
+            self.prompt = self.next_prompt()  # a resumed loop task remembers its earlier iterations
             while True:
                 await self.iteration()
         except Done as d:
@@ -295,8 +295,15 @@ class TaskRun:
         self.prompt, self.level = self.next_prompt(), 0
 
     def next_prompt(self) -> str:
-        """The task's prompt, with a loop task's memory of its earlier iterations."""
-        return self.loop.prompt(self.base) if self.loop else self.base
+        """The task's prompt, with a loop task's memory of its earlier iterations (a
+        memory.md.j2 that fails to render fails the task)."""
+        if not self.loop:
+            return self.base
+        try:
+            return self.loop.prompt(self.base)
+        except planmod.TemplateProblem as e:
+            raise Done(self._finish("failed", f"could not render the memory section: {e.span.path}:{e.span.line}: "
+                                              f"{e.code}: {e.message}")) from None
 
     async def succeed(self, resp: Response, verdict: Verdict) -> None:
         seen = await self.loop.observe(self.p.agent, resp.text, [], verdict.checks, succeeded=True) \

@@ -316,3 +316,16 @@ def test_checklist_items_and_passing_tests_are_evidence(tmp_path):
     assert [p["signals"]["tests"] for p in progress] == [1.0, 1.0, 0.0, 1.0]  # the 4th: exit 0
     text = harnessc(tmp_path, "log", "t", "--attempt", "1").stdout
     assert "--- progress " in text and "done: alpha step" in text
+
+
+def test_a_broken_memory_template_fails_the_task_with_its_place(tmp_path):
+    write_project(tmp_path, [node("t", completion_promise="DONE", routing={"agent": "s"})],
+                  agents={"s": {"provider": "simulate", "complete_after": 3}}, templates="tpl")
+    (tmp_path / "tpl").mkdir()
+    (tmp_path / "tpl" / "memory.md.j2").write_text("Iteration {{ iteration }}\n{{ memory.nope }}\n")
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    row = task_rows(tmp_path)["t"]
+    assert row["state"] == "failed" and row["iterations"] == 1
+    assert row["error"].startswith("could not render the memory section: tpl/memory.md.j2:2: HC502: "), row["error"]
+    assert "nope" in row["error"]
