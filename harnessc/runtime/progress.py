@@ -177,7 +177,7 @@ class GitFiles:
 
     def snapshot(self) -> tuple[str, str | None]:
         """(tree of the project's files now, HEAD's commit or None)."""
-        from git.exc import GitCommandError
+        from git.refs.symbolic import SymbolicReference
 
         if not os.path.lexists(self.index):
             real = Path(self.repo.git_dir) / "index"
@@ -187,25 +187,27 @@ class GitFiles:
                     f.write(real.read_bytes())
         self._git("add", "-A", "--ignore-errors", *self.pathspec)
         tree = self._git("write-tree")
-        try:
-            head = self._git("rev-parse", "--verify", "-q", "HEAD")
-        except GitCommandError:  # no commit yet
+        try:  # read from the refs, without a git process
+            head = SymbolicReference.dereference_recursive(self.repo, "HEAD")
+        except (ValueError, OSError):  # no commit yet
             head = None
         return tree, head or None
 
     def changes(self, before: tuple[str, str | None], after: tuple[str, str | None]) -> FileChanges:
         out = FileChanges(self.source)
         if before[0] != after[0]:
-            numstat = self._git("diff", "--numstat", "--no-renames", before[0], after[0])
-            status = self._git("diff", "--name-status", "--no-renames", before[0], after[0])
-            for line in numstat.splitlines():
+            # --raw lines (":old-mode new-mode old new STATUS\tpath") then --numstat lines
+            diff = self._git("diff", "--raw", "--numstat", "--no-renames", before[0], after[0])
+            for line in diff.splitlines():
+                if line.startswith(":"):
+                    out.new += line.split("\t", 1)[0].endswith(" A")
+                    continue
                 added, removed, path = line.split("\t", 2)
                 out.files += 1
                 out.added += int(added) if added.isdigit() else 0  # "-": a binary file
                 out.removed += int(removed) if removed.isdigit() else 0
                 if len(out.paths) < 10:
                     out.paths.append(path)
-            out.new = sum(1 for line in status.splitlines() if line.startswith("A\t"))
         if after[1] and after[1] != before[1]:
             span = f"{before[1]}..{after[1]}" if before[1] else after[1]
             out.commits = int(self._git("rev-list", "--count", span) or 0)
