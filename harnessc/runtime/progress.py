@@ -177,6 +177,7 @@ class GitFiles:
 
     def snapshot(self) -> tuple[str, str | None]:
         """(tree of the project's files now, HEAD's commit or None)."""
+        from git.exc import GitCommandError
         from git.refs.symbolic import SymbolicReference
 
         if not os.path.lexists(self.index):
@@ -185,7 +186,10 @@ class GitFiles:
                 fd = os.open(self.index, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
                 with os.fdopen(fd, "wb") as f:
                     f.write(real.read_bytes())
-        self._git("add", "-A", "--ignore-errors", *self.pathspec)
+        try:
+            self._git("add", "-A", "--ignore-errors", *self.pathspec)
+        except GitCommandError:  # a file it could not read: the others are in the index all the same
+            pass
         tree = self._git("write-tree")
         try:  # read from the refs, without a git process
             head = SymbolicReference.dereference_recursive(self.repo, "HEAD")

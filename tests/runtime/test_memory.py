@@ -43,3 +43,4 @@ def test_fit_stays_in_budget_or_keeps_only_the_floor(view, budget):
         assert view["window"][-1]["n"] == newest  # the latest iteration is the last to go
     dropped = view["omitted"]
     assert dropped >= 0 and text == render(view)
+
