@@ -658,10 +658,13 @@ def status(ctx: Context, output: str) -> None:
             state += ", paused (`harnessc resume` continues)"
         counts = ", ".join(f"{v} {k}" for k, v in sorted(run_["counts"].items()))
         click.echo(f"run {run_['id']}: {state} (pid {run_['pid']}) — {counts}; ${run_['cost_usd']:.4f}")
-    running = [t for t in data["tasks"] if "elapsed" in t]
+    running = [t for t in data["tasks"] if "elapsed" in t and "loop" not in t]
     if running:
         click.echo("running: " + ", ".join(f"{t['id']} ({duration(t['elapsed'])}, iteration {t['iterations']})"
                                            for t in running))
+    for t in data["tasks"]:
+        if "loop" in t:
+            click.echo(_loop_line(t, duration))
     if data["tasks"]:
         # A running task's time column is its time so far.
         print_summary(Console(), [{**t, "duration": t["elapsed"]} if "elapsed" in t else t for t in data["tasks"]])
@@ -694,6 +697,31 @@ def _agent_lines(agents: dict[str, dict]) -> list[str]:
         if parts:
             out.append(f"agent {name}: " + "; ".join(parts))
     return out
+
+
+def _progress_line(p: dict) -> str:
+    """A loop iteration's progress evidence (runtime/progress.py) in one line."""
+    signals = ", ".join(f"{k} {v:.2f}" for k, v in sorted((p.get("signals") or {}).items()))
+    files = p.get("files")
+    what = [f"{files['files']} file(s) changed" + (f", +{files['added']} -{files['removed']} lines"
+                                                 if files.get("source") == "git" else "")
+            + (f", {files['commits']} commit(s)" if files.get("commits") else "")] if files else []
+    what += [f"marker: {m}" for m in p.get("markers") or []]
+    what += [f"done: {d}" for d in p.get("done") or []]
+    return (f"--- progress {p.get('score', 0):.2f}" + (" (no progress)" if p.get("low") else "")
+            + f": {signals}" + ("; " + "; ".join(what) if what else ""))
+
+
+def _loop_line(t: dict, duration) -> str:
+    """A running loop task in one line: iteration N/limit, last-5 progress, agent, elapsed, marker."""
+    loop = t["loop"]
+    limit = loop["max_iterations"] if loop["max_iterations"] is not None else "unlimited"
+    progress = f"{loop['progress']:.2f}" if loop["progress"] is not None else "-"
+    marker = loop["last_marker"]
+    if marker and len(marker) > 60:
+        marker = marker[:57] + "..."
+    return (f"loop {t['id']}: iteration {loop['iteration']}/{limit} · progress {progress} (last 5 avg) · "
+            f"{t['agent']} · {duration(t['elapsed'])}" + (f' · last marker: "{marker}"' if marker else ""))
 
 
 @cli.command()
@@ -982,3 +1010,5 @@ def log(ctx: Context, task: str, output: str, last: bool, number: int | None) ->
         for c in a["checks"] or []:
             click.echo(f"--- check {c.get('id') or ' '.join(c['argv'])}: exit {c['returncode']}"
                        + (" (timed out)" if c.get("timed_out") else ""))
+        if a.get("progress"):
+            click.echo(_progress_line(a["progress"]))

@@ -78,7 +78,7 @@ def test_lint_imports_neither_pydantic_nor_jsonschema_nor_sdks(tmp_path) -> None
         "sys.argv = ['harnessc', '-C', sys.argv[1], 'lint']\n"
         "try:\n    main()\n"
         "except SystemExit as e:\n    assert e.code == 0, e.code\n"
-        "heavy = sorted(m for m in ('pydantic', 'jsonschema', 'anthropic', 'openai', 'jinja2', 'lark') if m in sys.modules)\n"
+        "heavy = sorted(m for m in ('pydantic', 'jsonschema', 'anthropic', 'openai', 'jinja2', 'lark', 'git') if m in sys.modules)\n"
         "print('HEAVY:' + ','.join(heavy))\n"
     )
     r = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=60)
@@ -100,7 +100,7 @@ def test_build_imports_no_sdk(tmp_path) -> None:
         "sys.argv = ['harnessc', '-C', sys.argv[1], 'build']\n"
         "try:\n    main()\n"
         "except SystemExit as e:\n    assert e.code == 0, e.code\n"
-        "print('SDKS:' + ','.join(m for m in ('anthropic', 'openai', 'httpx2') if m in sys.modules))\n"
+        "print('SDKS:' + ','.join(m for m in ('anthropic', 'openai', 'httpx2', 'git') if m in sys.modules))\n"
     )
     r = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr

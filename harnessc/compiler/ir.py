@@ -308,9 +308,54 @@ class Recovery(_Spec):
         "false: it fails.")
 
 
-class Loop(_Spec):
-    """How unattended loops report: alerts, runaway signs and periodic summaries."""
+class ProgressWeights(_Spec):
+    """How much each kind of evidence counts in an iteration's progress score (each signal is
+    0..1; the score is their weighted mean). All 0: no score, and no 'no progress' signal."""
 
+    output: float = Field(0.1, ge=0, description="The output's difference to the previous iteration's.")
+    files: float = Field(
+        0.4, ge=0, description="Files changed since the iteration began (git: files, lines, commits, "
+        "untracked files; elsewhere: content hashes of the task's context files or the project's files)."
+    )
+    markers: float = Field(0.2, ge=0, description="A `<progress>...</progress>` marker not printed before.")
+    checklist: float = Field(
+        0.15, ge=0, description="A `- [ ]` item of the task's goal reported done (`- [x] item`) for the first time."
+    )
+    tests: float = Field(
+        0.15, ge=0, description="Accept commands passing more than before: more exit 0, or a higher 'N passed' count."
+    )
+
+
+class LoopProgress(_Spec):
+    """Progress from evidence, and when a loop task counts as stuck."""
+
+    threshold: float = Field(
+        0.15, ge=0, le=1, description="An iteration scoring below this made no progress; `stuck_after` "
+        "such iterations in a row end the task as stuck."
+    )
+    weights: ProgressWeights = Field(default_factory=ProgressWeights, description="Weight of each signal.")
+
+
+class LoopContext(_Spec):
+    """What a loop task remembers from one iteration to the next (rendered into its next prompt)."""
+
+    raw_window_size: int = Field(3, ge=0, description="Recent iterations shown as they were (output truncated).")
+    max_output_chars: int = Field(1500, ge=100, description="Characters of one iteration's output kept in the window.")
+    max_summary_tokens: int = Field(
+        1000, ge=50, description="The running summary of older iterations stays under this many tokens."
+    )
+    max_tokens: int = Field(
+        3000, ge=100, description="Token budget of the whole memory section of a prompt (window, summary, "
+        "decisions, failures); the oldest window entries go first."
+    )
+
+
+class Loop(_Spec):
+    """Loop tasks (with a completion_promise) and unattended runs: progress and stuck detection,
+    the recovery ladder, memory across iterations, alerts, runaway signs and periodic summaries."""
+
+    progress: LoopProgress = Field(default_factory=LoopProgress, description="Progress scoring and stuck detection.")
+    context: LoopContext = Field(default_factory=LoopContext, description="Memory across iterations.")
     alerts: Alerts = Field(default_factory=Alerts, description="Alerts in .harness/alerts.log.")
     recovery: Recovery = Field(default_factory=Recovery, description="The recovery ladder of a stuck task.")
     runaway: Runaway = Field(default_factory=Runaway, description="Runaway detection.")
@@ -328,7 +373,8 @@ class HarnessConfig(_Spec):
     budget: Budget = Field(default_factory=Budget, description="Run-wide limits.")
     defaults: Defaults = Field(default_factory=Defaults, description="Task defaults.")
     concurrency: int = Field(4, ge=1, description="Tasks run at once.")
-    loop: Loop = Field(default_factory=Loop, description="Unattended loops: alerts, runaway signs, summaries.")
+    loop: Loop = Field(default_factory=Loop, description="Loop tasks and unattended runs: progress, stuck "
+                       "detection, memory, alerts, runaway signs, summaries.")
     templates: str | None = Field(
         None, description="Directory of Jinja overrides, same file names as harnessc/templates."
     )

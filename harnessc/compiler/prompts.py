@@ -18,7 +18,7 @@ from ..diagnostics import Diagnostics, Span, did_you_mean
 from ..estimates import CHARS_PER_TOKEN
 from . import sandbox
 
-TEMPLATE_NAMES = ("system.md.j2", "task.md.j2", "refine.md.j2")
+TEMPLATE_NAMES = ("system.md.j2", "task.md.j2", "refine.md.j2", "memory.md.j2")
 MAX_CONTEXT_FILE = 200_000  # characters of one context file given to the agent
 
 
@@ -423,6 +423,12 @@ def render_refinement(plan: dict, node_id: str, base_prompt: str, level: int, er
         template_output=json.dumps(template_output(contract), indent=2) if contract and contract.get("output") else "",
     )
     return _render(plan, root, "refine.md.j2", context)
+
+
+def render_memory(plan: dict, node_id: str, memory: dict, iteration: int, root: Path) -> str:
+    """The memory section of a loop task's next prompt (runtime/memory.py's view of it)."""
+    node = _node_index(plan)[node_id]
+    return _render(plan, root, "memory.md.j2", {"task": node, "memory": memory, "iteration": iteration})
 
 
 def template_files_hash(plan: dict, root: Path) -> str:

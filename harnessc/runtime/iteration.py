@@ -21,7 +21,7 @@ import asyncio
 import functools
 import hashlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,6 +33,7 @@ from .agents.errors import retry_delay
 from .budget import Budget
 from .gitops import GitCommits
 from .health import Health
+from .loop import TaskLoop
 from .recovery import Ladder, mutate
 from .router import Route, Router
 from .state import StateStore
@@ -81,7 +82,7 @@ class Progress:
     failures: int = 0  # failed claims and failed calls on the current agent
     transient_errors: int = 0  # in a row, on the current agent
     best: Any = None  # the last parsed JSON object, for partial fallbacks
-    same_text: list[str] = field(default_factory=list)  # recent outputs without a claim
+    agent: str = ""  # the agent of the current iteration
 
 
 class AttemptLog:
@@ -141,6 +142,7 @@ class TaskRun:
         self.ladder = Ladder((ctx.plan.loop or {}).get("recovery"))
         self.operator = ""  # the operator's instructions, sent after the prompt (steering.py)
         self.level = 0  # refinement level of the prompt (0: the first prompt)
+        self.loop = TaskLoop.of(ctx.root, ctx.plan, node, ctx.store)  # progress, stuck, memory; None: no loop task
 
     async def run(self) -> str:
         if self.node.routing.auto:
@@ -151,6 +153,7 @@ class TaskRun:
         except Exception as e:  # a template problem is this task's failure, not the run's
             return self._finish("failed", f"could not render the prompt: {e}")
         try:
+            self.prompt = self.next_prompt()  # a resumed loop task remembers its earlier iterations
             while True:
                 await self.iteration()
         except Done as d:
@@ -161,6 +164,9 @@ class TaskRun:
             if not self.log.interrupted():
                 self.store.set_state(self.tid, "pending")
             raise
+        finally:
+            if self.loop:
+                self.loop.close()
 
     # ------------------------------------------------------------------ the steps
 
@@ -251,6 +257,9 @@ class TaskRun:
     async def begin_attempt(self, name: str, cost: float, tokens: tuple[int, int]) -> None:
         self.p.iteration += 1
         self.ctx.live[self.tid] = {"iteration": self.p.iteration, "agent": name}
+        self.p.agent = name
+        if self.loop:
+            await self.loop.begin()  # the files as the call finds them
         phash = hashlib.sha256(self.sent_prompt.encode()).hexdigest()
         aid = await self.log.begin(iteration=self.p.iteration, level=self.level, agent=name, prompt=self.sent_prompt,
                                    prompt_hash=phash, reserve_usd=cost, start_task=self.p.iteration == 1,
@@ -321,43 +330,32 @@ class TaskRun:
         return True
 
     async def keep_working(self, resp: Response) -> None:
-        """No claim yet: the loop goes on from the first prompt, unless the output is stuck."""
-        stuck_after = int(self.node.limits.stuck_after or 3)
-        self.p.same_text = (self.p.same_text + [resp.text])[-stuck_after:]
-        if len(self.p.same_text) >= stuck_after and len(set(self.p.same_text)) == 1:
-            await self.log.finish("stuck", raw=resp.text, **resp.charged())
-            await self.stuck(f"{outcomes.plural(stuck_after, 'iteration')} in a row with identical output "
-                             "and no claim", resp.text)
-            return
-        await self.log.finish("progress", raw=resp.text, **resp.charged())
-        self.prompt, self.level = self.base, 0
-
-    async def stuck(self, why: str, last_output: str) -> None:
-        """Climb the recovery ladder one rung (recovery.py): a mutated prompt, a stronger
-        agent, then a human (the task is blocked) - or the task fails, as configured."""
-        rung = self.ladder.climb()
-        if rung.kind == "escalate" and self.route.next_agent is None:
-            rung = self.ladder.climb()  # no stronger agent to go to: the next rung
-        self.store.event("recovery", self.tid, step=rung.kind, mutation=rung.mutation, reason=why[:500])
-        self.p.same_text = []
-        if rung.kind == "mutate":
-            example = planmod.template_output(self.contract) if self.contract and self.contract.output else None
-            self.base = mutate(self.original, rung.mutation, why, last_output, example)
-        elif rung.kind == "escalate":
-            self.escalate([f"stuck: {why}"])
-        elif rung.kind == "human":
-            self.store.finish_task(self.tid, "blocked", error=(
-                f"blocked: stuck ({why}) after every recovery step; tell the agent what to do differently "
-                f"(`harnessc tell {self.tid} \"...\"`), then `harnessc retry`"))
-            raise Done("blocked")
+        """No claim yet: the loop goes on with what it remembers, unless it is stuck (loop.py):
+        then it climbs the recovery ladder."""
+        seen = await self.loop.observe(self.p.agent, resp.text, [], [])
+        if seen.stuck:
+            await self.stuck(seen, raw=resp.text, **seen.saved, **resp.charged())
         else:
-            self.give_up(f"stuck: {why} (after every recovery step)", exhausted=False)
-        self.prompt, self.level = self.base, 0
+            await self.log.finish("progress", raw=resp.text, **seen.saved, **resp.charged())
+        self.prompt, self.level = self.next_prompt(), 0
+
+    def next_prompt(self) -> str:
+        """The task's prompt, with a loop task's memory of its earlier iterations (a
+        memory.md.j2 that fails to render fails the task)."""
+        if not self.loop:
+            return self.base
+        try:
+            return self.loop.prompt(self.base)
+        except planmod.TemplateProblem as e:
+            raise Done(self._finish("failed", f"could not render the memory section: {e.span.path}:{e.span.line}: "
+                                              f"{e.code}: {e.message}")) from None
 
     async def succeed(self, resp: Response, verdict: Verdict) -> None:
+        seen = await self.loop.observe(self.p.agent, resp.text, [], verdict.checks, succeeded=True) \
+            if self.loop else None
         await self.log.finish("succeeded", raw=resp.text, parsed=verdict.output, checks=verdict.checks,
                               final_state="succeeded", output=verdict.output,
-                              fingerprint=self.node.fingerprint, **resp.charged())
+                              fingerprint=self.node.fingerprint, **(seen.saved if seen else {}), **resp.charged())
         await self.ctx.git.commit(self.node, self.how_verified(verdict), self.p.iteration, self.route.agent)
         raise Done("succeeded")
 
@@ -370,29 +368,61 @@ class TaskRun:
         return ", ".join(parts) or "the agent's answer (no contract, promise or accept commands)"
 
     async def refine(self, resp: Response, verdict: Verdict) -> None:
-        """A rejected claim: retry with a sharper prompt, escalate, or give up as on_failure says."""
-        self.p.same_text = []
+        """A rejected claim: retry with a sharper prompt, escalate, or give up as on_failure says
+        (a loop task that is stuck gives up)."""
         if isinstance(verdict.parsed, dict):
             self.p.best = verdict.parsed
         self.p.failures += 1
+        seen = await self.loop.observe(self.p.agent, resp.text, verdict.errors, verdict.checks) \
+            if self.loop else None
         rejected = dict(raw=resp.text, parsed=verdict.parsed, errors=verdict.errors, checks=verdict.checks,
-                        **resp.charged())
+                        **(seen.saved if seen else {}), **resp.charged())
         if self.p.failures > self.node.retry.max_retries:
             # auto-routed tasks escalate whatever on_failure says; on_failure applies at the top
             escalates = self.node.retry.on_failure == "escalate" or self.node.routing.auto
             if escalates and self.escalate(verdict.errors):
                 await self.log.finish("rejected", **rejected)
-                self.prompt, self.level = self.base, 0
+                self.prompt, self.level = self.next_prompt(), 0
                 return
             state, output, error = self.on_failure(verdict.errors)
             await self.log.finish("rejected", final_state=state, output=output,
                                   fingerprint=self.node.fingerprint, error=error, **rejected)
             raise Done(state)
+        if seen and seen.stuck:
+            await self.stuck(seen, **rejected)
+            self.prompt, self.level = self.next_prompt(), 0
+            return
         await self.log.finish("rejected", **rejected)
         self.level = min(self.p.failures, 3)
-        self.prompt = planmod.render_refinement(self.ctx.plan, self.tid, self.base, self.level, verdict.errors,
-                                                resp.text, self.ctx.root)
+        self.prompt = planmod.render_refinement(self.ctx.plan, self.tid, self.next_prompt(), self.level,
+                                                verdict.errors, resp.text, self.ctx.root)
         await self.wait(self.node.retry.delay(self.p.failures), "retry delay")
+
+    async def stuck(self, seen: Any, **attempt: Any) -> None:
+        """A loop task found stuck (loop.py says which signal, with its evidence) climbs the
+        recovery ladder one rung (recovery.py): a rewritten prompt, a stronger agent, then a
+        human (the task is blocked) - or it fails, as configured."""
+        why = seen.stuck.reason.removeprefix("stuck: ")
+        # before the attempt's end, so the alert (alerts.py) carries the signal's evidence
+        self.store.event("stuck", self.tid, signal=seen.stuck.signal, reason=why[:500])
+        await self.log.finish("stuck", **attempt)
+        rung = self.ladder.climb()
+        if rung.kind == "escalate" and self.route.next_agent is None:
+            rung = self.ladder.climb()  # no stronger agent to go to: the next rung
+        self.store.event("recovery", self.tid, step=rung.kind, mutation=rung.mutation, reason=why[:500])
+        self.loop.stuck.restart()  # the next rung gets stuck_after iterations of its own
+        if rung.kind == "mutate":
+            example = planmod.template_output(self.contract) if self.contract and self.contract.output else None
+            self.base = mutate(self.original, rung.mutation, why, str(attempt.get("raw") or ""), example)
+        elif rung.kind == "escalate":
+            self.escalate([f"stuck: {why}"])
+        elif rung.kind == "human":
+            self.store.finish_task(self.tid, "blocked", error=(
+                f"blocked: stuck ({why}) after every recovery step; tell the agent what to do differently "
+                f"(`harnessc tell {self.tid} \"...\"`), then `harnessc retry`"))
+            raise Done("blocked")
+        else:
+            self.give_up(f"{seen.stuck.reason} (after every recovery step)", exhausted=False)
 
     def escalate(self, errors: list[str]) -> bool:
         """Move to the next stronger agent with the retry count reset; False at the top."""

@@ -38,10 +38,11 @@ def status(root: Path) -> dict:
         totals = store.usage_totals() if store else None
         paused = bool(store and run and paused_run(store, run["id"]))
         agents = agent_report(store, plan.agents) if store and plan else {}
+        active = run is not None and run["status"] == "running" and holder(workspace) is not None
+        loops = _loops(store, plan, rows) if store and active else {}
     finally:
         if store:
             store.close()
-    active = run is not None and run["status"] == "running" and holder(workspace) is not None
     now = time.time()
     tasks = []
     order = [n.id for n in plan.nodes] if plan else sorted(rows)
@@ -63,6 +64,8 @@ def status(root: Path) -> dict:
             t["removed"] = True
         if active and t["state"] == "running" and row.get("started_at"):
             t["elapsed"] = round(max(0.0, now - row["started_at"]), 3)  # so far
+            if tid in loops:
+                t["loop"] = loops[tid]
         tasks.append(t)
     if run is not None:
         run["active"] = active
@@ -90,6 +93,24 @@ def usage_text(row: dict) -> str:
     if row.get("reasoning_tokens"):
         text += f" ({row['reasoning_tokens']:,} reasoning)"
     return text
+
+
+def _loops(store: StateStore, plan, rows: dict) -> dict[str, dict]:
+    """For each running loop task: iteration N of its limit, the last-5 average progress,
+    and its last <progress> marker (seed 003 §10.3; the agent and elapsed time are the task's)."""
+    from .progress import is_loop
+
+    out = {}
+    for node in plan.nodes if plan else ():
+        row = rows.get(node.id)
+        if row is None or row["state"] != "running" or not is_loop(node):
+            continue
+        scores = store.recent_progress(node.id)
+        saved = store.loop_state(node.id) or {}
+        out[node.id] = {"iteration": row["iterations"], "max_iterations": node.limits.max_iterations,
+                        "progress": round(sum(scores) / len(scores), 2) if scores else None,
+                        "last_marker": (saved.get("progress") or {}).get("last_marker")}
+    return out
 
 
 def log(root: Path, task_id: str) -> list[dict]:

@@ -22,7 +22,7 @@ from json.encoder import encode_basestring_ascii as _encode_str
 from ..workspace import Workspace, storage_reason
 from .procs import secret_values
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 APP_ID = "harnessc-state"
 
 TERMINAL_OK = ("succeeded", "degraded", "done")
@@ -47,7 +47,7 @@ CREATE TABLE attempts (
   status TEXT NOT NULL, started_at REAL NOT NULL, finished_at REAL,
   proc_marker TEXT, proc_pid INTEGER, proc_start INTEGER,
   uncached_input_tokens INTEGER, cache_read_tokens INTEGER, cache_write_tokens INTEGER,
-  reasoning_tokens INTEGER, cost_source TEXT);
+  reasoning_tokens INTEGER, cost_source TEXT, progress TEXT);
 CREATE INDEX attempts_task ON attempts(task_id, id);
 CREATE TABLE ledger (
   id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, task_id TEXT NOT NULL,
@@ -57,6 +57,7 @@ CREATE INDEX ledger_task ON ledger(task_id);
 CREATE TABLE events (
   id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT, ts REAL NOT NULL, kind TEXT NOT NULL,
   task_id TEXT, data TEXT);
+CREATE TABLE loop_state (task_id TEXT PRIMARY KEY, data TEXT NOT NULL, updated_at REAL NOT NULL);
 """
 
 # Each step takes the database from version N to N+1 (the key), in one transaction.
@@ -75,6 +76,11 @@ _MIGRATIONS = {
         "ALTER TABLE attempts ADD COLUMN cache_write_tokens INTEGER",
         "ALTER TABLE attempts ADD COLUMN reasoning_tokens INTEGER",
         "ALTER TABLE attempts ADD COLUMN cost_source TEXT"),
+    # 3 -> 4: loop tasks - each attempt's progress evidence (JSON), and per task what the
+    # next iteration carries over (memory, progress history; see runtime/loop.py).
+    3: ("ALTER TABLE attempts ADD COLUMN progress TEXT",
+        "CREATE TABLE IF NOT EXISTS loop_state (task_id TEXT PRIMARY KEY, data TEXT NOT NULL,"
+        " updated_at REAL NOT NULL)"),
 }
 
 # The ledger columns of an attempt, summed by usage_totals() (input_tokens is all input).
@@ -505,7 +511,7 @@ class StateStore:
         with self.tx():
             if ids is None:
                 n = self.db.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
-                for table in ("tasks", "attempts", "ledger", "events"):
+                for table in ("tasks", "attempts", "ledger", "events", "loop_state"):
                     self.db.execute(f"DELETE FROM {table}")
                 self.db.execute("DELETE FROM meta WHERE key=?", (MAX_COST_KEY,))
                 return n
@@ -514,6 +520,7 @@ class StateStore:
                 n += self.db.execute("DELETE FROM tasks WHERE id=?", (tid,)).rowcount
                 self.db.execute("DELETE FROM attempts WHERE task_id=?", (tid,))
                 self.db.execute("DELETE FROM ledger WHERE task_id=?", (tid,))
+                self.db.execute("DELETE FROM loop_state WHERE task_id=?", (tid,))
             return n
 
     # ------------------------------------------------------------------ attempts
@@ -577,12 +584,15 @@ class StateStore:
                        checks: list[dict] | None = None, usage: Any = None,
                        cost_usd: float = 0.0, cost_source: str = "no_response", latency: float = 0.0,
                        final_state: str | None = None, output: Any = None,
-                       fingerprint: str | None = None, error: str | None = None) -> None:
+                       fingerprint: str | None = None, error: str | None = None,
+                       progress: dict | None = None, loop_state: dict | None = None) -> None:
         """Complete an attempt with its ledger, settle its reservation to the real cost and
         (optionally) finish the task: one commit.
 
         usage: the call's agents.base.Usage (None: nothing reported, 0 tokens); cost_source:
-        where cost_usd came from (agents.base.COST_SOURCES).
+        where cost_usd came from (agents.base.COST_SOURCES). progress: a loop iteration's
+        evidence and score; loop_state: what the task's next iteration carries over
+        (runtime/loop.py), saved in the same commit.
         """
         now = time.time()
         held = self._reserved.get(attempt_id)
@@ -597,6 +607,13 @@ class StateStore:
                 (status, self.redact(raw), self._json(parsed), self._json(errors or []),
                  self._json(checks or []), *(counts[c] for c in USAGE_COLUMNS), cost_usd, cost_source,
                  latency, now, attempt_id))
+            if progress is not None:
+                self.db.execute("UPDATE attempts SET progress=? WHERE id=?", (self._json(progress), attempt_id))
+            if loop_state is not None:
+                self.db.execute(
+                    "INSERT INTO loop_state (task_id, data, updated_at) VALUES (?,?,?) ON CONFLICT(task_id)"
+                    " DO UPDATE SET data=excluded.data, updated_at=excluded.updated_at",
+                    (task_id, self._json(loop_state), now))
             if held:  # by rowid: the ledger has no index on attempt_id
                 self.db.execute("UPDATE ledger SET actual=?, settled=1 WHERE id=?", (cost_usd, held[0]))
             else:
@@ -615,7 +632,8 @@ class StateStore:
                     (tokens, cost_usd, now, task_id))
             self.event("attempt_finished", task_id, attempt=attempt_id, status=status,
                        tokens=tokens, cost_usd=cost_usd, cost_source=cost_source,
-                       latency=round(latency, 4), errors=(errors or [])[:5])
+                       latency=round(latency, 4), errors=(errors or [])[:5],
+                       **({"progress": progress.get("score")} if progress else {}))
             if final_state:
                 self.event(f"task_{final_state}", task_id, **({"error": error} if error else {}))
         self._reserved.pop(attempt_id, None)
@@ -642,7 +660,7 @@ class StateStore:
         rows = []
         for row in self.db.execute("SELECT * FROM attempts WHERE task_id=? ORDER BY id", (task_id,)):
             d = dict(row)
-            for k in ("parsed_output", "errors", "checks"):
+            for k in ("parsed_output", "errors", "checks", "progress"):
                 d[k] = self._loads(d[k], f"attempt {d['id']}'s {k}")
             rows.append(d)
         return rows
@@ -665,6 +683,20 @@ class StateStore:
         totals["cost_sources"] = {src or "unrecorded": n for src, n in self.db.execute(
             "SELECT cost_source, COUNT(*) FROM attempts WHERE status != 'started' GROUP BY cost_source")}
         return totals
+
+    # ------------------------------------------------------------------ loop tasks
+
+    def loop_state(self, task_id: str) -> dict | None:
+        """What a loop task carries over from its last iteration (runtime/loop.py), or None."""
+        row = self.db.execute("SELECT data FROM loop_state WHERE task_id=?", (task_id,)).fetchone()
+        return self._loads(row[0], f"task {task_id}'s loop state") if row else None
+
+    def recent_progress(self, task_id: str, n: int = 5) -> list[float]:
+        """The progress scores of the task's last `n` scored attempts, oldest first."""
+        rows = self.db.execute("SELECT progress FROM attempts WHERE task_id=? AND progress IS NOT NULL"
+                               " ORDER BY id DESC LIMIT ?", (task_id, n)).fetchall()
+        scores = [(self._loads(r[0], f"task {task_id}'s progress") or {}).get("score") for r in rows]
+        return [float(s) for s in reversed(scores) if isinstance(s, (int, float))]
 
     # ------------------------------------------------------------------ budget
 

@@ -21,6 +21,7 @@ from ..compiler.validate import Deadline, OutOfTime
 from ..planfile import AcceptCommand, Contract, PlanNode
 from . import plan as planmod
 from . import procs
+from .progress import passed_count
 
 _PROMISE = re.compile(r"<promise>\s*(.*?)\s*</promise>", re.S)
 DEFAULT_ACCEPT_TIMEOUT = 600.0
@@ -82,7 +83,8 @@ async def verify(node: PlanNode, contract: Contract | None, text: str, root: Pat
     for cmd in node.accept:
         res = await run_accept(cmd, root, time_left)
         v.checks.append({"id": cmd.id, "argv": res.argv, "returncode": res.returncode,
-                         "timed_out": res.timed_out, "duration": round(res.duration, 3)})
+                         "timed_out": res.timed_out, "duration": round(res.duration, 3),
+                         "passed": passed_count(res.stdout + res.stderr)})
         if not res.ok:
             tail = (res.stdout + res.stderr).strip()[-1500:]
             msg = f"accept check '{cmd.id or ' '.join(res.argv)}' failed: {res.describe()}"

@@ -58,9 +58,11 @@ class SimulateAgent:
 
     def _answer(self, request: Request, n: int) -> str:
         if n <= self.complete_after:
-            # Progress work without a claim: steady progress changes the text each time.
-            step = f" step {n}" if self.progress == "steady" else ""
-            return f"Working on {request.task_id}.{step} Not done yet."
+            # Progress work without a claim: steady progress reports a new step each time
+            # (a <progress> marker: evidence, see runtime/progress.py); none repeats itself.
+            if self.progress == "steady":
+                return f"Working on {request.task_id}. <progress>step {n} of {request.task_id}</progress> Not done yet."
+            return f"Working on {request.task_id}. Not done yet."
         if n - self.complete_after <= self.invalid_first or not self._skilled(request):
             return self._invalid(request)
         parts = [f"Completed {request.task_id}."]
