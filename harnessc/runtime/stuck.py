@@ -19,7 +19,8 @@ from .progress import Evidence
 
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\w.~-]*[/\\])+[\w.-]*")
 _HEX = re.compile(r"\b(?:0x[0-9a-fA-F]+|(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{7,})\b")
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_DECIMAL = re.compile(r"\d+\.\d+")
+_NUMBER = re.compile(r"\d+")
 _KEPT = 50  # iterations of history kept (stuck_after is rarely above 10)
 
 
@@ -27,6 +28,7 @@ def normalize_error(text: str) -> str:
     """Error text with what changes between identical failures taken out: paths, hex ids,
     numbers (line numbers, counts, durations), case and spacing."""
     text = _PATH.sub("<path>", text)
+    text = _DECIMAL.sub("#", text)  # before hex: 1000000.5 is one value, not a hex id and a number
     text = _HEX.sub("#", text)  # a long number looks like hex: both are just "a value"
     text = _NUMBER.sub("#", text)
     return " ".join(text.split()).lower()

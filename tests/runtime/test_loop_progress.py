@@ -60,7 +60,13 @@ def git_project(tmp_path, nodes, **kw):
     subprocess.run(["git", "-C", str(tmp_path), "add", "-A"], check=True)
     subprocess.run(["git", "-C", str(tmp_path), "commit", "-qm", "init"], check=True)
     agents = {"script": {"provider": "command", "command": [PY, str(tmp_path / "agent.py")], "timeout": 30}}
+    # These tests are about finding a task stuck: it fails at once (the recovery ladder a
+    # stuck task climbs otherwise is tested in test_recovery.py).
+    kw.setdefault("loop", {"recovery": NO_LADDER})
     return write_project(tmp_path, nodes, agents=agents, **kw)
+
+
+NO_LADDER = {"prompt_mutations": 0, "escalate": False, "human": False}
 
 
 def loop_node(tid, **kw):
@@ -131,7 +137,8 @@ def test_simulate_steady_is_progress_and_none_is_stuck(tmp_path):
         node("steady", completion_promise="DONE", routing={"agent": "steady"}, limits={"stuck_after": 2}),
         node("idle", completion_promise="DONE", routing={"agent": "idle"}, limits={"stuck_after": 2}),
     ], agents={"steady": {"provider": "simulate", "complete_after": 6},
-               "idle": {"provider": "simulate", "complete_after": 6, "progress": "none"}})
+               "idle": {"provider": "simulate", "complete_after": 6, "progress": "none"}},
+        loop={"recovery": NO_LADDER})
     r = harnessc(tmp_path, "run")
     assert r.returncode == 1
     rows = task_rows(tmp_path)

@@ -5,18 +5,9 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from harnessc.compiler.ir import Loop
-
 from .helpers import harnessc, node, write_project
 
 STUCK = {"provider": "simulate", "complete_after": 99, "progress": "none"}  # the same text, never a claim
-
-
-def plan_with_loop(root, recovery: dict) -> None:
-    path = root / ".harness" / "build" / "plan.json"
-    plan = json.loads(path.read_text())
-    plan["loop"] = {**Loop().model_dump(mode="json"), "recovery": recovery}
-    path.write_text(json.dumps(plan))
 
 
 def rows(root, sql: str, *args) -> list:
@@ -27,8 +18,7 @@ def test_a_stuck_task_climbs_mutations_then_escalation_then_is_blocked_for_a_hum
     write_project(tmp_path, [node("loop", completion_promise="DONE", routing={"agent": "weak", "chain": ["strong"]},
                                   limits={"stuck_after": 2}),
                              node("after", depends_on=["loop"]), node("other")],
-                  agents={"weak": STUCK, "strong": STUCK})
-    plan_with_loop(tmp_path, {"prompt_mutations": 2})
+                  agents={"weak": STUCK, "strong": STUCK}, loop={"recovery": {"prompt_mutations": 2}})
     r = harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     steps = [(json.loads(d)["step"], json.loads(d)["mutation"])
@@ -37,7 +27,7 @@ def test_a_stuck_task_climbs_mutations_then_escalation_then_is_blocked_for_a_hum
     prompts = [p for (p,) in rows(tmp_path, "SELECT prompt FROM attempts WHERE task_id='loop' ORDER BY id")]
     assert len(prompts) == 8  # 2 iterations per rung
     assert prompts[2].startswith("## Recovery (rephrase)") and prompts[4].startswith("## Recovery (decompose)")
-    assert "Why: 2 iterations in a row with identical output and no claim" in prompts[2]
+    assert "Why: 2 iterations in a row with identical output and no file changed" in prompts[2]
     agents = [a for (a,) in rows(tmp_path, "SELECT agent FROM attempts WHERE task_id='loop' ORDER BY id")]
     assert agents == ["weak"] * 6 + ["strong"] * 2
     tasks = {t["id"]: t for t in json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)["tasks"]}
@@ -55,8 +45,8 @@ def test_a_stuck_task_climbs_mutations_then_escalation_then_is_blocked_for_a_hum
 
 def test_without_a_human_rung_the_stuck_task_fails(tmp_path):
     write_project(tmp_path, [node("loop", completion_promise="DONE", routing={"agent": "weak"},
-                                  limits={"stuck_after": 2})], agents={"weak": STUCK})
-    plan_with_loop(tmp_path, {"prompt_mutations": 0, "escalate": True, "human": False})
+                                  limits={"stuck_after": 2})], agents={"weak": STUCK},
+                  loop={"recovery": {"prompt_mutations": 0, "escalate": True, "human": False}})
     r = harnessc(tmp_path, "run")
     assert r.returncode == 1
     task = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)["tasks"][0]
