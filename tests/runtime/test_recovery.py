@@ -34,6 +34,9 @@ def test_a_stuck_task_climbs_mutations_then_escalation_then_is_blocked_for_a_hum
     assert tasks["loop"]["state"] == "blocked" and "harnessc tell loop" in tasks["loop"]["error"]
     assert tasks["after"]["state"] == "skipped" and tasks["other"]["state"] == "succeeded"
     assert "blocked: loop" in r.stdout and "harnessc retry" in r.stdout
+    alerts = [json.loads(line) for line in (tmp_path / ".harness" / "alerts.log").read_text().splitlines()]
+    kinds = [a["kind"] for a in alerts if a["task"] == "loop"]
+    assert kinds.count("stuck") == 4 and kinds.count("recovery") == 4 and kinds.count("blocked") == 1
     # a human steps in: retry runs the blocked task again (here it is still stuck)
     assert harnessc(tmp_path, "tell", "loop", "stop repeating yourself").returncode == 0
     again = harnessc(tmp_path, "retry")

@@ -298,8 +298,10 @@ def test_stuck_milestones_and_the_iteration_limit_warning_are_alerts(tmp_path):
     write_project(root, [node("stuck", **LOOP), node("long", **LOOP, limits={"max_iterations": None})],
                   agents={"rehearsal": {"provider": "simulate"}},
                   loop={"alerts": {"milestone_every": 2}, "runaway": {"max_iterations_warning": 3,
-                                                                        "min_iteration_duration": 0}})
-    # `stuck` answers the same text forever; `long` makes progress and claims at iteration 5.
+                                                                        "min_iteration_duration": 0},
+                        "recovery": {"prompt_mutations": 0, "escalate": False, "human": False}})
+    # `stuck` answers the same text forever (and fails at once: no recovery ladder here); `long`
+    # makes progress and claims at iteration 5.
     plan = json.loads((root / ".harness/build/plan.json").read_text())
     plan["agents"]["same"] = {"provider": "simulate", "progress": "none", "complete_after": 100}
     plan["agents"]["steady"] = {"provider": "simulate", "complete_after": 4}
@@ -379,9 +381,12 @@ def test_fallback_along_the_chain_is_an_alert(tmp_path):
     write_project(root, [node("a", routing={"agent": "bad", "chain": ["good"]})], agents=agents)
     r = harnessc(root, "run")
     assert r.returncode == 0, r
-    (alert,) = _alerts(root)
+    # 5 failed calls open bad's breaker (health.py), which moves the task along its chain
+    breaker, alert = _alerts(root)
+    assert (breaker["kind"], breaker["task"]) == ("breaker", None)
+    assert breaker["message"] == "breaker opened for bad: 5 failed calls in a row, last overloaded"
     assert (alert["level"], alert["kind"], alert["task"]) == ("warning", "fallback", "a")
-    assert alert["message"].startswith("fell back from bad to good: 6 transient agent errors in a row")
+    assert alert["message"].startswith("fell back from bad to good: agent 'bad' is failing (5 failed calls")
 
 
 def test_events_from_other_parts_of_the_runtime_map_to_alerts_in_one_place(tmp_path):
