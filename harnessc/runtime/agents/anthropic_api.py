@@ -47,7 +47,7 @@ class AnthropicAgent(SdkAgent):
             p["system"] = [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]
         if self.config.get("temperature") is not None:
             p["temperature"] = self.config["temperature"]
-        wire = (((request.contract or {}).get("provider_schemas") or {}).get("anthropic")) or {}
+        wire = request.wire_schema("anthropic")
         if request.output_schema is not None and wire.get("strict") and wire.get("schema"):
             p["output_config"] = {"format": {"type": "json_schema", "schema": wire["schema"]}}
         return p

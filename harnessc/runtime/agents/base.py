@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ... import providers
-from ...planfile import Contract
+from ...planfile import Contract, load_contract
 from ...estimates import cost_usd
 from .errors import AgentError
 
@@ -27,6 +27,14 @@ class Request:
     timeout: float | None = None  # seconds this call may take (bounded by the task's max_time)
     max_tokens: int | None = None
     root: Path = Path(".")
+
+    def __post_init__(self) -> None:
+        if self.contract is not None and not isinstance(self.contract, Contract):
+            self.contract = load_contract(self.contract)  # a plan.json entry as parsed JSON
+
+    def wire_schema(self, provider: str) -> dict:
+        """The contract's structured-output subset for `provider` ({} without one)."""
+        return self.contract.wire_schema(provider) if self.contract is not None else {}
 
 
 @dataclass

@@ -164,7 +164,7 @@ class CodexAgent(CliAgent):
     def schema(self, request: Request) -> dict | None:
         # Codex sends the schema as strict json_schema: only the OpenAI strict subset works,
         # and a contract that has none is left to the prompt's description (still checked).
-        entry = ((request.contract or {}).get("provider_schemas") or {}).get("openai")
+        entry = request.wire_schema("openai")
         if request.output_schema is None or not entry or not entry.get("strict"):
             return None
         return entry["schema"]

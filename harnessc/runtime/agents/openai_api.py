@@ -51,7 +51,7 @@ class OpenAIAgent(SdkAgent):
         JSON mode, or None. The chat API wraps it in `response_format`, Responses in `text`."""
         if request.output_schema is None:
             return None
-        wire = (((request.contract or {}).get("provider_schemas") or {}).get("openai")) or {}
+        wire = request.wire_schema("openai")
         if self.structured == "json_schema" and wire.get("schema"):
             return {"type": "json_schema", "name": schema_name(request), "schema": wire["schema"],
                     "strict": bool(wire.get("strict"))}
@@ -129,5 +129,5 @@ class OpenAIAgent(SdkAgent):
 
 
 def schema_name(request: Request) -> str:
-    name = str((request.contract or {}).get("name") or "output")
+    name = str((request.contract.name if request.contract is not None else None) or "output")
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:64]
