@@ -543,6 +543,8 @@ def _execute(root: Path, plan: dict, opts) -> None:
               help="Iterations per task for this run, over the plan's.")
 @click.option("--stuck-after", "stuck_after", type=click.IntRange(min=1), default=None, metavar="N",
               help="Identical iterations without a claim before a task is stuck, for this run.")
+@click.option("--progress-threshold", "progress_threshold", type=click.FloatRange(0, 1), default=None,
+              metavar="X", help="A loop iteration scoring below this made no progress (loop.progress.threshold).")
 @click.option("--autonomous", is_flag=True,
               help="Preset for a run left alone: --max-time 24h, every recovery step, no pause on alerts.")
 @click.option("--conservative", is_flag=True,
@@ -550,8 +552,8 @@ def _execute(root: Path, plan: dict, opts) -> None:
                    "critical alerts pause the run.")
 @pass_ctx
 def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_build, dry_run,
-        record, replay, agent, agents, max_time, max_iterations, stuck_after, autonomous,
-        conservative) -> None:
+        record, replay, agent, agents, max_time, max_iterations, stuck_after, progress_threshold,
+        autonomous, conservative) -> None:
     """Run the compiled plan: route, call agents, verify, retry, checkpoint, resume."""
     from .runtime import plan as planmod
     from .runtime.scheduler import RunOptions
@@ -574,6 +576,7 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
                       select=list(select), exclude=list(exclude),
                       cassettes="record" if record else "replay" if replay else None,
                       agent=agent, agents=only, preset=preset, stuck_after=stuck_after,
+                      progress_threshold=progress_threshold,
                       max_time=_duration_option("--max-time", max_time),
                       max_iterations=_iterations_option(max_iterations))
     try:

@@ -1,5 +1,5 @@
-"""Run flags over the plan's loop settings: `--max-iterations`, `--stuck-after`, and the
-presets `--autonomous` and `--conservative` (seed 003 §11.2). `--max-time` (the run's own
+"""Run flags over the plan's loop settings: `--max-iterations`, `--stuck-after`,
+`--progress-threshold`, and the presets `--autonomous` and `--conservative` (seed 003 §11.2). `--max-time` (the run's own
 wall-clock limit) is kept by the Runner.
 
 Flags change this run only: the plan's records are replaced for the run, never written back.
@@ -26,10 +26,11 @@ PRESETS: dict[str, tuple[dict[str, Any], dict[str, dict[str, Any]]]] = {
 
 
 def resolve(preset: str | None, max_time: float | None, max_iterations: int | str | None,
-            stuck_after: int | None) -> dict[str, Any]:
+            stuck_after: int | None, progress_threshold: float | None = None) -> dict[str, Any]:
     """The flags in force: the preset's values, then the explicit flags over them."""
     flags = dict(PRESETS[preset][0]) if preset else {}
-    explicit = {"max_time": max_time, "max_iterations": max_iterations, "stuck_after": stuck_after}
+    explicit = {"max_time": max_time, "max_iterations": max_iterations, "stuck_after": stuck_after,
+                "progress_threshold": progress_threshold}
     flags.update({k: v for k, v in explicit.items() if v is not None})
     return flags
 
@@ -53,10 +54,13 @@ def apply(plan: Plan, preset: str | None, flags: dict[str, Any]) -> None:
                     own["max_iterations"] = cap if now is None else min(now, cap)
                 replaced[key] = dataclasses.replace(node.limits, **own)
             node.limits = replaced[key]
-    if preset:
+    loop: dict[str, dict[str, Any]] = dict(PRESETS[preset][1]) if preset else {}
+    if "progress_threshold" in flags:
+        loop["progress"] = {"threshold": float(flags["progress_threshold"])}
+    if loop:
         if plan.loop is None:  # a plan built before `loop:`: its defaults
             from ..compiler.ir import Loop
 
             plan.loop = Loop().model_dump(mode="json")
-        for section, values in PRESETS[preset][1].items():
+        for section, values in loop.items():
             plan.loop[section] = {**(plan.loop.get(section) or {}), **values}

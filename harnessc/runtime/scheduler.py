@@ -61,6 +61,7 @@ class RunOptions:
     max_time: float | None = None  # run --max-time: seconds this run may take, then it stops
     max_iterations: int | str | None = None  # run --max-iterations N | unlimited, for every task
     stuck_after: int | None = None  # run --stuck-after N, for every task
+    progress_threshold: float | None = None  # run --progress-threshold X (loop.progress.threshold)
     cassettes: str | None = None  # record | replay: every agent call (runtime/cassettes.py)
 
 
@@ -98,7 +99,8 @@ class Runner:
         self.plan = plan
         self.store = store
         self.opts = opts
-        flags = loopflags.resolve(opts.preset, opts.max_time, opts.max_iterations, opts.stuck_after)
+        flags = loopflags.resolve(opts.preset, opts.max_time, opts.max_iterations, opts.stuck_after,
+                                  opts.progress_threshold)
         loopflags.apply(plan, opts.preset, flags)
         self.max_time: float | None = flags.get("max_time")
         self.started = time.monotonic()

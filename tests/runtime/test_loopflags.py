@@ -55,12 +55,29 @@ def test_presets_set_loop_settings_and_explicit_flags_win(tmp_path):
     assert loopflags.resolve("autonomous", None, None, None) == {"max_time": 86400.0}
     assert loopflags.resolve("autonomous", 3600.0, 7, None) == {"max_time": 3600.0, "max_iterations": 7}
     assert loopflags.resolve("conservative", None, 500, None)["max_iterations"] == 500
+    plan = write_project(tmp_path / "t", [node("a")])
+    loopflags.apply(plan, None, loopflags.resolve(None, None, None, None, 0.4))
+    assert plan.loop["progress"]["threshold"] == 0.4 and plan.loop["progress"]["weights"]["files"] == 0.4
 
 
 def test_flag_errors_are_usage_errors(tmp_path):
     write_project(tmp_path, [node("a")])
     for args, words in ((["--max-time", "soon"], "is not a duration"), (["--max-time", "0s"], "more than 0"),
                         (["--max-iterations", "-1"], "at least 1, or unlimited"),
-                        (["--autonomous", "--conservative"], "cannot be used together")):
+                        (["--autonomous", "--conservative"], "cannot be used together"),
+                        (["--progress-threshold", "1.5"], "not in the range")):
         r = harnessc(tmp_path, "run", *args)
         assert r.returncode == 2 and words in r.stderr, (args, r.stderr)
+
+
+def test_progress_threshold_flag_decides_what_counts_as_progress_for_this_run(tmp_path):
+    write_project(tmp_path, [node("t", completion_promise="DONE", limits={"stuck_after": 2})],
+                  agents={"rehearsal": {"provider": "simulate", "complete_after": 5}},
+                  loop={"recovery": {"prompt_mutations": 0, "escalate": False, "human": False}})
+    # steady simulate progress (a new <progress> marker each time) scores above 0.15 ...
+    assert harnessc(tmp_path, "run").returncode == 0
+    # ... and under a threshold of 0.9: stuck after 2 iterations
+    r = harnessc(tmp_path, "run", "--rerun", "all", "--progress-threshold", "0.9")
+    assert r.returncode == 1
+    t = tasks(tmp_path)["t"]
+    assert t["state"] == "failed" and "under progress_threshold 0.9" in t["error"], t
