@@ -28,6 +28,8 @@ from .. import providers as _providers
 from ..providers.subset import compact, is_strict  # noqa: F401  (is_strict: re-exported)
 
 if TYPE_CHECKING:  # the pydantic IR is imported only where it is built (lint stays light)
+    from collections.abc import Iterator
+
     from .ir import AcceptCommand, Contract, Deliverable
 
 DRAFT07 = "http://json-schema.org/draft-07/schema#"

@@ -189,13 +189,17 @@ class FakeAPI:
 
     # ------------------------------------------------------------------ OpenAI Chat Completions
 
-    async def _openai(self, request: web.Request) -> web.StreamResponse:
-        reply, body = await self._take(request)
-        if reply.fault == "status":
-            return self._error_response(reply, {"error": {"message": reply.message, "type": reply.error_type,
-                                                          "code": reply.error_code, "param": None}})
+    def _openai_fault(self, reply: Reply) -> web.Response:
+        """An HTTP error with OpenAI's error body, or a 200 whose body is not JSON (both APIs)."""
         if reply.fault == "bad_body":
             return self._bad_body(reply)
+        return self._error_response(reply, {"error": {"message": reply.message, "type": reply.error_type,
+                                                      "code": reply.error_code, "param": None}})
+
+    async def _openai(self, request: web.Request) -> web.StreamResponse:
+        reply, body = await self._take(request)
+        if reply.fault in ("status", "bad_body"):
+            return self._openai_fault(reply)
         u = reply.usage
         cached = u.get("cache_read", 0)
         usage = {"prompt_tokens": u.get("input", 10) + cached, "completion_tokens": u.get("output", 5),
@@ -229,11 +233,8 @@ class FakeAPI:
 
     async def _responses(self, request: web.Request) -> web.StreamResponse:
         reply, body = await self._take(request)
-        if reply.fault == "status":
-            return self._error_response(reply, {"error": {"message": reply.message, "type": reply.error_type,
-                                                          "code": reply.error_code, "param": None}})
-        if reply.fault == "bad_body":
-            return self._bad_body(reply)
+        if reply.fault in ("status", "bad_body"):
+            return self._openai_fault(reply)
         u = reply.usage
         cached = u.get("cache_read", 0)
         usage = {"input_tokens": u.get("input", 10) + cached, "input_tokens_details": {"cached_tokens": cached},
