@@ -1,7 +1,7 @@
 """plan.json's typed contract: the records the compiler writes and the runtime reads.
 
 One definition of every plan.json entry (Plan, PlanNode, Limits, Retry, Routing, Estimate,
-AcceptCommand, PromptRef, Contract), with `load` (JSON data -> records) and `dump` (records ->
+AcceptCommand, ContextStaging, PromptRef, Contract), with `load` (JSON data -> records) and `dump` (records ->
 plan.json's text). The compiler builds these records, the runtime and the test helpers read
 them by attribute, so a key renamed on one side is an error on the other, not a silent `None`.
 
@@ -107,6 +107,36 @@ class AcceptCommand(Record):
     timeout: float | None
 
 
+@record
+class BudgetSource(Record):
+    """Where a task's context budget came from."""
+
+    source: str  # task (its context_tokens) | defaults (harness.yaml's) | window | built-in (32000)
+    agent: str | None = None  # window: the agent of the task's chain with the smallest known window
+    window: int | None = None  # window: that agent's context window in tokens
+
+
+@record
+class StagedFile(Record):
+    """One context file's fate under the budget."""
+
+    path: str
+    priority: str  # critical | high | medium | low
+    tokens: int  # estimated from the file's size at build time
+    kept: str  # whole | cut | left out
+    allowed: int  # tokens of it that go into the prompt
+
+
+@record
+class ContextStaging(Record):
+    """Which of a task's context files fit its token budget (compiler/staging.py)."""
+
+    budget: int
+    budget_from: BudgetSource | None  # None in a plan built before it was recorded
+    used: int
+    files: list[StagedFile]
+
+
 class PromptRef(Record):
     """A prompt file and its sha256; the path is made from the task id when read."""
 
@@ -151,7 +181,7 @@ class PlanNode(Record):
     routing: Routing
     analysis: Analysis | None = None
     git: str = "off"  # commit: commit the task's changes when it succeeds
-    context_staging: dict | None = None  # {budget, used, files: [{path, priority, tokens, kept, allowed}]}
+    context_staging: ContextStaging | None = None  # None: the task has no context files
     wave: int | None = None
     estimate: Estimate | None = None  # set by the compiler's last pass
     prompt: PromptRef | None = None  # set as the prompt is rendered
@@ -272,7 +302,7 @@ def _node(d: Mapping) -> PlanNode:
         routing=Routing(**d["routing"]),
         analysis=Analysis(**d["analysis"]) if d.get("analysis") else None,
         git=d.get("git") or "off",
-        context_staging=d.get("context_staging"),
+        context_staging=_staging(d["context_staging"]) if d.get("context_staging") else None,
         estimate=Estimate(**d["estimate"]) if d.get("estimate") else None,
         prompt=PromptRef.from_json(d["prompt"]) if d.get("prompt") else None,
     )
@@ -281,6 +311,12 @@ def _node(d: Mapping) -> PlanNode:
 _NODE_REQUIRED = [k for k in PlanNode._keys
                   if k not in ("accept", "limits", "retry", "routing", "analysis", "git", "context_staging",
                                "estimate", "prompt", "wave", "fingerprint")]
+
+
+def _staging(d: Mapping) -> ContextStaging:
+    source = d.get("budget_from")
+    return ContextStaging(d["budget"], BudgetSource(**source) if source else None, d["used"],
+                          [StagedFile(**f) for f in d["files"]])
 
 
 def load_contract(d: Mapping) -> Contract:

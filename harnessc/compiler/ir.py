@@ -187,6 +187,10 @@ class AgentConfig(_Spec):
         "", description="Environment variable holding the API key; null for none. Keys are never stored."
     )
     max_tokens: int | None = Field(None, ge=1, description="Output token cap per call.")
+    context_window: int | None = Field(
+        None, ge=1, description="The model's context window in tokens, when harnessc's table does not know it "
+        "(a local server's model) or knows it wrong; a task's default context budget is half the smallest "
+        "window among its agents.")
     stream: bool | None = Field(
         None, description="anthropic/openai: stream the answer (anthropic streams by default when max_tokens > 21333)."
     )
@@ -262,7 +266,8 @@ class Defaults(_Spec):
     stuck_after: int = Field(3, ge=1, description="No-progress iterations before recovery.")
     on_failure: FailureStrategy = Field(FailureStrategy.retry, description="See contracts.")
     context_tokens: int = Field(32_000, ge=1, description="Token budget for a task's context files: the "
-                                "lowest priority go first when they do not fit.")
+                                "lowest priority go first when they do not fit. Unset: half the smallest "
+                                "context window among the task's agents, or 32000 when none is known.")
     git: GitMode = Field(GitMode.off, description="commit: commit each succeeded task's changes "
                          "(a git repository is needed); off: leave git alone.")
 

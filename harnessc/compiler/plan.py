@@ -8,10 +8,10 @@ from array import array
 from collections.abc import Sequence
 from functools import lru_cache
 
-from .. import __version__
-from ..planfile import AcceptCommand, Analysis, Estimate, Limits, Plan, PlanNode, Retry, Routing
+from .. import __version__, providers
+from ..planfile import AcceptCommand, Analysis, ContextStaging, Estimate, Limits, Plan, PlanNode, Retry, Routing
 from .analysis import analyse
-from .staging import stage
+from .staging import choose_budget, stage
 from ..estimates import cost_usd, tokens_for_chars
 from .ir import LS_KEYS, BUILTIN_AGENT, AgentConfig, Task
 from .argv import split_command
@@ -92,13 +92,34 @@ def route(project: Project, task: Task, extra_agents: dict, by_complexity: dict[
     return Routing(agent, chain, reason, auto)
 
 
-def _staged_context(project: Project, task: Task, default_budget: int) -> tuple[list[str], dict | None]:
+def _staged_context(project: Project, task: Task, routing: Routing, windows: "_Windows",
+                    shared: "_Interned") -> tuple[list[str], ContextStaging | None]:
     """The task's context files that fit its budget, and the staging record (compiler/staging.py)."""
     files = project.context_files.get(task.id)
     if not files:
         return [], None
-    budget = task.context_tokens or default_budget
-    return stage(files, project.context_priority.get(task.id, {}), budget, str(project.root))
+    defaults = project.config.defaults
+    budget, source = choose_budget(
+        task.context_tokens,
+        defaults.context_tokens if "context_tokens" in defaults.model_fields_set else None,
+        defaults.context_tokens,
+        ((agent, windows[agent]) for agent in (routing.agent, *routing.chain)))
+    return stage(files, project.context_priority.get(task.id, {}), budget, str(project.root), shared(source))
+
+
+class _Windows(dict):
+    """Agent name -> its context window in tokens or None (providers.Provider.context_window),
+    looked up on first use in harness.yaml's agents, then in the tasks' implicit ones."""
+
+    def __init__(self, *agents: dict[str, AgentConfig]):
+        super().__init__()
+        self.agents = agents
+
+    def __missing__(self, name: str) -> int | None:
+        config = next((agents[name] for agents in self.agents if name in agents), None)
+        unit = providers.get(config.provider) if config is not None else None
+        self[name] = window = unit.context_window(config.model_dump(exclude_none=True)) if unit else None
+        return window
 
 
 def _estimate(agent: AgentConfig | None, tokens_in: int, structured: bool) -> "Estimate":
@@ -149,6 +170,7 @@ def build_plan(project: Project) -> None:
     by_complexity = {getattr(k, "value", k): v for k, v in cfg.routing.by_complexity.items()}
     delays = list(defaults.retry_delays)
     shared = _Interned()
+    windows = _Windows(cfg.agents, extra_agents)
     nodes = []
     for order, task in enumerate(project.tasks):
         contract = project.contracts.get(task.contract) if task.contract else None
@@ -161,9 +183,10 @@ def build_plan(project: Project) -> None:
         max_retries = task.max_retries if task.max_retries is not None else (
             entry["max_retries"] if entry else defaults.max_retries)
         on_failure = task.on_failure or (entry["on_failure"] if entry else defaults.on_failure)
-        context, staged = _staged_context(project, task, defaults.context_tokens)
         analysis = analyse(task.title, task.goal, task.success, getattr(task.complexity, "value", task.complexity),
                            entry, len(task.accept) + len(entry.accept if entry else ()), len(task.depends_on))
+        routing = shared(route(project, task, extra_agents, by_complexity, analysis))
+        context, staged = _staged_context(project, task, routing, windows, shared)
         max_time = task.max_time
         if max_time is None and contract and contract.constraints and contract.constraints.timeout:
             max_time = contract.constraints.timeout * (max_retries + 1)
@@ -193,7 +216,7 @@ def build_plan(project: Project) -> None:
             )),
             retry=shared(Retry(max_retries=max_retries, on_failure=getattr(on_failure, "value", on_failure),
                                delays=delays)),
-            routing=shared(route(project, task, extra_agents, by_complexity, analysis)),
+            routing=routing,
             analysis=analysis,
             git=getattr(task.git or defaults.git, "value", task.git or defaults.git),
         )

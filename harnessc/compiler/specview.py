@@ -8,6 +8,7 @@ whose generated schemas are the ones used here, so both agree on what is valid.
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from ..package_data import read_text
 from typing import Any
@@ -216,7 +217,13 @@ def _value_hint(e: SchemaError, v: Validator) -> str | None:
         return f"write a list: [{', '.join(items)}]" if items else "write a list, like [a, b]"
     if wanted and wanted[0] in ("integer", "number") and isinstance(value, str) and _is_number(value.strip()):
         return f"write the number without quotes: {value.strip()}"
+    if wanted and wanted[0] in ("integer", "number") and isinstance(value, str) and (m := _SCALED.match(value)):
+        return f"write the number in full: {round(float(m[1]) * _SCALES[m[2].lower()])}"
     return ("use " + " or ".join(_TYPE_WORDS.get(t, t) for t in wanted)) if wanted else None
+
+
+_SCALED = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM])\s*$")  # 128k, 1M: a count written short
+_SCALES = {"k": 1_000, "m": 1_000_000}
 
 
 def _wanted_types(schema: dict, v: Validator) -> list[str]:

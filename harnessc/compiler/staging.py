@@ -5,16 +5,24 @@ A `context:` entry may end with a priority in parentheses — `src/core.py (crit
 medium, low), then in the order written, while they fit `context_tokens`; a critical file
 that does not fit is cut to what is left, any other is left out. The prompt names what was
 left out, and plan.json records every file's fate (`context_staging`).
+
+The budget is the task's `context_tokens`, else harness.yaml's `defaults.context_tokens` when
+written there, else half the smallest context window among the agents the task may run on
+(its agent and fallback chain; the other half holds the rest of the prompt, the loop's
+memory and the answer), else the built-in 32000 when no window is known.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 
 from ..estimates import tokens_for_chars
+from ..planfile import BudgetSource, ContextStaging, StagedFile
 
 PRIORITIES = ("critical", "high", "medium", "low")
+WINDOW_SHARE = 0.5  # of the smallest window: the context files' share of a prompt
 _SUFFIX = re.compile(r"^(.*?)\s*\((critical|high|medium|low)\)\s*$")
 
 
@@ -24,7 +32,24 @@ def split_priority(entry: str) -> tuple[str, str]:
     return (m.group(1), m.group(2)) if m and m.group(1) else (entry, "medium")
 
 
-def stage(files: list[str], priority: dict[str, str], budget: int, root: str) -> tuple[list[str], dict]:
+def choose_budget(task_tokens: int | None, defaults_tokens: int | None, built_in: int,
+                  windows: Iterable[tuple[str, int | None]]) -> tuple[int, BudgetSource]:
+    """A task's context budget and where it came from. `defaults_tokens` is None unless
+    harness.yaml writes it; `windows` are (agent, its context window or None), the task's
+    agent first; of equal windows the first agent is named."""
+    if task_tokens:
+        return task_tokens, BudgetSource("task")
+    if defaults_tokens is not None:
+        return defaults_tokens, BudgetSource("defaults")
+    known = [(window, agent) for agent, window in windows if window]
+    if not known:
+        return built_in, BudgetSource("built-in")
+    window, agent = min(known, key=lambda pair: pair[0])
+    return max(1, int(window * WINDOW_SHARE)), BudgetSource("window", agent, window)
+
+
+def stage(files: list[str], priority: dict[str, str], budget: int, root: str,
+          source: BudgetSource | None = None) -> tuple[list[str], ContextStaging]:
     """(the files kept, in the order written; the staging record for plan.json)."""
     sized = []
     for order, rel in enumerate(files):
@@ -34,7 +59,7 @@ def stage(files: list[str], priority: dict[str, str], budget: int, root: str) ->
             size = 0
         sized.append((PRIORITIES.index(priority.get(rel, "medium")), order, rel, tokens_for_chars(size)))
     left = budget
-    fate: dict[str, dict] = {}
+    fate: dict[str, StagedFile] = {}
     for rank, _, rel, tokens in sorted(sized):
         if tokens <= left:
             kept, allowed = "whole", tokens
@@ -43,6 +68,6 @@ def stage(files: list[str], priority: dict[str, str], budget: int, root: str) ->
         else:
             kept, allowed = "left out", 0
         left -= allowed
-        fate[rel] = {"path": rel, "priority": PRIORITIES[rank], "tokens": tokens, "kept": kept, "allowed": allowed}
-    record = {"budget": budget, "used": budget - left, "files": [fate[rel] for _, _, rel, _ in sized]}
-    return [rel for rel in files if fate[rel]["kept"] != "left out"], record
+        fate[rel] = StagedFile(rel, PRIORITIES[rank], tokens, kept, allowed)
+    record = ContextStaging(budget, source, budget - left, [fate[rel] for _, _, rel, _ in sized])
+    return [rel for rel in files if fate[rel].kept != "left out"], record

@@ -2,7 +2,9 @@
 
 A unit (`Provider`) holds what harnessc knows about one provider: its structured-output
 JSON-Schema subset (the compiler stores it per contract in plan.json), its defaults (the
-environment variable holding the key, `max_tokens`), and where its agent class lives. The
+environment variable holding the key, `max_tokens`), the context windows of the models it
+serves (the compiler derives a task's default context budget from them), and where its agent
+class lives. The
 agent class is imported only when a run builds that agent, so `lint` and `build` import no
 SDK and `run` imports only the SDKs of the agents it calls.
 """
@@ -10,7 +12,9 @@ SDK and `run` imports only the SDKs of the agents it calls.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from .subset import SchemaSubset
@@ -26,6 +30,8 @@ class Provider:
     cache_rates: tuple[float, float] = (1.0, 1.0)  # cache read, write: fractions of the input price
     requires: dict[str, str] = field(default_factory=dict)  # agent keys lint insists on (HC215) -> hint
     cli: bool = False  # a coding CLI: the only kind that takes `permissions:`
+    windows: Mapping[str, int] = field(default_factory=dict)  # model-id prefix -> context window (tokens)
+    default_window: int | None = None  # a CLI run without `model:`: its default model's window
 
     def agent_factory(self) -> Any:
         """What builds this provider's agent from (name, config, root): its class, or a
@@ -44,9 +50,38 @@ class Provider:
         value = config.get(key)
         return self.defaults.get(key) if value is None else value
 
+    def context_window(self, config: dict) -> int | None:
+        """One agent's context window in tokens: its `context_window:` setting, else its
+        model's (this provider's table, then every provider's: a gateway may serve another
+        vendor's model), else, with no model set, the model the provider uses by default.
+        None when unknown: a model in no table, or a provider that runs no named model
+        (command, simulate, replay)."""
+        if config.get("context_window"):
+            return config["context_window"]
+        if not self.windows:
+            return None
+        model = config.get("model")
+        if not model:
+            return self.default_window
+        return window_of(model, self.windows) or window_of(model, _all_windows())
+
+
+def window_of(model: str, windows: Mapping[str, int]) -> int | None:
+    """The window of the longest prefix of `model` in `windows` that ends at a word boundary
+    (`gpt-4` is not `gpt-4o`'s prefix, it is `gpt-4-0613`'s); a gateway's `vendor/model` id
+    is looked up by its last part. None when no prefix matches."""
+    model = model.rpartition("/")[2].lower()
+    best = None
+    for prefix, window in windows.items():
+        if model.startswith(prefix) and (len(model) == len(prefix) or not prefix[-1].isalnum()
+                                         or not model[len(prefix)].isalnum()):
+            if best is None or len(prefix) > len(best[0]):
+                best = (prefix, window)
+    return best[1] if best else None
+
 
 def _units() -> dict[str, Provider]:
-    from . import anthropic, openai
+    from . import anthropic, gemini, openai
 
     agents = "harnessc.runtime.agents"
     return {p.name: p for p in (
@@ -55,15 +90,30 @@ def _units() -> dict[str, Provider]:
         Provider("command", f"{agents}.command:CommandAgent", requires={"command": (
             "add the argv to run, e.g. `command: [my-agent, --print, '{prompt}']`"
             " ({prompt} and {prompt_file} are replaced, else the prompt goes to stdin)")}),
-        Provider("claude-code", f"{agents}.cli:ClaudeCodeAgent", cli=True),
-        Provider("codex", f"{agents}.cli:CodexAgent", cli=True),
-        Provider("gemini-cli", f"{agents}.cli:GeminiCliAgent", cli=True),
+        # the CLIs run their vendor's models; without `model:` their own default model
+        Provider("claude-code", f"{agents}.cli:ClaudeCodeAgent", cli=True,
+                 windows={**anthropic.WINDOWS, **anthropic.CLAUDE_CODE_ALIASES},
+                 default_window=anthropic.CLAUDE_CODE_WINDOW),
+        Provider("codex", f"{agents}.cli:CodexAgent", cli=True, windows=openai.WINDOWS,
+                 default_window=openai.CODEX_WINDOW),
+        Provider("gemini-cli", f"{agents}.cli:GeminiCliAgent", cli=True, windows=gemini.WINDOWS,
+                 default_window=gemini.GEMINI_CLI_WINDOW),
         Provider("simulate", f"{agents}.simulate:SimulateAgent"),
         Provider("replay", "harnessc.runtime.cassettes:ReplayAgent"),
     )}
 
 
 REGISTRY: dict[str, Provider] = _units()
+
+
+@lru_cache(maxsize=1)
+def _all_windows() -> dict[str, int]:
+    """Every provider's model windows in one table (the smallest where two disagree)."""
+    merged: dict[str, int] = {}
+    for unit in REGISTRY.values():
+        for prefix, window in unit.windows.items():
+            merged[prefix] = min(window, merged.get(prefix, window))
+    return merged
 
 
 def get(name: str | None) -> Provider | None:

@@ -4,12 +4,30 @@ Subset (from the Anthropic "JSON Schema limitations" docs and the SDK's own tran
 besides the common keywords it keeps allOf, `format` for the formats it lists and
 `minItems` of 0 or 1. Optional properties stay optional. `pattern` is moved too: Anthropic
 supports only a regex subset and a rejected request is worse than a rule checked locally.
+
+Context windows (platform.claude.com model pages): 200K for every Claude 3.x and 4.x model
+(the 1M of some 4.x models needs a beta header harnessc does not send); 1M for the Claude 5
+generation. Claude Code runs with a 200K window unless asked for `[1m]`.
 """
 
 from __future__ import annotations
 
 from . import Provider
 from .subset import COMMON_KEEP, SchemaSubset
+
+# Model-id prefix -> context window in tokens (providers.window_of: the longest prefix wins).
+# Where a family's members differ, the entry is the smallest: a budget too small leaves a
+# file out, one too large overflows the window.
+WINDOWS = {
+    "claude-": 200_000,
+    "claude-sonnet-5": 1_000_000,
+    "claude-opus-5": 1_000_000,
+    "claude-fable": 1_000_000,
+}
+# claude-code's `--model` aliases, and its window when no model is set
+CLAUDE_CODE_ALIASES = {"sonnet": 200_000, "opus": 200_000, "haiku": 200_000,
+                       "sonnet[1m]": 1_000_000, "opus[1m]": 1_000_000}
+CLAUDE_CODE_WINDOW = 200_000
 
 PROVIDER = Provider(
     name="anthropic",
@@ -24,5 +42,6 @@ PROVIDER = Provider(
     api_key_env="ANTHROPIC_API_KEY",
     defaults={"max_tokens": 8192},
     cache_rates=(0.1, 1.25),
+    windows=WINDOWS,
     requires={"model": "add the model id, e.g. `model: claude-sonnet-4-5` (the Messages API has no default model)"},
 )
