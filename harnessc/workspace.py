@@ -79,7 +79,7 @@ class Workspace:
         self.inbox = self.harness / "inbox"  # instructions and commands for a run (runtime/steering.py)
         self.cassettes = self.harness / "cassettes"
         self.alerts_log = self.harness / "alerts.log"
-        self.loop = self.harness / "loop"  # <task-id>.index: loop tasks' private git indexes
+        self.loop = self.harness / "loop"  # run.index: the private git index of file evidence (attribution.py)
 
     def run_dir(self, run_id: str) -> Path:
         return self.runs / run_id

@@ -5,9 +5,9 @@ At the start of a run that has such tasks, the project must be a git repository 
 warning event and nothing is committed) and its uncommitted changes are recorded: they are
 reported, and never committed or discarded - a task's commit leaves those paths out. When a
 task succeeds, what changed in the working tree (tracked and untracked, `.harness/` aside)
-is committed with a message naming the task and how it was verified. With several tasks
-running at once, a commit holds whatever changed by the time its task succeeded: run with
-`-j 1` for strictly one task per commit.
+is committed with a message naming the task and how it was verified: the paths that changed
+during the task's attempts, as runtime/attribution.py decides them when several tasks run
+at once (another running task's paths stay out).
 
 gitpython is imported only by a run with a `git: commit` task.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..planfile import PlanNode
 from .state import StateStore
@@ -56,20 +56,26 @@ class GitCommits:
                 f"{len(paths)} uncommitted path(s) before the run ({', '.join(paths[:5])}"
                 f"{', ...' if len(paths) > 5 else ''}): left as they are, never part of a task's commit"))
 
-    async def commit(self, node: PlanNode, verified: str, attempt: int, agent: str) -> None:
-        """Commit what changed for a succeeded task (in a worker thread: git is a subprocess)."""
+    async def commit(self, node: PlanNode, verified: str, attempt: int, agent: str,
+                     claimed: Callable[[], set[str]] | None = None) -> None:
+        """Commit what changed for a succeeded task (in a worker thread: git is a subprocess);
+        claimed: the paths that are the task's (attribution.py), asked once the commits
+        before it are made; None: whatever changed."""
         if self.repo is None or node.git != "commit":
             return
         async with self._lock:
-            kind, data = await asyncio.to_thread(self._commit, node, verified, attempt, agent)
+            paths = claimed() if claimed else None
+            kind, data = await asyncio.to_thread(self._commit, node, verified, attempt, agent, paths)
         self.store.event(kind, node.id, **data)  # on the loop's thread: the store is not shared
 
-    def _commit(self, node: PlanNode, verified: str, attempt: int, agent: str) -> tuple[str, dict]:
+    def _commit(self, node: PlanNode, verified: str, attempt: int, agent: str,
+                claimed: set[str] | None) -> tuple[str, dict]:
         """(event kind, its data) of the commit."""
         import git
 
         try:
-            paths = sorted(self._changed() - self.dirty_at_start)
+            changed = self._changed() - self.dirty_at_start
+            paths = sorted(changed if claimed is None else changed & claimed)
             if not paths:
                 return "git_nothing_to_commit", {}
             present = [p for p in paths if (self.root / p).exists()]

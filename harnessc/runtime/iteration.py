@@ -30,6 +30,7 @@ from ..planfile import Contract, Plan, PlanNode
 from . import plan as planmod
 from .agents.base import AgentError, Request, Response
 from .agents.errors import retry_delay
+from .attribution import Attribution
 from .budget import Budget
 from .gitops import GitCommits
 from .health import Health
@@ -55,6 +56,7 @@ class TaskContext(Protocol):
     router: Router
     throttle: Throttle
     git: GitCommits
+    attribution: Attribution
     live: dict[str, dict]
     steering: Steering
 
@@ -142,7 +144,8 @@ class TaskRun:
         self.ladder = Ladder((ctx.plan.loop or {}).get("recovery"))
         self.operator = ""  # the operator's instructions, sent after the prompt (steering.py)
         self.level = 0  # refinement level of the prompt (0: the first prompt)
-        self.loop = TaskLoop.of(ctx.root, ctx.plan, node, ctx.store)  # progress, stuck, memory; None: no loop task
+        self.files = ctx.attribution.task(node)  # which changed files are this task's; None: not tracked
+        self.loop = TaskLoop.of(ctx.root, ctx.plan, node, ctx.store, self.files)  # progress, stuck, memory
 
     async def run(self) -> str:
         if self.node.routing.auto:
@@ -157,6 +160,8 @@ class TaskRun:
             while True:
                 await self.iteration()
         except Done as d:
+            if self.files:
+                await self.files.end()  # its last changes, for the tasks still running
             return d.outcome
         except asyncio.CancelledError:
             # Abort: the attempt in flight is interrupted; the task goes back to pending. A
@@ -165,6 +170,8 @@ class TaskRun:
                 self.store.set_state(self.tid, "pending")
             raise
         finally:
+            if self.files:
+                self.files.forget()
             if self.loop:
                 self.loop.close()
 
@@ -258,8 +265,8 @@ class TaskRun:
         self.p.iteration += 1
         self.ctx.live[self.tid] = {"iteration": self.p.iteration, "agent": name}
         self.p.agent = name
-        if self.loop:
-            await self.loop.begin()  # the files as the call finds them
+        if self.files:
+            await self.files.begin()  # the files as the call finds them
         phash = hashlib.sha256(self.sent_prompt.encode()).hexdigest()
         aid = await self.log.begin(iteration=self.p.iteration, level=self.level, agent=name, prompt=self.sent_prompt,
                                    prompt_hash=phash, reserve_usd=cost, start_task=self.p.iteration == 1,
@@ -356,7 +363,10 @@ class TaskRun:
         await self.log.finish("succeeded", raw=resp.text, parsed=verdict.output, checks=verdict.checks,
                               final_state="succeeded", output=verdict.output,
                               fingerprint=self.node.fingerprint, **(seen.saved if seen else {}), **resp.charged())
-        await self.ctx.git.commit(self.node, self.how_verified(verdict), self.p.iteration, self.route.agent)
+        if self.files and not self.loop:
+            await self.files.end(text=resp.text)
+        await self.ctx.git.commit(self.node, self.how_verified(verdict), self.p.iteration, self.route.agent,
+                                  self.files.commit_paths if self.files else None)
         raise Done("succeeded")
 
     def how_verified(self, verdict: Verdict) -> str:

@@ -14,6 +14,7 @@ from ..planfile import Plan, PlanNode
 from . import memory as memorymod
 from . import plan as planmod
 from . import progress as progressmod
+from .attribution import TaskFiles
 from .progress import Evidence, ProgressMeter
 from .state import StateStore
 from .stuck import Stuck, StuckDetector
@@ -29,7 +30,7 @@ class Seen:
 
 
 class TaskLoop:
-    def __init__(self, root: Path, plan: Plan, node: PlanNode, store: StateStore):
+    def __init__(self, root: Path, plan: Plan, node: PlanNode, store: StateStore, files: TaskFiles | None = None):
         self.root, self.plan, self.node, self.store = root, plan, node, store
         settings = progressmod.Settings.of(plan)
         saved = store.loop_state(node.id)
@@ -37,19 +38,19 @@ class TaskLoop:
             saved = None  # the task changed since: what it remembers is about another task
         saved = saved or {}
         self.iterations = int(saved.get("iterations") or 0)  # across runs
-        self.meter = ProgressMeter(root, node, settings, store.workspace.loop, saved.get("progress"))
+        self.meter = ProgressMeter(root, node, settings, store.workspace.loop, saved.get("progress"), files)
         self.stuck = StuckDetector(node.limits.stuck_after or 3, settings.threshold, saved.get("stuck"))
         self.memory_settings = memorymod.Settings.of(plan)
         self.memory = memorymod.Memory(self.memory_settings, saved.get("memory"))
 
     @classmethod
-    def of(cls, root: Path, plan: Plan, node: PlanNode, store: StateStore) -> "TaskLoop | None":
-        """The task's loop state, or None for a task that is not a loop task."""
-        return cls(root, plan, node, store) if progressmod.is_loop(node) else None
+    def of(cls, root: Path, plan: Plan, node: PlanNode, store: StateStore,
+           files: TaskFiles | None = None) -> "TaskLoop | None":
+        """The task's loop state, or None for a task that is not a loop task. files: the
+        task's side of the run's file ledger (attribution.py)."""
+        return cls(root, plan, node, store, files) if progressmod.is_loop(node) else None
 
     async def begin(self) -> None:
-        if self.meter.watcher is None:
-            self.store.workspace.make_dir(self.store.workspace.loop)
         await self.meter.begin()
 
     async def observe(self, agent: str, text: str, errors: list[str], checks: list[dict],

@@ -29,6 +29,7 @@ from . import plan as planmod
 from . import reaper
 from .agents.base import AgentError
 from .alerts import Alerts
+from .attribution import Attribution
 from .budget import Budget
 from .gitops import GitCommits
 from . import loopflags
@@ -120,12 +121,15 @@ class Runner:
         self.health = Health(store, plan.agents)
         self.throttle = Throttle(plan.agents, self.jobs)
         self.git = GitCommits(root, store, plan.nodes)
+        self.workspace = Workspace(root)
+        # which changed files are whose, when tasks run at the same time (progress, commits)
+        self.attribution = Attribution(root, self.workspace.loop / "run.index", plan.nodes, self.jobs,
+                                       make_dir=self.workspace.make_dir)
         self.agents: dict[str, Any] = {}
         self.stop_mode: str | None = None  # None | stop | abort
         self.halt: tuple[str, str] | None = None  # (outcome.BUDGET|FAIL_FAST, why): ends the run early
         self.wake = asyncio.Event()
         self._stop_event = asyncio.Event()  # wakes retry delays early
-        self.workspace = Workspace(root)
         self.cassettes = Cassettes(self.workspace, opts.cassettes)
         self.running: dict[str, asyncio.Task] = {}
         self.live: dict[str, dict] = {}  # task id -> {"iteration", "agent"} for displays
@@ -250,6 +254,7 @@ class Runner:
         finally:
             watcher.cancel()
             await self._settle()
+            self.attribution.close()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 try:
                     loop.remove_signal_handler(sig)

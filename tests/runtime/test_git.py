@@ -75,3 +75,58 @@ def test_without_a_repository_the_run_goes_on_and_says_why_nothing_is_committed(
     why = events(tmp_path, "git_unavailable")
     assert len(why) == 1 and "needs the project to be a git repository" in why[0]["message"]
     assert not (tmp_path / ".git").exists()
+
+
+# Two tasks whose calls overlap for sure: each waits until the other has started, writes,
+# then waits until the other has written.
+TWO_AT_ONCE = """\
+import os, pathlib, time
+task = os.environ["HARNESSC_TASK"]
+other = {"a": "b", "b": "a"}[task]
+flags = pathlib.Path(".harness")
+def wait_for(name):
+    deadline = time.time() + 30
+    while not (flags / name).exists() and time.time() < deadline:
+        time.sleep(0.02)
+(flags / ("started-" + task)).write_text("")
+wait_for("started-" + other)
+with open("CHANGELOG.md", "a") as f:
+    f.write(task + "\\n")
+if task == "a":
+    pathlib.Path("src_a", "impl.py").write_text("a = 1\\n")
+    print("done <promise>DONE</promise>")
+else:
+    pathlib.Path("out").mkdir(exist_ok=True)
+    pathlib.Path("out", "b.txt").write_text("b\\n")
+    print("Wrote out/b.txt. <promise>DONE</promise>")
+(flags / ("wrote-" + task)).write_text("")
+wait_for("wrote-" + other)
+"""
+
+
+def test_two_tasks_at_once_each_commit_their_own_files(tmp_path):
+    """a declares its context (src_a/), b names the file it wrote: each commit holds its own
+    task's files although both changed the tree at the same time; a file both changed and
+    neither claims (CHANGELOG.md) goes with the first to succeed, once."""
+    bot = {"routing": {"agent": "bot"}, "completion_promise": "DONE", "git": "commit"}
+    write_project(tmp_path, [node("a", context=["src_a/seed.py"], **bot), node("b", **bot)],
+                  agents={"bot": {"provider": "command", "command": [PY, str(tmp_path / "agent.py")],
+                                  "timeout": 60}}, concurrency=2)
+    (tmp_path / "agent.py").write_text(TWO_AT_ONCE)
+    (tmp_path / "src_a").mkdir()
+    (tmp_path / "src_a" / "seed.py").write_text("seed = 0\n")
+    (tmp_path / "CHANGELOG.md").write_text("log\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "config", "user.email", "t@example.com")
+    git(tmp_path, "config", "user.name", "T")
+    (tmp_path / ".gitignore").write_text(".harness/\n")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-q", "-m", "start")
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    committed = {e["task"]: set(e["paths"]) for e in events(tmp_path, "git_committed")}
+    assert set(committed) == {"a", "b"}
+    assert committed["a"] - {"CHANGELOG.md"} == {"src_a/impl.py"}
+    assert committed["b"] - {"CHANGELOG.md"} == {"out/b.txt"}
+    assert ("CHANGELOG.md" in committed["a"]) != ("CHANGELOG.md" in committed["b"])
+    assert git(tmp_path, "status", "--porcelain") == ""

@@ -336,3 +336,52 @@ def test_a_broken_memory_template_fails_the_task_with_its_place(tmp_path):
     assert row["state"] == "failed" and row["iterations"] == 1
     assert row["error"].startswith("could not render the memory section: tpl/memory.md.j2:2: HC502: "), row["error"]
     assert "nope" in row["error"]
+
+
+# A worker and a talker whose calls overlap for sure: the worker writes during the talker's
+# call (it waits for the talker's call to start, and the talker waits for the write).
+SIDE_BY_SIDE = textwrap.dedent("""
+    import os, pathlib, sys, time
+    task = os.environ["HARNESSC_TASK"]
+    sys.stdin.read()
+    flags = pathlib.Path(".harness")
+    calls = flags / f"calls-{task}"
+    n = int(calls.read_text()) + 1 if calls.exists() else 1
+    calls.write_text(str(n))
+    def wait_for(name):
+        deadline = time.time() + 30
+        while not (flags / name).exists() and time.time() < deadline:
+            time.sleep(0.02)
+    if task == "talker":
+        (flags / f"talker-{n}").write_text("")
+        if n <= 3:
+            wait_for(f"wrote-{n}")
+        print(f"Still thinking (thought {n}).")
+    else:
+        if n <= 3:
+            wait_for(f"talker-{n}")
+        pathlib.Path("src", f"part{n}.py").write_text("".join(f"x{i} = {i}\\n" for i in range(5)))
+        (flags / f"wrote-{n}").write_text("")
+        print("working" + (" <promise>DONE</promise>" if n >= 5 else ""))
+""")
+
+
+def test_a_task_is_not_credited_with_what_another_task_writes_at_the_same_time(tmp_path):
+    """Two loop tasks at once (-j 2): the worker's files (in its context directory) are its
+    progress, not the talker's, so the talker is found stuck while the worker works."""
+    git_project(tmp_path, [loop_node("worker", context=["src/seed.py"], limits={"stuck_after": 2}),
+                           loop_node("talker", limits={"stuck_after": 3})], concurrency=2)
+    (tmp_path / "agent.py").write_text(SIDE_BY_SIDE)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "seed.py").write_text("seed = 0\n")
+    harnessc(tmp_path, "run")
+    rows = task_rows(tmp_path)
+    assert rows["worker"]["state"] == "succeeded", rows["worker"]
+    worker = attempts(tmp_path, "worker")
+    assert all(a["progress"]["files"]["files"] == 1 for a in worker), [a["progress"] for a in worker]
+    talker = attempts(tmp_path, "talker")
+    assert rows["talker"]["state"] == "failed" and rows["talker"]["iterations"] == 3, rows["talker"]
+    assert "no file changed" in rows["talker"]["error"], rows["talker"]
+    assert all(a["progress"]["files"]["files"] == 0 for a in talker), [a["progress"] for a in talker]
+    # each saw the worker's file of its time (and may see the next one, written while it ends)
+    assert all(a["progress"]["files"]["others"] >= 1 for a in talker), [a["progress"] for a in talker]

@@ -1,23 +1,35 @@
-"""File evidence (runtime/progress.py): git snapshots of the working tree."""
+"""File evidence: git snapshots of the working tree (runtime/files.py) and which task changed
+what when tasks run at the same time (runtime/attribution.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 
 from git import Repo
 from git.exc import GitCommandError
 
-from harnessc.runtime.progress import GitFiles
+from harnessc import planfile
+from harnessc.runtime.attribution import Attribution
+from harnessc.runtime.files import GitSnapshots
+
+from .helpers import node
+
+
+def repo(path):
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    subprocess.run(["git", "-C", str(path), "config", "user.email", "t@example.com"], check=True)
+    subprocess.run(["git", "-C", str(path), "config", "user.name", "t"], check=True)
 
 
 def test_a_git_add_that_fails_on_one_file_still_gives_a_snapshot(tmp_path):
     """`git add --ignore-errors` exits non-zero when a file cannot be read (an unreadable file,
     which root in CI cannot make): the snapshot keeps what it added, else every iteration of
     the task would look like no file changed."""
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    repo(tmp_path)
     (tmp_path / "a.txt").write_text("a\n")
     (tmp_path / ".harness").mkdir()
-    files = GitFiles(Repo(tmp_path), tmp_path, tmp_path / ".harness" / "idx")
+    files = GitSnapshots(Repo(tmp_path), tmp_path, tmp_path / ".harness" / "idx")
     before = files.snapshot()
     real = files._git
 
@@ -29,26 +41,123 @@ def test_a_git_add_that_fails_on_one_file_still_gives_a_snapshot(tmp_path):
 
     files._git = flaky
     (tmp_path / "b.txt").write_text("b\n")
-    after = files.snapshot()
-    changes = files.changes(before, after)
-    assert (changes.files, changes.new, changes.paths) == (1, 1, ["b.txt"])
+    delta = files.changes(before, files.snapshot())
+    assert delta.per_path == {"b.txt": (1, 0, True)}
     files.close()
 
 
 def test_a_project_inside_a_repository_sees_only_its_own_files(tmp_path):
     """The project (where roadmap.md is) may be a directory of a larger repository: only its
     files are evidence, and never its .harness/ (harnessc's own writes)."""
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    repo(tmp_path)
     project = tmp_path / "proj"
     (project / ".harness").mkdir(parents=True)
     (project / "a.txt").write_text("a\n")
     (tmp_path / "outside.txt").write_text("o\n")
-    files = GitFiles(Repo(project, search_parent_directories=True), project, project / ".harness" / "idx")
+    files = GitSnapshots(Repo(project, search_parent_directories=True), project, project / ".harness" / "idx")
     before = files.snapshot()
     (tmp_path / "outside.txt").write_text("changed\n")  # another part of the repository
     (project / ".harness" / "state.db").write_text("x" * 100)  # harnessc's own
-    assert files.changes(before, files.snapshot()).files == 0
+    assert files.changes(before, files.snapshot()).per_path == {}
     (project / "a.txt").write_text("a\nb\nc\n")
-    changes = files.changes(before, files.snapshot())
-    assert (changes.files, changes.added, changes.removed, changes.paths) == (1, 2, 0, ["proj/a.txt"])
+    assert files.changes(before, files.snapshot()).per_path == {"proj/a.txt": (2, 0, False)}
     files.close()
+
+
+def test_lines_new_files_deletions_and_commits_between_any_two_snapshots(tmp_path):
+    """Snapshots list what differs from the run's base tree; any two of them compare without
+    a git process: lines from the blobs, new and deleted files, commits walked from HEAD."""
+    repo(tmp_path)
+    (tmp_path / "keep.txt").write_text("1\n2\n3\n")
+    (tmp_path / "gone.txt").write_text("x\n")
+    subprocess.run(["git", "-C", str(tmp_path), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "commit", "-qm", "init"], check=True)
+    (tmp_path / ".harness").mkdir()
+    files = GitSnapshots(Repo(tmp_path), tmp_path, tmp_path / ".harness" / "idx")
+    s0 = files.snapshot()
+    (tmp_path / "keep.txt").write_text("1\ntwo\n3\n4\n")
+    s1 = files.snapshot()
+    (tmp_path / "gone.txt").unlink()
+    (tmp_path / "new.txt").write_text("n\n")
+    (tmp_path / "keep.txt").write_text("1\ntwo\n3\n4\n5\n")
+    subprocess.run(["git", "-C", str(tmp_path), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "commit", "-qm", "one"], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "commit", "-qm", "two", "--allow-empty"], check=True)
+    s2 = files.snapshot()
+    assert files.changes(s0, s1).per_path == {"keep.txt": (2, 1, False)}
+    d12 = files.changes(s1, s2)
+    assert d12.per_path == {"keep.txt": (1, 0, False), "gone.txt": (0, 1, False), "new.txt": (1, 0, True)}
+    assert d12.commits == 2 and files.changes(s0, s1).commits == 0
+    assert files.changes(s0, s2).per_path["keep.txt"] == (3, 1, False)
+    (tmp_path / "keep.txt").write_text("1\n2\n3\n")  # back as in the base
+    assert files.changes(s2, files.snapshot()).per_path["keep.txt"] == (1, 3, False)
+    files.close()
+
+
+def ledger(root, *nodes_, jobs=2):
+    plan_nodes = [planfile._node(n) for n in nodes_]
+    return Attribution(root, root / ".harness" / "loop" / "run.index", plan_nodes, jobs), plan_nodes
+
+
+def test_a_change_while_two_tasks_work_is_decided_by_context_owner_or_answer(tmp_path):
+    """Two loop tasks at once: what one writes while the other works is not the other's."""
+    repo(tmp_path)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "seed.py").write_text("seed\n")
+    (tmp_path / ".harness").mkdir()
+    att, (a, b) = ledger(tmp_path, node("a", completion_promise="DONE"),
+                         node("b", completion_promise="DONE", context=["src/seed.py"]))
+
+    async def scenario():
+        await att.begin(a)
+        await att.begin(b)
+        (tmp_path / "src" / "b1.py").write_text("x\n")  # b's context directory
+        (tmp_path / "notes.txt").write_text("n\n")  # nobody's context, nobody names it
+        fa = await att.measure("a", "thinking about things")
+        fb = await att.measure("b", "wrote some code")
+        assert (fa.files, fa.others, fa.shared) == (0, 1, 1), fa
+        assert (fb.files, fb.paths, fb.shared) == (1, ["src/b1.py"], 1), fb
+        # b alone from here: its next segment starts where its last ended
+        await att.end("a", measure=False)
+        await att.begin(b)
+        (tmp_path / "notes.txt").write_text("n\nm\n")
+        fb = await att.measure("b", "")
+        assert (fb.files, fb.added) == (1, 1), fb  # alone: b's, and b owns it now
+        await att.begin(a)  # a back (a retry): both work again
+        await att.begin(b)
+        (tmp_path / "notes.txt").write_text("n\nm\no\n")
+        (tmp_path / "readme.md").write_text("r\n")
+        fa = await att.measure("a", "I updated readme.md")
+        fb = await att.measure("b", "")
+        assert (fa.paths, fa.others) == (["readme.md"], 1), fa  # notes.txt: b owns it; readme.md: named
+        assert (fb.paths, fb.others) == (["notes.txt"], 1), fb
+        assert att.commit_paths("b") == {"src/b1.py", "notes.txt"}
+        assert att.commit_paths("a") == {"readme.md"}
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        att.close()
+
+
+def test_a_change_before_or_after_another_tasks_work_is_not_its(tmp_path):
+    """A task sees only what changed inside its own segment: an earlier task's finished work
+    is no rival's, and a later task's start is after it."""
+    repo(tmp_path)
+    (tmp_path / ".harness").mkdir()
+    att, (a, b) = ledger(tmp_path, node("a", completion_promise="DONE"), node("b", completion_promise="DONE"))
+
+    async def scenario():
+        await att.begin(a)
+        (tmp_path / "early.txt").write_text("a's\n")
+        await att.begin(b)  # after a's write: b's start already has it
+        (tmp_path / "late.txt").write_text("b's\n")
+        fb = await att.measure("b", "")
+        fa = await att.measure("a", "")
+        assert fa.paths == ["early.txt"] and fa.shared == 1, fa  # late.txt: both saw it, nobody said
+        assert fb.paths == [] and fb.shared == 1, fb
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        att.close()
