@@ -222,6 +222,16 @@ class Contract(Record):
 
 
 @record
+class Assists(Record):
+    """The cheap agents that write text for loop tasks (harness.yaml `loop.recovery.mutation_agent`,
+    `loop.context.summary_agent` and `summarize_every`); None: the deterministic text."""
+
+    mutation_agent: str | None = None
+    summary_agent: str | None = None
+    summarize_every: int = 10
+
+
+@record
 class Plan(Record):
     version: int
     harnessc: str
@@ -240,6 +250,7 @@ class Plan(Record):
     system: PromptRef | None = None
     estimate: dict | None = None
     loop: dict | None = None  # harness.yaml `loop:` (None in a plan built before it existed)
+    assists: Assists | None = None  # None in a plan built before assists existed: none
 
     def node(self, task_id: str) -> PlanNode:
         return self._by_id()[task_id]
@@ -262,10 +273,11 @@ def load(data: Mapping) -> Plan:
     """Records from plan.json's parsed JSON. Raises PlanFormatError on a malformed entry."""
     try:
         return Plan(
-            **{k: data.get(k) for k in Plan._keys if k not in ("contracts", "nodes", "system")},
+            **{k: data.get(k) for k in Plan._keys if k not in ("contracts", "nodes", "system", "assists")},
             contracts={name: load_contract(c) for name, c in (data.get("contracts") or {}).items()},
             nodes=[_node(n) for n in data.get("nodes") or []],
             system=PromptRef.from_json(data["system"]) if data.get("system") else None,
+            assists=Assists(**data["assists"]) if data.get("assists") else None,
         )
     except (TypeError, KeyError, AttributeError, ValueError) as e:
         raise PlanFormatError(f"plan.json does not match this harnessc's plan format: {e!r}") from None

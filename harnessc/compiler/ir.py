@@ -311,6 +311,10 @@ class Recovery(_Spec):
     human: bool = Field(
         True, description="Last: the task becomes blocked for a human (`harnessc tell`, `harnessc retry`); "
         "false: it fails.")
+    mutation_agent: str | None = Field(
+        None, description="An agent (by name; a cheap, fast one will do) that writes the prompt mutations: "
+        "it rewrites the instructions heading the task's prompt, the task itself stays. Unset: deterministic "
+        "template mutations, which are also the fallback when the agent fails, times out or the budget refuses.")
 
 
 class ProgressWeights(_Spec):
@@ -352,6 +356,14 @@ class LoopContext(_Spec):
     max_tokens: int = Field(
         3000, ge=100, description="Token budget of the whole memory section of a prompt (window, summary, "
         "decisions, failures); the oldest window entries go first."
+    )
+    summary_agent: str | None = Field(
+        None, description="An agent (by name; a cheap, fast one will do) that rewrites the running summary "
+        "every `summarize_every` iterations from the old summary and the iterations that left the window. "
+        "Unset: the summary stays extractive (one line per iteration), also the fallback when the agent fails."
+    )
+    summarize_every: int = Field(
+        10, ge=1, description="Iterations between two summaries written by `summary_agent`."
     )
 
 

@@ -250,7 +250,8 @@ def _first_link(root: Path, name: str) -> str | None:
 
 
 def _check_routing_names(project: Project) -> None:
-    """Agent names used inside harness.yaml must exist."""
+    """Agent names used inside harness.yaml (routing, the loop's mutation and summary agents)
+    must exist: defined under `agents:`, or the built-in `rehearsal`."""
     marks, cfg = project.config_marks, project.config
     if marks is None:
         return
@@ -258,10 +259,16 @@ def _check_routing_names(project: Project) -> None:
     uses = [(("routing", "default"), cfg.routing.default)]
     uses += [(("routing", "by_complexity", k), v) for k, v in cfg.routing.by_complexity.items()]
     uses += [(("routing", "escalation", i), v) for i, v in enumerate(cfg.routing.escalation)]
+    uses = [(loc, name) for loc, name in uses if name != "auto"]  # the router chooses
+    uses += [(("loop", "recovery", "mutation_agent"), cfg.loop.recovery.mutation_agent),
+             (("loop", "context", "summary_agent"), cfg.loop.context.summary_agent)]
     for loc, name in uses:
-        if name != "auto" and not project.defines_agent(name):
+        if name is not None and not project.defines_agent(name):
+            fallback = (f"agents defined: {', '.join(names)}" if loc[0] == "routing" else
+                        f"name an agent defined under agents: ({', '.join(names)}), or remove the key "
+                        "for the deterministic text")
             project.diags.error("HC403", f"unknown agent '{name}'", marks.value(loc),
-                                did_you_mean(name, names) or f"agents defined: {', '.join(names)}")
+                                did_you_mean(name, names) or fallback)
 
 
 BUILTIN_CONTRACTS = "builtin_contracts.yaml"

@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from .. import __version__, providers
-from ..planfile import AcceptCommand, Analysis, ContextStaging, Estimate, Limits, Plan, PlanNode, Retry, Routing
+from ..planfile import (
+    AcceptCommand, Analysis, Assists, ContextStaging, Estimate, Limits, Plan, PlanNode, Retry, Routing,
+)
 from .analysis import analyse
 from .staging import choose_budget, stage
 from ..estimates import cost_usd, tokens_for_chars
@@ -222,7 +224,10 @@ def build_plan(project: Project) -> None:
         )
         nodes.append(node)
     agents = {**cfg.agents, **extra_agents}
-    used_agents = sorted({n["routing"]["agent"] for n in nodes} | {a for n in nodes for a in n["routing"]["chain"]})
+    assists = Assists(cfg.loop.recovery.mutation_agent, cfg.loop.context.summary_agent,
+                      cfg.loop.context.summarize_every)
+    used_agents = sorted({n["routing"]["agent"] for n in nodes} | {a for n in nodes for a in n["routing"]["chain"]}
+                         | {a for a in (assists.mutation_agent, assists.summary_agent) if a in agents})
     order = _topo_order(nodes)
     waves = _waves(nodes, order)
     by_id = {n["id"]: n for n in nodes}
@@ -248,6 +253,7 @@ def build_plan(project: Project) -> None:
         defaults=cfg.defaults.model_dump(mode="json"),
         concurrency=cfg.concurrency,
         loop=cfg.loop.model_dump(mode="json"),
+        assists=assists,
         contracts=entries,
         nodes=nodes,
         edges=Edges(nodes),
