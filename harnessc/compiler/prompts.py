@@ -431,6 +431,13 @@ def render_memory(plan: dict, node_id: str, memory: dict, iteration: int, root: 
     return _render(plan, root, "memory.md.j2", {"task": node, "memory": memory, "iteration": iteration})
 
 
+def render_assist(plan: dict, node_id: str, kind: str, context: dict, root: Path) -> str:
+    """What a cheap agent is asked for a loop task (runtime/assist.py): `mutation.md.j2` (a
+    rewrite of a stuck task's instructions) or `summary.md.j2` (its running summary)."""
+    node = _node_index(plan)[node_id]
+    return _render(plan, root, f"{kind}.md.j2", {"task": node, **context})
+
+
 def template_files_hash(plan: dict, root: Path) -> str:
     """A hash of the templates in effect (user overrides and built-ins), for fingerprints."""
     from importlib import resources

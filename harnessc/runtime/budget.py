@@ -4,7 +4,8 @@ every call.
 The estimated cost and tokens of a call are reserved before the call and settled with the
 actual figures after, so calls in flight count; both are kept across resumes until reset
 (cost in the ledger; tokens in the attempts' token columns, which hold the reservation
-until the attempt finishes).
+until the attempt finishes). An assist call (a cheap agent writing a prompt mutation or a
+summary, assist.py) is reserved and settled the same way, in its ledger row.
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ class Budget:
         if agent_cfg.get("max_tokens"):
             out = min(out, int(agent_cfg["max_tokens"]))
         return estimate_tokens(system + prompt), out
+
+    def estimate_assist(self, agent_cfg: dict, prompt: str, output_tokens: int) -> tuple[float, int]:
+        """(USD, tokens) to reserve for an assist call (runtime/assist.py): its prompt and at
+        most `output_tokens` of answer, at the assist agent's price."""
+        tokens_in = estimate_tokens(prompt)
+        return price_cost(agent_cfg, Usage(tokens_in, output_tokens)), tokens_in + output_tokens
 
     def refuse(self, node: PlanNode, cost: float, tokens: int = 0) -> tuple[str, str] | None:
         """('run'|'task', message) when this call would exceed a budget, else None."""

@@ -30,12 +30,13 @@ from ..planfile import Contract, Plan, PlanNode
 from . import plan as planmod
 from .agents.base import AgentError, Request, Response
 from .agents.errors import retry_delay
+from .assist import Assistant
 from .attribution import Attribution
 from .budget import Budget
 from .gitops import GitCommits
 from .health import Health
 from .loop import TaskLoop
-from .recovery import Ladder, mutate
+from .recovery import Ladder
 from .router import Route, Router
 from .state import StateStore
 from .steering import Steering
@@ -146,6 +147,7 @@ class TaskRun:
         self.level = 0  # refinement level of the prompt (0: the first prompt)
         self.files = ctx.attribution.task(node)  # which changed files are this task's; None: not tracked
         self.loop = TaskLoop.of(ctx.root, ctx.plan, node, ctx.store, self.files)  # progress, stuck, memory
+        self.assist = Assistant(ctx, node, self.time_left)  # cheap agents' mutations and summaries (assist.py)
 
     async def run(self) -> str:
         if self.node.routing.auto:
@@ -156,7 +158,7 @@ class TaskRun:
         except Exception as e:  # a template problem is this task's failure, not the run's
             return self._finish("failed", f"could not render the prompt: {e}")
         try:
-            self.prompt = self.next_prompt()  # a resumed loop task remembers its earlier iterations
+            self.prompt = await self.next_prompt()  # a resumed loop task remembers its earlier iterations
             while True:
                 await self.iteration()
         except Done as d:
@@ -344,13 +346,14 @@ class TaskRun:
             await self.stuck(seen, raw=resp.text, **seen.saved, **resp.charged())
         else:
             await self.log.finish("progress", raw=resp.text, **seen.saved, **resp.charged())
-        self.prompt, self.level = self.next_prompt(), 0
+        self.prompt, self.level = await self.next_prompt(), 0
 
-    def next_prompt(self) -> str:
-        """The task's prompt, with a loop task's memory of its earlier iterations (a
-        memory.md.j2 that fails to render fails the task)."""
+    async def next_prompt(self) -> str:
+        """The task's prompt, with a loop task's memory of its earlier iterations (its summary
+        rewritten first when that is due; a memory.md.j2 that fails to render fails the task)."""
         if not self.loop:
             return self.base
+        await self.assist.summarize(self.loop)
         try:
             return self.loop.prompt(self.base)
         except planmod.TemplateProblem as e:
@@ -392,7 +395,7 @@ class TaskRun:
             escalates = self.node.retry.on_failure == "escalate" or self.node.routing.auto
             if escalates and self.escalate(verdict.errors):
                 await self.log.finish("rejected", **rejected)
-                self.prompt, self.level = self.next_prompt(), 0
+                self.prompt, self.level = await self.next_prompt(), 0
                 return
             state, output, error = self.on_failure(verdict.errors)
             await self.log.finish("rejected", final_state=state, output=output,
@@ -400,11 +403,11 @@ class TaskRun:
             raise Done(state)
         if seen and seen.stuck:
             await self.stuck(seen, **rejected)
-            self.prompt, self.level = self.next_prompt(), 0
+            self.prompt, self.level = await self.next_prompt(), 0
             return
         await self.log.finish("rejected", **rejected)
         self.level = min(self.p.failures, 3)
-        self.prompt = planmod.render_refinement(self.ctx.plan, self.tid, self.next_prompt(), self.level,
+        self.prompt = planmod.render_refinement(self.ctx.plan, self.tid, await self.next_prompt(), self.level,
                                                 verdict.errors, resp.text, self.ctx.root)
         await self.wait(self.node.retry.delay(self.p.failures), "retry delay")
 
@@ -423,7 +426,8 @@ class TaskRun:
         self.loop.stuck.restart()  # the next rung gets stuck_after iterations of its own
         if rung.kind == "mutate":
             example = planmod.template_output(self.contract) if self.contract and self.contract.output else None
-            self.base = mutate(self.original, rung.mutation, why, str(attempt.get("raw") or ""), example)
+            self.base = await self.assist.mutation(self.original, rung.mutation, why, str(attempt.get("raw") or ""),
+                                                   example, self.loop.iterations)
         elif rung.kind == "escalate":
             self.escalate([f"stuck: {why}"])
         elif rung.kind == "human":

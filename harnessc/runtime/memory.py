@@ -7,8 +7,11 @@ plain data (`data()`), saved in state.db with every attempt, so a resumed run go
 the same memory; memory.md.j2 renders it after the task's prompt within `max_tokens`.
 
 The summary is extractive: each iteration leaving the window becomes one line made of its
-own words (markers, files, first error). An agent-written summary would replace
-`ExtractiveSummarizer` behind the same `summarize` call.
+own words (markers, files, first error). With a `summary_agent` (plan.assists), the
+iterations that left the window are also kept (`unsummarized`) until, every
+`summarize_every` iterations, that agent rewrites the whole summary from the old one and
+them (assist.py, between iterations: `summary_due`, then `rewrite_summary` or, when it
+fails, `keep_extractive`).
 """
 
 from __future__ import annotations
@@ -34,12 +37,19 @@ class Settings:
     max_output_chars: int = 1500
     max_summary_tokens: int = 1000
     max_tokens: int = 3000
+    summarize_every: int = 10
+    agent_summary: bool = False  # a summary agent rewrites the summary (keep what left the window for it)
 
     @classmethod
     def of(cls, plan: Plan) -> "Settings":
         """harness.yaml `loop: context:` as the plan holds it (defaults for an older plan)."""
         cfg = (plan.loop or {}).get("context") or {}
-        return cls(**{k: int(cfg[k]) for k in cls.__dataclass_fields__ if cfg.get(k) is not None})
+        sizes = {k: int(cfg[k]) for k in ("raw_window_size", "max_output_chars", "max_summary_tokens", "max_tokens")
+                 if cfg.get(k) is not None}
+        assists = plan.assists
+        if assists is None:
+            return cls(**sizes)
+        return cls(**sizes, summarize_every=max(1, assists.summarize_every), agent_summary=bool(assists.summary_agent))
 
 
 def _clip(text: str, n: int = LINE_CHARS) -> str:
@@ -78,10 +88,13 @@ class Memory:
         self.omitted = int(d.get("omitted") or 0)  # summary lines dropped to stay under budget
         self.decisions: list[str] = list(d.get("decisions") or [])
         self.failures: list[dict] = list(d.get("failures") or [])
+        self.unsummarized: list[dict] = list(d.get("unsummarized") or [])  # left the window since the agent's summary
+        self.summary_by: dict | None = d.get("summary_by")  # {agent, iteration} of the agent's last summary
 
     def data(self) -> dict:
         return {"window": self.window, "summary": self.summary, "omitted": self.omitted,
-                "decisions": self.decisions, "failures": self.failures}
+                "decisions": self.decisions, "failures": self.failures,
+                "unsummarized": self.unsummarized, "summary_by": self.summary_by}
 
     def __bool__(self) -> bool:
         return bool(self.window or self.summary or self.decisions or self.failures)
@@ -100,6 +113,8 @@ class Memory:
             leaving = self.window[: len(self.window) - self.settings.raw_window_size]
             self.window = self.window[len(leaving):]
             self.summary = self.summarizer.summarize(self.summary, leaving)
+            if self.settings.agent_summary:
+                self.unsummarized = (self.unsummarized + leaving)[-self.settings.summarize_every:]
             while len(self.summary) > 1 and estimate_tokens("\n".join(self.summary)) > self.settings.max_summary_tokens:
                 self.summary.pop(0)
                 self.omitted += 1
@@ -109,6 +124,20 @@ class Memory:
                 self.decisions = (self.decisions + [d])[-MAX_DECISIONS:]
         if errors:
             self._remember_failure(n, errors, entry)
+
+    def summary_due(self, n: int) -> bool:
+        """Whether the summary agent should rewrite the summary now, after iteration `n`."""
+        return bool(self.settings.agent_summary and self.unsummarized and n % self.settings.summarize_every == 0)
+
+    def rewrite_summary(self, lines: list[str], n: int, agent: str) -> None:
+        """The summary agent's summary replaces the summary (its lines are bounded by the caller)."""
+        self.summary = [_clip(line, 2 * LINE_CHARS) for line in lines]
+        self.unsummarized = []
+        self.summary_by = {"agent": agent, "iteration": n}
+
+    def keep_extractive(self) -> None:
+        """The summary agent could not write: the extractive lines stand for what it was given."""
+        self.unsummarized = []
 
     def _remember_failure(self, n: int, errors: list[str], entry: dict) -> None:
         fp = fingerprint(errors)
@@ -128,7 +157,8 @@ class Memory:
     def view(self) -> dict[str, Any]:
         """What memory.md.j2 sees."""
         return {"window": [dict(e, score=f"{e.get('score', 0):.2f}") for e in self.window],
-                "summary": list(self.summary), "omitted": self.omitted, "decisions": list(self.decisions),
+                "summary": list(self.summary), "omitted": self.omitted, "summary_by": self.summary_by,
+                "decisions": list(self.decisions),
                 "failures": [dict(f) for f in self.failures]}
 
 

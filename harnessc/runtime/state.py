@@ -22,7 +22,7 @@ from json.encoder import encode_basestring_ascii as _encode_str
 from ..workspace import Workspace, storage_reason
 from .procs import secret_values
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 APP_ID = "harnessc-state"
 
 TERMINAL_OK = ("succeeded", "degraded", "done")
@@ -52,7 +52,7 @@ CREATE INDEX attempts_task ON attempts(task_id, id);
 CREATE TABLE ledger (
   id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, task_id TEXT NOT NULL,
   attempt_id INTEGER, reserved REAL NOT NULL, actual REAL, settled INTEGER NOT NULL DEFAULT 0,
-  ts REAL NOT NULL);
+  ts REAL NOT NULL, kind TEXT, agent TEXT, tokens INTEGER);
 CREATE INDEX ledger_task ON ledger(task_id);
 CREATE TABLE events (
   id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT, ts REAL NOT NULL, kind TEXT NOT NULL,
@@ -81,6 +81,12 @@ _MIGRATIONS = {
     3: ("ALTER TABLE attempts ADD COLUMN progress TEXT",
         "CREATE TABLE IF NOT EXISTS loop_state (task_id TEXT PRIMARY KEY, data TEXT NOT NULL,"
         " updated_at REAL NOT NULL)"),
+    # 4 -> 5: calls that are not attempts - a cheap agent writing a prompt mutation or a memory
+    # summary (runtime/assist.py) - charged in the ledger with their kind, agent and tokens
+    # (NULL on an attempt's row: the attempt holds those).
+    4: ("ALTER TABLE ledger ADD COLUMN kind TEXT",
+        "ALTER TABLE ledger ADD COLUMN agent TEXT",
+        "ALTER TABLE ledger ADD COLUMN tokens INTEGER"),
 }
 
 # The ledger columns of an attempt, summed by usage_totals() (input_tokens is all input).
@@ -430,12 +436,15 @@ class StateStore:
             stuck = [r[0] for r in rows]
             # The call may have happened: each is charged its reservation (tokens and USD), on
             # the attempt, its task and the ledger alike, and says so (cost_source 'reserved').
+            # (an assist call in flight, runtime/assist.py, likewise: its ledger row holds its tokens)
             self.db.execute(
                 "UPDATE tasks SET tokens=tokens+(SELECT COALESCE(SUM(COALESCE(input_tokens, 0)"
-                " + COALESCE(output_tokens, 0)), 0) FROM attempts WHERE task_id=tasks.id AND status='started'),"
+                " + COALESCE(output_tokens, 0)), 0) FROM attempts WHERE task_id=tasks.id AND status='started')"
+                " + (SELECT COALESCE(SUM(tokens), 0) FROM ledger WHERE task_id=tasks.id AND settled=0"
+                " AND attempt_id IS NULL),"
                 " cost_usd=cost_usd+(SELECT COALESCE(SUM(reserved), 0) FROM ledger"
                 " WHERE task_id=tasks.id AND settled=0)"
-                " WHERE id IN (SELECT task_id FROM attempts WHERE status='started')")
+                " WHERE id IN (SELECT task_id FROM ledger WHERE settled=0)")
             self.db.execute(
                 "UPDATE attempts SET status='interrupted', finished_at=?, cost_source='reserved',"
                 " uncached_input_tokens=input_tokens, cache_read_tokens=0, cache_write_tokens=0,"
@@ -684,12 +693,51 @@ class StateStore:
             "SELECT cost_source, COUNT(*) FROM attempts WHERE status != 'started' GROUP BY cost_source")}
         return totals
 
+    # ------------------------------------------------------------------ assist calls
+
+    def begin_assist(self, task_id: str, kind: str, agent: str, reserve_usd: float, reserve_tokens: int) -> int:
+        """Reserve a cheap agent's call for a task (runtime/assist.py: `mutation` or `summary`)
+        in the ledger before it is made; returns the ledger row. It counts against the run's
+        and the task's budgets like an attempt, and a run that dies during it is charged it."""
+        with self.tx():
+            lid = self.db.execute(
+                "INSERT INTO ledger (run_id, task_id, attempt_id, reserved, ts, kind, agent, tokens)"
+                " VALUES (?,?,NULL,?,?,?,?,?)",
+                (self.run_id, task_id, reserve_usd, time.time(), kind, agent, reserve_tokens)).lastrowid
+        if self._spent is not None:
+            self._spent += reserve_usd
+        if self._tokens is not None:
+            self._tokens += reserve_tokens
+        return lid
+
+    def finish_assist(self, ledger_id: int, task_id: str, cost_usd: float, tokens: int, **event: Any) -> None:
+        """Settle an assist call's reservation to what it cost, add that to its task's usage
+        and record the `assist` event (`event`: kind, agent, status, ...): one commit."""
+        reserved, held_tokens = self.db.execute("SELECT reserved, COALESCE(tokens, 0) FROM ledger WHERE id=?",
+                                                (ledger_id,)).fetchone()
+        with self.tx():
+            self.db.execute("UPDATE ledger SET actual=?, tokens=?, settled=1 WHERE id=?", (cost_usd, tokens, ledger_id))
+            self.db.execute("UPDATE tasks SET tokens=tokens+?, cost_usd=cost_usd+?, updated_at=? WHERE id=?",
+                            (tokens, cost_usd, time.time(), task_id))
+            self.event("assist", task_id, cost_usd=cost_usd, tokens=tokens, **event)
+        if self._spent is not None:
+            self._spent += cost_usd - reserved
+        if self._tokens is not None:
+            self._tokens += tokens - held_tokens
+
     # ------------------------------------------------------------------ loop tasks
 
     def loop_state(self, task_id: str) -> dict | None:
         """What a loop task carries over from its last iteration (runtime/loop.py), or None."""
         row = self.db.execute("SELECT data FROM loop_state WHERE task_id=?", (task_id,)).fetchone()
         return self._loads(row[0], f"task {task_id}'s loop state") if row else None
+
+    def save_loop_memory(self, task_id: str, memory: dict) -> None:
+        """Replace the memory in a loop task's saved state (after a summary is rewritten
+        between iterations); nothing when the task has no saved state yet."""
+        with self.tx():
+            self.db.execute("UPDATE loop_state SET data=json_set(data, '$.memory', json(?)), updated_at=?"
+                            " WHERE task_id=?", (self._json(memory), time.time(), task_id))
 
     def recent_progress(self, task_id: str, n: int = 5) -> list[float]:
         """The progress scores of the task's last `n` scored attempts, oldest first."""
@@ -765,7 +813,13 @@ class StateStore:
             "SELECT COUNT(*), COALESCE(SUM(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0),"
             " COALESCE(SUM(COALESCE(cost_usd, 0)), 0) FROM attempts WHERE agent=? AND started_at >= ?",
             (agent, since)).fetchone()
-        return {"calls": int(calls), "tokens": int(tokens), "cost_usd": round(float(cost), 6)}
+        # its assist calls (runtime/assist.py) count too
+        more = self.db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(COALESCE(tokens, 0)), 0),"
+            " COALESCE(SUM(CASE WHEN settled THEN actual ELSE reserved END), 0) FROM ledger"
+            " WHERE attempt_id IS NULL AND agent=? AND ts >= ?", (agent, since)).fetchone()
+        return {"calls": int(calls + more[0]), "tokens": int(tokens + more[1]),
+                "cost_usd": round(float(cost + more[2]), 6)}
 
     def run_spent(self, run_id: str) -> float:
         """USD settled or reserved by one run's calls."""
@@ -774,12 +828,14 @@ class StateStore:
             " WHERE run_id=?", (run_id,)).fetchone()[0])
 
     def tokens_spent(self) -> int:
-        """Tokens used plus tokens reserved by calls in flight, across every run until reset."""
+        """Tokens used plus tokens reserved by calls in flight (attempts and assist calls),
+        across every run until reset."""
         if self._tokens is not None and self.run_id is not None:
             return self._tokens
         total = int(self.db.execute(
             "SELECT COALESCE(SUM(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0)"
-            " FROM attempts").fetchone()[0])
+            " FROM attempts").fetchone()[0]) + int(self.db.execute(
+            "SELECT COALESCE(SUM(tokens), 0) FROM ledger WHERE attempt_id IS NULL").fetchone()[0])
         if self.run_id is not None:
             self._tokens = total
         return total

@@ -86,6 +86,9 @@ def write_project(root: Path, nodes: list[dict], agents: dict | None = None,
         "waves": [ids], "critical_path": ids[:1],
         "loop": loop_settings(**(loop or {})),
     }
+    plan["assists"] = {"mutation_agent": plan["loop"]["recovery"]["mutation_agent"],  # as a build writes it
+                       "summary_agent": plan["loop"]["context"]["summary_agent"],
+                       "summarize_every": plan["loop"]["context"]["summarize_every"]}
     (build / "plan.json").write_text(json.dumps(plan, indent=2), encoding="utf-8")
     return planfile.load(plan)
 

@@ -27,6 +27,7 @@ class Request:
     timeout: float | None = None  # seconds this call may take (bounded by the task's max_time)
     max_tokens: int | None = None
     root: Path = Path(".")
+    purpose: str = "task"  # task: an iteration of the task; mutation | summary: an assist call (assist.py)
 
     def __post_init__(self) -> None:
         if self.contract is not None and not isinstance(self.contract, Contract):

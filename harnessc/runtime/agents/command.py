@@ -3,7 +3,8 @@
 argv placeholders: {prompt} (the prompt text) and {prompt_file} (a temporary file holding
 it); with neither, the prompt goes to stdin. stdout is the response; a non-zero exit is a
 failed call with stderr kept. The agent's environment is procs.child_env: the base list,
-the variables named in `pass_env:`, the values in `env:`, and HARNESSC_TASK/HARNESSC_ITERATION.
+the variables named in `pass_env:`, the values in `env:`, and HARNESSC_TASK/HARNESSC_ITERATION/
+HARNESSC_PURPOSE (`task`, or `mutation`/`summary` when it writes for a stuck or long loop task).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class SubprocessAgent:
         # Let scripts know which task and iteration they serve (no secrets in these).
         env["HARNESSC_TASK"] = request.task_id
         env["HARNESSC_ITERATION"] = str(request.iteration)
+        env["HARNESSC_PURPOSE"] = request.purpose
         res = await procs.run(argv, cwd=self.root, timeout=self.timeout(request), stdin=stdin, env=env)
         if res.error:
             raise AgentError(f"agent '{self.name}': {res.error}")

@@ -5,7 +5,9 @@ defaults, else values built from the rules and checked by the validator; compile
 prints the completion promise, and misbehaves on request:
 latency, invalid_first, fail_rate (transient errors, seeded), progress steady/none,
 complete_after (iterations before claiming), skill (by complexity: the chance an attempt
-answers validly, to rehearse routing), seed.
+answers validly, to rehearse routing), seed. Asked to write a prompt mutation or a memory
+summary (runtime/assist.py), it answers with a short fixed text of that kind, without
+counting it as one of the task's answers.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class SimulateAgent:
         start = time.monotonic()
         if self.latency:
             await asyncio.sleep(self.latency)
-        tid = request.task_id
+        tid = request.task_id if request.purpose == "task" else f"{request.task_id}:{request.purpose}"
         self.tries[tid] = self.tries.get(tid, 0) + 1
         # Seeded per task and call, so the outcome does not depend on scheduling order.
         if self.fail_rate:
@@ -50,7 +52,7 @@ class SimulateAgent:
                 raise AgentError("simulate: transient failure (overloaded)", kind="overloaded",
                                  retry_after=0)
         n = self.calls[tid] = self.calls.get(tid, 0) + 1
-        text = self._answer(request, n)
+        text = self._answer(request, n) if request.purpose == "task" else self._assist(request, n)
         usage = Usage(estimate_tokens(request.system + request.prompt), estimate_tokens(text))
         cost, source = priced(self.config, usage)
         return Response(text=text, usage=usage, cost_usd=cost, cost_source=source,
@@ -73,6 +75,13 @@ class SimulateAgent:
         if request.promise:
             parts.append(f"<promise>{request.promise}</promise>")
         return "\n\n".join(parts)
+
+    def _assist(self, request: Request, n: int) -> str:
+        if request.purpose == "mutation":
+            return (f"(simulated rewrite {n} by {self.name}) Stop and list what blocks task {request.task_id}; "
+                    "then change one thing you have not changed before, and report it with <progress>.")
+        return (f"(simulated summary {n} by {self.name}) Task {request.task_id}, up to iteration "
+                f"{request.iteration}: earlier iterations worked on it; see the most recent ones below.")
 
     def _skilled(self, request: Request) -> bool:
         """Whether this attempt succeeds at the task's complexity (seeded: the same seed,

@@ -1,0 +1,212 @@
+"""Assist calls (runtime/assist.py): a cheap agent writes a stuck task's prompt mutations and a
+loop task's running summary; the deterministic text stands in when it fails. Real runs with
+small command agents (scripts), and the simulate agent offline."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import textwrap
+
+from .helpers import PY, harnessc, node, write_project
+
+# The worker: a loop task's agent. "stuck" repeats itself; "steady" reports a new step each
+# time and claims at its 7th call.
+WORKER = textwrap.dedent("""
+    import os, pathlib, sys
+    task = os.environ["HARNESSC_TASK"]
+    prompt = sys.stdin.read()
+    calls = pathlib.Path(".harness") / f"calls-{task}"
+    n = int(calls.read_text()) + 1 if calls.exists() else 1
+    calls.write_text(str(n))
+    if task == "steady":
+        print(f"<progress>step {n} of steady</progress>" + (" <promise>DONE</promise>" if n >= 7 else ""))
+    else:
+        print("Still thinking about it.")
+""")
+
+# The cheap agent: what it does depends on CHEAP_MODE (its `env:`); it keeps every prompt.
+CHEAP = textwrap.dedent("""
+    import os, pathlib, re, sys, time
+    purpose = os.environ["HARNESSC_PURPOSE"]
+    prompt = sys.stdin.read()
+    calls = pathlib.Path(".harness") / f"cheap-{purpose}"
+    n = int(calls.read_text()) + 1 if calls.exists() else 1
+    calls.write_text(str(n))
+    pathlib.Path(".harness", f"cheap-{purpose}-{n}.md").write_text(prompt)
+    mode = os.environ["CHEAP_MODE"]
+    if mode == "fail":
+        sys.exit("cheap: out of service")
+    if mode == "slow":
+        time.sleep(60)
+    if mode == "verbose":
+        print("x" * 5000)
+    elif purpose == "mutation":
+        print(f"CHEAP REWRITE {n}: list the three files you will touch, then touch only the first.")
+    else:
+        seen = re.findall(r"^### Iteration (\\d+)", prompt, re.M)
+        print(f"- CHEAP SUMMARY {n} of iterations {','.join(seen)}")
+        print("- next: keep going")
+""")
+
+PRICE = {"input": 1.0, "output": 2.0}  # USD per million tokens
+
+
+def project(tmp_path, nodes, cheap_mode="ok", cheap_timeout=30, loop=None, cheap_price=PRICE):
+    (tmp_path / "worker.py").write_text(WORKER)
+    (tmp_path / "cheap.py").write_text(CHEAP)
+    agents = {"worker": {"provider": "command", "command": [PY, str(tmp_path / "worker.py")], "timeout": 30},
+              "cheap": {"provider": "command", "command": [PY, str(tmp_path / "cheap.py")],
+                        "timeout": cheap_timeout, "env": {"CHEAP_MODE": cheap_mode}, "price": cheap_price}}
+    return write_project(tmp_path, nodes, agents=agents, loop=loop)
+
+
+def loop_node(tid, **kw):
+    return node(tid, completion_promise="DONE", routing={"agent": "worker"}, **kw)
+
+
+def query(root, sql: str, *args) -> list:
+    return sqlite3.connect(root / ".harness" / "state.db").execute(sql, args).fetchall()
+
+
+def assist_events(root) -> list[dict]:
+    return [json.loads(d) for (d,) in query(root, "SELECT data FROM events WHERE kind='assist' ORDER BY id")]
+
+
+def read(root, name: str) -> str:
+    return (root / ".harness" / name).read_text()
+
+
+def sent(root, tid: str, n: int) -> str:
+    """The prompt of the task's n-th iteration, as harnessc sent it (the system prompt aside)."""
+    return query(root, "SELECT prompt FROM attempts WHERE task_id=? ORDER BY id", tid)[n - 1][0]
+
+
+MUTATIONS = {"recovery": {"prompt_mutations": 2, "escalate": False, "human": False, "mutation_agent": "cheap"}}
+
+
+def test_the_mutation_agent_rewrites_the_head_and_the_task_stays(tmp_path):
+    project(tmp_path, [loop_node("stuck", limits={"stuck_after": 2})], loop=MUTATIONS)
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1, r.stdout + r.stderr  # stuck after every rung: fails (human: false)
+    # the worker's prompt after the first rung: the cheap agent's instructions, the evidence, the task
+    third = sent(tmp_path, "stuck", 3)
+    assert third.startswith("## Recovery (rephrase)\n\nCHEAP REWRITE 1: list the three files"), third
+    assert "Why: 2 iterations in a row with identical output" in third
+    assert 'Your last output began: "Still thinking about it."' in third
+    assert "# Task stuck: Task stuck" in third.split("---", 1)[1]  # the task's own prompt, whole
+    assert "restate the goal below" not in third  # not the fixed text
+    assert sent(tmp_path, "stuck", 5).startswith("## Recovery (decompose)\n\nCHEAP REWRITE 2:")
+    # what the cheap agent was asked: the strategy, the evidence and the task
+    asked = read(tmp_path, "cheap-mutation-1.md")
+    assert "'rephrase' strategy" in asked and "Still thinking about it." in asked
+    assert "# Task stuck: Task stuck" in asked and "restate the goal below" in asked  # the fallback shown
+    # charged: the ledger, the event, the task's cost
+    events = assist_events(tmp_path)
+    assert [(e["purpose"], e["agent"], e["status"]) for e in events] == [("mutation", "cheap", "written")] * 2
+    assert all(e["cost_usd"] > 0 and e["tokens"] > 0 for e in events)
+    ledger = query(tmp_path, "SELECT kind, agent, actual, tokens, settled FROM ledger WHERE attempt_id IS NULL")
+    assert [(k, a, s) for k, a, _, _, s in ledger] == [("mutation", "cheap", 1)] * 2
+    assert [round(c, 9) for _, _, c, _, _ in ledger] == [round(e["cost_usd"], 9) for e in events]
+    (task_cost,) = query(tmp_path, "SELECT cost_usd FROM tasks WHERE id='stuck'")[0]
+    assert task_cost > 0 and abs(task_cost - sum(e["cost_usd"] for e in events)) < 1e-12  # the worker is free
+    status = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)
+    assert abs(status["tasks"][0]["cost_usd"] - task_cost) < 1e-9
+
+
+SUMMARIES = {"context": {"raw_window_size": 2, "summary_agent": "cheap", "summarize_every": 3},
+             "recovery": {"prompt_mutations": 0, "escalate": False, "human": False}}
+
+
+def test_the_summary_agent_rewrites_the_summary_every_n_iterations(tmp_path):
+    project(tmp_path, [loop_node("steady")], loop=SUMMARIES)
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = {n: sent(tmp_path, "steady", n).split("### Summary of earlier iterations")
+               for n in range(1, 8)}
+    assert all(len(summary[n]) == 1 for n in (1, 2, 3))  # nothing left the window yet
+    # after iteration 3, iteration 1 left the window: the agent wrote the summary
+    assert "- CHEAP SUMMARY 1 of iterations 1\n" in summary[4][1] and "iteration 1 (worker" not in summary[4][1]
+    assert "iteration 2 (worker, progress" in summary[5][1]  # extractive until the next rewrite
+    # after iteration 6: rewritten from the old summary and iterations 2-4
+    seventh = summary[7][1].split("### Most recent")[0]
+    assert "- CHEAP SUMMARY 2 of iterations 2,3,4\n" in seventh and "- next: keep going" in seventh
+    assert "CHEAP SUMMARY 1" not in seventh and "iteration 2 (worker" not in seventh
+    asked = read(tmp_path, "cheap-summary-2.md")
+    assert "- CHEAP SUMMARY 1 of iterations 1" in asked  # the old summary
+    assert "<progress>step 4 of steady</progress>" in asked  # the iterations' own output
+    assert [(e["purpose"], e["status"]) for e in assist_events(tmp_path)] == [("summary", "written")] * 2
+    # the memory in state.db holds the agent's summary (a resumed run starts from it)
+    memory = json.loads(query(tmp_path, "SELECT data FROM loop_state WHERE task_id='steady'")[0][0])["memory"]
+    assert memory["summary_by"] == {"agent": "cheap", "iteration": 6}
+    assert [e["n"] for e in memory["unsummarized"]] == [5]  # left the window at iteration 7: the next summary's
+
+
+def test_a_failing_cheap_agent_falls_back_to_the_deterministic_text(tmp_path):
+    loop = {"context": {"raw_window_size": 1, "summary_agent": "cheap", "summarize_every": 2},
+            "recovery": {"prompt_mutations": 1, "escalate": False, "human": False, "mutation_agent": "cheap"}}
+    project(tmp_path, [loop_node("stuck", limits={"stuck_after": 2})], cheap_mode="fail", loop=loop)
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    third = sent(tmp_path, "stuck", 3)
+    assert third.startswith("## Recovery (rephrase)\n\nYour last iterations made no progress. Before anything "
+                            "else, restate the goal below"), third
+    assert "# Task stuck: Task stuck" in third
+    assert "iteration 1 (worker, progress" in third  # the extractive summary
+    events = assist_events(tmp_path)
+    assert {(e["purpose"], e["status"]) for e in events} == {("summary", "fallback"), ("mutation", "fallback")}
+    assert all("cheap: out of service" in e["reason"] for e in events), events
+    task = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)["tasks"][0]
+    assert task["state"] == "failed" and task["error"].startswith("stuck: "), task  # the ladder's end, not the assist
+
+
+def test_a_slow_or_verbose_cheap_agent_falls_back(tmp_path):
+    project(tmp_path, [loop_node("stuck", limits={"stuck_after": 2})], cheap_mode="slow", cheap_timeout=1,
+            loop=MUTATIONS)
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "restate the goal below" in sent(tmp_path, "stuck", 3)
+    events = assist_events(tmp_path)
+    assert [e["status"] for e in events] == ["fallback", "fallback"] and "timed out" in events[0]["reason"], events
+
+    verbose = tmp_path / "verbose"
+    verbose.mkdir()
+    project(verbose, [loop_node("stuck", limits={"stuck_after": 2})], cheap_mode="verbose", loop=MUTATIONS)
+    r = harnessc(verbose, "run")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "restate the goal below" in sent(verbose, "stuck", 3)
+    assert "xxxx" not in sent(verbose, "stuck", 3)
+    first = assist_events(verbose)[0]
+    assert first["status"] == "fallback" and "over the 3000-character cap" in first["reason"]
+    assert first["cost_usd"] > 0  # the answer was paid for
+
+
+def test_a_budget_refusal_falls_back_without_calling(tmp_path):
+    # the cheap agent's estimate alone is past the task's budget; the worker is free
+    project(tmp_path, [loop_node("stuck", limits={"stuck_after": 2, "budget_usd": 0.001})],
+            cheap_price={"input": 100.0, "output": 100.0}, loop=MUTATIONS)
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "restate the goal below" in sent(tmp_path, "stuck", 3)
+    assert not (tmp_path / ".harness" / "cheap-mutation").exists()  # never called
+    events = assist_events(tmp_path)
+    assert events[0]["status"] == "fallback" and events[0]["reason"].startswith("task budget reached"), events
+    assert query(tmp_path, "SELECT COUNT(*) FROM ledger WHERE attempt_id IS NULL")[0][0] == 0
+
+
+def test_simulate_writes_mutations_and_summaries_offline(tmp_path):
+    write_project(tmp_path, [node("t", completion_promise="DONE", routing={"agent": "worker"},
+                                  limits={"stuck_after": 2})],
+                  agents={"worker": {"provider": "simulate", "complete_after": 8, "progress": "none"},
+                          "rehearsal": {"provider": "simulate"}},
+                  loop={"context": {"raw_window_size": 1, "summary_agent": "rehearsal", "summarize_every": 2},
+                        "recovery": {"prompt_mutations": 2, "escalate": False, "human": False,
+                                     "mutation_agent": "rehearsal"}})
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1, r.stdout + r.stderr  # still stuck: the worker never changes
+    prompts = [p for (p,) in query(tmp_path, "SELECT prompt FROM attempts ORDER BY id")]
+    assert prompts[2].startswith("## Recovery (rephrase)\n\n(simulated rewrite 1 by rehearsal)")
+    assert "(simulated summary 1 by rehearsal) Task t, up to iteration 2" in prompts[2]
+    assert "# Task t: Task t" in prompts[2]
+    assert {(e["purpose"], e["status"]) for e in assist_events(tmp_path)} == {("mutation", "written"),
+                                                                               ("summary", "written")}
