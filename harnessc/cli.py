@@ -676,6 +676,10 @@ def status(ctx: Context, output: str) -> None:
         sources = ", ".join(f"{n} {src}" for src, n in sorted(totals["cost_sources"].items()))
         click.echo(f"total: {totals['tokens']:,} tokens = {report.usage_text(totals)}; "
                    f"${totals['cost_usd']:.4f} over {plural(totals['attempts'], 'attempt')} (cost: {sources})")
+    assists = (totals or {}).get("assists") or {}
+    if assists.get("calls"):
+        click.echo(f"assist calls: {assists['tokens']:,} tokens; ${assists['cost_usd']:.4f} over "
+                   f"{plural(assists['calls'], 'call')} (prompt mutations and summaries by cheap agents)")
     stale = [t["id"] for t in data["tasks"] if t.get("stale")]
     if stale:
         click.echo(f"stale: {', '.join(stale)} — use --rerun stale")

@@ -57,7 +57,8 @@ class Assistant:
         if self.assists.mutation_agent:
             tail = last_output.strip()[-LAST_OUTPUT_CHARS:]
             cut = prompt if len(prompt) <= TASK_PROMPT_CHARS else prompt[:TASK_PROMPT_CHARS] + "\n[... cut]"
-            head = await self.ask("mutation", self.assists.mutation_agent, iteration, MUTATION_CHARS, MUTATION_CHARS // 4, {
+            head = await self.ask("mutation", self.assists.mutation_agent, iteration, MUTATION_CHARS,
+                                  MUTATION_CHARS // 4, {
                 "mutation": mutation, "strategy": STRATEGIES[mutation], "why": why, "last_output": tail,
                 "fallback": HEADS[mutation], "task_prompt": cut, "max_chars": MUTATION_CHARS // 2})
         return mutate(prompt, mutation, why, last_output, example, head=head)
@@ -92,12 +93,16 @@ class Assistant:
                 raise Fallback("the run is stopping")
             prompt = self._prompt(kind, variables)
             agent, cfg = self._agent(name)
-            lid = self._reserve(kind, name, cfg, prompt, max_tokens)
+            lid, reserved = self._reserve(kind, name, cfg, prompt, max_tokens)
         except Fallback as why:
             self.ctx.store.event("assist", self.node.id, purpose=kind, agent=name, status="fallback", reason=str(why),
                                  cost_usd=0.0, tokens=0)
             return None
-        resp, error = await self._call(kind, name, agent, cfg, prompt, iteration, max_tokens)
+        try:
+            resp, error = await self._call(kind, name, agent, cfg, prompt, iteration, max_tokens)
+        except asyncio.CancelledError:  # an abort: the call may have happened, it is charged its reservation
+            self.ctx.store.finish_assist(lid, self.node.id, *reserved, purpose=kind, agent=name, status="interrupted")
+            raise
         charged = resp or error  # a failed call is charged what it reported using
         cost, tokens = (charged.cost_usd, charged.usage.total) if charged.usage is not None else (0.0, 0)
         text, why = self._answer(resp, error, max_chars)
@@ -122,14 +127,15 @@ class Assistant:
             raise Fallback(blocked.reason)
         return agent, cfg
 
-    def _reserve(self, kind: str, name: str, cfg: dict, prompt: str, max_tokens: int) -> int:
-        """The call's estimated cost and tokens, held in the ledger; Fallback past a budget."""
+    def _reserve(self, kind: str, name: str, cfg: dict, prompt: str, max_tokens: int) -> tuple[int, tuple[float, int]]:
+        """The call's estimated cost and tokens, held in the ledger (its row, and the figures);
+        Fallback past a budget."""
         cost, tokens = self.ctx.budget.estimate_assist(cfg, prompt, max_tokens)
         refusal = self.ctx.budget.refuse(self.node, cost, tokens)
         if refusal:
             self.ctx.health.release(name)
             raise Fallback(refusal[1])
-        return self.ctx.store.begin_assist(self.node.id, kind, name, cost, tokens)
+        return self.ctx.store.begin_assist(self.node.id, kind, name, cost, tokens), (cost, tokens)
 
     async def _call(self, kind: str, name: str, agent: Any, cfg: dict, prompt: str, iteration: int,
                     max_tokens: int) -> tuple[Response | None, AgentError | None]:

@@ -678,7 +678,8 @@ class StateStore:
         """The finished attempts' ledger summed (every run until reset): the USAGE_COLUMNS,
         `tokens` (all input + output), `cost_usd`, `attempts`, `cost_sources` (source ->
         attempts) and `unsplit_input_tokens` (input of attempts from before schema 3, whose
-        split was not recorded). Attempts in flight are left out: theirs are reservations."""
+        split was not recorded); `assists`: {calls, tokens, cost_usd} of the finished assist
+        calls. Calls in flight are left out: theirs are reservations."""
         sums = ", ".join(f"COALESCE(SUM({c}), 0)" for c in USAGE_COLUMNS)
         row = self.db.execute(f"SELECT COUNT(*), {sums}, COALESCE(SUM(cost_usd), 0) FROM attempts"
                               " WHERE status != 'started'").fetchone()
@@ -691,6 +692,10 @@ class StateStore:
             " AND uncached_input_tokens IS NULL").fetchone()[0]
         totals["cost_sources"] = {src or "unrecorded": n for src, n in self.db.execute(
             "SELECT cost_source, COUNT(*) FROM attempts WHERE status != 'started' GROUP BY cost_source")}
+        calls, tokens, cost = self.db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(tokens), 0), COALESCE(SUM(actual), 0) FROM ledger"
+            " WHERE attempt_id IS NULL AND settled").fetchone()
+        totals["assists"] = {"calls": calls, "tokens": tokens, "cost_usd": round(cost, 6)}  # runtime/assist.py
         return totals
 
     # ------------------------------------------------------------------ assist calls

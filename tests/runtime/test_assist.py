@@ -112,6 +112,8 @@ def test_the_mutation_agent_rewrites_the_head_and_the_task_stays(tmp_path):
     assert task_cost > 0 and abs(task_cost - sum(e["cost_usd"] for e in events)) < 1e-12  # the worker is free
     status = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)
     assert abs(status["tasks"][0]["cost_usd"] - task_cost) < 1e-9
+    assert status["totals"]["assists"]["calls"] == 2 and abs(status["run"]["cost_usd"] - task_cost) < 1e-9
+    assert "over 2 calls (prompt mutations and summaries" in harnessc(tmp_path, "status").stdout
 
 
 SUMMARIES = {"context": {"raw_window_size": 2, "summary_agent": "cheap", "summarize_every": 3},
@@ -192,6 +194,21 @@ def test_a_budget_refusal_falls_back_without_calling(tmp_path):
     events = assist_events(tmp_path)
     assert events[0]["status"] == "fallback" and events[0]["reason"].startswith("task budget reached"), events
     assert query(tmp_path, "SELECT COUNT(*) FROM ledger WHERE attempt_id IS NULL")[0][0] == 0
+
+
+def test_assist_calls_count_against_the_agents_daily_limit(tmp_path):
+    plan = project(tmp_path, [loop_node("stuck", limits={"stuck_after": 2})], loop=MUTATIONS)
+    path = tmp_path / ".harness" / "build" / "plan.json"
+    data = json.loads(path.read_text())
+    data["agents"]["cheap"]["limits"] = {"daily_calls": 1}
+    path.write_text(json.dumps(data))
+    assert plan.assists.mutation_agent == "cheap"
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1, r.stdout + r.stderr
+    first, second = assist_events(tmp_path)
+    assert first["status"] == "written" and second["status"] == "fallback", (first, second)
+    assert "reached its daily calls limit (1 of 1 today)" in second["reason"]
+    assert sent(tmp_path, "stuck", 5).startswith("## Recovery (decompose)\n\nYour last iterations made no progress.")
 
 
 def test_simulate_writes_mutations_and_summaries_offline(tmp_path):

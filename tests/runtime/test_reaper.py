@@ -357,6 +357,9 @@ def test_a_version_1_state_database_is_migrated_in_place(tmp_path):
         ALTER TABLE old RENAME TO attempts;
         INSERT INTO attempts (id, run_id, task_id, iteration, level, status, started_at)
           VALUES (7, 'r1', 'a', 1, 0, 'started', 1.0);
+        CREATE TABLE old_ledger AS SELECT id, run_id, task_id, attempt_id, reserved, actual, settled, ts FROM ledger;
+        DROP TABLE ledger;
+        ALTER TABLE old_ledger RENAME TO ledger;
         UPDATE meta SET value='1' WHERE key='schema_version';
     """)
     con.close()
