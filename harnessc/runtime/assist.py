@@ -91,6 +91,8 @@ class Assistant:
         try:
             if self.ctx.halting():
                 raise Fallback("the run is stopping")
+            if self.time_left() <= 0:
+                raise Fallback("the task's max_time is up")
             prompt = self._prompt(kind, variables)
             agent, cfg = self._agent(name)
             lid, reserved = self._reserve(kind, name, cfg, prompt, max_tokens)
