@@ -227,3 +227,22 @@ def test_simulate_writes_mutations_and_summaries_offline(tmp_path):
     assert "# Task t: Task t" in prompts[2]
     assert {(e["purpose"], e["status"]) for e in assist_events(tmp_path)} == {("mutation", "written"),
                                                                                ("summary", "written")}
+
+
+def test_projects_override_the_assist_templates(tmp_path):
+    loop = {"context": {"raw_window_size": 1, "summary_agent": "cheap", "summarize_every": 2},
+            "recovery": {"prompt_mutations": 1, "escalate": False, "human": False, "mutation_agent": "cheap"}}
+    project(tmp_path, [loop_node("stuck", limits={"stuck_after": 2})], loop=loop)
+    plan = tmp_path / ".harness" / "build" / "plan.json"
+    plan.write_text(plan.read_text().replace('"templates": null', '"templates": "tpl"'))
+    (tmp_path / "tpl").mkdir()
+    (tmp_path / "tpl" / "mutation.md.j2").write_text("OUR OWN ASK: {{ mutation }} for {{ task.id }}\n")
+    (tmp_path / "tpl" / "summary.md.j2").write_text("{{ memory.nope }}\n")  # a mistake: no `memory` here
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert read(tmp_path, "cheap-mutation-1.md").endswith("OUR OWN ASK: rephrase for stuck\n")
+    assert sent(tmp_path, "stuck", 3).startswith("## Recovery (rephrase)\n\nCHEAP REWRITE 1:")
+    summary = [e for e in assist_events(tmp_path) if e["purpose"] == "summary"][0]
+    assert summary["status"] == "fallback", summary
+    assert summary["reason"].startswith("could not render summary.md.j2: tpl/summary.md.j2:1: HC502: "), summary
+    assert "iteration 1 (worker, progress" in sent(tmp_path, "stuck", 3)  # the extractive summary
