@@ -8,6 +8,11 @@ import json
 import sqlite3
 import textwrap
 
+import pytest
+
+from harnessc.runtime.state import StateStore
+from harnessc.workspace import Workspace
+
 from .helpers import PY, harnessc, node, write_project
 
 # The worker: a loop task's agent. "stuck" repeats itself; "steady" reports a new step each
@@ -246,3 +251,66 @@ def test_projects_override_the_assist_templates(tmp_path):
     assert summary["status"] == "fallback", summary
     assert summary["reason"].startswith("could not render summary.md.j2: tpl/summary.md.j2:1: HC502: "), summary
     assert "iteration 1 (worker, progress" in sent(tmp_path, "stuck", 3)  # the extractive summary
+
+
+# ------------------------------------------------------------------ the store
+
+
+def _store(root) -> StateStore:
+    store = StateStore(Workspace(root))
+    store.run_id = "r1"
+    store.db.execute("INSERT INTO runs (id, started_at, status) VALUES ('r1', 0, 'running')")
+    store.ensure_tasks(["t"], set())
+    return store
+
+
+def test_an_assist_call_is_reserved_settled_and_charged_to_its_task(tmp_path):
+    store = _store(tmp_path)
+    try:
+        lid = store.begin_assist("t", "summary", "cheap", 0.02, 700)
+        assert store.spent() == pytest.approx(0.02) and store.spent("t") == pytest.approx(0.02)
+        assert store.tokens_spent() == 700
+        store.finish_assist(lid, "t", 0.005, 450, purpose="summary", agent="cheap", status="written")
+        assert store.spent() == pytest.approx(0.005) and store.tokens_spent() == 450
+        again = StateStore(Workspace(tmp_path))  # the totals read back from the file, not the caches
+        try:
+            assert again.spent() == pytest.approx(0.005) and again.tokens_spent() == 450
+            assert again.agent_usage_since("cheap", 0) == {"calls": 1, "tokens": 450, "cost_usd": 0.005}
+            assert again.usage_totals()["assists"] == {"calls": 1, "tokens": 450, "cost_usd": 0.005}
+        finally:
+            again.close()
+        task = store.tasks()["t"]
+        assert task["cost_usd"] == pytest.approx(0.005) and task["tokens"] == 450
+        event = store.task_events("t", ("assist",))[0]
+        assert event["status"] == "written" and event["cost_usd"] == 0.005 and event["tokens"] == 450
+    finally:
+        store.close()
+
+
+def test_a_run_that_dies_during_an_assist_call_is_charged_its_reservation(tmp_path):
+    store = _store(tmp_path)
+    store.begin_assist("t", "mutation", "cheap", 0.02, 700)
+    store.close()  # killed: never settled
+    store = StateStore(Workspace(tmp_path))
+    try:
+        store.recover()
+        assert [tuple(r) for r in store.db.execute("SELECT actual, settled FROM ledger")] == [(0.02, 1)]
+        task = store.tasks()["t"]
+        assert task["cost_usd"] == pytest.approx(0.02) and task["tokens"] == 700
+    finally:
+        store.close()
+
+
+def test_a_summary_rewritten_between_iterations_is_saved_alone(tmp_path):
+    store = _store(tmp_path)
+    try:
+        aid = store.begin_attempt("t", 1, 0, "w", "p", "h", 0.0, start_task=True)
+        saved = {"fingerprint": "f", "iterations": 1, "progress": {"x": 1}, "memory": {"summary": ["old"]}}
+        store.finish_attempt(aid, "t", "progress", raw="r", loop_state=saved)
+        store.save_loop_memory("t", {"summary": ["new"], "summary_by": {"agent": "cheap", "iteration": 1}})
+        assert store.loop_state("t") == {**saved, "memory": {"summary": ["new"],
+                                                             "summary_by": {"agent": "cheap", "iteration": 1}}}
+        store.save_loop_memory("other", {"summary": []})  # no saved state: nothing
+        assert store.loop_state("other") is None
+    finally:
+        store.close()
