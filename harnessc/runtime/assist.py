@@ -7,7 +7,7 @@ plan.assists). A call renders its prompt from a package template (mutation.md.j2
 summary.md.j2; a project's `templates:` overrides them like the others), reserves its
 estimated cost through the run's Budget (it counts against the run's and the task's), runs
 in one of the agent's slots within a time limit, is settled in the ledger and recorded as an
-`assist` event (kind, agent, status, cost, tokens). Whatever goes wrong - the template, an
+`assist` event (purpose, agent, status, cost, tokens). Whatever goes wrong - the template, an
 open breaker, the budget, the call, an empty or oversized answer - the deterministic text is
 used and the event says why: an assist call never fails its task.
 """
@@ -19,6 +19,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..estimates import CHARS_PER_TOKEN
 from ..planfile import Assists, PlanNode
 from . import plan as planmod
 from .agents.base import AgentError, Request, Response
@@ -55,12 +56,12 @@ class Assistant:
         agent's, else the fixed ones. The evidence and the task's prompt are kept either way."""
         head = None
         if self.assists.mutation_agent:
-            tail = last_output.strip()[-LAST_OUTPUT_CHARS:]
-            cut = prompt if len(prompt) <= TASK_PROMPT_CHARS else prompt[:TASK_PROMPT_CHARS] + "\n[... cut]"
+            shown = prompt if len(prompt) <= TASK_PROMPT_CHARS else prompt[:TASK_PROMPT_CHARS] + "\n[... cut]"
+            variables = {"mutation": mutation, "strategy": STRATEGIES[mutation], "why": why,
+                         "last_output": last_output.strip()[-LAST_OUTPUT_CHARS:], "fallback": HEADS[mutation],
+                         "task_prompt": shown, "max_chars": MUTATION_CHARS // 2}
             head = await self.ask("mutation", self.assists.mutation_agent, iteration, MUTATION_CHARS,
-                                  MUTATION_CHARS // 4, {
-                "mutation": mutation, "strategy": STRATEGIES[mutation], "why": why, "last_output": tail,
-                "fallback": HEADS[mutation], "task_prompt": cut, "max_chars": MUTATION_CHARS // 2})
+                                  MUTATION_CHARS // 4, variables)
         return mutate(prompt, mutation, why, last_output, example, head=head)
 
     async def summarize(self, loop: "TaskLoop") -> None:
@@ -71,9 +72,10 @@ class Assistant:
         if not (self.assists.summary_agent and memory.summary_due(loop.iterations)) or self.ctx.halting():
             return  # a stopping run leaves it due: the resumed run writes it
         cap = memory.settings.max_summary_tokens
-        text = await self.ask("summary", self.assists.summary_agent, loop.iterations, cap * 4, cap, {
-            "summary": list(memory.summary), "iteration": loop.iterations, "max_words": cap // 2,
-            "iterations": [dict(e, score=f"{e.get('score', 0):.2f}") for e in memory.unsummarized]})
+        variables = {"summary": list(memory.summary), "iteration": loop.iterations, "max_words": cap // 2,
+                     "iterations": [dict(e, score=f"{e.get('score', 0):.2f}") for e in memory.unsummarized]}
+        text = await self.ask("summary", self.assists.summary_agent, loop.iterations, cap * CHARS_PER_TOKEN, cap,
+                              variables)
         if text is None:
             memory.keep_extractive()
         else:
