@@ -7,7 +7,7 @@ are never touched), and a snapshot is that index compared with a base tree writt
 snapshots are then compared in Python, without a git process; the lines added and removed
 are counted from the changed blobs, read through one persistent `git cat-file --batch`, and
 new commits are counted by walking commit parents through it too. Two git processes per
-snapshot, whatever changed.
+snapshot when something changed, one when nothing did (`git add` then writes no index).
 
 Outside git (HashedSnapshots): content hashes of the project's files (dot-directories and
 caches aside, MAX_HASHED_FILES at most) and of the context files of the tasks that asked.
@@ -110,6 +110,16 @@ class GitSnapshots:
         self.base_blobs: dict[str, str] = {}  # path -> its blob in the base, for listed paths
         self.seq = 0
         self.lock = threading.Lock()
+        self._key: tuple | None = None  # the private index's identity after the last snapshot
+        self._blobs: dict[str, str] | None = None
+
+    def _index_key(self) -> tuple | None:
+        """git writes an index through a new file (lock, rename): a new inode when it changed."""
+        try:
+            st = os.stat(self.index)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
 
     def _git(self, *args: str) -> str:
         return self.repo.git.execute(["git", *args], env=self.env, kill_after_timeout=GIT_TIMEOUT,
@@ -129,8 +139,11 @@ class GitSnapshots:
             if self.base is None:
                 self.base = self._git("write-tree").strip()
                 blobs: dict[str, str] = {}
+            elif self._index_key() == self._key and self._blobs is not None:
+                blobs = self._blobs  # git add wrote no index: nothing changed since the last snapshot
             else:
                 blobs = self._listed()
+            self._key, self._blobs = self._index_key(), blobs
             try:  # read from the refs, without a git process
                 head = SymbolicReference.dereference_recursive(self.repo, "HEAD")
             except (ValueError, OSError):  # no commit yet

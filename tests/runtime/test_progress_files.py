@@ -161,3 +161,22 @@ def test_a_change_before_or_after_another_tasks_work_is_not_its(tmp_path):
         asyncio.run(scenario())
     finally:
         att.close()
+
+
+def test_a_snapshot_with_nothing_changed_is_the_last_one_and_a_change_is_seen(tmp_path):
+    """When `git add` writes no index (nothing changed), the last listing is reused; any
+    change, even one that keeps the file's size, is still seen."""
+    repo(tmp_path)
+    (tmp_path / "a.txt").write_text("one\n")
+    (tmp_path / ".harness").mkdir()
+    files = GitSnapshots(Repo(tmp_path), tmp_path, tmp_path / ".harness" / "idx")
+    s0 = files.snapshot()
+    (tmp_path / "a.txt").write_text("two\n")
+    s1 = files.snapshot()
+    s2 = files.snapshot()
+    assert s2.blobs == s1.blobs and files.changes(s1, s2).per_path == {}
+    (tmp_path / "a.txt").write_text("six\n")  # same size
+    s3 = files.snapshot()
+    assert files.changes(s2, s3).per_path == {"a.txt": (1, 1, False)}
+    assert files.changes(s0, s3).per_path == {"a.txt": (1, 1, False)}
+    files.close()
