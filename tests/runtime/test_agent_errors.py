@@ -16,6 +16,7 @@ import pytest
 
 from harnessc.runtime.agents.errors import (
     KINDS, NOT_RETRIED, RETRIED, AgentError, classify, parse_reset, parse_retry_after, redact, retry_delay,
+    text_reset,
 )
 
 
@@ -305,3 +306,47 @@ def test_run_stops_at_once_when_the_server_says_do_not_retry(tmp_path) -> None:
     task = {t["id"]: t for t in status["tasks"]}["t"]
     assert task["state"] == "failed" and requests == 1 and task["attempts"] == 1
     assert "x-should-retry: false" in task["error"]
+
+
+# ------------------------------------------------------------------ reset times in messages
+
+NOW = 1795455000.0  # 2026-11-23 17:30:00 UTC
+
+
+def _utc(text: str) -> float:
+    return datetime.datetime.fromisoformat(text).timestamp()
+
+
+@pytest.mark.parametrize("text, reset", [
+    ("Claude AI usage limit reached|1767225600", 1767225600.0),
+    ('{"type": "usage_limit_reached", "resets_at": 1795460000}', 1795460000.0),
+    ('rate_limit_info: {"status": "rejected", "resetsAt": 1795460000}', 1795460000.0),
+    ('{"type": "usage_limit_reached", "resets_in_seconds": 3600}', NOW + 3600),
+    ("Usage limit reached. Try again at 2026-11-25 15:00 UTC.", _utc("2026-11-25T15:00:00+00:00")),
+    ("The limit resets at 2026-11-25T15:00:30Z", _utc("2026-11-25T15:00:30+00:00")),
+    ("try again after 2026-11-25 15:00 +02:00", _utc("2026-11-25T13:00:00+00:00")),
+    ("try again at 2026-11-25 15:00 (Europe/Paris)", _utc("2026-11-25T14:00:00+00:00")),
+    ("You've hit your limit \u00b7 resets Nov 24, 3pm (UTC)", _utc("2026-11-24T15:00:00+00:00")),
+    ("resets November 24th, 2027 at 3:30 PM UTC", _utc("2027-11-24T15:30:00+00:00")),
+    ("resets Jan 2, 3pm (UTC)", _utc("2027-01-02T15:00:00+00:00")),  # seen in November: next January
+    ("You've hit your usage limit. Try again at 6pm UTC.", _utc("2026-11-23T18:00:00+00:00")),
+    ("You've hit your limit \u00b7 resets 3pm (UTC)", _utc("2026-11-24T15:00:00+00:00")),  # passed: tomorrow
+])
+def test_a_reset_time_is_read_from_a_message(text, reset) -> None:
+    assert text_reset(text, now=NOW) == reset
+
+
+@pytest.mark.parametrize("text", [
+    "You've hit your usage limit. Try again later.", "resets 3", "try again at 2026-13-40 15:00 UTC",
+    "try again at 2026-11-25 25:00 UTC", "resets Nov 24, 3pm (Mars/Olympus)", "resets Foo 24, 3pm (UTC)",
+    "resets Nov 31, 3pm (UTC)", "", None,
+])
+def test_a_message_without_a_readable_reset_time_has_none(text) -> None:
+    assert text_reset(text, now=NOW) is None
+
+
+def test_a_quota_error_without_reset_headers_takes_the_reset_from_its_message() -> None:
+    body = {"error": {"code": "usage_limit_reached",
+                      "message": "You've hit your usage limit. Try again at 2099-01-01 00:00 UTC."}}
+    e = classify(_api_error(["RateLimitError", "APIStatusError"], 429, body), "a1")
+    assert e.kind == "quota_exhausted" and e.reset_at == _utc("2099-01-01T00:00:00+00:00")

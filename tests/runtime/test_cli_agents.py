@@ -17,8 +17,8 @@ import pytest
 
 from harnessc.runtime.agents.base import AgentError, Request, make_agent
 from harnessc.runtime.agents.cli import PERMISSIONS
-from harnessc.runtime.agents.cli_output import (Answer, Failure, clock_reset, parse_claude, parse_codex,
-                                                parse_gemini)
+from harnessc.runtime.agents.cli_output import Answer, Failure, parse_claude, parse_codex, parse_gemini
+from harnessc.runtime.agents.errors import clock_reset
 
 from .helpers import SIMPLE_CONTRACT, harnessc, node, write_project, env as cli_env
 

@@ -9,13 +9,12 @@ and its error JSON on stderr with exit codes 41/52/53/55/173 (= 429 mod 256).
 
 from __future__ import annotations
 
-import datetime
 import json
 import re
-import time
-import zoneinfo
 from dataclasses import dataclass, field
 from typing import Any
+
+from .errors import text_reset
 
 
 @dataclass
@@ -49,10 +48,6 @@ _LIMIT = re.compile(
     re.IGNORECASE,
 )
 _LIMIT_EPOCH = re.compile(r"limit reached\|(\d{9,11})")
-# "resets 3pm (Europe/Paris)", "resets 3:30pm", "will reset at 15:00 (UTC)": a clock time,
-# in the named zone or else the machine's (the CLI runs here and prints local time)
-_LIMIT_CLOCK = re.compile(r"\breset(?:s)?\s+(?:at\s+)?(\d{1,2})(?::(\d{2}))?\s*([ap]m)?"
-                          r"(?:\s*\(([A-Za-z][\w+\-]*(?:/[\w+\-]+)*)\))?", re.IGNORECASE)
 
 _TEXT_KINDS = (  # first match wins; checked after the usage-limit pattern
     ("context_too_long", r"prompt is too long|context[_ ](?:length|window)|too many tokens|maximum context"),
@@ -67,43 +62,12 @@ _TEXT_KINDS = (  # first match wins; checked after the usage-limit pattern
 
 
 def limit_failure(text: str) -> Failure | None:
-    """A usage-limit message (any apostrophe) as quota_exhausted, with its reset epoch if given."""
+    """A usage-limit message (any apostrophe) as quota_exhausted, with its reset time if it
+    gives one (errors.text_reset: an epoch, a date and time, or a clock time)."""
     if not text or not _LIMIT.search(text):
         return None
-    m = _LIMIT_EPOCH.search(text)
-    reset_at = float(m.group(1)) if m else clock_reset(text)
-    message = text.strip()
-    if m:  # "Claude AI usage limit reached|1767225600" is not a sentence
-        message = _LIMIT_EPOCH.sub("limit reached", message)
-    return Failure("quota_exhausted", message, reset_at=reset_at)
-
-
-def clock_reset(text: str, now: float | None = None) -> float | None:
-    """Epoch seconds of the next "resets 3pm (Zone)" after `now`; None when there is no clock
-    time or its zone is unknown (a wrong reset time is worse than none)."""
-    m = _LIMIT_CLOCK.search(text)
-    if not m or not (m.group(2) or m.group(3)):  # "resets 3" alone is not a time
-        return None
-    hour, minute, half = int(m.group(1)), int(m.group(2) or 0), (m.group(3) or "").lower()
-    if half:
-        if not 1 <= hour <= 12:
-            return None
-        hour = hour % 12 + (12 if half == "pm" else 0)
-    if hour > 23 or minute > 59:
-        return None
-    zone = m.group(4)
-    try:
-        tz = (datetime.timezone.utc if zone and zone.upper() in ("UTC", "GMT")
-              else zoneinfo.ZoneInfo(zone) if zone else None)
-    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
-        return None
-    current = datetime.datetime.fromtimestamp(time.time() if now is None else now, tz)
-    if tz is None:
-        current = current.astimezone()
-    reset = current.replace(hour=hour, minute=minute, second=0, microsecond=0)
-    if reset <= current:
-        reset += datetime.timedelta(days=1)
-    return reset.timestamp()
+    message = _LIMIT_EPOCH.sub("limit reached", text.strip())  # "...limit reached|1767225600" is no sentence
+    return Failure("quota_exhausted", message, reset_at=text_reset(text))
 
 
 def kind_from_status(status: int | None) -> str | None:

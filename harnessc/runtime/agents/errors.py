@@ -11,7 +11,9 @@ An agent call fails with an `AgentError` whose `kind` says what went wrong:
 
 The server may overrule the kind's decision with `x-should-retry: true|false` (both SDKs
 honour it; so does `classify`). A 429 without retry-after waits for the rate-limit reset
-headers (`anthropic-ratelimit-*-reset`, `x-ratelimit-reset-*`).
+headers (`anthropic-ratelimit-*-reset`, `x-ratelimit-reset-*`). A quota or usage limit's reset
+time comes from those headers, else from its message (`text_reset`: an epoch, a date and
+time, or a clock time; the CLIs' usage-limit messages are read the same way).
 
 `classify()` turns an exception raised by the anthropic/openai SDKs (or by httpx2 under
 them, or by json for a 200 whose body is not JSON) into an AgentError. It looks at class
@@ -27,6 +29,7 @@ import math
 import random
 import re
 import time
+import zoneinfo
 from typing import Any, Mapping
 
 RETRIED = frozenset({"rate_limited", "overloaded", "server", "timeout", "connection", "truncated",
@@ -202,6 +205,121 @@ def _header(headers: Any, name: str) -> str | None:
     return value.strip() if isinstance(value, str) else None
 
 
+# ------------------------------------------------------------------ reset times in text
+
+# Where a message says when a limit resets: "resets 3pm", "reset at 15:00", "try again at
+# 2026-11-25 15:00 UTC", "try again after ...", "until ...", "available again at ...".
+_WHEN = r"(?:\breset(?:s|ting)?(?:\s+(?:at|on))?|\btry again\s+(?:at|after|on)|\buntil|\bavailable again\s+(?:at|on))\s+"
+_ZONE = r"(?:\s*(Z|UTC|GMT|[+-]\d{2}:?\d{2})\b)?(?:\s*\(([A-Za-z][\w+\-]*(?:/[\w+\-]+)*)\))?"
+_CLOCK = r"(\d{1,2})(?::(\d{2}))?\s*([ap]\.?m\b\.?)?"
+_RESET_EPOCH = re.compile(r"limit reached\|(\d{9,11})\b"  # Claude Code's older usage-limit text
+                          r"|\bresets_?at\"?\s*[:=]\s*\"?(\d{9,11})\b", re.IGNORECASE)  # resetsAt / resets_at
+_RESET_IN = re.compile(r"\bresets_in_seconds\"?\s*[:=]\s*\"?(\d+(?:\.\d+)?)", re.IGNORECASE)
+_RESET_ISO = re.compile(_WHEN + r"(\d{4}-\d{2}-\d{2})[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?" + _ZONE, re.IGNORECASE)
+_RESET_DATE = re.compile(_WHEN + r"([A-Za-z]{3,9})\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?(?:\s+(\d{4}),?)?\s+(?:at\s+)?"
+                         + _CLOCK + _ZONE, re.IGNORECASE)
+_RESET_CLOCK = re.compile(_WHEN + _CLOCK + _ZONE, re.IGNORECASE)
+_MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
+                                       "nov", "dec"), 1)}
+_UNKNOWN = object()
+
+
+def text_reset(text: str | None, now: float | None = None) -> float | None:
+    """Epoch seconds when a limit resets, from a provider's or a CLI's message: an epoch
+    (Claude Code's "limit reached|<epoch>", `resetsAt`/`resets_at`, `resets_in_seconds`), a
+    date and time ("try again at 2026-11-25 15:00 UTC", "resets Nov 25, 3pm (Europe/Paris)"),
+    or a clock time ("resets 3pm": the next one after now). A time without a zone is the
+    machine's (the CLI runs here and prints local time). None when there is none, or its zone
+    or date is not one (a wrong reset time is worse than none)."""
+    if not text:
+        return None
+    now = time.time() if now is None else now
+    m = _RESET_EPOCH.search(text)
+    if m:
+        return float(m.group(1) or m.group(2))
+    m = _RESET_IN.search(text)
+    if m:
+        return now + float(m.group(1))
+    m = _RESET_ISO.search(text)
+    if m:
+        date, hour, minute, second, offset, zone = m.groups()
+        return _at(date, int(hour), int(minute), int(second or 0), offset or zone)
+    m = _RESET_DATE.search(text)
+    if m and m.group(1)[:3].lower() in _MONTHS and (m.group(5) or m.group(6)):
+        month, day, year = _MONTHS[m.group(1)[:3].lower()], int(m.group(2)), m.group(3)
+        hour = _hour(int(m.group(4)), int(m.group(5) or 0), m.group(6))
+        tz = _tz(m.group(7) or m.group(8))
+        if hour is None or tz is _UNKNOWN:
+            return None
+        current = _now_in(now, tz)
+        for y in ([int(year)] if year else [current.year, current.year + 1]):
+            when = _at(f"{y:04d}-{month:02d}-{day:02d}", hour, int(m.group(5) or 0), 0, m.group(7) or m.group(8))
+            if when is not None and (year or when > now - 86400):  # "Jan 2" seen on Dec 31: next year
+                return when
+        return None
+    return clock_reset(text, now)
+
+
+def clock_reset(text: str, now: float | None = None) -> float | None:
+    """Epoch seconds of the next "resets 3pm (Zone)" after `now`; None when there is no clock
+    time or its zone is unknown."""
+    m = _RESET_CLOCK.search(text or "")
+    if not m or not (m.group(2) or m.group(3)):  # "resets 3" alone is not a time
+        return None
+    hour, minute = _hour(int(m.group(1)), int(m.group(2) or 0), m.group(3)), int(m.group(2) or 0)
+    tz = _tz(m.group(4) or m.group(5))
+    if hour is None or minute > 59 or tz is _UNKNOWN:
+        return None
+    current = _now_in(time.time() if now is None else now, tz)
+    reset = current.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    if reset <= current:
+        reset += datetime.timedelta(days=1)
+    return reset.timestamp()
+
+
+def _hour(hour: int, minute: int, half: str | None) -> int | None:
+    """A 24-hour hour from "3pm" / "15" (None when it is no hour)."""
+    half = (half or "").lower().replace(".", "")
+    if half:
+        if not 1 <= hour <= 12:
+            return None
+        hour = hour % 12 + (12 if half == "pm" else 0)
+    return hour if hour <= 23 and minute <= 59 else None
+
+
+def _tz(name: str | None) -> Any:
+    """None for the machine's zone, a tzinfo, or _UNKNOWN."""
+    if not name:
+        return None
+    if name.upper() in ("Z", "UTC", "GMT"):
+        return datetime.timezone.utc
+    m = re.fullmatch(r"([+-])(\d{2}):?(\d{2})", name)
+    if m:
+        delta = datetime.timedelta(hours=int(m.group(2)), minutes=int(m.group(3)))
+        return datetime.timezone(delta if m.group(1) == "+" else -delta)
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        return _UNKNOWN
+
+
+def _now_in(now: float, tz: Any) -> datetime.datetime:
+    current = datetime.datetime.fromtimestamp(now, tz)
+    return current if tz is not None else current.astimezone()
+
+
+def _at(date: str, hour: int, minute: int, second: int, zone: str | None) -> float | None:
+    """Epoch seconds of a date and time in a zone (None when either is not one)."""
+    tz = _tz(zone)
+    if tz is _UNKNOWN or hour > 23 or minute > 59 or second > 59:
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(f"{date}T{hour:02d}:{minute:02d}:{second:02d}")
+    except ValueError:
+        return None
+    return (when.replace(tzinfo=tz) if tz is not None else when.astimezone()).timestamp()
+
+
 # ------------------------------------------------------------------ SDK exceptions
 
 _QUOTA_CLASSES = {"ContractSpendLimitReachedError", "EnforcedSpendLimitReachedError",
@@ -301,7 +419,7 @@ def _classify_status(status: int, names: set[str], etype: str, code: str, detail
         return error("server", f"the API failed inside the stream ({etype or 'error event'})")
     if names & _QUOTA_CLASSES or code in _QUOTA_CODES or status == 402 or (
             status in (400, 403, 429) and _QUOTA_TEXT.search(detail)):
-        reset_at = time.time() + limit_wait if limit_wait else None
+        reset_at = time.time() + limit_wait if limit_wait else text_reset(detail)
         return error("quota_exhausted", f"quota or spend limit exhausted (HTTP {status})", reset_at=reset_at)
     if status == 429:
         return error("rate_limited", "rate limited (HTTP 429)", retry_after=limit_wait)
