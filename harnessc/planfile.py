@@ -75,6 +75,15 @@ class Retry(Record):
 
 
 @record
+class NodeLoop(Record):
+    """A loop task's own loop settings from roadmap.md, over the plan's `loop` (harness.yaml).
+    None in a field: the plan's value."""
+
+    progress_threshold: float | None
+    recovery: list[str] | None  # the recovery ladder's rungs in order, ending in human or fail
+
+
+@record
 class Routing(Record):
     agent: str  # the build-time choice
     chain: list[str]  # fallbacks, then stronger agents of routing.escalation
@@ -181,6 +190,7 @@ class PlanNode(Record):
     routing: Routing
     analysis: Analysis | None = None
     git: str = "off"  # commit: commit the task's changes when it succeeds
+    loop: NodeLoop | None = None  # the task's own loop settings; None: the plan's
     context_staging: ContextStaging | None = None  # None: the task has no context files
     wave: int | None = None
     estimate: Estimate | None = None  # set by the compiler's last pass
@@ -314,6 +324,7 @@ def _node(d: Mapping) -> PlanNode:
         routing=Routing(**d["routing"]),
         analysis=Analysis(**d["analysis"]) if d.get("analysis") else None,
         git=d.get("git") or "off",
+        loop=NodeLoop(**d["loop"]) if d.get("loop") else None,
         context_staging=_staging(d["context_staging"]) if d.get("context_staging") else None,
         estimate=Estimate(**d["estimate"]) if d.get("estimate") else None,
         prompt=PromptRef.from_json(d["prompt"]) if d.get("prompt") else None,
@@ -321,7 +332,7 @@ def _node(d: Mapping) -> PlanNode:
 
 
 _NODE_REQUIRED = [k for k in PlanNode._keys
-                  if k not in ("accept", "limits", "retry", "routing", "analysis", "git", "context_staging",
+                  if k not in ("accept", "limits", "retry", "routing", "analysis", "git", "loop", "context_staging",
                                "estimate", "prompt", "wave", "fingerprint")]
 
 

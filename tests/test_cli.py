@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from harnessc import planfile
+
 from conftest import FIXTURES, REPO, check_golden
 
 HARNESSC = [sys.executable, "-m", "harnessc"]
@@ -200,6 +202,24 @@ def test_fingerprint_changes_with_the_task_only(demo: Path) -> None:
     assert changed == {"qualify-001"}
 
 
+def test_a_tasks_loop_settings_are_typed_on_its_node_and_not_fingerprinted(demo: Path) -> None:
+    assert run("-C", str(demo), "build").returncode == 0
+    before = {n["id"]: n for n in json.loads((demo / ".harness/build/plan.json").read_text())["nodes"]}
+    text = (demo / "roadmap.md").read_text().replace(
+        "  - completion_promise: DATA_OK\n",
+        "  - completion_promise: DATA_OK\n  - progress_threshold: 0.3\n  - recovery: negative, escalate\n")
+    (demo / "roadmap.md").write_text(text)
+    (demo / "harness.yaml").write_text((demo / "harness.yaml").read_text() + "loop: {recovery: {human: false}}\n")
+    assert run("-C", str(demo), "build").returncode == 0
+    plan = planfile.loads((demo / ".harness/build/plan.json").read_text())
+    node = plan.node("data-001")
+    # a list without an end gets harness.yaml's: fail, since `human: false`
+    assert node.loop == planfile.NodeLoop(progress_threshold=0.3, recovery=["negative", "escalate", "fail"])
+    assert all(n.loop is None for n in plan.nodes if n.id != "data-001")
+    # how a stuck task is helped along is not what its result must be: results stay fresh
+    assert {n.id: n.fingerprint for n in plan.nodes} == {i: n["fingerprint"] for i, n in before.items()}
+
+
 def test_build_with_errors_writes_nothing(tmp_path: Path) -> None:
     root = tmp_path / "p"
     shutil.copytree(FIXTURES / "projects" / "cycle", root, ignore=shutil.ignore_patterns("expected.txt"))
@@ -209,8 +229,8 @@ def test_build_with_errors_writes_nothing(tmp_path: Path) -> None:
 
 
 LS_KEYS = ["id", "title", "phase", "done", "depends_on", "contract", "agent", "model", "complexity",
-           "priority", "max_iterations", "max_time", "stuck_after", "completion_promise", "success",
-           "accept", "context", "context_tokens", "tags", "git", "goal"]
+           "priority", "max_iterations", "max_time", "stuck_after", "progress_threshold", "recovery",
+           "completion_promise", "success", "accept", "context", "context_tokens", "tags", "git", "goal"]
 
 
 def test_ls_json_seed_roadmap_keeps_its_meaning(seed: Path) -> None:

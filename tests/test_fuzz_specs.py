@@ -125,7 +125,8 @@ def yamlish(draw) -> str:
 
 ROADMAP_KEYS = [
     "depends_on", "after", "contract", "agent", "cli", "model", "complexity", "priority",
-    "max_iterations", "max_time", "timeout", "stuck_after", "completion_promise", "success",
+    "max_iterations", "max_time", "timeout", "stuck_after", "progress_threshold", "recovery",
+    "completion_promise", "success",
     "accept", "context", "max_retries", "on_failure", "budget", "tags", "Depends_On", "bogus", "",
 ]
 ROADMAP_VALUES = [
@@ -133,6 +134,7 @@ ROADMAP_VALUES = [
     "trivial", "epic", "high", "unlimited", "0", "-1", "99999999999999999999", "30m", "1h30m", "4x",
     "$1.50", "$", "pytest -q", "'unclosed", "\"", "data/*.json", "../etc/passwd", "/abs", "~/x",
     "**/*", "x, y, z", "DONE", "bad word", "fallback", "", " ", "é", "\u0000", "[[x]]",
+    "0.2", "1.5", "20%", "rephrase, escalate, human", "human, fail", "negative, negative",
 ]
 ROADMAP_LINES = [
     "## Tasks", "## Tasks ##", "# Title", "### Phase 1: Start", "####### too deep", "## Other",

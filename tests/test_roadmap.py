@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harnessc.compiler.vocab import LADDER_ENDS, MUTATIONS
 from harnessc.compiler.ir import Complexity, FailureStrategy, Priority, Roadmap, Task, parse_duration
 from harnessc.compiler.roadmap import KEY_ALIASES, PROPERTY_KEYS, format_roadmap, parse_roadmap
 from harnessc.diagnostics import CompileError, Diagnostics, Span, render_text
@@ -50,7 +51,7 @@ def fields(t: Task, mode: str = "python") -> dict:
 
 def assert_typed(t: Task) -> None:
     """What validation would guarantee: every value has its declared type."""
-    for key in ("depends_on", "agent", "accept", "context", "tags"):
+    for key in ("depends_on", "agent", "accept", "context", "tags", "recovery"):
         assert isinstance(getattr(t, key), tuple) and all(isinstance(x, str) for x in getattr(t, key)), key
     for key in ("contract", "model", "completion_promise", "success", "phase"):
         assert getattr(t, key) is None or isinstance(getattr(t, key), str), key
@@ -61,6 +62,7 @@ def assert_typed(t: Task) -> None:
     assert t.max_iterations is None or t.max_iterations == "unlimited" or type(t.max_iterations) is int
     assert t.max_time is None or type(t.max_time) in (int, float)
     assert t.budget is None or type(t.budget) is float
+    assert t.progress_threshold is None or (type(t.progress_threshold) is float and 0 <= t.progress_threshold <= 1)
     assert isinstance(t.goal, str) and isinstance(t.done, bool)
 
 
@@ -276,6 +278,11 @@ def goals(draw) -> str:
     return "\n".join([first, *rest])
 
 
+# a recovery ladder: distinct steps in any order, at most one end and it last
+ladders = st.tuples(st.lists(st.sampled_from((*MUTATIONS, "escalate")), unique=True, max_size=6),
+                    st.sampled_from(((), *((e,) for e in LADDER_ENDS)))).map(lambda t: (*t[0], *t[1]))
+
+
 @st.composite
 def tasks(draw, id_: str, phase: str | None) -> Task:
     opt = lambda s: draw(st.none() | s)  # noqa: E731
@@ -287,6 +294,8 @@ def tasks(draw, id_: str, phase: str | None) -> Task:
         complexity=opt(st.sampled_from(Complexity)), priority=opt(st.sampled_from(Priority)),
         max_iterations=opt(st.integers(1, 10**6) | st.just("unlimited")),
         max_time=opt(durations), stuck_after=opt(st.integers(1, 999)),
+        progress_threshold=opt(st.floats(0, 1, allow_nan=False)),
+        recovery=draw(st.just(()) | ladders),
         completion_promise=opt(st.from_regex(r"[A-Za-z0-9_-]{1,12}", fullmatch=True)),
         success=opt(line_text), accept=tuple(draw(st.lists(line_text, max_size=3))),
         context=tuple(draw(st.lists(paths, max_size=3))), max_retries=opt(st.integers(0, 99)),
@@ -333,10 +342,11 @@ def test_format_then_parse_gives_the_same_ir(roadmap: Roadmap) -> None:
 def test_every_property_is_formatted() -> None:
     task = Task(id="a", title="A",  depends_on=("b",), contract="c", agent=("x",),
                 model="m", complexity="epic", priority="low", max_iterations=3, max_time=5400,
-                stuck_after=2, completion_promise="OK", success="s", accept=("x", "y"),
+                stuck_after=2, progress_threshold=0.05, recovery=("negative", "fail"), completion_promise="OK", success="s", accept=("x", "y"),
                 context=("src/**",), max_retries=0, on_failure="fail", budget=1e-7, tags=("t",), git="commit", context_tokens=500)
     text = format_roadmap(Roadmap(path=PATH, tasks=[task]))
     assert "  - max_time: 1h30m\n" in text and "  - budget: 0.0000001\n" in text
+    assert "  - progress_threshold: 0.05\n" in text and "  - recovery: negative, fail\n" in text
     written = {ln.split(":")[0].strip(" -") for ln in text.splitlines() if ln.startswith("  - ")}
     assert written == set(PROPERTY_KEYS)
     assert not set(KEY_ALIASES) & written

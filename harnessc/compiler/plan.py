@@ -10,7 +10,8 @@ from functools import lru_cache
 
 from .. import __version__, providers
 from ..planfile import (
-    AcceptCommand, Analysis, Assists, ContextStaging, Estimate, Limits, Plan, PlanNode, Retry, Routing,
+    AcceptCommand, Analysis, Assists, ContextStaging, Estimate, Limits, NodeLoop, Plan, PlanNode, Retry,
+    Routing,
 )
 from .analysis import analyse
 from .staging import choose_budget, stage
@@ -19,7 +20,7 @@ from .ir import LS_KEYS, BUILTIN_AGENT, AgentConfig, Task
 from .argv import split_command
 from .planjson import canonical
 from .project import PLAN_VERSION, Project
-from .vocab import priority_rank
+from .vocab import LADDER_ENDS, priority_rank
 
 SCHEMA_VERSION = 1
 OUTPUT_TOKENS_STRUCTURED = 600
@@ -124,6 +125,19 @@ class _Windows(dict):
         return window
 
 
+def _node_loop(task: Task, human: bool) -> NodeLoop | None:
+    """The task's own loop settings (None when it has none). A `recovery:` list without an
+    end gets harness.yaml's: human, or fail with `loop.recovery.human: false`."""
+    if task.progress_threshold is None and not task.recovery:
+        return None
+    rungs = None
+    if task.recovery:
+        rungs = list(task.recovery)
+        if rungs[-1] not in LADDER_ENDS:
+            rungs.append("human" if human else "fail")
+    return NodeLoop(progress_threshold=task.progress_threshold, recovery=rungs)
+
+
 def _estimate(agent: AgentConfig | None, tokens_in: int, structured: bool) -> "Estimate":
     tokens_out = OUTPUT_TOKENS_STRUCTURED if structured else OUTPUT_TOKENS_FREE
     cost = None
@@ -221,6 +235,7 @@ def build_plan(project: Project) -> None:
             routing=routing,
             analysis=analysis,
             git=getattr(task.git or defaults.git, "value", task.git or defaults.git),
+            loop=shared(_node_loop(task, cfg.loop.recovery.human)),
         )
         nodes.append(node)
     agents = {**cfg.agents, **extra_agents}
@@ -401,8 +416,11 @@ def finish_plan(project: Project) -> None:
 # What a fingerprint covers of the task as written: what `ls` shows but `done` (checking a
 # task off does not make its result stale).
 # `git` neither: committing a result does not change it; nor `context_tokens`, whose effect is
-# in the prompt's hash.
-_fingerprinted_fields = operator.attrgetter(*(key for key in LS_KEYS if key not in ("done", "git", "context_tokens")))
+# in the prompt's hash; nor the loop's own settings (`progress_threshold`, `recovery`): they
+# say how a stuck task is helped along, not what its result must be - and a changed
+# fingerprint would also wipe the memory and recovery position of a task being tuned mid-run.
+_UNFINGERPRINTED = ("done", "git", "context_tokens", "progress_threshold", "recovery")
+_fingerprinted_fields = operator.attrgetter(*(key for key in LS_KEYS if key not in _UNFINGERPRINTED))
 
 
 def _fingerprint(spec: dict, contract_sha: str, prompt_sha: str, accept: list, template_hash: str) -> str:

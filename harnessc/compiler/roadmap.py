@@ -26,7 +26,9 @@ from typing import Any, Callable, Iterator
 
 from ..diagnostics import CompileError, Diagnostics, Span, closest, did_you_mean
 from .tasks import Roadmap, Task, TaskSource
-from .vocab import USD_FORMAT, Complexity, FailureStrategy, GitMode, Priority, parse_duration, parse_usd
+from .vocab import (
+    LADDER_ENDS, MUTATIONS, RUNGS, USD_FORMAT, Complexity, FailureStrategy, GitMode, Priority, parse_duration, parse_usd,
+)
 
 __all__ = ["parse_roadmap", "format_roadmap", "PROPERTY_KEYS", "KEY_ALIASES", "ID_PATTERN"]
 
@@ -56,6 +58,8 @@ PROPERTY_KEYS: dict[str, str] = {
     "max_iterations": "iterations",
     "max_time": "duration",
     "stuck_after": "posint",
+    "progress_threshold": "fraction",
+    "recovery": "rungs",
     "completion_promise": "word",
     "success": "text",
     "accept": "text",
@@ -690,6 +694,9 @@ _FORMATS = {
     "priority": "one of " + ", ".join(p.value for p in Priority),
     "on_failure": "one of " + ", ".join(f.value for f in FailureStrategy),
     "git": "one of " + ", ".join(g.value for g in GitMode),
+    "fraction": "a number from 0 to 1, like 0.2",
+    "rungs": "recovery steps, comma-separated, in the order tried: prompt mutations (" + ", ".join(MUTATIONS)
+             + ") and escalate, then " + " or ".join(LADDER_ENDS) + " last",
 }
 
 
@@ -859,6 +866,53 @@ def _read_text(b: _Builder, canon: str, key: str, value: str, no: int, col: int)
     return value
 
 
+_FRACTION = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
+
+
+def _read_fraction(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
+    """A number from 0 to 1 (progress_threshold); '20%' is pointed to 0.2."""
+    if _FRACTION.fullmatch(value) is None:
+        percent = value.endswith("%") and _FRACTION.fullmatch(value[:-1].strip())
+        hint = (f"write it as a fraction: {_fmt_number(float(value[:-1]) / 100)}" if percent
+                else "expected " + _FORMATS["fraction"])
+        _bad(b, key, value, no, col, hint)
+        return None
+    x = float(value)
+    if not 0 <= x <= 1:
+        b.error("HC105", f"{key} must be between 0 and 1", no, col, len(value),
+                "expected " + _FORMATS["fraction"] + ": an iteration scoring under it made no progress")
+        return None
+    return x
+
+
+def _read_rungs(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
+    """The recovery ladder's steps, in order: each known, once, and nothing after human or fail."""
+    steps: list[str] = []
+    end: str | None = None
+    ok = True
+    for text, c in _split(value, col):
+        word = text.lower()
+        if not text:
+            b.error("HC105", f"empty item in {key}", no, c, 1, "expected " + _FORMATS["rungs"])
+        elif word not in RUNGS:
+            near = did_you_mean(word, list(RUNGS))
+            allowed = "steps: " + ", ".join(RUNGS)
+            b.error("HC105", f"unknown recovery step '{text}'", no, c, len(text), f"{near} {allowed}" if near else allowed)
+        elif end is not None:
+            b.error("HC105", f"recovery step '{text}' after '{end}'", no, c, len(text),
+                    f"'{end}' ends the ladder: nothing after it is ever tried; put it last")
+        elif word in steps:
+            b.error("HC105", f"recovery step '{text}' listed twice", no, c, len(text),
+                    "each step is tried once, in order; keep one")
+        else:
+            steps.append(b.names.setdefault(word, word))
+            if word in LADDER_ENDS:
+                end = text
+            continue
+        ok = False
+    return tuple(steps) if ok else None
+
+
 _READERS: dict[str, Callable[..., Any]] = {
     "ids": _read_list, "agents": _read_list, "paths": _read_list, "words": _read_list,
     "enum": _read_enum,
@@ -867,6 +921,8 @@ _READERS: dict[str, Callable[..., Any]] = {
     "usd": _read_usd,
     "word": _read_word, "name": _read_word,
     "text": _read_text,
+    "fraction": _read_fraction,
+    "rungs": _read_rungs,
 }
 
 
@@ -877,7 +933,7 @@ def _value_spans(path: str, kind: str, value: str, no: int, col: int) -> list[Sp
     return [Span(path, no, col, no, col + len(value))]
 
 
-_LIST_KINDS = {kind for kind, reader in _READERS.items() if reader is _read_list}
+_LIST_KINDS = {kind for kind, reader in _READERS.items() if reader in (_read_list, _read_rungs)}
 
 
 def locate_spans(source: TaskSource, task: Task) -> tuple[dict[str, Span], dict[str, list[Span]]]:
@@ -1063,7 +1119,7 @@ def _fmt_value(key: str, value: Any) -> str | None:
         return ", ".join(value)
     if key == "max_time":
         return _fmt_duration(value)
-    if key == "budget":
+    if key in ("budget", "progress_threshold"):
         return _fmt_number(value)
     if hasattr(value, "value"):  # an enum
         return value.value

@@ -29,6 +29,8 @@ class Task:
     max_iterations: int | Literal["unlimited"] | None = None
     max_time: int | float | None = None
     stuck_after: int | None = None
+    progress_threshold: float | None = None  # loop.progress.threshold for this task
+    recovery: tuple[str, ...] = ()  # its recovery ladder's rungs (vocab.RUNGS); (): harness.yaml's
     completion_promise: str | None = None
     success: str | None = None
     accept: tuple[str, ...] = ()

@@ -121,9 +121,21 @@ def priority_rank(priority: str | None) -> int:
 
 BUILTIN_AGENT = "rehearsal"
 
+# The recovery ladder's rungs (runtime/recovery.py): prompt mutations, then escalation, then
+# an end - a human (the task is blocked) or failure.
+MUTATIONS = ("rephrase", "decompose", "constrain", "examples", "negative")
+LADDER_ENDS = ("human", "fail")
+RUNGS = (*MUTATIONS, "escalate", *LADDER_ENDS)
+
+
+def ladder_rungs(prompt_mutations: int, escalate: bool, human: bool) -> tuple[str, ...]:
+    """harness.yaml's `loop.recovery` as the rungs a task's `recovery:` lists."""
+    n = max(0, min(int(prompt_mutations), len(MUTATIONS)))
+    return (*MUTATIONS[:n], *(("escalate",) if escalate else ()), "human" if human else "fail")
+
 # Canonical task keys, in the order `harnessc ls --output json` prints them.
 LS_KEYS = (
     "id", "title", "phase", "done", "depends_on", "contract", "agent", "model", "complexity",
-    "priority", "max_iterations", "max_time", "stuck_after", "completion_promise", "success",
-    "accept", "context", "context_tokens", "tags", "git", "goal",
+    "priority", "max_iterations", "max_time", "stuck_after", "progress_threshold", "recovery",
+    "completion_promise", "success", "accept", "context", "context_tokens", "tags", "git", "goal",
 )
