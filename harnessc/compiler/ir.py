@@ -302,7 +302,8 @@ class Runaway(_Spec):
 
 
 class Recovery(_Spec):
-    """What a stuck task tries, rung by rung, before it gives up (seed 003 §3)."""
+    """What a stuck task tries, rung by rung, before it gives up (seed 003 §3). A task's
+    `recovery:` in roadmap.md (its steps in order) replaces these three keys for that task."""
 
     prompt_mutations: int = Field(
         3, ge=0, le=5, description="Prompt rewrites tried first, in the order rephrase, decompose, constrain, "
@@ -340,7 +341,7 @@ class LoopProgress(_Spec):
 
     threshold: float = Field(
         0.15, ge=0, le=1, description="An iteration scoring below this made no progress; `stuck_after` "
-        "such iterations in a row end the task as stuck."
+        "such iterations in a row end the task as stuck. A task's `progress_threshold` in roadmap.md wins."
     )
     weights: ProgressWeights = Field(default_factory=ProgressWeights, description="Weight of each signal.")
 

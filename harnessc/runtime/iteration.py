@@ -36,7 +36,6 @@ from .budget import Budget
 from .gitops import GitCommits
 from .health import Health
 from .loop import TaskLoop
-from .recovery import Ladder
 from .router import Route, Router
 from .state import StateStore
 from .steering import Steering
@@ -142,7 +141,6 @@ class TaskRun:
         self.p = Progress()
         self.log = AttemptLog(ctx.store, node.id)
         self.original = self.base = self.prompt = ""  # the rendered prompt; base: what iterations start from
-        self.ladder = Ladder((ctx.plan.loop or {}).get("recovery"))
         self.operator = ""  # the operator's instructions, sent after the prompt (steering.py)
         self.level = 0  # refinement level of the prompt (0: the first prompt)
         self.files = ctx.attribution.task(node)  # which changed files are this task's; None: not tracked
@@ -157,6 +155,8 @@ class TaskRun:
             self.base = self.prompt = self.original
         except Exception as e:  # a template problem is this task's failure, not the run's
             return self._finish("failed", f"could not render the prompt: {e}")
+        if self.loop:
+            self.resume_recovery()
         try:
             self.prompt = await self.next_prompt()  # a resumed loop task remembers its earlier iterations
             while True:
@@ -176,6 +176,15 @@ class TaskRun:
                 self.files.forget()
             if self.loop:
                 self.loop.close()
+
+    def resume_recovery(self) -> None:
+        """A loop task stopped on its recovery ladder goes on where it was (loop.py saved it):
+        from its rewritten prompt, on the agent it escalated to (when that agent is still on
+        its route: `run --agent X` serves X only)."""
+        if self.loop.recovered_prompt is not None:
+            self.base = self.prompt = self.loop.recovered_prompt
+        if self.loop.escalated_to is not None:
+            self.route.resume_at(self.loop.escalated_to)
 
     # ------------------------------------------------------------------ the steps
 
@@ -394,6 +403,8 @@ class TaskRun:
             # auto-routed tasks escalate whatever on_failure says; on_failure applies at the top
             escalates = self.node.retry.on_failure == "escalate" or self.node.routing.auto
             if escalates and self.escalate(verdict.errors):
+                if self.loop:
+                    rejected["loop_state"] = self.loop.state()  # with the agent it escalated to
                 await self.log.finish("rejected", **rejected)
                 self.prompt, self.level = await self.next_prompt(), 0
                 return
@@ -414,28 +425,32 @@ class TaskRun:
     async def stuck(self, seen: Any, **attempt: Any) -> None:
         """A loop task found stuck (loop.py says which signal, with its evidence) climbs the
         recovery ladder one rung (recovery.py): a rewritten prompt, a stronger agent, then a
-        human (the task is blocked) - or it fails, as configured."""
+        human (the task is blocked) - or it fails, as its rungs say."""
         why = seen.stuck.reason.removeprefix("stuck: ")
         # before the attempt's end, so the alert (alerts.py) carries the signal's evidence
         self.store.event("stuck", self.tid, signal=seen.stuck.signal, reason=why[:500])
-        await self.log.finish("stuck", **attempt)
-        rung = self.ladder.climb()
+        ladder = self.loop.ladder
+        rung = ladder.climb()
         if rung.kind == "escalate" and self.route.next_agent is None:
-            rung = self.ladder.climb()  # no stronger agent to go to: the next rung
-        self.store.event("recovery", self.tid, step=rung.kind, mutation=rung.mutation, reason=why[:500])
-        self.loop.stuck.restart()  # the next rung gets stuck_after iterations of its own
+            rung = ladder.climb()  # no stronger agent to go to: the next rung
         if rung.kind == "mutate":
             example = planmod.template_output(self.contract) if self.contract and self.contract.output else None
-            self.base = await self.assist.mutation(self.original, rung.mutation, why, str(attempt.get("raw") or ""),
-                                                   example, self.loop.iterations)
+            self.base = self.loop.recovered_prompt = await self.assist.mutation(
+                self.original, rung.mutation, why, str(attempt.get("raw") or ""), example, self.loop.iterations)
         elif rung.kind == "escalate":
+            self.loop.escalated_to = self.route.next_agent
+        self.loop.stuck.restart()  # the next rung gets stuck_after iterations of its own
+        # saved with the attempt, in its commit: a run stopped from here on resumes past this rung
+        await self.log.finish("stuck", **{**attempt, "loop_state": self.loop.state()})
+        self.store.event("recovery", self.tid, step=rung.kind, mutation=rung.mutation, reason=why[:500])
+        if rung.kind == "escalate":
             self.escalate([f"stuck: {why}"])
         elif rung.kind == "human":
             self.store.finish_task(self.tid, "blocked", error=(
                 f"blocked: stuck ({why}) after every recovery step; tell the agent what to do differently "
                 f"(`harnessc tell {self.tid} \"...\"`), then `harnessc retry`"))
             raise Done("blocked")
-        else:
+        elif rung.kind == "give_up":
             self.give_up(f"{seen.stuck.reason} (after every recovery step)", exhausted=False)
 
     def escalate(self, errors: list[str]) -> bool:
@@ -444,6 +459,8 @@ class TaskRun:
         new = self.route.escalate()
         if new is None:
             return False
+        if self.loop:
+            self.loop.escalated_to = new  # kept with the loop state: a resumed run stays on it
         self.store.event("escalated", self.tid, agent=old, to=new,
                          reason=f"{outcomes.plural(self.p.failures, 'failed verification')}: "
                                 + "; ".join(errors)[:500])

@@ -1,7 +1,12 @@
 """What a loop task carries from one iteration to the next: its progress meter
-(progress.py), its stuck detector (stuck.py) and its memory (memory.py), loaded from and
-saved to state.db together. iteration.TaskRun calls `begin` before each call, `observe`
-after each answer, and `prompt` for the next prompt.
+(progress.py), its stuck detector (stuck.py), its memory (memory.py) and its place on the
+recovery ladder (recovery.py: the rung reached, the rewritten prompt, the agent it escalated
+to), loaded from and saved to state.db together. iteration.TaskRun calls `begin` before each
+call, `observe` after each answer, and `prompt` for the next prompt.
+
+All of it is forgotten when the task's fingerprint changes; the recovery part also when the
+task ends (state.py: a task run again after it was blocked or failed - `harnessc retry` -
+climbs its ladder from the first rung, on its first agent).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from . import plan as planmod
 from . import progress as progressmod
 from .attribution import TaskFiles
 from .progress import Evidence, ProgressMeter
+from .recovery import Ladder, rungs_for
 from .state import StateStore
 from .stuck import Stuck, StuckDetector
 
@@ -32,7 +38,7 @@ class Seen:
 class TaskLoop:
     def __init__(self, root: Path, plan: Plan, node: PlanNode, store: StateStore, files: TaskFiles | None = None):
         self.root, self.plan, self.node, self.store = root, plan, node, store
-        settings = progressmod.Settings.of(plan)
+        settings = progressmod.Settings.of(plan, node)
         saved = store.loop_state(node.id)
         if saved and saved.get("fingerprint") != node.fingerprint:
             saved = None  # the task changed since: what it remembers is about another task
@@ -42,6 +48,11 @@ class TaskLoop:
         self.stuck = StuckDetector(node.limits.stuck_after or 3, settings.threshold, saved.get("stuck"))
         self.memory_settings = memorymod.Settings.of(plan)
         self.memory = memorymod.Memory(self.memory_settings, saved.get("memory"))
+        recovery = saved.get("recovery") if isinstance(saved.get("recovery"), dict) else {}
+        step = recovery.get("step")
+        self.ladder = Ladder(rungs_for(plan, node), step if type(step) is int else 0)
+        self.recovered_prompt: str | None = _text(recovery.get("prompt"))  # what a mutation made of the prompt
+        self.escalated_to: str | None = _text(recovery.get("agent"))  # where the ladder's escalations took it
 
     @classmethod
     def of(cls, root: Path, plan: Plan, node: PlanNode, store: StateStore,
@@ -60,9 +71,16 @@ class TaskLoop:
         self.iterations += 1
         self.memory.record(self.iterations, agent, text, evidence, errors)
         stuck = None if succeeded else self.stuck.observe(evidence, text, errors)
+        return Seen(evidence, stuck, {"progress": evidence.record(), "loop_state": self.state()})
+
+    def state(self) -> dict[str, Any]:
+        """What is saved with an attempt (and read back by a resumed run)."""
         state = {"fingerprint": self.node.fingerprint, "iterations": self.iterations,
                  "progress": self.meter.state(), "stuck": self.stuck.state(), "memory": self.memory.data()}
-        return Seen(evidence, stuck, {"progress": evidence.record(), "loop_state": state})
+        if self.ladder.step or self.recovered_prompt is not None or self.escalated_to is not None:
+            state["recovery"] = {"step": self.ladder.step, "prompt": self.recovered_prompt,
+                                 "agent": self.escalated_to}
+        return state
 
     def prompt(self, base: str) -> str:
         """The next prompt: the task's prompt, then what it remembers (nothing on its first iteration)."""
@@ -77,3 +95,7 @@ class TaskLoop:
 
     def close(self) -> None:
         self.meter.close()
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

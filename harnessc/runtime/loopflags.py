@@ -3,7 +3,8 @@
 wall-clock limit) is kept by the Runner.
 
 Flags change this run only: the plan's records are replaced for the run, never written back.
-An explicit flag wins over a preset's value.
+An explicit flag wins over a preset's value, and a run's flags win over a task's own settings
+(roadmap.md `progress_threshold`, `recovery`), which win over harness.yaml's `loop:`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import dataclasses
 from typing import Any
 
 from ..planfile import Plan
+from .recovery import switched
 
 DAY = 24 * 3600.0
 
@@ -57,6 +59,7 @@ def apply(plan: Plan, preset: str | None, flags: dict[str, Any]) -> None:
     loop: dict[str, dict[str, Any]] = dict(PRESETS[preset][1]) if preset else {}
     if "progress_threshold" in flags:
         loop["progress"] = {"threshold": float(flags["progress_threshold"])}
+    _over_tasks(plan, "progress_threshold" in flags, loop.get("recovery"))
     if loop:
         if plan.loop is None:  # a plan built before `loop:`: its defaults
             from ..compiler.ir import Loop
@@ -64,3 +67,24 @@ def apply(plan: Plan, preset: str | None, flags: dict[str, Any]) -> None:
             plan.loop = Loop().model_dump(mode="json")
         for section, values in loop.items():
             plan.loop[section] = {**(plan.loop.get(section) or {}), **values}
+
+
+def _over_tasks(plan: Plan, threshold: bool, recovery: dict[str, Any] | None) -> None:
+    """The run's flags over the tasks' own loop settings: `--progress-threshold` replaces a
+    task's threshold (the plan's, set by the caller, applies); a preset's recovery switches
+    apply to a task's own rungs as to harness.yaml's."""
+    if not threshold and not recovery:
+        return
+    replaced: dict[int, Any] = {}  # nodes share loop records: replace each record once
+    for node in plan.nodes:
+        own = node.loop
+        if own is None:
+            continue
+        if id(own) not in replaced:
+            changes: dict[str, Any] = {}
+            if threshold:
+                changes["progress_threshold"] = None
+            if recovery and own.recovery:
+                changes["recovery"] = switched(own.recovery, recovery.get("escalate"), recovery.get("human"))
+            replaced[id(own)] = dataclasses.replace(own, **changes)
+        node.loop = replaced[id(own)]

@@ -50,11 +50,15 @@ class Settings:
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
 
     @classmethod
-    def of(cls, plan: Plan) -> "Settings":
-        """harness.yaml `loop: progress:` as the plan holds it (defaults for an older plan)."""
+    def of(cls, plan: Plan, node: PlanNode | None = None) -> "Settings":
+        """harness.yaml `loop: progress:` as the plan holds it (defaults for an older plan),
+        with the task's own `progress_threshold` over it."""
         cfg = ((plan.loop or {}).get("progress")) or {}
         weights = {**DEFAULT_WEIGHTS, **(cfg.get("weights") or {})}
-        return cls(float(cfg.get("threshold", DEFAULT_THRESHOLD)), {k: float(weights[k]) for k in SIGNALS})
+        threshold = cfg.get("threshold", DEFAULT_THRESHOLD)
+        if node is not None and node.loop is not None and node.loop.progress_threshold is not None:
+            threshold = node.loop.progress_threshold
+        return cls(float(threshold), {k: float(weights[k]) for k in SIGNALS})
 
     @property
     def scoring(self) -> bool:

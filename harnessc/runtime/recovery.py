@@ -1,18 +1,20 @@
 """The recovery ladder: what a stuck task tries before it gives up (seed 003 §3).
 
-Each time a task is found stuck, it climbs one rung:
+Each time a task is found stuck, it climbs one rung. The rungs are a list of steps, from a
+task's `recovery:` in roadmap.md (plan.json: node.loop.recovery) or else harness.yaml's
+`loop.recovery` (prompt_mutations, escalate, human: converted to the same list):
 
-1. prompt mutations (`loop.recovery.prompt_mutations`, default 3), in the order rephrase,
-   decompose, constrain, examples, negative: rewrites of the instructions heading the task's
-   prompt that change how it asks, with the stuck evidence quoted - written by the
-   `mutation_agent` when one is set (assist.py), else (and as its fallback) the fixed HEADS;
-2. escalation (`loop.recovery.escalate`): the next, stronger agent of the task's chain, through
-   the router's route;
-3. a human (`loop.recovery.human`): the task becomes `blocked` with the reason; independent
-   work goes on, and `harnessc retry` (after an instruction through `harnessc tell TASK`,
-   say) runs it again. With `human: false` the task fails instead.
+- a prompt mutation (rephrase, decompose, constrain, examples, negative): a rewrite of the
+  instructions heading the task's prompt that changes how it asks, with the stuck evidence
+  quoted - written by the `mutation_agent` when one is set (assist.py), else (and as its
+  fallback) the fixed HEADS;
+- escalate: the next, stronger agent of the task's chain, through the router's route;
+- the end, always last: `human` (the task becomes `blocked` with the reason; independent
+  work goes on, and `harnessc retry` - after an instruction through `harnessc tell TASK`,
+  say - runs it again) or `fail`.
 
-Every rung is a `recovery` event (and so an alert).
+Every rung is a `recovery` event (and so an alert). The rung reached is part of the task's
+loop state (loop.py), so a stopped run resumes on the next rung.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-MUTATIONS = ("rephrase", "decompose", "constrain", "examples", "negative")
+from ..compiler.vocab import LADDER_ENDS, MUTATIONS, ladder_rungs
+from ..planfile import Plan, PlanNode
+
+__all__ = ["MUTATIONS", "Ladder", "Rung", "mutate", "rungs_for", "switched"]
+
 QUOTED = 400  # characters of the stuck output quoted in a mutation
 
 
@@ -30,24 +36,47 @@ class Rung:
     mutation: str | None = None
 
 
-class Ladder:
-    """One task's way up; `climb()` says what to do on each stuck finding."""
+def rungs_for(plan: Plan, node: PlanNode) -> tuple[str, ...]:
+    """The task's ladder: its own `recovery:`, else harness.yaml's `loop.recovery` (the defaults
+    for a plan built before it)."""
+    if node.loop is not None and node.loop.recovery:
+        return tuple(node.loop.recovery)
+    cfg = (plan.loop or {}).get("recovery") or {}
+    return ladder_rungs(cfg.get("prompt_mutations", 3), cfg.get("escalate", True), cfg.get("human", True))
 
-    def __init__(self, config: dict | None):
-        config = config or {}
-        self.mutations = MUTATIONS[:max(0, min(int(config.get("prompt_mutations", 3)), len(MUTATIONS)))]
-        self.escalate = bool(config.get("escalate", True))
-        self.human = bool(config.get("human", True))
-        self.step = 0  # rungs climbed
+
+def switched(rungs: list[str] | tuple[str, ...], escalate: bool | None = None,
+             human: bool | None = None) -> list[str]:
+    """A task's rungs with harness.yaml's switches set over them (a run preset's, loopflags.py):
+    escalation on (added before the end when missing) or off, the end `human` or `fail`."""
+    steps = list(rungs)
+    end = steps.pop() if steps and steps[-1] in LADDER_ENDS else "human"
+    if escalate is False:
+        steps = [s for s in steps if s != "escalate"]
+    elif escalate and "escalate" not in steps:
+        steps.append("escalate")
+    if human is not None:
+        end = "human" if human else "fail"
+    return [*steps, end]
+
+
+class Ladder:
+    """One task's way up; `climb()` says what to do on each stuck finding. `step` (rungs
+    climbed) is saved with the loop state and given back on resume."""
+
+    def __init__(self, rungs: tuple[str, ...] | list[str], step: int = 0):
+        rungs = tuple(rungs)
+        if not rungs or rungs[-1] not in LADDER_ENDS:
+            rungs = (*rungs, "human")  # a ladder always ends (plan.json from elsewhere)
+        self.rungs = rungs
+        self.step = max(0, step)
 
     def climb(self) -> Rung:
-        rungs = [Rung("mutate", m) for m in self.mutations]
-        if self.escalate:
-            rungs.append(Rung("escalate"))
-        rungs.append(Rung("human" if self.human else "give_up"))
-        rung = rungs[min(self.step, len(rungs) - 1)]
+        name = self.rungs[min(self.step, len(self.rungs) - 1)]
         self.step += 1
-        return rung
+        if name in MUTATIONS:
+            return Rung("mutate", name)
+        return Rung({"fail": "give_up"}.get(name, name))
 
 
 # The deterministic instructions of each mutation (also shown to a mutation agent as the fallback).

@@ -66,6 +66,16 @@ class Route:
         """Move to the next (stronger) agent after failed verifications; None at the top."""
         return self._move("escalation")
 
+    def resume_at(self, agent: str) -> bool:
+        """Go on at `agent`, where an earlier run's escalation left the task, when it is
+        further along this route; False (and no move) otherwise."""
+        if agent not in self.agents[self.index + 1:]:
+            return False
+        target = self.agents.index(agent, self.index + 1)
+        self.moves.append(("resumed", self.agent, agent))
+        self.index = target
+        return True
+
     def _move(self, kind: str) -> str | None:
         nxt = self.next_agent
         if nxt is not None:

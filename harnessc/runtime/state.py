@@ -644,6 +644,7 @@ class StateStore:
                        latency=round(latency, 4), errors=(errors or [])[:5],
                        **({"progress": progress.get("score")} if progress else {}))
             if final_state:
+                self._end_recovery(task_id)
                 self.event(f"task_{final_state}", task_id, **({"error": error} if error else {}))
         self._reserved.pop(attempt_id, None)
         if held is None:  # not reserved by this store: read the totals again when asked
@@ -663,7 +664,16 @@ class StateStore:
                 " updated_at=?, run_id=COALESCE(?, run_id) WHERE id=?",
                 (state, self._json(output), fingerprint, self.redact(error), now, now,
                  self.run_id, task_id))
+            self._end_recovery(task_id)
             self.event(f"task_{state}", task_id, **({"error": error} if error else {}))
+
+    def _end_recovery(self, task_id: str) -> None:
+        """A task that ends leaves its recovery ladder (runtime/loop.py's `recovery` entry): run
+        again - `harnessc retry` after a human stepped in, a rerun - it climbs from the first
+        rung on its first agent. Its memory and progress stay. (Part of the ending's commit.)"""
+        self.db.execute("UPDATE loop_state SET data=json_remove(data, '$.recovery') WHERE task_id=? AND"
+                        " CASE WHEN json_valid(data) THEN json_type(data, '$.recovery') IS NOT NULL ELSE 0 END",
+                        (task_id,))  # a damaged row is reported where it is read, not here
 
     def attempts(self, task_id: str) -> list[dict]:
         rows = []

@@ -81,3 +81,33 @@ def test_progress_threshold_flag_decides_what_counts_as_progress_for_this_run(tm
     assert r.returncode == 1
     t = tasks(tmp_path)["t"]
     assert t["state"] == "failed" and "under progress_threshold 0.9" in t["error"], t
+
+
+def test_a_tasks_own_threshold_decides_stuck_and_the_run_flag_wins_over_it(tmp_path):
+    own = {"progress_threshold": 0.05, "recovery": None}
+    write_project(tmp_path, [node("own", completion_promise="DONE", limits={"stuck_after": 2}, loop=own),
+                             node("plain", completion_promise="DONE", limits={"stuck_after": 2})],
+                  agents={"rehearsal": {"provider": "simulate", "complete_after": 5}},
+                  loop={"progress": {"threshold": 0.9},
+                        "recovery": {"prompt_mutations": 0, "escalate": False, "human": False}})
+    # harness.yaml's 0.9 finds steady simulate progress stuck; the task's own 0.05 does not
+    assert harnessc(tmp_path, "run").returncode == 1
+    t = tasks(tmp_path)
+    assert t["own"]["state"] == "succeeded", t["own"]
+    assert t["plain"]["state"] == "failed" and "under progress_threshold 0.9" in t["plain"]["error"]
+    # a run flag wins over the task's own setting
+    r = harnessc(tmp_path, "run", "--rerun", "all", "--progress-threshold", "0.95")
+    assert r.returncode == 1
+    t = tasks(tmp_path)
+    assert t["own"]["state"] == "failed" and "under progress_threshold 0.95" in t["own"]["error"], t["own"]
+
+
+def test_a_preset_sets_its_recovery_switches_over_a_tasks_own_rungs(tmp_path):
+    plan = write_project(tmp_path, [node("a", loop={"progress_threshold": 0.3, "recovery": ["negative", "fail"]}),
+                                    node("b", loop={"progress_threshold": 0.3, "recovery": ["negative", "fail"]}),
+                                    node("c")])
+    loopflags.apply(plan, "autonomous", loopflags.resolve("autonomous", None, None, None, 0.5))
+    assert plan.nodes[0].loop.recovery == ["negative", "escalate", "human"]  # every rung, a human last
+    assert plan.nodes[0].loop.progress_threshold is None  # --progress-threshold: the plan's 0.5 applies
+    assert plan.nodes[1].loop == plan.nodes[0].loop and plan.nodes[2].loop is None
+    assert plan.loop["progress"]["threshold"] == 0.5

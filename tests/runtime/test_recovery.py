@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
+from harnessc.runtime.recovery import Ladder, rungs_for, switched
+
 from .helpers import harnessc, node, write_project
 
 STUCK = {"provider": "simulate", "complete_after": 99, "progress": "none"}  # the same text, never a claim
@@ -57,3 +59,102 @@ def test_without_a_human_rung_the_stuck_task_fails(tmp_path):
     # no chain to escalate along: escalation is passed over
     steps = [json.loads(d)["step"] for (d,) in rows(tmp_path, "SELECT data FROM events WHERE kind='recovery'")]
     assert steps == ["give_up"]
+
+
+def recovery_steps(root) -> list[tuple[str, str | None]]:
+    return [(json.loads(d)["step"], json.loads(d)["mutation"])
+            for (d,) in rows(root, "SELECT data FROM events WHERE kind='recovery' ORDER BY id")]
+
+
+def test_a_tasks_own_recovery_steps_are_the_ones_it_climbs(tmp_path):
+    write_project(tmp_path, [node("own", completion_promise="DONE", routing={"agent": "weak"}, limits={"stuck_after": 2},
+                                  loop={"progress_threshold": None, "recovery": ["constrain", "negative", "fail"]}),
+                             node("plans", completion_promise="DONE", routing={"agent": "weak"},
+                                  limits={"stuck_after": 2})],
+                  agents={"weak": STUCK}, concurrency=1,
+                  loop={"recovery": {"prompt_mutations": 1, "escalate": False, "human": False}})
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1, r.stdout + r.stderr
+    by_task = {}
+    for tid, d in rows(tmp_path, "SELECT task_id, data FROM events WHERE kind='recovery' ORDER BY id"):
+        by_task.setdefault(tid, []).append((json.loads(d)["step"], json.loads(d)["mutation"]))
+    assert by_task == {"own": [("mutate", "constrain"), ("mutate", "negative"), ("give_up", None)],
+                       "plans": [("mutate", "rephrase"), ("give_up", None)]}
+    prompts = [p for (p,) in rows(tmp_path, "SELECT prompt FROM attempts WHERE task_id='own' ORDER BY id")]
+    assert prompts[2].startswith("## Recovery (constrain)") and prompts[4].startswith("## Recovery (negative)")
+
+
+# Says the same thing every call, changes nothing; the first call on `strong` hangs (the run
+# is killed there). Every prompt is kept, numbered by call.
+LADDER_AGENT = """
+import os, pathlib, sys, time
+agent, task = sys.argv[1], os.environ["HARNESSC_TASK"]
+prompt = sys.stdin.read()
+calls = pathlib.Path(".harness") / "calls"
+n = int(calls.read_text()) + 1 if calls.exists() else 1
+calls.write_text(str(n))
+pathlib.Path(".harness", f"prompt-{n}-{agent}.md").write_text(prompt)
+if agent == "strong" and not pathlib.Path(".harness", "hung").exists():
+    pathlib.Path(".harness", "hung").write_text("")
+    time.sleep(120)
+print("I am thinking about it.")
+"""
+
+
+def test_a_run_killed_mid_ladder_resumes_on_the_next_rung_with_its_prompt_and_agent(tmp_path):
+    import os
+    import signal
+    import sys
+
+    from .helpers import spawn
+    from .test_loop_progress import wait_for
+
+    (tmp_path / "agent.py").write_text(LADDER_AGENT)
+    agents = {name: {"provider": "command", "command": [sys.executable, str(tmp_path / "agent.py"), name],
+                     "timeout": 300} for name in ("weak", "strong")}
+    write_project(tmp_path, [node("loop", completion_promise="DONE", routing={"agent": "weak", "chain": ["strong"]},
+                                  limits={"stuck_after": 2},
+                                  loop={"progress_threshold": None,
+                                        "recovery": ["rephrase", "escalate", "constrain", "human"]})],
+                  agents=agents)
+    proc = spawn(tmp_path, "run", start_new_session=True)
+    try:
+        wait_for(tmp_path / ".harness" / "hung", proc)  # call 5: the first on strong, after rephrase and escalate
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    assert recovery_steps(tmp_path) == [("mutate", "rephrase"), ("escalate", None)]
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1, r.stdout + r.stderr
+    # the resumed run goes on where the killed one was: on strong, from the rephrased prompt,
+    # and its next rung is constrain, not rephrase again
+    assert recovery_steps(tmp_path) == [("mutate", "rephrase"), ("escalate", None), ("mutate", "constrain"),
+                                        ("human", None)]
+    agents_used = [a for (a,) in rows(tmp_path, "SELECT agent FROM attempts WHERE task_id='loop' ORDER BY id")]
+    assert agents_used == ["weak"] * 4 + ["strong"] * 5  # the killed call, then 2 per rung
+    prompts = [p for (p,) in rows(tmp_path, "SELECT prompt FROM attempts WHERE task_id='loop' ORDER BY id")]
+    assert prompts[5].startswith("## Recovery (rephrase)")  # the first after the resume
+    assert prompts[7].startswith("## Recovery (constrain)")
+    tasks = {t["id"]: t for t in json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)["tasks"]}
+    assert tasks["loop"]["state"] == "blocked"
+    # a human stepped in: `retry` climbs the ladder from its first rung, on the first agent
+    again = harnessc(tmp_path, "retry")
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert recovery_steps(tmp_path)[4:] == [("mutate", "rephrase"), ("escalate", None), ("mutate", "constrain"),
+                                            ("human", None)]
+    prompts = [p for (p,) in rows(tmp_path, "SELECT prompt FROM attempts WHERE task_id='loop' ORDER BY id")]
+    agents_used = [a for (a,) in rows(tmp_path, "SELECT agent FROM attempts WHERE task_id='loop' ORDER BY id")]
+    assert agents_used[9:] == ["weak"] * 4 + ["strong"] * 4
+    assert not prompts[9].startswith("## Recovery") and prompts[11].startswith("## Recovery (rephrase)")
+
+
+def test_harness_yaml_recovery_and_a_tasks_rungs_make_one_ladder(tmp_path):
+    plan = write_project(tmp_path, [node("a"), node("b", loop={"progress_threshold": None, "recovery": ["negative", "fail"]})],
+                         loop={"recovery": {"prompt_mutations": 2, "escalate": True, "human": False}})
+    assert rungs_for(plan, plan.nodes[0]) == ("rephrase", "decompose", "escalate", "fail")
+    assert rungs_for(plan, plan.nodes[1]) == ("negative", "fail")
+    ladder = Ladder(rungs_for(plan, plan.nodes[1]), step=1)  # a resumed ladder
+    assert [(r.kind, r.mutation) for r in (ladder.climb(), ladder.climb())] == [("give_up", None)] * 2
+    assert [r.kind for r in (Ladder(["escalate"]).climb(), Ladder([]).climb())] == ["escalate", "human"]
+    assert switched(["negative", "fail"], escalate=True, human=True) == ["negative", "escalate", "human"]
+    assert switched(["escalate", "human"], escalate=False, human=None) == ["human"]
