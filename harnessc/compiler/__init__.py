@@ -30,6 +30,7 @@ CHECK_PASSES = (
     check.check_contracts,
     check.check_cycles,
     check.check_verification,
+    check.check_loop_settings,
 )
 
 

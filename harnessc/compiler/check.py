@@ -299,6 +299,21 @@ def check_verification(project: Project) -> None:
             )
 
 
+def check_loop_settings(project: Project) -> None:
+    """A task's own loop settings (progress_threshold, recovery) apply to loop tasks only:
+    on a task without a completion_promise they do nothing (warning HC412)."""
+    for task in project.tasks:
+        if task.done or task.completion_promise:
+            continue
+        for key in ("progress_threshold", "recovery"):
+            if getattr(task, key) not in (None, ()):
+                project.diags.warning(
+                    "HC412", f"{key} does nothing here: task '{task.id}' is not a loop task",
+                    task.spans.get(key, task.span),
+                    "add completion_promise: WORD (the task iterates until it prints <promise>WORD</promise>), "
+                    f"or remove {key}")
+
+
 def _contract_verifies(contract) -> bool:
     """Whether a contract checks anything: a declared output, output rules or accept commands."""
     return bool(contract.output or contract.output_rules or contract.accept)
