@@ -61,6 +61,8 @@ CODES: dict[str, str] = {
     "HC406": "context path matches nothing",
     "HC407": "task depends on itself",
     "HC410": "nothing verifies this task",
+    "HC411": "context pattern names too many files",
+    "HC412": "loop setting on a task that does not loop",
     # templates
     "HC501": "template syntax error",
     "HC502": "undefined variable in template",
