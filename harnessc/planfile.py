@@ -189,7 +189,7 @@ class PlanNode(Record):
     retry: Retry
     routing: Routing
     analysis: Analysis | None = None
-    git: str = "off"  # commit: commit the task's changes when it succeeds
+    git: str | None = None  # commit | off; None: not said (off, but `run --autonomous` commits)
     loop: NodeLoop | None = None  # the task's own loop settings; None: the plan's
     context_staging: ContextStaging | None = None  # None: the task has no context files
     wave: int | None = None
@@ -323,7 +323,7 @@ def _node(d: Mapping) -> PlanNode:
         retry=Retry(**d["retry"]),
         routing=Routing(**d["routing"]),
         analysis=Analysis(**d["analysis"]) if d.get("analysis") else None,
-        git=d.get("git") or "off",
+        git=d.get("git"),
         loop=NodeLoop(**d["loop"]) if d.get("loop") else None,
         context_staging=_staging(d["context_staging"]) if d.get("context_staging") else None,
         estimate=Estimate(**d["estimate"]) if d.get("estimate") else None,

@@ -268,8 +268,9 @@ class Defaults(_Spec):
     context_tokens: int = Field(32_000, ge=1, description="Token budget for a task's context files: the "
                                 "lowest priority go first when they do not fit. Unset: half the smallest "
                                 "context window among the task's agents, or 32000 when none is known.")
-    git: GitMode = Field(GitMode.off, description="commit: commit each succeeded task's changes "
-                         "(a git repository is needed); off: leave git alone.")
+    git: GitMode | None = Field(None, description="commit: commit each succeeded task's changes "
+                                "(a git repository is needed); off: leave git alone. Unset: off, except "
+                                "that `harnessc run --autonomous` commits.")
 
 
 class Alerts(_Spec):

@@ -42,6 +42,12 @@ def task_view(task: Task) -> dict:
     return d
 
 
+def _git_mode(mode) -> str | None:
+    """`commit`, `off`, or None when neither the task nor harness.yaml said (`run --autonomous`
+    commits those; every other run leaves them alone)."""
+    return getattr(mode, "value", mode)
+
+
 def _model_agent(project: Project, model: str) -> tuple[str, AgentConfig]:
     """`model:` is shorthand for an agent with that model on the default provider."""
     for name, agent in project.config.agents.items():
@@ -234,7 +240,7 @@ def build_plan(project: Project) -> None:
                                delays=delays)),
             routing=routing,
             analysis=analysis,
-            git=getattr(task.git or defaults.git, "value", task.git or defaults.git),
+            git=_git_mode(task.git or defaults.git),
             loop=shared(_node_loop(task, cfg.loop.recovery.human)),
         )
         nodes.append(node)

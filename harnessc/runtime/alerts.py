@@ -35,9 +35,22 @@ RULES: dict[str, tuple[str, str, Callable[[dict], str]]] = {
     "recovery": ("warning", "recovery", lambda ev: f"recovery step {ev.get('step', '?')}: {_reason(ev)}"),
     "fallback": ("warning", "fallback", lambda ev: f"fell back from {ev.get('agent')} to {ev.get('to')}: {_reason(ev)}"),
     "escalated": ("info", "escalation", lambda ev: f"escalated from {ev.get('agent')} to {ev.get('to')}: {_reason(ev)}"),
-    "task_blocked": ("warning", "blocked", lambda ev: f"blocked: {_reason(ev)}"),
+    "task_blocked": ("warning", "blocked", lambda ev: f"blocked: {_reason(ev).removeprefix('blocked: ')}"),
     "daily_limit_reached": ("warning", "daily_limit", lambda ev: f"daily limit reached for {ev.get('agent')}: {_reason(ev)}"),
     "breaker_opened": ("warning", "breaker", lambda ev: f"breaker opened for {ev.get('agent')}: {_reason(ev)}"),
+    # the operator's say: what reached an agent, what could not be read
+    "instruction_delivered": ("info", "instruction", lambda ev: f"instruction {ev.get('file')} reached the prompt"),
+    "inbox_error": ("warning", "inbox_error", lambda ev: f"inbox {ev.get('file')}: {_reason(ev)}"),
+    "steering_error": ("warning", "steering_error", _reason),
+    "paused": ("info", "paused", lambda ev: f"paused ({ev.get('via')}){': ' + _reason(ev) if _reason(ev) else ''}"),
+    "resumed": ("info", "resumed", lambda ev: f"resumed ({ev.get('via')})"),
+    # git per task: what was committed, and what never will be
+    "git_committed": ("info", "committed", lambda ev: f"committed {str(ev.get('sha'))[:12]} "
+                                                       f"({len(ev.get('paths') or [])} path(s))"),
+    "git_dirty_at_start": ("warning", "git_dirty", _reason),
+    "git_unavailable": ("warning", "git_unavailable", _reason),
+    "git_commit_failed": ("warning", "git_commit_failed", _reason),
+    "run_finished": ("info", "run_finished", lambda ev: f"run {ev.get('status')}: {_reason(ev)}"),
 }
 
 

@@ -19,8 +19,9 @@ DAY = 24 * 3600.0
 
 # preset -> (run flags it sets, loop settings it sets)
 PRESETS: dict[str, tuple[dict[str, Any], dict[str, dict[str, Any]]]] = {
-    # left alone overnight: a day at most, every recovery rung, never paused by an alert
-    "autonomous": ({"max_time": DAY}, {"alerts": {"pause_on_critical": False},
+    # left alone overnight: a day at most, each succeeded task one commit (where neither the
+    # task nor harness.yaml says `git:`), every recovery rung, never paused by an alert
+    "autonomous": ({"max_time": DAY, "git": "commit"}, {"alerts": {"pause_on_critical": False},
                                         "recovery": {"escalate": True, "human": True}}),
     # more oversight: a tighter iteration limit, frequent milestones, critical alerts pause
     "conservative": ({"max_iterations_cap": 100}, {"alerts": {"milestone_every": 5, "pause_on_critical": True}}),
@@ -56,6 +57,10 @@ def apply(plan: Plan, preset: str | None, flags: dict[str, Any]) -> None:
                     own["max_iterations"] = cap if now is None else min(now, cap)
                 replaced[key] = dataclasses.replace(node.limits, **own)
             node.limits = replaced[key]
+    if "git" in flags:
+        for node in plan.nodes:
+            if node.git is None:  # an explicit `git: off` stays off
+                node.git = flags["git"]
     loop: dict[str, dict[str, Any]] = dict(PRESETS[preset][1]) if preset else {}
     if "progress_threshold" in flags:
         loop["progress"] = {"threshold": float(flags["progress_threshold"])}

@@ -52,8 +52,13 @@ def test_presets_set_loop_settings_and_explicit_flags_win(tmp_path):
     loopflags.apply(plan, "conservative", flags)
     assert [n.limits.max_iterations for n in plan.nodes] == [100, 50]  # a cap: unlimited -> 100, 50 stays
     assert plan.loop["alerts"] == {"milestone_every": 5, "pause_on_critical": True}
-    assert loopflags.resolve("autonomous", None, None, None) == {"max_time": 86400.0}
-    assert loopflags.resolve("autonomous", 3600.0, 7, None) == {"max_time": 3600.0, "max_iterations": 7}
+    assert loopflags.resolve("autonomous", None, None, None) == {"max_time": 86400.0, "git": "commit"}
+    assert loopflags.resolve("autonomous", 3600.0, 7, None) == {"max_time": 3600.0, "max_iterations": 7,
+                                                                 "git": "commit"}
+    # --autonomous commits the tasks that did not say; an explicit `git: off` stays off
+    plan = write_project(tmp_path / "g", [node("said_off", git="off"), node("unsaid"), node("said_on", git="commit")])
+    loopflags.apply(plan, "autonomous", loopflags.resolve("autonomous", None, None, None))
+    assert [n.git for n in plan.nodes] == ["off", "commit", "commit"]
     assert loopflags.resolve("conservative", None, 500, None)["max_iterations"] == 500
     plan = write_project(tmp_path / "t", [node("a")])
     loopflags.apply(plan, None, loopflags.resolve(None, None, None, None, 0.4))
