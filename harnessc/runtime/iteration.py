@@ -402,7 +402,8 @@ class TaskRun:
         if self.p.failures > self.node.retry.max_retries:
             # auto-routed tasks escalate whatever on_failure says; on_failure applies at the top
             escalates = self.node.retry.on_failure == "escalate" or self.node.routing.auto
-            if escalates and self.escalate(verdict.errors):
+            failed = f"{outcomes.plural(self.p.failures, 'failed verification')}: " + "; ".join(verdict.errors)
+            if escalates and self.escalate(failed):
                 if self.loop:
                     rejected["loop_state"] = self.loop.state()  # with the agent it escalated to
                 await self.log.finish("rejected", **rejected)
@@ -444,7 +445,7 @@ class TaskRun:
         await self.log.finish("stuck", **{**attempt, "loop_state": self.loop.state()})
         self.store.event("recovery", self.tid, step=rung.kind, mutation=rung.mutation, reason=why[:500])
         if rung.kind == "escalate":
-            self.escalate([f"stuck: {why}"])
+            self.escalate(f"stuck: {why}")
         elif rung.kind == "human":
             self.store.finish_task(self.tid, "blocked", error=(
                 f"blocked: stuck ({why}) after every recovery step; tell the agent what to do differently "
@@ -453,7 +454,7 @@ class TaskRun:
         elif rung.kind == "give_up":
             self.give_up(f"{seen.stuck.reason} (after every recovery step)", exhausted=False)
 
-    def escalate(self, errors: list[str]) -> bool:
+    def escalate(self, why: str) -> bool:
         """Move to the next stronger agent with the retry count reset; False at the top."""
         old = self.route.agent
         new = self.route.escalate()
@@ -461,9 +462,7 @@ class TaskRun:
             return False
         if self.loop:
             self.loop.escalated_to = new  # kept with the loop state: a resumed run stays on it
-        self.store.event("escalated", self.tid, agent=old, to=new,
-                         reason=f"{outcomes.plural(self.p.failures, 'failed verification')}: "
-                                + "; ".join(errors)[:500])
+        self.store.event("escalated", self.tid, agent=old, to=new, reason=why[:600])
         self.p.failures = self.p.transient_errors = 0
         return True
 
