@@ -777,8 +777,7 @@ def tell(ctx: Context, words: tuple, urgent: bool) -> None:
     task, text = (None, words[0]) if len(words) == 1 else words
     if not text.strip():
         fail_usage("the instruction is empty")
-    if task is not None:
-        _known_task_or_exit(ctx.root(), task)
+    _instructions_on_or_exit(ctx.root(), task)
     _to_inbox(ctx, "tell", {"task": task, "text": text, "urgent": urgent},
               f"instruction for {task or 'every task'} queued",
               "the next run gives it to " + (f"{task}'s first prompt" if task else "every task it runs"))
@@ -912,6 +911,22 @@ def clean(ctx: Context, keep: int, dry_run: bool) -> None:
             click.echo(f"would remove .harness/runs/{run_id}/")
     click.echo(f"{'would remove' if dry_run else 'removed'} {plural(len(result.removed), 'run')}, "
                f"kept {plural(len(result.kept), 'run')}" + (f" (newest: {result.kept[-1]})" if result.kept else ""))
+
+
+def _instructions_on_or_exit(root: Path, task: str | None) -> None:
+    """A usage error when the compiled plan refuses inbox instructions (loop.environment.inbox:
+    false) or has no task `task`."""
+    from .runtime.plan import PlanError, load_plan, loop_settings
+
+    try:
+        plan = load_plan(root)
+    except PlanError:
+        return  # no readable plan: nothing to compare with
+    if not loop_settings(plan).environment.inbox:
+        fail_usage("instructions are off in this project (harness.yaml loop.environment.inbox: false): "
+                   "a run would refuse this one", "set loop.environment.inbox: true to steer agents from the inbox")
+    if task is not None:
+        _known_task_or_exit(root, task)
 
 
 def _known_task_or_exit(root: Path, task: str) -> None:

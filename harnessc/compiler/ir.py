@@ -369,15 +369,43 @@ class LoopContext(_Spec):
     )
 
 
+class Termination(_Spec):
+    """When a run ends by itself, besides its tasks ending (seed 003 §1): a run left alone
+    overnight stops at these even if every task could go on. A stop ends the run as
+    `harnessc stop` does: calls in flight finish, nothing new starts, and `harnessc run` goes on."""
+
+    max_time: Duration | None = Field(
+        None, description="The run's wall-clock limit (`run --max-time` wins; `--autonomous` sets 24h "
+        "when this is unset). null: none.")
+    max_iterations: int | None = Field(
+        None, ge=1, description="Iterations of the whole run, every task's together (each task keeps its "
+        "own max_iterations too). null: none.")
+
+
+class Environment(_Spec):
+    """What a run reads from outside while it goes (seed 003 §4)."""
+
+    inbox: bool = Field(
+        True, description="Instructions from .harness/inbox/ (`harnessc tell`) reach the agents' prompts. "
+        "false: instruction files are refused (moved to processed/ with a reason) and `harnessc tell` says "
+        "so; commands (pause, resume, skip, prioritize) still work.")
+    env_overrides: bool = Field(
+        True, description="HARNESSC_PAUSE, HARNESSC_MAX_COST and HARNESSC_AGENT are read between "
+        "iterations. false: they are ignored (one event says so when one is set).")
+
+
 class Loop(_Spec):
     """Loop tasks (with a completion_promise) and unattended runs: progress and stuck detection,
     the recovery ladder, memory across iterations, alerts, runaway signs and periodic summaries."""
 
+    termination: Termination = Field(default_factory=Termination, description="When a run ends by itself.")
     progress: LoopProgress = Field(default_factory=LoopProgress, description="Progress scoring and stuck detection.")
     context: LoopContext = Field(default_factory=LoopContext, description="Memory across iterations.")
     alerts: Alerts = Field(default_factory=Alerts, description="Alerts in .harness/alerts.log.")
     recovery: Recovery = Field(default_factory=Recovery, description="The recovery ladder of a stuck task.")
     runaway: Runaway = Field(default_factory=Runaway, description="Runaway detection.")
+    environment: Environment = Field(default_factory=Environment, description="The inbox and the "
+                                     "environment overrides.")
     summary_every: Duration = Field(
         600, description="A one-line status summary (and a `summary` event) this often during a run; 0: none."
     )

@@ -31,6 +31,7 @@ STOP_HINTS = {  # what stops harder, by where the stop came from
     "signal": "Ctrl-C again to abort",
     "file": "`harnessc stop --abort` cancels it",
     "max-time": "run --max-time reached; `harnessc stop --abort` cancels it",
+    "limit": "a run limit reached (loop.termination); `harnessc stop --abort` cancels it",
 }
 
 

@@ -25,14 +25,19 @@ class PlanError(Exception):
 # ------------------------------------------------------------------ plan loading
 
 
+LOOP_SECTIONS = {"termination", "progress", "context", "alerts", "recovery", "runaway", "environment",
+                 "summary_every"}
+
+
 def loop_settings(plan: planfile.Plan) -> SimpleNamespace:
     """harness.yaml `loop:` as the plan holds it, read by attribute (`cfg.alerts.milestone_every`).
-    A plan built before `loop:` existed gets the defaults (compiler.ir, imported only then)."""
-    data = plan.loop
-    if data is None:
+    A section the plan lacks (a plan built before it existed) gets its defaults (from
+    compiler.ir, imported only then: pydantic is not a run's cost)."""
+    data = plan.loop or {}
+    if data.keys() < LOOP_SECTIONS:
         from ..compiler.ir import Loop
 
-        data = Loop().model_dump(mode="json")
+        data = {**Loop().model_dump(mode="json"), **data}
     return json.loads(json.dumps(data), object_hook=lambda d: SimpleNamespace(**d))
 
 

@@ -32,6 +32,7 @@ from .alerts import Alerts
 from .attribution import Attribution
 from .budget import Budget
 from .gitops import GitCommits
+from .termination import RunLimits
 from . import loopflags
 from .health import Health
 from .history import History
@@ -103,7 +104,6 @@ class Runner:
         flags = loopflags.resolve(opts.preset, opts.max_time, opts.max_iterations, opts.stuck_after,
                                   opts.progress_threshold)
         loopflags.apply(plan, opts.preset, flags)
-        self.max_time: float | None = flags.get("max_time")
         self.started = time.monotonic()
         self.nodes = {n.id: n for n in plan.nodes}
         self.children: dict[str, list[str]] = {i: [] for i in self.nodes}
@@ -141,11 +141,14 @@ class Runner:
             store.listeners = listeners
         # The operator's side of a run: the inbox and overrides, alerts, periodic summaries.
         loop_cfg = planmod.loop_settings(plan)
-        self.steering = Steering(self.workspace, store, set(self.nodes), self.budget, set(plan.agents), self.wake.set)
+        self.limits = RunLimits.of(opts.max_time, flags.get("max_time"), loop_cfg)
+        self.steering = Steering(self.workspace, store, set(self.nodes), self.budget, set(plan.agents), self.wake.set,
+                                 instructions=loop_cfg.environment.inbox,
+                                 env_overrides=loop_cfg.environment.env_overrides)
         self.alerts = Alerts(self.workspace, store, loop_cfg, self.budget, self._max_iterations,
                              lambda why: self.steering.pause("alert", why))
         self.summaries = Summaries(store, loop_cfg.summary_every, lambda: self.targets)
-        store.listeners = [*store.listeners, self.alerts.on_event]
+        store.listeners = [*store.listeners, self.alerts.on_event, self._count_iteration]
 
     # ------------------------------------------------------------------ control
 
@@ -176,17 +179,24 @@ class Runner:
             if word:
                 self.request_stop("abort" if word.startswith("abort") else "stop", via="file")
             self._check_state_file()
-            self._check_max_time()
+            self._check_limits()
             self.steering.poll()
             self.summaries.tick()
             self.store.flush_mirror()  # events.jsonl lags the db by at most this poll
             await asyncio.sleep(STOP_POLL)
 
-    def _check_max_time(self) -> None:
-        """run --max-time: past it, no new call starts and the run ends as a stop (exit 3)."""
-        if self.max_time is not None and time.monotonic() - self.started >= self.max_time:
-            if self.halt_run(outcomes.STOP, f"--max-time ({self.max_time:g}s) reached; `harnessc run` goes on"):
-                self.request_stop("stop", via="max-time")
+    def _check_limits(self) -> None:
+        """The run's own limits (termination.py): past one, no new call starts and the run
+        ends as a stop (exit 3)."""
+        why = self.limits.reached()
+        if why and self.halt_run(outcomes.STOP, why):
+            self.request_stop("stop", via="max-time" if why.startswith("--max-time") else "limit")
+
+    def _count_iteration(self, ev: dict) -> None:
+        """A listener: an iteration past the run's iteration limit stops the run at once."""
+        self.limits.on_event(ev)
+        if ev["kind"] == "attempt_started" and self.limits.max_iterations is not None:
+            self._check_limits()
 
     def _check_state_file(self) -> None:
         """A state.db removed or replaced under the run ends it: nothing it saves would be read."""
@@ -236,7 +246,7 @@ class Runner:
     # ------------------------------------------------------------------ the loop
 
     async def run(self) -> RunResult:
-        started = self.started = time.monotonic()
+        started = self.started = self.limits.started = time.monotonic()
         loop = asyncio.get_running_loop()
         try:
             loop.add_signal_handler(signal.SIGINT, self._on_sigint)

@@ -21,6 +21,10 @@ event.
 Environment overrides, read at the same moments: HARNESSC_PAUSE=1 pauses (until `resume`),
 HARNESSC_MAX_COST sets the run budget in USD, HARNESSC_AGENT sends every task's next
 iteration to that agent.
+
+harness.yaml `loop.environment` can turn either off: `inbox: false` refuses instructions
+(an inbox that others can write to is a way into the agents' prompts; commands stay, as
+they only steer the run), `env_overrides: false` ignores the variables.
 """
 
 from __future__ import annotations
@@ -118,9 +122,12 @@ class Steering:
     paused, hand each task its instructions."""
 
     def __init__(self, workspace: Workspace, store: StateStore, task_ids: set[str], budget,
-                 agents: set[str], on_change: Callable[[], None] = lambda: None):
+                 agents: set[str], on_change: Callable[[], None] = lambda: None,
+                 instructions: bool = True, env_overrides: bool = True):
+        """instructions, env_overrides: harness.yaml `loop.environment.inbox` and `env_overrides`."""
         self.workspace, self.store, self.task_ids = workspace, store, task_ids
         self.budget, self.agents, self.on_change = budget, agents, on_change
+        self.accepts_instructions, self.env_overrides = instructions, env_overrides
         self.instructions: list[Instruction] = []
         self.seen: set[str] = set()  # inbox files already read by this run
         self.skips: set[str] = set()
@@ -144,7 +151,10 @@ class Steering:
         if max_age and now - self._last_poll < max_age:
             return
         self._last_poll = now
-        self._read_env()
+        if self.env_overrides:
+            self._read_env()
+        else:
+            self._ignore_env()
         try:
             names = self.workspace.list_dir(self.workspace.inbox)
         except WorkspaceError as e:
@@ -161,7 +171,10 @@ class Steering:
             except (InboxError, WorkspaceError, OSError) as e:
                 self._reject(name, str(e))
                 continue
-            if isinstance(item, Instruction):
+            if isinstance(item, Instruction) and not self.accepts_instructions:
+                self._reject(name, "instructions are off in this project (harness.yaml loop.environment.inbox: "
+                                   "false); nothing of this file reached an agent")
+            elif isinstance(item, Instruction):
                 self._receive(item)
             else:
                 self._command(*item)
@@ -244,6 +257,13 @@ class Steering:
             if name != self.agent:
                 self.agent = name
                 self.store.event("agent_forced", agent=name, via=ENV_AGENT)
+
+    def _ignore_env(self) -> None:
+        """env_overrides: false - say once that a set override is ignored."""
+        for name in (ENV_PAUSE, ENV_MAX_COST, ENV_AGENT):
+            if os.environ.get(name) is not None:
+                self._once(f"env:{name}", lambda: self.store.event("steering_error", reason=(
+                    f"{name} is set but harness.yaml says loop.environment.env_overrides: false; ignored")))
 
     def _once(self, key: str, report: Callable[[], object]) -> None:
         if key not in self.seen:

@@ -116,3 +116,46 @@ def test_a_preset_sets_its_recovery_switches_over_a_tasks_own_rungs(tmp_path):
     assert plan.nodes[0].loop.progress_threshold is None  # --progress-threshold: the plan's 0.5 applies
     assert plan.nodes[1].loop == plan.nodes[0].loop and plan.nodes[2].loop is None
     assert plan.loop["progress"]["threshold"] == 0.5
+
+
+def test_termination_max_iterations_stops_the_run_and_each_run_goes_on(tmp_path):
+    write_project(tmp_path, [node(f"t{i}") for i in range(5)], concurrency=1,
+                  loop={"termination": {"max_iterations": 2}})
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "loop.termination.max_iterations (2) reached" in r.stdout
+    assert [t["state"] for t in tasks(tmp_path).values()].count("succeeded") == 2
+    assert harnessc(tmp_path, "run").returncode == 3  # two more, then the limit again
+    assert [t["state"] for t in tasks(tmp_path).values()].count("succeeded") == 4
+    assert harnessc(tmp_path, "run").returncode == 0
+
+
+def test_termination_max_time_in_harness_yaml_and_the_flag_wins(tmp_path):
+    write_project(tmp_path, [node(f"t{i}") for i in range(12)], concurrency=1,
+                  agents={"rehearsal": {"provider": "simulate", "latency": 0.3}},
+                  loop={"termination": {"max_time": 1}})
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 3 and "loop.termination.max_time (1s) reached" in r.stdout, r.stdout + r.stderr
+    r = harnessc(tmp_path, "run", "--max-time", "2s")
+    assert r.returncode == 3 and "--max-time (2s) reached" in r.stdout, r.stdout + r.stderr
+
+
+def test_run_limits_precedence():
+    from types import SimpleNamespace
+
+    from harnessc.runtime.termination import RunLimits
+
+    def cfg(max_time):
+        return SimpleNamespace(termination=SimpleNamespace(max_time=max_time, max_iterations=None))
+
+    day = loopflags.DAY
+    assert (RunLimits.of(5.0, day, cfg(60)).max_time, RunLimits.of(5.0, day, cfg(60)).time_source) == (5.0, "--max-time")
+    assert RunLimits.of(None, day, cfg(60)).time_source == "loop.termination.max_time"
+    assert RunLimits.of(None, day, cfg(None)).max_time == day  # --autonomous's day, when nothing else says
+    assert RunLimits.of(None, None, cfg(None)).reached() is None
+
+
+def test_the_runtime_knows_every_loop_section():
+    from harnessc.runtime.plan import LOOP_SECTIONS
+
+    assert set(Loop.model_fields) == LOOP_SECTIONS
