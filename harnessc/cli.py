@@ -799,13 +799,16 @@ def resume(ctx: Context) -> None:
 
 
 @cli.command()
+@click.argument("tasks", nargs=-1, metavar="[TASK]...")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Tasks at once.")
 @click.option("--max-cost", type=click.FloatRange(min=0), default=None, metavar="USD",
               help="Run budget in USD (overrides harness.yaml), kept across resumes.")
 @click.option("--no-build", is_flag=True, help="Refuse to run when the plan is missing or stale.")
 @pass_ctx
-def retry(ctx: Context, jobs, max_cost, no_build) -> None:
-    """Re-run the failed, blocked and skipped tasks of the last run."""
+def retry(ctx: Context, tasks, jobs, max_cost, no_build) -> None:
+    """Re-run the failed, blocked and skipped tasks of the last run (or only TASK..., with
+    the tasks skipped because of them)."""
+    from .diagnostics import did_you_mean
     from .runtime import report
     from .runtime.scheduler import RunOptions
     from .runtime.state import StateError
@@ -817,12 +820,31 @@ def retry(ctx: Context, jobs, max_cost, no_build) -> None:
         fail_usage(str(e))
     if data["run"] is None:
         fail_usage("nothing to retry: no run yet", hint="use `harnessc run`")
-    ids = {t["id"] for t in data["tasks"] if t["state"] in BROKEN and not t.get("removed")}
+    states = {t["id"]: t["state"] for t in data["tasks"] if not t.get("removed")}
+    broken = {tid for tid, state in states.items() if state in BROKEN}
+    for tid in tasks:
+        if tid not in states:
+            fail_usage(f"no task '{tid}' in the plan", did_you_mean(tid, list(states)) or "`harnessc ls` lists the tasks")
+        if tid not in broken:
+            fail_usage(f"'{tid}' is {states[tid]}: retry re-runs failed, blocked and skipped tasks",
+                       f"`harnessc reset {tid}` makes it run again")
+    plan = _runtime_plan(root, no_build) if tasks or broken else None
+    ids = _with_skipped_dependents(plan, set(tasks), broken) if tasks else broken
     if not ids:
         click.echo("nothing to retry: no failed, blocked or skipped tasks")
         return
-    plan = _runtime_plan(root, no_build)
     _execute(root, plan, RunOptions(jobs=jobs, max_cost=max_cost, only=ids))
+
+
+def _with_skipped_dependents(plan, named: set[str], broken: set[str]) -> set[str]:
+    """The named tasks and, transitively, the broken tasks that depend on them (skipped
+    because of them): retrying a blocked task lets its dependents run after it."""
+    ids, grew = set(named), True
+    while grew:
+        more = {n.id for n in plan.nodes if n.id in broken and n.id not in ids and ids & set(n.depends_on)}
+        ids |= more
+        grew = bool(more)
+    return ids
 
 
 @cli.command()
@@ -1016,7 +1038,7 @@ def log(ctx: Context, task: str, output: str, last: bool, number: int | None) ->
                    f" · level {a['level']} · {a['agent']} · {a['status']} · {tokens} tokens"
                    f" · ${a['cost_usd'] or 0:.4f} · {a['latency'] or 0:.2f}s")
         click.echo(f"ledger: {report.usage_text(a)}; ${a['cost_usd'] or 0:.6f} ({report.cost_source_text(a['cost_source'])})")
-        for line in a.get("routing") or ():
+        for line in a.get("events") or ():
             click.echo(f"--- {line}")
         click.echo("--- prompt")
         click.echo(a["prompt"] or "")
@@ -1034,3 +1056,5 @@ def log(ctx: Context, task: str, output: str, last: bool, number: int | None) ->
                        + (" (timed out)" if c.get("timed_out") else ""))
         if a.get("progress"):
             click.echo(_progress_line(a["progress"]))
+        for line in a.get("after") or ():
+            click.echo(f"--- {line}")

@@ -449,7 +449,7 @@ class TaskRun:
         elif rung.kind == "human":
             self.store.finish_task(self.tid, "blocked", error=(
                 f"blocked: stuck ({why}) after every recovery step; tell the agent what to do differently "
-                f"(`harnessc tell {self.tid} \"...\"`), then `harnessc retry`"))
+                f"(`harnessc tell {self.tid} \"...\"`), then `harnessc retry {self.tid}`"))
             raise Done("blocked")
         elif rung.kind == "give_up":
             self.give_up(f"{seen.stuck.reason} (after every recovery step)", exhausted=False)

@@ -121,14 +121,19 @@ def log(root: Path, task_id: str) -> list[dict]:
         return []
     try:
         attempts = store.attempts(task_id)
-        moves = store.task_events(task_id, ROUTING_EVENTS)
+        moves = store.task_events(task_id, LOG_EVENTS)
     finally:
         store.close()
     for number, a in enumerate(attempts, 1):
         a["attempt"] = number
-        # the routing decisions taken before this attempt started (and after the last one)
-        a["routing"] = [routing_line(m) for m in moves if m["ts"] <= a["started_at"]]
+        # what happened to the task between the previous attempt's start and this one's:
+        # routing decisions, stuck findings, recovery steps, instructions that reached it
+        before = [m for m in moves if m["ts"] <= a["started_at"]]
+        a["routing"] = [routing_line(m) for m in before if m["kind"] in ROUTING_EVENTS]
+        a["events"] = [event_line(m) for m in before]
         moves = [m for m in moves if m["ts"] > a["started_at"]]
+    if attempts:
+        attempts[-1]["after"] = [event_line(m) for m in moves]  # e.g. the last rung: blocked
     return attempts
 
 
@@ -149,6 +154,22 @@ def cost_source_text(source: str | None) -> str:
 
 
 ROUTING_EVENTS = ("routed", "fallback", "escalated")
+LOG_EVENTS = (*ROUTING_EVENTS, "stuck", "recovery", "instruction_delivered", "task_blocked")
+
+
+def event_line(event: dict) -> str:
+    """One event of a task's story, as `log` shows it."""
+    kind = event["kind"]
+    if kind in ROUTING_EVENTS:
+        return routing_line(event)
+    if kind == "stuck":
+        return f"stuck ({event.get('signal')}): {event.get('reason')}"
+    if kind == "recovery":
+        step = event.get("step")
+        return f"recovery: {step}{' (' + event['mutation'] + ')' if event.get('mutation') else ''}"
+    if kind == "instruction_delivered":
+        return f"instruction {event.get('file')} reached this prompt"
+    return f"blocked: {str(event.get('error') or '').removeprefix('blocked: ')}"
 
 
 def routing_line(event: dict) -> str:

@@ -7,7 +7,7 @@ import sqlite3
 
 from harnessc.runtime.recovery import Ladder, rungs_for, switched
 
-from .helpers import harnessc, node, write_project
+from .helpers import PY, harnessc, node, write_project
 
 STUCK = {"provider": "simulate", "complete_after": 99, "progress": "none"}  # the same text, never a claim
 
@@ -36,6 +36,14 @@ def test_a_stuck_task_climbs_mutations_then_escalation_then_is_blocked_for_a_hum
     assert tasks["loop"]["state"] == "blocked" and "harnessc tell loop" in tasks["loop"]["error"]
     assert tasks["after"]["state"] == "skipped" and tasks["other"]["state"] == "succeeded"
     assert "blocked: loop" in r.stdout and "harnessc retry" in r.stdout
+    # `log` tells the task's story between its attempts, and how it ended
+    story = [line for line in harnessc(tmp_path, "log", "loop").stdout.splitlines()
+             if line.startswith(("--- stuck", "--- recovery", "--- escalated", "--- blocked"))]
+    assert [line.split(":")[0] for line in story] == [
+        "--- stuck (identical_output)", "--- recovery", "--- stuck (identical_output)", "--- recovery",
+        "--- stuck (identical_output)", "--- recovery", "--- escalated", "--- stuck (identical_output)", "--- recovery",
+        "--- blocked"], story
+    assert story[1] == "--- recovery: mutate (rephrase)" and story[-2] == "--- recovery: human"
     alerts = [json.loads(line) for line in (tmp_path / ".harness" / "alerts.log").read_text().splitlines()]
     kinds = [a["kind"] for a in alerts if a["task"] == "loop"]
     assert kinds.count("stuck") == 4 and kinds.count("recovery") == 4 and kinds.count("blocked") == 1
@@ -158,3 +166,33 @@ def test_harness_yaml_recovery_and_a_tasks_rungs_make_one_ladder(tmp_path):
     assert [r.kind for r in (Ladder(["escalate"]).climb(), Ladder([]).climb())] == ["escalate", "human"]
     assert switched(["negative", "fail"], escalate=True, human=True) == ["negative", "escalate", "human"]
     assert switched(["escalate", "human"], escalate=False, human=None) == ["human"]
+
+
+HEEDS = """\
+import sys, time
+prompt = sys.stdin.read()
+print("<promise>DONE</promise>" if "use plan B" in prompt else f"thinking ({time.monotonic_ns()})")
+"""
+
+
+def test_retry_task_reruns_that_blocked_task_and_what_was_skipped_because_of_it(tmp_path):
+    (tmp_path / "heeds.py").write_text(HEEDS)
+    bot = {"routing": {"agent": "bot"}, "completion_promise": "DONE", "limits": {"stuck_after": 2}}
+    write_project(tmp_path, [node("a", **bot), node("b", **bot), node("c", depends_on=["a"]), node("d")],
+                  agents={"bot": {"provider": "command", "command": [PY, str(tmp_path / "heeds.py")]},
+                          "rehearsal": {"provider": "simulate"}},
+                  loop={"recovery": {"prompt_mutations": 1}})
+    assert harnessc(tmp_path, "run").returncode == 1
+    states = dict(rows(tmp_path, "SELECT id, state FROM tasks"))
+    assert states == {"a": "blocked", "b": "blocked", "c": "skipped", "d": "succeeded"}
+    wrong = harnessc(tmp_path, "retry", "aa")
+    assert wrong.returncode == 2 and "no task 'aa' in the plan" in wrong.stderr, wrong.stderr
+    done = harnessc(tmp_path, "retry", "d")
+    assert done.returncode == 2 and "'d' is succeeded" in done.stderr and "harnessc reset d" in done.stderr
+    assert harnessc(tmp_path, "tell", "a", "use plan B").returncode == 0
+    r = harnessc(tmp_path, "retry", "a")
+    assert r.returncode == 0, r.stdout + r.stderr
+    states = dict(rows(tmp_path, "SELECT id, state FROM tasks"))
+    assert states == {"a": "succeeded", "b": "blocked", "c": "succeeded", "d": "succeeded"}
+    # b was not retried: its attempts are those of the first run
+    assert len(rows(tmp_path, "SELECT id FROM attempts WHERE task_id='b'")) == 4
