@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import copy
 import re
-import shlex
 from typing import TYPE_CHECKING, Any
 
 from .. import planfile
 from .. import providers as _providers
+from .argv import split_command
 from ..providers.subset import compact, is_strict  # noqa: F401  (is_strict: re-exported)
 
 if TYPE_CHECKING:  # the pydantic IR is imported only where it is built (lint stays light)
@@ -211,8 +211,7 @@ def _accept_entry(i: int, cmd: str | AcceptCommand) -> "planfile.AcceptCommand":
         from .ir import AcceptCommand
 
         cmd = AcceptCommand(run=cmd)
-    argv = shlex.split(cmd.run) if isinstance(cmd.run, str) else list(cmd.run)
-    return planfile.AcceptCommand(cmd.id or f"accept-{i}", argv, cmd.timeout)
+    return planfile.AcceptCommand(cmd.id or f"accept-{i}", split_command(cmd.run), cmd.timeout)
 
 
 def contract_plan_entry(
