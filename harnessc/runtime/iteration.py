@@ -290,6 +290,7 @@ class TaskRun:
         a failed call's attempt is finished here, with what it was charged."""
         async with self.ctx.throttle.slot(name) as call:
             await self.begin_attempt(name, cost, tokens)
+            started = time.monotonic()  # a failed call's latency: an answer brings its own
             try:
                 resp = await agent.call(self.request(cfg))
                 self.log.answer_charge = resp.charged()  # kept if the task is aborted during verification
@@ -299,7 +300,8 @@ class TaskRun:
         self.ctx.health.record(name, call.error)
         if call.error is not None:
             e = call.error
-            await self.log.finish("error", raw=e.stderr or None, errors=[e.message], **e.charged())
+            await self.log.finish("error", raw=e.stderr or None, errors=[e.message],
+                                  latency=time.monotonic() - started, **e.charged())
             return e
         self.p.transient_errors = 0
         return resp

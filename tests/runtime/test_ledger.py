@@ -20,7 +20,7 @@ from harnessc.runtime.agents.errors import AgentError
 from harnessc.runtime.state import SCHEMA_VERSION, StateStore
 from harnessc.workspace import Workspace
 
-from .helpers import SIMPLE_CONTRACT, harnessc, node, write_project
+from .helpers import PY, SIMPLE_CONTRACT, harnessc, node, write_project
 from .helpers import env as cli_env
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -323,3 +323,13 @@ def test_a_codex_turn_that_failed_after_completed_turns_is_charged_their_usage()
     assert (out.spent.input_tokens, out.spent.cache_read_tokens, out.spent.output_tokens) == (1000, 800, 200)
     bare = parse_codex(json.dumps({"type": "turn.failed", "error": {"message": "stream error: 500"}}) + "\n", "", 1)
     assert bare.spent is None
+
+
+def test_a_failed_call_records_how_long_it_took(tmp_path):
+    (tmp_path / "slow_fail.py").write_text("import sys, time\ntime.sleep(0.3)\nsys.exit('nope')\n")
+    write_project(tmp_path, [node("a", retry={"max_retries": 0, "on_failure": "retry", "delays": [0]})],
+                  agents={"rehearsal": {"provider": "command", "command": [PY, str(tmp_path / "slow_fail.py")]}})
+    assert harnessc(tmp_path, "run").returncode == 1
+    (latency,) = sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
+        "SELECT latency FROM attempts WHERE status='error'").fetchone()
+    assert latency >= 0.3
