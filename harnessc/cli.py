@@ -804,8 +804,11 @@ def resume(ctx: Context) -> None:
 @click.option("--max-cost", type=click.FloatRange(min=0), default=None, metavar="USD",
               help="Run budget in USD (overrides harness.yaml), kept across resumes.")
 @click.option("--no-build", is_flag=True, help="Refuse to run when the plan is missing or stale.")
+@click.option("--record", is_flag=True, help="Store every agent call in .harness/cassettes/ (for --replay).")
+@click.option("--replay", is_flag=True,
+              help="Answer every agent call from .harness/cassettes/: no network, no keys.")
 @pass_ctx
-def retry(ctx: Context, tasks, jobs, max_cost, no_build) -> None:
+def retry(ctx: Context, tasks, jobs, max_cost, no_build, record, replay) -> None:
     """Re-run the failed, blocked and skipped tasks of the last run (or only TASK..., with
     the tasks skipped because of them)."""
     from .diagnostics import did_you_mean
@@ -820,6 +823,8 @@ def retry(ctx: Context, tasks, jobs, max_cost, no_build) -> None:
         fail_usage(str(e))
     if data["run"] is None:
         fail_usage("nothing to retry: no run yet", hint="use `harnessc run`")
+    if record and replay:
+        fail_usage("--record and --replay cannot be used together")
     states = {t["id"]: t["state"] for t in data["tasks"] if not t.get("removed")}
     broken = {tid for tid, state in states.items() if state in BROKEN}
     for tid in tasks:
@@ -833,7 +838,8 @@ def retry(ctx: Context, tasks, jobs, max_cost, no_build) -> None:
     if not ids:
         click.echo("nothing to retry: no failed, blocked or skipped tasks")
         return
-    _execute(root, plan, RunOptions(jobs=jobs, max_cost=max_cost, only=ids))
+    _execute(root, plan, RunOptions(jobs=jobs, max_cost=max_cost, only=ids,
+                                    cassettes="record" if record else "replay" if replay else None))
 
 
 def _with_skipped_dependents(plan, named: set[str], broken: set[str]) -> set[str]:

@@ -346,3 +346,29 @@ def test_a_recorded_fallback_replays_along_the_same_chain(tmp_path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     log = json.loads(harnessc(tmp_path, "log", "a", "--output", "json").stdout)
     assert [(a["agent"], a["status"], a["errors"], a["raw_output"]) for a in log] == recorded
+
+
+def test_retry_records_and_replays_like_run(tmp_path) -> None:
+    # the first run fails task a (its first call fails and max_retries is 0); `retry --record`
+    # records the retry, and `retry --replay` of the same failed state serves it with the agent gone
+    (tmp_path / "agent.py").write_text(SCRIPT, encoding="utf-8")
+    llm = {"agent": "llm", "chain": ["llm"]}
+    write_project(tmp_path, [node("b", completion_promise="DONE", routing=llm,
+                                  retry={"max_retries": 0, "on_failure": "retry", "delays": [0]})],
+                  agents={"llm": {"provider": "command", "command": [PY, str(tmp_path / "agent.py")]}})
+    assert harnessc(tmp_path, "run").returncode == 1
+    state = tmp_path.parent / "state-after-the-failed-run"
+    shutil.copytree(tmp_path / ".harness", state)
+    r = harnessc(tmp_path, "retry", "--record")
+    assert r.returncode == 0, r.stdout + r.stderr
+    recorded = _attempts(tmp_path, "b")
+    (tmp_path / "agent.py").unlink()
+    cassettes = tmp_path / ".harness" / "cassettes"
+    shutil.copytree(cassettes, state / "cassettes")
+    shutil.rmtree(tmp_path / ".harness")
+    shutil.copytree(state, tmp_path / ".harness")
+    r = harnessc(tmp_path, "retry", "--replay")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _attempts(tmp_path, "b") == recorded
+    both = harnessc(tmp_path, "retry", "--record", "--replay")
+    assert both.returncode == 2 and "cannot be used together" in both.stderr
