@@ -79,6 +79,9 @@ class Alerts:
         rule = RULES.get(kind)
         if rule:
             self.alert(rule[0], rule[1], task, rule[2](ev))
+        elif kind == "assist" and ev.get("status") == "fallback":
+            self.alert("warning", "assist_fallback", task,
+                       f"{ev.get('agent')} did not write the {ev.get('purpose')} ({_reason(ev)}): the built-in one is used")
         elif kind == "stuck" or (kind == "attempt_finished" and ev.get("status") == "stuck"):
             self._stuck(task, _reason(ev) or "; ".join(ev.get("errors") or []) or "the same output again, with no claim")
         if kind == "attempt_started":

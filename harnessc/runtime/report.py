@@ -154,7 +154,7 @@ def cost_source_text(source: str | None) -> str:
 
 
 ROUTING_EVENTS = ("routed", "fallback", "escalated")
-LOG_EVENTS = (*ROUTING_EVENTS, "stuck", "recovery", "instruction_delivered", "task_blocked")
+LOG_EVENTS = (*ROUTING_EVENTS, "stuck", "recovery", "assist", "instruction_delivered", "task_blocked")
 
 
 def event_line(event: dict) -> str:
@@ -167,6 +167,10 @@ def event_line(event: dict) -> str:
     if kind == "recovery":
         step = event.get("step")
         return f"recovery: {step}{' (' + event['mutation'] + ')' if event.get('mutation') else ''}"
+    if kind == "assist":
+        why = f" ({event['reason']})" if event.get("reason") else ""
+        return (f"assist: {event.get('purpose')} by {event.get('agent')}: {event.get('status')}{why}"
+                f" · {event.get('tokens') or 0} tokens · ${event.get('cost_usd') or 0:.4f}")
     if kind == "instruction_delivered":
         return f"instruction {event.get('file')} reached this prompt"
     return f"blocked: {str(event.get('error') or '').removeprefix('blocked: ')}"

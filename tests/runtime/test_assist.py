@@ -165,6 +165,12 @@ def test_a_failing_cheap_agent_falls_back_to_the_deterministic_text(tmp_path):
     assert all("cheap: out of service" in e["reason"] for e in events), events
     task = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)["tasks"][0]
     assert task["state"] == "failed" and task["error"].startswith("stuck: "), task  # the ladder's end, not the assist
+    # the fallbacks are alerts, and `log` shows each assist call between the attempts
+    alerts = [json.loads(line) for line in (tmp_path / ".harness" / "alerts.log").read_text().splitlines()]
+    fell = [a["message"] for a in alerts if a["kind"] == "assist_fallback"]
+    assert fell and all(m.startswith("cheap did not write the ") and "the built-in one is used" in m for m in fell)
+    log = harnessc(tmp_path, "log", "stuck").stdout
+    assert "--- assist: mutation by cheap: fallback (failed: agent 'cheap'" in log and "out of service" in log
 
 
 def test_a_slow_or_verbose_cheap_agent_falls_back(tmp_path):
