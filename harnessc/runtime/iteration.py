@@ -450,7 +450,9 @@ class TaskRun:
             self.escalate(f"stuck: {why}")
         elif rung.kind == "human":
             self.store.finish_task(self.tid, "blocked", error=(
-                f"blocked: stuck ({why}) after every recovery step; tell the agent what to do differently "
+                f"blocked: stuck ({why}) after every recovery step (prompt rewrites: "
+                f"{', '.join(ladder.rewrites_tried()) or 'none'}; agents: "
+                f"{' > '.join(self.route.agents[:self.route.index + 1])}); tell the agent what to do differently "
                 f"(`harnessc tell {self.tid} \"...\"`), then `harnessc retry {self.tid}`"))
             raise Done("blocked")
         elif rung.kind == "give_up":

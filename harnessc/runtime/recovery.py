@@ -71,6 +71,10 @@ class Ladder:
         self.rungs = rungs
         self.step = max(0, step)
 
+    def rewrites_tried(self) -> list[str]:
+        """The prompt mutations climbed before the current rung (for a blocked task's reason)."""
+        return [r for r in self.rungs[:max(0, self.step - 1)] if r in MUTATIONS]
+
     def climb(self) -> Rung:
         name = self.rungs[min(self.step, len(self.rungs) - 1)]
         self.step += 1

@@ -142,6 +142,7 @@ def test_an_autonomous_run_left_alone_commits_blocks_and_follows_the_inbox(tmp_p
     state, error = rows(root, "SELECT state, error FROM tasks WHERE id='talk-001'")[0]
     assert state == "blocked", (state, error)
     assert "no file changed" in error and "harnessc tell talk-001" in error
+    assert "(prompt rewrites: rephrase; agents: weak > strong)" in error
     steps = [json.loads(d)["step"] for (d,) in rows(
         root, "SELECT data FROM events WHERE kind='recovery' AND task_id='talk-001' ORDER BY id")]
     assert steps == ["mutate", "escalate", "human"]
