@@ -18,6 +18,8 @@ from harnessc.compiler.staging import split_priority, stage
     ("notes (draft).md", ("notes (draft).md", "medium")),  # not a priority: part of the path
     ("(high)", ("(high)", "medium")),
     ("plain.txt", ("plain.txt", "medium")),
+    ("src/core.py (Critical)", ("src/core.py", "critical")),  # enum values are case-insensitive
+    ("todo (draft)", ("todo (draft)", "medium")),  # a file named so; lint says when none is
 ])
 def test_split_priority(entry, expected):
     assert split_priority(entry) == expected

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..diagnostics import Span, did_you_mean
+from ..diagnostics import Span, closest, did_you_mean
 from . import contextglob, staging
 from .argv import split_command
 from .project import Project
@@ -77,6 +77,11 @@ def resolve_context(project: Project) -> None:
                 project.diags.error("HC411", f"context pattern '{pattern}' matches more than "
                                     f"{contextglob.MAX_MATCHES:,} files", span(),
                                     "narrow the pattern: every file goes into the prompt")
+            elif not found.found and (unknown := staging.unknown_priority(entry)):
+                path, word = unknown
+                project.diags.error("HC105", f"unknown context priority '{word}' in '{entry}'", span(),
+                                    f"did you mean `{path} ({near})`?" if (near := closest(word.lower(), staging.PRIORITIES))
+                                    else f"a priority is one of {', '.join(staging.PRIORITIES)}: `{path} (high)`")
             elif not found.found:
                 project.diags.warning("HC406", f"context path '{pattern}' matches no file", span(),
                                       "check the path; it is relative to the project directory")

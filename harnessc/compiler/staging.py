@@ -23,13 +23,23 @@ from ..planfile import BudgetSource, ContextStaging, StagedFile
 
 PRIORITIES = ("critical", "high", "medium", "low")
 WINDOW_SHARE = 0.5  # of the smallest window: the context files' share of a prompt
-_SUFFIX = re.compile(r"^(.*?)\s*\((critical|high|medium|low)\)\s*$")
+_SUFFIX = re.compile(r"^(.*?)\s*\(([A-Za-z]+)\)\s*$")
 
 
 def split_priority(entry: str) -> tuple[str, str]:
-    """'docs/*.md (low)' -> ('docs/*.md', 'low'); no known priority: (entry, 'medium')."""
+    """'docs/*.md (low)' -> ('docs/*.md', 'low') (any case, as every enum value of the
+    roadmap); no known priority: (entry, 'medium')."""
     m = _SUFFIX.match(entry)
-    return (m.group(1), m.group(2)) if m and m.group(1) else (entry, "medium")
+    if m and m.group(1) and m.group(2).lower() in PRIORITIES:
+        return m.group(1), m.group(2).lower()
+    return entry, "medium"
+
+
+def unknown_priority(entry: str) -> tuple[str, str] | None:
+    """A trailing '(word)' that is no priority: 'a.py (urgent)' -> ('a.py', 'urgent') - a
+    misspelt priority, unless a file is named so."""
+    m = _SUFFIX.match(entry)
+    return (m.group(1), m.group(2)) if m and m.group(1) and m.group(2).lower() not in PRIORITIES else None
 
 
 def choose_budget(task_tokens: int | None, defaults_tokens: int | None, built_in: int,
