@@ -542,7 +542,8 @@ def _execute(root: Path, plan: dict, opts) -> None:
 @click.option("--max-iterations", "max_iterations", default=None, metavar="N|unlimited",
               help="Iterations per task for this run, over the plan's.")
 @click.option("--stuck-after", "stuck_after", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Identical iterations without a claim before a task is stuck, for this run.")
+              help="Iterations in a row without progress before a loop task is stuck (and climbs the "
+                   "recovery ladder), for this run.")
 @click.option("--progress-threshold", "progress_threshold", type=click.FloatRange(0, 1), default=None,
               metavar="X", help="A loop iteration scoring below this made no progress (loop.progress.threshold).")
 @click.option("--autonomous", is_flag=True,
@@ -566,6 +567,8 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
         fail_usage("--agent and --agents cannot be used together")
     if autonomous and conservative:
         fail_usage("--autonomous and --conservative cannot be used together")
+    if progress_threshold is not None and not 0 <= progress_threshold <= 1:  # nan passes FloatRange
+        fail_usage(f"--progress-threshold {progress_threshold}: a number from 0 to 1, like 0.15")
     preset = "autonomous" if autonomous else "conservative" if conservative else None
     only = [a.strip() for a in agents.split(",") if a.strip()] if agents is not None else None
     if only == []:

@@ -32,7 +32,8 @@ def _reason(ev: dict) -> str:
 
 # event kind -> (level, alert kind, message); events the live display and the log name alike
 RULES: dict[str, tuple[str, str, Callable[[dict], str]]] = {
-    "recovery": ("warning", "recovery", lambda ev: f"recovery step {ev.get('step', '?')}: {_reason(ev)}"),
+    "recovery": ("warning", "recovery", lambda ev: f"recovery step {ev.get('step', '?')}"
+                 + (f" ({ev['mutation']})" if ev.get("mutation") else "") + f": {_reason(ev)}"),
     "fallback": ("warning", "fallback", lambda ev: f"fell back from {ev.get('agent')} to {ev.get('to')}: {_reason(ev)}"),
     "escalated": ("info", "escalation", lambda ev: f"escalated from {ev.get('agent')} to {ev.get('to')}: {_reason(ev)}"),
     "task_blocked": ("warning", "blocked", lambda ev: f"blocked: {_reason(ev).removeprefix('blocked: ')}"),

@@ -22,7 +22,7 @@ from rich.text import Text
 from . import summaries
 
 FINAL = {"task_succeeded": "succeeded", "task_degraded": "degraded", "task_failed": "failed",
-         "task_skipped": "skipped"}
+         "task_blocked": "blocked", "task_skipped": "skipped"}
 HEARTBEAT_SECONDS = 30.0  # a call running longer than this gets a "still running" line
 HEARTBEAT_ENV = "HARNESSC_HEARTBEAT"  # overrides it, in seconds (tests lower it)
 ATTEMPT_WORDS = {"rejected": "rejected", "error": "agent call failed", "progress": "no claim yet",
@@ -54,6 +54,10 @@ OPERATOR_WORDS = {
     "budget_changed": lambda ev: f"run budget now ${ev['max_cost_usd']:g} ({ev.get('via')})",
     "agent_forced": lambda ev: (f"every task's next iteration goes to {ev['agent']}" if ev.get("agent")
                                 else "routing back to the plan's agents") + f" ({ev.get('via')})",
+    # git per task (gitops.py): why nothing is committed, what is left alone, a commit that failed
+    "git_unavailable": lambda ev: ev.get("message") or "git: nothing will be committed",
+    "git_dirty_at_start": lambda ev: f"git: {ev.get('message')}",
+    "git_commit_failed": lambda ev: f"git: {ev.get('task')}: commit failed: {_first_line(ev.get('message'), 200)}",
 }
 
 
@@ -108,8 +112,8 @@ class Progress:
             return (f"{task}: iteration {self.iteration.get(task, '?')} {ATTEMPT_WORDS[ev['status']]}"
                     + (f": {_first_line(errs[0], 200)}" if errs else ""))
         if kind in FINAL:
-            return (f"[{self.finished}/{self.total}] {task} {FINAL[kind]}"
-                    + (f": {_first_line(ev['error'])}" if ev.get("error") else ""))
+            error = _first_line(ev.get("error")).removeprefix(f"{FINAL[kind]}: ")  # "blocked: stuck ..."
+            return f"[{self.finished}/{self.total}] {task} {FINAL[kind]}" + (f": {error}" if error else "")
         if kind in OPERATOR_WORDS:
             return OPERATOR_WORDS[kind](ev)
         if kind == "budget_exhausted":
@@ -179,7 +183,7 @@ class LiveDisplay(Progress):
     """A rich live view: counts by state, running tasks with their iteration, cost so far;
     failures, rejected attempts, budget and stops are printed above it in words."""
 
-    SHOWN = ("attempt_finished", "task_failed", "task_degraded", "budget_exhausted", "stop_requested",
+    SHOWN = ("attempt_finished", "task_failed", "task_blocked", "task_degraded", "budget_exhausted", "stop_requested",
              *OPERATOR_WORDS)
     QUIET_ATTEMPTS = ("succeeded", "progress", "interrupted")  # the live table shows these
 

@@ -102,6 +102,9 @@ def parse(name: str, data: bytes, task_ids: set[str]) -> Instruction | tuple[str
             raise InboxError(f"unknown command {command!r} (one of: {', '.join(COMMANDS)})")
         if command in ("skip", "prioritize") and task is None:
             raise InboxError(f"'{command}' needs a task")
+        if command in ("pause", "resume") and "task" in obj:  # not one task's: refuse, not widen
+            raise InboxError(f"'{command}' is for the whole run and takes no task "
+                             f"(to steer {task!r}, send it an instruction: `harnessc tell {task} \"...\"`)")
         return command, task
     _only(obj, {"text", "task", "urgent"})
     if not isinstance(obj.get("text"), str) or not obj["text"].strip():
@@ -233,10 +236,15 @@ class Steering:
             return
         old, self._env = self._env, env
         if env[ENV_PAUSE] != old.get(ENV_PAUSE) and not self._resumed:
-            if (env[ENV_PAUSE] or "").strip().lower() in ("1", "true", "yes"):
+            value = (env[ENV_PAUSE] or "").strip().lower()
+            if value in ("1", "true", "yes"):
                 self.pause(ENV_PAUSE)
-            elif self._paused_by == ENV_PAUSE:
-                self.resume(ENV_PAUSE)
+            else:
+                if value not in ("", "0", "false", "no"):
+                    self.store.event("steering_error", reason=f"{ENV_PAUSE}={env[ENV_PAUSE]!r} is neither 1 nor 0 "
+                                     "(true/false, yes/no); the run is not paused")
+                if self._paused_by == ENV_PAUSE:
+                    self.resume(ENV_PAUSE)
         if env[ENV_MAX_COST] != old.get(ENV_MAX_COST) and env[ENV_MAX_COST] is not None:
             try:
                 usd = float(env[ENV_MAX_COST])

@@ -28,7 +28,8 @@ class Summaries:
         ids = self.targets()
         rows = [r for tid, r in self.store.tasks().items() if tid in ids]
         count = {state: sum(r["state"] in states for r in rows)
-                 for state, states in (("done", DONE), ("running", ("running",)), ("failed", ("failed",)))}
+                 for state, states in (("done", DONE), ("running", ("running",)), ("failed", ("failed",)),
+                                       ("blocked", ("blocked",)))}
         self.store.event("summary", tasks=len(rows), **count,
                          iterations=sum(r["iterations"] or 0 for r in rows),
                          cost_usd=round(self.store.run_spent(self.store.run_id or ""), 6),
@@ -39,5 +40,6 @@ def describe(ev: dict) -> str:
     """The summary event as the displays print it."""
     from ..wording import duration
 
-    return (f"summary: {ev['done']}/{ev['tasks']} done, {ev['running']} running, {ev['failed']} failed · "
+    blocked = f", {ev['blocked']} blocked" if ev.get("blocked") else ""  # a human decides: worth a word
+    return (f"summary: {ev['done']}/{ev['tasks']} done, {ev['running']} running, {ev['failed']} failed{blocked} · "
             f"{ev['iterations']} iterations · ${ev['cost_usd']:.4f} · {duration(ev['elapsed'])}")

@@ -65,6 +65,7 @@ def test_each_succeeded_task_is_one_commit_and_a_dirty_tree_is_left_alone(tmp_pa
     assert (tmp_path / "notes.txt").read_text() == "mine, not committed yet\n"
     dirty = events(tmp_path, "git_dirty_at_start")
     assert len(dirty) == 1 and dirty[0]["paths"] == ["draft.md", "notes.txt"]
+    assert "git: 2 uncommitted path(s) before the run (draft.md, notes.txt): left as they are" in r.stdout
     assert [e["task"] for e in events(tmp_path, "git_committed")] == ["a", "b"]
 
 
@@ -74,6 +75,7 @@ def test_without_a_repository_the_run_goes_on_and_says_why_nothing_is_committed(
     assert r.returncode == 0, r.stdout + r.stderr
     why = events(tmp_path, "git_unavailable")
     assert len(why) == 1 and "needs the project to be a git repository" in why[0]["message"]
+    assert "git: commit needs the project to be a git repository" in r.stdout  # said, not only an event
     assert not (tmp_path / ".git").exists()
 
 

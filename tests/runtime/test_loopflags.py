@@ -70,7 +70,9 @@ def test_flag_errors_are_usage_errors(tmp_path):
     for args, words in ((["--max-time", "soon"], "is not a duration"), (["--max-time", "0s"], "more than 0"),
                         (["--max-iterations", "-1"], "at least 1, or unlimited"),
                         (["--autonomous", "--conservative"], "cannot be used together"),
-                        (["--progress-threshold", "1.5"], "not in the range")):
+                        (["--progress-threshold", "1.5"], "not in the range"),
+                        (["--max-time", "0"], "use a number with a unit"),
+                        (["--progress-threshold", "nan"], "a number from 0 to 1")):  # nan passes click's range
         r = harnessc(tmp_path, "run", *args)
         assert r.returncode == 2 and words in r.stderr, (args, r.stderr)
 

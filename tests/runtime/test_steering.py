@@ -10,7 +10,7 @@ import os
 import sqlite3
 import time
 
-from .helpers import env, harnessc, node, spawn, write_project
+from .helpers import PY, env, harnessc, node, spawn, write_project
 
 LOOP = {"completion_promise": "DONE"}  # a task that runs until the agent claims DONE
 
@@ -236,6 +236,7 @@ def test_bad_inbox_files_are_one_line_errors_moved_to_processed_and_the_run_goes
         "7.yaml": "text: hi",
         "8.txt": "",
         "9.json": ["a list"],
+        "c.json": {"command": "pause", "task": "a"},  # pauses the run, not a task: refused, not widened
     }
     for name, data in bad.items():
         _inbox(root, name, data)
@@ -257,6 +258,8 @@ def test_bad_inbox_files_are_one_line_errors_moved_to_processed_and_the_run_goes
         "9.json": "9.json: not a JSON object",
         "a.txt": "a.txt: not UTF-8 text",
         "b.txt": "b.txt: refusing to read through a symbolic link: .harness/inbox/b.txt -> /etc/passwd",
+        "c.json": "c.json: 'pause' is for the whole run and takes no task (to steer 'a', send it an "
+                  'instruction: `harnessc tell a "..."`)',
     }
     assert (done / "b.txt").is_symlink() and not (root / ".harness" / "inbox" / "b.txt").exists()
     errors = [e for e in _events(root) if e["kind"] == "inbox_error"]
@@ -271,8 +274,9 @@ def test_environment_overrides_agent_and_bad_values_are_one_line_errors(tmp_path
     root = tmp_path / "p"
     agents = {"rehearsal": {"provider": "simulate"}, "other": {"provider": "simulate"}}
     write_project(root, [node("a")], agents=agents)
-    r = harnessc(root, "run", env=env(HARNESSC_AGENT="other", HARNESSC_MAX_COST="lots"))
+    r = harnessc(root, "run", env=env(HARNESSC_AGENT="other", HARNESSC_MAX_COST="lots", HARNESSC_PAUSE="maybe"))
     assert r.returncode == 0, r
+    assert "steering: HARNESSC_PAUSE='maybe' is neither 1 nor 0 (true/false, yes/no); the run is not paused" in r.stdout
     assert "every task's next iteration goes to other (HARNESSC_AGENT)" in r.stdout
     assert "steering: HARNESSC_MAX_COST='lots' is not an amount of USD; the run budget stays as it was" in r.stdout
     db = sqlite3.connect(root / ".harness" / "state.db")
@@ -374,6 +378,43 @@ def test_periodic_summaries_are_events_and_lines(tmp_path):
     assert summaries and {"tasks", "done", "running", "failed", "iterations", "cost_usd", "elapsed"} <= set(summaries[0])
     assert summaries[0]["tasks"] == 2
     assert "summary: 0/2 done, 2 running, 0 failed" in r.stdout
+
+
+# waits (30 s at most) until a periodic summary counts a blocked task, then claims
+WAIT_FOR_BLOCKED_SUMMARY = """\
+import glob, json, time
+deadline = time.time() + 30
+def seen():
+    for path in glob.glob(".harness/runs/*/events.jsonl"):
+        for line in open(path):
+            if '"summary"' in line and json.loads(line).get("blocked"):
+                return True
+while not seen() and time.time() < deadline:
+    time.sleep(0.05)
+print("<promise>DONE</promise>")
+"""
+
+
+def test_a_blocked_task_is_one_line_one_alert_and_counted_in_the_progress_and_summaries(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("loop", **LOOP, routing={"agent": "same"}, limits={"stuck_after": 2}),
+                         node("other", **LOOP, routing={"agent": "waiter"})],
+                  agents={"same": {"provider": "simulate", "progress": "none", "complete_after": 100},
+                          "waiter": {"provider": "command", "command": [PY, str(root / "waiter.py")]}},
+                  loop={"summary_every": 0.1, "runaway": {"min_iteration_duration": 0},
+                        "recovery": {"prompt_mutations": 0, "escalate": False, "human": True}})
+    (root / "waiter.py").write_text(WAIT_FOR_BLOCKED_SUMMARY)
+    r = harnessc(root, "run")
+    assert r.returncode == 1 and _state(root, "loop")[0] == "blocked", r
+    # the progress line counts it as finished, saying 'blocked' once
+    assert "[1/2] loop blocked: stuck (2 iterations in a row with identical output" in r.stdout, r.stdout
+    assert "[2/2] other succeeded" in r.stdout
+    assert "blocked: blocked" not in r.stdout + (root / ".harness" / "alerts.log").read_text()
+    (blocked,) = [a for a in _alerts(root) if a["kind"] == "blocked"]
+    assert blocked["message"].startswith("blocked: stuck (2 iterations in a row")
+    summary = next(e for e in _events(root) if e["kind"] == "summary" and e.get("blocked"))
+    assert summary["blocked"] == 1 and summary["failed"] == 0
+    assert "0 failed, 1 blocked · " in r.stdout
 
 
 def test_fallback_along_the_chain_is_an_alert(tmp_path):
