@@ -780,6 +780,9 @@ def tell(ctx: Context, words: tuple, urgent: bool) -> None:
     task, text = (None, words[0]) if len(words) == 1 else words
     if not text.strip():
         fail_usage("the instruction is empty")
+    if task is None and text.strip() in (_plan_task_ids(ctx.root()) or ()):  # `tell TASK` without the text
+        fail_usage(f"'{text.strip()}' is a task: the instruction is missing",
+                   hint=f'harnessc tell {text.strip()} "what to do differently"')
     _instructions_on_or_exit(ctx.root(), task)
     _to_inbox(ctx, "tell", {"task": task, "text": text, "urgent": urgent},
               f"instruction for {task or 'every task'} queued",
@@ -960,14 +963,22 @@ def _instructions_on_or_exit(root: Path, task: str | None) -> None:
         _known_task_or_exit(root, task)
 
 
-def _known_task_or_exit(root: Path, task: str) -> None:
-    """A usage error (with did-you-mean) for a task id that the compiled plan does not have."""
-    from .diagnostics import did_you_mean
+def _plan_task_ids(root: Path) -> list[str] | None:
+    """The compiled plan's task ids; None without a readable plan."""
     from .runtime.plan import PlanError, load_plan
 
     try:
-        ids = [n["id"] for n in load_plan(root)["nodes"]]
+        return [n["id"] for n in load_plan(root)["nodes"]]
     except PlanError:
+        return None
+
+
+def _known_task_or_exit(root: Path, task: str) -> None:
+    """A usage error (with did-you-mean) for a task id that the compiled plan does not have."""
+    from .diagnostics import did_you_mean
+
+    ids = _plan_task_ids(root)
+    if ids is None:
         return  # no readable plan: nothing to compare with
     if task not in ids:
         fail_usage(f"no task '{task}' in the plan", did_you_mean(task, ids) or "`harnessc ls` lists the tasks")

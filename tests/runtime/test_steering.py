@@ -132,6 +132,9 @@ def test_tell_refuses_an_unknown_task_and_extra_words(tmp_path):
     assert r.returncode == 2 and "no task 'biuld' in the plan" in r.stderr and "build" in r.stderr
     r = harnessc(root, "tell", "build", "use", "v2")
     assert r.returncode == 2 and "tell takes [TASK] TEXT" in r.stderr
+    r = harnessc(root, "tell", "build")  # the text forgotten: not an instruction 'build' for every task
+    assert r.returncode == 2 and "'build' is a task: the instruction is missing" in r.stderr
+    assert 'harnessc tell build "' in r.stderr
     assert not (root / ".harness" / "inbox").exists()
 
 
