@@ -836,6 +836,11 @@ class StateStore:
         return {"calls": int(calls + more[0]), "tokens": int(tokens + more[1]),
                 "cost_usd": round(float(cost + more[2]), 6)}
 
+    def settled_spent(self) -> float:
+        """USD settled (calls that ended), across every run until reset: no reservations."""
+        return float(self.db.execute(
+            "SELECT COALESCE(SUM(actual), 0) FROM ledger WHERE settled").fetchone()[0])
+
     def run_spent(self, run_id: str) -> float:
         """USD settled or reserved by one run's calls."""
         return float(self.db.execute(

@@ -339,7 +339,27 @@ def test_budget_alerts_at_50_80_and_100_percent(tmp_path):
     assert [b[0] for b in budget] == ["info", "warning", "critical"], budget
     assert budget[0][1].startswith("50% of the run budget used ($0.")
     assert budget[1][1].startswith("80% of the run budget used ($0.")
-    assert budget[2][1].startswith("run budget reached: $")
+    # calls cost more than their estimate ($0.01) here: what they cost passes the limit first
+    assert budget[2][1].startswith("100% of the run budget used ($1.")
+
+
+def test_budget_alerts_count_what_calls_cost_not_what_calls_in_flight_reserved(tmp_path):
+    root = tmp_path / "p"
+    # each call reserves its estimate ($0.45), far above what it then costs
+    write_project(root, [node("t", **LOOP, estimate={"cost_usd": 0.45})],
+                  agents=_sim(complete_after=100, price={"input": 100, "output": 100}), concurrency=1,
+                  budget={"max_cost_usd": 1.0, "max_tokens": None},
+                  loop={"runaway": {"min_iteration_duration": 0}})
+    harnessc(root, "run")
+    spent, checked = 0.0, 0
+    for ev in _events(root):  # each alert names what the calls finished before it cost
+        if ev["kind"] == "attempt_finished":
+            spent += ev["cost_usd"]
+        elif ev["kind"] == "alert" and ev["alert"] == "budget" and "% of the run budget used" in ev["message"]:
+            step, shown = ev["message"].split("%")[0], ev["message"].split("($")[1].split(" of")[0]
+            assert abs(float(shown) - spent) < 1e-3 and spent >= int(step) / 100, (ev["message"], spent)
+            checked += 1
+    assert checked >= 1, [a["message"] for a in _alerts(root)]
 
 
 def test_fast_empty_iterations_are_a_critical_runaway_alert_that_pauses_the_run(tmp_path):
