@@ -211,6 +211,9 @@ def _value_hint(e: SchemaError, v: Validator) -> str | None:
         return None
     if is_usd_place(e.path):
         return "use " + USD_FORMAT
+    choices = _choices(e.schema, v)
+    if choices:  # `git: true`, `on_failure: 1`: the words, not the type ("use text")
+        return f"use one of: {', '.join(choices)}"
     wanted = [t for t in _wanted_types(e.schema, v) if t != "null"]
     if "array" in wanted and isinstance(value, str):
         items = value.split()
@@ -224,6 +227,15 @@ def _value_hint(e: SchemaError, v: Validator) -> str | None:
 
 _SCALED = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM])\s*$")  # 128k, 1M: a count written short
 _SCALES = {"k": 1_000, "m": 1_000_000}
+
+
+def _choices(schema: dict, v: Validator) -> list[str]:
+    """The allowed words of an enum (null aside), or [] when the value is not an enum."""
+    s = v.resolve(schema)
+    out: list[str] = []
+    for branch in s.get("anyOf") or [s]:
+        out += [str(c) for c in v.resolve(branch).get("enum") or () if c is not None]
+    return list(dict.fromkeys(out))
 
 
 def _wanted_types(schema: dict, v: Validator) -> list[str]:
