@@ -48,6 +48,7 @@ def test_a_stuck_task_climbs_mutations_then_escalation_then_is_blocked_for_a_hum
     kinds = [a["kind"] for a in alerts if a["task"] == "loop"]
     assert kinds.count("stuck") == 4 and kinds.count("recovery") == 4 and kinds.count("blocked") == 1
     assert "alert warning: loop: recovery step mutate (rephrase): 2 iterations in a row" in r.stdout
+    assert "alert info: loop: escalated from weak to strong: stuck: 2 iterations in a row" in r.stdout
     # a human steps in: retry runs the blocked task again (here it is still stuck)
     assert harnessc(tmp_path, "tell", "loop", "stop repeating yourself").returncode == 0
     again = harnessc(tmp_path, "retry")
