@@ -54,10 +54,6 @@ OPERATOR_WORDS = {
     "budget_changed": lambda ev: f"run budget now ${ev['max_cost_usd']:g} ({ev.get('via')})",
     "agent_forced": lambda ev: (f"every task's next iteration goes to {ev['agent']}" if ev.get("agent")
                                 else "routing back to the plan's agents") + f" ({ev.get('via')})",
-    # git per task (gitops.py): why nothing is committed, what is left alone, a commit that failed
-    "git_unavailable": lambda ev: ev.get("message") or "git: nothing will be committed",
-    "git_dirty_at_start": lambda ev: f"git: {ev.get('message')}",
-    "git_commit_failed": lambda ev: f"git: {ev.get('task')}: commit failed: {_first_line(ev.get('message'), 200)}",
 }
 
 

@@ -65,7 +65,7 @@ def test_each_succeeded_task_is_one_commit_and_a_dirty_tree_is_left_alone(tmp_pa
     assert (tmp_path / "notes.txt").read_text() == "mine, not committed yet\n"
     dirty = events(tmp_path, "git_dirty_at_start")
     assert len(dirty) == 1 and dirty[0]["paths"] == ["draft.md", "notes.txt"]
-    assert "git: 2 uncommitted path(s) before the run (draft.md, notes.txt): left as they are" in r.stdout
+    assert "alert warning: 2 uncommitted path(s) before the run (draft.md, notes.txt): left as they are" in r.stdout
     assert [e["task"] for e in events(tmp_path, "git_committed")] == ["a", "b"]
 
 
