@@ -8,7 +8,8 @@ loop task) or its task ends. A path that changed in task A's segment is decided:
 1. no other task's segment saw it change (none overlapped, or the change came before or
    after theirs): A's;
 2. else, among the tasks that saw it change (A and the others), those whose `context:`
-   names it (the file itself, or a file in the same directory);
+   names it (the file itself, or a file in the same directory), or whose title or goal names
+   it (its path or its file name: "write src/parser.py");
 3. else the task that owns it: the last one it was decided to alone, in this run;
 4. else the tasks whose last answer names it (its path, or its file name);
 5. else it is shared by them all: credited to none of them as progress.
@@ -65,6 +66,7 @@ class Attribution:
         self.running: set[str] = set()
         self.last: dict[str, Snapshot] = {}  # task -> the end of its last segment
         self.said: dict[str, str] = {}  # task -> its last answer (for rule 4)
+        self.goals: dict[str, str] = {}  # task -> its title and goal (for rule 2)
 
     def tracks(self, node: PlanNode) -> bool:
         """Loop and `git: commit` tasks always; the others when tasks run at the same time."""
@@ -98,8 +100,10 @@ class Attribution:
         return paths, frozenset(str(PurePosixPath(p).parent) for p in paths)
 
     def _in_scope(self, task: str, path: str) -> bool:
+        """Whether the task was asked to work on the path: its context, or its goal names it."""
         paths, dirs = self.scopes.get(task, (frozenset(), frozenset()))
-        return path in paths or str(PurePosixPath(path).parent) in dirs
+        return (path in paths or str(PurePosixPath(path).parent) in dirs
+                or names(self.goals.get(task, ""), path, self._prefix()))
 
     async def begin(self, node: PlanNode) -> None:
         """Open the task's segment (unless one is open): the files as its attempt finds them."""
@@ -109,6 +113,7 @@ class Attribution:
             return
         if node.id not in self.scopes:
             self.scopes[node.id] = self._scope(node)
+            self.goals[node.id] = f"{node.title}\n{node.goal or ''}"
             if isinstance(files, HashedSnapshots):
                 files.watch(list(node.context or ()))
         self.running.add(node.id)
@@ -214,6 +219,24 @@ class Attribution:
         mine = {p for p in self.touched.get(tid, ()) if not (self.claim.get(p, frozenset()) - {tid}) & self.running}
         return {p[len(prefix):] for p in mine if p.startswith(prefix)}
 
+    def waiting_paths(self, tid: str) -> set[str]:
+        """The task's changed paths its commit leaves out for now: their last decision names
+        another task still running (relative to the project)."""
+        prefix = self._prefix()
+        held = {p for p in self.touched.get(tid, ()) if (self.claim.get(p, frozenset()) - {tid}) & self.running}
+        return {p[len(prefix):] for p in held if p.startswith(prefix)}
+
+    def settled_shared(self, tid: str) -> dict[str, frozenset[str]]:
+        """The task's changed paths whose last decision names other tasks, none of them
+        running any more: path (relative to the project) -> the tasks of that decision."""
+        prefix = self._prefix()
+        out = {}
+        for p in self.touched.get(tid, ()):
+            tasks = self.claim.get(p, frozenset())
+            if tasks - {tid} and not tasks & self.running and p.startswith(prefix):
+                out[p[len(prefix):]] = tasks
+        return out
+
     def close(self) -> None:
         if self.files is not None:
             self.files.close()
@@ -252,6 +275,12 @@ class TaskFiles:
 
     def commit_paths(self) -> set[str]:
         return self.ledger.commit_paths(self.node.id)
+
+    def waiting_paths(self) -> set[str]:
+        return self.ledger.waiting_paths(self.node.id)
+
+    def settled_shared(self) -> dict[str, frozenset[str]]:
+        return self.ledger.settled_shared(self.node.id)
 
     @property
     def source(self) -> str | None:

@@ -33,6 +33,7 @@ EXCLUDED = (".harness", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_ca
 MAX_HASHED_FILES = 5000  # outside git: files hashed per snapshot, at most
 MAX_COUNTED_BYTES = 1 << 20  # a blob larger than this: its lines are not counted
 MAX_WALKED_COMMITS = 200  # new commits counted per snapshot pair, at most
+OWN_COMMIT_PREFIX = b"harnessc: "  # the subject of harnessc's own commits (gitops.py writes it)
 ZERO = "0" * 40
 
 
@@ -207,8 +208,10 @@ class GitSnapshots:
         return sum((lb - la).values()), sum((la - lb).values())
 
     def _new_commits(self, old: str | None, new: str) -> int:
-        """Commits reachable from `new` and not from `old` (walked to MAX_WALKED_COMMITS)."""
-        seen, todo = set(), [new]
+        """Commits reachable from `new` and not from `old` (walked to MAX_WALKED_COMMITS),
+        less harnessc's own (`git: commit`, gitops.py): committing a task's result is not
+        another task's work."""
+        seen, todo, ours = set(), [new], 0
         while todo and len(seen) < MAX_WALKED_COMMITS:
             sha = todo.pop()
             if sha == old or sha in seen:
@@ -218,12 +221,12 @@ class GitSnapshots:
                 data = self.repo.git.get_object_data(sha)[3]
             except Exception:
                 break
-            for line in data.split(b"\n"):
-                if not line:
-                    break  # the end of the headers
+            headers, _, message = data.partition(b"\n\n")
+            ours += message.startswith(OWN_COMMIT_PREFIX)
+            for line in headers.split(b"\n"):
                 if line.startswith(b"parent "):
                     todo.append(line[7:].decode())
-        return len(seen)
+        return len(seen) - ours
 
     def close(self) -> None:
         self.repo.close()

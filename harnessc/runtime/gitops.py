@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..planfile import PlanNode
+from .files import OWN_COMMIT_PREFIX
 from .state import StateStore
 
 IGNORED = (".harness/", ".harness")
@@ -31,6 +32,11 @@ class GitCommits:
         self.repo: Any = None
         self.dirty_at_start: set[str] = set()
         self._lock = asyncio.Lock()  # one commit at a time: git's index is one file
+        # succeeded tasks whose commit left out paths shared with tasks still running:
+        # task -> (node, how verified, attempt, agent, its files' ledger)
+        self.waiting: dict[str, Any] = {}  # task -> its attribution.TaskFiles
+        self.titles = {n.id: n.title for n in nodes}
+        self.unverified: set[str] = set()  # tasks that ended without a verified result
 
     def start(self) -> None:
         """Find the repository and note what was uncommitted before the run (never committed)."""
@@ -56,21 +62,59 @@ class GitCommits:
                 f"{len(paths)} uncommitted path(s) before the run ({', '.join(paths[:5])}"
                 f"{', ...' if len(paths) > 5 else ''}): left as they are, never part of a task's commit"))
 
-    async def commit(self, node: PlanNode, verified: str, attempt: int, agent: str,
-                     claimed: Callable[[], set[str]] | None = None) -> None:
-        """Commit what changed for a succeeded task (in a worker thread: git is a subprocess);
-        claimed: the paths that are the task's (attribution.py), asked once the commits
-        before it are made; None: whatever changed."""
+    async def commit(self, node: PlanNode, verified: str, attempt: int, agent: str, files: Any = None) -> None:
+        """Commit what changed for a succeeded task (in a worker thread: git is a subprocess).
+        files: the task's side of the attribution ledger (attribution.TaskFiles), asked for
+        its paths once the commits before it are made; None: whatever changed. Paths it
+        shares with tasks still running wait for them (`task_ended`)."""
         if self.repo is None or node.git != "commit":
             return
+        message = (f"{OWN_COMMIT_PREFIX.decode()}{node.id}: {node.title}\n\nVerified: {verified}\n"
+                   f"Attempt {attempt} on agent {agent}, run {self.store.run_id}.\n")
         async with self._lock:
-            paths = claimed() if claimed else None
-            kind, data = await asyncio.to_thread(self._commit, node, verified, attempt, agent, paths)
+            paths = files.commit_paths() if files else None
+            kind, data = await asyncio.to_thread(self._commit, message, paths)
+            if files and files.waiting_paths():
+                self.waiting[node.id] = files
         self.store.event(kind, node.id, **data)  # on the loop's thread: the store is not shared
 
-    def _commit(self, node: PlanNode, verified: str, attempt: int, agent: str,
-                claimed: set[str] | None) -> tuple[str, dict]:
-        """(event kind, its data) of the commit."""
+    async def task_ended(self, tid: str, outcome: str) -> None:
+        """A task ended. The paths a succeeded task left out of its commit, because they were
+        shared with tasks then running, are committed once none of those runs any more: the
+        tasks that ended without a verified result drop out of the sharing (their changes are
+        nobody's work to keep), and what is left is one commit per set of tasks, naming them
+        (harnessc cannot tell which of them made each change) - no verified work is left
+        uncommitted because another task ran beside it."""
+        if outcome not in ("succeeded", "degraded"):
+            self.unverified.add(tid)
+        if self.repo is None or not self.waiting:
+            return
+        groups: dict[frozenset[str], set[str]] = {}
+        for waiting, files in list(self.waiting.items()):
+            for path, tasks in files.settled_shared().items():
+                groups.setdefault(frozenset(tasks - self.unverified) or tasks, set()).add(path)
+            if not files.waiting_paths():
+                del self.waiting[waiting]
+        for tasks, paths in sorted(groups.items(), key=lambda kv: sorted(kv[0])):
+            async with self._lock:
+                kind, data = await asyncio.to_thread(self._commit, self._shared_message(tasks), paths)
+            if kind != "git_nothing_to_commit":
+                self.store.event(kind, next(iter(tasks)) if len(tasks) == 1 else None,
+                                 shared_by=sorted(tasks), **data)
+
+    def _shared_message(self, tasks: frozenset[str]) -> str:
+        prefix, run = OWN_COMMIT_PREFIX.decode(), self.store.run_id
+        if len(tasks) == 1:
+            (tid,) = tasks
+            return (f"{prefix}{tid}: {self.titles.get(tid, tid)} (files it shared with tasks that did not "
+                    f"succeed)\n\nChanged while other tasks ran beside it; they ended without a verified "
+                    f"result, run {run}.\n")
+        return (f"{prefix}shared by {', '.join(sorted(tasks))}\n\nChanged while these tasks ran side by side "
+                f"(harnessc cannot tell which one made each change); committed once none of them was "
+                f"running, run {run}.\n")
+
+    def _commit(self, message: str, claimed: set[str] | None) -> tuple[str, dict]:
+        """(event kind, its data) of the commit of `claimed` (None: whatever changed)."""
         import git
 
         try:
@@ -84,8 +128,6 @@ class GitCommits:
                 self.repo.git.add("--", *present)
             if gone:
                 self.repo.git.rm("--cached", "--quiet", "--ignore-unmatch", "--", *gone)
-            message = (f"harnessc: {node.id}: {node.title}\n\nVerified: {verified}\n"
-                       f"Attempt {attempt} on agent {agent}, run {self.store.run_id}.\n")
             self.repo.git.commit("--no-verify", "-m", message, "--", *paths)
             sha = self.repo.head.commit.hexsha
         except (git.GitCommandError, OSError, ValueError) as e:

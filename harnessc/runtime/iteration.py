@@ -164,6 +164,7 @@ class TaskRun:
         except Done as d:
             if self.files:
                 await self.files.end()  # its last changes, for the tasks still running
+            await self.ctx.git.task_ended(self.tid, d.outcome)  # what a succeeded task shared with this one
             return d.outcome
         except asyncio.CancelledError:
             # Abort: the attempt in flight is interrupted; the task goes back to pending. A
@@ -380,7 +381,7 @@ class TaskRun:
         if self.files and not self.loop:
             await self.files.end(text=resp.text)
         await self.ctx.git.commit(self.node, self.how_verified(verdict), self.p.iteration, self.route.agent,
-                                  self.files.commit_paths if self.files else None)
+                                  self.files)
         raise Done("succeeded")
 
     def how_verified(self, verdict: Verdict) -> str:
