@@ -58,6 +58,10 @@ def resolve_context(project: Project) -> None:
             def span(task=task, i=i) -> Span:  # looked up only for a diagnostic
                 return _value_span(task, "context", i)
 
+            if "\0" in pattern:  # no file name has one (and the OS refuses to look it up)
+                project.diags.error("HC405", f"context path {pattern!r} has a NUL byte", span(),
+                                    "write the path as plain text")
+                continue
             if os.path.isabs(pattern) or pattern.startswith("~") or Path(pattern).drive:
                 project.diags.error("HC405", f"context path '{pattern}' is absolute", span(),
                                     "use a path relative to the project directory")
