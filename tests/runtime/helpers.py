@@ -122,3 +122,20 @@ def harnessc(root: Path, *args: str, timeout: float = 120, **kw) -> subprocess.C
 def spawn(root: Path, *args: str, **kw) -> subprocess.Popen:
     return subprocess.Popen([*CLI, "-C", str(root), *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=kw.pop("env", None) or env(), **kw)
+
+
+def git(root: Path, *args: str) -> str:
+    """Run git in `root` (raises on failure); its output."""
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
+
+
+def git_repo(root: Path, commit: bool = True) -> None:
+    """Make `root` a git repository with an identity and `.harness/` ignored; with `commit`,
+    everything in it is the first commit ("start")."""
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "t@example.com")
+    git(root, "config", "user.name", "T")
+    if commit:
+        (root / ".gitignore").write_text(".harness/\n")
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", "start")

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from .helpers import PY, harnessc, spawn
+from .helpers import PY, git, git_repo, harnessc, spawn
 
 ROADMAP = """\
 # An overnight run
@@ -93,10 +92,6 @@ else:
 """
 
 
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
-
-
 def project(tmp_path: Path, jobs: int = 1) -> Path:
     root, scripts = tmp_path / "project", tmp_path / "scripts"
     root.mkdir()
@@ -108,12 +103,7 @@ def project(tmp_path: Path, jobs: int = 1) -> Path:
     (root / "contracts.yaml").write_text("contracts: {}\n")
     (root / "harness.yaml").write_text(HARNESS.format(py=PY, scripts=scripts, jobs=jobs))
     (root / "README.md").write_text("the project\n")
-    git(root, "init", "-q")
-    git(root, "config", "user.email", "t@example.com")
-    git(root, "config", "user.name", "T")
-    (root / ".gitignore").write_text(".harness/\n")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "start")
+    git_repo(root)
     (root / "README.md").write_text("the project, with my uncommitted edit\n")  # the user's, never committed
     return root
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
-import sys
 import textwrap
 import time
 

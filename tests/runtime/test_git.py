@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 
-from .helpers import PY, harnessc, node, write_project
+from .helpers import PY, git, git_repo, harnessc, node, write_project
 
 AGENT = """\
 import os, pathlib
@@ -19,10 +18,6 @@ print("done <promise>DONE</promise>")
 """
 
 
-def git(root, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
-
-
 def project(root, repo: bool = True) -> None:
     bot = {"routing": {"agent": "bot"}, "completion_promise": "DONE"}
     write_project(root, [node("a", git="commit", **bot), node("b", depends_on=["a"], git="commit", **bot),
@@ -33,12 +28,7 @@ def project(root, repo: bool = True) -> None:
     (root / "old.txt").write_text("to be removed by b\n")
     (root / "notes.txt").write_text("mine\n")
     if repo:
-        git(root, "init", "-q")
-        git(root, "config", "user.email", "t@example.com")
-        git(root, "config", "user.name", "T")
-        (root / ".gitignore").write_text(".harness/\n")
-        git(root, "add", "-A")
-        git(root, "commit", "-q", "-m", "start")
+        git_repo(root)
 
 
 def events(root, kind: str) -> list[dict]:
@@ -118,12 +108,7 @@ def test_two_tasks_at_once_each_commit_their_own_files(tmp_path):
     (tmp_path / "src_a").mkdir()
     (tmp_path / "src_a" / "seed.py").write_text("seed = 0\n")
     (tmp_path / "CHANGELOG.md").write_text("log\n")
-    git(tmp_path, "init", "-q")
-    git(tmp_path, "config", "user.email", "t@example.com")
-    git(tmp_path, "config", "user.name", "T")
-    (tmp_path / ".gitignore").write_text(".harness/\n")
-    git(tmp_path, "add", "-A")
-    git(tmp_path, "commit", "-q", "-m", "start")
+    git_repo(tmp_path)
     r = harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     committed = {e["task"]: set(e["paths"]) for e in events(tmp_path, "git_committed")}

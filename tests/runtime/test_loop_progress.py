@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 import textwrap
 
 from harnessc.compiler.ir import Loop
 from harnessc.runtime.state import SCHEMA_VERSION
 
-from .helpers import PY, harnessc, node, write_project
+from .helpers import PY, git_repo, harnessc, node, write_project
 
 # One script, several behaviours (by task id). It counts its calls in a file of its own
 # (outside the project's git view: .harness/ is never evidence).
@@ -51,14 +50,9 @@ CHECK = textwrap.dedent("""
 
 
 def git_project(tmp_path, nodes, **kw):
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "config", "user.email", "t@example.com"], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "config", "user.name", "t"], check=True)
     (tmp_path / "agent.py").write_text(AGENT)
     (tmp_path / "check.py").write_text(CHECK)
-    (tmp_path / ".gitignore").write_text(".harness/\n")
-    subprocess.run(["git", "-C", str(tmp_path), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "commit", "-qm", "init"], check=True)
+    git_repo(tmp_path)
     agents = {"script": {"provider": "command", "command": [PY, str(tmp_path / "agent.py")], "timeout": 30}}
     # These tests are about finding a task stuck: it fails at once (the recovery ladder a
     # stuck task climbs otherwise is tested in test_recovery.py).

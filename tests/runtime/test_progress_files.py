@@ -13,13 +13,11 @@ from harnessc import planfile
 from harnessc.runtime.attribution import Attribution
 from harnessc.runtime.files import GitSnapshots
 
-from .helpers import node
+from .helpers import git_repo, node
 
 
 def repo(path):
-    subprocess.run(["git", "init", "-q", str(path)], check=True)
-    subprocess.run(["git", "-C", str(path), "config", "user.email", "t@example.com"], check=True)
-    subprocess.run(["git", "-C", str(path), "config", "user.name", "t"], check=True)
+    git_repo(path, commit=False)
 
 
 def test_a_git_add_that_fails_on_one_file_still_gives_a_snapshot(tmp_path):
