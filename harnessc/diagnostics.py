@@ -63,6 +63,7 @@ CODES: dict[str, str] = {
     "HC410": "nothing verifies this task",
     "HC411": "context pattern names too many files",
     "HC412": "loop setting on a task that does not loop",
+    "HC413": "escalate in a recovery ladder with no stronger agent",
     # templates
     "HC501": "template syntax error",
     "HC502": "undefined variable in template",

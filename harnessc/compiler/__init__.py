@@ -31,6 +31,7 @@ CHECK_PASSES = (
     check.check_cycles,
     check.check_verification,
     check.check_loop_settings,
+    check.check_recovery_escalation,
 )
 
 

@@ -323,6 +323,39 @@ def check_loop_settings(project: Project) -> None:
                     f"or remove {key}")
 
 
+def check_recovery_escalation(project: Project) -> None:
+    """A loop task's own `recovery:` naming `escalate` while its route has no stronger agent
+    after its own: at run time the step is passed over (warning HC413). Only a task's own list
+    is checked - harness.yaml's `loop.recovery.escalate` is every task's default - and only
+    where the route is sure at lint (agents named by the task, or no routing.escalation or
+    max_fallbacks 0); `agent: auto` and complexity routing are decided later."""
+    if project.config_unreadable:
+        return
+    routing = project.config.routing
+    escalation = list(routing.escalation)
+    for task in project.tasks:
+        if task.done or not task.completion_promise or "escalate" not in (task.recovery or ()):
+            continue
+        if "auto" in task.agent or _stronger_agents(task, escalation, routing.max_fallbacks) is not None:
+            continue
+        project.diags.warning(
+            "HC413", f"recovery step 'escalate' does nothing here: task '{task.id}' has no stronger agent to go to",
+            _value_span(task, "recovery", list(task.recovery).index("escalate")),
+            "name the agents it may move to, strongest last (`agent: a, b`), or drop escalate from recovery")
+
+
+def _stronger_agents(task, escalation: list[str], max_fallbacks: int) -> bool | None:
+    """True when the task's route surely has an agent after its first; None when it surely
+    has none; False when lint cannot tell (compiler/plan.py's route decides)."""
+    if max_fallbacks == 0:
+        return None
+    if task.agent:
+        first = task.agent[0]
+        after = [*task.agent[1:], *escalation[escalation.index(first) + 1:]] if first in escalation else task.agent[1:]
+        return True if any(a != first for a in after) else None
+    return None if not escalation else False
+
+
 def _contract_verifies(contract) -> bool:
     """Whether a contract checks anything: a declared output, output rules or accept commands."""
     return bool(contract.output or contract.output_rules or contract.accept)
