@@ -723,15 +723,19 @@ def _progress_line(p: dict) -> str:
 
 
 def _loop_line(t: dict, duration) -> str:
-    """A running loop task in one line: iteration N/limit, last-5 progress, agent, elapsed, marker."""
+    """A running loop task in one line: iteration N/limit, last-5 progress, agent, elapsed, the
+    recovery rung it is on (once it climbed one), marker."""
     loop = t["loop"]
     limit = loop["max_iterations"] if loop["max_iterations"] is not None else "unlimited"
     progress = f"{loop['progress']:.2f}" if loop["progress"] is not None else "-"
     marker = loop["last_marker"]
     if marker and len(marker) > 60:
         marker = marker[:57] + "..."
+    rung = loop.get("recovery")
     return (f"loop {t['id']}: iteration {loop['iteration']}/{limit} · progress {progress} (last 5 avg) · "
-            f"{t['agent']} · {duration(t['elapsed'])}" + (f' · last marker: "{marker}"' if marker else ""))
+            f"{t['agent']} · {duration(t['elapsed'])}"
+            + (f" · recovery {rung['step']}/{rung['rungs']} ({rung['rung']})" if rung else "")
+            + (f' · last marker: "{marker}"' if marker else ""))
 
 
 @cli.command()

@@ -20,6 +20,7 @@ from collections import defaultdict
 from typing import Any, Callable
 
 from ..workspace import Workspace, WorkspaceError
+from .recovery import resumed_text
 
 BUDGET_STEPS = ((0.5, "info"), (0.8, "warning"), (1.0, "critical"))
 FAST_IN_A_ROW = 3  # iterations faster than min_iteration_duration before it is a runaway sign
@@ -34,6 +35,7 @@ def _reason(ev: dict) -> str:
 RULES: dict[str, tuple[str, str, Callable[[dict], str]]] = {
     "recovery": ("warning", "recovery", lambda ev: f"recovery step {ev.get('step', '?')}"
                  + (f" ({ev['mutation']})" if ev.get("mutation") else "") + f": {_reason(ev)}"),
+    "recovery_resumed": ("info", "recovery_resumed", resumed_text),
     "fallback": ("warning", "fallback", lambda ev: f"fell back from {ev.get('agent')} to {ev.get('to')}: {_reason(ev)}"),
     "escalated": ("info", "escalation", lambda ev: f"escalated from {ev.get('agent')} to {ev.get('to')}: {_reason(ev)}"),
     "task_blocked": ("warning", "blocked", lambda ev: f"blocked: {_reason(ev).removeprefix('blocked: ')}"),

@@ -182,10 +182,15 @@ class TaskRun:
         """A loop task stopped on its recovery ladder goes on where it was (loop.py saved it):
         from its rewritten prompt, on the agent it escalated to (when that agent is still on
         its route: `run --agent X` serves X only)."""
-        if self.loop.recovered_prompt is not None:
-            self.base = self.prompt = self.loop.recovered_prompt
-        if self.loop.escalated_to is not None:
-            self.route.resume_at(self.loop.escalated_to)
+        loop = self.loop
+        if loop.recovered_prompt is not None:
+            self.base = self.prompt = loop.recovered_prompt
+        if loop.escalated_to is not None:
+            self.route.resume_at(loop.escalated_to)
+        if loop.ladder.step or loop.recovered_prompt is not None or loop.escalated_to is not None:
+            self.store.event("recovery_resumed", self.tid, step=loop.ladder.step, rungs=len(loop.ladder.rungs),
+                             rung=loop.ladder.reached(), agent=self.route.agent, escalated_to=loop.escalated_to,
+                             rewritten_prompt=loop.recovered_prompt is not None)
 
     # ------------------------------------------------------------------ the steps
 

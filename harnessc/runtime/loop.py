@@ -78,8 +78,9 @@ class TaskLoop:
         state = {"fingerprint": self.node.fingerprint, "iterations": self.iterations,
                  "progress": self.meter.state(), "stuck": self.stuck.state(), "memory": self.memory.data()}
         if self.ladder.step or self.recovered_prompt is not None or self.escalated_to is not None:
-            state["recovery"] = {"step": self.ladder.step, "prompt": self.recovered_prompt,
-                                 "agent": self.escalated_to}
+            # rungs: the ladder as this run climbs it (a preset may switch steps), for `status`
+            state["recovery"] = {"step": self.ladder.step, "rungs": list(self.ladder.rungs),
+                                 "prompt": self.recovered_prompt, "agent": self.escalated_to}
         return state
 
     def prompt(self, base: str) -> str:

@@ -14,7 +14,8 @@ task's `recovery:` in roadmap.md (plan.json: node.loop.recovery) or else harness
   say - runs it again) or `fail`.
 
 Every rung is a `recovery` event (and so an alert). The rung reached is part of the task's
-loop state (loop.py), so a stopped run resumes on the next rung.
+loop state (loop.py), so a stopped run resumes on the next rung - a `recovery_resumed` event
+(and an info alert) says where it goes on.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from ..compiler.vocab import LADDER_ENDS, MUTATIONS, ladder_rungs
 from ..planfile import Plan, PlanNode
 
-__all__ = ["MUTATIONS", "Ladder", "Rung", "mutate", "rungs_for", "switched"]
+__all__ = ["MUTATIONS", "Ladder", "Rung", "mutate", "resumed_text", "rungs_for", "switched"]
 
 QUOTED = 400  # characters of the stuck output quoted in a mutation
 
@@ -71,6 +72,10 @@ class Ladder:
         self.rungs = rungs
         self.step = max(0, step)
 
+    def reached(self) -> str | None:
+        """The last rung climbed (None before the first)."""
+        return self.rungs[min(self.step, len(self.rungs)) - 1] if self.step else None
+
     def rewrites_tried(self) -> list[str]:
         """The prompt mutations climbed before the current rung (for a blocked task's reason)."""
         return [r for r in self.rungs[:max(0, self.step - 1)] if r in MUTATIONS]
@@ -81,6 +86,15 @@ class Ladder:
         if name in MUTATIONS:
             return Rung("mutate", name)
         return Rung({"fail": "give_up"}.get(name, name))
+
+
+def resumed_text(ev: dict) -> str:
+    """A `recovery_resumed` event in words (alerts.py, `harnessc log`)."""
+    text = (f"resumed mid-ladder: recovery {ev.get('step')}/{ev.get('rungs')} ({ev.get('rung') or 'none'}) "
+            f"reached, on {ev.get('agent')}")
+    if ev.get("escalated_to") and ev["escalated_to"] != ev.get("agent"):
+        text += f" ({ev['escalated_to']}, where it escalated to, is not on this run's route)"
+    return text + (", from the rewritten prompt" if ev.get("rewritten_prompt") else "")
 
 
 # The deterministic instructions of each mutation (also shown to a mutation agent as the fallback).

@@ -9,6 +9,7 @@ from ..workspace import Workspace
 from . import plan as planmod
 from .health import agent_report
 from .lock import holder
+from .recovery import resumed_text
 from .scheduler import task_summary
 from .state import TERMINAL_OK, NoState, StateStore
 from .steering import paused_run
@@ -109,8 +110,26 @@ def _loops(store: StateStore, plan, rows: dict) -> dict[str, dict]:
         saved = store.loop_state(node.id) or {}
         out[node.id] = {"iteration": row["iterations"], "max_iterations": node.limits.max_iterations,
                         "progress": round(sum(scores) / len(scores), 2) if scores else None,
-                        "last_marker": (saved.get("progress") or {}).get("last_marker")}
+                        "last_marker": (saved.get("progress") or {}).get("last_marker"),
+                        "recovery": _rung(plan, node, saved)}
     return out
+
+
+def _rung(plan, node, saved: dict) -> dict | None:
+    """The recovery rung a loop task is on, from its saved loop state: {"step": rungs climbed,
+    "rungs": the ladder's length, "rung": the last one climbed}; None before its first."""
+    from .recovery import Ladder, rungs_for
+
+    if saved.get("fingerprint") != node.fingerprint or not isinstance(saved.get("recovery"), dict):
+        return None
+    recovery = saved["recovery"]
+    step, rungs = recovery.get("step"), recovery.get("rungs")
+    if type(step) is not int or step < 1:
+        return None
+    if not (isinstance(rungs, list) and all(isinstance(r, str) for r in rungs)):
+        rungs = rungs_for(plan, node)  # saved before harnessc kept the ladder with it
+    ladder = Ladder(rungs, step)
+    return {"step": step, "rungs": len(ladder.rungs), "rung": ladder.reached()}
 
 
 def log(root: Path, task_id: str) -> list[dict]:
@@ -154,7 +173,7 @@ def cost_source_text(source: str | None) -> str:
 
 
 ROUTING_EVENTS = ("routed", "fallback", "escalated")
-LOG_EVENTS = (*ROUTING_EVENTS, "stuck", "recovery", "assist", "instruction_delivered", "task_blocked")
+LOG_EVENTS = (*ROUTING_EVENTS, "stuck", "recovery", "recovery_resumed", "assist", "instruction_delivered", "task_blocked")
 
 
 def event_line(event: dict) -> str:
@@ -167,6 +186,8 @@ def event_line(event: dict) -> str:
     if kind == "recovery":
         step = event.get("step")
         return f"recovery: {step}{' (' + event['mutation'] + ')' if event.get('mutation') else ''}"
+    if kind == "recovery_resumed":
+        return resumed_text(event)
     if kind == "assist":
         why = f" ({event['reason']})" if event.get("reason") else ""
         return (f"assist: {event.get('purpose')} by {event.get('agent')}: {event.get('status')}{why}"

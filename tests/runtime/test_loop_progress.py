@@ -241,6 +241,7 @@ def test_memory_reaches_the_next_prompt_and_survives_kill_9(tmp_path):
         data = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)
         loop = [t for t in data["tasks"] if t["id"] == "mem"][0]["loop"]
         assert loop["iteration"] == 3 and loop["max_iterations"] == 50 and loop["progress"] > 0.15
+        assert loop["recovery"] is None  # no rung climbed yet
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # harnessc and its agent, mid-call
         proc.communicate()

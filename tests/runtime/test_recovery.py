@@ -130,12 +130,29 @@ def test_a_run_killed_mid_ladder_resumes_on_the_next_rung_with_its_prompt_and_ag
     proc = spawn(tmp_path, "run", start_new_session=True)
     try:
         wait_for(tmp_path / ".harness" / "hung", proc)  # call 5: the first on strong, after rephrase and escalate
+        # `status` while it runs: the rung it is on, read from the saved loop state
+        live = harnessc(tmp_path, "status")
+        data = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
+    assert " · strong · " in live.stdout and " · recovery 2/4 (escalate)" in live.stdout, live.stdout
+    running = {t["id"]: t for t in data["tasks"]}["loop"]
+    assert running["loop"]["recovery"] == {"step": 2, "rungs": 4, "rung": "escalate"}
     assert recovery_steps(tmp_path) == [("mutate", "rephrase"), ("escalate", None)]
     r = harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr
+    # the resumed run says where on the ladder it goes on: an event, an info alert, a log line
+    resumed = [json.loads(d) for (d,) in rows(tmp_path, "SELECT data FROM events WHERE kind='recovery_resumed'")]
+    assert [(e["step"], e["rungs"], e["rung"], e["agent"], e["rewritten_prompt"]) for e in resumed] == [
+        (2, 4, "escalate", "strong", True)]
+    alerts = [json.loads(line) for line in (tmp_path / ".harness" / "alerts.log").read_text().splitlines()]
+    said = [a for a in alerts if a["kind"] == "recovery_resumed"]
+    assert [(a["level"], a["task"]) for a in said] == [("info", "loop")]
+    assert said[0]["message"] == ("resumed mid-ladder: recovery 2/4 (escalate) reached, on strong, "
+                                  "from the rewritten prompt")
+    log = harnessc(tmp_path, "log", "loop").stdout
+    assert "--- resumed mid-ladder: recovery 2/4 (escalate) reached, on strong" in log, log
     # the resumed run goes on where the killed one was: on strong, from the rephrased prompt,
     # and its next rung is constrain, not rephrase again
     assert recovery_steps(tmp_path) == [("mutate", "rephrase"), ("escalate", None), ("mutate", "constrain"),
@@ -155,6 +172,8 @@ def test_a_run_killed_mid_ladder_resumes_on_the_next_rung_with_its_prompt_and_ag
     prompts = [p for (p,) in rows(tmp_path, "SELECT prompt FROM attempts WHERE task_id='loop' ORDER BY id")]
     agents_used = [a for (a,) in rows(tmp_path, "SELECT agent FROM attempts WHERE task_id='loop' ORDER BY id")]
     assert agents_used[9:] == ["weak"] * 4 + ["strong"] * 4
+    # a retried task starts from the bottom rung: nothing to resume
+    assert len(rows(tmp_path, "SELECT id FROM events WHERE kind='recovery_resumed'")) == 1
     assert not prompts[9].startswith("## Recovery") and prompts[11].startswith("## Recovery (rephrase)")
 
 
