@@ -76,3 +76,22 @@ def test_a_user_task_template_is_rendered_by_jinja(tmp_path: Path) -> None:
     project = compile_project(root)
     assert project.plan is not None, project.diags.items
     assert {text for text in project.prompts.values()} == {f"Do {tid}.\n" for tid in project.prompts}
+
+
+def test_accept_commands_are_shown_as_command_lines_that_run_as_written(tmp_path: Path) -> None:
+    """A quoted accept command keeps its quoting in the prompt; a plain one reads as before."""
+    import subprocess
+    import sys
+
+    (tmp_path / "roadmap.md").write_text(
+        "# P\n\n## Tasks\n\n- [ ] **t-001**: Check\n"
+        "  - accept: python3 -m json.tool data.json\n"
+        """  - accept: python3 -c "print('1 passed')"\n\n  Goal: Check it.\n""")
+    project = compile_project(tmp_path)
+    assert project.plan is not None, project.diags.items
+    prompt = project.prompts["t-001"]
+    lines = [line[3:-1] for line in prompt.splitlines() if line.startswith("- `")]
+    assert lines == ["python3 -m json.tool data.json", """python3 -c 'print('"'"'1 passed'"'"')'"""]
+    run = subprocess.run(["sh", "-c", lines[1].replace("python3", sys.executable, 1)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout == "1 passed\n", run

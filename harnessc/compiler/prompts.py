@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import traceback
 from functools import lru_cache, partial
 from pathlib import Path
@@ -98,7 +99,14 @@ def _environment(root: str, templates: str | None):
         keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
     )
     env.filters["json"] = lambda v: v if isinstance(v, str) else json.dumps(v, indent=2, sort_keys=True)
+    env.filters["shell_join"] = _shell_join
     return env
+
+
+def _shell_join(argv) -> str:
+    """An accept command's argv as a shell command line that runs as written when pasted:
+    words without shell syntax stay bare, so simple commands read as before."""
+    return shlex.join(map(str, argv))
 
 
 def _template_span(exc: BaseException, root: str, templates: str | None) -> Span:
@@ -387,7 +395,7 @@ def builtin_task_prompt(c: dict) -> str:
         out += ["\n", str(c["output_format"]), "\n\nReturn the JSON object in a ```json fenced block.\n"]
     if c["accept"]:
         out.append("\n## Verification\n\nThese commands must exit 0 when you are done:\n\n")
-        out += [f"- `{' '.join(map(str, a['argv']))}`\n" for a in c["accept"]]
+        out += [f"- `{_shell_join(a['argv'])}`\n" for a in c["accept"]]
     if task["completion_promise"]:
         out += ["\nWhen the task is complete and verified, print `<promise>", str(task["completion_promise"]),
                 "</promise>`.\n"]
