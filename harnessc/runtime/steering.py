@@ -87,7 +87,9 @@ def parse(name: str, data: bytes, task_ids: set[str]) -> Instruction | tuple[str
     if not name.endswith(".json"):
         raise InboxError("not .json, .txt or .md (see `harnessc tell`)")
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, object_pairs_hook=_unique_keys)
+    except InboxError:
+        raise
     except ValueError as e:
         raise InboxError(f"not valid JSON ({e})") from None
     if not isinstance(obj, dict):
@@ -112,6 +114,17 @@ def parse(name: str, data: bytes, task_ids: set[str]) -> Instruction | tuple[str
     if not isinstance(obj.get("urgent", False), bool):
         raise InboxError('"urgent" is not true or false')
     return Instruction(name, obj["text"].strip(), task, bool(obj.get("urgent")))
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object's pairs as a dict; a repeated key is an error, not "the last one wins"
+    (which of two texts the operator meant is not ours to guess)."""
+    obj: dict = {}
+    for key, value in pairs:
+        if key in obj:
+            raise InboxError(f"repeated key {key!r}")
+        obj[key] = value
+    return obj
 
 
 def _only(obj: dict, keys: set[str]) -> None:

@@ -240,6 +240,7 @@ def test_bad_inbox_files_are_one_line_errors_moved_to_processed_and_the_run_goes
         "8.txt": "",
         "9.json": ["a list"],
         "c.json": {"command": "pause", "task": "a"},  # pauses the run, not a task: refused, not widened
+        "d.json": '{"text": "hi", "text": "ho"}',  # not "the last one wins"
     }
     for name, data in bad.items():
         _inbox(root, name, data)
@@ -263,6 +264,7 @@ def test_bad_inbox_files_are_one_line_errors_moved_to_processed_and_the_run_goes
         "b.txt": "b.txt: refusing to read through a symbolic link: .harness/inbox/b.txt -> /etc/passwd",
         "c.json": "c.json: 'pause' is for the whole run and takes no task (to steer 'a', send it an "
                   'instruction: `harnessc tell a "..."`)',
+        "d.json": "d.json: repeated key 'text'",
     }
     assert (done / "b.txt").is_symlink() and not (root / ".harness" / "inbox" / "b.txt").exists()
     errors = [e for e in _events(root) if e["kind"] == "inbox_error"]
