@@ -930,19 +930,25 @@ def reset(ctx: Context, tasks, all_: bool, downstream: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
 @pass_ctx
 def clean(ctx: Context, keep: int, dry_run: bool) -> None:
-    """Remove old .harness/runs/<run-id>/ directories, keeping the newest N (never the run in progress)."""
-    from .runtime.clean import prune
+    """Remove old .harness/runs/<run-id>/ directories, keeping the newest N (never the run in progress),
+    and stale .harness/loop/<task>.index files of earlier versions."""
+    from .runtime.clean import prune, remove_stale_indexes
     from .runtime.state import StateError
     from .workspace import Workspace, WorkspaceError
 
     try:
-        result = prune(Workspace(ctx.root()), keep, dry_run)
+        workspace = Workspace(ctx.root())
+        result = prune(workspace, keep, dry_run)
+        indexes = remove_stale_indexes(workspace, dry_run)
     except (WorkspaceError, StateError) as e:
         fail_usage(str(e))
     for link in result.links:
         click.echo(f"warning: left .harness/runs/{link} alone: a symbolic link, not a run directory", err=True)
+    for name in indexes:
+        click.echo(f"{'would remove' if dry_run else 'removed'} .harness/loop/{name} (a stale index of an earlier version)")
     if not result.removed:
-        click.echo(f"nothing to clean: {plural(len(result.kept), 'run')} in .harness/runs/, keeping {keep}")
+        click.echo(f"{'no run to remove' if indexes else 'nothing to clean'}: "
+                   f"{plural(len(result.kept), 'run')} in .harness/runs/, keeping {keep}")
         return
     if dry_run:
         for run_id in result.removed:

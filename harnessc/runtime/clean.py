@@ -6,6 +6,9 @@ symbolic link: the runs directory is opened through the Workspace (one component
 O_NOFOLLOW; a linked `.harness` or `runs` is refused), a link among the run directories is
 left alone and reported, and each directory is removed with shutil.rmtree relative to that
 descriptor (which does not follow links inside it either).
+
+It also removes the per-task git indexes (`.harness/loop/<task>.index`) that earlier versions
+left behind (a run now keeps one, `run.index`), only while no run holds the lock.
 """
 
 from __future__ import annotations
@@ -39,6 +42,36 @@ def _run_starts(workspace: Workspace) -> tuple[dict[str, float], str | None]:
         store.close()
     active = last["id"] if last and last["status"] == "running" and holder(workspace) else None
     return starts, active
+
+
+CURRENT_INDEX = "run.index"  # the run's file ledger (scheduler.py); every other *.index is stale
+
+
+def remove_stale_indexes(workspace: Workspace, dry_run: bool = False) -> list[str]:
+    """Remove the `*.index` files of `.harness/loop/` other than run.index (regular files
+    only, never through a link) and return their names, sorted; none while a run holds the
+    lock (its tasks may still use theirs). Raises WorkspaceError."""
+    if holder(workspace):
+        return []
+    try:
+        fd = workspace.open_dir(workspace.loop, create=False)
+    except FileNotFoundError:
+        return []
+    try:
+        stale = sorted(e.name for e in os.scandir(fd) if e.name.endswith(".index") and e.name != CURRENT_INDEX
+                       and stat.S_ISREG(e.stat(follow_symlinks=False).st_mode))
+        if not dry_run:
+            for name in stale:
+                try:
+                    os.unlink(name, dir_fd=fd)
+                except FileNotFoundError:
+                    pass  # gone already: what we wanted
+                except OSError as e:
+                    raise WorkspaceError(f"cannot remove {workspace.rel(workspace.loop / name)}: "
+                                         f"{e.strerror or e}") from None
+        return stale
+    finally:
+        os.close(fd)
 
 
 def prune(workspace: Workspace, keep: int, dry_run: bool = False) -> Pruned:

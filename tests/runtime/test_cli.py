@@ -521,9 +521,13 @@ def test_clean_never_removes_the_run_in_progress(tmp_path):
             if s["run"] and s["run"]["active"]:
                 break
             time.sleep(0.1)
+        loop = tmp_path / ".harness" / "loop"
+        loop.mkdir(exist_ok=True)
+        (loop / "old.index").write_bytes(b"DIRC")  # a task of the running run may still use it
         r = harnessc(tmp_path, "clean", "--keep", "0")
         assert r.returncode == 0 and "nothing to clean: 1 run" in r.stdout
         assert (tmp_path / ".harness" / "runs" / s["run"]["id"]).is_dir()
+        assert (loop / "old.index").exists()
         harnessc(tmp_path, "stop", "--abort")
         p.communicate(timeout=60)
     finally:
@@ -531,3 +535,30 @@ def test_clean_never_removes_the_run_in_progress(tmp_path):
             p.kill()
     r = harnessc(tmp_path, "clean", "--keep", "0")
     assert r.returncode == 0 and "removed 1 run, kept 0 runs" in r.stdout
+    assert "removed .harness/loop/old.index (a stale index of an earlier version)" in r.stdout
+    assert not (loop / "old.index").exists()
+
+
+def test_clean_removes_the_per_task_indexes_of_earlier_versions_but_not_run_index(tmp_path):
+    import os
+
+    write_project(tmp_path, [node("a")])
+    loop = tmp_path / ".harness" / "loop"
+    loop.mkdir(parents=True)
+    for name in ("a.index", "b.index", "run.index", "notes.txt", "a.index.lock"):
+        (loop / name).write_bytes(b"DIRC")
+    outside = tmp_path / "outside.index"
+    outside.write_text("keep me")
+    os.symlink(outside, loop / "link.index")
+    r = harnessc(tmp_path, "clean", "--dry-run")
+    assert r.returncode == 0 and r.stdout.splitlines() == [
+        "would remove .harness/loop/a.index (a stale index of an earlier version)",
+        "would remove .harness/loop/b.index (a stale index of an earlier version)",
+        "no run to remove: 0 runs in .harness/runs/, keeping 10"], r.stdout
+    assert len(list(loop.iterdir())) == 6
+    r = harnessc(tmp_path, "clean")
+    assert r.returncode == 0 and "removed .harness/loop/b.index" in r.stdout
+    assert sorted(p.name for p in loop.iterdir()) == ["a.index.lock", "link.index", "notes.txt", "run.index"]
+    assert outside.read_text() == "keep me"
+    r = harnessc(tmp_path, "clean")
+    assert r.returncode == 0 and r.stdout.splitlines() == ["nothing to clean: 0 runs in .harness/runs/, keeping 10"]
