@@ -40,9 +40,14 @@ def _paused(ev: dict) -> str:
     return f"paused{f' ({why})' if why else ''}: in-flight calls finish, nothing new starts; `harnessc resume` continues"
 
 
+# Alerts for alerts.log that the display already says in a line of its own (the pause, the
+# resume, the run's last line): not printed twice.
+SAID_ELSEWHERE = ("paused", "resumed", "run_finished")
+
 # What the operator's side of a run says (steering.py, alerts.py, summaries.py), in words.
 OPERATOR_WORDS = {
-    "alert": lambda ev: f"alert {ev['level']}: " + (f"{ev['task']}: " if ev.get("task") else "") + ev["message"],
+    "alert": lambda ev: None if ev.get("alert") in SAID_ELSEWHERE else (
+        f"alert {ev['level']}: " + (f"{ev['task']}: " if ev.get("task") else "") + ev["message"]),
     "summary": lambda ev: summaries.describe(ev),
     "paused": _paused,
     "resumed": lambda ev: "resumed",

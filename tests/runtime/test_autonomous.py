@@ -186,4 +186,5 @@ def test_an_autonomous_run_left_alone_commits_blocks_and_follows_the_inbox(tmp_p
     else:  # its own commit, a follow-up, or only a shared one
         assert set(by_task["listen-001"][1:]) <= {"committed"}
     assert by_task[None][0] == "git_dirty" and by_task[None][-1] == "run_finished"
+    assert "alert info: run failed" not in out  # the run's own last line says it: not printed twice
     assert "README.md" in alerts[0]["message"]
