@@ -32,8 +32,7 @@ class GitCommits:
         self.repo: Any = None
         self.dirty_at_start: set[str] = set()
         self._lock = asyncio.Lock()  # one commit at a time: git's index is one file
-        # succeeded tasks whose commit left out paths shared with tasks still running:
-        # task -> (node, how verified, attempt, agent, its files' ledger)
+        # succeeded tasks whose commit left out paths shared with tasks still running
         self.waiting: dict[str, Any] = {}  # task -> its attribution.TaskFiles
         self.titles = {n.id: n.title for n in nodes}
         self.unverified: set[str] = set()  # tasks that ended without a verified result
