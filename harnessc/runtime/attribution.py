@@ -9,9 +9,11 @@ loop task) or its task ends. A path that changed in task A's segment is decided:
    after theirs): A's;
 2. else, among the tasks that saw it change (A and the others), those whose `context:`
    names it (the file itself, or a file in the same directory), or whose title or goal names
-   it (its path or its file name: "write src/parser.py");
+   it (its path or its file name: "write src/parser.py"); the closest naming wins: the
+   whole path over its last directories and name, those over the name alone (or a context
+   file in the same directory), so "write pkgb/ops.py" does not name pkga/ops.py;
 3. else the task that owns it: the last one it was decided to alone, in this run;
-4. else the tasks whose last answer names it (its path, or its file name);
+4. else the tasks whose last answer names it most closely (as in 2);
 5. else it is shared by them all: credited to none of them as progress.
 
 A loop task's file evidence (progress.py) is what was decided to it alone (or to it and
@@ -99,11 +101,16 @@ class Attribution:
         paths = frozenset(prefix + p for p in named)
         return paths, frozenset(str(PurePosixPath(p).parent) for p in paths)
 
-    def _in_scope(self, task: str, path: str) -> bool:
-        """Whether the task was asked to work on the path: its context, or its goal names it."""
+    def _scope_match(self, task: str, path: str) -> int:
+        """How closely the task was asked to work on the path (0: not at all), as `naming`
+        counts: its context names the file itself (the whole path) or a file in the same
+        directory (as its name alone would), or its title or goal names it."""
         paths, dirs = self.scopes.get(task, (frozenset(), frozenset()))
-        return (path in paths or str(PurePosixPath(path).parent) in dirs
-                or names(self.goals.get(task, ""), path, self._prefix()))
+        prefix = self._prefix()
+        if path in paths:
+            return len(PurePosixPath(path[len(prefix):]).parts)
+        in_dir = 1 if str(PurePosixPath(path).parent) in dirs else 0
+        return max(in_dir, naming(self.goals.get(task, ""), path, prefix, self.root))
 
     async def begin(self, node: PlanNode) -> None:
         """Open the task's segment (unless one is open): the files as its attempt finds them."""
@@ -180,7 +187,7 @@ class Attribution:
         shared = others = 0
         for p in sorted(paths):
             tasks = saw[p]
-            declared = {t for t in tasks if self._in_scope(t, p)} if len(tasks) > 1 else set()
+            declared = closest(tasks, lambda t: self._scope_match(t, p)) if len(tasks) > 1 else set()
             if len(tasks) == 1:
                 decided = tasks
             elif declared:
@@ -188,7 +195,8 @@ class Attribution:
             elif self.owner.get(p) in tasks:
                 decided = {self.owner[p]}
             else:
-                decided = {t for t in tasks if names(self.said.get(t, ""), p, self._prefix())} or tasks
+                said = closest(tasks, lambda t: naming(self.said.get(t, ""), p, self._prefix(), self.root))
+                decided = said or tasks
             self.touched.setdefault(tid, set()).add(p)
             self.claim[p] = frozenset(decided)
             if tid not in decided:
@@ -242,15 +250,42 @@ class Attribution:
             self.files.close()
 
 
-def names(text: str, path: str, prefix: str = "") -> bool:
-    """Whether an answer names a file: its path (from the project or the repository) or its name."""
+_PATHLIKE = re.compile(r"[\w./-]+")
+
+
+def naming(text: str, path: str, prefix: str = "", root: Path | None = None) -> int:
+    """How closely a text names a file: how many of the path's last parts (its name, then
+    its directories) one of its words spells, the whole path (from the project or the
+    repository, or absolute under `root`) counting as all of them; 0 when none does. A word
+    that is another path ("pkgb/ops.py" for pkga/ops.py) does not name it."""
     if not text:
-        return False
+        return 0
     rel = path[len(prefix):] if prefix and path.startswith(prefix) else path
-    if rel in text or path in text:
-        return True
-    name = PurePosixPath(path).name
-    return re.search(r"(?<![\w.-])" + re.escape(name) + r"(?![\w-])", text) is not None
+    want = PurePosixPath(rel).parts
+    whole = {rel, path}
+    top = f"{Path(root).as_posix().rstrip('/')}/" if root is not None else None
+    best = 0
+    for word in _PATHLIKE.findall(text):
+        word = word.rstrip(".")
+        if top and word.startswith(top):
+            word = word[len(top):]
+        if word.startswith("/"):
+            continue  # an absolute path outside the project names none of its files
+        parts = tuple(p for p in word.split("/") if p not in ("", "."))
+        if not parts:
+            continue
+        if "/".join(parts) in whole:
+            return len(want)
+        if len(parts) < len(want) and want[-len(parts):] == parts:
+            best = max(best, len(parts))
+    return best
+
+
+def closest(tasks: set[str], match) -> set[str]:
+    """The tasks whose `match` (a `naming` count) is the highest above 0 (none: empty)."""
+    scores = {t: match(t) for t in tasks}
+    top = max(scores.values(), default=0)
+    return {t for t, n in scores.items() if n == top} if top else set()
 
 
 class TaskFiles:

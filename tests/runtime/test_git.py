@@ -117,3 +117,46 @@ def test_two_tasks_at_once_each_commit_their_own_files(tmp_path):
     assert committed["b"] - {"CHANGELOG.md"} == {"out/b.txt"}
     assert ("CHANGELOG.md" in committed["a"]) != ("CHANGELOG.md" in committed["b"])
     assert git(tmp_path, "status", "--porcelain") == ""
+
+
+# Each task writes the file of its own package; both files are called ops.py.
+SAME_NAME = """\
+import os, pathlib, time
+task = os.environ["HARNESSC_TASK"]
+other = {"task-a": "task-b", "task-b": "task-a"}[task]
+flags = pathlib.Path(".harness")
+def wait_for(name):
+    deadline = time.time() + 30
+    while not (flags / name).exists() and time.time() < deadline:
+        time.sleep(0.02)
+(flags / ("started-" + task)).write_text("")
+wait_for("started-" + other)
+package = pathlib.Path({"task-a": "pkga", "task-b": "pkgb"}[task])
+package.mkdir(exist_ok=True)
+(package / "ops.py").write_text("def op(): return " + repr(task) + "\\n")
+(flags / ("wrote-" + task)).write_text("")
+wait_for("wrote-" + other)
+print("done <promise>DONE</promise>")
+"""
+
+
+def test_two_tasks_writing_files_of_the_same_name_each_commit_their_own(tmp_path):
+    """Both goals name a full path ending in ops.py: the full path decides whose file it is
+    (a goal's `pkgb/ops.py` does not name `pkga/ops.py`), so each task is one commit of its
+    own file, not one commit of both."""
+    bot = {"routing": {"agent": "bot"}, "completion_promise": "DONE", "git": "commit"}
+    write_project(tmp_path, [node("task-a", goal="Write pkga/ops.py.", **bot),
+                             node("task-b", goal="Write pkgb/ops.py.", **bot)],
+                  agents={"bot": {"provider": "command", "command": [PY, str(tmp_path / "agent.py")],
+                                  "timeout": 60}}, concurrency=2)
+    (tmp_path / "agent.py").write_text(SAME_NAME)
+    git_repo(tmp_path)
+    r = harnessc(tmp_path, "run", "-j", "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    committed = {e["task"]: e["paths"] for e in events(tmp_path, "git_committed")}
+    assert committed == {"task-a": ["pkga/ops.py"], "task-b": ["pkgb/ops.py"]}
+    assert events(tmp_path, "git_nothing_to_commit") == []
+    for task, path in (("task-a", "pkga/ops.py"), ("task-b", "pkgb/ops.py")):
+        sha = git(tmp_path, "log", "--format=%H", "--grep", f"^harnessc: {task}:").split()
+        assert len(sha) == 1 and git(tmp_path, "show", "--name-only", "--format=", sha[0]).split() == [path]
+    assert git(tmp_path, "status", "--porcelain") == ""

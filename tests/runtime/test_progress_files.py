@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+from pathlib import Path
 
 from git import Repo
 from git.exc import GitCommandError
 
 from harnessc import planfile
-from harnessc.runtime.attribution import Attribution
+from harnessc.runtime.attribution import Attribution, naming
 from harnessc.runtime.files import GitSnapshots
 
 from .helpers import git_repo, node
@@ -178,3 +179,73 @@ def test_a_snapshot_with_nothing_changed_is_the_last_one_and_a_change_is_seen(tm
     assert files.changes(s2, s3).per_path == {"a.txt": (1, 1, False)}
     assert files.changes(s0, s3).per_path == {"a.txt": (1, 1, False)}
     files.close()
+
+
+def test_naming_counts_how_much_of_a_path_a_text_spells():
+    """The whole path (from the project, the repository, or absolute under the project) is
+    all of its parts; a word that is another path with the same file name names nothing."""
+    path = "proj/pkga/ops.py"  # as a snapshot lists it: the project is proj/ in its repository
+    assert naming("Write pkga/ops.py.", path, "proj/") == 2
+    assert naming("see ./proj/pkga/ops.py", path, "proj/") == 2
+    assert naming("wrote /work/proj/pkga/ops.py", path, "proj/", root=Path("/work/proj")) == 2
+    assert naming("fix ops.py, then test", path, "proj/") == 1
+    assert naming("Write pkgb/ops.py.", path, "proj/") == 0
+    assert naming("wrote /elsewhere/pkga/ops.py", path, "proj/", root=Path("/work/proj")) == 0
+    assert naming("operations", path, "proj/") == 0 and naming("", path) == 0
+    assert naming("edit b/c.py", "a/b/c.py") == 2 and naming("edit a/b/c.py", "a/b/c.py") == 3
+
+
+def test_a_full_path_in_a_goal_beats_a_file_name_in_another(tmp_path):
+    """Three tasks at once, two files named ops.py: each goes to the task whose goal spells
+    its whole path, not to the tasks whose goals name only ops.py or another ops.py; a file
+    whose name alone two goals name is shared by those two."""
+    repo(tmp_path)
+    (tmp_path / ".harness").mkdir()
+    for d in ("pkga", "pkgb", "pkgc"):
+        (tmp_path / d).mkdir()
+    att, (a, b, c) = ledger(tmp_path, node("a", completion_promise="DONE", goal="Write pkga/ops.py."),
+                            node("b", completion_promise="DONE", goal="Write pkgb/ops.py, then fix ops.py."),
+                            node("c", completion_promise="DONE", goal="Tidy every ops.py."), jobs=3)
+
+    async def scenario():
+        for n in (a, b, c):
+            await att.begin(n)
+        (tmp_path / "pkga" / "ops.py").write_text("a\n")
+        (tmp_path / "pkgb" / "ops.py").write_text("b\n")
+        (tmp_path / "pkgc" / "ops.py").write_text("c\n")  # b and c name ops.py, a names another
+        fa = await att.measure("a", "")
+        fb = await att.measure("b", "")
+        fc = await att.measure("c", "")
+        assert (fa.paths, fa.others, fa.shared) == (["pkga/ops.py"], 2, 0), fa
+        assert (fb.paths, fb.others) == (["pkgb/ops.py", "pkgc/ops.py"], 1), fb
+        assert (fc.paths, fc.others) == (["pkgc/ops.py"], 2), fc
+        assert att.claim == {"pkga/ops.py": {"a"}, "pkgb/ops.py": {"b"}, "pkgc/ops.py": {"b", "c"}}
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        att.close()
+
+
+def test_an_answer_naming_the_full_path_beats_one_naming_the_file_name(tmp_path):
+    """Rule 4 ranks the answers the same way: the whole path over the file name."""
+    repo(tmp_path)
+    (tmp_path / ".harness").mkdir()
+    (tmp_path / "pkgb").mkdir()
+    att, (a, b) = ledger(tmp_path, node("a", completion_promise="DONE"), node("b", completion_promise="DONE"))
+
+    async def scenario():
+        await att.begin(a)
+        await att.begin(b)
+        await att.measure("b", "I will write pkgb/ops.py")  # b's last answer, when a's is decided
+        await att.begin(b)
+        (tmp_path / "pkgb" / "ops.py").write_text("b\n")
+        fa = await att.measure("a", "I read ops.py")
+        fb = await att.measure("b", "I wrote pkgb/ops.py")
+        assert (fa.paths, fa.others) == ([], 1), fa
+        assert fb.paths == ["pkgb/ops.py"], fb
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        att.close()
