@@ -21,6 +21,9 @@ from . import sandbox
 
 TEMPLATE_NAMES = ("system.md.j2", "task.md.j2", "refine.md.j2", "memory.md.j2")
 MAX_CONTEXT_FILE = 200_000  # characters of one context file given to the agent
+# A loop task's prompt asks for the markers runtime/progress.py scores, from its first
+# iteration (later ones repeat it at the end of their memory section, memory.md.j2).
+PROGRESS_REQUEST = "Report each step you complete as `<progress>what you did</progress>`."
 
 
 class TemplateProblem(Exception):
@@ -397,8 +400,8 @@ def builtin_task_prompt(c: dict) -> str:
         out.append("\n## Verification\n\nThese commands must exit 0 when you are done:\n\n")
         out += [f"- `{_shell_join(a['argv'])}`\n" for a in c["accept"]]
     if task["completion_promise"]:
-        out += ["\nWhen the task is complete and verified, print `<promise>", str(task["completion_promise"]),
-                "</promise>`.\n"]
+        out += ["\n", PROGRESS_REQUEST, "\nWhen the task is complete and verified, print `<promise>",
+                str(task["completion_promise"]), "</promise>`.\n"]
     return "".join(out)
 
 

@@ -36,6 +36,9 @@ AGENT = textwrap.dedent("""
     elif task == "quiet":         # terse, identical output while editing files: real progress
         pathlib.Path("notes.txt").write_text("line\\n" * n)
         print("ok" + (" <promise>DONE</promise>" if n >= 5 else ""))
+    elif task == "follower":      # changes no file; marks its first step if the prompt asks; claims at 3
+        marked = " <progress>read the code</progress>" if "<progress>" in prompt and n == 1 else ""
+        print(f"Reading the code, part {n}." + marked + (" <promise>DONE</promise>" if n >= 3 else ""))
     elif task == "failing":       # claims every time; the same test failure (line numbers vary)
         pathlib.Path("attempt.txt").write_text("same")
         print("<promise>DONE</promise>")
@@ -104,6 +107,20 @@ def test_steady_file_progress_is_not_stuck_and_a_talker_is(tmp_path):
     scores = [a["progress"]["score"] for a in attempts(tmp_path, "talker")]
     assert all(s < 0.15 for s in scores[1:]) and attempts(tmp_path, "talker")[-1]["status"] == "stuck"
     assert r.returncode == 1
+
+
+def test_the_first_prompt_asks_for_progress_markers_so_iteration_1_can_earn_them(tmp_path):
+    """Iteration 1 has no memory section (where later prompts ask for markers): the task's
+    own prompt asks, so an agent that does as it is told earns the marker signal at once
+    instead of counting toward stuck_after while no file changes."""
+    git_project(tmp_path, [loop_node("follower", limits={"stuck_after": 2})])
+    r = harnessc(tmp_path, "run")
+    first = (tmp_path / ".harness" / "prompt-follower-1.md").read_text()
+    assert "`<progress>what you did</progress>`" in first and "Your earlier iterations" not in first
+    tries = attempts(tmp_path, "follower")
+    assert [a["progress"]["low"] for a in tries[:2]] == [False, True], tries  # 1 marked, 2 did not
+    assert tries[0]["progress"]["markers"] == ["read the code"] and tries[0]["progress"]["files"]["files"] == 0
+    assert task_rows(tmp_path)["follower"]["state"] == "succeeded" and r.returncode == 0, r.stdout + r.stderr
 
 
 def test_a_repeated_error_is_stuck_with_its_fingerprint(tmp_path):
