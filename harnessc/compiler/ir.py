@@ -293,8 +293,8 @@ class Runaway(_Spec):
         100, ge=1, description="Warn when a task without max_iterations passes this many iterations."
     )
     min_iteration_duration: Duration = Field(
-        1.0, description="Three iterations in a row without a result, each faster than this: a critical "
-        "alert (the agent may not be doing any work). 0 turns it off."
+        1.0, description="Three iterations in a row without a result or progress, each faster than this: "
+        "a critical alert (the agent may not be doing any work). 0 turns it off."
     )
     token_spike: float = Field(
         3.0, ge=1, description="Warn when an iteration uses more than this many times the task's median "

@@ -115,14 +115,17 @@ class Alerts:
             self.alert("warning", "stuck", task, f"stuck: {why}")
 
     def _runaway(self, task: str, ev: dict) -> None:
+        """A runaway sign: iterations ending fast without a result and without progress (a
+        fast agent whose iterations score as progress is doing work); and token spikes."""
         start = self.started.pop(task, None)
         floor = float(self.cfg.runaway.min_iteration_duration or 0)
-        if start is not None and floor > 0 and ev.get("status") in ("progress", "stuck", "rejected"):
+        empty = ev.get("status") in ("progress", "stuck", "rejected") and not ev.get("progressed")
+        if start is not None and floor > 0 and empty:
             took = ev["ts"] - start
             self.fast[task] = self.fast[task] + 1 if took < floor else 0
             if self.fast[task] >= FAST_IN_A_ROW:
                 self.once("critical", "runaway_fast", task,
-                          f"{FAST_IN_A_ROW} iterations in a row without a result, each under "
+                          f"{FAST_IN_A_ROW} iterations in a row without a result or progress, each under "
                           f"{floor:g}s (min_iteration_duration): the agent may not be doing any work")
         elif ev.get("status") not in ("error", "interrupted"):
             self.fast[task] = 0

@@ -133,8 +133,14 @@ class Evidence:
     passed: int | None
     low: bool  # under the threshold: no progress
 
+    @property
+    def progressed(self) -> bool:
+        """Whether the iteration made progress: a score above 0 and not under the threshold
+        (with every weight 0 nothing scores, so no iteration is judged either way)."""
+        return self.score > 0 and not self.low
+
     def record(self) -> dict:
-        return {"score": self.score, "signals": self.signals, "low": self.low,
+        return {"score": self.score, "signals": self.signals, "low": self.low, "progressed": self.progressed,
                 "files": vars(self.files) if self.files else None, "markers": self.markers,
                 "done": self.done, "passed": self.passed}
 

@@ -642,7 +642,8 @@ class StateStore:
             self.event("attempt_finished", task_id, attempt=attempt_id, status=status,
                        tokens=tokens, cost_usd=cost_usd, cost_source=cost_source,
                        latency=round(latency, 4), errors=(errors or [])[:5],
-                       **({"progress": progress.get("score")} if progress else {}))
+                       **({"progress": progress.get("score"), "progressed": bool(progress.get("progressed"))}
+                          if progress else {}))
             if final_state:
                 self._end_recovery(task_id)
                 self.event(f"task_{final_state}", task_id, **({"error": error} if error else {}))

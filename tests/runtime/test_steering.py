@@ -366,7 +366,8 @@ def test_budget_alerts_count_what_calls_cost_not_what_calls_in_flight_reserved(t
 
 def test_fast_empty_iterations_are_a_critical_runaway_alert_that_pauses_the_run(tmp_path):
     root = tmp_path / "p"
-    write_project(root, [node("a", **LOOP)], agents=_sim(complete_after=5),
+    # the same text each time, no marker, no file: no progress (and not stuck before the 10th)
+    write_project(root, [node("a", **LOOP, limits={"stuck_after": 10})], agents=_sim(complete_after=5, progress="none"),
                   loop={"alerts": {"pause_on_critical": True}, "runaway": {"min_iteration_duration": 60}})
     p = spawn(root, "run")
     _wait_event(root, lambda e: e["kind"] == "paused", p)
@@ -376,6 +377,27 @@ def test_fast_empty_iterations_are_a_critical_runaway_alert_that_pauses_the_run(
     harnessc(root, "resume")
     out = _finish(p, 0)
     assert "paused (critical alert: 3 iterations in a row without a result" in out
+
+
+def test_fast_iterations_that_make_progress_are_no_runaway_under_conservative(tmp_path):
+    """A fast agent is not a runaway while its iterations score as progress (a new
+    <progress> marker each time): --conservative (pause on a critical alert) runs to the end."""
+    root = tmp_path / "p"
+    write_project(root, [node("a", **LOOP)], agents=_sim(complete_after=8),
+                  loop={"runaway": {"min_iteration_duration": 60}})
+    p = spawn(root, "run", "--conservative")
+    try:
+        end = _wait_event(root, lambda e: e["kind"] in ("paused", "run_finished"), p)
+        assert end["kind"] == "run_finished", [a["message"] for a in _alerts(root)]
+        _finish(p, 0)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    finished = [e for e in _events(root) if e["kind"] == "attempt_finished"]
+    assert len(finished) == 9 and all(e["progressed"] for e in finished[:8]), finished
+    assert [a for a in _alerts(root) if a["level"] == "critical"] == []
+    assert not any(e["kind"] == "paused" for e in _events(root))
 
 
 def test_a_token_spike_is_an_alert(tmp_path):
