@@ -250,35 +250,29 @@ class Attribution:
             self.files.close()
 
 
-_PATHLIKE = re.compile(r"[\w./-]+")
-
-
 def naming(text: str, path: str, prefix: str = "", root: Path | None = None) -> int:
     """How closely a text names a file: how many of the path's last parts (its name, then
-    its directories) one of its words spells, the whole path (from the project or the
-    repository, or absolute under `root`) counting as all of them; 0 when none does. A word
-    that is another path ("pkgb/ops.py" for pkga/ops.py) does not name it."""
+    its directories) it spells, the whole path (from the project or the repository, or
+    absolute under `root`) counting as all of them; 0 when it does not. A mention is a
+    whole word of a path, not the end of another one: "pkgb/ops.py" does not name pkga/ops.py."""
     if not text:
         return 0
     rel = path[len(prefix):] if prefix and path.startswith(prefix) else path
-    want = PurePosixPath(rel).parts
-    whole = {rel, path}
-    top = f"{Path(root).as_posix().rstrip('/')}/" if root is not None else None
-    best = 0
-    for word in _PATHLIKE.findall(text):
-        word = word.rstrip(".")
-        if top and word.startswith(top):
-            word = word[len(top):]
-        if word.startswith("/"):
-            continue  # an absolute path outside the project names none of its files
-        parts = tuple(p for p in word.split("/") if p not in ("", "."))
-        if not parts:
-            continue
-        if "/".join(parts) in whole:
-            return len(want)
-        if len(parts) < len(want) and want[-len(parts):] == parts:
-            best = max(best, len(parts))
-    return best
+    parts = PurePosixPath(rel).parts
+    whole = [rel, path] + ([f"{Path(root).as_posix().rstrip('/')}/{rel}"] if root is not None else [])
+    if any(_mentions(text, p, relative=not p.startswith("/")) for p in whole):
+        return len(parts)
+    for k in range(len(parts) - 1, 0, -1):
+        if _mentions(text, "/".join(parts[-k:])):
+            return k
+    return 0
+
+
+def _mentions(text: str, path: str, relative: bool = True) -> bool:
+    """Whether the text has the path as a whole word (after a space or quote, not after
+    another path's "/"; "./" before a relative one is fine; before "." ending a sentence)."""
+    lead = r"(?<![\w./-])(?:\./)*" if relative else r"(?<![\w./-])"
+    return re.search(lead + re.escape(path) + r"(?![\w/-]|\.\w)", text) is not None
 
 
 def closest(tasks: set[str], match) -> set[str]:

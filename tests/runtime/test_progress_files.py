@@ -193,6 +193,8 @@ def test_naming_counts_how_much_of_a_path_a_text_spells():
     assert naming("wrote /elsewhere/pkga/ops.py", path, "proj/", root=Path("/work/proj")) == 0
     assert naming("operations", path, "proj/") == 0 and naming("", path) == 0
     assert naming("edit b/c.py", "a/b/c.py") == 2 and naming("edit a/b/c.py", "a/b/c.py") == 3
+    assert naming("kept ops.py.bak", "ops.py") == 0 and naming("see `ops.py`.", "ops.py") == 1
+    assert naming('wrote "docs/my notes.md"', "docs/my notes.md") == 2
 
 
 def test_a_full_path_in_a_goal_beats_a_file_name_in_another(tmp_path):
