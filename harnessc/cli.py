@@ -479,6 +479,7 @@ def _execute(root: Path, plan: dict, opts) -> None:
     # start children; other commands keep their start-up cost and stay debuggable.)
     prctl.make_undumpable()
     from .runtime.lock import Locked
+    from .runtime.preflight import Refused
     from .runtime.session import execute
     from .runtime.state import StateError
 
@@ -486,6 +487,9 @@ def _execute(root: Path, plan: dict, opts) -> None:
     view = displaymod.make_display(console)
 
     def on_start(runner, recovered):
+        warning = runner.preflight.warning() if runner.preflight else None
+        if warning:
+            click.echo(f"warning: {warning}", err=True)
         if recovered["interrupted_attempts"]:
             n = len(recovered["interrupted_attempts"])
             click.echo(f"resuming: {plural(n, 'interrupted attempt')} will start again", err=True)
@@ -499,6 +503,12 @@ def _execute(root: Path, plan: dict, opts) -> None:
                          on_start=on_start)
     except Locked as e:
         fail_usage(str(e), hint="wait for it, or stop it with `harnessc stop`")
+    except Refused as e:  # nothing was called or charged
+        for line in e.lines:
+            click.echo(f"harnessc: error: {line}", err=True)
+        click.echo("  hint: nothing was run; fix these agents or choose others with --agent/--agents "
+                   "(`harnessc doctor` checks every agent)", err=True)
+        sys.exit(Exit.USAGE)
     except StateError as e:
         fail_usage(str(e))
     finally:
@@ -594,6 +604,44 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
     _execute(root, plan, opts)
 
 
+@cli.command()
+@output_option("text", "json")
+@pass_ctx
+def doctor(ctx: Context, output: str) -> None:
+    """Check that every agent can be used (keys, SDKs, CLIs and their versions, base_url
+    reachable, replay cassettes) and the git identity when a task commits; calls no agent."""
+    import json
+
+    from .runtime import doctor as doctormod
+    from .runtime import prctl
+
+    root = ctx.root()
+    plan = _runtime_plan(root, no_build=False)  # the plan `run` would use (built when stale)
+    prctl.make_undumpable()  # before `<cli> --version` runs: our environment holds the keys
+    result = doctormod.diagnose(root, plan)
+    if output == "json":
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        for line in _doctor_lines(result):
+            click.echo(line)
+    sys.exit(Exit.OK if result.ok else Exit.PROBLEMS)
+
+
+def _doctor_lines(result) -> list[str]:
+    """`doctor`: a row per agent (its verdict, then what was checked), git, and what a run
+    would refuse."""
+    from .wording import table
+
+    rows = [(a.agent, a.provider, a.verdict, "; ".join(c.detail for c in a.checks) or "nothing to check (offline)")
+            for a in result.agents]
+    lines = [table(("agent", "provider", "verdict", "checks"), rows)]
+    lines += [f"git: {c.detail}" for c in result.git]
+    lines += [f"run would refuse: task '{task}' has no usable agent ({', '.join(route)})"
+              for task, route in result.stranded.items()]
+    lines.append("ok: no problems found" if result.ok else f"{plural(result.problems, 'problem')} found")
+    return lines
+
+
 def _duration_option(flag: str, text: str | None) -> float | None:
     from .compiler.vocab import parse_duration
 
@@ -623,12 +671,13 @@ def _dry_run(root: Path, plan: dict, opts) -> NoReturn:
 
     try:
         view = preview(root, plan, opts.select, opts.exclude, opts.rerun, opts.max_cost,
-                       Router(plan.agents, force=opts.agent, only=opts.agents))
+                       Router(plan.agents, force=opts.agent, only=opts.agents),
+                       replaying=opts.cassettes == "replay")
     except StateError as e:
         fail_usage(str(e))
     for line in view.lines():
         click.echo(line)
-    sys.exit(Exit.OK)
+    sys.exit(Exit.USAGE if view.check.refused else Exit.OK)  # the run would refuse to start
 
 
 @cli.command()

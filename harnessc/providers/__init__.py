@@ -32,6 +32,7 @@ class Provider:
     cli: bool = False  # a coding CLI: the only kind that takes `permissions:`
     windows: Mapping[str, int] = field(default_factory=dict)  # model-id prefix -> context window (tokens)
     default_window: int | None = None  # a CLI run without `model:`: its default model's window
+    sdk: str | None = None  # the SDK package its agent imports (installed by harnessc[llm])
 
     def agent_factory(self) -> Any:
         """What builds this provider's agent from (name, config, root): its class, or a

@@ -43,5 +43,6 @@ PROVIDER = Provider(
     defaults={"max_tokens": 8192},
     cache_rates=(0.1, 1.25),
     windows=WINDOWS,
+    sdk="anthropic",
     requires={"model": "add the model id, e.g. `model: claude-sonnet-4-5` (the Messages API has no default model)"},
 )

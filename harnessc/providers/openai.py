@@ -46,6 +46,7 @@ PROVIDER = Provider(
     api_key_env="OPENAI_API_KEY",
     cache_rates=(0.1, 1.0),
     windows=WINDOWS,
+    sdk="openai",
     requires={"model": "add the model id, e.g. `model: gpt-5.2`, or the name a local server serves it under"
                        " (e.g. `model: qwen3:8b` for Ollama)"},
 )

@@ -12,6 +12,7 @@ from pathlib import Path
 from ..outcome import NOTHING, money, plural, run_outcome
 from ..planfile import Plan, PlanNode
 from ..workspace import Workspace
+from .preflight import RunCheck, Usability, check_run
 from .router import Router
 from .state import NoState, StateStore
 from .work import Work, plan_work, row_state
@@ -25,6 +26,8 @@ class Preview:
     budget: tuple[float, str] | None  # (USD, where it comes from)
     spent: float = 0.0  # the project's ledger so far
     router: Router = field(default_factory=Router)
+    check: RunCheck | None = None  # the pre-flight of the tasks that would start
+
 
     def lines(self) -> list[str]:
         nodes = {n.id: n for n in self.plan.nodes}
@@ -47,6 +50,10 @@ class Preview:
                                              for i, (c, w) in enumerate(zip(r, widths))).rstrip())
         if not self.work.nothing_to_run(self.rows):
             out += [f"would skip: {tid} ({why})" for tid, why in self.work.blocked.items()]
+        if self.check is not None and self.check.refused:
+            out += [f"would refuse to start: {line}" for line in self.check.problem_lines()]
+        elif self.check is not None and self.check.warning():
+            out.append(f"would warn: {self.check.warning()}")
         if self.work.stale:
             out.append(f"stale, left as they are (--rerun stale re-runs them): {', '.join(self.work.stale)}")
         if start:
@@ -81,7 +88,7 @@ def _cost(node: PlanNode) -> float | None:
 
 
 def preview(root: Path, plan: Plan, select: list[str], exclude: list[str], rerun: str | None,
-            max_cost: float | None, router: Router | None = None) -> Preview:
+            max_cost: float | None, router: Router | None = None, replaying: bool = False) -> Preview:
     """Raises state.StateError for an unusable state.db, plan.PlanError for a bad selector."""
     rows: dict[str, dict] = {}
     kept, spent = None, 0.0
@@ -104,4 +111,8 @@ def preview(root: Path, plan: Plan, select: list[str], exclude: list[str], rerun
         budget = (float(plan_limit), "budget.max_cost_usd in harness.yaml")
     else:
         budget = None
-    return Preview(plan, work, rows, budget, spent, router or Router(plan.agents))
+    router = router or Router(plan.agents)
+    usability = Usability(plan.agents, Workspace(root), replaying)
+    check = check_run(plan, router, work.startable, usability)
+    router.unusable = usability.unusable
+    return Preview(plan, work, rows, budget, spent, router, check)

@@ -11,7 +11,9 @@ then the stronger agents of routing.escalation, capped at routing.max_fallbacks)
   with the task's retry count reset.
 
 Each move is an event with the reason. The `Router` is the one place that decides which
-agents a run may use and in which order.
+agents a run may use and in which order. An agent the pre-flight found unusable for a task
+(`unusable`, runtime/preflight.py: no key, no SDK, no executable, no cassette) is left out
+of that task's route.
 
 A task the compiler routed `auto` (routing.default: auto, nothing pinned) is routed again
 here: among the plan's agents, the cheapest one expected to succeed (each agent's `tier`
@@ -24,7 +26,7 @@ are checked before each call (health.py), not here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..estimates import cost_usd
@@ -108,10 +110,21 @@ class Router:
                                    f"(defined: {', '.join(sorted(known))})")
         self.force = force
         self.only = list(dict.fromkeys(only)) if only else None
+        # (agent, task id) -> True when the agent cannot serve the task (set by the run)
+        self.unusable: Callable[[str, str], bool] | None = None
 
     def route(self, node: PlanNode) -> Route:
+        """The task's chain without the agents that cannot serve it (the run refused to start
+        when none can; the whole chain then, so the call says why)."""
+        agents = self.chain(node)
+        if self.unusable is not None:
+            agents = [a for a in agents if not self.unusable(a, node.id)] or agents
+        return Route(agents)
+
+    def chain(self, node: PlanNode) -> list[str]:
+        """Every agent that may serve the task, in order, usable or not."""
         if self.force:
-            return Route([self.force])
+            return [self.force]
         if node.routing.auto and len(self.configs) > 1:
             agents = self.ranked(node)
         else:
@@ -119,7 +132,7 @@ class Router:
             agents = list(dict.fromkeys([first, *(node.routing.chain or [])]))
         if self.only is not None:
             agents = [a for a in agents if a in self.only] or self.only[:1]
-        return Route(agents)
+        return agents
 
     # ------------------------------------------------------------------ auto
 

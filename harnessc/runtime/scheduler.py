@@ -39,6 +39,7 @@ from .history import History
 from .throttle import Throttle
 from .cassettes import Cassettes
 from .iteration import TaskRun
+from .preflight import RunCheck
 from .router import REHEARSAL, Router
 from .state import TERMINAL_OK, StateError, StateStore
 from .steering import Steering
@@ -137,6 +138,8 @@ class Runner:
         self._system: str | None = None  # the system prompt: one per plan, rendered once
         self.targets: set[str] = set()
         self.stale: list[str] = []
+        self.planned: Work | None = None  # what idle_result found to do (the pre-flight checks it)
+        self.preflight: RunCheck | None = None  # what the pre-flight found (session.py)
         if listeners:
             store.listeners = listeners
         # The operator's side of a run: the inbox and overrides, alerts, periodic summaries.
@@ -221,8 +224,8 @@ class Runner:
         for `retry`), decided before a run is recorded; None when there is work."""
         self.store.ensure_tasks(self.nodes, {i for i, n in self.nodes.items() if n.done})
         rows = self.store.tasks()
-        work = plan_work(self.plan, rows, self.opts.select, self.opts.exclude,
-                         rerun=self.opts.rerun, only=self.opts.only)
+        work = self.planned = plan_work(self.plan, rows, self.opts.select, self.opts.exclude,
+                                        rerun=self.opts.rerun, only=self.opts.only)
         if not work.nothing_to_run(rows):
             return None
         self.targets, self.stale = work.targets, work.stale

@@ -10,7 +10,7 @@ from typing import Callable
 
 from .. import providers
 from ..workspace import Workspace, storage_reason
-from . import reaper
+from . import preflight, reaper
 from .lock import RunLock
 from .scheduler import RunOptions, RunResult, Runner, new_run_id, write_results
 from .state import StateError, StateStore
@@ -29,11 +29,22 @@ def keep_max_cost(store: StateStore, opts: RunOptions) -> tuple[RunOptions, floa
     return dataclasses.replace(opts, max_cost=kept), kept
 
 
+def check_agents(runner: Runner, workspace: Workspace, opts: RunOptions) -> None:
+    """The pre-flight of the tasks this run would start: raises preflight.Refused when one of
+    them has no usable agent, else has the router pass the unusable ones over."""
+    usability = preflight.Usability(runner.plan.agents, workspace, replaying=opts.cassettes == "replay")
+    checked = preflight.check_run(runner.plan, runner.router, runner.planned.startable, usability)
+    if checked.refused:
+        raise preflight.Refused(checked.problem_lines())
+    runner.router.unusable = usability.unusable
+    runner.preflight = checked
+
+
 def execute(root: Path, plan: dict, opts: RunOptions,
             listeners: list[Callable[[dict], None]] | None = None,
             on_start: Callable[[Runner, dict], None] | None = None) -> RunResult:
     """Run the plan to the end (or a stop). Raises lock.Locked, state.StateError,
-    workspace.WorkspaceError."""
+    workspace.WorkspaceError, preflight.Refused (nothing was started)."""
     workspace = Workspace(root)
     lock = RunLock(workspace)
     lock.acquire()
@@ -48,6 +59,7 @@ def execute(root: Path, plan: dict, opts: RunOptions,
         idle = runner.idle_result()
         if idle is not None:
             return idle  # nothing to run: no run recorded, no run directory
+        check_agents(runner, workspace, opts)
         options = {k: (sorted(v) if isinstance(v, set) else v)
                    for k, v in dataclasses.asdict(opts).items()}
         store.start_run(new_run_id(), options)
@@ -56,6 +68,9 @@ def execute(root: Path, plan: dict, opts: RunOptions,
                         tasks=recovered["interrupted_tasks"])
         if ended:
             store.event("leftovers_ended", pids=ended)
+        if runner.preflight.passed_over:
+            store.event("agents_passed_over", message=runner.preflight.warning(),
+                        agents={a: sorted(set(whys.values())) for a, whys in runner.preflight.passed_over.items()})
         if on_start:
             on_start(runner, recovered)
         with reaper.adopting(store.run_id):

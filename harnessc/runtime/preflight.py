@@ -1,0 +1,222 @@
+"""Pre-flight: what can be known about an agent before its first call (`run` and `doctor`).
+
+An agent is unusable when the variable holding its key is unset, its SDK is not installed,
+its executable is not on PATH, or - replay, and every agent of `run --replay` - the task's
+cassette is missing. The checks are cheap (os.environ, importlib.util.find_spec,
+shutil.which, a stat) and import no SDK.
+
+`run` refuses to start when a task it would run has only unusable agents on its route (one
+line per problem, nothing called, nothing charged); otherwise the router passes the
+unusable agents over (`Router.unusable`) and the run says so in one warning line.
+`harnessc doctor` (runtime/doctor.py) runs the same checks and slower ones.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from .. import providers
+from ..compiler.argv import split_command
+from ..planfile import Plan, PlanNode
+from ..workspace import Workspace
+from .router import REHEARSAL, Router
+
+SDK_HINT = "pip install 'harnessc[llm]'"
+RECORD_HINT = "record it with `harnessc run --record`"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One thing checked about an agent: what, whether it passed, and what was found."""
+
+    what: str  # key | sdk | executable | cassettes | version | base_url
+    ok: bool
+    detail: str
+
+
+def agent_config(agents: dict[str, dict], name: str) -> dict | None:
+    """An agent's settings; the built-in rehearsal agent's when it is not defined."""
+    if name in agents:
+        return agents[name]
+    return {"provider": "simulate"} if name == REHEARSAL else None
+
+
+def executable(config: dict) -> str | None:
+    """The program a command or CLI agent runs (its argv[0]); None for other providers."""
+    unit = providers.get(config.get("provider"))
+    if unit is None or not (unit.cli or unit.name == "command"):
+        return None
+    try:
+        argv = split_command(config["command"]) if config.get("command") else []
+    except ValueError:  # unbalanced quotes: lint reports them
+        return None
+    if argv:
+        return argv[0]
+    if unit.cli:  # the CLI's own executable (claude, codex, gemini), as its agent class names it
+        return unit.agent_factory().executable
+    return None
+
+
+def find_executable(program: str, config: dict, root: Path) -> str | None:
+    """Where `program` is found as the agent would run it: on the PATH its environment gets
+    (`env: {PATH: ...}` wins), or, as a path, from the project directory it runs in."""
+    if os.sep in program:
+        path = Path(program) if os.path.isabs(program) else root / program
+        return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+    search = (config.get("env") or {}).get("PATH", os.environ.get("PATH", os.defpath))
+    return shutil.which(program, path=search)
+
+
+def agent_checks(config: dict, root: Path, replaying: bool = False) -> list[Check]:
+    """The cheap checks of one agent, whatever task it serves (`run --replay` needs no key,
+    SDK or program: every call is answered from the cassettes)."""
+    unit = providers.get(config.get("provider"))
+    if unit is None:
+        return [Check("provider", False, f"unknown provider '{config.get('provider')}'")]
+    if replaying or unit.name == "replay":
+        return cassette_dir_checks(config)
+    checks = []
+    env = unit.key_env(config)
+    if env:
+        ok = bool(os.environ.get(env))
+        checks.append(Check("key", ok, f"{env} is {'set' if ok else 'not set'}"))
+    if unit.sdk:
+        ok = importlib.util.find_spec(unit.sdk) is not None
+        checks.append(Check("sdk", ok, f"the {unit.sdk} SDK is installed" if ok
+                            else f"the {unit.sdk} SDK is not installed ({SDK_HINT})"))
+    program = executable(config)
+    if program:
+        found = find_executable(program, config, root)
+        if found:
+            checks.append(Check("executable", True, f"{program} is {found}"))
+        else:
+            checks.append(Check("executable", False, f"'{program}' is not an executable file" if os.sep in program
+                                else f"'{program}' is not on PATH"))
+    return checks
+
+
+def cassette_dir_checks(config: dict) -> list[Check]:
+    """A replay agent's `cassette:` directory must be inside the project (as ReplayAgent insists)."""
+    directory = config.get("cassette") if config.get("provider") == "replay" else None
+    if directory and not _inside(directory):
+        return [Check("cassettes", False, f"cassette {directory!r} must be a directory inside the project")]
+    return []
+
+
+def _inside(directory: str) -> bool:
+    rel = Path(directory)
+    return not (rel.is_absolute() or ".." in rel.parts or "\0" in directory)
+
+
+def cassette_path(workspace: Workspace, config: dict, task_id: str) -> Path:
+    """The cassette a replayed call of `task_id` is served from (runtime/cassettes.py)."""
+    directory = config.get("cassette") if config.get("provider") == "replay" else None
+    return workspace.cassette(task_id, workspace.root / directory if directory else None)
+
+
+class Usability:
+    """Which agents can serve which task in this run; the cheap checks, each agent's once."""
+
+    def __init__(self, agents: dict[str, dict], workspace: Workspace, replaying: bool = False):
+        self.agents, self.workspace, self.replaying = agents, workspace, replaying
+        self._problems: dict[str, list[str]] = {}
+
+    def problems(self, agent: str) -> list[str]:
+        """Why `agent` cannot serve any task ([] when it can)."""
+        if agent not in self._problems:
+            config = agent_config(self.agents, agent)
+            self._problems[agent] = (
+                [c.detail for c in agent_checks(config, self.workspace.root, self.replaying) if not c.ok]
+                if config is not None else [f"agent '{agent}' is not defined in harness.yaml"])
+        return self._problems[agent]
+
+    def missing_cassette(self, agent: str, task_id: str) -> str | None:
+        """For a replayed agent: why `task_id`'s cassette cannot be served (it is missing)."""
+        config = agent_config(self.agents, agent) or {}
+        if not (self.replaying or config.get("provider") == "replay"):
+            return None
+        path = cassette_path(self.workspace, config, task_id)
+        return None if path.is_file() else f"{self.workspace.rel(path)} does not exist"
+
+    def why(self, agent: str, task_id: str) -> str | None:
+        """Why `agent` cannot serve `task_id`, or None when it can."""
+        problems = self.problems(agent)
+        if problems:
+            return "; ".join(problems)
+        return self.missing_cassette(agent, task_id)
+
+    def unusable(self, agent: str, task_id: str) -> bool:
+        return self.why(agent, task_id) is not None
+
+
+@dataclass
+class RunCheck:
+    """What the pre-flight found for the tasks a run would start."""
+
+    stranded: dict[str, list[str]] = field(default_factory=dict)  # task -> its route: nothing usable
+    passed_over: dict[str, dict[str, str]] = field(default_factory=dict)  # agent -> {task: why}
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.stranded)
+
+    def problem_lines(self) -> list[str]:
+        """One line per problem behind a refusal: an agent and why, with the tasks it strands."""
+        lines: dict[tuple[str, str], list[str]] = {}
+        for task, route in self.stranded.items():
+            for agent in route:
+                why = self.passed_over[agent][task]
+                lines.setdefault((agent, why), []).append(task)
+        out = []
+        for (agent, why), tasks in lines.items():
+            only = "the only agent" if all(len(self.stranded[t]) == 1 for t in tasks) else "no other usable agent"
+            out.append(f"agent '{agent}' cannot be used: {why} ({only} of {_task_list(tasks)})")
+        return out
+
+    def warning(self) -> str | None:
+        """The one line a run starts with when it passes agents over."""
+        if not self.passed_over:
+            return None
+        parts = []
+        for agent, whys in self.passed_over.items():
+            reasons = sorted(set(whys.values()))
+            parts.append(f"{agent} ({reasons[0]}" + (f"; and {len(reasons) - 1} more" if len(reasons) > 1 else "")
+                         + ")")
+        return "passing over unusable agents: " + ", ".join(parts) + " (`harnessc doctor` checks the setup)"
+
+
+def _task_list(tasks: list[str]) -> str:
+    shown = ", ".join(f"'{t}'" for t in tasks[:5])
+    more = f" and {len(tasks) - 5} more" if len(tasks) > 5 else ""
+    return ("task " if len(tasks) == 1 else "tasks ") + shown + more
+
+
+def check_run(plan: Plan, router: Router, tasks: Iterable[str], usability: Usability) -> RunCheck:
+    """The pre-flight of the tasks a run would start, on their routes as `router` builds them."""
+    nodes: dict[str, PlanNode] = {n.id: n for n in plan.nodes}
+    result = RunCheck()
+    for tid in tasks:
+        route = router.chain(nodes[tid])
+        usable = False
+        for agent in route:
+            why = usability.why(agent, tid)
+            if why is None:
+                usable = True
+            else:
+                result.passed_over.setdefault(agent, {})[tid] = why
+        if not usable:
+            result.stranded[tid] = route
+    return result
+
+
+class Refused(Exception):
+    """`run` will not start: some task it would run has no usable agent."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__("; ".join(lines))
+        self.lines = lines
