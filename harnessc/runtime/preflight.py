@@ -141,7 +141,7 @@ class Usability:
         if not (self.replaying or config.get("provider") == "replay"):
             return None
         path = cassette_path(self.workspace, config, task_id)
-        return None if path.is_file() else f"{self.workspace.rel(path)} does not exist"
+        return None if path.is_file() else f"{self.workspace.rel(path)} does not exist ({RECORD_HINT})"
 
     def why(self, agent: str, task_id: str) -> str | None:
         """Why `agent` cannot serve `task_id`, or None when it can."""

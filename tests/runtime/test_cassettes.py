@@ -122,15 +122,19 @@ def test_a_request_asked_more_often_than_recorded_says_so(tmp_path) -> None:
 def test_replay_without_cassettes_or_with_a_damaged_one(tmp_path) -> None:
     (tmp_path / "agent.py").write_text(SCRIPT, encoding="utf-8")
     _project(tmp_path)
-    r = harnessc(tmp_path, "run", "--replay")
-    assert r.returncode == 1
-    tasks = {t["id"]: t for t in json.loads(harnessc(tmp_path, "status", "--json").stdout)["tasks"]}
-    assert ".harness/cassettes/a.jsonl does not exist (record it with `harnessc run --record`)" in tasks["a"]["error"]
+    r = harnessc(tmp_path, "run", "--replay")  # the pre-flight refuses: nothing is called
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.splitlines()[:2] == [
+        f"harnessc: error: agent 'llm' cannot be used: .harness/cassettes/{t}.jsonl does not exist "
+        f"(record it with `harnessc run --record`) (the only agent of task '{t}')" for t in ("a", "b")]
+    assert harnessc(tmp_path, "status", "--json").returncode == 0
+    assert json.loads(harnessc(tmp_path, "status", "--json").stdout)["run"] is None
     assert not list(tmp_path.glob("seen-*"))
 
     (tmp_path / ".harness/cassettes").mkdir()
     (tmp_path / ".harness/cassettes/a.jsonl").write_text('{"v": 1, "key": "x"}\n{"v": 1\n')
-    r = harnessc(tmp_path, "run", "--replay", "--rerun", "failed")
+    (tmp_path / ".harness/cassettes/b.jsonl").write_text("")
+    r = harnessc(tmp_path, "run", "--replay")
     assert r.returncode == 1
     tasks = {t["id"]: t for t in json.loads(harnessc(tmp_path, "status", "--json").stdout)["tasks"]}
     assert ".harness/cassettes/a.jsonl line 1 is not a recorded call (no request with task, system and prompt)" \
@@ -158,10 +162,11 @@ def test_provider_replay_serves_a_committed_cassette_directory(tmp_path) -> None
     assert {t: _attempts(tmp_path, t) for t in ("a", "b")} == recorded
 
     _project(tmp_path, agent={"provider": "replay", "cassette": "../elsewhere"})
-    r = harnessc(tmp_path, "run", "--rerun", "all")
-    assert r.returncode == 1
-    error = {t["id"]: t for t in json.loads(harnessc(tmp_path, "status", "--json").stdout)["tasks"]}["a"]["error"]
-    assert error == "agent 'llm': cassette '../elsewhere' must be a directory inside the project, e.g. tests/cassettes"
+    r = harnessc(tmp_path, "run", "--rerun", "all")  # refused by the pre-flight
+    assert r.returncode == 2
+    assert r.stderr.startswith("harnessc: error: agent 'llm' cannot be used: cassette '../elsewhere' must be "
+                               "a directory inside the project (the only agent of tasks 'a', 'b')\n"), r.stderr
+    assert {t: _attempts(tmp_path, t) for t in ("a", "b")} == recorded
 
 
 def test_recorded_api_errors_replay_by_kind_keys_never_recorded_and_no_sdk_imported(tmp_path) -> None:
