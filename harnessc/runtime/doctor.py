@@ -161,8 +161,9 @@ async def _reachable(base_url: str) -> Check:
         return Check("base_url", False, f"{where} is unreachable (no answer within {CONNECT_TIMEOUT:g}s)")
     except socket.gaierror:
         return Check("base_url", False, f"{where} is unreachable (unknown host)")
-    except OSError as e:
-        return Check("base_url", False, f"{where} is unreachable ({(e.strerror or str(e)).lower()})")
+    except OSError as e:  # asyncio words it "Connect call failed": say what the errno says
+        why = os.strerror(e.errno) if e.errno else str(e)
+        return Check("base_url", False, f"{where} is unreachable ({why[:1].lower() + why[1:]})")
     writer.close()
     try:
         await writer.wait_closed()

@@ -93,7 +93,8 @@ def agent_checks(config: dict, root: Path, replaying: bool = False) -> list[Chec
     if program:
         found = find_executable(program, config, root)
         if found:
-            checks.append(Check("executable", True, f"{program} is {found}"))
+            checks.append(Check("executable", True, f"{program} is an executable file" if os.sep in program
+                                else f"{program} is {found}"))
         else:
             checks.append(Check("executable", False, f"'{program}' is not an executable file" if os.sep in program
                                 else f"'{program}' is not on PATH"))
