@@ -127,7 +127,7 @@ def test_lint_from_inside_the_project_names_files_from_there(tmp_path: Path) -> 
 def test_output_json_is_one_spelling_and_old_spellings_are_hidden_aliases(demo: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     out.write_text('{"score": 5}')
-    for args in (["lint"], ["build"], ["ls"], ["graph"], ["contracts"],
+    for args in (["lint"], ["build"], ["ls"], ["graph"], ["contracts"], ["doctor"],
                  ["validate", "--contract", "research_report", str(out)]):
         r = run("-C", str(demo), *args, "--output", "json")
         assert r.returncode in (0, 1), (args, r.stderr)

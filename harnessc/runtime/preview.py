@@ -28,7 +28,6 @@ class Preview:
     router: Router = field(default_factory=Router)
     check: RunCheck | None = None  # the pre-flight of the tasks that would start
 
-
     def lines(self) -> list[str]:
         nodes = {n.id: n for n in self.plan.nodes}
         start = self.work.startable
