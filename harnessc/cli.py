@@ -338,13 +338,17 @@ def graph(ctx: Context, output: str) -> None:
     click.echo(render(project.plan["nodes"]), nl=False)
 
 
+UNREADABLE_SPEC = ("HC002", "HC003")  # contracts.yaml or harness.yaml too large, or not UTF-8
+
+
 @cli.command()
 @click.option("--contract", "contract_name", required=True, help="A contract name (project or built-in).")
 @click.argument("file", type=click.Path(dir_okay=False))
 @output_option("text", "json")
 @pass_ctx
 def validate(ctx: Context, contract_name: str, file: str, output: str) -> None:
-    """Validate an output JSON file against a contract: exit 0 valid, 1 invalid."""
+    """Validate an output JSON file against a contract: exit 0 valid, 1 invalid, 2 when the
+    contract or the file cannot be read. Works outside a project with a built-in contract."""
     import json
 
     from .compiler import check, load
@@ -355,10 +359,12 @@ def validate(ctx: Context, contract_name: str, file: str, output: str) -> None:
 
     root = ctx.root(must_exist=False)
     project = Project(root=root)
-    for p in (load.discover, load.load_config, load.load_contracts, check.check_contracts):
+    for p in (load.discover_contracts, load.load_config, load.load_contracts, check.check_contracts):
         p(project)
     if project.diags.has_errors():  # a contract lint refuses is not one to validate against
-        sys.exit(report(project.diags, project.sources, "text", False, root=project.root))
+        code = report(project.diags, project.sources, "text", False, root=project.root)
+        unreadable = any(d.code in UNREADABLE_SPEC for d in project.diags.errors)
+        sys.exit(Exit.USAGE if unreadable else code)
     load.to_models(project)
     if contract_name not in project.contracts:
         fail_usage(f"unknown contract '{contract_name}'",

@@ -323,6 +323,27 @@ def test_validate_output_against_contracts(demo: Path, tmp_path: Path) -> None:
     assert r.returncode == 2 and "did you mean 'weekly_brief'" in r.stderr
 
 
+def test_validate_outside_a_project_uses_the_builtins(tmp_path: Path) -> None:
+    # docs/cli.md: a built-in contract needs no project; it failed with HC001 "roadmap.md not found".
+    out = tmp_path / "out.json"
+    out.write_text(json.dumps({"title": "T", "summary": "S"}))
+    r = run("validate", "--contract", "research_report", "out.json", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "HC001" not in r.stdout + r.stderr
+    assert "out.json: $.findings: required field is missing" in r.stdout
+    # the contract or the file cannot be read: exit 2, as docs/cli.md says
+    r = run("validate", "--contract", "research_reprt", "out.json", cwd=tmp_path)
+    assert r.returncode == 2 and "did you mean 'research_report'" in r.stderr
+    r = run("validate", "--contract", "research_report", "missing.json", cwd=tmp_path)
+    assert r.returncode == 2 and "cannot read missing.json" in r.stderr
+    (tmp_path / "latin1.json").write_bytes(b'{"title": "caf\xe9"}')
+    r = run("validate", "--contract", "research_report", "latin1.json", cwd=tmp_path)
+    assert r.returncode == 2 and "cannot read latin1.json" in r.stderr
+    (tmp_path / "contracts.yaml").write_bytes(b"contracts:\n  x: {description: caf\xe9}\n")
+    r = run("validate", "--contract", "research_report", "out.json", cwd=tmp_path)
+    assert r.returncode == 2 and "HC003" in r.stdout, r.stdout + r.stderr
+
+
 def test_validate_bounds_hostile_regexes_and_costly_rules(tmp_path: Path) -> None:
     # Each of these hung `validate` (backtracking regexes, rules whose cost grew with the data).
     root = tmp_path / "p"

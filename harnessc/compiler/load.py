@@ -51,6 +51,12 @@ def discover(project: Project) -> None:
         if not any(d.span.path == ROADMAP for d in project.diags.items):
             project.diags.error("HC001", "roadmap.md not found", Span(ROADMAP, 1, 1),
                                 "create one with `harnessc init`, or pass -C DIR to point at the project")
+    discover_contracts(project)
+
+
+def discover_contracts(project: Project) -> None:
+    """Read contracts.yaml and harness.yaml, when there are any: all `validate` needs (it
+    works outside a project, against the built-in contracts)."""
     for name in (CONTRACTS, HARNESS):
         _read(project, name, MAX_BYTES)
 
