@@ -529,7 +529,7 @@ def _execute(root: Path, plan: dict, opts) -> None:
         click.echo(result.outcome.headline())
     else:
         click.echo(run_summary_line(result.outcome, result.cost_usd, result.total_cost_usd, result.elapsed))
-    for line in next_steps(result.outcome, result.tasks):
+    for line in next_steps(result.outcome, result.tasks, result.budget_stop):
         click.echo(line)
     sys.exit(result.exit_code)
 

@@ -16,6 +16,7 @@ tasks degraded, and dependents' prompts mark that output as unverified.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Iterable
@@ -148,6 +149,30 @@ def run_summary_line(outcome: RunOutcome, run_cost: float, total_cost: float, el
             f" {elapsed:.1f}s)")
 
 
+@dataclass(frozen=True)
+class BudgetStop:
+    """The run budget that stopped a run: its limit, and what spent so far plus the
+    estimates of the tasks left come to (the work a run to the end needs)."""
+    kind: str  # "cost" (budget.max_cost_usd or --max-cost, USD) or "tokens" (budget.max_tokens)
+    limit: float
+    needed: float
+
+    def higher(self) -> float:
+        """A limit that lets the run go on: twice this one, or what the tasks left need if
+        that is more, rounded up to two significant figures ($0.25 -> $0.5)."""
+        want = max(2 * self.limit, self.needed, 1e-2 if self.kind == "cost" else 1000)
+        step = 10 ** (math.floor(math.log10(want)) - 1)
+        return round(math.ceil(want / step - 1e-9) * step, 10)
+
+    def step(self) -> tuple[str, str]:
+        """The next step: the same `harnessc run` would stop again at once."""
+        if self.kind == "cost":
+            return (f"harnessc run --max-cost {self.higher():g}",
+                    f"go on with a higher budget (the ${self.limit:g} one is used up: `harnessc run` alone stops again at once)")
+        return ("harnessc run", f"after raising budget.max_tokens in harness.yaml (its {int(self.limit)} are"
+                                f" used up; the tasks left need about {int(self.higher())})")
+
+
 NAMES_SHOWN = 10  # tasks named per line of next steps; the rest are counted
 
 
@@ -157,9 +182,9 @@ def _names(tasks: list[dict]) -> str:
     return ", ".join(names) + (f" and {more} more" if more > 0 else "")
 
 
-def next_steps(outcome: RunOutcome, tasks: list[dict]) -> list[str]:
+def next_steps(outcome: RunOutcome, tasks: list[dict], budget_stop: BudgetStop | None = None) -> list[str]:
     """What to do after a run that did not succeed: the tasks by name, then the commands
-    (as dbt and ruff end a failed run)."""
+    (as dbt and ruff end a failed run). After a budget stop, a higher budget."""
     failed = [t for t in tasks if t["state"] == "failed"]
     blocked = [t for t in tasks if t["state"] == "blocked"]
     skipped = [t for t in tasks if t["state"] == "skipped"]
@@ -181,7 +206,9 @@ def next_steps(outcome: RunOutcome, tasks: list[dict]) -> list[str]:
     if failed or blocked or skipped:
         steps.append(("harnessc retry", "re-run the failed, blocked and skipped tasks" if blocked
                       else "re-run the failed and skipped tasks"))
-    if outcome.exit_code == Exit.STOPPED:
+    if outcome.status == "budget" and budget_stop is not None:
+        steps.append(budget_stop.step())
+    elif outcome.exit_code == Exit.STOPPED:
         steps.append(("harnessc run", "go on where this run stopped"))
     if steps:
         width = max(len(cmd) for cmd, _ in steps)

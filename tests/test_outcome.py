@@ -71,3 +71,16 @@ def test_next_steps_name_the_tasks_and_the_commands():
     assert lines[1] == "  skipped: b (dependency 'a' failed)"
     assert any("harnessc log a" in x for x in lines) and any("harnessc retry" in x for x in lines)
     assert oc.next_steps(run_outcome(["succeeded"]), [{"id": "c", "state": "succeeded"}]) == []
+
+
+def test_a_budget_stop_suggests_a_higher_budget_not_the_same_run():
+    tasks = [{"id": "a", "state": "succeeded"}, {"id": "b", "state": "pending"}]
+    stopped = run_outcome(["succeeded", "pending"], oc.BUDGET, "run budget reached")
+    lines = oc.next_steps(stopped, tasks, oc.BudgetStop("cost", 0.25, 0.2))
+    assert lines[0] == "next steps:" and lines[1].startswith("  harnessc run --max-cost 0.5  "), lines
+    assert not any(x.split() == ["harnessc", "run"] or "go on where" in x for x in lines)
+    # what the tasks left need wins over doubling; two significant figures, rounded up
+    assert oc.BudgetStop("cost", 0.25, 1.234).higher() == 1.3
+    assert oc.BudgetStop("cost", 0, 0).higher() == 0.01
+    tokens = oc.next_steps(stopped, tasks, oc.BudgetStop("tokens", 5000, 7000))
+    assert "budget.max_tokens" in tokens[1] and "10000" in tokens[1], tokens

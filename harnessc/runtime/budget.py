@@ -10,9 +10,10 @@ summary, assist.py) is reserved and settled the same way, in its ledger row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..estimates import estimate_tokens
+from ..outcome import BudgetStop
 from ..planfile import PlanNode
 from .agents.base import Usage, price_cost
 from .state import StateStore
@@ -25,6 +26,7 @@ class Budget:
     store: StateStore
     run_limit: float | None  # USD, plan budget.max_cost_usd or --max-cost
     token_limit: int | None = None  # plan budget.max_tokens: tokens for the whole run
+    refused: str | None = field(default=None, init=False)  # "cost" | "tokens": the run budget that refused a call
 
     def estimate(self, node: PlanNode, agent_cfg: dict, prompt: str) -> float:
         """Cost to reserve for one call: the compiler's estimate, else the agent's price."""
@@ -51,11 +53,13 @@ class Budget:
         if self.run_limit is not None:
             spent = self.store.spent()
             if spent >= self.run_limit or spent + cost > self.run_limit:
+                self.refused = "cost"
                 return "run", (f"run budget reached: ${spent:.4f} spent or reserved of "
                                f"${self.run_limit:.4f} (next call needs ~${cost:.4f})")
         if self.token_limit is not None:
             used = self.store.tokens_spent()
             if used >= self.token_limit or used + tokens > self.token_limit:
+                self.refused = "tokens"
                 return "run", (f"token budget reached: {used} tokens used or reserved of "
                                f"{self.token_limit} (next call needs ~{tokens})")
         task_limit = node.limits.budget_usd
@@ -63,6 +67,16 @@ class Budget:
             spent = self.store.spent(node.id)
             if spent >= task_limit or spent + cost > task_limit:
                 return "task", (f"task budget reached: ${spent:.4f} of ${float(task_limit):.4f}")
+        return None
+
+    def stop(self, left: list[PlanNode]) -> BudgetStop | None:
+        """Which run budget stopped the run, with what the `left` tasks would need past it."""
+        if self.refused == "cost" and self.run_limit is not None:
+            estimates = [n.estimate.cost_usd for n in left if n.estimate and n.estimate.cost_usd is not None]
+            return BudgetStop("cost", self.run_limit, self.store.spent() + sum(estimates))
+        if self.refused == "tokens" and self.token_limit is not None:
+            estimates = [n.estimate.input_tokens + n.estimate.output_tokens for n in left if n.estimate]
+            return BudgetStop("tokens", self.token_limit, self.store.tokens_spent() + sum(estimates))
         return None
 
 

@@ -77,6 +77,7 @@ class RunResult:
     elapsed: float
     cost_usd: float = 0.0  # spent or reserved by this run
     total_cost_usd: float = 0.0  # the project's ledger, across runs until `reset --all`
+    budget_stop: outcomes.BudgetStop | None = None  # the run budget that stopped the run
 
     @property
     def status(self) -> str:
@@ -438,9 +439,12 @@ class Runner:
         tasks = [task_summary(rows[t], paths.get(t)) for t in sorted(self.targets, key=lambda i: self.nodes[i].order)
                  if t in rows]
         states = [t["state"] for t in tasks]
-        return RunResult(run_id, outcomes.run_outcome(states, *(ending or self._ending())), tasks, self.stale,
+        outcome = outcomes.run_outcome(states, *(ending or self._ending()))
+        left = [self.nodes[t["id"]] for t in tasks if t["state"] not in (*outcomes.COMPLETE, *outcomes.BROKEN)]
+        return RunResult(run_id, outcome, tasks, self.stale,
                          elapsed, cost_usd=self.store.run_spent(run_id),
-                         total_cost_usd=self.store.spent())
+                         total_cost_usd=self.store.spent(),
+                         budget_stop=self.budget.stop(left) if outcome.status == "budget" else None)
 
     def _ending(self) -> tuple[str, str | None]:
         """How the run ended (outcome.FINISHED, STOP, ABORT, BUDGET, FAIL_FAST, STATE_LOST) and why."""

@@ -118,10 +118,13 @@ def test_max_cost_is_kept_across_resumes_and_the_summary_shows_this_runs_cost(tm
                   agents={"rehearsal": {"provider": "simulate", "price": price}}, concurrency=1)
     r = harnessc(tmp_path, "run", "--max-cost", "0.25")
     assert r.returncode == 3, r.stdout + r.stderr
+    # the next step is a higher budget: a plain `harnessc run` would stop again at once
+    step = "  harnessc run --max-cost 0.5  go on with a higher budget (the $0.25 one is used up"
+    assert step in r.stdout and "go on where this run stopped" not in r.stdout, r.stdout
     done1 = sum(t["state"] == "succeeded" for t in _status(tmp_path)["tasks"])
     r = harnessc(tmp_path, "run")  # no flag: the last --max-cost still holds
     assert r.returncode == 3, r.stdout + r.stderr
-    assert "budget: $0.25 from an earlier --max-cost" in r.stderr
+    assert "budget: $0.25 from an earlier --max-cost" in r.stderr and step in r.stdout
     assert sum(t["state"] == "succeeded" for t in _status(tmp_path)["tasks"]) == done1
     r = harnessc(tmp_path, "run", "--max-cost", "100")
     assert r.returncode == 0, r.stdout + r.stderr
