@@ -182,6 +182,24 @@ def _names(tasks: list[dict]) -> str:
     return ", ".join(names) + (f" and {more} more" if more > 0 else "")
 
 
+SKIP_REASONS_SHOWN = 5  # lines of skipped tasks, one per reason; the rest are counted
+
+
+def _skipped_lines(skipped: list[dict]) -> list[str]:
+    """The skipped tasks grouped by why each was skipped (an operator's skip is not a failed
+    dependency): `  skipped: b, c (dependency 'a' failed)`."""
+    by_reason: dict[str, list[dict]] = {}
+    for t in skipped:
+        why = (t.get("error") or "no reason recorded").removeprefix("skipped ")
+        by_reason.setdefault(why, []).append(t)
+    reasons = list(by_reason.items())
+    lines = [f"  skipped: {_names(ts)} ({why})" for why, ts in reasons[:SKIP_REASONS_SHOWN]]
+    rest = sum(len(ts) for _, ts in reasons[SKIP_REASONS_SHOWN:])
+    if rest:
+        lines.append(f"  skipped: {rest} more, for other reasons (`harnessc status` lists them)")
+    return lines
+
+
 def next_steps(outcome: RunOutcome, tasks: list[dict], budget_stop: BudgetStop | None = None) -> list[str]:
     """What to do after a run that did not succeed: the tasks by name, then the commands
     (as dbt and ruff end a failed run). After a budget stop, a higher budget."""
@@ -193,9 +211,7 @@ def next_steps(outcome: RunOutcome, tasks: list[dict], budget_stop: BudgetStop |
         lines.append(f"  failed:  {_names(failed)}")
     if blocked:
         lines.append(f"  blocked: {_names(blocked)} (stuck after every recovery step: a human decides)")
-    if skipped:
-        why = skipped[0].get("error") if len(skipped) == 1 else None
-        lines.append(f"  skipped: {_names(skipped)} ({why or 'a dependency failed or was not selected'})")
+    lines += _skipped_lines(skipped)
     steps = []
     if failed:
         first = failed[0]["id"]

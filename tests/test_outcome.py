@@ -84,3 +84,11 @@ def test_a_budget_stop_suggests_a_higher_budget_not_the_same_run():
     assert oc.BudgetStop("cost", 0, 0).higher() == 0.01
     tokens = oc.next_steps(stopped, tasks, oc.BudgetStop("tokens", 5000, 7000))
     assert "budget.max_tokens" in tokens[1] and "10000" in tokens[1], tokens
+
+
+def test_skipped_tasks_are_grouped_by_their_reason():
+    tasks = [{"id": f"s{i}", "state": "skipped", "error": f"dependency 'f{i}' failed"} for i in range(7)]
+    tasks.append({"id": "x", "state": "skipped", "error": None})
+    lines = oc.next_steps(run_outcome([t["state"] for t in tasks]), tasks)
+    assert lines[:oc.SKIP_REASONS_SHOWN] == [f"  skipped: s{i} (dependency 'f{i}' failed)" for i in range(5)]
+    assert lines[oc.SKIP_REASONS_SHOWN] == "  skipped: 3 more, for other reasons (`harnessc status` lists them)"

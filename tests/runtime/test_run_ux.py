@@ -103,6 +103,26 @@ def test_a_failed_run_ends_with_next_steps_and_a_second_run_has_nothing_to_do(tm
     assert _run_dirs(tmp_path) == runs and _status(tmp_path)["run"]["id"] == runs[0]
 
 
+def test_the_summary_keeps_each_skipped_tasks_reason(tmp_path):
+    # An operator's skip is not "a dependency failed"; each reason gets its own line.
+    write_project(tmp_path, [node("a", accept=[{"id": "gate", "argv": ["false"], "timeout": 5}],
+                                  retry={"max_retries": 0, "on_failure": "fail", "delays": [0]}),
+                             node("b", depends_on=["a"]), node("c"), node("d", depends_on=["c"]),
+                             node("e", depends_on=["a"])], concurrency=1)
+    inbox = tmp_path / ".harness" / "inbox"
+    inbox.mkdir(parents=True)
+    (inbox / "skip.json").write_text(json.dumps({"command": "skip", "task": "c"}))
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    i = lines.index("  failed:  a")
+    assert lines[i + 1:i + 4] == [
+        "  skipped: b, e (dependency 'a' failed)",
+        "  skipped: c (by the operator (inbox))",
+        "  skipped: d (dependency 'c' skipped)",
+    ], r.stdout
+
+
 def test_a_complete_project_has_nothing_to_run_and_makes_no_run(tmp_path):
     write_project(tmp_path, [node("a"), node("b", depends_on=["a"])])
     assert harnessc(tmp_path, "run").returncode == 0
