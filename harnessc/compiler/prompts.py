@@ -38,18 +38,31 @@ def _undefined_class():
     """StrictUndefined whose error knows the object it looked in and the name it looked for,
     so HC502 can say `task has no field 'deadline'` and list task's fields."""
     from jinja2 import StrictUndefined, UndefinedError
+    from jinja2.exceptions import SecurityError
 
     class UndefinedIn(UndefinedError):
         def __init__(self, obj, name, message=None):
             super().__init__(message)
             self.obj, self.name = obj, name
 
+    class UnsafeAccess(SecurityError):
+        hint = "templates run sandboxed: attributes starting with '_' and methods that change a value are not available"
+
+        def __init__(self, name, message=None):
+            super().__init__(message)
+            self.name = name
+
     class LocatedUndefined(StrictUndefined):
         __slots__ = ()
 
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            self._undefined_exception = partial(UndefinedIn, self._undefined_obj, self._undefined_name)
+            # The sandbox's unsafe access (`''.__class__`) is an Undefined that raises
+            # SecurityError: it stays one (HC503), not an undefined name (HC502).
+            if issubclass(self._undefined_exception, SecurityError):
+                self._undefined_exception = partial(UnsafeAccess, self._undefined_name)
+            else:
+                self._undefined_exception = partial(UndefinedIn, self._undefined_obj, self._undefined_name)
 
     return LocatedUndefined
 
@@ -157,7 +170,7 @@ def _render(plan: dict, root: Path, name: str, context: dict) -> str:
                               _at_name(span, root, getattr(e, "name", None)), hint) from None
     except SecurityError as e:  # unsafe access, or a bound of compiler/sandbox.py
         raise TemplateProblem("HC503", f"{getattr(e, 'what', 'template did something unsafe')}: {e}",
-                              _template_span(e, str(root), templates),
+                              _at_name(_template_span(e, str(root), templates), root, getattr(e, "name", None)),
                               getattr(e, "hint", "templates run sandboxed")) from None
     except TemplateError as e:
         raise TemplateProblem("HC503", f"template error: {e}", _template_span(e, str(root), templates)) from None
