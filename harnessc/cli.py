@@ -270,6 +270,9 @@ def _compiled_or_exit(ctx: Context):
     return project
 
 
+SELECTOR_HINT = "selectors: id, +id, id+, tag:x, phase:x; space = union, comma = intersection"
+
+
 @cli.command(name="ls")
 @click.option("-s", "--select", "select", multiple=True, help="Selectors: id, +id, id+, tag:x, phase:x.")
 @click.option("--exclude", multiple=True, help="Selectors to leave out.")
@@ -293,7 +296,7 @@ def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
     try:
         chosen = select_ids(views, list(select), list(exclude))
     except SelectionError as e:
-        fail_usage(str(e), "selectors: id, +id, id+, tag:x, phase:x; space = union, comma = intersection")
+        fail_usage(str(e), e.hint or SELECTOR_HINT)
     views = [v for v in views if v["id"] in chosen]
     if output == "json":
         nodes = {n.id: n for n in project.plan.nodes}
@@ -603,8 +606,8 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
         Router(plan.agents, force=opts.agent, only=opts.agents)
     except RoutingError as e:
         fail_usage(str(e))
-    except Exception as e:  # a selector that matches nothing, or a bad one
-        fail_usage(str(e))
+    except planmod.PlanError as e:  # a selector that matches nothing, or a bad one
+        fail_usage(str(e), e.hint or SELECTOR_HINT)
     if dry_run:
         _dry_run(root, plan, opts)
     _execute(root, plan, opts)

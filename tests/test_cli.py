@@ -294,6 +294,19 @@ def test_ls_unknown_selector_is_usage_error(demo: Path) -> None:
     assert r.returncode == 2 and "no task matches 'nope'" in r.stderr
 
 
+@pytest.mark.parametrize("command", [["ls"], ["run", "--dry-run"], ["run"]])
+def test_a_tag_or_phase_that_matches_nothing_says_so_with_what_there_is(demo: Path, command) -> None:
+    # `run -s tag:nosuch` ran nothing and exited 0, as if the work were done.
+    known = "tags: analysis, sales; phases: phase-1-inputs, phase-2-analysis, phase-3-brief"
+    r = run("-C", str(demo), *command, "-s", "tag:nosuch")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "harnessc: error: no task has a tag matching 'nosuch'" in r.stderr and f"hint: {known}" in r.stderr
+    r = run("-C", str(demo), *command, "-s", "phase:phase-2-analysys")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"hint: did you mean 'phase:phase-2-analysis'? {known}" in r.stderr
+    assert not (demo / ".harness" / "runs").exists()
+
+
 def test_graph_mermaid_and_dot(demo: Path) -> None:
     r = run("-C", str(demo), "graph")
     assert r.returncode == 0 and r.stdout.startswith("flowchart TD")

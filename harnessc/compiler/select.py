@@ -1,6 +1,7 @@
 """dbt-style task selection: `id`, `+id` (with ancestors), `id+` (with descendants), `tag:x`,
 `phase:x` (the phase's slug, its leading words, or its number: phase:phase-1, phase:1);
-space-separated selectors are a union, comma-joined ones an intersection."""
+space-separated selectors are a union, comma-joined ones an intersection. A selector that
+matches no task is a SelectionError."""
 
 from __future__ import annotations
 
@@ -9,7 +10,39 @@ import re
 
 
 class SelectionError(ValueError):
-    pass
+    """A selector that is empty or matches no task (a usage error: exit 2, as dbt warns of a
+    criterion that matches nothing); `hint` names what there is to select."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
+
+
+NAMES_LISTED = 20  # tags, phases or ids a hint lists; the rest are counted
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(names[:NAMES_LISTED])
+    return shown + (f" and {len(names) - NAMES_LISTED} more" if len(names) > NAMES_LISTED else "")
+
+
+def _nothing_matched(kind: str, want: str, tasks: list[dict]) -> SelectionError:
+    """`tag:nosuch`: say so, with the closest selector and the tags and phases there are."""
+    from ..diagnostics import closest
+
+    tags = sorted({tag for t in tasks for tag in t.get("tags") or []})
+    phases = list(dict.fromkeys(_slug(t["phase"]) for t in tasks if t.get("phase")))
+    if kind == "id":
+        message, choices = f"no task matches '{want}'", [t["id"] for t in tasks]
+    else:
+        message, choices = (f"no task has a tag matching '{want}'" if kind == "tag"
+                            else f"no phase matches '{want}'"), tags if kind == "tag" else phases
+    near = closest(want, choices)
+    known = (f"tags: {_listed(tags)}" if tags else "no task has tags") + "; " + (
+        f"phases: {_listed(phases)}" if phases else "no task is in a phase")
+    if near:
+        known = f"did you mean '{near if kind == 'id' else f'{kind}:{near}'}'? " + known
+    return SelectionError(message, known)
 
 
 def _closure(start: set[str], edges: dict[str, list[str]]) -> set[str]:
@@ -56,15 +89,16 @@ def _atom(atom: str, tasks: list[dict], parents: dict, children: dict) -> set[st
     if not core:
         raise SelectionError(f"empty selector '{atom}'")
     if core.startswith("tag:"):
-        want = core[4:]
+        kind, want = "tag", core[4:]
         base = {t["id"] for t in tasks if any(fnmatch.fnmatchcase(tag, want) for tag in t.get("tags") or [])}
     elif core.startswith("phase:"):
-        want = core[6:]
+        kind, want = "phase", core[6:]
         base = {t["id"] for t in tasks if t.get("phase") and _phase_matches(t["phase"], want)}
     else:
+        kind, want = "id", core
         base = {t["id"] for t in tasks if fnmatch.fnmatchcase(t["id"], core)}
-        if not base:
-            raise SelectionError(f"no task matches '{core}'")
+    if not base:  # a typo, not a wish to select nothing: say so rather than run nothing
+        raise _nothing_matched(kind, want, tasks)
     out = set(base)
     if up:
         out |= _closure(base, parents)

@@ -19,7 +19,12 @@ from ..workspace import Workspace
 
 
 class PlanError(Exception):
-    """The plan cannot be used: missing, unreadable, wrong version, or failed to build."""
+    """The plan cannot be used: missing, unreadable, wrong version, or failed to build; or a
+    selector matches none of its tasks. `hint` says what to do, when there is more to say."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
 
 
 # ------------------------------------------------------------------ plan loading
@@ -113,7 +118,7 @@ def select_ids(plan: planfile.Plan, selectors: list[str], exclude: list[str]) ->
     try:
         return select(plan.nodes, selectors, exclude)
     except SelectionError as e:
-        raise PlanError(str(e)) from None
+        raise PlanError(str(e), e.hint) from None
 
 
 def ensure_plan(root: Path, no_build: bool, say) -> planfile.Plan:
