@@ -3,6 +3,7 @@ aligned tables."""
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 
@@ -38,3 +39,42 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+_CODE = re.compile(r"(`[^`]*`)")  # a command or value quoted in backticks: never cut
+LEAD_IN = 100  # characters of prose kept before a command: what it is for
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` in about `limit` characters: the prose around backtick-quoted commands is cut
+    at word boundaries (longest part first, marked "..."), keeping the words that lead into
+    a command; the commands stay whole, so a line ending "(`harnessc tell a \"...\"`)" can
+    still be pasted (it may stay over `limit` for them)."""
+    if len(text) <= limit:
+        return text
+    parts = _CODE.split(text)  # prose at even indexes, commands at odd ones
+    excess = len(text) - limit
+    for i in sorted(range(0, len(parts), 2), key=lambda i: -len(parts[i])):
+        if excess <= 0:
+            break
+        before_command = i + 1 < len(parts)
+        cut = _elide(parts[i], excess, LEAD_IN if before_command else 0)
+        excess -= len(parts[i]) - len(cut)
+        parts[i] = cut
+    return "".join(parts)
+
+
+def _elide(prose: str, drop: int, tail: int) -> str:
+    """`prose` at least `drop` characters shorter, its middle (or end) replaced by "...", cut
+    between words; up to `tail` characters of its end are kept."""
+    keep = len(prose) - drop - 3
+    if keep <= 0:
+        return (" " if prose.startswith(" ") else "") + "..." + (" " if prose.endswith(" ") else "")
+    tail = min(tail, keep // 2)
+    head = prose[:keep - tail]
+    if not prose[len(head)].isspace():  # back to the end of the last whole word
+        head = head[:head.rfind(" ") + 1] if " " in head else ""
+    end = prose[len(prose) - tail:] if tail else ""
+    if end and not prose[len(prose) - tail - 1].isspace():  # on to the start of the next word
+        end = end[end.find(" ") + 1:] if " " in end else ""
+    return head.rstrip() + "..." + (" " + end if end else "")

@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ..wording import shorten
 from . import summaries
 
 FINAL = {"task_succeeded": "succeeded", "task_degraded": "degraded", "task_failed": "failed",
@@ -41,8 +42,9 @@ def _paused(ev: dict) -> str:
 
 
 # Alerts for alerts.log that the display already says in a line of its own (the pause, the
-# resume, the run's last line): not printed twice.
-SAID_ELSEWHERE = ("paused", "resumed", "run_finished")
+# resume, the run's last line, a task's stuck iteration and its `[n/m] blocked` line): not
+# printed twice.
+SAID_ELSEWHERE = ("paused", "resumed", "run_finished", "stuck", "blocked")
 
 # What the operator's side of a run says (steering.py, alerts.py, summaries.py), in words.
 OPERATOR_WORDS = {
@@ -71,8 +73,9 @@ def heartbeat_seconds() -> float:
 
 
 def _first_line(text: str | None, limit: int = 300) -> str:
+    """The first line of `text`, shortened between words, its `commands` kept whole."""
     line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-    return line[:limit] + ("..." if len(line) > limit else "")
+    return shorten(line, limit)
 
 
 class Progress:
@@ -85,6 +88,7 @@ class Progress:
         self.tokens = 0
         self.runner = None
         self.iteration: dict[str, int] = {}  # task -> its iteration in flight (or last)
+        self.stuck_why: dict[str, str] = {}  # task -> why its iteration in flight was found stuck
 
     @property
     def finished(self) -> int:
@@ -98,6 +102,8 @@ class Progress:
             self.total = ev.get("tasks", 0)  # the tasks this run set out to finish
         elif kind == "attempt_started":
             self.iteration[ev["task"]] = ev["iteration"]
+        elif kind == "stuck":  # comes before its attempt's end, which says it
+            self.stuck_why[ev["task"]] = ev.get("reason") or ""
         elif kind == "attempt_finished":
             self.cost += ev.get("cost_usd") or 0.0
             self.tokens += ev.get("tokens") or 0
@@ -109,7 +115,8 @@ class Progress:
             on = f"on {ev['agent']}" + (f", refinement {ev['level']}" if ev.get("level") else "")
             return f"{task}: started {on}" if ev["iteration"] == 1 else f"{task}: iteration {ev['iteration']} {on}"
         if kind == "attempt_finished" and ev.get("status") in ATTEMPT_WORDS:
-            errs = ev.get("errors") or []
+            why = self.stuck_why.pop(task, None) if ev["status"] == "stuck" else None
+            errs = ev.get("errors") or ([why] if why else [])
             return (f"{task}: iteration {self.iteration.get(task, '?')} {ATTEMPT_WORDS[ev['status']]}"
                     + (f": {_first_line(errs[0], 200)}" if errs else ""))
         if kind in FINAL:
@@ -204,8 +211,8 @@ class LiveDisplay(Progress):
         super().on_event(ev)
         if ev["kind"] in self.SHOWN and ev.get("status") not in self.QUIET_ATTEMPTS:
             line = self.describe(ev)
-            if line:
-                self.console.print(escape(line))
+            if line:  # one line, wrapped by the terminal: a command in it is never broken in two
+                self.console.print(escape(line), soft_wrap=True)
 
     def _render(self):
         running = self.runner.live if self.runner else {}

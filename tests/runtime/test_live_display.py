@@ -110,3 +110,54 @@ def test_live_display_shows_a_paused_run_and_stop_ends_it(tmp_path, monkeypatch)
     assert code == 3, text
     assert "paused (HARNESSC_PAUSE=1): in-flight calls finish, nothing new starts; `harnessc resume` continues" in text
     assert re.search(r"paused · 0/1 finished", text), text
+
+
+STUCK = {"provider": "simulate", "complete_after": 99, "progress": "none"}  # the same text, never a claim
+STUCK_WHY = "2 iterations in a row with identical output and no file changed (no claim verified)"
+
+
+def _blocked_project(root):
+    write_project(root, [node("loop", completion_promise="DONE", routing={"agent": "weak", "chain": ["strong"]},
+                              limits={"stuck_after": 2})],
+                  agents={"weak": STUCK, "strong": STUCK}, loop={"recovery": {"prompt_mutations": 0}})
+
+
+def test_stuck_and_blocked_are_said_once_each_and_the_commands_stay_on_one_line(tmp_path):
+    # Each stuck iteration was told twice (its alert and its attempt line), the block twice
+    # (the [n/m] line and its alert), and rich broke `harnessc tell loop "..."` over two lines.
+    _blocked_project(tmp_path / "tty")
+    code, raw = run_in_pty([*CLI, "-C", str(tmp_path / "tty"), "run"])
+    from .helpers import harnessc
+
+    _blocked_project(tmp_path / "pipe")
+    piped = harnessc(tmp_path / "pipe", "run")
+    for text in (ANSI.sub("", raw), piped.stdout):
+        assert code == 1 and piped.returncode == 1, text
+        lines = text.splitlines()
+        for i in (2, 4):  # weak's stuck iteration, then strong's
+            assert sum(f"loop: iteration {i} stuck: {STUCK_WHY}" in x for x in lines) == 1, text
+        assert not any(f"loop: stuck: {STUCK_WHY}" in x for x in lines), text
+        blocked = [x for x in lines if "loop blocked: stuck (" in x or "loop: blocked: stuck" in x]
+        assert len(blocked) == 1, text
+        assert blocked[0].endswith("tell the agent what to do differently (`harnessc tell loop \"...\"`),"
+                                   " then `harnessc retry loop`"), text
+    # alerts.log keeps them all
+    kinds = [x.split('"kind": "')[1].split('"')[0] for x in (tmp_path / "pipe" / ".harness" / "alerts.log")
+             .read_text().splitlines()]
+    assert kinds.count("stuck") == 2 and kinds.count("blocked") == 1, kinds
+
+
+def test_a_long_reason_is_cut_between_words_and_its_commands_stay_whole():
+    from harnessc.runtime.display import Progress
+
+    why = "the agent answered the same thing again " * 10
+    error = (f"blocked: stuck ({why.strip()}) after every recovery step (prompt rewrites: none; agents: weak);"
+             " tell the agent what to do differently (`harnessc tell loop \"...\"`), then `harnessc retry loop`")
+    p = Progress()
+    p.total = 1
+    line = p.describe({"kind": "task_blocked", "task": "loop", "error": error})
+    head = "[0/1] loop blocked: "
+    assert len(error) > 400 and len(line) <= len(head) + 300, line
+    assert line.endswith("what to do differently (`harnessc tell loop \"...\"`), then `harnessc retry loop`"), line
+    kept = line.removeprefix(head + "stuck (").split("...")[0]
+    assert kept and why.startswith(kept + " "), kept  # cut after a whole word
