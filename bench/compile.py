@@ -40,6 +40,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import harnessc_env  # bench/: this script's directory
+
 N_CONTRACTS = 100
 AREAS = ("api", "ui", "data", "infra", "docs", "qa", "auth", "billing")
 AGENTS = ("fast", "careful", "reviewer")
@@ -447,6 +449,7 @@ def report(results: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    harnessc_env.require()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1000,10000,100000", help="comma-separated task counts")
     ap.add_argument("--runs", type=int, default=3, help="build runs per size below 100k (median)")

@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+import harnessc_env  # bench/: this script's directory
+
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "specs" / "demo"
 SCHEMA = REPO / "harnessc" / "schemas" / "contracts.schema.json"  # the package's copy, committed
@@ -49,6 +51,7 @@ def _time(argv: list[str], cwd: Path) -> tuple[float, int]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    harnessc_env.require()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args(argv)

@@ -26,6 +26,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import harnessc_env  # noqa: E402  (bench/: this script's directory)
+
+harnessc_env.require()
+
 from harnessc.runtime.scheduler import RunOptions  # noqa: E402
 from harnessc.runtime.session import execute  # noqa: E402
 from tests.runtime.helpers import node, write_project  # noqa: E402  (hand-made plans)

@@ -26,6 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import harnessc_env  # noqa: E402  (bench/: this script's directory)
+
+harnessc_env.require()
+
 from harnessc.planfile import Limits, PlanNode, Retry, Routing  # noqa: E402
 from harnessc.runtime.progress import ProgressMeter, Settings  # noqa: E402
 

@@ -48,6 +48,10 @@ from typing import Any, Callable
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import harnessc_env  # noqa: E402  (bench/: this script's directory)
+
+harnessc_env.require("aiohttp", "anthropic", "openai")
+
 from harnessc.compiler.contract_schema import PROVIDERS, is_strict, provider_schema  # noqa: E402
 from harnessc.runtime.agents.base import Request, make_agent  # noqa: E402
 from harnessc.runtime.agents.errors import AgentError, retry_delay  # noqa: E402

@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import harnessc_env  # bench/: this script's directory
+
 REPO = Path(__file__).resolve().parents[1]
 HARNESSC = [sys.executable, "-c", "from harnessc.cli import main; main()"]
 
@@ -86,8 +88,10 @@ def measure(strategy: str, tasks: int, seed: int) -> dict:
         if build.returncode:
             raise SystemExit(f"{strategy}: build failed:\n{build.stdout}{build.stderr}")
         t0 = time.perf_counter()
-        subprocess.run([*HARNESSC, "-C", d, "run"], capture_output=True, text=True)
+        run = subprocess.run([*HARNESSC, "-C", d, "run"], capture_output=True, text=True)
         wall = time.perf_counter() - t0
+        if run.returncode not in (0, 1):  # 1: some tasks failed, which is what is measured
+            raise SystemExit(f"{strategy}: `harnessc run` exited {run.returncode}:\n{run.stderr or run.stdout}")
         status = json.loads(subprocess.run([*HARNESSC, "-C", d, "status", "--output", "json"],
                                            capture_output=True, text=True).stdout)
     rows = status["tasks"]
@@ -97,6 +101,7 @@ def measure(strategy: str, tasks: int, seed: int) -> dict:
 
 
 def main() -> None:
+    harnessc_env.require()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
