@@ -241,9 +241,8 @@ def contract_plan_entry(
         entry.json_schema = schema
         entry.output = {k: _dump(d) for k, d in contract.output.items()}
         entry.provider_schemas = {}
-        for provider in PROVIDERS:
-            sub, moved = provider_schema(schema, provider)
-            entry.provider_schemas[provider] = {"schema": sub, "moved": moved, "strict": is_strict(moved)}
+        for unit in _providers.with_schema():
+            entry.provider_schemas[unit.name] = unit.schema.entry(schema)
     return entry
 
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from .subset import SchemaSubset
+from .subset import DRAFT07, SchemaSubset
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,9 @@ class Provider:
     name: str
     agent: str  # "module:Class" (or a function choosing one), imported on first use
     schema: SchemaSubset | None = None  # None: the provider takes no wire schema
+    # plan.json stores this subset per contract (the API providers); a CLI's is computed from
+    # the contract's schema when it is called, so adding one changes no task's fingerprint
+    schema_in_plan: bool = True
     api_key_env: str | None = None  # the default variable holding the key
     defaults: dict[str, Any] = field(default_factory=dict)  # agent settings when unset
     cache_rates: tuple[float, float] = (1.0, 1.0)  # cache read, write: fractions of the input price
@@ -91,12 +94,16 @@ def _units() -> dict[str, Provider]:
         Provider("command", f"{agents}.command:CommandAgent", requires={"command": (
             "add the argv to run, e.g. `command: [my-agent, --print, '{prompt}']`"
             " ({prompt} and {prompt_file} are replaced, else the prompt goes to stdin)")}),
-        # the CLIs run their vendor's models; without `model:` their own default model
+        # the CLIs run their vendor's models; without `model:` their own default model.
+        # claude's --json-schema: the whole contract as Ajv draft-07 knows it (a non-strict
+        # StructuredOutput tool); codex's --output-schema: OpenAI strict json_schema.
         Provider("claude-code", f"{agents}.cli:ClaudeCodeAgent", cli=True,
+                 schema=SchemaSubset(provider="claude-code", keep=DRAFT07, strict=False), schema_in_plan=False,
                  windows={**anthropic.WINDOWS, **anthropic.CLAUDE_CODE_ALIASES},
                  default_window=anthropic.CLAUDE_CODE_WINDOW),
-        Provider("codex", f"{agents}.cli:CodexAgent", cli=True, windows=openai.WINDOWS,
-                 default_window=openai.CODEX_WINDOW),
+        Provider("codex", f"{agents}.cli:CodexAgent", cli=True,
+                 schema=replace(openai.PROVIDER.schema, provider="codex"), schema_in_plan=False,
+                 windows=openai.WINDOWS, default_window=openai.CODEX_WINDOW),
         Provider("gemini-cli", f"{agents}.cli:GeminiCliAgent", cli=True, windows=gemini.WINDOWS,
                  default_window=gemini.GEMINI_CLI_WINDOW),
         Provider("simulate", f"{agents}.simulate:SimulateAgent"),
@@ -144,5 +151,5 @@ def clis() -> tuple[str, ...]:
 
 
 def with_schema() -> tuple[Provider, ...]:
-    """The providers that take a structured-output schema (plan.json has one per contract)."""
-    return tuple(p for p in REGISTRY.values() if p.schema is not None)
+    """The providers whose structured-output schema plan.json holds, one per contract."""
+    return tuple(p for p in REGISTRY.values() if p.schema is not None and p.schema_in_plan)

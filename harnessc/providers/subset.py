@@ -14,8 +14,13 @@ returns what that provider can be sent, plus what was moved out of it:
   the model to answer `{}`): the node stays free-form, its description says "any JSON
   object/value", and a moved item with keyword `strict` (value false) tells the agent to
   send the schema non-strict or to rely on the prompt alone.
+* A non-strict subset (`strict=False`: Claude Code's `--json-schema`, Anthropic's forced
+  tool) keeps the shape as written (`additionalProperties` of any value, free-form values)
+  and only drops what its validator does not know, e.g. DRAFT07 for an Ajv draft-07 one.
 
-The full contract is still enforced locally, whatever the provider accepted.
+Every subschema is walked (properties, items, anyOf, not, if/then/else, ...), so no `x-`
+key reaches a provider at any depth. The full contract is still enforced locally, whatever
+the provider accepted.
 """
 
 from __future__ import annotations
@@ -31,6 +36,24 @@ COMMON_KEEP = frozenset({
     "type", "description", "enum", "const", "properties", "required",
     "additionalProperties", "items", "anyOf", "$ref", "$defs", "definitions",
 })
+# The draft-07 vocabulary of Ajv 8, which Claude Code compiles `--json-schema` with in strict
+# mode: any other keyword (our `x-from-rules` included) is "strict mode: unknown keyword" and
+# exit 1 (seen with Claude Code 2.1.332; formats are not checked, any name passes).
+DRAFT07 = frozenset({
+    "$id", "$schema", "$ref", "$defs", "definitions", "$comment",
+    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum",
+    "exclusiveMinimum", "maxLength", "minLength", "pattern", "format", "maxItems", "minItems",
+    "uniqueItems", "maxProperties", "minProperties", "required", "nullable",
+    "items", "additionalItems", "contains", "dependencies", "propertyNames", "properties",
+    "patternProperties", "additionalProperties", "not", "anyOf", "oneOf", "allOf", "if", "then", "else",
+    "title", "description", "default", "deprecated", "readOnly", "writeOnly", "examples",
+    "contentMediaType", "contentEncoding",
+})
+# Keywords whose value is a schema, a mapping of names to schemas, or a list of schemas.
+SUBSCHEMA = frozenset({"items", "additionalItems", "additionalProperties", "contains", "propertyNames",
+                       "not", "if", "then", "else"})
+SUBSCHEMA_MAPS = frozenset({"properties", "patternProperties", "definitions", "$defs", "dependencies"})
+SUBSCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "items"})
 
 _TEXT = {
     "minimum": "must be >= {}",
@@ -58,22 +81,30 @@ _MAX_NOTE = 200
 class SchemaSubset:
     provider: str
     keep: frozenset[str]  # keywords the provider accepts
-    formats: frozenset[str] = frozenset()  # string formats it accepts (when it keeps `format`)
-    min_items: frozenset[int] = frozenset()  # minItems values it accepts (when it keeps minItems)
+    formats: frozenset[str] | None = None  # string formats it accepts (None: any)
+    min_items: frozenset[int] | None = None  # minItems values it accepts (None: any)
     all_required: bool = False  # strict mode: every property required, optional ones nullable
+    strict: bool = True  # sent as strict structured output (see the module docstring)
 
     def apply(self, schema: dict) -> tuple[dict, list[dict]]:
         """The subset of `schema` for this provider, and what was moved out of it."""
         moved: list[dict] = []
         return self._subset(schema, "$", moved), moved
 
+    def entry(self, schema: dict) -> dict:
+        """The subset as plan.json stores it: {schema, moved, strict}."""
+        sub, moved = self.apply(schema)
+        return {"schema": sub, "moved": moved, "strict": self.strict and is_strict(moved)}
+
     def keeps(self, keyword: str, value: Any) -> bool:
         if keyword not in self.keep:
             return False
         if keyword == "format":
-            return value in self.formats
+            return self.formats is None or value in self.formats
         if keyword == "minItems":
-            return value in self.min_items
+            return self.min_items is None or value in self.min_items
+        if not self.strict:
+            return True
         if keyword == "enum":  # Anthropic: primitives only; harmless to require it for all
             return all(not isinstance(v, (dict, list)) for v in value)
         if keyword == "additionalProperties":
@@ -94,17 +125,25 @@ class SchemaSubset:
                 moved.append({"path": path, "keyword": key, "value": value, "provider": self.provider})
                 notes.append(_note(key, value))
                 continue
-            if key == "properties":
-                out[key] = {k: self._subset(v, f"{path}.properties.{k}", moved) for k, v in value.items()}
-            elif key == "items":
-                out[key] = self._subset(value, f"{path}.items", moved)
-            elif key in ("anyOf", "allOf"):
-                out[key] = [self._subset(v, f"{path}.{key}[{i}]", moved) for i, v in enumerate(value)]
-            elif key in ("$defs", "definitions"):
-                out[key] = {k: self._subset(v, f"{path}.{key}.{k}", moved) for k, v in value.items()}
-            else:
-                out[key] = copy.deepcopy(value)
+            out[key] = self._inner(key, value, path, moved)
+        if self.strict:
+            self._strict_shape(out, path, moved)
+        _append_description(out, notes)
+        return out
 
+    def _inner(self, key: str, value: Any, path: str, moved: list[dict]) -> Any:
+        """A kept keyword's value, its subschemas subset in turn."""
+        if key in SUBSCHEMA_LISTS and isinstance(value, list):
+            return [self._subset(v, f"{path}.{key}[{i}]", moved) for i, v in enumerate(value)]
+        if key in SUBSCHEMA_MAPS and isinstance(value, dict):
+            return {k: self._subset(v, f"{path}.{key}.{k}", moved) for k, v in value.items()}
+        if key in SUBSCHEMA and isinstance(value, dict):
+            return self._subset(value, f"{path}.{key}", moved)
+        return copy.deepcopy(value)
+
+    def _strict_shape(self, out: dict, path: str, moved: list[dict]) -> None:
+        """Strict mode: closed objects (every property required with all_required), and a
+        note for each free-form value strict mode cannot express."""
         types = out.get("type")
         types = types if isinstance(types, list) else [types] if types else []
         if "object" in types:
@@ -122,8 +161,6 @@ class SchemaSubset:
             self._not_strict(out, path, moved, "a value of any type", "any JSON value")
         if "array" in types and "items" not in out:
             self._not_strict(out, path, moved, "a list without an item type", "items of any type")
-        _append_description(out, notes)
-        return out
 
     def _not_strict(self, node: dict, path: str, moved: list[dict], what: str, text: str) -> None:
         moved.append({

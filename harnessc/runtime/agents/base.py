@@ -34,8 +34,13 @@ class Request:
             self.contract = load_contract(self.contract)  # a plan.json entry as parsed JSON
 
     def wire_schema(self, provider: str) -> dict:
-        """The contract's structured-output subset for `provider` ({} without one)."""
-        return self.contract.wire_schema(provider) if self.contract is not None else {}
+        """The structured-output subset for `provider`: {schema, moved, strict}, from plan.json
+        for the providers it holds, else computed from the output schema ({} without one)."""
+        stored = self.contract.wire_schema(provider) if self.contract is not None else {}
+        unit = providers.get(provider)
+        if stored or self.output_schema is None or unit is None or unit.schema is None:
+            return stored
+        return unit.schema.entry(self.output_schema)
 
 
 @dataclass

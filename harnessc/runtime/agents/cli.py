@@ -91,7 +91,10 @@ class CliAgent(SubprocessAgent):
         raise NotImplementedError
 
     def schema(self, request: Request) -> dict | None:
-        return request.output_schema
+        """The schema this CLI is given: its own subset of the contract's (providers/), None
+        when it takes none or the contract has no output."""
+        entry = request.wire_schema(self.provider)
+        return entry.get("schema") if request.output_schema is not None else None
 
     async def call(self, request: Request) -> Response:
         prompt = full_prompt(request)
@@ -164,10 +167,8 @@ class CodexAgent(CliAgent):
     def schema(self, request: Request) -> dict | None:
         # Codex sends the schema as strict json_schema: only the OpenAI strict subset works,
         # and a contract that has none is left to the prompt's description (still checked).
-        entry = request.wire_schema("openai")
-        if request.output_schema is None or not entry or not entry.get("strict"):
-            return None
-        return entry["schema"]
+        entry = request.wire_schema(self.provider)
+        return entry["schema"] if request.output_schema is not None and entry.get("strict") else None
 
     def argv(self, request, prompt, schema_file):
         argv = self.base_argv + ["exec", "--json", "--skip-git-repo-check", "--ephemeral"]
