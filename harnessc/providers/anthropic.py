@@ -4,6 +4,8 @@ Subset (from the Anthropic "JSON Schema limitations" docs and the SDK's own tran
 besides the common keywords it keeps allOf, `format` for the formats it lists and
 `minItems` of 0 or 1. Optional properties stay optional. `pattern` is moved too: Anthropic
 supports only a regex subset and a rejected request is worse than a rule checked locally.
+A contract strict mode cannot express (free-form values) is asked for through a forced
+tool instead, whose `input_schema` is TOOL_SCHEMA: the whole contract, non-strict.
 
 Context windows (platform.claude.com model pages): 200K for every Claude 3.x and 4.x model
 (the 1M of some 4.x models needs a beta header harnessc does not send); 1M for the Claude 5
@@ -13,7 +15,7 @@ generation. Claude Code runs with a 200K window unless asked for `[1m]`.
 from __future__ import annotations
 
 from . import Provider
-from .subset import COMMON_KEEP, SchemaSubset
+from .subset import COMMON_KEEP, DRAFT07, SchemaSubset
 
 # Model-id prefix -> context window in tokens (providers.window_of: the longest prefix wins).
 # Where a family's members differ, the entry is the smallest: a budget too small leaves a
@@ -28,6 +30,9 @@ WINDOWS = {
 CLAUDE_CODE_ALIASES = {"sonnet": 200_000, "opus": 200_000, "haiku": 200_000,
                        "sonnet[1m]": 1_000_000, "opus[1m]": 1_000_000}
 CLAUDE_CODE_WINDOW = 200_000
+
+# A forced tool's input_schema: any JSON Schema (not strict), less harnessc's `x-` keys.
+TOOL_SCHEMA = SchemaSubset(provider="anthropic", keep=DRAFT07, strict=False)
 
 PROVIDER = Provider(
     name="anthropic",

@@ -158,11 +158,14 @@ class FakeAPI:
         usage = {"input_tokens": u.get("input", 10), "output_tokens": u.get("output", 5),
                  "cache_read_input_tokens": u.get("cache_read", 0),
                  "cache_creation_input_tokens": u.get("cache_write", 0)}
-        stop = {None: "end_turn", "max_tokens": "max_tokens", "refusal": "refusal"}[reply.stop]
+        forced = body.get("tool_choice") or {}
+        tool = forced.get("name") if forced.get("type") == "tool" else None  # answered as a tool call
+        stop = {None: "tool_use" if tool else "end_turn", "max_tokens": "max_tokens", "refusal": "refusal"}[reply.stop]
         model = body.get("model", "claude-test")
+        block = ({"type": "tool_use", "id": "toolu_test", "name": tool, "input": _json_or_empty(reply.text)}
+                 if tool else {"type": "text", "text": reply.text})
         message = {"id": "msg_test", "type": "message", "role": "assistant", "model": model,
-                   "content": [{"type": "text", "text": reply.text}], "stop_reason": stop,
-                   "stop_sequence": None, "usage": usage}
+                   "content": [block], "stop_reason": stop, "stop_sequence": None, "usage": usage}
         if not body.get("stream"):
             return web.json_response(message, headers=reply.headers)
 
@@ -174,11 +177,10 @@ class FakeAPI:
         events = [
             ev("message_start", {"type": "message_start", "message": start}),
             ev("content_block_start", {"type": "content_block_start", "index": 0,
-                                       "content_block": {"type": "text", "text": ""}}),
-            ev("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                       "delta": {"type": "text_delta", "text": reply.text[:half]}}),
-            ev("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                       "delta": {"type": "text_delta", "text": reply.text[half:]}}),
+                                       "content_block": dict(block, input={}) if tool else dict(block, text="")}),
+            *(ev("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": (
+                {"type": "input_json_delta", "partial_json": part} if tool else {"type": "text_delta", "text": part})})
+              for part in (reply.text[:half], reply.text[half:])),
             ev("content_block_stop", {"type": "content_block_stop", "index": 0}),
             ev("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                                  "usage": {"output_tokens": usage["output_tokens"]}}),
@@ -297,3 +299,11 @@ class ThreadedFakeAPI(FakeAPI):
         asyncio.run_coroutine_threadsafe(self.close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+
+def _json_or_empty(text: str) -> Any:
+    """A tool call's input: the reply's text as JSON ({} when it is none, as a cut call's)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {}

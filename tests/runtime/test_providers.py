@@ -304,3 +304,76 @@ def test_run_quota_fails_the_task_without_retrying(tmp_path) -> None:
     task = {t["id"]: t for t in status["tasks"]}["t"]
     assert task["state"] == "failed" and requests == 1 and task["attempts"] == 1
     assert "quota" in task["error"] and "agent 'llm'" in task["error"]
+
+
+# ------------------------------------------------------------------ structured output for every contract
+
+def _compiled(name: str, spec) -> dict:
+    from harnessc.compiler.contract_schema import contract_plan_entry
+    from harnessc.compiler.ir import Contract
+
+    return contract_plan_entry(name, spec if isinstance(spec, Contract) else Contract.model_validate(spec))
+
+
+# A contract strict structured output cannot express: a list without an item type, a free-form object.
+LOOSE = {"output": {"title": {"type": "str", "rules": ["len(value) >= 3"]},
+                    "findings": {"type": "list", "rules": ["len(value) >= 1"]},
+                    "meta": {"type": "dict", "required": False}}}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_anthropic_asks_for_a_loose_contract_through_a_forced_tool(stream) -> None:
+    entry = _compiled("report", LOOSE)
+    assert not entry.provider_schemas["anthropic"]["strict"]
+    answer = {"title": "Q3 report", "findings": ["up", {"k": 1}], "meta": {"any": ["thing"]}}
+    req = _request(contract=entry, output_schema=entry.output_schema)
+    out, api = call("anthropic", [Reply.ok(json.dumps(answer))], {"stream": stream}, request=req)
+    assert isinstance(out, Response), out
+    body = api.requests[0].body
+    assert "output_config" not in body
+    assert body["tool_choice"] == {"type": "tool", "name": "report", "disable_parallel_tool_use": True}
+    [tool] = body["tools"]
+    full = {k: v for k, v in entry.json_schema.items() if k != "$schema"}
+    full["properties"]["title"] = {k: v for k, v in full["properties"]["title"].items() if k != "x-from-rules"}
+    full["properties"]["findings"] = {k: v for k, v in full["properties"]["findings"].items() if k != "x-from-rules"}
+    assert tool["name"] == "report" and tool["input_schema"] == full  # the whole contract, rules included
+    assert tool["input_schema"]["properties"]["findings"] == {"type": "array", "minItems": 1}
+    assert "strict" not in tool
+    assert json.loads(out.text) == answer  # the tool call's input is the answer
+
+
+def test_anthropic_tool_answer_cut_at_max_tokens_is_truncated() -> None:
+    entry = _compiled("report", LOOSE)
+    req = _request(contract=entry, output_schema=entry.output_schema)
+    out, api = call("anthropic", [Reply.ok('{"title": "Q', stop="max_tokens")], request=req)
+    assert isinstance(out, AgentError) and out.kind == "truncated", out
+
+
+def _loosened(contract):
+    """A built-in contract as seed 002 writes it: lists without an item type, dicts without fields."""
+    data = contract.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for field in data["output"].values():
+        field.pop("items", None)
+        field.pop("fields", None)
+    return data
+
+
+def _seed_templates():
+    from harnessc.compiler.contract_schema import load_builtin_contracts
+
+    for name, contract in load_builtin_contracts().items():
+        if contract.output:
+            yield name, contract
+            yield name + "_seed", _loosened(contract)
+
+
+@pytest.mark.parametrize("name, spec", [pytest.param(n, s, id=n) for n, s in _seed_templates()])
+def test_every_seed_template_gets_structured_output_on_both_apis(name, spec) -> None:
+    entry = _compiled(name, spec)
+    req = _request(contract=entry, output_schema=entry.output_schema)
+    anthropic = make_agent("a", {"provider": "anthropic", "model": "m"}, Path(".")).params(req)
+    assert "output_config" in anthropic or anthropic["tool_choice"]["type"] == "tool", name
+    for api in ("chat", "responses"):
+        params = make_agent("o", {"provider": "openai", "model": "m", "api": api}, Path(".")).params(req)
+        fmt = params["response_format"]["json_schema"] if api == "chat" else params["text"]["format"]
+        assert fmt["schema"]["type"] == "object" and fmt["name"] == name, (name, api)

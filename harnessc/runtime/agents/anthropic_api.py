@@ -1,7 +1,10 @@
 """Provider `anthropic`: the Messages API through the official SDK (AsyncAnthropic).
 
 Structured output uses `output_config.format` json_schema with the contract's Anthropic
-subset from plan.json (the full contract is still checked locally). The system prompt (the
+subset from plan.json when that subset is strict; a contract strict mode cannot express
+(lists without an item type, free-form objects) is asked for through a forced tool whose
+`input_schema` is the whole contract, non-strict, and the tool call's input is the answer.
+Either way the full contract is still checked locally. The system prompt (the
 stable prefix shared by every task) carries the `cache_control` breakpoint, so the
 task-specific tail is never inside the cached prefix. The call step itself (one request,
 errors classified, `stop_reason` checked before the answer is used) is `sdk.SdkAgent`'s.
@@ -9,9 +12,11 @@ errors classified, `stop_reason` checked before the answer is used) is `sdk.SdkA
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+from ...providers.anthropic import TOOL_SCHEMA
 from .base import Request, Usage
 from .sdk import DONE, MAX_TOKENS, REFUSAL, UNFINISHED, Answer, SdkAgent
 
@@ -47,10 +52,21 @@ class AnthropicAgent(SdkAgent):
             p["system"] = [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]
         if self.config.get("temperature") is not None:
             p["temperature"] = self.config["temperature"]
-        wire = request.wire_schema("anthropic")
-        if request.output_schema is not None and wire.get("strict") and wire.get("schema"):
-            p["output_config"] = {"format": {"type": "json_schema", "schema": wire["schema"]}}
+        if request.output_schema is not None:
+            p.update(self.structured(request))
         return p
+
+    @staticmethod
+    def structured(request: Request) -> dict[str, Any]:
+        """How the contract's output is asked for: strict `output_config`, else a forced tool."""
+        wire = request.wire_schema("anthropic")
+        if wire.get("strict") and wire.get("schema"):
+            return {"output_config": {"format": {"type": "json_schema", "schema": wire["schema"]}}}
+        name = request.schema_name()
+        schema, _ = TOOL_SCHEMA.apply(request.output_schema or {})
+        return {"tools": [{"name": name, "description": "Give your answer: call this once with the output.",
+                           "input_schema": schema}],
+                "tool_choice": {"type": "tool", "name": name, "disable_parallel_tool_use": True}}
 
     async def send(self, client: Any, params: dict[str, Any], timeout: float | None) -> Answer:
         if self.stream:
@@ -65,9 +81,8 @@ class AnthropicAgent(SdkAgent):
         else:
             message = await client.messages.create(**params, timeout=timeout)
             finished = True
-        text = "".join(getattr(b, "text", "") for b in message.content if getattr(b, "type", "") == "text")
         stop = _STOPS.get(message.stop_reason, DONE) if finished else UNFINISHED
-        return Answer(text=text, stop=stop, usage=message.usage)
+        return Answer(text=_text(message, params), stop=stop, usage=message.usage)
 
     @staticmethod
     def usage(u: Any) -> Usage:
@@ -80,3 +95,13 @@ class AnthropicAgent(SdkAgent):
         reasoning = getattr(details, "thinking_tokens", None) or 0
         return Usage(input_tokens=(u.input_tokens or 0) + read + write, output_tokens=u.output_tokens or 0,
                      cache_read_tokens=read, cache_write_tokens=write, reasoning_tokens=reasoning)
+
+
+def _text(message: Any, params: dict[str, Any]) -> str:
+    """The answer: the forced tool's input as JSON when the request asked through a tool,
+    else the text blocks."""
+    forced = (params.get("tool_choice") or {}).get("name")
+    for block in message.content:
+        if forced and getattr(block, "type", "") == "tool_use" and block.name == forced:
+            return json.dumps(block.input, ensure_ascii=False)
+    return "".join(getattr(b, "text", "") for b in message.content if getattr(b, "type", "") == "text")

@@ -42,6 +42,12 @@ class Request:
             return stored
         return unit.schema.entry(self.output_schema)
 
+    def schema_name(self) -> str:
+        """The answer's name on the wire (a json_schema's, a tool's): the contract's name,
+        letters, digits, `_` and `-` only."""
+        name = str((self.contract.name if self.contract is not None else None) or "output")
+        return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:64]
+
 
 @dataclass
 class Usage:

@@ -53,7 +53,7 @@ class OpenAIAgent(SdkAgent):
             return None
         wire = request.wire_schema("openai")
         if self.structured == "json_schema" and wire.get("schema"):
-            return {"type": "json_schema", "name": schema_name(request), "schema": wire["schema"],
+            return {"type": "json_schema", "name": request.schema_name(), "schema": wire["schema"],
                     "strict": bool(wire.get("strict"))}
         if self.structured == "json_object":
             return {"type": "json_object"}
@@ -126,8 +126,3 @@ class OpenAIAgent(SdkAgent):
         return Usage(input_tokens=u.prompt_tokens or 0, output_tokens=u.completion_tokens or 0,
                      cache_read_tokens=getattr(details, "cached_tokens", None) or 0,
                      reasoning_tokens=getattr(out_details, "reasoning_tokens", None) or 0)
-
-
-def schema_name(request: Request) -> str:
-    name = str((request.contract.name if request.contract is not None else None) or "output")
-    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:64]
