@@ -1139,6 +1139,8 @@ def log(ctx: Context, task: str, output: str, last: bool, number: int | None) ->
             click.echo("--- errors")
             for e in a["errors"]:
                 click.echo(f"- {e}")
+        for d in a.get("denials") or ():  # tool calls the agent's permissions refused
+            click.echo(f"--- denied: {d.get('tool')} {d.get('target')}".rstrip())
         for c in a["checks"] or []:
             click.echo(f"--- check {c.get('id') or ' '.join(c['argv'])}: exit {c['returncode']}"
                        + (" (timed out)" if c.get("timed_out") else ""))

@@ -22,7 +22,7 @@ from json.encoder import encode_basestring_ascii as _encode_str
 from ..workspace import Workspace, storage_reason
 from .procs import secret_values
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 APP_ID = "harnessc-state"
 
 TERMINAL_OK = ("succeeded", "degraded", "done")
@@ -47,7 +47,7 @@ CREATE TABLE attempts (
   status TEXT NOT NULL, started_at REAL NOT NULL, finished_at REAL,
   proc_marker TEXT, proc_pid INTEGER, proc_start INTEGER,
   uncached_input_tokens INTEGER, cache_read_tokens INTEGER, cache_write_tokens INTEGER,
-  reasoning_tokens INTEGER, cost_source TEXT, progress TEXT);
+  reasoning_tokens INTEGER, cost_source TEXT, progress TEXT, denials TEXT);
 CREATE INDEX attempts_task ON attempts(task_id, id);
 CREATE TABLE ledger (
   id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, task_id TEXT NOT NULL,
@@ -87,6 +87,9 @@ _MIGRATIONS = {
     4: ("ALTER TABLE ledger ADD COLUMN kind TEXT",
         "ALTER TABLE ledger ADD COLUMN agent TEXT",
         "ALTER TABLE ledger ADD COLUMN tokens INTEGER"),
+    # 5 -> 6: the tool calls a CLI agent's permissions refused during the attempt (JSON list
+    # of {tool, target}; NULL: none, or recorded before this column).
+    5: ("ALTER TABLE attempts ADD COLUMN denials TEXT",),
 }
 
 # The ledger columns of an attempt, summed by usage_totals() (input_tokens is all input).
@@ -594,14 +597,16 @@ class StateStore:
                        cost_usd: float = 0.0, cost_source: str = "no_response", latency: float = 0.0,
                        final_state: str | None = None, output: Any = None,
                        fingerprint: str | None = None, error: str | None = None,
-                       progress: dict | None = None, loop_state: dict | None = None) -> None:
+                       progress: dict | None = None, loop_state: dict | None = None,
+                       denials: list[dict] | None = None) -> None:
         """Complete an attempt with its ledger, settle its reservation to the real cost and
         (optionally) finish the task: one commit.
 
         usage: the call's agents.base.Usage (None: nothing reported, 0 tokens); cost_source:
         where cost_usd came from (agents.base.COST_SOURCES). progress: a loop iteration's
         evidence and score; loop_state: what the task's next iteration carries over
-        (runtime/loop.py), saved in the same commit.
+        (runtime/loop.py), saved in the same commit. denials: the tool calls the agent's
+        permissions refused ({tool, target}).
         """
         now = time.time()
         held = self._reserved.get(attempt_id)
@@ -618,6 +623,8 @@ class StateStore:
                  latency, now, attempt_id))
             if progress is not None:
                 self.db.execute("UPDATE attempts SET progress=? WHERE id=?", (self._json(progress), attempt_id))
+            if denials:
+                self.db.execute("UPDATE attempts SET denials=? WHERE id=?", (self._json(denials), attempt_id))
             if loop_state is not None:
                 self.db.execute(
                     "INSERT INTO loop_state (task_id, data, updated_at) VALUES (?,?,?) ON CONFLICT(task_id)"
@@ -680,7 +687,7 @@ class StateStore:
         rows = []
         for row in self.db.execute("SELECT * FROM attempts WHERE task_id=? ORDER BY id", (task_id,)):
             d = dict(row)
-            for k in ("parsed_output", "errors", "checks", "progress"):
+            for k in ("parsed_output", "errors", "checks", "progress", "denials"):
                 d[k] = self._loads(d[k], f"attempt {d['id']}'s {k}")
             rows.append(d)
         return rows

@@ -457,3 +457,62 @@ def test_gemini_daily_quota_as_seen_after_ten_requests(tmp_path):
     with pytest.raises(AgentError) as e:
         call(agent)
     assert e.value.kind == "quota_exhausted" and e.value.message.endswith(quota)
+
+
+# ------------------------------------------------------------------ refused tool calls (permissions)
+
+# claude 2.1.332, `--permission-mode plan`, a model that called Write: exit 0, a "successful"
+# result, and the refused call in permission_denials (probe against a loopback server)
+CLAUDE_DENIED = {**CLAUDE_OK, "result": "I could not write the file. <promise>DONE</promise>",
+                 "permission_denials": [
+                     {"tool_name": "Write", "tool_use_id": "toolu_1",
+                      "tool_input": {"file_path": "src/app.py", "content": "print('hi')\n"}},
+                     {"tool_name": "Bash", "tool_use_id": "toolu_2", "tool_input": {"command": "rm -rf build"}},
+                     {"tool_name": "WebFetch", "tool_use_id": "toolu_3", "tool_input": {"prompt": "x"}}]}
+
+
+def test_claude_permission_denials_are_read():
+    a = parse_claude(json.dumps(CLAUDE_DENIED), "", 0)
+    assert isinstance(a, Answer)
+    assert a.denials == [{"tool": "Write", "target": "src/app.py"}, {"tool": "Bash", "target": "rm -rf build"},
+                         {"tool": "WebFetch", "target": '{"prompt":"x"}'}]
+    assert parse_claude(json.dumps(CLAUDE_OK), "", 0).denials == []
+
+
+def test_codex_sandbox_refusals_are_denials():
+    events = [
+        {"type": "item.completed", "item": {"id": "i1", "type": "file_change", "status": "failed",
+                                            "changes": [{"path": "src/app.py", "kind": "update"}]}},
+        {"type": "item.completed", "item": {"id": "i2", "type": "command_execution", "command": "touch x",
+                                            "aggregated_output": "touch: cannot touch 'x': Read-only file system",
+                                            "exit_code": 1, "status": "failed"}},
+        {"type": "item.completed", "item": {"id": "i3", "type": "command_execution", "command": "pytest",
+                                            "aggregated_output": "1 failed", "exit_code": 1, "status": "failed"}},
+        {"type": "item.completed", "item": {"id": "i4", "type": "agent_message", "text": "done"}},
+    ]
+    a = parse_codex("\n".join(json.dumps(e) for e in events), "", 0)
+    assert a.denials == [{"tool": "apply_patch", "target": "src/app.py"}, {"tool": "shell", "target": "touch x"}]
+
+
+def test_gemini_rejected_tool_decisions_are_denials():
+    stats = {"tools": {"totalCalls": 3, "byName": {
+        "write_file": {"count": 2, "success": 0, "fail": 2,
+                       "decisions": {"accept": 0, "reject": 2, "modify": 0, "auto_accept": 0}},
+        "read_file": {"count": 1, "success": 1, "fail": 0,
+                      "decisions": {"accept": 0, "reject": 0, "modify": 0, "auto_accept": 1}}}}}
+    a = parse_gemini(json.dumps({**GEMINI_OK, "stats": {**GEMINI_OK["stats"], **stats}}), "", 0)
+    assert a.denials == [{"tool": "write_file", "target": "(2 calls)"}]
+
+
+def test_a_denied_write_is_on_the_attempt_and_in_the_log(tmp_path):
+    root, bindir = tmp_path / "proj", tmp_path / "bin"
+    fake_cli(bindir, "claude", stdout=json.dumps(CLAUDE_DENIED))
+    write_project(root, [node("t1", completion_promise="DONE", routing={"agent": "cc", "chain": ["cc"]})],
+                  agents={"cc": {"provider": "claude-code", "permissions": "read-only"}})
+    e = cli_env(PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    r = harnessc(root, "run", env=e)
+    assert r.returncode == 0, r.stdout + r.stderr
+    log = harnessc(root, "log", "t1", env=e).stdout
+    assert "--- denied: Write src/app.py\n" in log and "--- denied: Bash rm -rf build\n" in log
+    [attempt] = json.loads(harnessc(root, "log", "t1", "--output", "json", env=e).stdout)
+    assert attempt["denials"][0] == {"tool": "Write", "target": "src/app.py"}

@@ -86,11 +86,13 @@ class Response:
     latency: float = 0.0
     notes: list[str] = field(default_factory=list)
     cost_source: str = NO_PRICE  # see COST_SOURCES; agents set it with priced()
+    denials: list[dict] = field(default_factory=list)  # tool calls the agent's permissions refused
 
     def charged(self) -> dict[str, Any]:
-        """The attempt's ledger figures (state.finish_attempt's keywords)."""
+        """What the answer adds to its attempt's row (state.finish_attempt's keywords): the
+        ledger figures, and the tool calls that were refused."""
         return {"usage": self.usage, "cost_usd": self.cost_usd, "cost_source": self.cost_source,
-                "latency": self.latency}
+                "latency": self.latency, "denials": self.denials}
 
 
 class Agent(Protocol):

@@ -5,6 +5,10 @@ shapes and quirks they handle are those recorded in shared/research/providers.md
 Appendix B: Claude's result object (exit 1 *or* 0 with `is_error: true`), Codex's JSONL
 events (only `turn.failed` and the exit code are authoritative), Gemini's `{response, stats}`
 and its error JSON on stderr with exit codes 41/52/53/55/173 (= 429 mod 256).
+
+An answer also lists the tool calls its permissions refused (`denials`, {tool, target}):
+Claude's `permission_denials`, Codex's failed patches and sandbox-refused commands, Gemini's
+rejected tool decisions.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...providers.subset import compact
 from .errors import text_reset
 
 
@@ -27,6 +32,7 @@ class Answer:
     cache_read_tokens: int = 0  # of input_tokens
     cache_write_tokens: int = 0  # of input_tokens
     reasoning_tokens: int = 0  # of output_tokens
+    denials: list[dict] = field(default_factory=list)  # tool calls the CLI refused: {tool, target}
 
 
 @dataclass
@@ -197,12 +203,33 @@ def parse_claude(stdout: str, stderr: str, rc: int | None) -> Answer | Failure:
     limit = limit_failure(text) if len(text) < 300 else None
     if limit:
         return limit
-    answer = Answer(text=text)
+    answer = Answer(text=text, denials=claude_denials(result))
     structured = result.get("structured_output")
     if structured is not None:
         answer.text = json.dumps(structured, ensure_ascii=False)
     _claude_usage(result, answer)
     return answer
+
+
+# Where a tool call's input names what it acts on (Write/Edit: file_path, Bash: command, ...).
+_TARGET_KEYS = ("file_path", "notebook_path", "path", "command", "url", "pattern")
+
+
+def claude_denials(result: dict) -> list[dict]:
+    """`permission_denials`: [{tool_name, tool_use_id, tool_input}] (seen with 2.1.332 in
+    plan, default and dontAsk modes) as [{tool, target}]."""
+    found = []
+    for d in result.get("permission_denials") or []:
+        if not isinstance(d, dict):
+            continue
+        given = d.get("tool_input") if isinstance(d.get("tool_input"), dict) else {}
+        target = next((given[k] for k in _TARGET_KEYS if isinstance(given.get(k), str)), None)
+        found.append(_denial(d.get("tool_name"), target if target is not None else compact(given) if given else ""))
+    return found
+
+
+def _denial(tool: Any, target: Any) -> dict:
+    return {"tool": str(tool or "tool")[:100], "target": str(target or "")[:500]}
 
 
 def _claude_spent(result: dict, failure: Failure) -> Failure:
@@ -250,6 +277,8 @@ def parse_codex(stdout: str, stderr: str, rc: int | None) -> Answer | Failure:
         item = event.get("item")
         if kind == "item.completed" and isinstance(item, dict) and item.get("type") == "agent_message":
             text = item.get("text") if isinstance(item.get("text"), str) else ""
+        elif kind == "item.completed" and isinstance(item, dict):
+            used.denials += codex_denials(item)
         elif kind == "turn.completed" and isinstance(event.get("usage"), dict):
             u = event["usage"]
             # OpenAI counts cached input inside input_tokens, reasoning inside output_tokens.
@@ -279,6 +308,26 @@ def parse_codex(stdout: str, stderr: str, rc: int | None) -> Answer | Failure:
     return used
 
 
+# What a command run in Codex's sandbox prints when the sandbox refuses it (Linux Landlock:
+# EACCES / EROFS; macOS Seatbelt: EPERM).
+_SANDBOX_REFUSAL = re.compile(r"read-only file system|permission denied|operation not permitted", re.IGNORECASE)
+
+
+def codex_denials(item: dict) -> list[dict]:
+    """A completed item the sandbox refused: a failed patch (each file it would change), or a
+    failed command whose output is the sandbox's refusal."""
+    if item.get("status") != "failed":
+        return []
+    if item.get("type") == "file_change":
+        changes = item.get("changes") if isinstance(item.get("changes"), list) else []
+        return [_denial("apply_patch", c.get("path")) for c in changes if isinstance(c, dict)] or \
+            [_denial("apply_patch", "")]
+    output = item.get("aggregated_output")
+    if item.get("type") == "command_execution" and isinstance(output, str) and _SANDBOX_REFUSAL.search(output):
+        return [_denial("shell", item.get("command"))]
+    return []
+
+
 # -------------------------------------------------------------------- Gemini CLI
 
 _GEMINI_EXITS = {
@@ -292,6 +341,20 @@ _GEMINI_EXITS = {
     130: ("failed", "gemini was interrupted (exit 130)"),
     173: ("rate_limited", "gemini was rate limited (exit 173 = HTTP 429)"),
 }
+
+
+def gemini_denials(stats: Any) -> list[dict]:
+    """`stats.tools.byName.<tool>.decisions.reject`: the calls of each tool that were refused
+    (gemini reports no path)."""
+    tools = stats.get("tools") if isinstance(stats, dict) else None
+    by_name = tools.get("byName") if isinstance(tools, dict) else None
+    found = []
+    for name, tool in (by_name or {}).items():
+        decisions = tool.get("decisions") if isinstance(tool, dict) else None
+        rejected = _int(decisions.get("reject")) if isinstance(decisions, dict) else 0
+        if rejected:
+            found.append(_denial(name, f"({rejected} call{'s' if rejected > 1 else ''})"))
+    return found
 
 
 def parse_gemini(stdout: str, stderr: str, rc: int | None) -> Answer | Failure:
@@ -308,6 +371,7 @@ def parse_gemini(stdout: str, stderr: str, rc: int | None) -> Answer | Failure:
                 answer.cache_read_tokens += _int(tokens.get("cached"))
                 answer.output_tokens += _int(tokens.get("candidates")) + _int(tokens.get("thoughts"))
                 answer.reasoning_tokens += _int(tokens.get("thoughts"))
+        answer.denials = gemini_denials(out.get("stats"))
         return answer
     err_obj = out if out is not None and "error" in out else _one_json_object(stderr)
     err = err_obj.get("error") if isinstance(err_obj, dict) else None
