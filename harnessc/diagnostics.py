@@ -64,6 +64,7 @@ CODES: dict[str, str] = {
     "HC411": "context pattern names too many files",
     "HC412": "loop setting on a task that does not loop",
     "HC413": "escalate in a recovery ladder with no stronger agent",
+    "HC414": "a read-only agent asked for file changes, verified by its promise alone",
     # templates
     "HC501": "template syntax error",
     "HC502": "undefined variable in template",

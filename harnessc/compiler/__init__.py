@@ -32,6 +32,7 @@ CHECK_PASSES = (
     check.check_verification,
     check.check_loop_settings,
     check.check_recovery_escalation,
+    check.check_read_only_changes,
 )
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from ..diagnostics import Span, closest, did_you_mean
 from . import contextglob, staging
 from .argv import split_command
 from .project import Project
+from .vocab import BUILTIN_AGENT
 
 
 def _value_span(task, key: str, index: int = 0) -> Span:
@@ -342,6 +344,66 @@ def check_recovery_escalation(project: Project) -> None:
             "HC413", f"recovery step 'escalate' does nothing here: task '{task.id}' has no stronger agent to go to",
             _value_span(task, "recovery", list(task.recovery).index("escalate")),
             "name the agents it may move to, strongest last (`agent: a, b`), or drop escalate from recovery")
+
+
+# Words that ask for files to change: verbs that always do (implement, fix, refactor...), and
+# verbs that do when the goal names code, a file or a path (write, add, update...).
+_CHANGE_ALWAYS = re.compile(r"\b(implement|refactor|fix|edit|modify|patch|rename|delete|migrate|scaffold)\w*",
+                            re.IGNORECASE)
+_CHANGE_VERB = re.compile(r"\b(write|create|add|update|change|remove|generate|build|replace)\w*", re.IGNORECASE)
+_FILE_WORDS = re.compile(r"\b(files?|code|function|module|class|tests?|script|config\w*|repo\w*|director\w+)\b"
+                         r"|\b[\w.-]+/[\w./-]+|\b\w+\.(py|js|ts|go|rs|md|json|yaml|yml|toml|html|css|sh|java|c|h)\b",
+                         re.IGNORECASE)
+
+
+def check_read_only_changes(project: Project) -> None:
+    """A task whose goal asks for file changes, run by a CLI agent with `permissions:
+    read-only` (the default) and verified by its completion promise alone: the agent's
+    writes are refused, yet its promise would pass the task (warning HC414). Only the agent
+    lint is sure runs the task first is checked (compiler/plan.py's route decides the rest)."""
+    if project.config_unreadable:
+        return
+    from ..providers import clis
+
+    agents = project.config.agents
+    for task in project.tasks:
+        if task.done or not task.completion_promise or task.accept or not _asks_for_changes(task):
+            continue
+        contract = project.contracts.get(task.contract) if task.contract else None
+        if contract is not None and _contract_verifies(contract):
+            continue
+        name = _first_agent(project, task)
+        config = agents.get(name) if name else None
+        if config is None or config.provider not in clis() or (config.permissions or "read-only") != "read-only":
+            continue
+        where = _value_span(task, "agent") if task.agent and task.agent[0] == name else task.span
+        project.diags.warning(
+            "HC414", f"task '{task.id}' asks for file changes, but its agent '{name}' is read-only "
+                     "and only the completion promise verifies it",
+            where, f"give '{name}' `permissions: edit` in harness.yaml, or add accept: (a command that checks "
+                   "the change, e.g. `accept: pytest -q`)")
+
+
+def _asks_for_changes(task) -> bool:
+    text = f"{task.title} {task.goal}"
+    return bool(_CHANGE_ALWAYS.search(text) or (_CHANGE_VERB.search(text) and _FILE_WORDS.search(text)))
+
+
+def _first_agent(project: Project, task) -> str | None:
+    """The agent that surely runs `task` first, as compiler/plan.py's route picks it; None
+    when lint cannot tell (`auto`, a task model, routing by complexity)."""
+    named = [a for a in task.agent if a != "auto"]
+    if named:
+        return named[0]
+    routing = project.config.routing
+    if task.agent or task.model or routing.by_complexity:
+        return None
+    if routing.default != "auto":
+        return routing.default
+    if routing.escalation:
+        return routing.escalation[0]
+    user_agents = [a for a in project.config.agents if a != BUILTIN_AGENT]
+    return user_agents[0] if len(user_agents) == 1 else None
 
 
 def _stronger_agents(task, escalation: list[str], max_fallbacks: int) -> bool | None:
