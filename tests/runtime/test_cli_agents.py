@@ -516,3 +516,15 @@ def test_a_denied_write_is_on_the_attempt_and_in_the_log(tmp_path):
     assert "--- denied: Write src/app.py\n" in log and "--- denied: Bash rm -rf build\n" in log
     [attempt] = json.loads(harnessc(root, "log", "t1", "--output", "json", env=e).stdout)
     assert attempt["denials"][0] == {"tool": "Write", "target": "src/app.py"}
+
+
+def test_a_cli_whose_server_refuses_the_connection_names_its_base_url(tmp_path):
+    exe = fake_cli(tmp_path / "bin", "claude", rc=1, stdout=json.dumps({
+        "type": "result", "subtype": "success", "is_error": True, "terminal_reason": "api_error",
+        "result": "API Error: Connection error. (connect ECONNREFUSED 127.0.0.1:9)"}))
+    agent = make_agent("cc", {"provider": "claude-code", "command": [str(exe)], "base_url": "http://127.0.0.1:9"},
+                       tmp_path)
+    with pytest.raises(AgentError) as e:
+        call(agent)
+    assert e.value.kind == "connection" and "(base_url http://127.0.0.1:9)" in e.value.message
+    assert e.value.unreachable and not e.value.transient and not e.value.final

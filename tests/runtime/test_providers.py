@@ -377,3 +377,45 @@ def test_every_seed_template_gets_structured_output_on_both_apis(name, spec) -> 
         params = make_agent("o", {"provider": "openai", "model": "m", "api": api}, Path(".")).params(req)
         fmt = params["response_format"]["json_schema"] if api == "chat" else params["text"]["format"]
         assert fmt["schema"]["type"] == "object" and fmt["name"] == name, (name, api)
+
+
+# ------------------------------------------------------------------ nothing listening at base_url
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:  # bound, then closed: connecting to it is refused
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("provider, path", [("anthropic", ""), ("openai", "/v1")])
+def test_refused_connection_names_the_url_and_is_left_to_the_task_retry_policy(provider, path) -> None:
+    url = f"http://127.0.0.1:{_closed_port()}{path}"
+
+    async def go():
+        agent = make_agent("a1", {"provider": provider, "model": "m-1", "base_url": url}, Path("."))
+        try:
+            await agent.call(_request())
+        except AgentError as e:
+            return e
+
+    err = asyncio.run(go())
+    assert err.kind == "connection" and f"cannot connect to {url} (connection refused)" in err.message
+    # not backed off as transient (minutes) nor final: the task's max_retries decide
+    assert err.unreachable and not err.transient and not err.final
+
+
+def test_run_gives_up_on_a_refused_connection_within_the_task_retry_policy(tmp_path) -> None:
+    url = f"http://127.0.0.1:{_closed_port()}"
+    write_project(tmp_path, [node("t", contract="summary", routing={"agent": "llm", "chain": ["llm"]},
+                                  retry={"max_retries": 1, "delays": [0]})],
+                  agents={"llm": {"provider": "anthropic", "model": "m-1", "base_url": url}},
+                  contracts={"summary": SIMPLE_CONTRACT})
+    e = {k: v for k, v in cli_env().items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    e.update(KEYS)
+    r = harnessc(tmp_path, "run", env=e, timeout=120)
+    assert r.returncode == 1
+    task = {t["id"]: t for t in json.loads(harnessc(tmp_path, "status", "--json", env=e).stdout)["tasks"]}["t"]
+    assert task["state"] == "failed" and task["attempts"] == 2  # the first call and max_retries: 1
+    assert f"cannot connect to {url}" in task["error"]

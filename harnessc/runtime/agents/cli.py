@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -50,6 +51,8 @@ ENV_VARS: dict[str, tuple[str, ...]] = {
                    "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GOOGLE_GENAI_USE_VERTEXAI",
                    "GOOGLE_APPLICATION_CREDENTIALS", "GEMINI_CLI_TRUST_WORKSPACE"),
 }
+
+_REFUSED = re.compile(r"connection refused|econnrefused", re.IGNORECASE)
 
 # Linux refuses a single argument over 128 KiB; longer prompts go through stdin.
 _MAX_ARG = 100_000
@@ -129,9 +132,13 @@ class CliAgent(SubprocessAgent):
         return {"usage": usage, "cost_usd": cost, "cost_source": source}
 
     def error(self, failure: Failure, stderr: str) -> AgentError:
-        return AgentError(f"agent '{self.name}' ({self.provider}): {failure.kind}: {failure.message}",
-                          kind=failure.kind, retry_after=failure.retry_after,
-                          reset_at=failure.reset_at, stderr=stderr[-4000:],
+        message = f"agent '{self.name}' ({self.provider}): {failure.kind}: {failure.message}"
+        # a refused connection: the CLI's server is down or its base_url is wrong (errors.py)
+        unreachable = failure.kind == "connection" and bool(_REFUSED.search(failure.message))
+        if failure.kind == "connection" and self.config.get("base_url"):
+            message += f" (base_url {self.config['base_url']})"
+        return AgentError(message, kind=failure.kind, retry_after=failure.retry_after,
+                          reset_at=failure.reset_at, stderr=stderr[-4000:], unreachable=unreachable,
                           **(self.charge(failure.spent) if failure.spent else {}))
 
 

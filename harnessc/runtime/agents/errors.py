@@ -48,7 +48,7 @@ class AgentError(Exception):
     def __init__(self, message: str, transient: bool = False, retry_after: float | None = None,
                  stderr: str = "", kind: str | None = None, reset_at: float | None = None,
                  usage: Any = None, cost_usd: float = 0.0, retry: bool | None = None,
-                 cost_source: str | None = None):
+                 cost_source: str | None = None, unreachable: bool = False):
         super().__init__(message)
         if kind is None:  # callers from before the taxonomy say only transient or not
             kind = "server" if transient else "failed"
@@ -63,9 +63,15 @@ class AgentError(Exception):
         self.cost_usd = cost_usd  # what that answer cost; 0 when no response came
         self.retry = retry  # the server's x-should-retry, when it overrules the kind
         self.cost_source = cost_source  # base.COST_SOURCES; None: no usage, "no_response"
+        # Nothing answered at the address (connection refused, no such host): a server that is
+        # down or a wrong base_url, which backing off for minutes does not fix. Retried like a
+        # failed verification instead: the task's max_retries, with its retry_delays.
+        self.unreachable = unreachable
 
     @property
     def transient(self) -> bool:
+        if self.unreachable:
+            return False
         return self.kind in RETRIED if self.retry is None else self.retry
 
     def charged(self) -> dict[str, Any]:
@@ -78,7 +84,7 @@ class AgentError(Exception):
     @property
     def final(self) -> bool:
         """Whether retrying on the same agent is pointless (a key, a quota, the request itself)."""
-        return not self.transient and self.kind != "failed"
+        return not self.transient and self.kind != "failed" and not self.unreachable
 
 
 class AnswerError(Exception):
@@ -360,10 +366,13 @@ def redact(text: str, secret: str | None = None) -> str:
 
 
 def classify(exc: BaseException, agent: str, api_key_env: str | None = None,
-             secret: str | None = None) -> AgentError:
-    """The AgentError for an exception raised while calling agent `agent`'s API."""
+             secret: str | None = None, base_url: str | None = None) -> AgentError:
+    """The AgentError for an exception raised while calling agent `agent`'s API at `base_url`."""
     if isinstance(exc, AgentError):
         return exc
+    unreachable = _unreachable(exc, agent, base_url)
+    if unreachable is not None:
+        return unreachable
     names = _class_names(exc)
     err = _body_error(exc)
     etype = str(getattr(exc, "type", None) or err.get("type") or "")
@@ -400,6 +409,29 @@ def classify(exc: BaseException, agent: str, api_key_env: str | None = None,
     if isinstance(exc, ValueError) and "streaming is required" in detail.lower():
         return error("invalid_request", "max_tokens is too large for a non-streamed call (set stream: true)")
     return error("failed", f"{type(exc).__name__}")
+
+
+def _unreachable(exc: BaseException, agent: str, base_url: str | None) -> AgentError | None:
+    """The error for a request that never reached a server (the connection itself failed:
+    httpx2's ConnectError under the SDK's APIConnectionError), naming the address; None for
+    any other failure (a connection cut mid-answer is `connection`, retried with backoff)."""
+    chain = _causes(exc)
+    if not any("ConnectError" in _class_names(e) for e in chain):
+        return None
+    refused = any(isinstance(e, ConnectionRefusedError) for e in chain)
+    why = "connection refused" if refused else str(chain[-1]) or type(chain[-1]).__name__
+    where = base_url.rstrip("/") if base_url else "the API"
+    return AgentError(f"agent '{agent}': cannot connect to {where} ({why}): is the server running, and is "
+                      f"`base_url` right?", kind="connection", unreachable=True)
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """`exc` and the exceptions it was raised from, outermost first (at most 10)."""
+    chain: list[BaseException] = []
+    while exc is not None and len(chain) < 10 and exc not in chain:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return chain
 
 
 def _classify_status(status: int, names: set[str], etype: str, code: str, detail: str,

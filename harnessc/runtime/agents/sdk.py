@@ -98,7 +98,8 @@ class SdkAgent:
         try:
             answer = await self.send(self._client, params, request.timeout)
         except Exception as exc:  # noqa: BLE001 - every SDK failure becomes one classified AgentError
-            error = classify(exc, self.name, self.key_env, secret=key)
+            error = classify(exc, self.name, self.key_env, secret=key,
+                             base_url=str(getattr(self._client, "base_url", "") or "") or None)
             if reported:
                 charge_reported(error, self.usage(reported[-1]), self.config, self.provider)
             raise error from None
