@@ -12,10 +12,11 @@ one call per line in the order the calls were made:
 
 * request: agent, provider, model, task, iteration, system, prompt, output_schema;
 * response: text, usage (input/output/cache read/cache write/reasoning tokens), cost_usd,
-  cost_source, latency, notes;
+  cost_source, latency, notes, and denials when the agent's permissions refused tool calls;
 * error: kind, message, retry_after, reset_at, retry (the server's x-should-retry when it
   overruled the kind, else null), stderr, usage, cost_usd, cost_source (what it was
-  charged; a replayed call is charged the same, from the same source).
+  charged; a replayed call is charged the same, from the same source), and `unreachable:
+  true` when nothing answered at the address (a replay retries it the same way).
 
 Credentials are no part of a request, and every string is redacted (procs.secret_values, plus
 the value of each recorded agent's key variable) before it is written. `key` hashes the
@@ -155,12 +156,14 @@ class Recorder:
             self._record(asked, "error", {
                 "kind": e.kind, "message": e.message, "retry_after": e.retry_after,
                 "reset_at": e.reset_at, "retry": e.retry, "stderr": e.stderr, "usage": _usage(e.usage),
-                "cost_usd": e.cost_usd, "cost_source": e.charged()["cost_source"]}, failed=e)
+                "cost_usd": e.cost_usd, "cost_source": e.charged()["cost_source"],
+                **({"unreachable": True} if e.unreachable else {})}, failed=e)
             raise
         self._record(asked, "response", {
             "text": resp.text, "usage": _usage(resp.usage), "cost_usd": resp.cost_usd,
             "cost_source": resp.cost_source,
-            "latency": round(resp.latency, 6), "notes": list(resp.notes)}, answered=resp)
+            "latency": round(resp.latency, 6), "notes": list(resp.notes),
+            **({"denials": resp.denials} if resp.denials else {})}, answered=resp)
         return resp
 
     def _record(self, asked: dict, outcome: str, body: dict, answered: Response | None = None,
@@ -344,12 +347,14 @@ class ReplayAgent:
                              stderr=str(e.get("stderr") or ""),
                              usage=None if source == NO_RESPONSE else _from_usage(e.get("usage")),
                              cost_usd=_number(e.get("cost_usd")), cost_source=source,
-                             retry=e["retry"] if isinstance(e.get("retry"), bool) else None)
+                             retry=e["retry"] if isinstance(e.get("retry"), bool) else None,
+                             unreachable=e.get("unreachable") is True)
         r = call["response"]
         return Response(text=r["text"], usage=_from_usage(r.get("usage")),
                         cost_usd=_number(r.get("cost_usd")), cost_source=_cost_source(r),
                         latency=_number(r.get("latency")),
-                        notes=[*map(str, r.get("notes") or []), note])
+                        notes=[*map(str, r.get("notes") or []), note],
+                        denials=[d for d in r.get("denials") or [] if isinstance(d, dict)])
 
 
 def _cost_source(body: dict) -> str:

@@ -528,3 +528,22 @@ def test_a_cli_whose_server_refuses_the_connection_names_its_base_url(tmp_path):
         call(agent)
     assert e.value.kind == "connection" and "(base_url http://127.0.0.1:9)" in e.value.message
     assert e.value.unreachable and not e.value.transient and not e.value.final
+
+
+def test_recorded_denials_and_unreachable_errors_replay_as_recorded(tmp_path):
+    from harnessc.runtime.cassettes import Cassettes, normalized
+    from harnessc.workspace import Workspace
+
+    ws = Workspace(tmp_path)
+    exe = fake_cli(tmp_path / "bin", "claude", stdout=json.dumps(CLAUDE_DENIED))
+    cfg = {"provider": "claude-code", "command": [str(exe)]}
+    rec = Cassettes(ws, "record")
+    recorded = call(rec.agent("cc", cfg))
+    req = Request(task_id="t1", prompt="Again.", system="You are careful.")
+    rec.record(normalized("cc", cfg, req), "error", {
+        "kind": "connection", "message": "cannot connect", "unreachable": True})
+    replay = Cassettes(ws, "replay").agent("cc", cfg)
+    assert call(replay).denials == recorded.denials == parse_claude(json.dumps(CLAUDE_DENIED), "", 0).denials
+    with pytest.raises(AgentError) as e:
+        asyncio.run(replay.call(req))
+    assert e.value.unreachable and not e.value.transient and not e.value.final
