@@ -261,6 +261,7 @@ class Plan(Record):
     estimate: dict | None = None
     loop: dict | None = None  # harness.yaml `loop:` (None in a plan built before it existed)
     assists: Assists | None = None  # None in a plan built before assists existed: none
+    git_hooks: bool | None = None  # harness.yaml `git_hooks` (None in a plan built before it existed: false)
 
     def node(self, task_id: str) -> PlanNode:
         return self._by_id()[task_id]

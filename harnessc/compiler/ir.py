@@ -425,3 +425,8 @@ class HarnessConfig(_Spec):
     templates: str | None = Field(
         None, description="Directory of Jinja overrides, same file names as harnessc/templates."
     )
+    git_hooks: bool = Field(
+        False, description="Run the repository's git hooks for harnessc's own commits (`git: commit`), "
+        "with the child base environment (no API key); pre-commit and commit-msg never run (--no-verify). "
+        "false: no hook runs for any git command harnessc starts (an agent could have written one)."
+    )

@@ -275,6 +275,7 @@ def build_plan(project: Project) -> None:
         concurrency=cfg.concurrency,
         loop=cfg.loop.model_dump(mode="json"),
         assists=assists,
+        git_hooks=cfg.git_hooks,
         contracts=entries,
         nodes=nodes,
         edges=Edges(nodes),

@@ -51,9 +51,11 @@ class Attribution:
     """The run's ledger of segments and owners (one per run; a lone ProgressMeter has its own)."""
 
     def __init__(self, root: Path, index: Path, nodes: list[PlanNode] | None = None, jobs: int = 1,
-                 make_dir=None):
-        """index: the private git index's path; make_dir: creates its directory (the workspace's)."""
+                 make_dir=None, event=None):
+        """index: the private git index's path; make_dir: creates its directory (the workspace's);
+        event(kind, **data): records what the snapshots noted (a stale lock removed)."""
         self.root, self.index, self.jobs = root, index, jobs
+        self._event = event
         self._make_dir = make_dir or (lambda p: p.mkdir(parents=True, exist_ok=True))
         nodes = [n for n in (nodes or []) if not n.done]
         self.enabled = any(n.completion_promise or n.git == "commit" for n in nodes)
@@ -132,6 +134,8 @@ class Attribution:
                 start = await asyncio.to_thread(files.snapshot)
             except Exception:  # a git failure is missing evidence, not the task's failure
                 return
+            finally:
+                self._tell()
         self.open[node.id] = Segment(node.id, start)
 
     async def measure(self, tid: str, text: str = "") -> FileChanges | None:
@@ -149,12 +153,22 @@ class Attribution:
         except Exception:  # a git failure is missing evidence, not the task's failure
             self.open.pop(tid, None)
             return None
+        finally:
+            self._tell()
         seg.end, seg.changed = end, frozenset(delta.per_path)
         self.open.pop(tid, None)
         self.closed.append(seg)
         credited = self._decide(seg, delta)
         self._prune()
         return credited
+
+    def _tell(self) -> None:
+        """The snapshots' notes as events (on the loop's thread: the store is not shared)."""
+        notes = getattr(self.files, "notes", None)
+        while notes:
+            kind, data = notes.pop(0)
+            if self._event is not None:
+                self._event(kind, **data)
 
     async def end(self, tid: str, measure: bool, text: str = "") -> None:
         """The task is over: its open segment is measured (`measure`) or dropped."""

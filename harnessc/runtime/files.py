@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-GIT_TIMEOUT = 30.0  # seconds for one git command
+from . import gitcmd
+
 # Never evidence: harnessc's own directory and what test runners leave behind.
 EXCLUDED = (".harness", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "node_modules", ".venv")
 MAX_HASHED_FILES = 5000  # outside git: files hashed per snapshot, at most
@@ -101,10 +102,15 @@ class GitSnapshots:
     source = "git"
 
     def __init__(self, repo: Any, root: Path, index: Path):
+        """repo: gitpython's Repo, used to find the repository and read refs (files, no
+        process); every git process goes through gitcmd (hooks and drivers off)."""
         self.repo, self.root, self.index = repo, root, index
         self.env = {"GIT_INDEX_FILE": str(index)}
         # git runs at the repository's top: the project may be a directory inside it
         top = Path(repo.working_tree_dir).resolve()
+        self.git = gitcmd.Git(top)
+        self.objects = self.git.objects()
+        self.notes: list[tuple[str, dict]] = []  # events for the run, taken by attribution.py
         project = os.path.relpath(Path(root).resolve(), top)
         self.pathspec = ["--", project] + [f":(exclude,glob)**/{name}/**" for name in EXCLUDED]
         self.base: str | None = None
@@ -122,21 +128,22 @@ class GitSnapshots:
             return None
         return (st.st_ino, st.st_mtime_ns, st.st_size)
 
-    def _git(self, *args: str) -> str:
-        return self.repo.git.execute(["git", *args], env=self.env, kill_after_timeout=GIT_TIMEOUT,
-                                     with_extended_output=False, strip_newline_in_stdout=False)
+    def _git(self, *args: str, worktree: bool = False) -> str:
+        return self.git.run(*args, env=self.env, worktree=worktree)
 
     def snapshot(self) -> Snapshot:
-        from git.exc import GitCommandError
         from git.refs.symbolic import SymbolicReference
 
         with self.lock:
             if self.base is None:
                 self._start_index()
+            self._clear_stale_lock()
             try:
-                self._git("add", "-A", "--ignore-errors", *self.pathspec)
-            except GitCommandError:  # a file it could not read: the others are in the index all the same
-                pass
+                self._git("add", "-A", "--ignore-errors", *self.pathspec, worktree=True)
+            except gitcmd.GitFailed as e:
+                if e.returncode is None or "index.lock" in e.stderr:
+                    raise  # nothing was added: no evidence rather than "nothing changed"
+                # else a file it could not read: the others are in the index all the same
             if self.base is None:
                 self.base = self._git("write-tree").strip()
                 blobs: dict[str, str] = {}
@@ -152,6 +159,17 @@ class GitSnapshots:
             self.seq += 1
             return Snapshot(self.seq, self.base, blobs, head or None)
 
+    def _clear_stale_lock(self) -> None:
+        """Remove the private index's lock when one is there: no git process of ours is
+        running on it (`lock`; the run lock keeps other runs out), so a git that was killed
+        left it - and while it stays, every `git add` fails and no change is ever seen."""
+        lock = Path(f"{self.index}.lock")
+        if os.path.lexists(lock):
+            os.unlink(lock)
+            self.notes.append(("git_stale_lock_removed", {"path": str(lock), "message": (
+                f"removed a stale {lock.name} (a git process was killed while it wrote the run's "
+                "private index); file evidence and commits go on")}))
+
     def _start_index(self) -> None:
         """A fresh private index, a copy of git's own: its stat data spares hashing every file."""
         if os.path.lexists(self.index):
@@ -164,7 +182,8 @@ class GitSnapshots:
 
     def _listed(self) -> dict[str, str]:
         """The paths of the index that differ from the base: path -> blob id ("" when deleted)."""
-        out = self._git("diff", "--cached", "--raw", "-z", "--no-renames", "--abbrev=40", self.base, *self.pathspec)
+        out = self._git("diff", "--cached", "--raw", "-z", "--no-renames", "--no-ext-diff", "--no-textconv",
+                        "--abbrev=40", self.base, *self.pathspec)
         fields = out.split("\0")
         blobs: dict[str, str] = {}
         for i in range(0, len(fields) - 1, 2):  # ":old-mode new-mode old new STATUS" NUL path NUL
@@ -193,7 +212,7 @@ class GitSnapshots:
         return out
 
     def _read(self, blob: str) -> bytes:
-        return self.repo.git.get_object_data(blob[:40])[3] if blob else b""
+        return self.objects.read(blob[:40]) if blob else b""
 
     def _lines(self, old: str, new: str) -> tuple[int, int]:
         """Lines added and removed, counted as multisets of lines (a moved line is no change;
@@ -218,7 +237,7 @@ class GitSnapshots:
                 continue
             seen.add(sha)
             try:
-                data = self.repo.git.get_object_data(sha)[3]
+                data = self.objects.read(sha)
             except Exception:
                 break
             headers, _, message = data.partition(b"\n\n")
@@ -229,6 +248,7 @@ class GitSnapshots:
         return len(seen) - ours
 
     def close(self) -> None:
+        self.objects.close()
         self.repo.close()
 
 

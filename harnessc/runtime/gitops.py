@@ -9,7 +9,11 @@ is committed with a message naming the task and how it was verified: the paths t
 during the task's attempts, as runtime/attribution.py decides them when several tasks run
 at once (another running task's paths stay out).
 
-gitpython is imported only by a run with a `git: commit` task.
+Every git process goes through gitcmd.py: the child base environment, no hook (unless
+harness.yaml says `git_hooks: true`), no fsmonitor, filter driver or signing program. Commits
+are made with `--no-verify` in any case (pre-commit and commit-msg never run: harnessc
+verified the change itself). gitpython (finding the repository, reading HEAD; no process)
+is imported only by a run with a `git: commit` task.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..planfile import PlanNode
+from . import gitcmd
 from .files import OWN_COMMIT_PREFIX
 from .state import StateStore
 
@@ -26,10 +31,12 @@ IGNORED = (".harness/", ".harness")
 
 
 class GitCommits:
-    def __init__(self, root: Path, store: StateStore, nodes: list[PlanNode]):
+    def __init__(self, root: Path, store: StateStore, nodes: list[PlanNode], hooks: bool = False):
+        """hooks: harness.yaml's `git_hooks` (the repository's hooks run for our commits)."""
         self.root, self.store = root, store
         self.wanted = any(n.git == "commit" and not n.done for n in nodes)
         self.repo: Any = None
+        self.git = gitcmd.Git(root, hooks=hooks)
         self.dirty_at_start: set[str] = set()
         self._lock = asyncio.Lock()  # one commit at a time: git's index is one file
         # succeeded tasks whose commit left out paths shared with tasks still running
@@ -49,7 +56,7 @@ class GitCommits:
         try:
             self.repo = git.Repo(self.root, search_parent_directories=False)
             self.dirty_at_start = self._changed()
-        except (git.InvalidGitRepositoryError, git.NoSuchPathError, git.GitCommandError) as e:
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError, gitcmd.GitFailed) as e:
             self.repo = None
             self.store.event("git_unavailable", message=(
                 f"git: commit needs the project to be a git repository ({type(e).__name__}); "
@@ -114,8 +121,6 @@ class GitCommits:
 
     def _commit(self, message: str, claimed: set[str] | None) -> tuple[str, dict]:
         """(event kind, its data) of the commit of `claimed` (None: whatever changed)."""
-        import git
-
         try:
             changed = self._changed() - self.dirty_at_start
             paths = sorted(changed if claimed is None else changed & claimed)
@@ -124,18 +129,18 @@ class GitCommits:
             present = [p for p in paths if (self.root / p).exists()]
             gone = [p for p in paths if p not in present]
             if present:
-                self.repo.git.add("--", *present)
+                self.git.run("add", "--", *present)
             if gone:
-                self.repo.git.rm("--cached", "--quiet", "--ignore-unmatch", "--", *gone)
-            self.repo.git.commit("--no-verify", "-m", message, "--", *paths)
+                self.git.run("rm", "--cached", "--quiet", "--ignore-unmatch", "--", *gone)
+            self.git.run("commit", "--no-verify", "--no-gpg-sign", "-m", message, "--", *paths)
             sha = self.repo.head.commit.hexsha
-        except (git.GitCommandError, OSError, ValueError) as e:
+        except (gitcmd.GitFailed, OSError, ValueError) as e:
             return "git_commit_failed", {"message": str(e)[:500]}
         return "git_committed", {"sha": sha, "paths": paths[:200]}
 
     def _changed(self) -> set[str]:
         """Paths that differ from HEAD: modified, added, deleted and untracked (not ignored)."""
-        out = self.repo.git.status("--porcelain", "-z", "--untracked-files=all")
+        out = self.git.run("status", "--porcelain", "-z", "--untracked-files=all", "--ignore-submodules=all")
         changed = set()
         entries = iter(out.split("\0"))
         for entry in entries:

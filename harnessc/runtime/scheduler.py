@@ -122,11 +122,11 @@ class Runner:
         self.router = Router(plan.agents, force=opts.agent, only=opts.agents, history=History(store, plan))
         self.health = Health(store, plan.agents)
         self.throttle = Throttle(plan.agents, self.jobs)
-        self.git = GitCommits(root, store, plan.nodes)
+        self.git = GitCommits(root, store, plan.nodes, hooks=bool(plan.git_hooks))
         self.workspace = Workspace(root)
         # which changed files are whose, when tasks run at the same time (progress, commits)
         self.attribution = Attribution(root, self.workspace.loop / "run.index", plan.nodes, self.jobs,
-                                       make_dir=self.workspace.make_dir)
+                                       make_dir=self.workspace.make_dir, event=store.event)
         self.agents: dict[str, Any] = {}
         self.stop_mode: str | None = None  # None | stop | abort
         self.halt: tuple[str, str] | None = None  # (outcome.BUDGET|FAIL_FAST, why): ends the run early

@@ -8,11 +8,11 @@ import subprocess
 from pathlib import Path
 
 from git import Repo
-from git.exc import GitCommandError
 
 from harnessc import planfile
 from harnessc.runtime.attribution import Attribution, naming
 from harnessc.runtime.files import GitSnapshots
+from harnessc.runtime.gitcmd import GitFailed
 
 from .helpers import git_repo, node
 
@@ -32,11 +32,11 @@ def test_a_git_add_that_fails_on_one_file_still_gives_a_snapshot(tmp_path):
     before = files.snapshot()
     real = files._git
 
-    def flaky(*args):
+    def flaky(*args, **kw):
         if args[0] == "add":
-            real(*args)
-            raise GitCommandError(["git", *args], 1, b"error: open(\"locked.txt\"): Permission denied")
-        return real(*args)
+            real(*args, **kw)
+            raise GitFailed("add", 1, 'error: open("locked.txt"): Permission denied')
+        return real(*args, **kw)
 
     files._git = flaky
     (tmp_path / "b.txt").write_text("b\n")
