@@ -160,3 +160,20 @@ def test_two_tasks_writing_files_of_the_same_name_each_commit_their_own(tmp_path
         sha = git(tmp_path, "log", "--format=%H", "--grep", f"^harnessc: {task}:").split()
         assert len(sha) == 1 and git(tmp_path, "show", "--name-only", "--format=", sha[0]).split() == [path]
     assert git(tmp_path, "status", "--porcelain") == ""
+
+
+def test_a_stale_lock_on_the_run_s_private_index_is_removed_and_said(tmp_path):
+    """A git killed while it wrote .harness/loop/run.index leaves run.index.lock: every later
+    `git add` into that index failed, no change was ever seen and nothing was committed, with
+    exit 0 and no alert. No git of ours runs on it between snapshots: the lock is stale."""
+    project(tmp_path)
+    loop = tmp_path / ".harness" / "loop"
+    loop.mkdir(parents=True)
+    (loop / "run.index.lock").write_bytes(b"")
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [e["task"] for e in events(tmp_path, "git_committed")] == ["a", "b"]
+    assert not (loop / "run.index.lock").exists()
+    alerts = [json.loads(line) for line in (tmp_path / ".harness" / "alerts.log").read_text().splitlines()]
+    stale = [a for a in alerts if a["kind"] == "git_stale_lock"]
+    assert len(stale) == 1 and stale[0]["level"] == "warning" and "run.index.lock" in stale[0]["message"]
