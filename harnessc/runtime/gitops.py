@@ -19,6 +19,7 @@ is imported only by a run with a `git: commit` task.
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,8 @@ from .files import OWN_COMMIT_PREFIX
 from .state import StateStore
 
 IGNORED = (".harness/", ".harness")
+MAX_SCANNED_BYTES = 100 << 20  # a larger file is not read for secrets: it is never committed
+SCAN_CHUNK = 1 << 20
 
 
 class GitCommits:
@@ -43,6 +46,7 @@ class GitCommits:
         self.waiting: dict[str, Any] = {}  # task -> its attribution.TaskFiles
         self.titles = {n.id: n.title for n in nodes}
         self.unverified: set[str] = set()  # tasks that ended without a verified result
+        self.notes: list[tuple[str, dict]] = []  # events of a commit (made in a worker thread)
 
     def start(self) -> None:
         """Find the repository and note what was uncommitted before the run (never committed)."""
@@ -82,6 +86,7 @@ class GitCommits:
             kind, data = await asyncio.to_thread(self._commit, message, paths)
             if files and files.waiting_paths():
                 self.waiting[node.id] = files
+        self._tell(node.id)
         self.store.event(kind, node.id, **data)  # on the loop's thread: the store is not shared
 
     async def task_ended(self, tid: str, outcome: str) -> None:
@@ -104,9 +109,15 @@ class GitCommits:
         for tasks, paths in sorted(groups.items(), key=lambda kv: sorted(kv[0])):
             async with self._lock:
                 kind, data = await asyncio.to_thread(self._commit, self._shared_message(tasks), paths)
+            self._tell(next(iter(tasks)) if len(tasks) == 1 else None)
             if kind != "git_nothing_to_commit":
                 self.store.event(kind, next(iter(tasks)) if len(tasks) == 1 else None,
                                  shared_by=sorted(tasks), **data)
+
+    def _tell(self, task: str | None) -> None:
+        while self.notes:
+            kind, data = self.notes.pop(0)
+            self.store.event(kind, task, **data)
 
     def _shared_message(self, tasks: frozenset[str]) -> str:
         prefix, run = OWN_COMMIT_PREFIX.decode(), self.store.run_id
@@ -126,7 +137,16 @@ class GitCommits:
             paths = sorted(changed if claimed is None else changed & claimed)
             if not paths:
                 return "git_nothing_to_commit", {}
-            present = [p for p in paths if (self.root / p).exists()]
+            withheld = secret_files(self.root, [p for p in paths if os.path.lexists(self.root / p)],
+                                    self.store.secrets)
+            if withheld:
+                self.notes.append(("git_secret_withheld", {"paths": sorted(withheld)[:200], "message": (
+                    "not committed: " + "; ".join(f"{p} ({why})" for p, why in sorted(withheld.items())[:5])
+                    + (", ..." if len(withheld) > 5 else "") + " - left in the working tree as it is")}))
+                paths = [p for p in paths if p not in withheld]
+                if not paths:
+                    return "git_nothing_to_commit", {}
+            present = [p for p in paths if os.path.lexists(self.root / p)]
             gone = [p for p in paths if p not in present]
             if present:
                 self.git.run("add", "--", *present)
@@ -152,3 +172,38 @@ class GitCommits:
             if not path.startswith(IGNORED):
                 changed.add(path)
         return changed
+
+
+def secret_files(root: Path, paths: list[str], secrets: list[str]) -> dict[str, str]:
+    """The paths whose content holds one of our secrets (procs.secret_values: the value,
+    reversed, base64), path -> why; read in chunks, MAX_SCANNED_BYTES at most (a larger
+    file is withheld unread). A symbolic link is committed as its target's name: that is
+    what is checked."""
+    if not secrets:
+        return {}
+    needles = [s.encode("utf-8", "surrogatepass") for s in secrets]
+    overlap = max(len(n) for n in needles) - 1
+    out: dict[str, str] = {}
+    for rel in paths:
+        path = root / rel
+        try:
+            if path.is_symlink():
+                if any(n in os.fsencode(os.readlink(path)) for n in needles):
+                    out[rel] = "its link target holds a secret"
+                continue
+            if not path.is_file():
+                continue
+            if path.stat().st_size > MAX_SCANNED_BYTES:
+                out[rel] = f"larger than {MAX_SCANNED_BYTES >> 20} MiB: not checked for secrets"
+                continue
+            with open(path, "rb") as f:
+                tail = b""
+                while chunk := f.read(SCAN_CHUNK):
+                    window = tail + chunk
+                    if any(n in window for n in needles):
+                        out[rel] = "it holds the value of a secret harnessc redacts"
+                        break
+                    tail = window[-overlap:] if overlap else b""
+        except OSError as e:
+            out[rel] = f"could not be read to check it for secrets ({e.strerror or e})"
+    return out

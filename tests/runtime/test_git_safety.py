@@ -113,3 +113,45 @@ def test_a_driver_whose_name_holds_an_equals_sign_is_blanked_too(tmp_path):
     Git(tmp_path).run("add", "-A")
     assert leaks(tmp_path) == {}
     assert "a.txt" in git(tmp_path, "diff", "--cached", "--name-only")
+
+
+# An agent that was given the key writes it into the project, plain and base64-encoded.
+WRITES_THE_KEY = """\
+import base64, os, pathlib
+key = os.environ["OPENAI_API_KEY"]
+pathlib.Path(".env").write_text("OPENAI_API_KEY=" + key + "\\n")
+pathlib.Path("config.b64").write_text("token: " + base64.b64encode(("x" + key).encode()).decode() + "\\n")
+pathlib.Path("code.py").write_text("print('the work')\\n")
+print("<promise>DONE</promise>")
+"""
+
+
+def test_an_autonomous_run_never_commits_a_file_holding_a_secret(tmp_path):
+    """--autonomous commits every task; a file holding the key (plain or base64) stays out of
+    the commit, in the working tree as it is, with an alert naming it; the rest is committed."""
+    write_project(tmp_path, [node("a", routing={"agent": "bot"}, completion_promise="DONE")],
+                  agents={"bot": {"provider": "command", "command": [PY, str(tmp_path / "agent.py")],
+                                  "pass_env": ["OPENAI_API_KEY"]}}, concurrency=1)
+    (tmp_path / "agent.py").write_text(WRITES_THE_KEY)
+    git_repo(tmp_path)
+    r = harnessc(tmp_path, "run", "--autonomous", env=env(OPENAI_API_KEY=SECRET))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert git(tmp_path, "show", "--name-only", "--format=%s", "HEAD").split() == [
+        "harnessc:", "a:", "Task", "a", "code.py"]
+    assert SECRET not in git(tmp_path, "log", "-p", "--all")
+    assert SECRET in (tmp_path / ".env").read_text()  # nothing the agent wrote is lost
+    alerts = [json.loads(line) for line in (tmp_path / ".harness" / "alerts.log").read_text().splitlines()]
+    withheld = [a for a in alerts if a["kind"] == "git_secret_withheld"]
+    assert len(withheld) == 1 and withheld[0]["task"] == "a"
+    assert ".env (it holds the value of a secret" in withheld[0]["message"]
+    assert "config.b64 (it holds" in withheld[0]["message"]
+    assert SECRET not in (tmp_path / ".harness" / "alerts.log").read_text()
+
+
+def test_a_secret_split_across_two_read_chunks_is_found(tmp_path):
+    from harnessc.runtime import gitops
+
+    (tmp_path / "big.txt").write_bytes(b"x" * (gitops.SCAN_CHUNK - 5) + SECRET.encode() + b"\n")
+    (tmp_path / "clean.txt").write_bytes(b"x" * (gitops.SCAN_CHUNK + 50))
+    found = gitops.secret_files(tmp_path, ["big.txt", "clean.txt"], [SECRET])
+    assert list(found) == ["big.txt"]
