@@ -750,13 +750,13 @@ def status(ctx: Context, output: str) -> None:
 
 def _agent_lines(agents: dict[str, dict]) -> list[str]:
     """`status`: agents with a daily limit, or whose breaker is not closed."""
-    import time as timelib
+    from .runtime.health import clock_text
 
     out = []
     for name, a in agents.items():
         parts = []
         if a["breaker"] != "closed":
-            until = timelib.strftime("%H:%M:%S", timelib.localtime(a["open_until"]))
+            until = clock_text(a["open_until"])
             parts.append(f"breaker {a['breaker']}" + (f" until {until}" if a["breaker"] == "open" else "")
                          + (f" ({a['reason']})" if a["reason"] else ""))
         for key, cap in a["limits"].items():
@@ -923,24 +923,27 @@ def _with_skipped_dependents(plan, named: set[str], broken: set[str]) -> set[str
 
 @cli.command()
 @click.argument("tasks", nargs=-1)
-@click.option("--all", "all_", is_flag=True, help="Forget every task, attempt, the budget ledger and the kept --max-cost.")
+@click.option("--all", "all_", is_flag=True,
+              help="Forget every task, attempt, the budget ledger, the kept --max-cost and the agents' breakers.")
 @click.option("--downstream", is_flag=True, help="Also reset every task that depends on TASK, transitively.")
+@click.option("--breakers", is_flag=True, help="Close every agent's circuit breaker (alone, or with TASK/--all).")
 @pass_ctx
-def reset(ctx: Context, tasks, all_: bool, downstream: bool) -> None:
+def reset(ctx: Context, tasks, all_: bool, downstream: bool, breakers: bool) -> None:
     """Forget the state of the given tasks (or --all) so they run again."""
     from .diagnostics import did_you_mean
     from .runtime import reset as resetmod
+    from .runtime.health import clear_breakers
     from .runtime.lock import Locked, RunLock
     from .runtime.state import NoState, StateError, StateStore
     from .workspace import Workspace
 
-    if bool(tasks) == all_:
-        fail_usage("give task ids or --all (not both)")
+    if tasks and all_ or not (tasks or all_ or breakers):
+        fail_usage("give task ids or --all (not both), or --breakers")
     if downstream and all_:
         fail_usage("--downstream goes with task ids; --all resets everything already")
     root = ctx.root()
     workspace = Workspace(root)
-    project = None if all_ else resetmod.project_tasks(root)
+    project = resetmod.project_tasks(root) if tasks else None
 
     def check_known(rows: dict) -> None:
         known = [t["id"] for t in project or []] + sorted(set(rows) - {t["id"] for t in project or []})
@@ -966,14 +969,18 @@ def reset(ctx: Context, tasks, all_: bool, downstream: bool) -> None:
                 check_known(rows)
                 ids = None if all_ else resetmod.downstream(project, list(tasks)) if downstream else list(tasks)
                 stale = resetmod.stale_dependents(project, rows, ids) if project and ids else []
-                n = store.reset(ids)
+                n = store.reset(ids) if tasks or all_ else None
+                closed = clear_breakers(store) if breakers or all_ else []
             finally:
                 store.close()
     except Locked as e:
         fail_usage(str(e), hint="stop it first with `harnessc stop`")
     except StateError as e:
         fail_usage(str(e))
-    click.echo(f"reset {plural(n, 'task')}" + (f" (with --downstream: {', '.join(ids)})" if downstream else ""))
+    if n is not None:
+        click.echo(f"reset {plural(n, 'task')}" + (f" (with --downstream: {', '.join(ids)})" if downstream else ""))
+    if breakers or closed:
+        click.echo(f"closed the breaker of {', '.join(closed)}" if closed else "no breaker was open")
     if stale:
         click.echo(f"warning: {', '.join(stale)} succeeded on the output of what was reset and "
                    f"{'is' if len(stale) == 1 else 'are'} now stale (a reset does not re-run dependents)",

@@ -16,6 +16,7 @@ The router's caller asks `blocked(agent)` before each call: None, or why not and
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
@@ -25,6 +26,10 @@ from .state import StateStore
 
 BREAKER_FAILURES = 5  # failed calls in a row that open an agent's breaker
 BREAKER_COOLDOWN = 60.0  # seconds an open breaker waits before letting one probe through
+# The longest a provider's reset time may keep a breaker open: "try again at 2999-01-01"
+# (a typo, a clock, a hostile proxy) must not shelve an agent for good. Past it one probe
+# call goes through; `harnessc reset --breakers` closes every breaker at once.
+MAX_BREAKER_OPEN = 7 * 86400.0
 KEY = "breaker:"  # meta key prefix, + the agent's name
 DAILY = (("daily_calls", "calls"), ("daily_tokens", "tokens"), ("daily_cost_usd", "cost_usd"))
 
@@ -66,7 +71,7 @@ class Health:
             if now < b.open_until or agent in self.probing:
                 until = b.open_until if now < b.open_until else now + 1.0
                 return Blocked(f"agent '{agent}' is failing ({b.reason}); its circuit breaker is open "
-                               f"until {_clock(until)}", until, "breaker")
+                               f"until {clock_text(until, now)}", until, "breaker")
             self.probing.add(agent)  # half-open: this call is the probe
         limit = self.over_daily_limit(agent)
         if limit:
@@ -111,6 +116,12 @@ class Health:
             until = error.reset_at if error.kind == "quota_exhausted" and error.reset_at else now + BREAKER_COOLDOWN
             reason = (f"{error.kind}: {error.message}"[:300] if error.kind == "quota_exhausted"
                       else f"{failures} failed calls in a row, last {error.kind}")
+            if not math.isfinite(until):
+                until = now + BREAKER_COOLDOWN
+            elif until > now + MAX_BREAKER_OPEN:
+                reason += (f" (the reset time it gave, {clock_text(until, now)}, is more than "
+                           f"{MAX_BREAKER_OPEN / 86400:g} days away: capped)")
+                until = now + MAX_BREAKER_OPEN
             if not b.is_open or until != b.open_until:
                 self.store.event("breaker_opened", agent=agent, until=until, reason=reason)
             self._save(agent, Breaker(failures, max(until, now), reason))
@@ -123,9 +134,16 @@ class Health:
         if agent not in self.breakers:
             raw = self.store.meta_get(KEY + agent)
             try:
-                self.breakers[agent] = Breaker(**json.loads(raw)) if raw else Breaker()
+                b = Breaker(**json.loads(raw)) if raw else Breaker()
+                if b.open_until is not None:
+                    b.open_until = float(b.open_until)
             except (TypeError, ValueError):
-                self.breakers[agent] = Breaker()  # unreadable: start closed
+                b = Breaker()  # unreadable: start closed
+            latest = self.clock() + MAX_BREAKER_OPEN
+            if b.open_until is not None and not b.open_until <= latest:  # kept by an older harnessc, or NaN
+                b.open_until = latest
+                self._save(agent, b)
+            self.breakers[agent] = b
         return self.breakers[agent]
 
     def _save(self, agent: str, b: Breaker) -> None:
@@ -149,6 +167,14 @@ def agent_report(store: StateStore, agents: dict[str, dict], now: float | None =
     return out
 
 
+def clear_breakers(store: StateStore) -> list[str]:
+    """Close every agent's breaker (`harnessc reset --breakers`); the agents that had one."""
+    keys = store.meta_keys(KEY)
+    for key in keys:
+        store.meta_set(key, None)
+    return sorted(key[len(KEY):] for key in keys)
+
+
 def last_midnight(now: float) -> float:
     t = time.localtime(now)
     return time.mktime((t.tm_year, t.tm_mon, t.tm_mday, 0, 0, 0, 0, 0, -1))
@@ -159,8 +185,12 @@ def next_midnight(now: float) -> float:
     return time.mktime((t.tm_year, t.tm_mon, t.tm_mday + 1, 0, 0, 0, 0, 0, -1))
 
 
-def _clock(epoch: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(epoch))
+def clock_text(epoch: float, now: float | None = None) -> str:
+    """A local time: the clock alone when it is within the next day, else with its date."""
+    now = time.time() if now is None else now
+    if now - 60 <= epoch < now + 86400:
+        return time.strftime("%H:%M:%S", time.localtime(epoch))
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
 
 
 def _amount(v: float) -> str:

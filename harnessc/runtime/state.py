@@ -821,6 +821,11 @@ class StateStore:
         row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return row[0] if row else None
 
+    def meta_keys(self, prefix: str) -> list[str]:
+        """The meta keys that start with `prefix`."""
+        return [k for (k,) in self.db.execute("SELECT key FROM meta WHERE substr(key, 1, ?) = ?",
+                                              (len(prefix), prefix))]
+
     def meta_set(self, key: str, value: str | None) -> None:
         """Set (or, with None, remove) one meta entry, committed at once."""
         with self.tx():
