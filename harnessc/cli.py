@@ -6,6 +6,7 @@ Exit codes and summary lines come from harnessc/outcome.py (the one owner of bot
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 from pathlib import Path
@@ -51,6 +52,24 @@ class Context:
                 )
             return Path.cwd()
         return root
+
+
+class USDParam(click.ParamType):
+    """An amount of USD: a finite number >= 0 (`nan` and `inf` would turn a budget off)."""
+
+    name = "usd"
+
+    def convert(self, value, param, ctx):
+        try:
+            usd = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not an amount of USD", param, ctx)
+        if not (math.isfinite(usd) and usd >= 0):
+            self.fail(f"{value!r} is not an amount of USD (a finite number, 0 or more)", param, ctx)
+        return usd
+
+
+USD = USDParam()
 
 
 def fail_usage(message: str, hint: str | None = None) -> NoReturn:
@@ -505,6 +524,9 @@ def _execute(root: Path, plan: dict, opts) -> None:
         if recovered.get("max_cost_kept") is not None:
             click.echo(f"budget: ${recovered['max_cost_kept']:g} from an earlier --max-cost "
                        "(pass --max-cost to change it; `harnessc reset --all` forgets it)", err=True)
+        if recovered.get("max_cost_ignored"):
+            click.echo(f"budget: the --max-cost kept from an earlier run was ignored and forgotten "
+                       f"({recovered['max_cost_ignored']}); harness.yaml's budget applies", err=True)
         view.start(runner, 0)
 
     try:
@@ -544,7 +566,7 @@ def _execute(root: Path, plan: dict, opts) -> None:
 @click.option("--fail-fast", is_flag=True, help="Stop starting tasks after the first failure.")
 @click.option("--rerun", type=click.Choice(["stale", "failed", "all"]), default=None,
               help="Also re-run tasks that are stale, failed (and skipped), or all.")
-@click.option("--max-cost", type=click.FloatRange(min=0), default=None, metavar="USD",
+@click.option("--max-cost", type=USD, default=None, metavar="USD",
               help="Run budget in USD (overrides harness.yaml), kept across resumes.")
 @click.option("--no-build", is_flag=True, help="Refuse to run when the plan is missing or stale.")
 @click.option("--dry-run", is_flag=True,
@@ -869,7 +891,7 @@ def resume(ctx: Context) -> None:
 @cli.command()
 @click.argument("tasks", nargs=-1, metavar="[TASK]...")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Tasks at once.")
-@click.option("--max-cost", type=click.FloatRange(min=0), default=None, metavar="USD",
+@click.option("--max-cost", type=USD, default=None, metavar="USD",
               help="Run budget in USD (overrides harness.yaml), kept across resumes.")
 @click.option("--no-build", is_flag=True, help="Refuse to run when the plan is missing or stale.")
 @click.option("--record", is_flag=True, help="Store every agent call in .harness/cassettes/ (for --replay).")

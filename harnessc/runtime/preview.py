@@ -97,7 +97,11 @@ def preview(root: Path, plan: Plan, select: list[str], exclude: list[str], rerun
         store = None
     if store is not None:
         try:
-            rows, kept, spent = store.tasks(), store.remembered_max_cost(), store.spent()
+            rows, spent = store.tasks(), store.spent()
+            try:
+                kept = store.remembered_max_cost()
+            except ValueError:  # no amount of USD: the run will forget it
+                kept = None
         finally:
             store.close()
     work = plan_work(plan, rows, select, exclude, rerun=rerun)

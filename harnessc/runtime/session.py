@@ -16,17 +16,26 @@ from .scheduler import RunOptions, RunResult, Runner, new_run_id, write_results
 from .state import StateError, StateStore
 
 
-def keep_max_cost(store: StateStore, opts: RunOptions) -> tuple[RunOptions, float | None]:
+def keep_max_cost(store: StateStore, opts: RunOptions, recovered: dict) -> RunOptions:
     """--max-cost is kept across resumes: an explicit one is remembered in state.db, and a run
-    without one uses the last one (until `reset --all`). Returns the options and the kept
-    limit when one was applied."""
+    without one uses the last one (until `reset --all`). Sets recovered["max_cost_kept"] to
+    the kept limit when one was applied; a kept value that is no amount of USD (an older
+    harnessc took `--max-cost nan`) is forgotten and recovered["max_cost_ignored"] says why:
+    the plan's budget applies."""
+    recovered["max_cost_kept"] = None
     if opts.max_cost is not None:
         store.remember_max_cost(opts.max_cost)
-        return opts, None
-    kept = store.remembered_max_cost()
+        return opts
+    try:
+        kept = store.remembered_max_cost()
+    except ValueError as e:
+        store.forget_max_cost()
+        recovered["max_cost_ignored"] = str(e)
+        return opts
     if kept is None:
-        return opts, None
-    return dataclasses.replace(opts, max_cost=kept), kept
+        return opts
+    recovered["max_cost_kept"] = kept
+    return dataclasses.replace(opts, max_cost=kept)
 
 
 def check_agents(runner: Runner, workspace: Workspace, opts: RunOptions) -> None:
@@ -54,7 +63,7 @@ def execute(root: Path, plan: dict, opts: RunOptions,
         recovered = store.recover()
         ended = reaper.end_leftovers(recovered["leftovers"])  # before any agent starts again
         workspace.unlink(workspace.stop)  # a stop meant for an earlier run
-        opts, recovered["max_cost_kept"] = keep_max_cost(store, opts)
+        opts = keep_max_cost(store, opts, recovered)
         runner = Runner(root, plan, store, opts, listeners)
         idle = runner.idle_result()
         if idle is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import sqlite3
 import time
@@ -786,9 +787,19 @@ class StateStore:
         return total
 
     def remembered_max_cost(self) -> float | None:
-        """The last --max-cost given to run or retry, kept for later runs until reset --all."""
+        """The last --max-cost given to run or retry, kept for later runs until reset --all.
+        Raises ValueError when what is kept is not an amount of USD (a NaN or an infinity an
+        older harnessc accepted would disable every later run's budget)."""
         row = self.db.execute("SELECT value FROM meta WHERE key=?", (MAX_COST_KEY,)).fetchone()
-        return float(row[0]) if row else None
+        if row is None:
+            return None
+        usd = float(row[0])
+        if not (math.isfinite(usd) and usd >= 0):
+            raise ValueError(f"{row[0]!r} is not an amount of USD")
+        return usd
+
+    def forget_max_cost(self) -> None:
+        self.meta_set(MAX_COST_KEY, None)
 
     def remember_max_cost(self, usd: float) -> None:
         with self.tx():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import textwrap
 import time
 
@@ -303,3 +304,35 @@ def test_a_state_db_failure_during_a_run_is_one_clear_error(tmp_path, caplog):
     assert "never retrieved" not in caplog.text
     r = harnessc(tmp_path, "run")  # the next run recovers and finishes
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("flag", ["nan", "NaN", "inf", "-inf", "-1", "lots"])
+def test_max_cost_that_is_no_amount_of_usd_is_a_usage_error_and_never_remembered(tmp_path, flag):
+    """`--max-cost nan` was accepted and kept: every later run had no budget at all."""
+    write_project(tmp_path, [node("a")], budget={"max_cost_usd": 0.01, "max_tokens": None},
+                  agents={"rehearsal": {"provider": "simulate", "price": {"input": 1000.0, "output": 1000.0}}})
+    for command in ("run", "retry"):
+        r = harnessc(tmp_path, command, f"--max-cost={flag}")
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "is not an amount of USD" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / ".harness" / "state.db").exists() or not sqlite3.connect(
+        tmp_path / ".harness" / "state.db").execute("SELECT * FROM meta WHERE key='max_cost_usd'").fetchall()
+
+
+def test_a_non_finite_max_cost_kept_by_an_older_harnessc_is_forgotten_and_the_budget_holds(tmp_path):
+    write_project(tmp_path, [node(f"t{i}") for i in range(3)], budget={"max_cost_usd": 0.15, "max_tokens": None},
+                  agents={"rehearsal": {"provider": "simulate", "price": {"input": 1000.0, "output": 1000.0}}},
+                  concurrency=1)
+    from harnessc.runtime.state import StateStore
+    from harnessc.workspace import Workspace
+
+    store = StateStore(Workspace(tmp_path))
+    store.db.execute("INSERT INTO meta VALUES ('max_cost_usd', 'nan')")  # as `remember_max_cost(nan)` wrote it
+    store.db.commit()
+    store.close()
+    assert "budget" in harnessc(tmp_path, "run", "--dry-run").stdout
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 3, r.stdout + r.stderr  # harness.yaml's budget stopped it
+    assert "the --max-cost kept from an earlier run was ignored and forgotten ('nan' is not an amount of USD)" in r.stderr
+    assert not sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
+        "SELECT * FROM meta WHERE key='max_cost_usd'").fetchall()
