@@ -6,8 +6,10 @@ are never touched), and a snapshot is that index compared with a base tree writt
 (`git diff --cached --raw`): the paths that differ from the base, with their blob ids. Two
 snapshots are then compared in Python, without a git process; the lines added and removed
 are counted from the changed blobs, read through one persistent `git cat-file --batch`, and
-new commits are counted by walking commit parents through it too. Two git processes per
-snapshot when something changed, one when nothing did (`git add` then writes no index).
+new commits are counted by walking commit parents through it too. Three git processes per
+snapshot when something changed, two when nothing did (`git add` then writes no index): the
+first (`git config`) lists the filter drivers to blank (gitcmd.py: an agent may have
+configured one; none runs).
 
 Outside git (HashedSnapshots): content hashes of the project's files (dot-directories and
 caches aside, MAX_HASHED_FILES at most) and of the context files of the tasks that asked.

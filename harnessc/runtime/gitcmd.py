@@ -13,7 +13,8 @@ with harnessc's environment (API keys included). So every git process gets
   submodule recursion;
 * every filter, diff and merge driver the configuration names blanked (`filter.<name>.clean
   / smudge / process`, `diff.<name>.command / textconv`, `merge.<name>.driver`), read with
-  `git config` before each command that may read the working tree and passed as
+  `git config` before a command that may read the working tree (again whenever a config
+  file changed) and passed as
   GIT_CONFIG_KEY_<n>/GIT_CONFIG_VALUE_<n> (a driver's name may hold `=`, which `-c` cannot
   say; git >= 2.31 reads them).
 
@@ -21,7 +22,9 @@ with harnessc's environment (API keys included). So every git process gets
 run with the same restricted environment. Snapshots never run hooks.
 
 Processes run in harnessc's session (reaper.py leaves them to us) but their own process
-group, die with harnessc, and are killed (the group) on timeout.
+group, killed on timeout. No preexec step (PR_SET_PDEATHSIG): it would double the cost of
+every start (fork instead of vfork), and a git outlives a killed harnessc by at most its
+own work (cat-file ends when its stdin closes).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from . import procs, reaper
+from . import procs
 
 GIT_TIMEOUT = 30.0  # seconds for one git command
 # What git takes from harnessc's environment besides the base list: who commits.
@@ -62,6 +65,9 @@ class Git:
 
     def __init__(self, cwd: Path, hooks: bool = False):
         self.cwd, self.hooks = Path(cwd), hooks
+        self._watched: set[str] | None = None  # the config files git reads (or would, were they there)
+        self._stamp: tuple | None = None  # their stat data when _blanks was read
+        self._blanks: list[tuple[str, str]] = []
 
     def argv(self, *args: str) -> list[str]:
         settings = NEUTRAL if self.hooks else NO_HOOKS + NEUTRAL
@@ -77,18 +83,51 @@ class Git:
         return env
 
     def driver_blanks(self) -> list[tuple[str, str]]:
-        """(key, value) pairs that turn off every driver the configuration names now."""
-        out = self._run(("config", "-z", "--get-regexp", r"^(filter|diff|merge)\."), self.env(), GIT_TIMEOUT,
-                        ok=(0, 1))  # 1: no such key
+        """(key, value) pairs that turn off every driver the configuration names now.
+
+        Read with `git config --list` when a configuration file changed since the last
+        read: the files git reads config from (system, global, the repository's, and every
+        file an include names, there or not yet) are stat'ed before each command, so a
+        snapshot pays no process for it while nobody touches the configuration."""
+        if self._watched is None:
+            self._watched = self._candidates()
+        stamp = _stamp(self._watched)
+        if stamp == self._stamp:
+            return self._blanks
+        out = self._run(("config", "-z", "--list", "--show-origin"), self.env(), GIT_TIMEOUT, ok=(0, 1))
+        fields = out.split(b"\0")
         names: set[tuple[str, str]] = set()
-        for entry in out.split(b"\0"):
-            key = entry.split(b"\n", 1)[0].decode("utf-8", "surrogateescape")
-            section, dot, rest = key.partition(".")
-            name = rest.rpartition(".")[0]
-            if dot and name and section in DRIVERS:
+        files: set[str] = set()
+        for origin, entry in zip(fields[0::2], fields[1::2]):
+            key, _, value = entry.decode("utf-8", "surrogateescape").partition("\n")
+            where = origin.decode("utf-8", "surrogateescape")
+            if where.startswith("file:"):
+                files.add(str(self.cwd / where[5:]))
+            section, _, rest = key.partition(".")
+            name, _, leaf = rest.rpartition(".")
+            if section in DRIVERS and name:
                 names.add((section, name))
-        blanks = [(f"{section}.{name}.{key}", "") for section, name in sorted(names) for key in DRIVERS[section]]
-        return blanks + [(f"filter.{name}.required", "false") for section, name in sorted(names) if section == "filter"]
+            elif section in ("include", "includeif") and leaf == "path" and value:
+                base = Path(where[5:]).parent if where.startswith("file:") else Path()
+                files.add(str(self.cwd / base / os.path.expanduser(value)))
+        self._blanks = [(f"{section}.{name}.{key}", "") for section, name in sorted(names)
+                        for key in DRIVERS[section]]
+        self._blanks += [(f"filter.{name}.required", "false") for section, name in sorted(names) if section == "filter"]
+        # kept only when every file read was watched before the read (else read again next time)
+        self._stamp = stamp if files <= self._watched else None
+        self._watched |= files
+        return self._blanks
+
+    def _candidates(self) -> set[str]:
+        """The configuration files git may read here, whether they exist now or not."""
+        out = self._run(("rev-parse", "--absolute-git-dir", "--git-common-dir"), self.env(), GIT_TIMEOUT)
+        git_dir, common = (out.decode("utf-8", "surrogateescape").splitlines() + ["", ""])[:2]
+        home = Path(os.path.expanduser("~"))
+        xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+        dirs = {self.cwd / git_dir, self.cwd / git_dir / common} if git_dir else set()
+        return {str(p) for p in (home / ".gitconfig", xdg / "git" / "config", Path("/etc/gitconfig"),
+                                 Path("/usr/local/etc/gitconfig"),
+                                 *(d / name for d in dirs for name in ("config", "config.worktree")))}
 
     def run(self, *args: str, env: dict[str, str] | None = None, worktree: bool = True,
             timeout: float = GIT_TIMEOUT) -> str:
@@ -100,8 +139,7 @@ class Git:
     def _run(self, args: tuple[str, ...], env: dict[str, str], timeout: float, ok: tuple[int, ...] = (0,)) -> bytes:
         try:
             proc = subprocess.Popen(self.argv(*args), cwd=self.cwd, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0,
-                                    preexec_fn=reaper.die_with_parent())
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0)
         except OSError as e:
             raise GitFailed(args[0], None, f"could not start git: {e.strerror or e}") from None
         try:
@@ -130,8 +168,7 @@ class CatFile:
         if self.proc is None or self.proc.poll() is not None:
             argv = self.git.argv("cat-file", "--batch")
             self.proc = subprocess.Popen(argv, cwd=self.git.cwd, env=self.git.env(), stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, process_group=0,
-                                         preexec_fn=reaper.die_with_parent())
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, process_group=0)
         assert self.proc.stdin and self.proc.stdout
         try:
             self.proc.stdin.write(sha.encode("ascii") + b"\n")
@@ -169,3 +206,15 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _stamp(paths: set[str]) -> tuple:
+    """The stat data of these files (None for one that is not there): a write changes it."""
+    out = []
+    for path in sorted(paths):
+        try:
+            st = os.stat(path)
+            out.append((path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+        except OSError:
+            out.append((path, None))
+    return tuple(out)

@@ -84,13 +84,12 @@ def child() -> Child:
     """A new child of the current scope (see enter)."""
     scope = _scope.get()
     base = scope.marker if scope else f"h{os.getpid()}"
-    return Child(f"{base}.{next(_numbers)}", die_with_parent(),
+    return Child(f"{base}.{next(_numbers)}", _die_with_parent(),
                  scope.on_spawn if scope else None)
 
 
-def die_with_parent() -> Callable[[], None] | None:
-    """The preexec_fn for a child: PR_SET_PDEATHSIG and nothing else (also for harnessc's
-    own short git processes, which need no marker).
+def _die_with_parent() -> Callable[[], None] | None:
+    """The preexec_fn for a child: PR_SET_PDEATHSIG and nothing else.
 
     It runs between fork and exec while other threads exist, so libc's prctl is resolved
     here, before the fork, and the step only calls it. If harnessc died before prctl took

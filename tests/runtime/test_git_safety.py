@@ -155,3 +155,27 @@ def test_a_secret_split_across_two_read_chunks_is_found(tmp_path):
     (tmp_path / "clean.txt").write_bytes(b"x" * (gitops.SCAN_CHUNK + 50))
     found = gitops.secret_files(tmp_path, ["big.txt", "clean.txt"], [SECRET])
     assert list(found) == ["big.txt"]
+
+
+def test_drivers_configured_after_the_list_was_read_are_blanked_too(tmp_path):
+    """The driver list is read again whenever a config file changes - the repository's, or
+    one an include names that did not exist when the list was read."""
+    from harnessc.runtime.gitcmd import Git
+
+    git_repo(tmp_path)
+    (tmp_path / ".gitattributes").write_text("*.txt filter=late\n")
+    g = Git(tmp_path)
+    (tmp_path / "a.txt").write_text("a\n")
+    g.run("add", "-A")  # the list is read (no driver yet) and kept
+    git(tmp_path, "config", "include.path", str(tmp_path / "later.cfg"))
+    (tmp_path / "a.txt").write_text("b\n")
+    g.run("add", "-A")
+    payload = f"sh -c 'env > {tmp_path / 'leak-late.txt'}; cat'"
+    (tmp_path / "later.cfg").write_text(f'[filter "late"]\n\tclean = "{payload}"\n')  # quoted: `;` starts a comment
+    (tmp_path / "a.txt").write_text("c\n")
+    g.run("add", "-A")
+    assert leaks(tmp_path) == {}
+    assert git(tmp_path, "show", ":a.txt") == "c\n"
+    (tmp_path / "a.txt").write_text("d\n")
+    git(tmp_path, "add", "-A")  # git itself, without the blanks, would run it: the payload is real
+    assert "leak-late.txt" in leaks(tmp_path)
