@@ -20,7 +20,7 @@ from .. import providers
 from ..compiler.argv import split_command
 from ..planfile import Plan
 from ..workspace import Workspace
-from . import procs
+from . import gitcmd, procs
 from .preflight import RECORD_HINT, Check, Usability, agent_checks, agent_config, check_run, executable
 from .router import Router
 
@@ -178,8 +178,8 @@ async def _git_checks(root: Path) -> list[Check]:
     if not (root / ".git").exists():
         return [Check("repository", False, "the project is not a git repository "
                       "(a `git: commit` task needs one: run `git init`)")]
-    env = procs.child_env(extra={k: v for k, v in os.environ.items() if k.startswith("GIT_")})
-    res = await procs.run(["git", "var", "GIT_COMMITTER_IDENT"], cwd=root, timeout=VERSION_TIMEOUT, env=env)
+    git = gitcmd.Git(root)  # the argv and environment of the run's own git (no hook, no key)
+    res = await procs.run(git.argv("var", "GIT_COMMITTER_IDENT"), cwd=root, timeout=VERSION_TIMEOUT, env=git.env())
     if res.error:
         return [Check("identity", False, "git is not on PATH" if "not found" in res.error else res.error)]
     if not res.ok:
