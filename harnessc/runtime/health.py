@@ -7,8 +7,9 @@ Both are shared by every task of a run and kept in state.db across runs and proc
   the cooldown is over one probe call goes through (half-open): a success closes it, a
   failure opens it again. Breakers live in the meta table, one row per agent;
 * `limits: {daily_calls, daily_tokens, daily_cost_usd}` count the agent's attempts since
-  local midnight (every run and process writing this state.db); an agent at a limit is not
-  called again until the next local day.
+  local midnight (every run and process writing this state.db, and the calls a `reset`
+  forgot: state.keep_daily_usage); an agent at a limit is not called again until the next
+  local day.
 
 The router's caller asks `blocked(agent)` before each call: None, or why not and until when.
 """

@@ -23,11 +23,12 @@ from json.encoder import encode_basestring_ascii as _encode_str
 from ..workspace import Workspace, storage_reason
 from .procs import secret_values
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 APP_ID = "harnessc-state"
 
 TERMINAL_OK = ("succeeded", "degraded", "done")
 MAX_COST_KEY = "max_cost_usd"  # meta: the last explicit --max-cost
+DAILY_KEEP = 2 * 86400.0  # seconds of forgotten calls a reset keeps for the daily limits (a local day, and then some)
 STATES = ("pending", "ready", "running", "succeeded", "degraded", "failed", "blocked", "skipped", "done")
 
 _SCHEMA = """
@@ -39,7 +40,7 @@ CREATE TABLE tasks (
   id TEXT PRIMARY KEY, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
   iterations INTEGER NOT NULL DEFAULT 0, agent TEXT, tokens INTEGER NOT NULL DEFAULT 0,
   cost_usd REAL NOT NULL DEFAULT 0, error TEXT, output TEXT, fingerprint TEXT, run_id TEXT,
-  started_at REAL, finished_at REAL, updated_at REAL);
+  started_at REAL, finished_at REAL, updated_at REAL, running_s REAL NOT NULL DEFAULT 0);
 CREATE TABLE attempts (
   id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, task_id TEXT NOT NULL,
   iteration INTEGER NOT NULL, level INTEGER NOT NULL DEFAULT 0, agent TEXT,
@@ -48,7 +49,7 @@ CREATE TABLE attempts (
   status TEXT NOT NULL, started_at REAL NOT NULL, finished_at REAL,
   proc_marker TEXT, proc_pid INTEGER, proc_start INTEGER,
   uncached_input_tokens INTEGER, cache_read_tokens INTEGER, cache_write_tokens INTEGER,
-  reasoning_tokens INTEGER, cost_source TEXT, progress TEXT, denials TEXT);
+  reasoning_tokens INTEGER, cost_source TEXT, progress TEXT, denials TEXT, tool_calls INTEGER);
 CREATE INDEX attempts_task ON attempts(task_id, id);
 CREATE TABLE ledger (
   id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, task_id TEXT NOT NULL,
@@ -59,6 +60,8 @@ CREATE TABLE events (
   id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT, ts REAL NOT NULL, kind TEXT NOT NULL,
   task_id TEXT, data TEXT);
 CREATE TABLE loop_state (task_id TEXT PRIMARY KEY, data TEXT NOT NULL, updated_at REAL NOT NULL);
+CREATE TABLE daily_usage (agent TEXT NOT NULL, ts REAL NOT NULL, calls INTEGER NOT NULL,
+  tokens INTEGER NOT NULL, cost_usd REAL NOT NULL);
 """
 
 # Each step takes the database from version N to N+1 (the key), in one transaction.
@@ -91,6 +94,14 @@ _MIGRATIONS = {
     # 5 -> 6: the tool calls a CLI agent's permissions refused during the attempt (JSON list
     # of {tool, target}; NULL: none, or recorded before this column).
     5: ("ALTER TABLE attempts ADD COLUMN denials TEXT",),
+    # 6 -> 7: limits that hold across resets and resumes (runtime/tasklimits.py) - the task's
+    # running time in its current round of runs, each attempt's tool calls as its agent
+    # reported them (NULL: not reported), and the agents' calls of the last days that a
+    # `reset` forgot, still counted by their daily limits.
+    6: ("ALTER TABLE tasks ADD COLUMN running_s REAL NOT NULL DEFAULT 0",
+        "ALTER TABLE attempts ADD COLUMN tool_calls INTEGER",
+        "CREATE TABLE IF NOT EXISTS daily_usage (agent TEXT NOT NULL, ts REAL NOT NULL, calls INTEGER NOT NULL,"
+        " tokens INTEGER NOT NULL, cost_usd REAL NOT NULL)"),
 }
 
 # The ledger columns of an attempt, summed by usage_totals() (input_tokens is all input).
@@ -519,9 +530,11 @@ class StateStore:
             self.event(f"task_{state}", task_id, **({"error": error} if error else {}))
 
     def reset(self, ids: list[str] | None) -> int:
-        """Forget tasks (None = everything, including the budget ledger)."""
+        """Forget tasks (None = everything, including the budget ledger). The agents' calls of
+        the last days stay counted by their daily limits (`keep_daily_usage`)."""
         self._spent = self._tokens = None
         with self.tx():
+            self.keep_daily_usage(ids)
             if ids is None:
                 n = self.db.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
                 for table in ("tasks", "attempts", "ledger", "events", "loop_state"):
@@ -535,6 +548,22 @@ class StateStore:
                 self.db.execute("DELETE FROM ledger WHERE task_id=?", (tid,))
                 self.db.execute("DELETE FROM loop_state WHERE task_id=?", (tid,))
             return n
+
+    def keep_daily_usage(self, ids: list[str] | None) -> None:
+        """Copy the calls of the attempts and assist calls about to be forgotten (of tasks
+        `ids`; None: all) from the last DAILY_KEEP seconds into daily_usage, which no reset
+        deletes: a call made today counts against its agent's daily limits today (health.py)."""
+        since = time.time() - DAILY_KEEP
+        self.db.execute("DELETE FROM daily_usage WHERE ts < ?", (since,))
+        which, args = ("", ()) if ids is None else (f" AND task_id IN ({','.join('?' * len(ids))})", tuple(ids))
+        self.db.execute(
+            "INSERT INTO daily_usage (agent, ts, calls, tokens, cost_usd) SELECT agent, started_at, 1,"
+            " COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0), COALESCE(cost_usd, 0) FROM attempts"
+            f" WHERE agent IS NOT NULL AND started_at >= ?{which}", (since, *args))
+        self.db.execute(
+            "INSERT INTO daily_usage (agent, ts, calls, tokens, cost_usd) SELECT agent, ts, 1, COALESCE(tokens, 0),"
+            " CASE WHEN settled THEN COALESCE(actual, 0) ELSE reserved END FROM ledger"
+            f" WHERE attempt_id IS NULL AND agent IS NOT NULL AND ts >= ?{which}", (since, *args))
 
     # ------------------------------------------------------------------ attempts
 
@@ -857,8 +886,12 @@ class StateStore:
             "SELECT COUNT(*), COALESCE(SUM(COALESCE(tokens, 0)), 0),"
             " COALESCE(SUM(CASE WHEN settled THEN actual ELSE reserved END), 0) FROM ledger"
             " WHERE attempt_id IS NULL AND agent=? AND ts >= ?", (agent, since)).fetchone()
-        return {"calls": int(calls + more[0]), "tokens": int(tokens + more[1]),
-                "cost_usd": round(float(cost + more[2]), 6)}
+        # and the calls a reset forgot (keep_daily_usage)
+        kept = self.db.execute(
+            "SELECT COALESCE(SUM(calls), 0), COALESCE(SUM(tokens), 0), COALESCE(SUM(cost_usd), 0) FROM daily_usage"
+            " WHERE agent=? AND ts >= ?", (agent, since)).fetchone()
+        return {"calls": int(calls + more[0] + kept[0]), "tokens": int(tokens + more[1] + kept[1]),
+                "cost_usd": round(float(cost + more[2] + kept[2]), 6)}
 
     def settled_spent(self) -> float:
         """USD settled (calls that ended), across every run until reset: no reservations."""

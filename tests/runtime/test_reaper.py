@@ -360,6 +360,8 @@ def test_a_version_1_state_database_is_migrated_in_place(tmp_path):
         CREATE TABLE old_ledger AS SELECT id, run_id, task_id, attempt_id, reserved, actual, settled, ts FROM ledger;
         DROP TABLE ledger;
         ALTER TABLE old_ledger RENAME TO ledger;
+        ALTER TABLE tasks DROP COLUMN running_s;
+        DROP TABLE daily_usage;
         UPDATE meta SET value='1' WHERE key='schema_version';
     """)
     con.close()
