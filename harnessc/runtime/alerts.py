@@ -31,6 +31,12 @@ def _reason(ev: dict) -> str:
     return str(ev.get("reason") or ev.get("message") or ev.get("error") or "")[:300]
 
 
+def _ended(state: str, ev: dict) -> str:
+    """'failed: why' ('blocked: stuck ...' and 'degraded (fallback): ...' say it already)."""
+    why = _reason(ev)
+    return why if why.startswith(state) else f"{state}: {why}" if why else state
+
+
 # event kind -> (level, alert kind, message); events the live display and the log name alike
 RULES: dict[str, tuple[str, str, Callable[[dict], str]]] = {
     "recovery": ("warning", "recovery", lambda ev: f"recovery step {ev.get('step', '?')}"
@@ -38,7 +44,13 @@ RULES: dict[str, tuple[str, str, Callable[[dict], str]]] = {
     "recovery_resumed": ("info", "recovery_resumed", resumed_text),
     "fallback": ("warning", "fallback", lambda ev: f"fell back from {ev.get('agent')} to {ev.get('to')}: {_reason(ev)}"),
     "escalated": ("info", "escalation", lambda ev: f"escalated from {ev.get('agent')} to {ev.get('to')}: {_reason(ev)}"),
-    "task_blocked": ("warning", "blocked", lambda ev: f"blocked: {_reason(ev).removeprefix('blocked: ')}"),
+    # a task that ended without a verified result, as it ends (not only in the run's summary)
+    "task_blocked": ("warning", "blocked", lambda ev: _ended("blocked", ev)),
+    "task_failed": ("warning", "failed", lambda ev: _ended("failed", ev)),
+    "task_degraded": ("warning", "degraded", lambda ev: _ended("degraded", ev)),
+    # a task's own limits (tasklimits.py): near one, or one its agent cannot be held to
+    "limit_near": ("warning", "approaching_limit", _reason),
+    "limit_unchecked": ("warning", "limit_unchecked", _reason),
     "daily_limit_reached": ("warning", "daily_limit", lambda ev: f"daily limit reached for {ev.get('agent')}: {_reason(ev)}"),
     "breaker_opened": ("warning", "breaker", lambda ev: f"breaker opened for {ev.get('agent')}: {_reason(ev)}"),
     # the operator's say: what reached an agent, what could not be read

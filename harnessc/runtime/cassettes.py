@@ -161,7 +161,7 @@ class Recorder:
             raise
         self._record(asked, "response", {
             "text": resp.text, "usage": _usage(resp.usage), "cost_usd": resp.cost_usd,
-            "cost_source": resp.cost_source,
+            "cost_source": resp.cost_source, "tool_calls": resp.tool_calls,
             "latency": round(resp.latency, 6), "notes": list(resp.notes),
             **({"denials": resp.denials} if resp.denials else {})}, answered=resp)
         return resp
@@ -353,6 +353,7 @@ class ReplayAgent:
         return Response(text=r["text"], usage=_from_usage(r.get("usage")),
                         cost_usd=_number(r.get("cost_usd")), cost_source=_cost_source(r),
                         latency=_number(r.get("latency")),
+                        tool_calls=r["tool_calls"] if type(r.get("tool_calls")) is int else None,
                         notes=[*map(str, r.get("notes") or []), note],
                         denials=[d for d in r.get("denials") or [] if isinstance(d, dict)])
 

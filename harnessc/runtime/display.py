@@ -27,7 +27,7 @@ FINAL = {"task_succeeded": "succeeded", "task_degraded": "degraded", "task_faile
 HEARTBEAT_SECONDS = 30.0  # a call running longer than this gets a "still running" line
 HEARTBEAT_ENV = "HARNESSC_HEARTBEAT"  # overrides it, in seconds (tests lower it)
 ATTEMPT_WORDS = {"rejected": "rejected", "error": "agent call failed", "progress": "no claim yet",
-                 "stuck": "stuck", "interrupted": "interrupted"}
+                 "stuck": "stuck", "interrupted": "interrupted", "over_limit": "over a limit"}
 STOP_HINTS = {  # what stops harder, by where the stop came from
     "signal": "Ctrl-C again to abort",
     "file": "`harnessc stop --abort` cancels it",
@@ -42,9 +42,9 @@ def _paused(ev: dict) -> str:
 
 
 # Alerts for alerts.log that the display already says in a line of its own (the pause, the
-# resume, the run's last line, a task's stuck iteration and its `[n/m] blocked` line): not
-# printed twice.
-SAID_ELSEWHERE = ("paused", "resumed", "run_finished", "stuck", "blocked")
+# resume, the run's last line, a task's stuck iteration and its end - `[n/m] T failed`,
+# `degraded`, `blocked`): not printed twice.
+SAID_ELSEWHERE = ("paused", "resumed", "run_finished", "stuck", "failed", "degraded", "blocked")
 
 # What the operator's side of a run says (steering.py, alerts.py, summaries.py), in words.
 OPERATOR_WORDS = {

@@ -39,6 +39,7 @@ from .loop import TaskLoop
 from .router import Route, Router
 from .state import StateStore
 from .steering import Steering
+from .tasklimits import TaskLimits
 from .throttle import Throttle
 from .verify import Verdict, verify
 
@@ -136,9 +137,10 @@ class TaskRun:
         self.tid = node.id
         self.store = ctx.store
         self.contract: Contract | None = ctx.plan.contract_of(node)
-        self.max_time = float(node.limits.max_time or 3600)
-        self.t0 = time.monotonic()
-        self.p = Progress()
+        self.limits = TaskLimits(ctx.store, node, self.contract)  # counted across resumes (tasklimits.py)
+        self.max_time = self.limits.max_time
+        self.t0 = time.monotonic()  # (moved on by paused time)
+        self.p = Progress(iteration=self.limits.iterations_before)
         self.log = AttemptLog(ctx.store, node.id)
         self.original = self.base = self.prompt = ""  # the rendered prompt; base: what iterations start from
         self.operator = ""  # the operator's instructions, sent after the prompt (steering.py)
@@ -170,7 +172,7 @@ class TaskRun:
             # Abort: the attempt in flight is interrupted; the task goes back to pending. A
             # write that committed after the cancel was requested still counts.
             if not self.log.interrupted():
-                self.store.set_state(self.tid, "pending")
+                self.store.set_state(self.tid, "pending", running_s=self.used_time())
             raise
         finally:
             if self.files:
@@ -200,9 +202,12 @@ class TaskRun:
         name, agent, cfg = await self.choose_agent()
         cost, tokens = self.reserve(cfg)
         resp = await self.call(name, agent, cfg, cost, tokens)
+        over = self.limits.count(resp.usage, resp.tool_calls if isinstance(resp, Response) else 0, name)
         if isinstance(resp, AgentError):
             await self.recover(name, resp)
             return
+        if over:
+            await self.over_limit(resp, over)
         verdict = await verify(self.node, self.contract, resp.text, self.ctx.root, max(0.1, self.time_left()))
         if not verdict.claim:
             await self.keep_working(resp)
@@ -234,14 +239,28 @@ class TaskRun:
         return self.prompt + self.operator
 
     def check_limits(self) -> None:
+        """Before a call: the run halting ends the task for now (its time so far kept); its own
+        limits, counted across resumes (tasklimits.py), end it for good."""
         if self.ctx.halting():
-            self.store.set_state(self.tid, "pending")
+            self.store.set_state(self.tid, "pending", running_s=self.used_time())
             raise Done("interrupted")
-        max_iter = self.node.limits.max_iterations
-        if max_iter is not None and self.p.iteration >= int(max_iter):
-            self.give_up(f"max_iterations ({max_iter}) reached without a verified result", exhausted=False)
-        if self.time_left() <= 0:
-            self.give_up(f"max_time ({self.max_time:g}s) reached", exhausted=False)
+        why = self.limits.reached(self.p.iteration, self.used_time())
+        if why:
+            self.give_up(why, exhausted=False)
+
+    async def over_limit(self, resp: Response, why: str) -> None:
+        """A call that passed a contract constraint fails the task, whatever its answer says
+        (the constraints are part of the contract); the answer is kept with its attempt."""
+        await self.log.finish("over_limit", raw=resp.text, errors=[why], final_state="failed", error=why,
+                              **resp.charged())
+        raise Done("failed")
+
+    def clock(self) -> None:
+        """Every CLOCK_EVERY seconds while the task runs (scheduler.py): its time so far is
+        saved, so a resumed task has what is left of max_time; near max_time, says so."""
+        used = self.used_time()
+        self.store.save_running_time(self.tid, used)
+        self.limits.near_time(used)
 
     async def choose_agent(self) -> tuple[str, Any, dict]:
         """HARNESSC_AGENT (steering) wins; else the route's agent, unless its breaker is open
@@ -286,7 +305,8 @@ class TaskRun:
             await self.files.begin()  # the files as the call finds them
         phash = hashlib.sha256(self.sent_prompt.encode()).hexdigest()
         aid = await self.log.begin(iteration=self.p.iteration, level=self.level, agent=name, prompt=self.sent_prompt,
-                                   prompt_hash=phash, reserve_usd=cost, start_task=self.p.iteration == 1,
+                                   prompt_hash=phash, reserve_usd=cost,
+                                   start_task=self.p.iteration == self.limits.iterations_before + 1,
                                    reserve_tokens=tokens)
         self.ctx.adopt_children(aid)
 
@@ -517,8 +537,12 @@ class TaskRun:
         self.store.finish_task(self.tid, state, error=error)
         return state
 
+    def used_time(self) -> float:
+        """Seconds the task has run in its round: in earlier runs, then in this one (pauses not counted)."""
+        return self.limits.time_before + time.monotonic() - self.t0
+
     def time_left(self) -> float:
-        return self.max_time - (time.monotonic() - self.t0)
+        return self.max_time - self.used_time()
 
 
 def _committed(fut: asyncio.Future | None) -> bool:

@@ -40,6 +40,7 @@ from .throttle import Throttle
 from .cassettes import Cassettes
 from .iteration import TaskRun
 from .preflight import RunCheck
+from .tasklimits import CLOCK_EVERY
 from .router import REHEARSAL, Router
 from .state import TERMINAL_OK, StateError, StateStore
 from .steering import Steering
@@ -134,6 +135,8 @@ class Runner:
         self._stop_event = asyncio.Event()  # wakes retry delays early
         self.cassettes = Cassettes(self.workspace, opts.cassettes)
         self.running: dict[str, asyncio.Task] = {}
+        self.task_runs: dict[str, TaskRun] = {}  # the running tasks' iterations, for their clocks
+        self._clocked = 0.0  # when the running tasks' times were last saved
         self.live: dict[str, dict] = {}  # task id -> {"iteration", "agent"} for displays
         self.finished: list[str] = []  # task ids whose asyncio task ended, not yet processed
         self._system: str | None = None  # the system prompt: one per plan, rendered once
@@ -184,6 +187,7 @@ class Runner:
                 self.request_stop("abort" if word.startswith("abort") else "stop", via="file")
             self._check_state_file()
             self._check_limits()
+            self._clock_tasks()
             self.steering.poll()
             self.summaries.tick()
             self.store.flush_mirror()  # events.jsonl lags the db by at most this poll
@@ -195,6 +199,17 @@ class Runner:
         why = self.limits.reached()
         if why and self.halt_run(outcomes.STOP, why):
             self.request_stop("stop", via="max-time" if why.startswith("--max-time") else "limit")
+
+    def _clock_tasks(self) -> None:
+        """Save the running tasks' times (one commit), every CLOCK_EVERY seconds: what a task
+        has left of its max_time survives a kill (tasklimits.py)."""
+        now = time.monotonic()
+        if now - self._clocked < CLOCK_EVERY or not self.task_runs:
+            return
+        self._clocked = now
+        with self.store.tx():
+            for run in list(self.task_runs.values()):
+                run.clock()
 
     def _count_iteration(self, ev: dict) -> None:
         """A listener: an iteration past the run's iteration limit stops the run at once."""
@@ -384,7 +399,11 @@ class Runner:
 
     async def _run_task(self, tid: str) -> str:
         node = self.nodes[tid]
-        return await TaskRun(self, node, self.router.route(node)).run()
+        run = self.task_runs[tid] = TaskRun(self, node, self.router.route(node))
+        try:
+            return await run.run()
+        finally:
+            self.task_runs.pop(tid, None)
 
     def halting(self) -> bool:
         return self.stop_mode is not None or self.halt is not None

@@ -628,7 +628,7 @@ class StateStore:
                        final_state: str | None = None, output: Any = None,
                        fingerprint: str | None = None, error: str | None = None,
                        progress: dict | None = None, loop_state: dict | None = None,
-                       denials: list[dict] | None = None) -> None:
+                       denials: list[dict] | None = None, tool_calls: int | None = None) -> None:
         """Complete an attempt with its ledger, settle its reservation to the real cost and
         (optionally) finish the task: one commit.
 
@@ -636,7 +636,8 @@ class StateStore:
         where cost_usd came from (agents.base.COST_SOURCES). progress: a loop iteration's
         evidence and score; loop_state: what the task's next iteration carries over
         (runtime/loop.py), saved in the same commit. denials: the tool calls the agent's
-        permissions refused ({tool, target}).
+        permissions refused ({tool, target}). tool_calls: as the agent reported them
+        (None: it does not say).
         """
         now = time.time()
         held = self._reserved.get(attempt_id)
@@ -655,6 +656,8 @@ class StateStore:
                 self.db.execute("UPDATE attempts SET progress=? WHERE id=?", (self._json(progress), attempt_id))
             if denials:
                 self.db.execute("UPDATE attempts SET denials=? WHERE id=?", (self._json(denials), attempt_id))
+            if tool_calls is not None:
+                self.db.execute("UPDATE attempts SET tool_calls=? WHERE id=?", (tool_calls, attempt_id))
             if loop_state is not None:
                 self.db.execute(
                     "INSERT INTO loop_state (task_id, data, updated_at) VALUES (?,?,?) ON CONFLICT(task_id)"
@@ -668,8 +671,8 @@ class StateStore:
             if final_state:  # usage and the task's result in one UPDATE (see finish_task)
                 self.db.execute(
                     "UPDATE tasks SET tokens=tokens+?, cost_usd=cost_usd+?, state=?, output=?,"
-                    " fingerprint=?, error=?, finished_at=?, updated_at=?, run_id=COALESCE(?, run_id)"
-                    " WHERE id=?",
+                    " fingerprint=?, error=?, finished_at=?, updated_at=?, run_id=COALESCE(?, run_id),"
+                    " running_s=0 WHERE id=?",
                     (tokens, cost_usd, final_state, self._json(output), fingerprint,
                      self.redact(error), now, now, self.run_id, task_id))
             else:
@@ -699,7 +702,7 @@ class StateStore:
         with self.tx():
             self.db.execute(
                 "UPDATE tasks SET state=?, output=?, fingerprint=?, error=?, finished_at=?,"
-                " updated_at=?, run_id=COALESCE(?, run_id) WHERE id=?",
+                " updated_at=?, run_id=COALESCE(?, run_id), running_s=0 WHERE id=?",
                 (state, self._json(output), fingerprint, self.redact(error), now, now,
                  self.run_id, task_id))
             self._end_recovery(task_id)
@@ -712,6 +715,26 @@ class StateStore:
         self.db.execute("UPDATE loop_state SET data=json_remove(data, '$.recovery') WHERE task_id=? AND"
                         " CASE WHEN json_valid(data) THEN json_type(data, '$.recovery') IS NOT NULL ELSE 0 END",
                         (task_id,))  # a damaged row is reported where it is read, not here
+
+    def task_round(self, task_id: str) -> dict[str, Any]:
+        """What the task used in its current round of runs (runtime/tasklimits.py): a round
+        starts when the task starts afresh (first run, retry, rerun, reset) and goes on across
+        stops, kills and resumes until it ends. `iterations`: its attempts, an interrupted one
+        not counted (its iteration starts again); `tokens` (input + output) and `tool_calls`
+        (as reported): of every attempt; `running_s`: its running time so far."""
+        row = self.db.execute("SELECT finished_at, running_s FROM tasks WHERE id=?", (task_id,)).fetchone()
+        since, running = (row[0] or 0.0, float(row[1] or 0.0)) if row else (0.0, 0.0)
+        iterations, tokens, tools = self.db.execute(
+            "SELECT COALESCE(SUM(status != 'interrupted'), 0),"
+            " COALESCE(SUM(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0),"
+            " COALESCE(SUM(COALESCE(tool_calls, 0)), 0) FROM attempts WHERE task_id=? AND started_at > ?",
+            (task_id, since)).fetchone()
+        return {"iterations": int(iterations), "tokens": int(tokens), "tool_calls": int(tools), "running_s": running}
+
+    def save_running_time(self, task_id: str, seconds: float) -> None:
+        """The running task's time so far in its round (a task no longer running keeps its own)."""
+        with self.tx():
+            self.db.execute("UPDATE tasks SET running_s=? WHERE id=? AND state='running'", (seconds, task_id))
 
     def attempts(self, task_id: str) -> list[dict]:
         rows = []

@@ -87,12 +87,13 @@ class Response:
     notes: list[str] = field(default_factory=list)
     cost_source: str = NO_PRICE  # see COST_SOURCES; agents set it with priced()
     denials: list[dict] = field(default_factory=list)  # tool calls the agent's permissions refused
+    tool_calls: int | None = None  # tools the agent called during the call; None: it does not say
 
     def charged(self) -> dict[str, Any]:
         """What the answer adds to its attempt's row (state.finish_attempt's keywords): the
         ledger figures, and the tool calls that were refused."""
         return {"usage": self.usage, "cost_usd": self.cost_usd, "cost_source": self.cost_source,
-                "latency": self.latency, "denials": self.denials}
+                "latency": self.latency, "denials": self.denials, "tool_calls": self.tool_calls}
 
 
 class Agent(Protocol):

@@ -120,7 +120,7 @@ class CliAgent(SubprocessAgent):
         if isinstance(outcome, Failure):
             raise self.error(outcome, res.stderr)
         return Response(text=outcome.text, latency=res.duration, notes=res.notes + outcome.notes,
-                        denials=outcome.denials, **self.charge(outcome))
+                        denials=outcome.denials, tool_calls=outcome.tool_calls, **self.charge(outcome))
 
     def charge(self, used: Answer) -> dict:
         """Usage, cost and its source: the CLI's own cost when it reports one, else `price:`."""

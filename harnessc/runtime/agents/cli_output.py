@@ -33,6 +33,7 @@ class Answer:
     cache_write_tokens: int = 0  # of input_tokens
     reasoning_tokens: int = 0  # of output_tokens
     denials: list[dict] = field(default_factory=list)  # tool calls the CLI refused: {tool, target}
+    tool_calls: int | None = None  # tools called, as the CLI reports them (None: it does not)
 
 
 @dataclass
@@ -259,6 +260,11 @@ def _claude_usage(result: dict, answer: Answer) -> None:
         answer.cache_write_tokens += _int(write)
         answer.input_tokens += _int(uncached) + _int(read) + _int(write)
         answer.output_tokens += _int(output)
+    # No tool count in the result: each turn after the first answers tool results, so
+    # num_turns - 1 is a lower bound (tools called in parallel share a turn).
+    turns = result.get("num_turns")
+    if type(turns) is int and turns >= 1:
+        answer.tool_calls = turns - 1
     cost = result.get("total_cost_usd")
     if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0:
         answer.cost_usd = float(cost)
@@ -267,14 +273,20 @@ def _claude_usage(result: dict, answer: Answer) -> None:
 
 # -------------------------------------------------------------------- Codex
 
+# the item types of `codex exec --json` that are a tool the agent called
+_CODEX_TOOL_ITEMS = ("command_execution", "file_change", "mcp_tool_call", "web_search")
+
+
 def parse_codex(stdout: str, stderr: str, rc: int | None) -> Answer | Failure:
     """`codex exec --json`: JSONL events; the last agent_message is the answer."""
     text = None
-    used = Answer(text="")
+    used = Answer(text="", tool_calls=0)
     failed = None
     for event in _json_objects(stdout):
         kind = event.get("type")
         item = event.get("item")
+        if kind == "item.completed" and isinstance(item, dict) and item.get("type") in _CODEX_TOOL_ITEMS:
+            used.tool_calls += 1
         if kind == "item.completed" and isinstance(item, dict) and item.get("type") == "agent_message":
             text = item.get("text") if isinstance(item.get("text"), str) else ""
         elif kind == "item.completed" and isinstance(item, dict):
@@ -372,6 +384,9 @@ def parse_gemini(stdout: str, stderr: str, rc: int | None) -> Answer | Failure:
                 answer.output_tokens += _int(tokens.get("candidates")) + _int(tokens.get("thoughts"))
                 answer.reasoning_tokens += _int(tokens.get("thoughts"))
         answer.denials = gemini_denials(out.get("stats"))
+        tools = (out.get("stats") or {}).get("tools") if isinstance(out.get("stats"), dict) else None
+        if isinstance(tools, dict) and type(tools.get("totalCalls")) is int:
+            answer.tool_calls = tools["totalCalls"]
         return answer
     err_obj = out if out is not None and "error" in out else _one_json_object(stderr)
     err = err_obj.get("error") if isinstance(err_obj, dict) else None

@@ -114,7 +114,8 @@ class SdkAgent:
             kind, what = problem
             raise AgentError(f"agent '{self.name}': {what}", kind=kind, **charge)
         return Response(text=answer.text, usage=charge["usage"] or Usage(), cost_usd=charge["cost_usd"],
-                        cost_source=charge["cost_source"], latency=time.monotonic() - start)
+                        cost_source=charge["cost_source"], latency=time.monotonic() - start,
+                        tool_calls=0)  # harnessc gives API models no tools
 
     @staticmethod
     def reported(raw: Any) -> None:

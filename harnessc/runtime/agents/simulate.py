@@ -56,7 +56,7 @@ class SimulateAgent:
         usage = Usage(estimate_tokens(request.system + request.prompt), estimate_tokens(text))
         cost, source = priced(self.config, usage)
         return Response(text=text, usage=usage, cost_usd=cost, cost_source=source,
-                        latency=time.monotonic() - start)
+                        latency=time.monotonic() - start, tool_calls=0)  # it has no tools
 
     def _answer(self, request: Request, n: int) -> str:
         if n <= self.complete_after:
