@@ -102,6 +102,9 @@ class TaskLimits:
         if limit == "max_iterations" and used < max(2, math.ceil(fraction * cap)):
             return  # a task limited to one or two iterations is not near its limit at its first
         self.said.add(limit)
-        shown = f"{used:.0f}" if what == "seconds" else f"{used:g}"
-        self.store.event("limit_near", self.tid, limit=limit, used=used, max=cap,
-                         reason=f"{limit}: {shown} of {cap:g} {what} used ({used / cap:.0%})")
+        share = f"{used / cap:.0%}"
+        if what == "iterations":
+            text = f"{limit}: iteration {used:g} of {cap:g} ({share})"
+        else:
+            text = f"{limit}: {used:.0f} of {cap:g} {what} used ({share})"
+        self.store.event("limit_near", self.tid, limit=limit, used=used, max=cap, reason=text)

@@ -7,8 +7,10 @@ generous so a regression fails the test instead of hanging it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import signal
 import sqlite3
 import textwrap
@@ -16,7 +18,9 @@ import time
 
 import pytest
 
-from .helpers import PY, harnessc, node, spawn, write_project
+from harnessc.runtime.agents.cli_output import parse_claude, parse_codex, parse_gemini
+
+from .helpers import PY, SIMPLE_CONTRACT, env, harnessc, node, spawn, write_project
 
 
 def _task_rows(root) -> dict[str, dict]:
@@ -120,3 +124,145 @@ def test_max_time_counts_the_running_time_before_a_kill_9(tmp_path):
         "SELECT latency FROM attempts WHERE status != 'interrupted' ORDER BY id").fetchall()
     # the resumed call had what was left of the 10 s (about 4 s), not a fresh 10 s
     assert resumed[0] < 10 - saved + 2, (resumed, saved)
+
+
+# ------------------------------------------------------------------ 10: contract constraints act
+
+def _contract(**constraints) -> dict:
+    return {**SIMPLE_CONTRACT, "constraints": {"warn_threshold": 0.8, **constraints}}
+
+
+def _run_with(tmp_path, agents: dict, constraints: dict, max_retries: int = 5, **env_extra):
+    write_project(tmp_path, [node("t", contract="summary", routing={"agent": next(iter(agents))},
+                                  retry={"max_retries": max_retries})],
+                  agents=agents, contracts={"summary": _contract(**constraints)})
+    return harnessc(tmp_path, "run", env=env(**env_extra) if env_extra else None)
+
+
+def test_max_total_tokens_warns_near_it_then_fails_the_task_at_it(tmp_path):
+    # each call of this simulate agent uses the same tokens (found by a first run)
+    probe = tmp_path / "probe"
+    agents = {"sim": {"provider": "simulate", "invalid_first": 100}}  # never a valid answer
+    _run_with(probe, agents, {}, max_retries=0)
+    (per_call,) = [t for (t,) in _db(probe).execute("SELECT input_tokens + output_tokens FROM attempts")]
+    root = tmp_path / "p"
+    cap = per_call * 3 + 1
+    r = _run_with(root, agents, {"max_total_tokens": cap, "warn_threshold": 0.6})
+    assert r.returncode == 1, r.stdout + r.stderr
+    attempts = _db(root).execute("SELECT status, input_tokens + output_tokens FROM attempts ORDER BY id").fetchall()
+    totals = list(itertools.accumulate(t for _, t in attempts))
+    # every call until the one that passed the limit; that one fails the task
+    assert totals[-1] > cap and totals[-2] <= cap, totals
+    assert [s for s, _ in attempts] == ["rejected"] * (len(attempts) - 1) + ["over_limit"]
+    row = _task_rows(root)["t"]
+    assert row["state"] == "failed"
+    assert row["error"] == f"max_total_tokens ({cap}) exceeded: the task has used {totals[-1]} tokens (contract constraints)"
+    near = [a for a in _alerts(root) if a["kind"] == "approaching_limit"]
+    assert [(a["level"], a["task"]) for a in near] == [("warning", "t")]  # once, when it first passed 60%
+    first = next(t for t in totals if t >= 0.6 * cap)
+    assert near[0]["message"] == f"max_total_tokens: {first} of {cap} tokens used ({first / cap:.0%})"
+
+
+def test_max_output_tokens_per_call_fails_the_task_naming_the_numbers(tmp_path):
+    agents = {"sim": {"provider": "simulate"}}
+    r = _run_with(tmp_path, agents, {"max_output_tokens": 1})
+    assert r.returncode == 1, r.stdout + r.stderr
+    row = _task_rows(tmp_path)["t"]
+    assert row["state"] == "failed"
+    assert row["error"].startswith("max_output_tokens (1) exceeded: the call used ")
+    assert row["error"].endswith(" output tokens (contract constraints)")
+    # the answer is kept with its attempt
+    (raw,) = [r for (r,) in _db(tmp_path).execute("SELECT raw_output FROM attempts")]
+    assert raw.startswith("Completed t.")
+
+
+GEMINI_TOOLS = {"session_id": "g1", "response": "not the JSON asked for", "stats": {
+    "models": {"m": {"tokens": {"prompt": 50, "candidates": 7}}},
+    "tools": {"totalCalls": 3, "totalSuccess": 3, "totalFail": 0}}}
+
+
+def test_max_tool_calls_counts_what_the_cli_reports(tmp_path):
+    exe = tmp_path / "bin" / "gemini"
+    exe.parent.mkdir()
+    exe.write_text(f"#!{PY}\nimport sys\nsys.stdout.write({json.dumps(GEMINI_TOOLS)!r})\n")
+    exe.chmod(0o755)
+    agents = {"gm": {"provider": "gemini-cli", "command": [str(exe)]}}
+    r = _run_with(tmp_path, agents, {"max_tool_calls": 5, "warn_threshold": 0.5}, GEMINI_API_KEY="k")
+    assert r.returncode == 1, r.stdout + r.stderr
+    row = _task_rows(tmp_path)["t"]
+    assert row["error"] == "max_tool_calls (5) exceeded: the task has used 6 tool calls (contract constraints)"
+    assert [t for (t,) in _db(tmp_path).execute("SELECT tool_calls FROM attempts ORDER BY id")] == [3, 3]
+    (near,) = [a for a in _alerts(tmp_path) if a["kind"] == "approaching_limit"]
+    assert near["message"] == "max_tool_calls: 3 of 5 tool calls used (60%)"
+
+
+def test_max_tool_calls_on_an_agent_that_does_not_report_them_is_said(tmp_path):
+    script = tmp_path / "agent.py"
+    script.write_text('print(\'{"title": "t", "score": 1}\')\n')
+    agents = {"cmd": {"provider": "command", "command": [PY, str(script)]}}
+    r = _run_with(tmp_path, agents, {"max_tool_calls": 5})
+    assert r.returncode == 0, r.stdout + r.stderr
+    (unchecked,) = [a for a in _alerts(tmp_path) if a["kind"] == "limit_unchecked"]
+    assert unchecked["message"] == ("max_tool_calls (5) is not checked on agent 'cmd': it does not report "
+                                    "its tool calls")
+
+
+def test_the_clis_tool_calls_are_read_from_their_json():
+    claude = {"type": "result", "subtype": "success", "is_error": False, "result": "ok", "num_turns": 4}
+    assert parse_claude(json.dumps(claude), "", 0).tool_calls == 3  # turns after the first: a lower bound
+    assert parse_claude(json.dumps({**claude, "num_turns": None}), "", 0).tool_calls is None
+    codex = "\n".join(json.dumps(e) for e in [
+        {"type": "item.completed", "item": {"type": "command_execution", "command": "ls"}},
+        {"type": "item.completed", "item": {"type": "file_change"}},
+        {"type": "item.completed", "item": {"type": "reasoning", "text": "hm"}},
+        {"type": "item.completed", "item": {"type": "agent_message", "text": "done"}},
+        {"type": "turn.completed", "usage": {"input_tokens": 1, "output_tokens": 1}}])
+    assert parse_codex(codex, "", 0).tool_calls == 2
+    assert parse_gemini(json.dumps(GEMINI_TOOLS), "", 0).tool_calls == 3
+    assert parse_gemini(json.dumps({"response": "ok", "stats": {}}), "", 0).tool_calls is None
+
+
+# ------------------------------------------------------------------ 14: alerts as it happens
+
+def test_a_task_near_its_max_iterations_then_failing_is_two_alerts_as_it_happens(tmp_path):
+    agents = {"sim": {"provider": "simulate", "complete_after": 1000}}  # never claims
+    write_project(tmp_path, [node("t", completion_promise="DONE", routing={"agent": "sim"},
+                                  limits={"max_iterations": 5, "stuck_after": 100})], agents=agents,
+                  loop={"runaway": {"min_iteration_duration": 0}})
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1, r.stdout + r.stderr
+    mine = [(a["level"], a["kind"], a["message"]) for a in _alerts(tmp_path) if a["task"] == "t"]
+    assert mine == [("warning", "approaching_limit", "max_iterations: iteration 4 of 5 (80%)"),
+                    ("warning", "failed", "failed: max_iterations (5) reached without a verified result")]
+    kinds = [a["kind"] for a in _alerts(tmp_path)]
+    assert kinds.index("failed") < kinds.index("run_finished")  # when it ended, not at the run's end
+    # the live output says the end once: its progress line, not an alert line as well
+    assert "[1/1] t failed: max_iterations (5) reached" in r.stdout
+    assert "alert warning: t: failed" not in r.stdout
+    assert "alert warning: t: max_iterations: iteration 4 of 5 (80%)" in r.stdout
+
+
+def test_a_degraded_task_is_an_alert(tmp_path):
+    agents = {"sim": {"provider": "simulate", "invalid_first": 100}}
+    write_project(tmp_path, [node("t", contract="summary", routing={"agent": "sim"},
+                                  retry={"max_retries": 0, "on_failure": "fallback"})],
+                  agents=agents, contracts={"summary": SIMPLE_CONTRACT})
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (degraded,) = [a for a in _alerts(tmp_path) if a["kind"] == "degraded"]
+    assert (degraded["level"], degraded["task"]) == ("warning", "t")
+    assert degraded["message"].startswith("degraded (fallback): 1 attempt failed verification")
+    assert "alert warning: t: degraded" not in r.stdout
+
+
+def test_a_task_near_its_max_time_is_an_alert(tmp_path):
+    (tmp_path / "sleeper.py").write_text(SLEEPER)
+    agents = {"sleeper": {"provider": "command", "command": [PY, str(tmp_path / "sleeper.py"),
+                                                             str(tmp_path / "started")]}}
+    write_project(tmp_path, [node("t", completion_promise="DONE", routing={"agent": "sleeper"},
+                                  limits={"max_time": 4}, retry={"max_retries": 0})], agents=agents)
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1, r.stdout + r.stderr
+    (near,) = [a for a in _alerts(tmp_path) if a["kind"] == "approaching_limit"]
+    assert near["task"] == "t" and near["level"] == "warning"
+    assert re.fullmatch(r"max_time: \d of 4 seconds used \(\d+%\)", near["message"]), near
