@@ -12,7 +12,8 @@ one call per line in the order the calls were made:
 
 * request: agent, provider, model, task, iteration, system, prompt, output_schema;
 * response: text, usage (input/output/cache read/cache write/reasoning tokens), cost_usd,
-  cost_source, latency, notes, and denials when the agent's permissions refused tool calls;
+  cost_source, tool_calls (null: the agent does not report them), latency, notes, and denials
+  when the agent's permissions refused tool calls;
 * error: kind, message, retry_after, reset_at, retry (the server's x-should-retry when it
   overruled the kind, else null), stderr, usage, cost_usd, cost_source (what it was
   charged; a replayed call is charged the same, from the same source), and `unreachable:

@@ -15,6 +15,7 @@ import heapq
 import json
 import os
 import signal
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,9 +208,12 @@ class Runner:
         if now - self._clocked < CLOCK_EVERY or not self.task_runs:
             return
         self._clocked = now
-        with self.store.tx():
-            for run in list(self.task_runs.values()):
-                run.clock()
+        try:
+            with self.store.tx():
+                for run in list(self.task_runs.values()):
+                    run.clock()
+        except (sqlite3.Error, OSError):  # a full disk: the run's own writes say so; the clock tries again
+            pass
 
     def _count_iteration(self, ev: dict) -> None:
         """A listener: an iteration past the run's iteration limit stops the run at once."""
