@@ -158,7 +158,8 @@ def test_an_urgent_instruction_cuts_a_retry_delay_short(tmp_path):
 
 def test_pause_holds_new_work_shows_in_status_and_resume_finishes_the_run(tmp_path):
     root = tmp_path / "p"
-    write_project(root, [node("a", **LOOP), node("b", **LOOP)], agents=_sim(complete_after=3, latency=0.1),
+    # long enough (~2.4 s) for the `pause` below to find the run going on a loaded machine
+    write_project(root, [node("a", **LOOP), node("b", **LOOP)], agents=_sim(complete_after=12, latency=0.1),
                   concurrency=1)
     p = spawn(root, "run")
     _wait_event(root, lambda e: e["kind"] == "attempt_started", p)
