@@ -41,7 +41,7 @@ ROADMAP = """\
   - max_iterations: 200
   - stuck_after: 50
 
-  Goal: rename the loader as the operator will say.
+  Goal: rename the loader in src/settings.py as the operator will say; keep notes in notes/listener.log.
 """
 
 HARNESS = """\
