@@ -26,6 +26,9 @@ contexts = st.fixed_dictionaries({
     "accept": st.lists(st.fixed_dictionaries({"argv": st.lists(text, max_size=3)}), max_size=3),
     "deps": st.dictionaries(text, st.fixed_dictionaries({"title": text, "state": text, "output": text, "note": st.just("") | text}), max_size=3),
     "context_files": st.lists(st.fixed_dictionaries({"path": text, "text": text}), max_size=2),
+    "shared_context": st.lists(st.fixed_dictionaries({"path": text, "text": text}), max_size=2),
+    "task_context": st.lists(st.fixed_dictionaries({"path": text, "text": text}), max_size=2),
+    "cache_break": st.just("<BREAK>"),
     "context_left_out": st.lists(st.fixed_dictionaries({
         "path": text, "priority": st.sampled_from(["critical", "high", "medium", "low"]),
         "tokens": st.integers(0, 10**6), "budget": st.integers(1, 10**6)}), max_size=2),
@@ -61,9 +64,11 @@ def test_every_prompt_of_the_fixture_projects(tmp_path: Path, source: Path) -> N
         context = prompts._base_context(project.plan, node, root)
         nodes = prompts._node_index(project.plan)
         context["deps"] = {d: prompts._dep_view(nodes, d, None) for d in node["depends_on"]}
-        context["context_files"] = prompts._context_files(node, root)
+        files = context["context_files"] = prompts._context_files(node, root)
+        context["shared_context"], context["task_context"] = prompts._split_context(project.plan, node, files)
         context["context_left_out"] = prompts._context_left_out(node)
-        assert fast == jinja_task_prompt(context, root) == project.prompts[node["id"]]
+        context["cache_break"] = prompts.CACHE_BREAK
+        assert fast == jinja_task_prompt(context, root).replace(prompts.CACHE_BREAK, "") == project.prompts[node["id"]]
 
 
 def test_a_user_task_template_is_rendered_by_jinja(tmp_path: Path) -> None:

@@ -18,12 +18,17 @@ from types import SimpleNamespace
 from ..diagnostics import Diagnostics, Span, did_you_mean
 from ..estimates import CHARS_PER_TOKEN
 from . import sandbox
+from .staging import PRIORITIES
 
 TEMPLATE_NAMES = ("system.md.j2", "task.md.j2", "refine.md.j2", "memory.md.j2")
 MAX_CONTEXT_FILE = 200_000  # characters of one context file given to the agent
 # A loop task's prompt asks for the markers runtime/progress.py scores, from its first
 # iteration (later ones repeat it at the end of their memory section, memory.md.j2).
 PROGRESS_REQUEST = "Report each step you complete as `<progress>what you did</progress>`."
+# What task.md.j2's `{{ cache_break }}` prints: the end of a part of the prompt that other tasks
+# share. render_prompt_parts splits the text there and removes it, so no prompt (file, request,
+# hash) contains it; random, so no context file or answer quoted in a prompt holds it.
+CACHE_BREAK = f"\x00cache-break-{os.urandom(8).hex()}\x00"
 
 
 class TemplateProblem(Exception):
@@ -317,19 +322,20 @@ def render_system(plan: dict, root: Path) -> str:
 
 # What every prompt of one plan shares, computed once per plan (one plan at a time): building
 # renders every task, which must stay linear and not redo per-contract work.
-_CACHE = SimpleNamespace(plan=None, nodes={}, formats={}, user_templates={})
+_CACHE = SimpleNamespace(plan=None, nodes={}, formats={}, user_templates={}, shared_context=None)
 
 
 def _plan_cache(plan: dict) -> SimpleNamespace:
     if _CACHE.plan is not plan or len(_CACHE.nodes) != len(plan["nodes"]):
         _CACHE.plan, _CACHE.nodes, _CACHE.formats = plan, {n["id"]: n for n in plan["nodes"]}, {}
-        _CACHE.user_templates = {}
+        _CACHE.user_templates, _CACHE.shared_context = {}, None
     return _CACHE
 
 
 def _forget_plan() -> None:
     """Drop the cache: a build is done with its plan, which must not outlive the project."""
     _CACHE.plan, _CACHE.nodes, _CACHE.formats, _CACHE.user_templates = None, {}, {}, {}
+    _CACHE.shared_context = None
 
 
 def _node_index(plan: dict) -> dict[str, dict]:
@@ -350,18 +356,58 @@ def _output_format(plan: dict, name: str, contract: dict) -> str:
 
 def render_prompt(plan: dict, node_id: str, deps: dict[str, dict] | None, root: Path) -> str:
     """The task prompt; `deps` maps dependency id -> {"output", "state"} (None at build time)."""
+    return "".join(render_prompt_parts(plan, node_id, deps, root))
+
+
+def render_prompt_parts(plan: dict, node_id: str, deps: dict[str, dict] | None, root: Path) -> list[str]:
+    """The task prompt in parts whose concatenation is the prompt: the parts the template ends
+    with `{{ cache_break }}` (text other tasks share: the built-in template's overview, shared
+    context and contract format), then the rest (the task's own). A provider may cache the
+    prompt up to the end of a shared part (runtime/agents: Request.cache_breaks)."""
     nodes = _node_index(plan)
     node = nodes[node_id]
     deps = deps or {}
     context = _base_context(plan, node, root)
     context["deps"] = {d: _dep_view(nodes, d, deps.get(d)) for d in node.get("depends_on", [])}
-    context["context_files"] = _context_files(node, root)
+    files = context["context_files"] = _context_files(node, root)
+    context["shared_context"], context["task_context"] = _split_context(plan, node, files)
     context["context_left_out"] = _context_left_out(node)
+    context["cache_break"] = CACHE_BREAK
     if not _user_template(plan, root, "task.md.j2"):
-        return builtin_task_prompt(context)
-    if type(node) is not dict:  # a plan node of a build: templates see what a run shows them
-        context["task"] = dict(node)
-    return _render(plan, root, "task.md.j2", context)
+        text = builtin_task_prompt(context)
+    else:
+        if type(node) is not dict:  # a plan node of a build: templates see what a run shows them
+            context["task"] = dict(node)
+        text = _render(plan, root, "task.md.j2", context)
+    return [part for part in text.split(CACHE_BREAK) if part] or [""]
+
+
+def _split_context(plan: dict, node: dict, files: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(shared, the task's own) of a task's context files. Shared: read by more tasks than
+    this one and given whole (a cut depends on the task's budget), sorted by priority then
+    path so every task that reads them has the same text; the task's own keep their order."""
+    if not files:
+        return [], []
+    shared_paths = _shared_context_paths(plan)
+    staged = {f["path"]: f for f in (node.get("context_staging") or {}).get("files", ())}
+    shared, own = [], []
+    for f in files:
+        fate = staged.get(f["path"]) or {}
+        (shared if f["path"] in shared_paths and fate.get("kept") != "cut" else own).append(f)
+    rank = {p: i for i, p in enumerate(PRIORITIES)}
+    shared.sort(key=lambda f: (rank.get((staged.get(f["path"]) or {}).get("priority"), 2), f["path"]))
+    return shared, own
+
+
+def _shared_context_paths(plan: dict) -> frozenset[str]:
+    """The context files more than one task of the plan reads (once per plan)."""
+    cache = _plan_cache(plan)
+    if cache.shared_context is None:
+        from collections import Counter
+
+        counts = Counter(path for n in plan["nodes"] for path in (n.get("context") or ()))
+        cache.shared_context = frozenset(path for path, k in counts.items() if k > 1)
+    return cache.shared_context
 
 
 def _user_template(plan: dict, root: Path, name: str) -> bool:
@@ -379,11 +425,17 @@ def builtin_task_prompt(c: dict) -> str:
     """What the built-in task.md.j2 renders, written out in Python: a build renders every
     task's prompt, and this is several times faster than Jinja. The built-in template stays
     the reference (users copy it to override it); tests/test_prompts.py checks that both
-    give the same text."""
-    task = c["task"]
+    give the same text (cache_break markers included)."""
+    task, brk = c["task"], str(c["cache_break"])
     out = []
     if c["project"].get("overview"):
-        out += ["# Project\n\n", str(c["project"]["overview"]), "\n\n"]
+        out += ["# Project\n\n", str(c["project"]["overview"]), "\n\n", brk]
+    if c["shared_context"]:
+        out.append("## Context files\n")
+        out += _files_text(c["shared_context"])
+        out += ["\n", brk]
+    if c["contract"] and c["contract"]["output"]:
+        out += [str(c["output_format"]), "\n\nReturn the JSON object in a ```json fenced block.\n\n", brk]
     out += ["# Task ", str(task["id"]), ": ", str(task["title"]), "\n"]
     if task["phase"]:
         out += ["\nPhase: ", str(task["phase"]), "\n"]
@@ -391,6 +443,14 @@ def builtin_task_prompt(c: dict) -> str:
         out += ["\n", str(task["goal"]), "\n"]
     if task["success"]:
         out += ["\n## Success criterion\n\n", str(task["success"]), "\n"]
+    if c["task_context"]:
+        out.append("\n## Context files for this task\n")
+        out += _files_text(c["task_context"])
+    if c.get("context_left_out"):
+        left = c["context_left_out"]
+        out.append(f"\n## Context left out\n\nThe context budget ({left[0]['budget']} tokens) had no room for"
+                   " these files; read them yourself if you need them:\n\n")
+        out += [f"- {f['path']} ({f['priority']}, ~{f['tokens']} tokens)\n" for f in left]
     if c["deps"]:
         out.append("\n## Results of the tasks this one depends on\n")
         for id_, dep in c["deps"].items():
@@ -398,17 +458,6 @@ def builtin_task_prompt(c: dict) -> str:
             if dep["note"]:
                 out += ["\n", str(dep["note"]), "\n"]
             out += ["\n", str(dep["output"]), "\n"]
-    if c["context_files"]:
-        out.append("\n## Context files\n")
-        for f in c["context_files"]:
-            out += ["\n### ", str(f["path"]), "\n\n```\n", str(f["text"]), "\n```\n"]
-    if c.get("context_left_out"):
-        left = c["context_left_out"]
-        out.append(f"\n## Context left out\n\nThe context budget ({left[0]['budget']} tokens) had no room for"
-                   " these files; read them yourself if you need them:\n\n")
-        out += [f"- {f['path']} ({f['priority']}, ~{f['tokens']} tokens)\n" for f in left]
-    if c["contract"] and c["contract"]["output"]:
-        out += ["\n", str(c["output_format"]), "\n\nReturn the JSON object in a ```json fenced block.\n"]
     if c["accept"]:
         out.append("\n## Verification\n\nThese commands must exit 0 when you are done:\n\n")
         out += [f"- `{_shell_join(a['argv'])}`\n" for a in c["accept"]]
@@ -416,6 +465,13 @@ def builtin_task_prompt(c: dict) -> str:
         out += ["\n", PROGRESS_REQUEST, "\nWhen the task is complete and verified, print `<promise>",
                 str(task["completion_promise"]), "</promise>`.\n"]
     return "".join(out)
+
+
+def _files_text(files: list[dict]) -> list[str]:
+    out = []
+    for f in files:
+        out += ["\n### ", str(f["path"]), "\n\n```\n", str(f["text"]), "\n```\n"]
+    return out
 
 
 def render_operator(plan: dict, instructions: list, root: Path) -> str:
