@@ -545,6 +545,7 @@ def _execute(root: Path, plan: dict, opts) -> None:
     finally:
         view.close()
     from .outcome import next_steps, run_summary_line
+    from .runtime.cachesaving import cache_line
 
     if result.run_id:
         displaymod.print_summary(console, result.tasks, title=f"run {result.run_id}")
@@ -554,6 +555,9 @@ def _execute(root: Path, plan: dict, opts) -> None:
         click.echo(result.outcome.headline())
     else:
         click.echo(run_summary_line(result.outcome, result.cost_usd, result.total_cost_usd, result.elapsed))
+        cached = cache_line(result.cache) if result.cache else None
+        if cached:
+            click.echo(cached)
     for line in next_steps(result.outcome, result.tasks, result.budget_stop):
         click.echo(line)
     sys.exit(result.exit_code)
@@ -1110,6 +1114,13 @@ def stats(ctx: Context, output: str) -> None:
                 (r["agent"], r[kind], str(r["attempts"]), str(r["successes"]), f"{r['success_rate']:.0%}",
                  f"${r['cost_per_success']:.4f}" if r["cost_per_success"] is not None else "-") for r in part],
                 right=("attempts", "succeeded", "rate", "cost/success")))
+    cache = [(r["agent"], r["cache"]) for r in rows if "cache" in r]
+    if cache:
+        columns = ("agent", "input tokens", "cache read", "cache written", "cached share", "saved")
+        click.echo("\nprompt cache\n" + table(columns, [
+            (agent, f"{c['input_tokens']:,}", f"{c['cache_read_tokens']:,}", f"{c['cache_write_tokens']:,}",
+             f"{c['share']:.0%}", f"${c['saved_usd']:.4f}" if c["saved_usd"] is not None else "-")
+            for agent, c in cache], right=columns[1:]))
 
 
 @cli.command()

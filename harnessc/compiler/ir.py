@@ -145,6 +145,11 @@ class Price(_Spec):
         None, ge=0,
         description="USD per million input tokens written to the prompt cache (default: 1.25x input for anthropic, 1x for openai).",
     )
+    cache_write_1h: float | None = Field(
+        None, ge=0,
+        description="USD per million input tokens written to the prompt cache for an hour (anthropic `cache_ttl: 1h`; "
+        "default: 2x input).",
+    )
 
 
 class AgentLimits(_Spec):
@@ -199,6 +204,10 @@ class AgentConfig(_Spec):
     )
     api: Literal["chat", "responses"] | None = Field(
         None, description="openai: chat (Chat Completions, default) or responses (the Responses API)."
+    )
+    cache_ttl: Literal["5m", "1h"] | None = Field(
+        None, description="anthropic: how long the shared part of the prompts stays cached: 5m (default) or 1h "
+        "(for runs whose tasks reuse it more than 5 minutes apart; its writes cost price.cache_write_1h)."
     )
     temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature.")
     command: list[str] | None = Field(

@@ -30,7 +30,8 @@ class Provider:
     schema_in_plan: bool = True
     api_key_env: str | None = None  # the default variable holding the key
     defaults: dict[str, Any] = field(default_factory=dict)  # agent settings when unset
-    cache_rates: tuple[float, float] = (1.0, 1.0)  # cache read, write: fractions of the input price
+    # cache read, write (5 minutes), write (1 hour): fractions of the input price
+    cache_rates: tuple[float, float, float] = (1.0, 1.0, 1.0)
     requires: dict[str, str] = field(default_factory=dict)  # agent keys lint insists on (HC215) -> hint
     cli: bool = False  # a coding CLI: the only kind that takes `permissions:`
     windows: Mapping[str, int] = field(default_factory=dict)  # model-id prefix -> context window (tokens)

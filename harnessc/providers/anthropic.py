@@ -46,7 +46,7 @@ PROVIDER = Provider(
     ),
     api_key_env="ANTHROPIC_API_KEY",
     defaults={"max_tokens": 8192},
-    cache_rates=(0.1, 1.25),
+    cache_rates=(0.1, 1.25, 2.0),
     windows=WINDOWS,
     sdk="anthropic",
     requires={"model": "add the model id, e.g. `model: claude-sonnet-4-5` (the Messages API has no default model)"},

@@ -44,7 +44,7 @@ PROVIDER = Provider(
     agent="harnessc.runtime.agents.openai_api:make",
     schema=SchemaSubset(provider="openai", keep=COMMON_KEEP, all_required=True),
     api_key_env="OPENAI_API_KEY",
-    cache_rates=(0.1, 1.0),
+    cache_rates=(0.1, 1.0, 1.0),
     windows=WINDOWS,
     sdk="openai",
     requires={"model": "add the model id, e.g. `model: gpt-5.2`, or the name a local server serves it under"

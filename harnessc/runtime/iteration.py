@@ -21,6 +21,7 @@ import asyncio
 import functools
 import hashlib
 import time
+from itertools import accumulate
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -143,6 +144,7 @@ class TaskRun:
         self.p = Progress(iteration=self.limits.iterations_before)
         self.log = AttemptLog(ctx.store, node.id)
         self.original = self.base = self.prompt = ""  # the rendered prompt; base: what iterations start from
+        self.shared_ends: tuple[int, ...] = ()  # where the original's shared parts end (prompts.render_prompt_parts)
         self.operator = ""  # the operator's instructions, sent after the prompt (steering.py)
         self.level = 0  # refinement level of the prompt (0: the first prompt)
         self.files = ctx.attribution.task(node)  # which changed files are this task's; None: not tracked
@@ -153,8 +155,9 @@ class TaskRun:
         if self.node.routing.auto:
             self.store.event("routed", self.tid, agents=self.route.agents)
         try:
-            self.original = planmod.render_prompt(self.ctx.plan, self.tid, self.ctx.deps(self.node), self.ctx.root)
-            self.base = self.prompt = self.original
+            parts = planmod.render_prompt_parts(self.ctx.plan, self.tid, self.ctx.deps(self.node), self.ctx.root)
+            self.original = self.base = self.prompt = "".join(parts)
+            self.shared_ends = tuple(accumulate(len(p) for p in parts[:-1]))
         except Exception as e:  # a template problem is this task's failure, not the run's
             return self._finish("failed", f"could not render the prompt: {e}")
         if self.loop:
@@ -333,7 +336,9 @@ class TaskRun:
         return resp
 
     def request(self, cfg: dict) -> Request:
-        return Request(task_id=self.tid, prompt=self.sent_prompt, system=self.ctx.system_prompt(),
+        prompt = self.sent_prompt
+        return Request(task_id=self.tid, prompt=prompt, system=self.ctx.system_prompt(),
+                       cache_breaks=tuple(end for end in self.shared_ends if prompt.startswith(self.original[:end])),
                        contract=self.contract,
                        output_schema=self.contract.output_schema if self.contract else None,
                        promise=self.node.completion_promise, iteration=self.p.iteration,

@@ -12,7 +12,8 @@ from typing import Any
 from .. import planfile
 from ..compiler.project import PLAN_VERSION, SPEC_FILES
 from ..compiler.prompts import (  # noqa: F401
-    TemplateProblem, render_assist, render_memory, render_operator, render_prompt, render_refinement, render_system,
+    TemplateProblem, render_assist, render_memory, render_operator, render_prompt, render_prompt_parts,
+    render_refinement, render_system,
 )
 from ..compiler.validate import extract_json, template_output, validate_output  # noqa: F401
 from ..workspace import Workspace

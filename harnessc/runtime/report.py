@@ -205,7 +205,10 @@ def routing_line(event: dict) -> str:
 
 
 def stats(root: Path) -> list[dict]:
-    """Each agent's record per complexity and per contract, from every run (history.py)."""
+    """Each agent's record per complexity and per contract, from every run (history.py),
+    then per agent what the prompt cache did: `{agent, cache: {input_tokens,
+    cache_read_tokens, cache_write_tokens, share, saved_usd}}` (cachesaving.py)."""
+    from .cachesaving import cache_figures
     from .history import History
 
     plan = planmod.load_plan(root)  # complexities and contracts come from the plan
@@ -213,6 +216,8 @@ def stats(root: Path) -> list[dict]:
     if store is None:
         return []
     try:
-        return History(store, plan).table()
+        rows = History(store, plan).table()
+        cache = cache_figures(store, plan.agents)["agents"]
     finally:
         store.close()
+    return rows + [{"agent": agent, "cache": figures} for agent, figures in cache.items()]

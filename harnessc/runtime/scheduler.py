@@ -43,6 +43,7 @@ from .iteration import TaskRun
 from .preflight import RunCheck
 from .tasklimits import CLOCK_EVERY
 from .router import REHEARSAL, Router
+from .cachesaving import cache_figures
 from .state import TERMINAL_OK, StateError, StateStore
 from .steering import Steering
 from .summaries import Summaries
@@ -80,6 +81,7 @@ class RunResult:
     cost_usd: float = 0.0  # spent or reserved by this run
     total_cost_usd: float = 0.0  # the project's ledger, across runs until `reset --all`
     budget_stop: outcomes.BudgetStop | None = None  # the run budget that stopped the run
+    cache: dict | None = None  # this run's prompt-cache figures (cachesaving.cache_figures)
 
     @property
     def status(self) -> str:
@@ -467,7 +469,8 @@ class Runner:
         return RunResult(run_id, outcome, tasks, self.stale,
                          elapsed, cost_usd=self.store.run_spent(run_id),
                          total_cost_usd=self.store.spent(),
-                         budget_stop=self.budget.stop(left) if outcome.status == "budget" else None)
+                         budget_stop=self.budget.stop(left) if outcome.status == "budget" else None,
+                         cache=cache_figures(self.store, self.plan.agents, run_id) if run_id else None)
 
     def _ending(self) -> tuple[str, str | None]:
         """How the run ended (outcome.FINISHED, STOP, ABORT, BUDGET, FAIL_FAST, STATE_LOST) and why."""

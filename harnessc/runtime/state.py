@@ -769,6 +769,17 @@ class StateStore:
         totals["assists"] = {"calls": calls, "tokens": tokens, "cost_usd": round(cost, 6)}  # runtime/assist.py
         return totals
 
+    def cache_usage(self, run_id: str | None = None) -> dict[str, dict[str, int]]:
+        """Per agent, the finished attempts' input tokens and the cache's part of them
+        ({input_tokens, cache_read_tokens, cache_write_tokens}), of one run or of all."""
+        where = "status != 'started'" + (" AND run_id=?" if run_id else "")
+        rows = self.db.execute(
+            "SELECT agent, COALESCE(SUM(input_tokens), 0), COALESCE(SUM(cache_read_tokens), 0),"
+            f" COALESCE(SUM(cache_write_tokens), 0) FROM attempts WHERE {where} GROUP BY agent",
+            (run_id,) if run_id else ())
+        return {agent: {"input_tokens": i, "cache_read_tokens": r, "cache_write_tokens": w}
+                for agent, i, r, w in rows if agent is not None}
+
     # ------------------------------------------------------------------ assist calls
 
     def begin_assist(self, task_id: str, kind: str, agent: str, reserve_usd: float, reserve_tokens: int) -> int:

@@ -39,7 +39,8 @@ class Reply:
     message: str = "fault injected by the test server"
     headers: dict[str, str] = field(default_factory=dict)
     stop: str | None = None  # None: end_turn / stop; "max_tokens": max_tokens / length; "refusal"
-    usage: dict[str, int] = field(default_factory=dict)  # input, output, cache_read, cache_write, reasoning
+    # input, output, cache_read, cache_write (of which cache_write_1h for an hour), reasoning
+    usage: dict[str, int] = field(default_factory=dict)
     delay: float = 0.0
 
     @classmethod
@@ -157,7 +158,9 @@ class FakeAPI:
         u = reply.usage
         usage = {"input_tokens": u.get("input", 10), "output_tokens": u.get("output", 5),
                  "cache_read_input_tokens": u.get("cache_read", 0),
-                 "cache_creation_input_tokens": u.get("cache_write", 0)}
+                 "cache_creation_input_tokens": u.get("cache_write", 0),
+                 "cache_creation": {"ephemeral_5m_input_tokens": u.get("cache_write", 0) - u.get("cache_write_1h", 0),
+                                    "ephemeral_1h_input_tokens": u.get("cache_write_1h", 0)}}
         forced = body.get("tool_choice") or {}
         tool = forced.get("name") if forced.get("type") == "tool" else None  # answered as a tool call
         stop = {None: "tool_use" if tool else "end_turn", "max_tokens": "max_tokens", "refusal": "refusal"}[reply.stop]

@@ -4,9 +4,9 @@ Structured output uses `output_config.format` json_schema with the contract's An
 subset from plan.json when that subset is strict; a contract strict mode cannot express
 (lists without an item type, free-form objects) is asked for through a forced tool whose
 `input_schema` is the whole contract, non-strict, and the tool call's input is the answer.
-Either way the full contract is still checked locally. The system prompt (the
-stable prefix shared by every task) carries the `cache_control` breakpoint, so the
-task-specific tail is never inside the cached prefix. The call step itself (one request,
+Either way the full contract is still checked locally. `cache_control` breakpoints end the
+parts of the prompt other tasks share (caching.py), with the agent's `cache_ttl`; the task's
+own text is never inside a cached prefix. The call step itself (one request,
 errors classified, `stop_reason` checked before the answer is used) is `sdk.SdkAgent`'s.
 """
 
@@ -18,6 +18,7 @@ from typing import Any
 
 from ...providers.anthropic import TOOL_SCHEMA
 from .base import Request, Usage
+from .caching import anthropic_messages, cache_ttl
 from .sdk import DONE, MAX_TOKENS, REFUSAL, UNFINISHED, Answer, SdkAgent
 
 # The SDK refuses a non-streamed call that may take over 10 minutes (3600 s x max_tokens / 128k).
@@ -43,13 +44,15 @@ class AnthropicAgent(SdkAgent):
 
     def params(self, request: Request) -> dict[str, Any]:
         """The Messages API parameters for one request (no credentials)."""
+        system, messages = anthropic_messages(request.system, request.prompt, request.cache_breaks, self.model,
+                                              cache_ttl(self.config))
         p: dict[str, Any] = {
             "model": self.model,
             "max_tokens": request.max_tokens or self.max_tokens,
-            "messages": [{"role": "user", "content": request.prompt}],
+            "messages": messages,
         }
-        if request.system:
-            p["system"] = [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]
+        if system:
+            p["system"] = system
         if self.config.get("temperature") is not None:
             p["temperature"] = self.config["temperature"]
         if request.output_schema is not None:
@@ -91,6 +94,7 @@ class AnthropicAgent(SdkAgent):
             return Usage()
         read = getattr(u, "cache_read_input_tokens", None) or 0
         write = getattr(u, "cache_creation_input_tokens", None) or 0
+        write_1h = getattr(getattr(u, "cache_creation", None), "ephemeral_1h_input_tokens", None) or 0
         details = getattr(u, "output_tokens_details", None)
         reasoning = getattr(details, "thinking_tokens", None) or 0
         return Usage(input_tokens=(u.input_tokens or 0) + read + write, output_tokens=u.output_tokens or 0,

@@ -27,6 +27,9 @@ class Request:
     timeout: float | None = None  # seconds this call may take (bounded by the task's max_time)
     max_tokens: int | None = None
     root: Path = Path(".")
+    # Where the parts of `prompt` that other tasks share end (character offsets): a provider
+    # may cache the request up to there (agents/caching.py).
+    cache_breaks: tuple[int, ...] = ()
     purpose: str = "task"  # task: an iteration of the task; mutation | summary: an assist call (assist.py)
 
     def __post_init__(self) -> None:
@@ -59,6 +62,7 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_1h_tokens: int = 0  # the part of cache_write_tokens written for an hour (anthropic)
 
     @property
     def uncached_input_tokens(self) -> int:
@@ -119,19 +123,45 @@ def charge_reported(error: AgentError, usage: Usage, config: dict, provider: str
 def price_cost(config: dict, usage: Usage, provider: str | None = None) -> float:
     """USD for `usage` at the agent's configured price (0 when no price is set).
 
-    Cache reads and writes cost `price.cache_read` / `price.cache_write` when given, else the
-    provider's default fraction of the input price (anthropic 0.1x and 1.25x, openai 0.1x).
+    Cache reads and writes cost `price.cache_read` / `price.cache_write` (an hour's write:
+    `price.cache_write_1h`) when given, else the provider's default fraction of the input
+    price (anthropic 0.1x, 1.25x and 2x; openai 0.1x, 1x).
     """
     price = config.get("price") or {}
     if not price:
         return 0.0
+    rates = cache_prices(config, provider)
+    writes_5m = usage.cache_write_tokens - usage.cache_write_1h_tokens
+    return (cost_usd(usage.uncached_input_tokens, usage.output_tokens, rates.input, float(price.get("output", 0)))
+            + (usage.cache_read_tokens * rates.read + writes_5m * rates.write
+               + usage.cache_write_1h_tokens * rates.write_1h) / 1_000_000)
+
+
+@dataclass(frozen=True)
+class CachePrices:
+    """USD per million input tokens: uncached, read from the cache, written for 5 minutes, for an hour."""
+
+    input: float
+    read: float
+    write: float
+    write_1h: float
+
+    def saved(self, read_tokens: int, write_tokens: int, ttl: str = "5m") -> float:
+        """USD the cache saved on input against sending it all uncached: reads cost less,
+        writes more (a negative figure: the writes were never read back enough)."""
+        write = self.write_1h if ttl == "1h" else self.write
+        return (read_tokens * (self.input - self.read) - write_tokens * (write - self.input)) / 1_000_000
+
+
+def cache_prices(config: dict, provider: str | None = None) -> CachePrices:
+    """The agent's input prices with and without the cache (all 0 without `price:`)."""
+    price = config.get("price") or {}
     unit = providers.get(provider or config.get("provider"))
-    read_rate, write_rate = unit.cache_rates if unit else (1.0, 1.0)
+    read_rate, write_rate, write_1h_rate = unit.cache_rates if unit else (1.0, 1.0, 1.0)
     input_price = float(price.get("input", 0))
-    read_price = float(price.get("cache_read", input_price * read_rate))
-    write_price = float(price.get("cache_write", input_price * write_rate))
-    return (cost_usd(usage.uncached_input_tokens, usage.output_tokens, input_price, float(price.get("output", 0)))
-            + (usage.cache_read_tokens * read_price + usage.cache_write_tokens * write_price) / 1_000_000)
+    return CachePrices(input_price, float(price.get("cache_read", input_price * read_rate)),
+                       float(price.get("cache_write", input_price * write_rate)),
+                       float(price.get("cache_write_1h", input_price * write_1h_rate)))
 
 
 def make_agent(name: str, config: dict[str, Any], root: Path) -> Agent:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import Request, Usage
+from .caching import prompt_cache_key
 from .sdk import DONE, MAX_TOKENS, REFUSAL, UNFINISHED, Answer, SdkAgent
 
 STRUCTURED = ("json_schema", "json_object", "none")
@@ -78,7 +79,15 @@ class OpenAIAgent(SdkAgent):
         if self.stream:
             p["stream"] = True
             p["stream_options"] = {"include_usage": True}
+        p.update(self.cache_routing(request))
         return p
+
+    def cache_routing(self, request: Request) -> dict[str, Any]:
+        """`prompt_cache_key` for OpenAI (requests sharing a prefix land where it is cached);
+        none for a keyless local server (`api_key_env: null`), which has no use for it."""
+        if not self.key_env:
+            return {}
+        return {"prompt_cache_key": prompt_cache_key(request.system, request.prompt, request.cache_breaks)}
 
     async def send(self, client: Any, params: dict[str, Any], timeout: float | None) -> Answer:
         if self.stream:

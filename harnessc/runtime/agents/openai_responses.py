@@ -40,6 +40,7 @@ class OpenAIResponsesAgent(OpenAIAgent):
             p["text"] = {"format": fmt}
         if self.stream:
             p["stream"] = True
+        p.update(self.cache_routing(request))
         return p
 
     async def send(self, client: Any, params: dict[str, Any], timeout: float | None) -> Answer:
