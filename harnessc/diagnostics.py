@@ -69,6 +69,7 @@ CODES: dict[str, str] = {
     "HC501": "template syntax error",
     "HC502": "undefined variable in template",
     "HC503": "template error",
+    "HC504": "task template puts a task's own text before the shared text",
     # output validation (harnessc validate, the runtime)
     "HC601": "output is not valid JSON",
     "HC602": "output does not match the contract schema",

@@ -45,10 +45,14 @@ def test_builtin_task_prompt_is_the_template(tmp_path_factory, context):
     assert builtin_task_prompt(context) == jinja_task_prompt(context, Path("."))
 
 
-# the projects that build: the demo and the fixtures whose lint passes
+def _own_templates(project: Path) -> bool:
+    return (project / "harness.yaml").is_file() and "templates:" in (project / "harness.yaml").read_text("utf-8")
+
+
+# the projects that build with the built-in templates: the demo and the fixtures whose lint passes
 PROJECTS = [REPO / "specs" / "demo"] + sorted(
     p for p in (FIXTURES / "projects").iterdir()
-    if p.is_dir() and (p / "expected.txt").read_text("utf-8").endswith("exit: 0\n"))
+    if p.is_dir() and (p / "expected.txt").read_text("utf-8").endswith("exit: 0\n") and not _own_templates(p))
 
 
 @pytest.mark.parametrize("source", PROJECTS, ids=[p.name for p in PROJECTS])
@@ -100,3 +104,30 @@ def test_accept_commands_are_shown_as_command_lines_that_run_as_written(tmp_path
     run = subprocess.run(["sh", "-c", lines[1].replace("python3", sys.executable, 1)],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and run.stdout == "1 passed\n", run
+
+
+@pytest.mark.parametrize("template, warned", [
+    ("# Task {{ task.id }}\n{{ project.overview }}\n", ("task", "project")),
+    ("{% if task.phase %}{{ task.phase }}{% endif %}\n{{ output_format }}\n", ("task", "output_format")),
+    ("{% for id, dep in deps.items() %}{{ dep.output }}{% endfor %}{% for f in shared_context %}{{ f.text }}"
+     "{% endfor %}", ("deps", "shared_context")),
+    ("{{ project.overview }}{{ cache_break }}{{ output_format }}{{ cache_break }}# Task {{ task.id }}\n", None),
+    ("{% set t = 1 %}{{ project.title }} {{ task.title }}\n", None),
+    ((REPO / "harnessc" / "templates" / "task.md.j2").read_text("utf-8"), None),
+])
+def test_a_task_template_with_its_own_text_before_the_shared_text_is_warned_about(tmp_path, template, warned):
+    """HC504, from the template's syntax tree: a variable of the task's own text used before
+    one of the shared text."""
+    root = tmp_path / "demo"
+    shutil.copytree(REPO / "specs" / "demo", root, ignore=shutil.ignore_patterns(".harness"))
+    (root / "templates").mkdir()
+    (root / "templates" / "task.md.j2").write_text(template)
+    with (root / "harness.yaml").open("a") as f:
+        f.write("\ntemplates: templates\n")
+    project = compile_project(root)
+    found = [d for d in project.diags.items if d.code == "HC504"]
+    if warned is None:
+        assert not found
+        return
+    assert len(found) == 1 and found[0].severity == "warning" and found[0].span.path == "templates/task.md.j2"
+    assert f"(`{warned[0]}`)" in found[0].message and f"(`{warned[1]}`)" in found[0].message

@@ -560,6 +560,10 @@ def render_all(project, plan: dict, diags: Diagnostics) -> None:
         plan["system"] = PromptRef("_system", _sha256(project.system_prompt))
     except TemplateProblem as p:
         report(p)
+    if _user_template(plan, root, "task.md.j2"):
+        from .promptorder import check_task_template
+
+        check_task_template(project, plan, _environment(str(root), plan.get("templates")))
     files = project.prompt_files
     try:
         for node in plan["nodes"]:
