@@ -204,3 +204,21 @@ def test_a_run_caches_the_shared_prefix_and_reports_the_share_and_savings(tmp_pa
                      "share": 0.7362, "saved_usd": 0.0147}
     text = harnessc(tmp_path, "stats", env=e).stdout
     assert "prompt cache" in text and "74%" in text and "$0.0147" in text
+
+
+def test_the_cache_bench_finds_the_shared_text_cacheable_in_all_four_cases() -> None:
+    """bench/cache.py, small: each case's cacheable share is near its best, (tasks - 1) / tasks
+    (the first request writes the cache; each task's own text is never cached)."""
+    import subprocess
+    import sys
+
+    from .helpers import REPO
+
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "cache.py"), "--tasks", "12", "--jobs", "4",
+                          "--json"], capture_output=True, text=True, timeout=600, env=cli_env())
+    assert run.returncode == 0, run.stderr
+    results = json.loads(run.stdout)
+    assert {(r["provider"], r["shared text in"]) for r in results} == {
+        (p, w) for p in ("anthropic", "openai") for w in ("overview", "context")}
+    for r in results:
+        assert r["requests"] == 12 and 0.85 < r["share"] <= 11 / 12, r
