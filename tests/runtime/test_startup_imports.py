@@ -1,0 +1,52 @@
+"""Start-up cost: what `run`, `lint` and `build` import (issue 18 part 3). A 1-task anthropic
+run spends most of its start-up importing the SDK, so a run imports only what its plan needs:
+a simulate-only plan loads no SDK, no HTTP client and no compiler parser; lint and build never
+load an SDK. Checked in a fresh interpreter, from sys.modules after the command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from .helpers import REPO, env, node, write_project
+
+SDKS = {"anthropic", "openai", "httpx", "httpx2", "aiohttp"}
+# What a simulate-only run of a built plan has no use for: the SDKs, pydantic (the IR is the
+# compiler's), lark (the roadmap parser: the plan is built), GitPython (not a repository).
+NOT_FOR_A_SIMULATE_RUN = SDKS | {"pydantic", "pydantic_core", "lark", "git"}
+
+SCRIPT = """
+import json, sys
+from harnessc.cli import cli
+try:
+    cli.main(sys.argv[1:], standalone_mode=False)
+except SystemExit:
+    pass
+print(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
+"""
+
+
+def imported(*args: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", SCRIPT, *args], capture_output=True, text=True, timeout=120,
+                         env=env())
+    assert out.returncode == 0, out.stderr
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_a_simulate_run_imports_no_sdk_no_http_client_and_no_compiler(tmp_path: Path) -> None:
+    write_project(tmp_path, [node("t1"), node("t2", depends_on=["t1"])])
+    modules = imported("-C", str(tmp_path), "run", "--no-build")
+    assert "harnessc" in modules and "sqlite3" in modules  # it ran
+    assert not modules & NOT_FOR_A_SIMULATE_RUN, modules & NOT_FOR_A_SIMULATE_RUN
+
+
+def test_lint_and_build_import_no_sdk(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(REPO / "specs" / "demo", tmp_path / "demo", ignore=shutil.ignore_patterns(".harness"))
+    for command in ("lint", "build"):
+        modules = imported("-C", str(tmp_path / "demo"), command)
+        assert "harnessc" in modules and not modules & SDKS, (command, modules & SDKS)
+    assert (tmp_path / "demo" / ".harness" / "build" / "plan.json").is_file()
