@@ -98,7 +98,8 @@ class AnthropicAgent(SdkAgent):
         details = getattr(u, "output_tokens_details", None)
         reasoning = getattr(details, "thinking_tokens", None) or 0
         return Usage(input_tokens=(u.input_tokens or 0) + read + write, output_tokens=u.output_tokens or 0,
-                     cache_read_tokens=read, cache_write_tokens=write, reasoning_tokens=reasoning)
+                     cache_read_tokens=read, cache_write_tokens=write, reasoning_tokens=reasoning,
+                     cache_write_1h_tokens=min(write_1h, write))
 
 
 def _text(message: Any, params: dict[str, Any]) -> str:
