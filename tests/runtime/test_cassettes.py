@@ -104,7 +104,13 @@ def test_a_changed_prompt_fails_the_task_naming_the_cassette_and_the_nearest_req
     assert "replay: no recorded answer for task 'a'" in error
     assert ".harness/cassettes/a.jsonl" in error
     assert "nearest recorded: .harness/cassettes/a.jsonl line 1 (agent 'llm', iteration 1)" in error
-    assert 'the prompt differs at line 1 (recorded "# Task a: Task a", now "# Task a: Task a, reworded")' in error
+    # the task's header comes after the shared text (the contract's format)
+    from harnessc.runtime.plan import load_plan, render_prompt
+
+    prompt = render_prompt(load_plan(tmp_path), "a", None, tmp_path).splitlines()
+    line = prompt.index("# Task a: Task a, reworded") + 1
+    assert line > 1 and (f'the prompt differs at line {line} (recorded "# Task a: Task a", '
+                         f'now "# Task a: Task a, reworded")') in error
     assert tasks["a"]["attempts"] == 1  # not retried: asking again cannot find it either
 
 
