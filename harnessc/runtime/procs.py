@@ -188,17 +188,23 @@ async def run(
         result.error = "empty command"
         return result
     child = reaper.child()
+    env = child.environment(env if env is not None else child_env())
+    if child.shim:  # the shim starts whatever it is given: say what Popen would have said
+        why = cannot_start(argv[0], env, cwd)
+        if why:
+            result.error = why
+            return result
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
+        proc = await child.spawn(asyncio.create_subprocess_exec(
+            *child.command(argv),
             cwd=str(cwd),
-            env=child.environment(env if env is not None else child_env()),
+            env=env,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,  # own process group: killpg reaches grandchildren
-            preexec_fn=child.preexec,  # dies with harnessc
-        )
+            preexec_fn=child.preexec,  # dies with harnessc, where there is no shim for it
+        ))
     except FileNotFoundError:
         result.error = f"command not found: '{argv[0]}'"
         return result
@@ -214,7 +220,21 @@ async def run(
     try:
         return await _supervise(proc, child, result, stdin, timeout, max_output, start)
     finally:
-        child.ended(proc.pid)  # after it was waited for: the rest of its processes go too
+        # After it was waited for: the rest of its processes go too.
+        child.ended(proc.pid, reaped=proc.returncode is not None)
+
+
+def cannot_start(program: str, env: dict[str, str], cwd: str | os.PathLike) -> str | None:
+    """Why `program` cannot be executed, as subprocess would say it (None: it can): looked up
+    in the child's PATH unless it holds a slash, relative to the child's directory."""
+    dirs = [""] if os.path.dirname(program) else os.get_exec_path(env)
+    denied = False
+    for d in dirs:
+        path = os.path.join(cwd, d, program)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return None
+        denied = denied or os.path.exists(path)
+    return f"command {'not executable' if denied else 'not found'}: '{program}'"
 
 
 async def _supervise(proc: asyncio.subprocess.Process, child: reaper.Child, result: ProcResult,
@@ -232,8 +252,7 @@ async def _supervise(proc: asyncio.subprocess.Process, child: reaper.Child, resu
 
     def kill_all() -> None:
         """SIGKILL its process group and whatever carries its marker (setsid or not)."""
-        _killpg(proc.pid, signal.SIGKILL)
-        child.kill()
+        child.kill(proc.pid)
 
     async def feed() -> None:
         if stdin is not None and proc.stdin is not None:
@@ -262,13 +281,12 @@ async def _supervise(proc: asyncio.subprocess.Process, child: reaper.Child, resu
         await proc.wait()
 
     try:
-        await asyncio.wait_for(body(), timeout)
-        kill_all()  # leftovers that closed their pipes
+        await asyncio.wait_for(body(), timeout)  # leftovers that closed their pipes: run's finally
         result.returncode = proc.returncode
     except asyncio.TimeoutError:
         result.timed_out = True
         await _kill_group(proc)
-        child.kill()
+        child.kill(proc.pid)
         if not await _finishes(readers, 2.0):
             _stop_reading(proc, readers)
         await proc.wait()

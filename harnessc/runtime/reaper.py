@@ -1,12 +1,30 @@
 """Ending what harnessc starts: no child outlives its command, its run, or harnessc itself.
 
-- A child dies with harnessc: PR_SET_PDEATHSIG(SIGKILL) is set between fork and exec.
+- A child dies with harnessc: PR_SET_PDEATHSIG(SIGKILL). The command is started as
+  `setpriv --pdeathsig KILL -- argv...` (util-linux), which sets it and execs the command, so
+  the spawn stays a vfork; only where no such setpriv exists does a preexec_fn set it, which
+  forces a full fork of harnessc (about 10x the spawn time at harnessc's size). Trade-off:
+  setpriv has no guard for a harnessc that dies within the ~1 ms before setpriv sets the
+  signal; such a child runs on until the next run ends it (below), where the preexec_fn
+  exits when its parent is already gone.
 - A child carries HARNESSC_PROC=<scope>.<n> in its environment, and so does everything it
   starts (unless that rewrites its environment). When the command ends, every process that
   carries its marker is killed, wherever it went (setsid, double fork), and nothing else:
   concurrent commands never touch each other's processes.
-- During a run harnessc is a child subreaper, so orphans come to us, not to init: their
-  zombies are reaped here, and when the run ends any orphan still alive is killed.
+- Finding those without reading all of /proc after every command: during a run harnessc is a
+  child subreaper, so when a command's leader is gone, everything it left is either still in
+  its process group (one killpg shows it) or was adopted by us, as an orphan or a descendant
+  of one. So a command's end kills its group; if the group had survivors, /proc is scanned for
+  the marker (the slow, sure way); if not, only our own children are looked at
+  (/proc/self/task/<pid>/children, which the kernel gives orphans to): orphans carrying the
+  marker are killed, and their adopted children in turn. Outside a run (no subreaper) every
+  command's end scans /proc.
+- Orphans are reaped here, by pid, and only they: the children asyncio started for procs.run
+  are asyncio's to wait for (it reports 255 for a child whose status someone else took).
+  A child counts as ours (_direct) from the moment its spawn returns; while any spawn is in
+  flight its child may exist unregistered, so no orphan is reaped until none is.
+- When the run ends any orphan still alive is killed, and /proc is scanned for the run's
+  markers once.
 - A harnessc killed with -9 cleans nothing up: each attempt records its marker and its
   child's pid and start time, and the next run ends whatever still matches (end_leftovers).
 
@@ -16,19 +34,23 @@ Linux only (/proc, prctl); elsewhere the process-group kill in procs.py is all t
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
+import shutil
 import signal
+import subprocess
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Awaitable, Callable, Iterable, Iterator, TypeVar
 
 from . import prctl
 
 ENV_MARK = "HARNESSC_PROC"
 KILL_WAIT = 5.0  # seconds end_leftovers waits for what it killed to be gone
 _SIGKILL = int(signal.SIGKILL)
+_P = TypeVar("_P")
 
 
 @dataclass(frozen=True)
@@ -39,7 +61,9 @@ class _Scope:
 
 _scope: ContextVar[_Scope | None] = ContextVar("harnessc_proc_scope", default=None)
 _numbers = itertools.count(1)
-_direct: set[int] = set()  # our own children still running: reaped by asyncio, never by us
+_direct: set[int] = set()  # our own children until asyncio reaped them: never reaped by us
+_spawning = 0  # spawns in flight: their children may not be in _direct yet
+_reap_owed = False  # an orphan reap was put off while a spawn was in flight
 _adopting = False  # a subreaper now (see adopting): orphans come to us, and we reap them
 
 
@@ -57,25 +81,61 @@ class Child:
     """How to start one child and, once it ended, end everything it left."""
 
     marker: str
-    preexec: Callable[[], None] | None
+    shim: list[str]  # put before the argv: sets the death signal, then execs the command
+    preexec: Callable[[], None] | None  # sets it instead, where there is no shim
     on_spawn: Callable[[int, int | None], None] | None
+
+    def command(self, argv: list[str]) -> list[str]:
+        return [*self.shim, *argv]
 
     def environment(self, env: dict[str, str]) -> dict[str, str]:
         return {**env, ENV_MARK: self.marker}
 
+    async def spawn(self, starting: Awaitable[_P]) -> _P:
+        """Await `starting` (asyncio.create_subprocess_exec(...)) and count its process as
+        ours before anything else runs: until then no orphan is reaped (see reap_orphans)."""
+        global _spawning
+        _spawning += 1
+        try:
+            proc = await starting
+            _direct.add(proc.pid)  # type: ignore[attr-defined]
+        finally:
+            _spawning -= 1
+            if not _spawning and _reap_owed:
+                reap_orphans()
+        return proc
+
     def started(self, pid: int) -> None:
-        _direct.add(pid)
         if self.on_spawn is not None:
             self.on_spawn(pid, start_time(pid))
 
-    def kill(self) -> list[int]:
-        """SIGKILL every process carrying this child's marker, wherever it went."""
-        return kill_marked(self.marker)
+    def kill(self, group: int | None = None) -> list[int]:
+        """SIGKILL `group` (the child's process group) and every process carrying this
+        child's marker, wherever it went. Returns the pids killed by marker."""
+        survivors = group is not None and _killpg(group)
+        if survivors or not _adopting:
+            return kill_marked(self.marker)
+        return self._kill_adopted()
 
-    def ended(self, pid: int | None) -> list[int]:
-        """The child was waited for: kill what is left of it, and reap adopted orphans."""
-        _direct.discard(pid)
-        killed = self.kill()
+    def _kill_adopted(self) -> list[int]:
+        """Kill the orphans we adopted that carry the marker, then the children they leave us."""
+        needle = _needle(self.marker)
+        killed: list[int] = []
+        for _ in range(20):
+            batch = [p for p in _orphans(_children()) if p not in killed and _carries(p, needle)
+                     and _running(p)]
+            if not batch:
+                break
+            killed += _kill(batch)
+            _wait_gone(batch, 1.0, poll=0.002)  # once gone, their children are ours
+        return killed
+
+    def ended(self, pid: int, reaped: bool = True) -> list[int]:
+        """The child (leader of group `pid`) was waited for: kill what is left of it, and
+        reap adopted orphans. `reaped`: asyncio has its exit status (else it is still its)."""
+        if reaped:
+            _direct.discard(pid)
+        killed = self.kill(pid)
         reap_orphans()
         return killed
 
@@ -84,12 +144,29 @@ def child() -> Child:
     """A new child of the current scope (see enter)."""
     scope = _scope.get()
     base = scope.marker if scope else f"h{os.getpid()}"
-    return Child(f"{base}.{next(_numbers)}", _die_with_parent(),
+    setpriv = _setpriv() if prctl.function() is not None else None
+    shim = [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+    return Child(f"{base}.{next(_numbers)}", shim, None if shim else pdeathsig_preexec(),
                  scope.on_spawn if scope else None)
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    """The preexec_fn for a child: PR_SET_PDEATHSIG and nothing else.
+@functools.cache
+def _setpriv() -> str | None:
+    """The path of a setpriv that sets the parent-death signal (util-linux >= 2.33), or None."""
+    path = shutil.which("setpriv")
+    if path is None:
+        return None
+    try:
+        probe = subprocess.run([path, "--pdeathsig", "KILL", "--", path, "--version"],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return path if probe.returncode == 0 else None
+
+
+def pdeathsig_preexec() -> Callable[[], None] | None:
+    """A preexec_fn setting PR_SET_PDEATHSIG and nothing else (where there is no setpriv).
 
     It runs between fork and exec while other threads exist, so libc's prctl is resolved
     here, before the fork, and the step only calls it. If harnessc died before prctl took
@@ -138,20 +215,34 @@ def _pids() -> list[int]:
         return []
 
 
+def _children() -> list[int]:
+    """Our main thread's children: where the kernel puts the orphans it gives a subreaper
+    (the first live thread of the process). All processes where that list is missing."""
+    me = os.getpid()
+    try:
+        with open(f"/proc/{me}/task/{me}/children", "rb") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:  # a kernel without CONFIG_PROC_CHILDREN
+        return _pids()
+
+
+def _needle(marker: str, prefix: bool = False) -> bytes:
+    """What a carrier's environment holds: b'\\0HARNESSC_PROC=<marker>\\0' (or '.' with prefix)."""
+    return f"\0{ENV_MARK}={marker}{'.' if prefix else chr(0)}".encode()
+
+
+def _carries(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return needle in b"\0" + f.read()
+    except OSError:  # gone, or not ours to read
+        return False
+
+
 def _carriers(needle: bytes) -> list[int]:
-    """Processes whose environment holds `needle` (b'\\0NAME=value...'), ourselves excepted."""
-    me, found = os.getpid(), []
-    for pid in _pids():
-        if pid == me:
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = f.read()
-        except OSError:  # gone, or not ours to read
-            continue
-        if needle in b"\0" + env:
-            found.append(pid)
-    return found
+    """Processes whose environment holds `needle`, ourselves excepted: all of /proc."""
+    me = os.getpid()
+    return [pid for pid in _pids() if pid != me and _carries(pid, needle)]
 
 
 def _kill(pids: list[int]) -> list[int]:
@@ -165,12 +256,21 @@ def _kill(pids: list[int]) -> list[int]:
     return done
 
 
+def _killpg(group: int) -> bool:
+    """SIGKILL a process group; whether it had any member left (zombies count)."""
+    try:
+        os.killpg(group, _SIGKILL)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
 def kill_marked(marker: str, prefix: bool = False) -> list[int]:
     """SIGKILL every process carrying `marker` (or any marker under `marker.` with prefix).
 
-    Scans again while it finds any: a process may fork between a scan and its kill.
+    Scans all of /proc, again while it finds any: a process may fork between a scan and its kill.
     """
-    needle = f"\0{ENV_MARK}={marker}{'.' if prefix else chr(0)}".encode()
+    needle = _needle(marker, prefix)
     killed: list[int] = []
     for _ in range(20):
         batch = [p for p in _carriers(needle) if p not in killed and _running(p)]
@@ -180,24 +280,30 @@ def kill_marked(marker: str, prefix: bool = False) -> list[int]:
     return killed
 
 
-def _orphans() -> list[int]:
-    """Our children that we did not start: descendants re-parented to us (subreaper).
-
-    Commands run in sessions of their own; other code's children share ours and are left alone.
-    """
+def _orphans(candidates: Iterable[int]) -> list[int]:
+    """Those of `candidates` that are our children we did not start: descendants re-parented
+    to us (subreaper). Commands run in sessions of their own; other code's children share
+    ours and are left alone."""
     me, sid, out = os.getpid(), os.getsid(0), []
-    for pid in _pids():
+    for pid in candidates:
+        if pid in _direct:
+            continue
         fields = _stat(pid)
-        if fields and int(fields[1]) == me and int(fields[3]) != sid and pid not in _direct:
+        if fields and int(fields[1]) == me and int(fields[3]) != sid:
             out.append(pid)
     return out
 
 
 def reap_orphans() -> None:
     """Collect the exit status of orphans that died, so no zombie piles up under us."""
+    global _reap_owed
     if not _adopting:
         return  # no orphan comes to us: leave other code's children to it
-    for pid in _orphans():
+    if _spawning:  # a new child not in _direct yet would pass for an orphan: later
+        _reap_owed = True
+        return
+    _reap_owed = False
+    for pid in _orphans(_children()):
         if not _running(pid):
             try:
                 os.waitpid(pid, os.WNOHANG)
@@ -205,13 +311,13 @@ def reap_orphans() -> None:
                 pass
 
 
-def _wait_gone(pids: list[int], limit: float = KILL_WAIT) -> None:
+def _wait_gone(pids: list[int], limit: float = KILL_WAIT, poll: float = 0.02) -> None:
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         reap_orphans()
         if not any(_running(p) for p in pids):
             return
-        time.sleep(0.02)
+        time.sleep(poll)
 
 
 # ------------------------------------------------------------------ a run
@@ -230,7 +336,7 @@ def adopting(marker_prefix: str) -> Iterator[None]:
     finally:
         killed = kill_marked(marker_prefix, prefix=True)
         for _ in range(20):  # an orphan's own children become orphans when it dies
-            orphans = [p for p in _orphans() if _running(p)] if adopted else []
+            orphans = [p for p in _orphans(_pids()) if _running(p)] if adopted else []
             if not orphans:
                 break
             killed += _kill(orphans)

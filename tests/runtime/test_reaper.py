@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from harnessc.runtime import prctl, procs, reaper
+from harnessc.planfile import AcceptCommand
+from harnessc.runtime import prctl, procs, reaper, verify
 from harnessc.runtime.state import SCHEMA_VERSION, StateStore
 from harnessc.workspace import Workspace
 
@@ -72,11 +73,23 @@ def run(*args, **kw):
     return asyncio.run(procs.run(*args, **kw))
 
 
+@pytest.fixture(params=["outside a run", "in a run"])
+def scope(request):
+    """Commands run as procs.run alone (no subreaper: a command's end scans /proc for its
+    marker), or inside a run (subreaper: only adopted orphans are looked at)."""
+    if request.param == "outside a run":
+        yield
+        return
+    with reaper.adopting(f"test-{os.getpid()}"):
+        assert reaper._adopting or not prctl.is_subreaper()
+        yield
+
+
 # ------------------------------------------------------------------ one command
 
 
 @pytest.mark.parametrize("how", ["exits", "times_out"])
-def test_setsid_grandchild_ignoring_sigterm_is_ended_with_its_command(tmp_path, how):
+def test_setsid_grandchild_ignoring_sigterm_is_ended_with_its_command(tmp_path, how, scope):
     gpid = tmp_path / "grandchild.pid"
     leader = ("import subprocess, sys, time\n"
               f"subprocess.Popen([sys.executable, '-c', {STUBBORN!r}, {str(gpid)!r}],"
@@ -92,7 +105,7 @@ def test_setsid_grandchild_ignoring_sigterm_is_ended_with_its_command(tmp_path, 
         kill_all([grandchild])
 
 
-def test_concurrent_commands_do_not_end_each_others_processes(tmp_path):
+def test_concurrent_commands_do_not_end_each_others_processes(tmp_path, scope):
     a_pid, b_pid, release = tmp_path / "a.pid", tmp_path / "b.pid", tmp_path / "release"
 
     def leader(pidfile: Path, wait: bool) -> list[str]:
@@ -120,12 +133,64 @@ def test_concurrent_commands_do_not_end_each_others_processes(tmp_path):
     asyncio.run(main())
 
 
-def test_a_child_dies_with_its_parent(tmp_path):
+def test_a_setsid_chain_left_by_a_command_is_ended_with_it(tmp_path, scope):
+    # The leader starts a setsid middle process, which starts a grandchild of its own, then
+    # exits: the middle one is adopted by us; the grandchild only once the middle one is gone.
+    middle_pid, grandchild_pid = tmp_path / "middle.pid", tmp_path / "grandchild.pid"
+    middle = ("import os, signal, subprocess, sys, time\n"
+              "os.setsid()\n"
+              "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              f"subprocess.Popen([sys.executable, '-c', {STUBBORN!r}, {str(grandchild_pid)!r}])\n"
+              f"open({str(middle_pid)!r}, 'w').write(str(os.getpid()))\n"
+              "time.sleep(300)\n")
+    leader = ("import os, subprocess, sys, time\n"
+              f"subprocess.Popen([sys.executable, '-c', {middle!r}], stdout=subprocess.DEVNULL)\n"
+              f"while not (os.path.exists({str(middle_pid)!r}) and os.path.exists({str(grandchild_pid)!r})):"
+              " time.sleep(0.01)\n")
+    res = run([PY, "-c", leader], cwd=tmp_path, timeout=60)
+    pids = [read_pid(middle_pid), read_pid(grandchild_pid)]
+    try:
+        assert res.ok, res.stderr
+        wait_until(lambda: not any(alive(p) for p in pids), what="the middle process and its child to end")
+    finally:
+        kill_all(pids)
+
+
+def test_fast_commands_keep_their_exit_statuses_with_the_reaper_on(tmp_path):
+    # 5,000 commands that exit at once, 64 at a time, half of them accept commands, with
+    # orphans reaped after each: asyncio must get every exit status. (A reaper that waited
+    # for a child asyncio had just started took its status: asyncio reported 255.)
+    async def one(i: int, gate: asyncio.Semaphore) -> tuple[int, procs.ProcResult]:
+        status = 3 if i % 2 else 0
+        argv = ["/bin/sh", "-c", f"exit {status}"]
+        async with gate:
+            if i % 4 < 2:
+                return status, await procs.run(argv, cwd=tmp_path, timeout=120)
+            accept = AcceptCommand(id=f"a{i}", argv=argv, timeout=120)
+            return status, await verify.run_accept(accept, tmp_path, None)
+
+    async def main() -> list[tuple[int, procs.ProcResult]]:
+        gate = asyncio.Semaphore(64)
+        return await asyncio.gather(*(one(i, gate) for i in range(5000)))
+
+    with reaper.adopting(f"test-{os.getpid()}"):
+        results = asyncio.run(main())
+    wrong = [(want, r.returncode, r.error) for want, r in results if r.returncode != want or r.error]
+    assert wrong == [], f"{len(wrong)} of 5000 commands got a wrong exit status: {wrong[:5]}"
+
+
+@pytest.mark.parametrize("how", ["setpriv", "preexec"])
+def test_a_child_dies_with_its_parent(tmp_path, how):
     # An intermediate process starts a sleeper through procs.run, then is killed with -9:
-    # the sleeper gets SIGKILL from the kernel (PR_SET_PDEATHSIG), nobody cleans up.
+    # the sleeper gets SIGKILL from the kernel (PR_SET_PDEATHSIG), nobody cleans up. The
+    # death signal is set by the setpriv shim, or by a preexec_fn where there is no setpriv.
+    if how == "setpriv" and reaper._setpriv() is None:
+        pytest.skip("no setpriv with --pdeathsig here")
     child_pid = tmp_path / "child.pid"
     code = ("import asyncio, sys\n"
-            "from harnessc.runtime import procs\n"
+            "from harnessc.runtime import procs, reaper\n"
+            + ("reaper._setpriv = lambda: None\n" if how == "preexec" else "")
+            + f"assert bool(reaper.child().shim) == {how == 'setpriv'}\n"
             "asyncio.run(procs.run([sys.executable, '-c', "
             f"\"import os, time; open({str(child_pid)!r}, 'w').write(str(os.getpid())); time.sleep(300)\"],"
             f" cwd={str(tmp_path)!r}, timeout=300))\n")
@@ -146,7 +211,7 @@ def test_without_prctl_commands_still_run(tmp_path, monkeypatch):
     # Not Linux (or no libc prctl): no pdeathsig, no subreaper, no crash.
     monkeypatch.setattr(prctl, "function", lambda: None)
     assert not prctl.make_undumpable() and not prctl.is_subreaper()
-    assert reaper.child().preexec is None
+    assert reaper.child().preexec is None and reaper.child().shim == []
     res = run([PY, "-c", "print('ran')"], cwd=tmp_path, timeout=30)
     assert res.ok and res.stdout.strip() == "ran"
     with reaper.adopting("test-run"):
@@ -154,13 +219,13 @@ def test_without_prctl_commands_still_run(tmp_path, monkeypatch):
 
 
 def test_a_child_whose_parent_died_before_prctl_exits(tmp_path):
-    # The preexec step's guard runs in the child: if its parent is no longer the process that
+    # The preexec step (where there is no setpriv)'s guard runs in the child: if its parent is no longer the process that
     # started it (harnessc died before prctl took effect), it exits instead of running on.
     script = tmp_path / "guard.py"
     script.write_text(textwrap.dedent("""
         import os
         from harnessc.runtime import reaper
-        setup = reaper.child().preexec
+        setup = reaper.pdeathsig_preexec()
 
         def fork_and_setup():
             pid = os.fork()
