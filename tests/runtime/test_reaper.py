@@ -156,7 +156,56 @@ def test_a_setsid_chain_left_by_a_command_is_ended_with_it(tmp_path, scope):
         kill_all(pids)
 
 
-def test_fast_commands_keep_their_exit_statuses_with_the_reaper_on(tmp_path):
+@pytest.fixture
+def pidfd_watcher():
+    """asyncio learns of a child's exit from the event loop (a pidfd), as it does by default
+    from Python 3.12 on: a reaper running in the loop before it takes the status for sure.
+    (3.11's default, a thread per child blocked in waitpid, mostly wins that race.)"""
+    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
+        yield
+        return
+    policy = asyncio.get_event_loop_policy()
+    was = policy.get_child_watcher()
+    policy.set_child_watcher(asyncio.PidfdChildWatcher())
+    try:
+        yield
+    finally:
+        policy.set_child_watcher(was)
+
+
+def _exited_sh_children() -> list[int]:
+    """Our children that are zombies named sh."""
+    me, out = os.getpid(), []
+    with open(f"/proc/{me}/task/{me}/children") as f:
+        for pid in map(int, f.read().split()):
+            try:
+                with open(f"/proc/{pid}/stat") as st:
+                    name, rest = st.read().rsplit(")", 1)
+            except OSError:
+                continue
+            if name.endswith("(sh") and rest.split()[0] == "Z":
+                out.append(pid)
+    return out
+
+
+def test_a_child_that_exits_before_its_spawn_returns_is_left_to_asyncio(tmp_path, pidfd_watcher):
+    # asyncio has forked the child (procs.run awaits its pipes, it has not counted it yet),
+    # the child has exited, and another command's end reaps orphans: the exit status is
+    # asyncio's to take (3), not the reaper's (asyncio would report 255).
+    async def main() -> procs.ProcResult:
+        assert not _exited_sh_children()
+        task = asyncio.create_task(procs.run(["/bin/sh", "-c", "exit 3"], cwd=tmp_path, timeout=60))
+        await asyncio.sleep(0)  # procs.run starts the child, then waits for its pipes
+        wait_until(_exited_sh_children, what="the child to exit")  # the loop waits too
+        reaper.reap_orphans()
+        return await task
+
+    with reaper.adopting(f"test-{os.getpid()}"):
+        res = asyncio.run(main())
+    assert (res.returncode, res.error) == (3, None)
+
+
+def test_fast_commands_keep_their_exit_statuses_with_the_reaper_on(tmp_path, pidfd_watcher):
     # 5,000 commands that exit at once, 64 at a time, half of them accept commands, with
     # orphans reaped after each: asyncio must get every exit status. (A reaper that waited
     # for a child asyncio had just started took its status: asyncio reported 255.)

@@ -1,0 +1,162 @@
+"""Command agents: what harnessc adds to running fast commands, against floors measured
+side by side in the same process.
+
+    python bench/commands.py [-n 1000] [--runs 5]
+
+1. N tasks of a 50 ms `command` agent at -j 16: the whole `harnessc run` process against a
+   bare asyncio loop running the same argv (same stdin, stdout captured) 16 at a time.
+   Target: ratio <= 1.3x.
+2. 10 chains x 10 tasks of a 100 ms command agent, jobs 10: makespan (first task start to
+   last task end, from the run's events, in-process) against the bound 10 x 100 ms = 1.0 s.
+   Target: <= 1.10x. Printed next to it: a bare asyncio loop running the same 10 chains
+   (what the commands themselves cost beyond their sleep).
+
+Each figure is the median of --runs; the runs alternate (bare, harnessc, bare, ...) so a
+change in the machine's load hits both alike. The load average is printed with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from harnessc.runtime.display import FINAL  # noqa: E402
+from harnessc.runtime.scheduler import RunOptions  # noqa: E402
+from harnessc.runtime.session import execute  # noqa: E402
+from tests.runtime.helpers import CLI, node, write_project  # noqa: E402  (hand-made plans)
+
+PROMPT = b"# Task t00000: Task t00000\n\nDo the work for task t00000.\n"
+
+
+def agent_argv(seconds: float) -> list[str]:
+    """A command agent that reads its prompt, takes `seconds`, and says it is done."""
+    return ["/bin/sh", "-c", f"cat >/dev/null; sleep {seconds}; echo '<promise>DONE</promise>'"]
+
+
+async def bare_command(argv: list[str]) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True)
+    out, _ = await proc.communicate(PROMPT)
+    assert proc.returncode == 0 and b"DONE" in out
+
+
+def bare_loop(n: int, jobs: int, seconds: float) -> float:
+    """Seconds a plain asyncio loop takes to run the agent's argv n times, `jobs` at once."""
+    argv = agent_argv(seconds)
+
+    async def one(gate: asyncio.Semaphore) -> None:
+        async with gate:
+            await bare_command(argv)
+
+    async def main() -> None:
+        gate = asyncio.Semaphore(jobs)
+        await asyncio.gather(*(one(gate) for _ in range(n)))
+
+    t0 = time.perf_counter()
+    asyncio.run(main())
+    return time.perf_counter() - t0
+
+
+def bare_chains(chains: int = 10, length: int = 10, seconds: float = 0.1) -> float:
+    """Seconds a plain asyncio loop takes to run `chains` chains of `length` commands."""
+    argv = agent_argv(seconds)
+
+    async def chain() -> None:
+        for _ in range(length):
+            await bare_command(argv)
+
+    async def main() -> None:
+        await asyncio.gather(*(chain() for _ in range(chains)))
+
+    t0 = time.perf_counter()
+    asyncio.run(main())
+    return time.perf_counter() - t0
+
+
+def command_project(root: Path, nodes: list[dict], seconds: float, jobs: int):
+    """A compiled project whose tasks all run the command agent; its plan."""
+    for n in nodes:
+        n["completion_promise"] = "DONE"
+        n["routing"] = {"agent": "cmd", "chain": [], "reason": "bench"}
+    return write_project(root, nodes, agents={"cmd": {"provider": "command", "command": agent_argv(seconds)}},
+                  concurrency=jobs)
+
+
+def harnessc_run(n: int, jobs: int, seconds: float) -> float:
+    """Seconds the `harnessc run -j jobs` process takes on n independent command-agent tasks."""
+    with tempfile.TemporaryDirectory(prefix="hc-bench-") as d:
+        root = Path(d)
+        command_project(root, [node(f"t{i:05d}") for i in range(n)], seconds, jobs)
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        t0 = time.perf_counter()
+        r = subprocess.run([*CLI, "-C", str(root), "run", "-j", str(jobs)], capture_output=True,
+                           text=True, env=env)
+        took = time.perf_counter() - t0
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        return took
+
+
+def chains_makespan(chains: int = 10, length: int = 10, seconds: float = 0.1) -> float:
+    """First task start to last task end of `chains` chains of `length` command-agent tasks."""
+    nodes = []
+    for c in range(chains):
+        for i in range(length):
+            nodes.append(node(f"c{c:02d}t{i:02d}", depends_on=[f"c{c:02d}t{i - 1:02d}"] if i else []))
+    with tempfile.TemporaryDirectory(prefix="hc-bench-") as d:
+        root = Path(d)
+        plan = command_project(root, nodes, seconds, chains)
+        marks: list[float] = []
+
+        def on_event(ev: dict) -> None:
+            if ev["kind"] == "task_running" or ev["kind"] in FINAL:
+                marks.append(time.perf_counter())
+
+        result = execute(root, plan, RunOptions(jobs=chains), listeners=[on_event])
+        assert result.exit_code == 0, result.message
+        return marks[-1] - marks[0]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-n", type=int, default=1000, help="tasks / commands in figure 1 (1000)")
+    ap.add_argument("--runs", type=int, default=5, help="runs per figure; the median counts (5)")
+    ap.add_argument("--skip-chains", action="store_true", help="figure 1 only")
+    args = ap.parse_args()
+    jobs, seconds = 16, 0.05
+
+    print(f"load average (1, 5, 15 min) at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    bare_loop(20, jobs, seconds)  # warm-up: the page cache for sh and sleep
+    bare, hc = [], []
+    for _ in range(args.runs):
+        bare.append(bare_loop(args.n, jobs, seconds))
+        hc.append(harnessc_run(args.n, jobs, seconds))
+    b, h = statistics.median(bare), statistics.median(hc)
+    print(f"{args.n} tasks of a 50 ms command agent, -j {jobs}: harnessc run {h:.2f}s, bare asyncio"
+          f" loop {b:.2f}s = {h / b:.2f}x (target <= 1.3x); ideal {args.n * seconds / jobs:.2f}s")
+    print(f"  runs: harnessc {' '.join(f'{x:.2f}' for x in hc)}; bare {' '.join(f'{x:.2f}' for x in bare)}")
+
+    if not args.skip_chains:
+        spans, bares = [], []
+        for _ in range(args.runs):
+            bares.append(bare_chains())
+            spans.append(chains_makespan())
+        m, b = statistics.median(spans), statistics.median(bares)
+        print(f"10 chains x 10 tasks of a 100 ms command agent, jobs 10: makespan {m:.3f}s vs bound"
+              f" 1.00s = {m:.3f}x (target <= 1.10x); a bare asyncio loop: {b:.3f}s")
+        print(f"  runs: harnessc {' '.join(f'{x:.3f}' for x in spans)}; bare {' '.join(f'{x:.3f}' for x in bares)}")
+    print(f"load average (1, 5, 15 min) at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
