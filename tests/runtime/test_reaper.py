@@ -156,6 +156,33 @@ def test_a_setsid_chain_left_by_a_command_is_ended_with_it(tmp_path, scope):
         kill_all(pids)
 
 
+def test_in_a_run_only_a_command_leaving_its_group_alive_reads_all_of_proc(tmp_path, monkeypatch):
+    # A command that leaves nothing costs no scan of /proc (its group is empty and nothing was
+    # adopted); one whose group lives on is ended by marker, which takes the scan.
+    me = os.getpid()
+    if not os.path.exists(f"/proc/{me}/task/{me}/children"):
+        pytest.skip("this kernel lists no children in /proc (CONFIG_PROC_CHILDREN)")
+    scans = []
+    every_pid = reaper._pids
+    monkeypatch.setattr(reaper, "_pids", lambda: scans.append(1) or every_pid())
+    background = tmp_path / "background.pid"
+    leaves_one = ("import subprocess, sys\n"
+                  "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'],"
+                  " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+                  f"open({str(background)!r}, 'w').write(str(p.pid))\n")
+    with reaper.adopting(f"test-{me}"):
+        for _ in range(3):
+            assert run(["/bin/sh", "-c", "exit 0"], cwd=tmp_path, timeout=60).ok
+        assert scans == []
+        assert run([PY, "-c", leaves_one], cwd=tmp_path, timeout=60).ok
+        left = read_pid(background)
+        try:
+            assert scans != []
+            wait_until(lambda: not alive(left), what="the process left in the group to be killed")
+        finally:
+            kill_all([left])
+
+
 @pytest.fixture
 def pidfd_watcher():
     """asyncio learns of a child's exit from the event loop (a pidfd), as it does by default
