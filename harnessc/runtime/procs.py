@@ -38,7 +38,8 @@ def child_env(pass_env: Iterable[str] = (), extra: dict[str, str] | None = None)
     """A child's environment: the base list, the variables named in pass_env (when set),
     then the explicit `extra` values. Nothing else of ours reaches a child."""
     wanted = set(BASE_ENV) | set(pass_env)
-    env = {k: v for k, v in os.environ.items() if k in wanted or k.startswith(BASE_ENV_PREFIXES)}
+    environ = os.environ  # iterating its keys decodes only those; .items() decodes every value too
+    env = {k: environ[k] for k in environ if k in wanted or k.startswith(BASE_ENV_PREFIXES)}
     if extra:
         env.update({str(k): str(v) for k, v in extra.items()})
     return env

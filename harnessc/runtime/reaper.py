@@ -18,7 +18,8 @@
   the marker (the slow, sure way); if not, only our own children are looked at
   (/proc/self/task/<pid>/children, which the kernel gives orphans to): orphans carrying the
   marker are killed, and their adopted children in turn. Outside a run (no subreaper) every
-  command's end scans /proc.
+  command's end scans /proc. (A process with the marker that is no descendant at all, say
+  one a daemon started with the command's environment, is left to the run's end.)
 - Orphans are reaped here, by pid, and only they: the children asyncio started for procs.run
   are asyncio's to wait for (it reports 255 for a child whose status someone else took).
   A child counts as ours (_direct) from the moment its spawn returns; while any spawn is in

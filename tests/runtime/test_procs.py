@@ -96,6 +96,35 @@ def test_missing_command_is_a_clear_error(tmp_path):
     assert not res.ok and res.error == "command not found: 'no-such-agent-cli-xyz'"
 
 
+@pytest.mark.parametrize("shim", ["setpriv", "none"])
+def test_a_program_is_found_and_refused_as_subprocess_would(tmp_path, monkeypatch, shim):
+    # With the setpriv shim in front, setpriv is what gets executed: harnessc says itself
+    # what subprocess would have said about the program (found in the child's PATH or
+    # relative to its directory; missing; not executable).
+    if shim == "none":
+        monkeypatch.setattr(reaper, "_setpriv", lambda: None)
+    elif reaper._setpriv() is None:
+        pytest.skip("no setpriv with --pdeathsig here")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "hc-tool"
+    tool.write_text("#!/bin/sh\necho tool ran\n")
+    tool.chmod(0o755)
+    (bin_dir / "hc-plain").write_text("not a program\n")
+    (tmp_path / "hc-dir").mkdir()
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    found = run(["hc-tool"], cwd=tmp_path, timeout=30, env=env)
+    assert found.ok and found.stdout == "tool ran\n"
+    relative = run(["./bin/hc-tool"], cwd=tmp_path, timeout=30, env=env)
+    assert relative.ok and relative.stdout == "tool ran\n"
+    for argv0, error in [("hc-missing", "command not found: 'hc-missing'"),
+                         ("./bin/hc-missing", "command not found: './bin/hc-missing'"),
+                         ("hc-plain", "command not executable: 'hc-plain'"),
+                         ("./hc-dir", "command not executable: './hc-dir'")]:
+        res = run([argv0], cwd=tmp_path, timeout=30, env=env)
+        assert (res.error, res.returncode) == (error, None), argv0
+
+
 def test_stdin_is_devnull_for_accept_commands(tmp_path):
     res = run([PY, "-c", "import sys; print(repr(sys.stdin.read()))"], cwd=tmp_path, timeout=5)
     assert res.stdout.strip() == "''"
