@@ -100,8 +100,9 @@ def harnessc_run(n: int, jobs: int, seconds: float) -> float:
         command_project(root, [node(f"t{i:05d}") for i in range(n)], seconds, jobs)
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         t0 = time.perf_counter()
+        # cwd: `python -c` puts it first on sys.path, so it decides which harnessc runs
         r = subprocess.run([*CLI, "-C", str(root), "run", "-j", str(jobs)], capture_output=True,
-                           text=True, env=env)
+                           text=True, env=env, cwd=REPO)
         took = time.perf_counter() - t0
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
         return took

@@ -282,7 +282,7 @@ async def _supervise(proc: asyncio.subprocess.Process, child: reaper.Child, resu
         await proc.wait()
 
     try:
-        await asyncio.wait_for(body(), timeout)  # leftovers that closed their pipes: run's finally
+        await asyncio.wait_for(body(), timeout)  # what it left is ended in run's finally
         result.returncode = proc.returncode
     except asyncio.TimeoutError:
         result.timed_out = True
