@@ -30,6 +30,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import harnessc_env  # noqa: E402  (bench/: this script's directory)
+
+harnessc_env.require()
+
 from harnessc.runtime.display import FINAL  # noqa: E402
 from harnessc.runtime.scheduler import RunOptions  # noqa: E402
 from harnessc.runtime.session import execute  # noqa: E402
