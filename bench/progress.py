@@ -8,6 +8,8 @@ per iteration - `git add -A` into the private index, `git diff --cached --raw` a
 base tree - then the changed blobs' lines and the new commits read through a persistent
 `git cat-file`, plus the text signals); then the same outside git (content hashes of every
 file). Target (issue 10): <= 20 ms per iteration with gitpython on 2,000 files.
+Then the output difference alone on consecutive outputs `"1-" * n` and `"2-" * n` (issue 17:
+difflib took 241 s at n=4,000; target: under 10 ms whatever n).
 
     .venv/bin/python bench/progress.py [--files 2000] [--iterations 30]
 """
@@ -31,7 +33,7 @@ import harnessc_env  # noqa: E402  (bench/: this script's directory)
 harnessc_env.require()
 
 from harnessc.planfile import Limits, PlanNode, Retry, Routing  # noqa: E402
-from harnessc.runtime.progress import ProgressMeter, Settings  # noqa: E402
+from harnessc.runtime.progress import ProgressMeter, Settings, output_difference  # noqa: E402
 
 
 def make_project(root: Path, files: int, git: bool) -> None:
@@ -105,6 +107,15 @@ def main() -> None:
         target = "  (target <= 20 ms)" if git else ""
         print(f"{'git   ' if git else 'hashes'}: median {statistics.median(ms):6.1f} ms, "
               f"p90 {ms[int(len(ms) * 0.9) - 1]:6.1f} ms, max {ms[-1]:6.1f} ms per iteration{target}")
+    output_differences()
+
+
+def output_differences() -> None:
+    for n in (1_000, 4_000, 100_000, 1_000_000):
+        a, b = "1-" * n, "2-" * n
+        t = time.perf_counter()
+        output_difference(a, b)
+        print(f"output difference, n={n:>9,}: {(time.perf_counter() - t) * 1000:6.2f} ms  (target < 10 ms)")
 
 
 if __name__ == "__main__":

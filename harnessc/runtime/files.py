@@ -12,7 +12,9 @@ first (`git config`) lists the filter drivers to blank (gitcmd.py: an agent may 
 configured one; none runs).
 
 Outside git (HashedSnapshots): content hashes of the project's files (dot-directories and
-caches aside, MAX_HASHED_FILES at most) and of the context files of the tasks that asked.
+caches aside, MAX_HASHED_FILES at most) and of the context files of the tasks that asked,
+read in chunks; a file over MAX_HASHED_BYTES is known by its size and modification time, a
+symbolic link by where it points (never followed), anything else (a FIFO, a device) by its kind.
 
 gitpython is imported by `snapshots()`, by the first task of a run that needs file evidence,
 never by lint or build. A snapshot's methods run in a worker thread; `lock` keeps them one at
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -34,6 +37,7 @@ from . import gitcmd
 # Never evidence: harnessc's own directory and what test runners leave behind.
 EXCLUDED = (".harness", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "node_modules", ".venv")
 MAX_HASHED_FILES = 5000  # outside git: files hashed per snapshot, at most
+MAX_HASHED_BYTES = 16 << 20  # outside git: a larger file is not read (its size and mtime stand in)
 MAX_COUNTED_BYTES = 1 << 20  # a blob larger than this: its lines are not counted
 MAX_WALKED_COMMITS = 200  # new commits counted per snapshot pair, at most
 OWN_COMMIT_PREFIX = b"harnessc: "  # the subject of harnessc's own commits (gitops.py writes it)
@@ -287,7 +291,7 @@ class HashedSnapshots:
         self.extra.update(paths)
 
     def _files(self):
-        yield from sorted(self.extra)
+        yield from (rel for rel in sorted(self.extra) if self._inside(rel))
         n = 0
         for top, dirs, files in os.walk(self.root):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in EXCLUDED)
@@ -296,6 +300,13 @@ class HashedSnapshots:
                 if n > MAX_HASHED_FILES:
                     return
                 yield os.path.relpath(os.path.join(top, name), self.root)
+
+    def _inside(self, rel: str) -> bool:
+        """A named file's directory is inside the project, through no symbolic link (the walk
+        never enters one: os.walk does not follow them)."""
+        parent = os.path.dirname(os.path.normpath(rel))
+        real = os.path.realpath(self.root / parent)
+        return not os.path.isabs(rel) and real == os.path.join(os.path.realpath(self.root), parent).rstrip(os.sep)
 
     def snapshot(self) -> Snapshot:
         with self.lock:
@@ -310,7 +321,7 @@ class HashedSnapshots:
                     if cached and cached[:2] == (st.st_size, st.st_mtime_ns):
                         out[rel] = cached[2]
                         continue
-                    digest = hashlib.sha256(path.read_bytes()).hexdigest() if os.path.isfile(path) else ""
+                    digest = content_id(path, st)
                 except OSError:
                     continue
                 self._cache[rel] = (st.st_size, st.st_mtime_ns, digest)
@@ -323,6 +334,22 @@ class HashedSnapshots:
 
     def close(self) -> None:
         pass
+
+
+def content_id(path: Path, st: os.stat_result) -> str:
+    """What stands for a file's content outside git (`st`: its lstat): the sha256 of a
+    regular file up to MAX_HASHED_BYTES, read in chunks; the size and modification time of
+    a larger one; where a symbolic link points, never what it points to."""
+    if stat.S_ISLNK(st.st_mode):
+        return "link:" + os.readlink(path)
+    if not stat.S_ISREG(st.st_mode):
+        return "special"  # a FIFO or a device: opening it could block or never end
+    if st.st_size > MAX_HASHED_BYTES:
+        return f"large:{st.st_size}:{st.st_mtime_ns}"
+    # O_NOFOLLOW: a file swapped for a link since the stat is not followed either
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def snapshots(root: Path, index: Path) -> GitSnapshots | HashedSnapshots:

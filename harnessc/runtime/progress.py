@@ -18,9 +18,10 @@ does scores at most the output weight (0.1 by default, under the 0.15 threshold)
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections import Counter
 from dataclasses import dataclass, field
-from difflib import SequenceMatcher
 from pathlib import Path
 
 from ..planfile import Plan, PlanNode
@@ -36,7 +37,8 @@ GOAL_ITEM = re.compile(r"^\s*[-*+]\s+\[ \]\s+(.+?)\s*$", re.M)
 DONE_ITEM = re.compile(r"^\s*[-*+]\s+\[[xX]\]\s+(.+?)\s*$", re.M)
 PASSED = re.compile(r"\b(\d+)\s+(?:passed|passing)\b", re.I)  # pytest, jest, cargo, mocha
 
-COMPARED_CHARS = 4000  # of each output, for the difference (SequenceMatcher is quadratic)
+COMPARED_CHARS = 4000  # of each output, for the difference: its head and tail
+SHINGLE = 3  # characters per piece of the difference's multisets
 
 
 def is_loop(node: PlanNode) -> bool:
@@ -78,13 +80,33 @@ def normalized(text: str) -> str:
 
 
 def output_difference(previous: str | None, current: str) -> float:
-    """0 for the same text (whitespace and case aside), up to 1 for a wholly different one."""
+    """0 for the same text (whitespace and case aside), up to 1 for a wholly different one.
+
+    The texts are compared as multisets of 3-character pieces (Dice's coefficient), in time
+    linear in their (capped) length: difflib's SequenceMatcher took minutes on repetitive
+    outputs, with the event loop waiting."""
     if previous is None:
         return 1.0
-    a, b = _compared(normalized(previous)), _compared(normalized(current))
+    a, b = _compared(normalized(_ends(previous))), _compared(normalized(_ends(current)))
     if a == b:
         return 0.0
-    return round(1.0 - SequenceMatcher(None, a, b, autojunk=False).ratio(), 4)
+    pa, pb = shingles(a), shingles(b)
+    total = sum(pa.values()) + sum(pb.values())
+    if not total:
+        return 1.0
+    return round(1.0 - 2 * sum((pa & pb).values()) / total, 4)
+
+
+def shingles(text: str) -> Counter:
+    """The multiset of a text's overlapping SHINGLE-character pieces (the text itself when shorter)."""
+    if len(text) <= SHINGLE:
+        return Counter([text] if text else [])
+    return Counter(zip(*[text[i:] for i in range(SHINGLE)]))  # counted in C: no Python step a piece
+
+
+def _ends(text: str) -> str:
+    """Twice the compared head and tail, before normalizing (which reads the whole text)."""
+    return text if len(text) <= 2 * COMPARED_CHARS else text[:COMPARED_CHARS] + "\n" + text[-COMPARED_CHARS:]
 
 
 def _compared(text: str) -> str:
@@ -116,6 +138,21 @@ def passed_count(text: str) -> int | None:
     """The largest "N passed" a test runner printed, or None."""
     counts = [int(n) for n in PASSED.findall(text or "")]
     return max(counts) if counts else None
+
+
+@dataclass(frozen=True)
+class TextSignals:
+    """What one output says: its markers, the checklist items it reports done, and how it
+    differs from the previous output (`compared`: the part of it the next one is compared with)."""
+
+    markers: list[str]
+    done: list[str]
+    difference: float
+    compared: str
+
+    @classmethod
+    def of(cls, text: str, items: list[str], previous: str | None) -> "TextSignals":
+        return cls(markers(text), reported_done(items, text), output_difference(previous, text), _compared(text))
 
 
 # ------------------------------------------------------------------ one task's meter
@@ -186,12 +223,13 @@ class ProgressMeter:
     async def measure(self, text: str, checks: list[dict]) -> Evidence:
         """After the call and its verification: this iteration's evidence and score."""
         files = await self.files.measure(text)
-        new_markers = [m for m in dict.fromkeys(markers(text)) if m not in self.seen]
-        all_markers = markers(text)
-        if all_markers:
-            self.last_marker = all_markers[-1]
+        # the text's signals in a worker thread: an output may be megabytes
+        read = await asyncio.to_thread(TextSignals.of, text, self.items, self.last_output)
+        new_markers = [m for m in dict.fromkeys(read.markers) if m not in self.seen]
+        if read.markers:
+            self.last_marker = read.markers[-1]
         self.seen.update(new_markers)
-        done = [i for i in reported_done(self.items, text) if i not in self.done]
+        done = [i for i in read.done if i not in self.done]
         self.done.update(done)
         tests = 0.0
         ok = sum(1 for c in checks if c.get("returncode") == 0 and not c.get("timed_out"))
@@ -203,13 +241,13 @@ class ProgressMeter:
                 tests = 1.0
             self.best_passed = passed
         signals = {
-            "output": output_difference(self.last_output, text),
+            "output": read.difference,
             "files": files.score() if files else 0.0,
             "markers": 1.0 if new_markers else 0.0,
             "checklist": 1.0 if done else 0.0,
             "tests": tests,
         }
-        self.last_output = _compared(text)
+        self.last_output = read.compared
         score = self.settings.score(signals)
         low = self.settings.scoring and score < self.settings.threshold
         return Evidence(score, signals, files, new_markers, done, passed, low)

@@ -1,0 +1,89 @@
+"""File evidence outside git (runtime/files.py HashedSnapshots): files are hashed in chunks,
+a file over MAX_HASHED_BYTES is never read, and a symbolic link is never followed."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from harnessc.runtime.files import MAX_HASHED_BYTES, HashedSnapshots
+
+
+def bytes_read() -> int:
+    """What this process has read through read(2) so far (Linux's /proc/self/io)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+needs_proc_io = pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="Linux /proc/self/io")
+
+
+@needs_proc_io
+def test_a_file_over_the_cap_is_not_read_and_its_change_still_seen(tmp_path: Path) -> None:
+    big = tmp_path / "data.bin"
+    with open(big, "wb") as f:
+        f.truncate(MAX_HASHED_BYTES * 4)  # sparse: no disk used, 64 MiB to read
+    (tmp_path / "small.txt").write_text("x\n")
+    files = HashedSnapshots(tmp_path)
+    before = bytes_read()
+    first = files.snapshot()
+    assert bytes_read() - before < MAX_HASHED_BYTES // 4
+    assert set(first.blobs) == {"data.bin", "small.txt"}
+    with open(big, "r+b") as f:
+        f.truncate(MAX_HASHED_BYTES * 5)
+    second = files.snapshot()
+    assert bytes_read() - before < MAX_HASHED_BYTES // 4
+    assert files.changes(first, second).per_path == {"data.bin": (0, 0, False)}
+
+
+def test_a_file_under_the_cap_is_hashed_in_chunks(tmp_path: Path) -> None:
+    content = os.urandom(1 << 20) * 12  # 12 MiB, under the cap
+    assert len(content) < MAX_HASHED_BYTES
+    (tmp_path / "model.bin").write_bytes(content)
+    files = HashedSnapshots(tmp_path)
+    tracemalloc.start()
+    try:
+        snap = files.snapshot()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 << 20  # never the whole file in memory
+    assert snap.blobs["model.bin"] == hashlib.sha256(content).hexdigest()
+
+
+def test_a_symbolic_link_is_never_followed(tmp_path: Path) -> None:
+    project, outside = tmp_path / "project", tmp_path / "outside"
+    project.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("one\n")
+    (outside / "dir").mkdir()
+    (outside / "dir" / "inner.txt").write_text("one\n")
+    (project / "link.txt").symlink_to(outside / "secret.txt")
+    (project / "linkdir").symlink_to(outside / "dir")
+    (project / "own.txt").write_text("mine\n")
+    files = HashedSnapshots(project)
+    files.watch(["linkdir/inner.txt"])  # a context file reached through a linked directory
+    first = files.snapshot()
+    assert "linkdir/inner.txt" not in first.blobs
+    (outside / "secret.txt").write_text("two, and longer\n")  # what the link points to changes
+    (outside / "dir" / "inner.txt").write_text("two, and longer\n")
+    second = files.snapshot()
+    assert files.changes(first, second).per_path == {}
+    (project / "link.txt").unlink()
+    (project / "link.txt").symlink_to(outside / "dir" / "inner.txt")  # the link itself changes
+    third = files.snapshot()
+    assert files.changes(second, third).per_path == {"link.txt": (0, 0, False)}
+
+
+def test_a_fifo_is_not_opened(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")  # opening it for reading would wait for a writer for ever
+    (tmp_path / "a.txt").write_text("a\n")
+    snap = HashedSnapshots(tmp_path).snapshot()
+    assert set(snap.blobs) == {"a.txt", "pipe"}
+    assert snap.blobs["a.txt"] == hashlib.sha256(b"a\n").hexdigest()
