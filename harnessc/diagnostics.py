@@ -45,6 +45,7 @@ CODES: dict[str, str] = {
     "HC217": "key does not apply here (deliverable type, agent provider)",
     "HC218": "$ref in a deliverable's schema",
     "HC219": "replay agent's cassette directory outside the project, linked or missing",
+    "HC220": "a deliverable's schema is not a valid JSON Schema",
     # rules
     "HC301": "rule syntax error",
     "HC302": "rule does not type-check",

@@ -369,7 +369,7 @@ def test_validate_bounds_hostile_regexes_and_costly_rules(tmp_path: Path) -> Non
       nested: {type: str, schema: {pattern: '^(a+)+$'}}
       keys:
         type: dict
-        schema: {patternProperties: {'^(a|aa)*c$': {type: int}}, additionalProperties: false}
+        schema: {patternProperties: {'^(a|aa)*c$': {type: integer}}, additionalProperties: false}
       rows: {type: list, rules: ["unique(value)", "[1] * 99999 + [2] in [[1] * 100000] * 100000"]}
 """)
     long = "a" * 100_000

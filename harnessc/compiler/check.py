@@ -151,12 +151,16 @@ def check_contracts(project: Project) -> None:
         base = project.contract_paths[name]
         if contract is None or not contract.output:
             continue
+        # a keyword of the wrong kind (`allOf: "s"`) breaks every later use of the schema
+        # (examples are then not checked: jsonschema and the simulate agent would trip on it)
+        shapeless = [loc for loc, d in _walk_deliverables(contract.output, base + ("output",))
+                     if not _check_schema_shape(project, marks, loc + ("schema",), raw(d.schema_))]
         # a $ref reaches jsonschema through every enclosing deliverable's example check too
         refs = [loc + ("schema",) + ref for loc, d in _walk_deliverables(contract.output, base + ("output",))
                 for ref in schema_refs(raw(d.schema_))]
         for loc in refs:
             _refuse_ref(project, marks, loc)
-        sound = not refs  # every rule parses and type-checks, every example is valid, no $ref
+        sound = not refs and not shapeless  # every rule parses and type-checks, every example is valid, no $ref
         for loc, d in _walk_deliverables(contract.output, base + ("output",)):
             for key, wanted in (("fields", "dict"), ("items", "list")):
                 if getattr(d, key) is not None and d.type not in (wanted, "any"):
@@ -164,7 +168,7 @@ def check_contracts(project: Project) -> None:
                                         marks.key(loc + (key,)), f"set `type: {wanted}` or remove `{key}`")
             results = [_check_rule(project, marks, loc + ("rules", i), text, d) for i, text in enumerate(d.rules)]
             results.append(_check_schema_patterns(project, marks, loc + ("schema",), raw(d.schema_)))
-            if not all(results) or refs:
+            if not all(results) or refs or shapeless:
                 sound = False
                 continue
             for key in ("example", "default"):
@@ -214,6 +218,76 @@ def _check_simulate(project: Project, contract, marks, base: tuple) -> None:
 def _refuse_ref(project: Project, marks, loc: tuple) -> None:
     project.diags.error("HC218", "$ref is not allowed in a deliverable's schema", marks.key(loc),
                         "write the sub-schema out in full; references are never followed or fetched")
+
+
+# What each draft-07 keyword holds, for HC220's message (else jsonschema's own words).
+_KEYWORD_KINDS = {
+    **dict.fromkeys(("additionalItems", "additionalProperties", "contains", "propertyNames", "not", "if",
+                     "then", "else"), "a schema (a mapping, or true or false)"),
+    **dict.fromkeys(("properties", "patternProperties", "definitions"), "a mapping of names to schemas"),
+    **dict.fromkeys(("allOf", "anyOf", "oneOf"), "a non-empty list of schemas"),
+    "items": "a schema, or a list of schemas",
+    "dependencies": "a mapping of names to schemas or to lists of property names",
+    "type": "a type name (string, number, integer, boolean, array, object, null) or a list of them",
+    "required": "a list of distinct property names",
+    "enum": "a non-empty list of values",
+}
+MAX_SHAPE_ERRORS = 20  # per schema: the first ones say what is wrong
+
+
+def _check_schema_shape(project: Project, marks, loc: tuple, schema) -> bool:
+    """A `schema:` escape hatch must be a draft-07 JSON Schema: each keyword holds what the
+    meta-schema says (HC220); True when it does. jsonschema is imported only for a project
+    that has one."""
+    if not schema:
+        return True
+    from jsonschema import Draft7Validator
+
+    seen: set[tuple] = set()
+    for e in Draft7Validator(Draft7Validator.META_SCHEMA).iter_errors(schema):
+        where = tuple(e.absolute_path)
+        if where in seen or any(where[:i] in seen for i in range(len(where))):
+            continue  # one error a place, the outermost
+        seen.add(where)
+        if len(seen) > MAX_SHAPE_ERRORS:
+            break
+        keyword = next((k for k in reversed(where) if isinstance(k, str) and k in _KEYWORD_KINDS), None)
+        if where and where[-1] == keyword:
+            message = f"`{keyword}` must be {_KEYWORD_KINDS[keyword]}, not {_kind(e.instance)}"
+        elif keyword and isinstance(where[-1], int) and keyword in ("allOf", "anyOf", "oneOf", "items"):
+            message = f"item {where[-1] + 1} of `{keyword}` must be a schema (a mapping, or true or false), not {_kind(e.instance)}"
+        elif where and isinstance(where[-1], str) and e.validator == "type":
+            wanted = e.validator_value if isinstance(e.validator_value, list) else [e.validator_value]
+            message = f"`{where[-1]}` must be of type {' or '.join(wanted)}, not {_kind(e.instance)}"
+        else:
+            message = e.message if len(e.message) <= 200 else e.message[:197] + "..."
+        project.diags.error("HC220", f"the schema of '{_owner(loc)}' is not a valid JSON Schema: {message}",
+                            marks.value(loc + where),
+                            "write the keyword as draft-07 JSON Schema defines it "
+                            "(https://json-schema.org/draft-07/json-schema-validation)")
+    return not seen
+
+
+def _owner(loc: tuple) -> str:
+    """The deliverable a `schema:` belongs to: the last name in its path."""
+    return next((k for k in reversed(loc[:-1]) if k not in ("fields", "items") and isinstance(k, str)), "?")
+
+
+def _kind(value) -> str:
+    """A YAML value's kind, as a user reads it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return "a string" if len(value) > 40 else f"the string {value!r}"
+    if isinstance(value, list):
+        return "an empty list" if not value else "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
 
 
 def _check_schema_patterns(project: Project, marks, loc: tuple, schema: dict) -> bool:
