@@ -200,19 +200,39 @@ def render_text(diagnostics: Iterable[Diagnostic], sources: dict[str, str],
         out.append(f"{paths.get(s.path, s.path)}:{s.line}:{s.col}: {d.severity}[{d.code}]: {d.message}")
         text = sources.get(s.path)
         if text is not None:
-            lines = lines_cache.setdefault(s.path, text.splitlines())
+            lines = lines_cache.get(s.path)
+            if lines is None:
+                lines = lines_cache[s.path] = text.splitlines()
             if 1 <= s.line <= len(lines):
                 src = lines[s.line - 1].replace("\t", " ")
                 width = 1
                 if s.end_col and (s.end_line in (None, s.line)) and s.end_col > s.col:
                     width = s.end_col - s.col
                 width = max(1, min(width, max(1, len(src) - s.col + 1)))
+                src, col, width = _excerpt(src, s.col, width)
                 gutter = str(s.line)
                 out.append(f" {gutter} | {src}")
-                out.append(f" {' ' * len(gutter)} | {' ' * (s.col - 1)}{'^' * width}")
+                out.append(f" {' ' * len(gutter)} | {' ' * (col - 1)}{'^' * width}")
         if d.hint:
             out.append(f"  hint: {d.hint}")
     return "\n".join(out) + ("\n" if out else "")
+
+
+SHOWN_LINE = 300  # a longer source line is shown as an excerpt around the caret
+EXCERPT = 160
+
+
+def _excerpt(src: str, col: int, width: int) -> tuple[str, int, int]:
+    """(the part of a source line shown, the caret's column in it, its width): all of a line
+    up to SHOWN_LINE characters, else EXCERPT of them around the caret, so that a report on
+    each of 4,000 values of one line stays linear in size."""
+    if len(src) <= SHOWN_LINE:
+        return src, col, width
+    start = max(0, min(col - 1 - EXCERPT // 4, len(src) - EXCERPT))
+    head = "..." if start else ""
+    tail = "..." if start + EXCERPT < len(src) else ""
+    width = max(1, min(width, start + EXCERPT - (col - 1)))
+    return head + src[start:start + EXCERPT] + tail, col - start + len(head), width
 
 
 def render_json(diagnostics: Iterable[Diagnostic], paths: Mapping[str, str] | None = None) -> str:

@@ -247,6 +247,35 @@ def test_large_roadmap_parses_quickly() -> None:
     assert elapsed < 5, f"5000 tasks took {elapsed:.2f}s"  # about 0.3 s on a slow machine
 
 
+def test_a_long_property_list_is_diagnosed_in_linear_work(tmp_path: Path, monkeypatch) -> None:
+    """4,000 context paths on one line, none found: 4,000 warnings, each at its own path, with
+    the line split a few times in all (each diagnostic re-read the whole list: 19 s) and a
+    report whose size grows with the number of paths, not with it times the line's length."""
+    from harnessc.compiler import lint_project, roadmap as roadmap_mod
+
+    n = 4000
+    names = [f"src/f{i}.py" for i in range(n)]
+    line = "  - context: " + ", ".join(names)
+    (tmp_path / "roadmap.md").write_text(f"# x\n\n## Tasks\n\n- [ ] **a**: A\n{line}\n  - accept: true\n")
+    split_chars = 0
+    real_split = roadmap_mod._split
+
+    def counting_split(value: str, col: int):
+        nonlocal split_chars
+        split_chars += len(value)
+        return real_split(value, col)
+
+    monkeypatch.setattr(roadmap_mod, "_split", counting_split)
+    project = lint_project(tmp_path)
+    found = [d for d in project.diags.sorted() if d.code == "HC406"]
+    assert len(found) == n
+    assert [line[d.span.col - 1:d.span.end_col - 1] for d in found] == sorted(names, key=line.index)
+    assert split_chars <= 4 * len(line)
+    report = render_text(project.diags.sorted(), project.sources)
+    assert len(report) < n * 600
+    assert f"'{names[2000]}' matches no file\n 6 | ..." in report  # the line shown around the caret
+
+
 # ------------------------------------------------------------------ round trips
 
 _LINE_CHARS = st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp"))

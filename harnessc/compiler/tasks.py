@@ -70,9 +70,14 @@ class TaskSource:
     a parsed roadmap ten times the size of its text.
     """
 
+    LOCATED_KEPT = 8  # tasks whose spans are kept: a check reports a task's problems together
+
     def __init__(self, text: str, path: str):
         self.text, self.path = text, path
         self._lines: list[str] | None = None
+        # task line -> its (spans, value_spans): one diagnostic a value of a long property
+        # list re-read the whole list for each (quadratic: 19 s for 4,000 context paths)
+        self._located: dict[int, tuple[dict, dict]] = {}
 
     @property
     def lines(self) -> list[str]:
@@ -81,14 +86,21 @@ class TaskSource:
         return self._lines
 
     def spans(self, task: "Task") -> dict[str, Span]:
-        from .roadmap import locate_spans
-
-        return locate_spans(self, task)[0]
+        return self._locate(task)[0]
 
     def value_spans(self, task: "Task") -> dict[str, list[Span]]:
+        return self._locate(task)[1]
+
+    def _locate(self, task: "Task") -> tuple[dict, dict]:
         from .roadmap import locate_spans
 
-        return locate_spans(self, task)[1]
+        found = self._located.get(task.line)
+        if found is None:
+            found = locate_spans(self, task)
+            if len(self._located) >= self.LOCATED_KEPT:
+                del self._located[next(iter(self._located))]
+            self._located[task.line] = found
+        return found
 
     def __deepcopy__(self, memo) -> "TaskSource":
         return self  # immutable text: copies of a task share it
