@@ -842,7 +842,7 @@ def stop(ctx: Context, abort: bool) -> None:
 def _to_inbox(ctx: Context, kind: str, data: dict, what: str, later: str) -> None:
     """Write one inbox file (runtime/steering.py) and say who will read it."""
     from .runtime.lock import holder
-    from .runtime.steering import write_inbox
+    from .runtime.steering import InboxError, write_inbox
     from .workspace import Workspace, WorkspaceError
 
     workspace = Workspace(ctx.root())
@@ -850,6 +850,8 @@ def _to_inbox(ctx: Context, kind: str, data: dict, what: str, later: str) -> Non
         path = write_inbox(workspace, kind, data)
     except WorkspaceError as e:
         fail_usage(str(e))
+    except InboxError as e:  # what the run would refuse is refused now, not queued
+        fail_usage(f"the {'instruction' if kind == 'tell' else kind} is not queued: it is {e}")
     pid = holder(workspace)
     if pid:
         click.echo(f"{what}: the run in progress (pid {pid}) reads it within a second ({workspace.rel(path)})")

@@ -66,9 +66,18 @@ def inbox_file_name(kind: str) -> str:
 
 
 def write_inbox(workspace: Workspace, kind: str, data: dict) -> Path:
-    """Drop one file into the inbox (atomically: the run never reads half of it)."""
+    """Drop one file into the inbox (atomically: the run never reads half of it); InboxError
+    for one the run would refuse (parse): over MAX_FILE_BYTES, or text that is not UTF-8."""
+    text = json.dumps(data, ensure_ascii=False) + "\n"
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:  # undecodable bytes of the command line (surrogate escapes)
+        raise InboxError("not UTF-8 text") from None
+    if size > MAX_FILE_BYTES:
+        raise InboxError(f"{size:,} bytes, over the inbox's limit of {MAX_FILE_BYTES // 1024} KiB "
+                         f"({MAX_FILE_BYTES:,} bytes)")
     path = workspace.inbox / inbox_file_name(kind)
-    workspace.write_atomic(path, json.dumps(data, ensure_ascii=False) + "\n")
+    workspace.write_atomic(path, text)
     return path
 
 
