@@ -139,6 +139,33 @@ TABLES = ("meta", "runs", "tasks", "attempts", "ledger", "events")
 SET_ASIDE = "restore it from a backup, or move it aside to start fresh — it was left untouched"
 
 
+# What each declared column type may hold (NULL where the schema allows it: NOT NULL is
+# SQLite's own check); a number is finite, as harnessc writes them.
+_FINITE = "abs({c}) <= 1e300"
+_TYPE_CHECKS = {
+    "INTEGER": "typeof({c}) IN ('integer', 'null')",
+    "REAL": f"typeof({{c}}) = 'null' OR (typeof({{c}}) IN ('integer', 'real') AND {_FINITE})",
+    "TEXT": "typeof({c}) IN ('text', 'null')",
+}
+
+_KIND_WORDS = {"INTEGER": "an integer", "REAL": "a number", "TEXT": "a text"}
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _fits(value: Any, kind: str) -> bool:
+    """The Python side of _TYPE_CHECKS, to name the column at fault."""
+    if value is None:
+        return True
+    if kind == "INTEGER":
+        return type(value) is int
+    if kind == "REAL":
+        return type(value) in (int, float) and abs(value) <= 1e300
+    return type(value) is str
+
+
 def pid_alive(pid: int | None) -> bool:
     if not pid:
         return False
@@ -178,6 +205,7 @@ class StateStore:
             self.db.row_factory = sqlite3.Row
             self._check_and_init(create)
             self._check_pages()
+            self._check_types()
         except sqlite3.DatabaseError as e:
             if getattr(e, "sqlite_errorname", "").startswith(_STORAGE_ERRORS):
                 raise StateError(f"cannot open {self._rel()}: {storage_reason(self.path.parent, e)}") from None
@@ -209,7 +237,8 @@ class StateStore:
         if meta.get("app") != APP_ID:
             raise StateError(f"{self._rel()} is not a harnessc state database; it was left untouched")
         version = meta.get("schema_version", "")
-        if not (isinstance(version, str) and version.isdigit() and int(version) >= 1):
+        if not (isinstance(version, str) and version.isascii() and version.isdigit() and len(version) <= 9
+                and int(version) >= 1):
             raise StateError(f"{self._rel()} has a bad schema version {version!r}; {SET_ASIDE}")
         version = int(version)
         missing = [t for t in TABLES if t not in tables] if tables else []  # [] when just created
@@ -235,6 +264,28 @@ class StateStore:
         if problems != ["ok"]:
             first = " ".join(problems[0].replace("*** in database main ***", "").split())
             raise StateError(f"{self._rel()} is damaged ({first}); {SET_ASIDE}")
+
+    def _check_types(self) -> None:
+        """Every value of the kind its column holds (SQLite stores text in a REAL column as
+        text): one scan a table, after quick_check read every page anyway. A value harnessc
+        never writes - text in a number column, a number or bytes in a text column, an
+        infinite number - is damage, reported with its row, not a TypeError in `status`."""
+        for table in (*TABLES, "loop_state"):
+            columns = [(r[1], r[2].upper(), r[5]) for r in self.db.execute(f"PRAGMA table_info({table})")]
+            if not columns:
+                continue
+            wrong = [f"NOT ({_TYPE_CHECKS[kind].format(c=_quoted(name))})" for name, kind, _ in columns
+                     if kind in _TYPE_CHECKS]
+            key = next((name for name, _, pk in columns if pk == 1), "rowid")
+            row = self.db.execute(f"SELECT {_quoted(key)}, * FROM {table} WHERE {' OR '.join(wrong)} LIMIT 1").fetchone()
+            if row is None:
+                continue
+            for name, kind, _ in columns:
+                value = row[name]
+                if not _fits(value, kind):
+                    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+                    raise StateError(f"{self._rel()}: {table} row {row[0]!r} holds {type(value).__name__} "
+                                     f"{shown} in {name}, {_KIND_WORDS[kind]} column; {SET_ASIDE}")
 
     def _file_identity(self) -> tuple[int, int] | None:
         try:
@@ -372,14 +423,19 @@ class StateStore:
                     value = value.replace(s, "[redacted]")
         return value
 
-    def _loads(self, text: str | None, what: str) -> Any:
-        """A JSON column's value; StateError (not a traceback) when the row was tampered with."""
+    def _loads(self, text: str | None, what: str, shape: type | None = None) -> Any:
+        """A JSON column's value (of `shape`, dict or list, when given); StateError (not a
+        traceback) when the row was tampered with."""
         if not text:
             return None
         try:
-            return json.loads(text)
+            value = json.loads(text)
         except (ValueError, RecursionError, TypeError):
             raise StateError(f"{self._rel()}: {what} is not valid JSON; {SET_ASIDE}") from None
+        if shape is not None and not isinstance(value, shape):
+            kind = "a JSON object" if shape is dict else "a JSON list"
+            raise StateError(f"{self._rel()}: {what} is not {kind}; {SET_ASIDE}")
+        return value
 
     def _json(self, value: Any) -> str | None:
         return None if value is None else self.redact(json.dumps(value, sort_keys=True, default=str))
@@ -480,7 +536,7 @@ class StateStore:
         if row is None:
             return None
         run = dict(row)
-        run["options"] = self._loads(run["options"], f"run {run['id']}'s options") or {}
+        run["options"] = self._loads(run["options"], f"run {run['id']}'s options", dict) or {}
         if run["status"] == "running" and not pid_alive(run["pid"]):
             run["status"] = "interrupted"
         return run
@@ -740,8 +796,9 @@ class StateStore:
         rows = []
         for row in self.db.execute("SELECT * FROM attempts WHERE task_id=? ORDER BY id", (task_id,)):
             d = dict(row)
-            for k in ("parsed_output", "errors", "checks", "progress", "denials"):
-                d[k] = self._loads(d[k], f"attempt {d['id']}'s {k}")
+            for k, shape in (("parsed_output", None), ("errors", list), ("checks", list), ("progress", dict),
+                             ("denials", list)):
+                d[k] = self._loads(d[k], f"attempt {d['id']}'s {k}", shape)
             rows.append(d)
         return rows
 
@@ -817,7 +874,7 @@ class StateStore:
     def loop_state(self, task_id: str) -> dict | None:
         """What a loop task carries over from its last iteration (runtime/loop.py), or None."""
         row = self.db.execute("SELECT data FROM loop_state WHERE task_id=?", (task_id,)).fetchone()
-        return self._loads(row[0], f"task {task_id}'s loop state") if row else None
+        return self._loads(row[0], f"task {task_id}'s loop state", dict) if row else None
 
     def save_loop_memory(self, task_id: str, memory: dict) -> None:
         """Replace the memory in a loop task's saved state (after a summary is rewritten
@@ -830,7 +887,7 @@ class StateStore:
         """The progress scores of the task's last `n` scored attempts, oldest first."""
         rows = self.db.execute("SELECT progress FROM attempts WHERE task_id=? AND progress IS NOT NULL"
                                " ORDER BY id DESC LIMIT ?", (task_id, n)).fetchall()
-        scores = [(self._loads(r[0], f"task {task_id}'s progress") or {}).get("score") for r in rows]
+        scores = [(self._loads(r[0], f"task {task_id}'s progress", dict) or {}).get("score") for r in rows]
         return [float(s) for s in reversed(scores) if isinstance(s, (int, float))]
 
     # ------------------------------------------------------------------ budget
@@ -858,7 +915,8 @@ class StateStore:
             return None
         usd = float(row[0])
         if not (math.isfinite(usd) and usd >= 0):
-            raise ValueError(f"{row[0]!r} is not an amount of USD")
+            shown = row[0] if len(row[0]) <= 40 else row[0][:37] + "..."  # not 5,000 digits in a notice
+            raise ValueError(f"{shown!r} is not an amount of USD")
         return usd
 
     def forget_max_cost(self) -> None:
@@ -874,7 +932,7 @@ class StateStore:
         rows = self.db.execute(
             f"SELECT kind, ts, data FROM events WHERE task_id=? AND kind IN ({','.join('?' * len(kinds))})"
             " ORDER BY id", (task_id, *kinds)).fetchall()
-        return [{"kind": k, "ts": ts, **(self._loads(d, "an event") or {})} for k, ts, d in rows]
+        return [{"kind": k, "ts": ts, **(self._loads(d, "an event", dict) or {})} for k, ts, d in rows]
 
     def agent_paths(self, run_id: str) -> dict[str, list[str]]:
         """task -> the agents its attempts in this run used, in order of first use."""

@@ -93,6 +93,43 @@ def test_bad_json_in_a_row(tmp_path: Path, sql: str, cmd: list[str], words: str)
     assert_clear_error(harnessc(tmp_path, *cmd), words)
 
 
+# Values of the wrong kind were a TypeError or ValueError in status, log, stats or retry (issue 17).
+# A number or text column is checked when state.db is opened; a JSON column where it is read.
+EVERY = ("status", "log", "stats", "retry", "run")
+
+
+@pytest.mark.parametrize("sql, words, readers", [
+    ("UPDATE tasks SET cost_usd='abc' WHERE id='t1'", "tasks row 't1' holds str 'abc' in cost_usd, a number column",
+     EVERY),
+    ("UPDATE tasks SET attempts='x' WHERE id='t2'", "tasks row 't2' holds str 'x' in attempts, an integer column",
+     EVERY),
+    ("UPDATE runs SET started_at='yesterday'", "holds str 'yesterday' in started_at", EVERY),
+    ("UPDATE attempts SET latency=9e999 WHERE task_id='t1'", "holds float inf in latency", EVERY),
+    ("UPDATE attempts SET agent=x'00ff' WHERE task_id='t1'", "holds bytes b'\\x00\\xff' in agent, a text column",
+     EVERY),
+    ("UPDATE meta SET value='" + "9" * 5000 + "' WHERE key='schema_version'", "bad schema version '99999", EVERY),
+    ("UPDATE runs SET options='NaN'", "'s options is not a JSON object", ("status", "retry")),
+    ("UPDATE attempts SET errors='3' WHERE task_id='t1'", "'s errors is not a JSON list", ("log",)),
+])
+def test_a_value_of_the_wrong_kind_is_damage_named_by_its_row(tmp_path: Path, sql: str, words: str,
+                                                               readers: tuple) -> None:
+    db = ran_project(tmp_path, n=3)
+    con = sqlite3.connect(db)
+    with con:
+        con.execute(sql)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    damaged = db.read_bytes()
+    for cmd in (["status"], ["log", "t1"], ["stats"], ["retry", "--no-build"], ["run", "--no-build"]):
+        r = harnessc(tmp_path, *cmd)
+        if cmd[0] in readers:
+            assert_clear_error(r, words, "move it aside")
+            assert len(r.stderr.splitlines()) == 1, r.stderr
+        else:  # a command that does not read the damaged value works as usual
+            assert r.returncode == 0 and not r.stderr, r
+    assert db.read_bytes() == damaged
+
+
 def _succeeded(db: Path) -> int:
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
