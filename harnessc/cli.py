@@ -1113,7 +1113,8 @@ def stats(ctx: Context, output: str) -> None:
         part = [r for r in rows if kind in r]
         if part:
             click.echo(("\n" if i else "") + table(("agent", kind, "attempts", "succeeded", "rate", "cost/success"), [
-                (r["agent"], r[kind] if r[kind] is not None else "-", str(r["attempts"]), str(r["successes"]), f"{r['success_rate']:.0%}",
+                (r["agent"] or "-", r[kind] if r[kind] is not None else "-", str(r["attempts"]),
+                 str(r["successes"]), f"{r['success_rate']:.0%}",
                  f"${r['cost_per_success']:.4f}" if r["cost_per_success"] is not None else "-") for r in part],
                 right=("attempts", "succeeded", "rate", "cost/success")))
     cache = [(r["agent"], r["cache"]) for r in rows if "cache" in r]

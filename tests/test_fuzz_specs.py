@@ -73,6 +73,7 @@ YAML_KEYS = [
     # contracts.yaml
     "contracts", "output", "type", "description", "rules", "example", "default", "enum", "items",
     "fields", "schema", "required", "extends", "output_rules", "accept", "run", "timeout",
+    "allOf", "anyOf", "oneOf", "not", "if", "patternProperties", "dependencies", "properties",
     "constraints", "max_total_tokens", "on_failure", "max_retries", "tags", "version", "id",
     # harness.yaml
     "agents", "provider", "model", "price", "input", "routing", "default", "by_complexity",
@@ -374,6 +375,12 @@ HOSTILE = [
     "{$ref: '#'}", "{$ref: 'http://127.0.0.1:9/x.json'}", "{type: dict, schema: {$ref: 'file:///etc/passwd'}}",
     "[" * 40 + "]" * 40, "{a: " * 40 + "1" + "}" * 40, "a" * 253, "$" + "9" * 400, "9" * 400 + "h",
     "'value ** 9 ** 9'", "[.nan, .inf]", "", "~", "!!float nan", "&a x", "\x00", "\udcff",
+    # a schema keyword holding the wrong kind of value was an AttributeError in lint (issue 17)
+    "{type: dict, schema: {allOf: s}}", "{type: dict, schema: {patternProperties: 3}}",
+    "{type: dict, schema: {anyOf: [~]}}", "{type: dict, schema: {oneOf: [[1]]}}", "{type: dict, schema: {not: [1]}}",
+    "{type: dict, schema: {if: 1, then: s}}", "{type: dict, schema: {dependencies: ~}}",
+    "{type: list, schema: {items: [1], required: 3, enum: 3, type: 3}}", "{allOf: s, not: 3}",
+    ", ".join(f"src/f{i}.py" for i in range(300)),  # a long comma list: one diagnostic per item
 ]
 ALL_KEYS = sorted(set(YAML_KEYS + ROADMAP_KEYS) - {""})
 

@@ -63,7 +63,8 @@ class History:
         """For `harnessc stats`: one row per (agent, complexity), then per (agent, contract)."""
         rows = []
         for kind, tallies in (("complexity", self.by_complexity), ("contract", self.by_contract)):
-            for (agent, key), t in sorted(tallies.items()):
+            # a plan's task may have no complexity or contract, a damaged attempt no agent: None sorts first
+            for (agent, key), t in sorted(tallies.items(), key=lambda kv: tuple((k is not None, k or "") for k in kv[0])):
                 rows.append({"agent": agent, kind: key, "attempts": t.attempts, "successes": t.successes,
                              "success_rate": round(t.rate or 0.0, 3),
                              "cost_per_success": round(t.cost_usd / t.successes, 6) if t.successes else None})

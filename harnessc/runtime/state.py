@@ -276,15 +276,20 @@ class StateStore:
                 continue
             wrong = [f"NOT ({_TYPE_CHECKS[kind].format(c=_quoted(name))})" for name, kind, _ in columns
                      if kind in _TYPE_CHECKS]
+            # a TEXT PRIMARY KEY takes NULL in SQLite (a legacy quirk): no row of harnessc's has one
+            wrong += [f"{_quoted(name)} IS NULL" for name, _, pk in columns if pk]
             key = next((name for name, _, pk in columns if pk == 1), "rowid")
-            row = self.db.execute(f"SELECT {_quoted(key)}, * FROM {table} WHERE {' OR '.join(wrong)} LIMIT 1").fetchone()
+            row = self.db.execute(f"SELECT rowid, * FROM {table} WHERE {' OR '.join(wrong)} LIMIT 1").fetchone()
             if row is None:
                 continue
-            for name, kind, _ in columns:
+            label = row[key] if row[key] is not None else f"#{row[0]}"
+            for name, kind, pk in columns:
                 value = row[name]
+                if value is None and pk:
+                    raise StateError(f"{self._rel()}: {table} row {label!r} has no {name}; {SET_ASIDE}")
                 if not _fits(value, kind):
                     shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-                    raise StateError(f"{self._rel()}: {table} row {row[0]!r} holds {type(value).__name__} "
+                    raise StateError(f"{self._rel()}: {table} row {label!r} holds {type(value).__name__} "
                                      f"{shown} in {name}, {_KIND_WORDS[kind]} column; {SET_ASIDE}")
 
     def _file_identity(self) -> tuple[int, int] | None:

@@ -166,3 +166,88 @@ def test_state_db_removed_or_replaced_mid_run(tmp_path: Path, how: str) -> None:
     last = out.strip().splitlines()[-1]
     assert last.startswith("error: ") and f".harness/state.db was {how}" in last, out + err
     assert "internal error" not in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------ fuzzing every column
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+# what a tampered or damaged row may hold: every SQLite kind, and text that is nearly JSON
+JSONISH = ["{}", "[]", "3", "NaN", "-Infinity", '"x"', "null", '{"a": 1}', "[1]", '{"score": "x"}',
+           '[{"id": 3}]', '{"error": [1]}', "9" * 5000, "-1", "1e999", ""]
+VALUES = st.one_of(st.none(), st.integers(-2**63, 2**63 - 1), st.floats(), st.text(max_size=20),
+                   st.binary(max_size=8), st.sampled_from(JSONISH))
+COMMANDS = (["status"], ["status", "--output", "json"], ["log", "t1"], ["log", "t1", "--output", "json"],
+            ["stats"], ["retry", "--no-build"])
+
+
+@pytest.fixture(scope="module")
+def ran_once(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("fuzz") / "p"
+    ran_project(root, n=3)
+    return root
+
+
+def _columns(db: Path) -> list[tuple[str, str]]:
+    con = sqlite3.connect(db)
+    try:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'"
+                                            " AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        return [(t, r[1]) for t in tables for r in con.execute(f"PRAGMA table_info({t})")]
+    finally:
+        con.close()
+
+
+def _in_process(root: Path, *args: str) -> tuple[int, str]:
+    """harnessc's main() in this process: (exit code, stderr)."""
+    import contextlib
+    import io
+    import sys
+
+    from harnessc.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    argv = sys.argv
+    sys.argv = ["harnessc", "-C", str(root), *args]
+    code: int | str | None = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main()
+    except SystemExit as e:
+        code = e.code
+    finally:
+        sys.argv = argv
+    return (code if isinstance(code, int) else 2 if code else 0), err.getvalue()
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_value_in_any_column_is_output_or_the_damaged_store_error(ran_once: Path, data, tmp_path: Path) -> None:
+    """Random values in random columns of every table: status, log, stats and retry give
+    their normal output or the one-line damaged-store error, never an internal error."""
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(dir=tmp_path)) / "p"
+    shutil.copytree(ran_once, root)
+    db = root / ".harness" / "state.db"
+    columns = _columns(db)
+    con = sqlite3.connect(db)
+    changed = 0
+    for table, column in data.draw(st.lists(st.sampled_from(columns), min_size=1, max_size=3), label="columns"):
+        value = data.draw(VALUES, label=f"{table}.{column}")
+        every = data.draw(st.booleans(), label="every row")
+        try:
+            with con:
+                where = "" if every else f" WHERE rowid=(SELECT min(rowid) FROM {table})"
+                changed += con.execute(f'UPDATE {table} SET "{column}"=?{where}', (value,)).rowcount
+        except sqlite3.IntegrityError:  # NOT NULL, a repeated primary key: SQLite's own checks hold
+            pass
+    con.close()
+    for cmd in COMMANDS:
+        code, err = _in_process(root, *cmd)
+        assert "internal error" not in err and "Traceback" not in err, (cmd, err)
+        if code == 2:
+            assert err.startswith("harnessc: error: ") and len(err.strip().splitlines()) <= 2, (cmd, err)
+        else:
+            assert code in (0, 1, 3), (cmd, code, err)
