@@ -510,6 +510,7 @@ def _execute(root: Path, plan: dict, opts) -> None:
     from .runtime.preflight import Refused
     from .runtime.session import execute
     from .runtime.state import StateError
+    from .runtime.worktree.repo import IsolationError
 
     console = Console()
     view = displaymod.make_display(console)
@@ -542,6 +543,8 @@ def _execute(root: Path, plan: dict, opts) -> None:
         sys.exit(Exit.USAGE)
     except StateError as e:
         fail_usage(str(e))
+    except IsolationError as e:
+        fail_usage(e.message, hint=e.hint)
     finally:
         view.close()
     from .outcome import next_steps, run_summary_line
@@ -558,6 +561,8 @@ def _execute(root: Path, plan: dict, opts) -> None:
         cached = cache_line(result.cache) if result.cache else None
         if cached:
             click.echo(cached)
+    for line in result.notes:
+        click.echo(line)
     for line in next_steps(result.outcome, result.tasks, result.budget_stop):
         click.echo(line)
     sys.exit(result.exit_code)
@@ -596,10 +601,15 @@ def _execute(root: Path, plan: dict, opts) -> None:
 @click.option("--conservative", is_flag=True,
               help="Preset with more oversight: at most 100 iterations a task, milestones every 5, "
                    "critical alerts pause the run.")
+@click.option("--isolation", type=click.Choice(["worktree", "none"]), default=None,
+              help="Every task's isolation for this run, over the plan's: worktree runs each task in its own "
+                   "git worktree and lands verified changes on harnessc/run/<run-id>.")
+@click.option("--keep-worktrees", is_flag=True,
+              help="Keep the worktree of a task that did not succeed, for inspection (`log` says where).")
 @pass_ctx
 def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_build, dry_run,
         record, replay, agent, agents, max_time, max_iterations, stuck_after, progress_threshold,
-        autonomous, conservative) -> None:
+        autonomous, conservative, isolation, keep_worktrees) -> None:
     """Run the compiled plan: route, call agents, verify, retry, checkpoint, resume."""
     from .runtime import plan as planmod
     from .runtime.scheduler import RunOptions
@@ -626,7 +636,8 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
                       agent=agent, agents=only, preset=preset, stuck_after=stuck_after,
                       progress_threshold=progress_threshold,
                       max_time=_duration_option("--max-time", max_time),
-                      max_iterations=_iterations_option(max_iterations))
+                      max_iterations=_iterations_option(max_iterations),
+                      isolation=isolation, keep_worktrees=keep_worktrees)
     try:
         planmod.select_ids(plan, opts.select, opts.exclude)
         Router(plan.agents, force=opts.agent, only=opts.agents)

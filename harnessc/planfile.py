@@ -190,6 +190,7 @@ class PlanNode(Record):
     routing: Routing
     analysis: Analysis | None = None
     git: str | None = None  # commit | off; None: not said (off, but `run --autonomous` commits)
+    isolation: str | None = None  # worktree | none; None: not said (none)
     loop: NodeLoop | None = None  # the task's own loop settings; None: the plan's
     context_staging: ContextStaging | None = None  # None: the task has no context files
     wave: int | None = None
@@ -262,6 +263,7 @@ class Plan(Record):
     loop: dict | None = None  # harness.yaml `loop:` (None in a plan built before it existed)
     assists: Assists | None = None  # None in a plan built before assists existed: none
     git_hooks: bool | None = None  # harness.yaml `git_hooks` (None in a plan built before it existed: false)
+    worktrees: dict | None = None  # harness.yaml `worktrees: {link, copy}` (None: nothing brought in)
 
     def node(self, task_id: str) -> PlanNode:
         return self._by_id()[task_id]
@@ -325,6 +327,7 @@ def _node(d: Mapping) -> PlanNode:
         routing=Routing(**d["routing"]),
         analysis=Analysis(**d["analysis"]) if d.get("analysis") else None,
         git=d.get("git"),
+        isolation=d.get("isolation"),
         loop=NodeLoop(**d["loop"]) if d.get("loop") else None,
         context_staging=_staging(d["context_staging"]) if d.get("context_staging") else None,
         estimate=Estimate(**d["estimate"]) if d.get("estimate") else None,
@@ -333,7 +336,7 @@ def _node(d: Mapping) -> PlanNode:
 
 
 _NODE_REQUIRED = [k for k in PlanNode._keys
-                  if k not in ("accept", "limits", "retry", "routing", "analysis", "git", "loop", "context_staging",
+                  if k not in ("accept", "limits", "retry", "routing", "analysis", "git", "isolation", "loop", "context_staging",
                                "estimate", "prompt", "wave", "fingerprint")]
 
 

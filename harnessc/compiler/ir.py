@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator
 
 from .tasks import Roadmap, Task  # noqa: F401  (re-exported: the IR in one place)
 from .vocab import (  # noqa: F401  (re-exported)
     BUILTIN_AGENT, DELIVERABLE_TYPES, DURATION_PATTERN, ENV_NAME_PATTERN, LS_KEYS, PRIORITY_RANK, Complexity,
-    DeliverableType, FailureStrategy, GitMode, Priority, parse_duration,
+    DeliverableType, FailureStrategy, GitMode, IsolationMode, Priority, parse_duration,
 )
 
 # ------------------------------------------------------------------ scalar types
@@ -280,6 +280,9 @@ class Defaults(_Spec):
     git: GitMode | None = Field(None, description="commit: commit each succeeded task's changes "
                                 "(a git repository is needed); off: leave git alone. Unset: off, except "
                                 "that `harnessc run --autonomous` commits.")
+    isolation: IsolationMode = Field(IsolationMode.none, description="worktree: each attempt of a task works in "
+                                     "its own git worktree and a verified change lands as one commit on the "
+                                     "run's integration branch harnessc/run/<run-id>; none: in the project's tree.")
 
 
 class Alerts(_Spec):
@@ -420,6 +423,24 @@ class Loop(_Spec):
     )
 
 
+class Worktrees(_Spec):
+    """What an isolated task's worktree gets from your tree besides its committed files."""
+
+    link: list[str] = Field(default_factory=list, description="Paths linked into each worktree "
+                            "(symbolic links to your tree's), like .venv, node_modules.")
+    copy_paths: list[str] = Field(default_factory=list, alias="copy", description="Paths copied into each worktree, read-only, "
+                            "like .env.test.")
+
+    @field_validator("link", "copy_paths")
+    @classmethod
+    def _inside(cls, paths: list[str]) -> list[str]:
+        for p in paths:
+            parts = p.replace("\\", "/").split("/")
+            if not p or p.startswith("/") or ".." in parts or parts[0] in (".git", ".harness"):
+                raise ValueError(f"'{p}' must be a path inside the project (relative, no '..', not .git or .harness)")
+        return paths
+
+
 class HarnessConfig(_Spec):
     """harness.yaml: agents, routing, budgets and defaults."""
 
@@ -434,6 +455,9 @@ class HarnessConfig(_Spec):
     templates: str | None = Field(
         None, description="Directory of Jinja overrides, same file names as harnessc/templates."
     )
+    worktrees: Worktrees = Field(default_factory=lambda: Worktrees(), description="Untracked or ignored "
+                                 "things of your tree each isolated task's worktree gets (a worktree holds "
+                                 "committed files only).")
     git_hooks: bool = Field(
         False, description="Run the repository's git hooks for harnessc's own commits (`git: commit`), "
         "with the child base environment (no API key); pre-commit and commit-msg never run (--no-verify). "

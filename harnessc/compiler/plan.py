@@ -36,7 +36,7 @@ def task_view(task: Task) -> dict:
             v = list(v) if v else None
         elif key == "max_iterations" and v == "unlimited":
             v = None
-        elif key in ("complexity", "priority", "git") and v is not None:
+        elif key in ("complexity", "priority", "git", "isolation") and v is not None:
             v = getattr(v, "value", v)
         d[key] = v
     return d
@@ -241,6 +241,7 @@ def build_plan(project: Project) -> None:
             routing=routing,
             analysis=analysis,
             git=_git_mode(task.git or defaults.git),
+            isolation=_git_mode(task.isolation or defaults.isolation),
             loop=shared(_node_loop(task, cfg.loop.recovery.human)),
         )
         nodes.append(node)
@@ -276,6 +277,7 @@ def build_plan(project: Project) -> None:
         loop=cfg.loop.model_dump(mode="json"),
         assists=assists,
         git_hooks=cfg.git_hooks,
+        worktrees=cfg.worktrees.model_dump(mode="json", by_alias=True),
         contracts=entries,
         nodes=nodes,
         edges=Edges(nodes),
@@ -426,7 +428,7 @@ def finish_plan(project: Project) -> None:
 # in the prompt's hash; nor the loop's own settings (`progress_threshold`, `recovery`): they
 # say how a stuck task is helped along, not what its result must be - and a changed
 # fingerprint would also wipe the memory and recovery position of a task being tuned mid-run.
-_UNFINGERPRINTED = ("done", "git", "context_tokens", "progress_threshold", "recovery")
+_UNFINGERPRINTED = ("done", "git", "isolation", "context_tokens", "progress_threshold", "recovery")
 _fingerprinted_fields = operator.attrgetter(*(key for key in LS_KEYS if key not in _UNFINGERPRINTED))
 
 

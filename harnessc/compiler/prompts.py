@@ -354,12 +354,15 @@ def _output_format(plan: dict, name: str, contract: dict) -> str:
     return cached[1]
 
 
-def render_prompt(plan: dict, node_id: str, deps: dict[str, dict] | None, root: Path) -> str:
-    """The task prompt; `deps` maps dependency id -> {"output", "state"} (None at build time)."""
-    return "".join(render_prompt_parts(plan, node_id, deps, root))
+def render_prompt(plan: dict, node_id: str, deps: dict[str, dict] | None, root: Path,
+                  files_root: Path | None = None) -> str:
+    """The task prompt; `deps` maps dependency id -> {"output", "state"} (None at build time).
+    files_root: where the context files are read (an isolated task's worktree); else root."""
+    return "".join(render_prompt_parts(plan, node_id, deps, root, files_root))
 
 
-def render_prompt_parts(plan: dict, node_id: str, deps: dict[str, dict] | None, root: Path) -> list[str]:
+def render_prompt_parts(plan: dict, node_id: str, deps: dict[str, dict] | None, root: Path,
+                        files_root: Path | None = None) -> list[str]:
     """The task prompt in parts whose concatenation is the prompt: the parts the template ends
     with `{{ cache_break }}` (text other tasks share: the built-in template's overview, shared
     context and contract format), then the rest (the task's own). A provider may cache the
@@ -369,7 +372,7 @@ def render_prompt_parts(plan: dict, node_id: str, deps: dict[str, dict] | None, 
     deps = deps or {}
     context = _base_context(plan, node, root)
     context["deps"] = {d: _dep_view(nodes, d, deps.get(d)) for d in node.get("depends_on", [])}
-    files = context["context_files"] = _context_files(node, root)
+    files = context["context_files"] = _context_files(node, files_root or root)
     context["shared_context"], context["task_context"] = _split_context(plan, node, files)
     context["context_left_out"] = _context_left_out(node)
     context["cache_break"] = CACHE_BREAK

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 from ..diagnostics import CompileError, Diagnostics, Span, closest, did_you_mean
 from .tasks import Roadmap, Task, TaskSource
 from .vocab import (
-    LADDER_ENDS, MUTATIONS, RUNGS, USD_FORMAT, Complexity, FailureStrategy, GitMode, Priority, parse_duration, parse_usd,
+    LADDER_ENDS, MUTATIONS, RUNGS, USD_FORMAT, Complexity, FailureStrategy, GitMode, IsolationMode, Priority, parse_duration, parse_usd,
 )
 
 __all__ = ["parse_roadmap", "format_roadmap", "PROPERTY_KEYS", "KEY_ALIASES", "ID_PATTERN"]
@@ -70,6 +70,7 @@ PROPERTY_KEYS: dict[str, str] = {
     "budget": "usd",
     "tags": "words",
     "git": "enum",
+    "isolation": "enum",
 }
 KEY_ALIASES: dict[str, str] = {"after": "depends_on", "cli": "agent", "timeout": "max_time"}
 _ALL_KEYS = [*PROPERTY_KEYS, *KEY_ALIASES]
@@ -80,6 +81,7 @@ _ENUMS: dict[str, Any] = {
     "priority": Priority,
     "on_failure": FailureStrategy,
     "git": GitMode,
+    "isolation": IsolationMode,
 }
 _ENUM_WORDS = {key: {member.value: member for member in enum} for key, enum in _ENUMS.items()}
 _ID_HINT = "an id starts with a letter or digit and has only letters, digits, '.', '_' and '-'"
@@ -694,6 +696,7 @@ _FORMATS = {
     "priority": "one of " + ", ".join(p.value for p in Priority),
     "on_failure": "one of " + ", ".join(f.value for f in FailureStrategy),
     "git": "one of " + ", ".join(g.value for g in GitMode),
+    "isolation": "one of " + ", ".join(m.value for m in IsolationMode),
     "fraction": "a number from 0 to 1, like 0.2",
     "rungs": "recovery steps, comma-separated, in the order tried: prompt mutations (" + ", ".join(MUTATIONS)
              + ") and escalate, then " + " or ".join(LADDER_ENDS) + " last",

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..diagnostics import Span
-from .vocab import Complexity, FailureStrategy, GitMode, Priority
+from .vocab import Complexity, FailureStrategy, GitMode, IsolationMode, Priority
 
 
 @dataclass(eq=True, slots=True)  # slots: 100k tasks in memory at once must stay small
@@ -41,6 +41,7 @@ class Task:
     budget: float | None = None
     tags: tuple[str, ...] = ()
     git: GitMode | None = None
+    isolation: IsolationMode | None = None
     goal: str = ""
     # the roadmap this task was read from: positions beyond `span` are looked up there
     source: "TaskSource | None" = field(default=None, compare=False, repr=False)

@@ -85,6 +85,13 @@ class GitMode(str, Enum):
     off = "off"
 
 
+class IsolationMode(str, Enum):
+    """Where a task's attempts work."""
+
+    none = "none"  # in the project's own tree
+    worktree = "worktree"  # each attempt in its own git worktree; results land as commits
+
+
 class FailureStrategy(str, Enum):
     """What happens after max_retries failed attempts."""
 
@@ -137,5 +144,6 @@ def ladder_rungs(prompt_mutations: int, escalate: bool, human: bool) -> tuple[st
 LS_KEYS = (
     "id", "title", "phase", "done", "depends_on", "contract", "agent", "model", "complexity",
     "priority", "max_iterations", "max_time", "stuck_after", "progress_threshold", "recovery",
-    "completion_promise", "success", "accept", "context", "context_tokens", "tags", "git", "goal",
+    "completion_promise", "success", "accept", "context", "context_tokens", "tags", "git", "isolation",
+    "goal",
 )

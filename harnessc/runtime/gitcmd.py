@@ -130,10 +130,11 @@ class Git:
                                  *(d / name for d in dirs for name in ("config", "config.worktree")))}
 
     def run(self, *args: str, env: dict[str, str] | None = None, worktree: bool = True,
-            timeout: float = GIT_TIMEOUT) -> str:
-        """The command's stdout (text); raises GitFailed. worktree: the command may read the
-        working tree's files (filters apply), so the drivers are blanked first."""
-        out = self._run(args, self.env(env, drivers=worktree), timeout)
+            timeout: float = GIT_TIMEOUT, ok: tuple[int, ...] = (0,)) -> str:
+        """The command's stdout (text); raises GitFailed (on an exit code not in `ok`).
+        worktree: the command may read the working tree's files (filters apply), so the
+        drivers are blanked first."""
+        out = self._run(args, self.env(env, drivers=worktree), timeout, ok)
         return out.decode("utf-8", "surrogateescape")
 
     def _run(self, args: tuple[str, ...], env: dict[str, str], timeout: float, ok: tuple[int, ...] = (0,)) -> bytes:

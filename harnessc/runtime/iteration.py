@@ -43,6 +43,9 @@ from .steering import Steering
 from .tasklimits import TaskLimits
 from .throttle import Throttle
 from .verify import Verdict, verify
+from .worktree import landing as landingmod
+from .worktree.isolation import Conflict, Isolation, IsolationError, Landed
+from .gitcmd import GitFailed
 
 TRANSIENT_LIMIT = 5  # consecutive transient errors on one agent before it counts as failing
 
@@ -61,6 +64,7 @@ class TaskContext(Protocol):
     attribution: Attribution
     live: dict[str, dict]
     steering: Steering
+    isolation: Isolation
 
     def halting(self) -> bool: ...
     def halt_run(self, kind: str, why: str) -> bool: ...
@@ -147,19 +151,47 @@ class TaskRun:
         self.shared_ends: tuple[int, ...] = ()  # where the original's shared parts end (prompts.render_prompt_parts)
         self.operator = ""  # the operator's instructions, sent after the prompt (steering.py)
         self.level = 0  # refinement level of the prompt (0: the first prompt)
-        self.files = ctx.attribution.task(node)  # which changed files are this task's; None: not tracked
-        self.loop = TaskLoop.of(ctx.root, ctx.plan, node, ctx.store, self.files)  # progress, stuck, memory
+        # isolation: worktree - the attempt's worktree is where everything of the task happens
+        self.iso = ctx.isolation if ctx.isolation.is_isolated(node) else None
+        self.workdir = ctx.isolation.workdir(node) if self.iso else ctx.root
+        self.attempt = None  # its worktree (worktree.Attempt), once made
+        self.conflict: Conflict | None = None  # the landing conflict it is running again after
+        # which changed files are this task's (None: not tracked; an isolated task's are its worktree's)
+        self.files = None if self.iso else ctx.attribution.task(node)
+        self.loop = TaskLoop.of(self.workdir, ctx.plan, node, ctx.store, self.files)  # progress, stuck, memory
         self.assist = Assistant(ctx, node, self.time_left)  # cheap agents' mutations and summaries (assist.py)
 
     async def run(self) -> str:
         if self.node.routing.auto:
             self.store.event("routed", self.tid, agents=self.route.agents)
+        outcome = "interrupted"
         try:
-            parts = planmod.render_prompt_parts(self.ctx.plan, self.tid, self.ctx.deps(self.node), self.ctx.root)
-            self.original = self.base = self.prompt = "".join(parts)
-            self.shared_ends = tuple(accumulate(len(p) for p in parts[:-1]))
-        except Exception as e:  # a template problem is this task's failure, not the run's
-            return self._finish("failed", f"could not render the prompt: {e}")
+            if self.iso:
+                try:
+                    self.attempt = await self.iso.open(self.node)
+                except (GitFailed, OSError) as e:
+                    outcome = self._finish("failed", f"could not create its worktree: {e}")
+                    return outcome
+            try:
+                self.original = self.base = self.prompt = self.render()
+            except Exception as e:  # a template problem is this task's failure, not the run's
+                outcome = self._finish("failed", f"could not render the prompt: {e}")
+                return outcome
+            outcome = await self.iterations()
+            return outcome
+        finally:
+            if self.iso and self.attempt is not None:
+                await self.iso.close(self.node, outcome)
+
+    def render(self) -> str:
+        """The task's first prompt (an isolated task's context files read in its worktree);
+        notes where its shared parts end (prompts.render_prompt_parts), for prompt caching."""
+        parts = planmod.render_prompt_parts(self.ctx.plan, self.tid, self.ctx.deps(self.node), self.ctx.root,
+                                            files_root=self.workdir)
+        self.shared_ends = tuple(accumulate(len(p) for p in parts[:-1]))
+        return "".join(parts)
+
+    async def iterations(self) -> str:
         if self.loop:
             self.resume_recovery()
         try:
@@ -211,7 +243,7 @@ class TaskRun:
             return
         if over:
             await self.over_limit(resp, over)
-        verdict = await verify(self.node, self.contract, resp.text, self.ctx.root, max(0.1, self.time_left()))
+        verdict = await verify(self.node, self.contract, resp.text, self.workdir, max(0.1, self.time_left()))
         if not verdict.claim:
             await self.keep_working(resp)
             return
@@ -343,7 +375,8 @@ class TaskRun:
                        output_schema=self.contract.output_schema if self.contract else None,
                        promise=self.node.completion_promise, iteration=self.p.iteration,
                        complexity=self.node.complexity,
-                       timeout=self.time_left(), max_tokens=cfg.get("max_tokens"), root=self.ctx.root)
+                       timeout=self.time_left(), max_tokens=cfg.get("max_tokens"), root=self.ctx.root,
+                       workdir=self.workdir if self.iso else None)
 
     async def recover(self, name: str, e: AgentError) -> None:
         """After a failed call: back off and retry a transient error, move to the next agent
@@ -405,6 +438,9 @@ class TaskRun:
     async def succeed(self, resp: Response, verdict: Verdict) -> None:
         seen = await self.loop.observe(self.p.agent, resp.text, [], verdict.checks, succeeded=True) \
             if self.loop else None
+        if self.iso:
+            await self.land(resp, verdict, seen.saved if seen else {})
+            return
         await self.log.finish("succeeded", raw=resp.text, parsed=verdict.output, checks=verdict.checks,
                               final_state="succeeded", output=verdict.output,
                               fingerprint=self.node.fingerprint, **(seen.saved if seen else {}), **resp.charged())
@@ -413,6 +449,49 @@ class TaskRun:
         await self.ctx.git.commit(self.node, self.how_verified(verdict), self.p.iteration, self.route.agent,
                                   self.files)
         raise Done("succeeded")
+
+    async def land(self, resp: Response, verdict: Verdict, saved: dict) -> None:
+        """An isolated task's verified change: committed in its worktree, then landed on the
+        integration branch (worktree/isolation.py). A conflict runs the task once more from
+        the new commit; a second one blocks it, its change kept on its ref."""
+        attempt = dict(raw=resp.text, parsed=verdict.output, checks=verdict.checks, **saved, **resp.charged())
+        message = landingmod.message(self.tid, self.node.title, self.how_verified(verdict), self.p.iteration,
+                                     self.route.agent, self.store.run_id or "")
+        try:
+            await self.iso.commit(self.attempt, message)
+            result = await self.iso.land(self.node, self.attempt, verdict.output, self.recheck(resp.text))
+        except (GitFailed, OSError, IsolationError) as e:
+            await self.log.finish("rejected", errors=[f"could not land its change: {e}"], final_state="failed",
+                                  error=f"could not land its change: {e}", **attempt)
+            raise Done("failed") from None
+        if isinstance(result, Landed):
+            await self.log.finish("succeeded", final_state="succeeded", output=verdict.output,
+                                  fingerprint=self.node.fingerprint, **attempt)
+            self.iso.landed(self.node, result)
+            raise Done("succeeded")
+        why = conflict_text(result)
+        if self.conflict is None:
+            self.conflict = result
+            await self.log.finish("rejected", errors=[why], **attempt)
+            self.store.event("conflict", self.tid, paths=result.paths[:200], why=result.why, tip=result.tip,
+                             message=f"{why}; running it once more from {result.tip[:10]}")
+            self.attempt = await self.iso.open(self.node, base=result.tip)
+            self.original = self.render()
+            self.base = self.prompt = self.original + conflict_prompt(result)
+            self.p.failures, self.level = 0, 0
+            return
+        ref = self.iso.blocked(self.node, self.attempt)
+        error = (f"blocked: {why}, again after running once more from the new commit; its change is kept at "
+                 f"{ref} (`git show {ref}`): merge it by hand, or `harnessc retry {self.tid}`")
+        await self.log.finish("rejected", errors=[why], final_state="blocked", error=error, **attempt)
+        raise Done("blocked")
+
+    def recheck(self, text: str):
+        """The task's checks again, on the merged tree in its worktree: their errors."""
+        async def run(workdir: Path) -> list[str]:
+            verdict = await verify(self.node, self.contract, text, workdir, max(0.1, self.time_left()))
+            return verdict.errors
+        return run
 
     def how_verified(self, verdict: Verdict) -> str:
         """For the commit message: what the result passed."""
@@ -548,6 +627,26 @@ class TaskRun:
 
     def time_left(self) -> float:
         return self.max_time - self.used_time()
+
+
+def conflict_text(conflict: Conflict) -> str:
+    paths = ", ".join(conflict.paths[:10]) + (", ..." if len(conflict.paths) > 10 else "")
+    if conflict.why == "merge":
+        return f"its change does not merge onto the integration branch (conflicting paths: {paths})"
+    return f"its checks fail on the integration branch merged with its change (paths changed on both: {paths})"
+
+
+def conflict_prompt(conflict: Conflict) -> str:
+    """What a task run again after a conflict is told: the paths and the other changes."""
+    lines = ["", "", "## Conflict", "",
+             "Your earlier change for this task conflicted with work that landed meanwhile; this worktree now "
+             "holds that work. Do the task again on top of it.", "",
+             "Conflicting paths: " + ", ".join(conflict.paths[:50])]
+    if conflict.others:
+        lines += ["", "The changes that landed meanwhile:", *(f"- {s}" for s in conflict.others[:20])]
+    if conflict.errors:
+        lines += ["", "The checks that failed on the merged tree:", *(e[:1500] for e in conflict.errors[:5])]
+    return "\n".join(lines) + "\n"
 
 
 def _committed(fut: asyncio.Future | None) -> bool:

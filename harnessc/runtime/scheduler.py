@@ -48,6 +48,7 @@ from .state import TERMINAL_OK, StateError, StateStore
 from .steering import Steering
 from .summaries import Summaries
 from .work import Work, plan_work
+from .worktree.isolation import Isolation
 
 STOP_POLL = 0.2  # seconds between looks at .harness/stop
 
@@ -69,6 +70,8 @@ class RunOptions:
     stuck_after: int | None = None  # run --stuck-after N, for every task
     progress_threshold: float | None = None  # run --progress-threshold X (loop.progress.threshold)
     cassettes: str | None = None  # record | replay: every agent call (runtime/cassettes.py)
+    isolation: str | None = None  # run --isolation worktree|none: every task's, over the plan's
+    keep_worktrees: bool = False  # run --keep-worktrees: a task that did not succeed keeps its worktree
 
 
 @dataclass
@@ -82,6 +85,7 @@ class RunResult:
     total_cost_usd: float = 0.0  # the project's ledger, across runs until `reset --all`
     budget_stop: outcomes.BudgetStop | None = None  # the run budget that stopped the run
     cache: dict | None = None  # this run's prompt-cache figures (cachesaving.cache_figures)
+    notes: list[str] = field(default_factory=list)  # isolation: where the results are, kept refs
 
     @property
     def status(self) -> str:
@@ -126,10 +130,14 @@ class Runner:
         self.router = Router(plan.agents, force=opts.agent, only=opts.agents, history=History(store, plan))
         self.health = Health(store, plan.agents)
         self.throttle = Throttle(plan.agents, self.jobs)
-        self.git = GitCommits(root, store, plan.nodes, hooks=bool(plan.git_hooks))
+        # isolated tasks work in worktrees and land as commits (worktree/); the others share the tree
+        self.isolation = Isolation(root, plan.nodes, store, opts.isolation, hooks=bool(plan.git_hooks),
+                                   worktrees=plan.worktrees, keep_failed=opts.keep_worktrees)
+        shared = [n for n in plan.nodes if not self.isolation.is_isolated(n)]
+        self.git = GitCommits(root, store, shared, hooks=bool(plan.git_hooks))
         self.workspace = Workspace(root)
         # which changed files are whose, when tasks run at the same time (progress, commits)
-        self.attribution = Attribution(root, self.workspace.loop / "run.index", plan.nodes, self.jobs,
+        self.attribution = Attribution(root, self.workspace.loop / "run.index", shared, self.jobs,
                                        make_dir=self.workspace.make_dir, event=store.event)
         self.agents: dict[str, Any] = {}
         self.stop_mode: str | None = None  # None | stop | abort
@@ -147,6 +155,7 @@ class Runner:
         self.stale: list[str] = []
         self.planned: Work | None = None  # what idle_result found to do (the pre-flight checks it)
         self.preflight: RunCheck | None = None  # what the pre-flight found (session.py)
+        self.notes: list[str] = []  # the isolation's closing lines
         if listeners:
             store.listeners = listeners
         # The operator's side of a run: the inbox and overrides, alerts, periodic summaries.
@@ -284,12 +293,14 @@ class Runner:
             work = self._prepare()
             self._step_down_if_short(work)
             self.git.start()
+            self.isolation.start()
             await self._schedule(work)
             self._check_state_file()  # a removal since the watcher's last look
         finally:
             watcher.cancel()
             await self._settle()
             self.attribution.close()
+            self.notes = self.isolation.end()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 try:
                     loop.remove_signal_handler(sig)
@@ -470,7 +481,8 @@ class Runner:
                          elapsed, cost_usd=self.store.run_spent(run_id),
                          total_cost_usd=self.store.spent(),
                          budget_stop=self.budget.stop(left) if outcome.status == "budget" else None,
-                         cache=cache_figures(self.store, self.plan.agents, run_id) if run_id else None)
+                         cache=cache_figures(self.store, self.plan.agents, run_id) if run_id else None,
+                         notes=list(self.notes))
 
     def _ending(self) -> tuple[str, str | None]:
         """How the run ended (outcome.FINISHED, STOP, ABORT, BUDGET, FAIL_FAST, STATE_LOST) and why."""

@@ -69,6 +69,7 @@ def execute(root: Path, plan: dict, opts: RunOptions,
         if idle is not None:
             return idle  # nothing to run: no run recorded, no run directory
         check_agents(runner, workspace, opts)
+        runner.isolation.check()  # raises IsolationError: nothing was started
         options = {k: (sorted(v) if isinstance(v, set) else v)
                    for k, v in dataclasses.asdict(opts).items()}
         store.start_run(new_run_id(), options)

@@ -30,6 +30,7 @@ class Request:
     # Where the parts of `prompt` that other tasks share end (character offsets): a provider
     # may cache the request up to there (agents/caching.py).
     cache_breaks: tuple[int, ...] = ()
+    workdir: Path | None = None  # where a program agent runs: the attempt's worktree (isolation); None: the project
     purpose: str = "task"  # task: an iteration of the task; mutation | summary: an assist call (assist.py)
 
     def __post_init__(self) -> None:

@@ -41,7 +41,7 @@ class SubprocessAgent:
         env["HARNESSC_TASK"] = request.task_id
         env["HARNESSC_ITERATION"] = str(request.iteration)
         env["HARNESSC_PURPOSE"] = request.purpose
-        res = await procs.run(argv, cwd=self.root, timeout=self.timeout(request), stdin=stdin, env=env)
+        res = await procs.run(argv, cwd=request.workdir or self.root, timeout=self.timeout(request), stdin=stdin, env=env)
         if res.error:
             raise AgentError(f"agent '{self.name}': {res.error}")
         if res.timed_out:

@@ -1,0 +1,272 @@
+"""A run's isolation: which tasks work in worktrees, where each starts, and what lands.
+
+The Runner holds one `Isolation`; a task's iterations (iteration.py) ask it for their
+attempt's worktree (`open`), hand it their verified change (`land`) and give the worktree
+back when they end (`close`). Everything durable is in state.db's meta table:
+
+* `isolation.integration`: the integration branch, where it started, the user's branch and
+  the commit harnessc last set it to;
+* `isolation.landing.<task>`: a landing, written `pending` (with the task's output) just
+  before the branch moves and `landed` after, so a run killed in between finds the commit
+  on the branch (its `Harnessc-Task` trailer) and counts it once, never landing it twice.
+
+At the start of a run (under the run lock) every worktree and ref a killed run left is
+removed, but the refs of blocked tasks (their changes, kept and named); stale `.git/*.lock`
+files nobody holds are removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from ...planfile import PlanNode
+from ..state import StateStore
+from .landing import INTEGRATION_KEY, LANDING_KEY, Conflict, Integration, Landed, Landing
+from .repo import IsolationError, Repo, open_repo  # noqa: F401 - IsolationError: for callers
+from .worktrees import REF_ROOT, Attempt, Worktrees
+
+WORKTREE, NONE = "worktree", "none"
+
+
+def isolated(node: PlanNode, override: str | None = None) -> bool:
+    """Whether the task works in its own worktree (`run --isolation` wins over the plan)."""
+    return (override or getattr(node, "isolation", None) or NONE) == WORKTREE and not node.done
+
+
+class Isolation:
+    def __init__(self, root: Path, nodes: list[PlanNode], store: StateStore, override: str | None = None,
+                 hooks: bool = False, worktrees: dict | None = None, keep_failed: bool = False):
+        self.root, self.store, self.hooks, self.keep_failed = Path(root), store, hooks, keep_failed
+        self.tasks = {n.id: n for n in nodes if isolated(n, override)}
+        self.index = {n.id: i for i, n in enumerate(nodes, 1)}  # <n>: the task's place in the plan
+        self.settings = worktrees or {}
+        self.repo: Repo | None = None
+        self.trees: Worktrees | None = None
+        self.landing: Landing | None = None
+        self.integration: Integration | None = None
+        self._lock = asyncio.Lock()  # one landing at a time
+        self.blocked_refs: dict[str, str] = {}  # task -> its kept ref
+        self.kept: dict[str, str] = {}  # task -> its worktree kept by --keep-worktrees
+
+    @property
+    def wanted(self) -> bool:
+        return bool(self.tasks)
+
+    def is_isolated(self, node: PlanNode) -> bool:
+        return node.id in self.tasks
+
+    def check(self) -> None:
+        """Before the run is recorded: raises IsolationError (the run refuses to start)."""
+        if self.wanted:
+            self.repo = open_repo(self.root, self.hooks)
+
+    def workdir(self, node: PlanNode) -> Path:
+        return self.trees.workdir(self.index[node.id]) if self.trees else self.root
+
+    def ref(self, node: PlanNode) -> str:
+        return self.trees.ref(self.index[node.id]) if self.trees else ""
+
+    # ------------------------------------------------------------------ the run's start and end
+
+    def start(self) -> None:
+        """Reconcile what an earlier run left, open the integration branch, finish the
+        landings a killed run committed, and catch the user's branch up."""
+        if not self.wanted:
+            return
+        if self.repo is None:
+            self.repo = open_repo(self.root, self.hooks)
+        run_id = self.store.run_id or "run"
+        self.trees = Worktrees(self.repo, self.root, run_id, self.hooks,
+                               self.settings.get("link"), self.settings.get("copy"))
+        removed, left = self.trees.stale_locks()
+        if removed or left:
+            self.store.event("git_locks", removed=removed, left=left, message=(
+                (f"removed stale git lock(s) no process held: {', '.join(removed)}" if removed else "")
+                + ("; " if removed and left else "")
+                + (f"git lock(s) in use or not checkable, left: {', '.join(left)}" if left else "")))
+        keep = self._blocked_refs()
+        done = self.trees.reconcile(set(keep.values()))
+        self.blocked_refs = {t: r for t, r in keep.items() if r in done.kept_refs}
+        if done.removed_worktrees or done.removed_refs:
+            self.store.event("worktrees_reconciled", worktrees=done.removed_worktrees[:100],
+                             refs=done.removed_refs[:100], kept=done.kept_refs[:100])
+        self.landing = Landing(self.repo, self.hooks)
+        self.integration, resumed = self.landing.open(run_id, self.store.meta_get(INTEGRATION_KEY))
+        self._save()
+        self.store.event("integration_branch", branch=self.integration.name, start=self.integration.start,
+                         resumed=resumed, user_branch=self.integration.user_branch)
+        self._recover_landings()
+        self._follow(self.landing.tip(self.integration.branch))
+
+    def _blocked_refs(self) -> dict[str, str]:
+        """Task -> the ref a blocked task's change is kept on (from its landing record)."""
+        rows = self.store.tasks()
+        out = {}
+        for key in self.store.meta_keys(LANDING_KEY):
+            rec = _load(self.store.meta_get(key))
+            tid = key.removeprefix(LANDING_KEY)
+            if rec.get("state") == "blocked" and rows.get(tid, {}).get("state") == "blocked":
+                out[tid] = rec.get("ref", "")
+        return out
+
+    def _recover_landings(self) -> None:
+        """A landing a killed run began: landed when the branch holds its commit (the task
+        succeeded, once), else forgotten (the task runs again)."""
+        for key in self.store.meta_keys(LANDING_KEY):
+            rec = _load(self.store.meta_get(key))
+            if rec.get("state") != "pending":
+                continue
+            tid = key.removeprefix(LANDING_KEY)
+            sha = None
+            if rec.get("branch") == self.integration.branch:
+                sha = self.landing.landed_since(self.integration, rec.get("since", ""), tid)
+            if sha is None:
+                self.store.meta_set(key, None)
+                continue
+            state = self.store.tasks([tid]).get(tid, {}).get("state")
+            if state != "succeeded":
+                self.store.finish_task(tid, "succeeded", output=rec.get("output"), fingerprint=rec.get("fingerprint"))
+            self._record(tid, {**rec, "state": "landed", "sha": sha})
+            self.store.event("landing_recovered", tid, sha=sha, message=(
+                f"{tid}'s change had landed ({sha[:10]}) when the earlier run stopped: counted once"))
+
+    def end(self) -> list[str]:
+        """Lines for the run's end: where the results are, how to take them, kept refs."""
+        if not self.wanted or self.integration is None:
+            return []
+        integ, lines = self.integration, []
+        tip = self.landing.tip(integ.branch)
+        if tip != integ.last_set or not integ.following:
+            if tip and tip != self.landing.tip(integ.user_branch):
+                lines.append(f"results are on branch {integ.name} ({integ.left_because or 'your branch was not moved'})"
+                             f"; take them with `git merge {integ.name}`")
+        for tid, ref in sorted(self.blocked_refs.items()):
+            lines.append(f"blocked: {tid}: its change is kept at {ref} (`git show {ref}`)")
+        for tid, path in sorted(self.kept.items()):
+            lines.append(f"kept worktree of {tid}: {path} (--keep-worktrees; `harnessc clean` removes it)")
+        for line in lines:
+            self.store.event("isolation_result", message=line)
+        return lines
+
+    # ------------------------------------------------------------------ one task
+
+    def base(self, node: PlanNode) -> str:
+        """The commit the task starts from: where its last dependency landed, else the start."""
+        best, sha = -1, self.integration.start
+        for dep in node.depends_on:
+            rec = _load(self.store.meta_get(LANDING_KEY + dep))
+            if rec.get("state") == "landed" and rec.get("branch") == self.integration.branch \
+                    and int(rec.get("seq", 0)) > best:
+                best, sha = int(rec.get("seq", 0)), rec["sha"]
+        return sha
+
+    async def open(self, node: PlanNode, base: str | None = None) -> Attempt:
+        """A fresh worktree for the task's attempt (at its base, or at `base`)."""
+        return await asyncio.to_thread(self.trees.create, self.index[node.id], 1, base or self.base(node))
+
+    async def commit(self, attempt: Attempt, message: str) -> str | None:
+        """Commit the attempt's change (None: it changed nothing)."""
+        sha, withheld = await asyncio.to_thread(self.trees.commit, attempt, message, self.store.secrets)
+        if withheld:
+            self.store.event("git_secret_withheld", paths=withheld[:200], message=(
+                f"not committed: {', '.join(withheld[:5])} (it holds the value of a secret harnessc redacts)"))
+        return sha
+
+    async def land(self, node: PlanNode, attempt: Attempt, output: Any,
+                   recheck: Callable[[Path], Awaitable[list[str]]]) -> Landed | Conflict:
+        """Land the attempt's committed change on the integration branch (merged and
+        `recheck`ed on the merged tree when the branch moved since its base)."""
+        async with self._lock:
+            integ, landing = self.integration, self.landing
+            tip = await asyncio.to_thread(landing.tip, integ.branch)
+            change, merged = attempt.change, False
+            if change is None:  # nothing to land: the task succeeded where the branch is
+                self._record(node.id, {"state": "landed", "sha": tip, "branch": integ.branch})
+                return Landed(tip, False, [])
+            new = change
+            if tip != attempt.base:
+                new, paths = await asyncio.to_thread(landing.merge, tip, change, attempt.base)
+                others = await asyncio.to_thread(landing.subjects, attempt.base, tip)
+                if new is None:
+                    return Conflict(paths, "merge", tip, others=others)
+                await asyncio.to_thread(self.trees.checkout, attempt, new)
+                errors = await recheck(attempt.workdir)
+                if errors:
+                    mine = set(await asyncio.to_thread(landing.changed, attempt.base, change))
+                    theirs = set(await asyncio.to_thread(landing.changed, attempt.base, tip))
+                    return Conflict(sorted(mine & theirs) or sorted(mine), "checks", tip, errors, others)
+                merged = True
+            self._record(node.id, {"state": "pending", "since": tip, "branch": integ.branch,
+                                   "output": output, "fingerprint": node.fingerprint})
+            if not await asyncio.to_thread(landing.advance, integ, new, tip):
+                self.store.meta_set(LANDING_KEY + node.id, None)
+                raise IsolationError(f"the integration branch {integ.name} moved under the run",
+                                     "do not move harnessc/run/* branches while a run lands on them")
+            paths = await asyncio.to_thread(landing.changed, tip, new)
+            self.store.event("landed", node.id, sha=new, merged=merged, branch=integ.name, paths=paths[:200])
+            return Landed(new, merged, paths)
+
+    def landed(self, node: PlanNode, landed: Landed) -> None:
+        """After the task's success is recorded: the landing is done; the user's branch follows."""
+        self._record(node.id, {"state": "landed", "sha": landed.sha, "branch": self.integration.branch})
+        self._follow(landed.sha)
+
+    def blocked(self, node: PlanNode, attempt: Attempt | None) -> str:
+        """The task ends blocked: its change is kept on its ref (named)."""
+        ref = self.ref(node)
+        self._record(node.id, {"state": "blocked", "ref": ref, "branch": self.integration.branch})
+        self.blocked_refs[node.id] = ref
+        return ref
+
+    async def close(self, node: PlanNode, outcome: str) -> None:
+        """The task ended: its worktree goes (kept with --keep-worktrees when it did not
+        succeed), its ref too (kept when it is blocked)."""
+        n = self.index[node.id]
+        keep_tree = self.keep_failed and outcome not in ("succeeded", "degraded")
+        keep_ref = outcome == "blocked" or keep_tree
+        if keep_tree:
+            self.kept[node.id] = str(self.trees.path(n).relative_to(self.root))
+            self.store.event("worktree_kept", node.id, path=self.kept[node.id], ref=self.trees.ref(n))
+        try:
+            await asyncio.to_thread(self.trees.remove, None, n, 1, keep_ref, keep_tree)
+        except Exception as e:  # never lose the task's outcome to a cleanup failure
+            self.store.event("worktree_remove_failed", node.id, message=str(e)[:500])
+
+    # ------------------------------------------------------------------ records
+
+    def _follow(self, tip: str) -> None:
+        integ = self.integration
+        was = integ.following
+        if tip and self.landing.follow(integ, tip):
+            self.store.event("user_branch_followed", sha=tip, branch=integ.user_branch)
+        elif was and not integ.following:
+            self.store.event("user_branch_left", message=(
+                f"your branch was left as it is ({integ.left_because}); results go on landing on {integ.name}"))
+        self._save()
+
+    def _save(self) -> None:
+        self.store.meta_set(INTEGRATION_KEY, self.integration.to_json())
+
+    def _record(self, tid: str, rec: dict) -> None:
+        if rec.get("state") == "landed":
+            rec["seq"] = self._next_seq()
+        self.store.meta_set(LANDING_KEY + tid, json.dumps(rec, sort_keys=True, default=str))
+
+    def _next_seq(self) -> int:
+        seq = int(self.store.meta_get("isolation.seq") or 0) + 1
+        self.store.meta_set("isolation.seq", str(seq))
+        return seq
+
+
+def _load(text: str | None) -> dict:
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+__all__ = ["Isolation", "IsolationError", "Attempt", "Landed", "Conflict", "REF_ROOT", "isolated", "WORKTREE", "NONE"]

@@ -1,0 +1,225 @@
+"""Attempt worktrees: create one at a base commit, commit what the agent changed, remove it,
+and reconcile what a killed run left behind.
+
+An attempt of task `<n>` (its index in the plan), approach `<k>` works in
+`.harness/worktrees/<run>/<n>-<k>` (detached) and its change is kept on the ref
+`refs/harnessc/<run>/<n>-<k>` (not a branch). A worktree holds committed files only;
+harness.yaml `worktrees: {link, copy}` brings untracked or ignored things of the user's tree
+in (a symbolic link, or a read-only copy), and they are never part of the change.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import gitcmd
+from ..gitops import secret_files
+from .repo import Repo
+
+REF_ROOT = "refs/harnessc"
+LOCK_NAMES = ("index.lock", "HEAD.lock", "packed-refs.lock", "config.lock", "ORIG_HEAD.lock")
+
+
+@dataclass
+class Attempt:
+    """One attempt's worktree: where the agent, accept and score run."""
+
+    path: Path  # the worktree's top
+    workdir: Path  # the project directory inside it (cwd of the agent and its checks)
+    ref: str  # refs/harnessc/<run>/<n>-<k>
+    base: str  # the commit it started from
+    git: gitcmd.Git
+    excluded: tuple[str, ...] = ()  # pathspecs never committed (.harness, links, copies)
+    change: str | None = None  # the commit of its change, once made
+
+
+@dataclass
+class Reconciled:
+    removed_worktrees: list[str] = field(default_factory=list)
+    removed_refs: list[str] = field(default_factory=list)
+    kept_refs: list[str] = field(default_factory=list)
+
+
+class Worktrees:
+    """The worktrees and refs of one run of one project."""
+
+    def __init__(self, repo: Repo, project: Path, run_id: str, hooks: bool = False,
+                 link: list[str] | None = None, copy: list[str] | None = None):
+        self.repo, self.project, self.run_id, self.hooks = repo, Path(project), run_id, hooks
+        self.git = gitcmd.Git(repo.toplevel, hooks=hooks)
+        self.root = self.project / ".harness" / "worktrees"
+        self.link, self.copy = list(link or []), list(copy or [])
+
+    def ref(self, n: int, k: int = 1) -> str:
+        return f"{REF_ROOT}/{self.run_id}/{n}-{k}"
+
+    def path(self, n: int, k: int = 1) -> Path:
+        return self.root / self.run_id / f"{n}-{k}"
+
+    def workdir(self, n: int, k: int = 1) -> Path:
+        return self.path(n, k) / self.repo.prefix
+
+    def create(self, n: int, k: int, base: str) -> Attempt:
+        """A fresh worktree at `base` (one left at that place is replaced)."""
+        path = self.path(n, k)
+        if path.exists() or os.path.islink(path):
+            self._drop(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.git.run("worktree", "add", "--detach", "-q", "-f", str(path), base, timeout=300)
+        ref = self.ref(n, k)
+        self.git.run("update-ref", ref, base, worktree=False)
+        attempt = Attempt(path, path / self.repo.prefix, ref, base, gitcmd.Git(path, hooks=self.hooks))
+        attempt.excluded = self._bring_in(attempt)
+        return attempt
+
+    def _bring_in(self, attempt: Attempt) -> tuple[str, ...]:
+        """Link and copy the configured untracked things; the pathspecs that keep them (and
+        .harness/) out of the change."""
+        prefix = self.repo.prefix
+        out = [f":(exclude,top){prefix}.harness"]
+        for rel, how in [*((r, "link") for r in self.link), *((r, "copy") for r in self.copy)]:
+            source, target = self.project / rel, attempt.workdir / rel
+            if not os.path.lexists(source) or os.path.lexists(target):
+                continue  # nothing to bring, or a committed file is there already
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if how == "link":
+                os.symlink(source.resolve(), target)
+            elif source.is_dir():
+                shutil.copytree(source, target, symlinks=True)
+                _read_only(target)
+            else:
+                shutil.copy2(source, target, follow_symlinks=False)
+                _read_only(target)
+            out.append(f":(exclude,top,literal){prefix}{rel.rstrip('/')}")
+        return tuple(out)
+
+    def commit(self, attempt: Attempt, message: str, secrets: list[str] | None = None) -> tuple[str | None, list[str]]:
+        """Commit everything the agent changed in the worktree (its excluded paths aside) as
+        one commit on the attempt's ref: (its sha or None when nothing changed, paths
+        withheld because they hold a secret)."""
+        git = attempt.git
+        git.run("add", "-A", "--", ".", *attempt.excluded)
+        staged = [p for p in git.run("diff", "--cached", "--name-only", "-z", "--no-renames").split("\0") if p]
+        withheld = secret_files(attempt.path, staged, secrets or [])
+        if withheld:
+            git.run("reset", "-q", "--", *(f":(literal){p}" for p in withheld))
+            staged = [p for p in staged if p not in withheld]
+        if not staged:
+            return None, sorted(withheld)
+        git.run("commit", "-q", "--no-verify", "--no-gpg-sign", "-m", message)
+        sha = git.run("rev-parse", "HEAD", worktree=False).strip()
+        self.git.run("update-ref", attempt.ref, sha, worktree=False)
+        attempt.change = sha
+        return sha, sorted(withheld)
+
+    def checkout(self, attempt: Attempt, sha: str) -> None:
+        """Put the worktree at `sha` (after its change was committed: nothing is lost)."""
+        attempt.git.run("checkout", "-q", "--detach", "-f", sha, timeout=300)
+
+    def remove(self, attempt: Attempt | None, n: int, k: int = 1, keep_ref: bool = False,
+               keep_worktree: bool = False) -> None:
+        """Remove the worktree (unless kept) and its ref (unless kept)."""
+        if not keep_worktree:
+            self._drop(self.path(n, k))
+        if not keep_ref:
+            self.git.run("update-ref", "-d", self.ref(n, k), worktree=False, ok=(0, 1))
+
+    def _drop(self, path: Path) -> None:
+        try:
+            self.git.run("worktree", "remove", "--force", "--force", str(path), timeout=300)
+        except gitcmd.GitFailed:
+            pass  # not a registered worktree (any more): remove the directory and prune
+        if os.path.lexists(path):
+            _make_writable(path)
+            shutil.rmtree(path, ignore_errors=True)
+        self.git.run("worktree", "prune", worktree=False)
+
+    # ------------------------------------------------------------------ after a crash
+
+    def reconcile(self, keep_refs: set[str]) -> Reconciled:
+        """Remove every worktree under .harness/worktrees/ (no run holds them: the caller
+        has the run lock) and every ref under refs/harnessc/ but `keep_refs` (blocked
+        tasks' changes)."""
+        done = Reconciled()
+        if self.root.exists():
+            for run_dir in sorted(self.root.iterdir()):
+                for wt in sorted(run_dir.iterdir()) if run_dir.is_dir() and not run_dir.is_symlink() else []:
+                    self._drop(wt)
+                    done.removed_worktrees.append(str(wt.relative_to(self.project)))
+                if os.path.lexists(run_dir):
+                    shutil.rmtree(run_dir, ignore_errors=True) if run_dir.is_dir() and not run_dir.is_symlink() \
+                        else os.unlink(run_dir)
+        self.git.run("worktree", "prune", worktree=False)
+        refs = self.git.run("for-each-ref", "--format=%(refname)", REF_ROOT + "/", worktree=False).split()
+        for ref in refs:
+            if ref in keep_refs:
+                done.kept_refs.append(ref)
+            else:
+                self.git.run("update-ref", "-d", ref, worktree=False, ok=(0, 1))
+                done.removed_refs.append(ref)
+        return done
+
+    def stale_locks(self) -> tuple[list[str], list[str]]:
+        """(removed, left) `.git/*.lock` files: removed when no live process has them open
+        (a killed git leaves its lock), reported when one does or we cannot tell."""
+        common = Path(self.git.run("rev-parse", "--git-common-dir", worktree=False).strip())
+        common = common if common.is_absolute() else self.repo.toplevel / common
+        found = [common / name for name in LOCK_NAMES if (common / name).exists()]
+        found += [p for p in (common / "refs").rglob("*.lock")] if (common / "refs").is_dir() else []
+        found += [p for p in (common / "worktrees").glob("*/*.lock")] if (common / "worktrees").is_dir() else []
+        if not found:
+            return [], []
+        held = _open_files()
+        removed, left = [], []
+        for lock in found:
+            if held is None or str(lock) in held:
+                left.append(str(lock))
+                continue
+            try:
+                lock.unlink()
+                removed.append(str(lock))
+            except OSError:
+                left.append(str(lock))
+        return removed, left
+
+
+def _open_files() -> set[str] | None:
+    """Every file a live process has open (Linux /proc); None where that cannot be read."""
+    proc = Path("/proc")
+    if not (proc / "self" / "fd").is_dir():
+        return None
+    out: set[str] = set()
+    for pid in proc.iterdir():
+        if not pid.name.isdigit():
+            continue
+        try:
+            for fd in (pid / "fd").iterdir():
+                try:
+                    out.add(os.readlink(fd))
+                except OSError:
+                    pass
+        except OSError:
+            pass
+    return out
+
+
+def _read_only(path: Path) -> None:
+    """A copy the agent should not change: write bits off (files and directories)."""
+    for p in [path, *(path.rglob("*") if path.is_dir() else [])]:
+        if not p.is_symlink():
+            mode = p.stat().st_mode
+            os.chmod(p, mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+def _make_writable(path: Path) -> None:
+    """Write bits back on (a read-only copy's directories) so the tree can be removed."""
+    for p in [path, *(path.rglob("*") if path.is_dir() and not path.is_symlink() else [])]:
+        if p.is_dir() and not p.is_symlink():
+            try:
+                os.chmod(p, p.stat().st_mode | stat.S_IWUSR)
+            except OSError:
+                pass
