@@ -1037,6 +1037,7 @@ def clean(ctx: Context, keep: int, dry_run: bool) -> None:
     """Remove old .harness/runs/<run-id>/ directories, keeping the newest N (never the run in progress),
     and stale .harness/loop/<task>.index files of earlier versions."""
     from .runtime.clean import prune, remove_stale_indexes
+    from .runtime.worktree.isolation import clean_leftovers
     from .runtime.state import StateError
     from .workspace import Workspace, WorkspaceError
 
@@ -1044,14 +1045,17 @@ def clean(ctx: Context, keep: int, dry_run: bool) -> None:
         workspace = Workspace(ctx.root())
         result = prune(workspace, keep, dry_run)
         indexes = remove_stale_indexes(workspace, dry_run)
+        leftovers = clean_leftovers(workspace.root, dry_run)
     except (WorkspaceError, StateError) as e:
         fail_usage(str(e))
+    for name in leftovers:
+        click.echo(f"{'would remove' if dry_run else 'removed'} {name} (left by a run that stopped)")
     for link in result.links:
         click.echo(f"warning: left .harness/runs/{link} alone: a symbolic link, not a run directory", err=True)
     for name in indexes:
         click.echo(f"{'would remove' if dry_run else 'removed'} .harness/loop/{name} (a stale index of an earlier version)")
     if not result.removed:
-        click.echo(f"{'no run to remove' if indexes else 'nothing to clean'}: "
+        click.echo(f"{'no run to remove' if indexes or leftovers else 'nothing to clean'}: "
                    f"{plural(len(result.kept), 'run')} in .harness/runs/, keeping {keep}")
         return
     if dry_run:

@@ -290,10 +290,10 @@ class Runner:
         self.steering.poll()  # a pause or prioritize already in the inbox applies from the start
         watcher = asyncio.create_task(self._watch_stop_file())
         try:
+            self.isolation.start()  # first: a landing a killed run committed completes its task
             work = self._prepare()
             self._step_down_if_short(work)
             self.git.start()
-            self.isolation.start()
             await self._schedule(work)
             self._check_state_file()  # a removal since the watcher's last look
         finally:

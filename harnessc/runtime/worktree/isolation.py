@@ -24,7 +24,7 @@ from typing import Any, Awaitable, Callable
 
 from ...planfile import PlanNode
 from ..state import StateStore
-from .landing import INTEGRATION_KEY, LANDING_KEY, Conflict, Integration, Landed, Landing
+from .landing import BRANCH_PREFIX, INTEGRATION_KEY, LANDING_KEY, Conflict, Integration, Landed, Landing
 from .repo import IsolationError, Repo, open_repo  # noqa: F401 - IsolationError: for callers
 from .worktrees import REF_ROOT, Attempt, Worktrees
 
@@ -121,15 +121,15 @@ class Isolation:
                 continue
             tid = key.removeprefix(LANDING_KEY)
             sha = None
-            if rec.get("branch") == self.integration.branch:
-                sha = self.landing.landed_since(self.integration, rec.get("since", ""), tid)
+            if str(rec.get("branch", "")).startswith(BRANCH_PREFIX):
+                sha = self.landing.landed_since(rec["branch"], rec.get("since", ""), tid)
             if sha is None:
                 self.store.meta_set(key, None)
                 continue
             state = self.store.tasks([tid]).get(tid, {}).get("state")
             if state != "succeeded":
                 self.store.finish_task(tid, "succeeded", output=rec.get("output"), fingerprint=rec.get("fingerprint"))
-            self._record(tid, {**rec, "state": "landed", "sha": sha})
+            self._record(tid, {**rec, "state": "landed", "sha": sha, "output": None})
             self.store.event("landing_recovered", tid, sha=sha, message=(
                 f"{tid}'s change had landed ({sha[:10]}) when the earlier run stopped: counted once"))
 
@@ -138,6 +138,8 @@ class Isolation:
         if not self.wanted or self.integration is None:
             return []
         integ, lines = self.integration, []
+        integ.ended = True
+        self._save()
         tip = self.landing.tip(integ.branch)
         if tip != integ.last_set or not integ.following:
             if tip and tip != self.landing.tip(integ.user_branch):
@@ -259,6 +261,44 @@ class Isolation:
         seq = int(self.store.meta_get("isolation.seq") or 0) + 1
         self.store.meta_set("isolation.seq", str(seq))
         return seq
+
+
+def clean_leftovers(root: Path, dry_run: bool = False) -> list[str]:
+    """`harnessc clean`: remove the worktrees and refs a crashed (or --keep-worktrees) run
+    left, keeping blocked tasks' refs; what was (or would be) removed. Nothing while a run
+    holds the lock, or outside a git repository."""
+    from ...workspace import Workspace
+    from ..lock import holder
+    from ..state import NoState
+
+    workspace = Workspace(root)
+    there = (workspace.harness / "worktrees").is_dir()
+    try:
+        git = Landing(Repo(Path(root), "", "", ""), False).git
+        top = git.run("rev-parse", "--show-toplevel", worktree=False).strip()
+        prefix = git.run("rev-parse", "--show-prefix", worktree=False).strip()
+        refs = git.run("for-each-ref", "--format=%(refname)", REF_ROOT + "/", worktree=False).split()
+    except Exception:  # not a repository: nothing of ours in git; a directory is removed below
+        top, prefix, refs = "", "", []
+    if holder(workspace) or not (there or refs) or not top:
+        return []
+    keep: set[str] = set()
+    try:
+        store = StateStore(workspace, create=False)
+    except NoState:
+        store = None
+    if store is not None:
+        try:
+            keep = set(Isolation(root, [], store)._blocked_refs().values())
+        finally:
+            store.close()
+    trees = Worktrees(Repo(Path(top), prefix, "", ""), root, "clean")
+    if dry_run:
+        listed = [str(p.relative_to(root)) for d in trees.root.iterdir() if d.is_dir() for p in d.iterdir()] \
+            if there else []
+        return listed + [r for r in refs if r not in keep]
+    done = trees.reconcile(keep)
+    return done.removed_worktrees + done.removed_refs
 
 
 def _load(text: str | None) -> dict:

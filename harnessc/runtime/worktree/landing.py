@@ -55,6 +55,7 @@ class Integration:
     last_set: str  # the commit harnessc last set the user's branch to (or found it at)
     following: bool = True
     left_because: str = ""  # why the user's branch stopped following
+    ended: bool = False  # the run that landed on it came to its end (a killed one did not)
 
     @property
     def name(self) -> str:
@@ -80,11 +81,13 @@ class Landing:
 
     def open(self, run_id: str, saved: str | None) -> tuple[Integration, bool]:
         """(the integration branch for this run, whether it resumes an earlier run's): an
-        earlier run's goes on when it still exists and holds results the user's branch does not."""
+        earlier run's goes on when it still exists and that run was killed, or it holds
+        results the user's branch does not."""
         old = _integration(saved)
         if old is not None:
             tip = self.tip(old.branch)
-            if tip and not self._contains(self.repo.head, tip):
+            if tip and (not old.ended or not self._contains(self.repo.head, tip)):
+                old.ended = False
                 if old.user_branch != self.repo.branch or old.last_set != self.repo.head:
                     old.following = False
                     old.left_because = old.left_because or "your branch moved since the run it resumes"
@@ -131,10 +134,10 @@ class Landing:
             return False
         return True
 
-    def landed_since(self, integration: Integration, since: str, task_id: str) -> str | None:
-        """The commit on the integration branch after `since` that lands `task_id`, if any
-        (a landing that committed before a crash, found again)."""
-        tip = self.tip(integration.branch)
+    def landed_since(self, branch: str, since: str, task_id: str) -> str | None:
+        """The commit on integration branch `branch` after `since` that lands `task_id`, if
+        any (a landing that committed before a crash, found again)."""
+        tip = self.tip(branch)
         if not tip:
             return None
         rng = f"{since}..{tip}" if since else tip

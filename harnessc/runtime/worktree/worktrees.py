@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,9 @@ from ..gitops import secret_files
 from .repo import Repo
 
 REF_ROOT = "refs/harnessc"
+# git's worktree bookkeeping (.git/worktrees/) is not safe against itself: an add reads the
+# others' half-made entries, a prune removes them. One add/remove/prune at a time, per process.
+_ADMIN = threading.Lock()
 LOCK_NAMES = ("index.lock", "HEAD.lock", "packed-refs.lock", "config.lock", "ORIG_HEAD.lock")
 
 
@@ -33,7 +37,7 @@ class Attempt:
     ref: str  # refs/harnessc/<run>/<n>-<k>
     base: str  # the commit it started from
     git: gitcmd.Git
-    excluded: tuple[str, ...] = ()  # pathspecs never committed (.harness, links, copies)
+    brought: tuple[str, ...] = ()  # paths never committed: .harness, the links and copies
     change: str | None = None  # the commit of its change, once made
 
 
@@ -69,18 +73,19 @@ class Worktrees:
         if path.exists() or os.path.islink(path):
             self._drop(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.git.run("worktree", "add", "--detach", "-q", "-f", str(path), base, timeout=300)
+        with _ADMIN:
+            self.git.run("worktree", "add", "--detach", "-q", "-f", str(path), base, timeout=300)
         ref = self.ref(n, k)
         self.git.run("update-ref", ref, base, worktree=False)
         attempt = Attempt(path, path / self.repo.prefix, ref, base, gitcmd.Git(path, hooks=self.hooks))
-        attempt.excluded = self._bring_in(attempt)
+        attempt.brought = self._bring_in(attempt)
         return attempt
 
     def _bring_in(self, attempt: Attempt) -> tuple[str, ...]:
-        """Link and copy the configured untracked things; the pathspecs that keep them (and
-        .harness/) out of the change."""
+        """Link and copy the configured untracked things; the paths (from the worktree's
+        top) to keep out of the change, .harness/ first."""
         prefix = self.repo.prefix
-        out = [f":(exclude,top){prefix}.harness"]
+        out = [f"{prefix}.harness"]
         for rel, how in [*((r, "link") for r in self.link), *((r, "copy") for r in self.copy)]:
             source, target = self.project / rel, attempt.workdir / rel
             if not os.path.lexists(source) or os.path.lexists(target):
@@ -94,15 +99,24 @@ class Worktrees:
             else:
                 shutil.copy2(source, target, follow_symlinks=False)
                 _read_only(target)
-            out.append(f":(exclude,top,literal){prefix}{rel.rstrip('/')}")
+            out.append(f"{prefix}{rel.rstrip('/')}")
         return tuple(out)
+
+    def _exclusions(self, attempt: Attempt) -> list[str]:
+        """Pathspecs leaving the brought-in paths out of `git add -A`: only those there and not
+        ignored (git refuses a pathspec naming an ignored path, and ignores them anyway)."""
+        there = [p for p in attempt.brought if os.path.lexists(attempt.path / p)]
+        if not there:
+            return []
+        ignored = set(attempt.git.run("check-ignore", "--no-index", "--", *there, ok=(0, 1)).splitlines())
+        return [f":(exclude,top,literal){p}" for p in there if p not in ignored]
 
     def commit(self, attempt: Attempt, message: str, secrets: list[str] | None = None) -> tuple[str | None, list[str]]:
         """Commit everything the agent changed in the worktree (its excluded paths aside) as
         one commit on the attempt's ref: (its sha or None when nothing changed, paths
         withheld because they hold a secret)."""
         git = attempt.git
-        git.run("add", "-A", "--", ".", *attempt.excluded)
+        git.run("add", "-A", "--", ":/", *self._exclusions(attempt))
         staged = [p for p in git.run("diff", "--cached", "--name-only", "-z", "--no-renames").split("\0") if p]
         withheld = secret_files(attempt.path, staged, secrets or [])
         if withheld:
@@ -129,14 +143,15 @@ class Worktrees:
             self.git.run("update-ref", "-d", self.ref(n, k), worktree=False, ok=(0, 1))
 
     def _drop(self, path: Path) -> None:
-        try:
-            self.git.run("worktree", "remove", "--force", "--force", str(path), timeout=300)
-        except gitcmd.GitFailed:
-            pass  # not a registered worktree (any more): remove the directory and prune
-        if os.path.lexists(path):
-            _make_writable(path)
-            shutil.rmtree(path, ignore_errors=True)
-        self.git.run("worktree", "prune", worktree=False)
+        with _ADMIN:
+            try:
+                self.git.run("worktree", "remove", "--force", "--force", str(path), timeout=300)
+            except gitcmd.GitFailed:
+                pass  # not a registered worktree (any more): remove the directory and prune
+            if os.path.lexists(path):
+                _make_writable(path)
+                shutil.rmtree(path, ignore_errors=True)
+            self.git.run("worktree", "prune", worktree=False)
 
     # ------------------------------------------------------------------ after a crash
 
@@ -153,7 +168,8 @@ class Worktrees:
                 if os.path.lexists(run_dir):
                     shutil.rmtree(run_dir, ignore_errors=True) if run_dir.is_dir() and not run_dir.is_symlink() \
                         else os.unlink(run_dir)
-        self.git.run("worktree", "prune", worktree=False)
+        with _ADMIN:
+            self.git.run("worktree", "prune", worktree=False)
         refs = self.git.run("for-each-ref", "--format=%(refname)", REF_ROOT + "/", worktree=False).split()
         for ref in refs:
             if ref in keep_refs:
