@@ -146,6 +146,8 @@ class Worktrees:
         with _ADMIN:
             try:
                 self.git.run("worktree", "remove", "--force", "--force", str(path), timeout=300)
+                if not os.path.lexists(path):
+                    return  # git removed it and its bookkeeping
             except gitcmd.GitFailed:
                 pass  # not a registered worktree (any more): remove the directory and prune
             if os.path.lexists(path):
