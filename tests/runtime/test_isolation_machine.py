@@ -102,12 +102,14 @@ class IsolationMachine(RuleBasedStateMachine):
         self.store.set_state(tid, "running")
         self.attempts[tid] = asyncio.run(self.iso.open(self.nodes[tid]))
 
+    @precondition(lambda self: self.attempts)
     @rule(tid=st.sampled_from(TASKS))
     def finish(self, tid):
         if tid in self.attempts:
             result = self.land(tid, f"work of {tid}\n")
             assert isinstance(result, Landed)  # separate files always merge
 
+    @precondition(lambda self: self.attempts)
     @rule(tid=st.sampled_from(TASKS))
     def conflict(self, tid):
         """The task also writes shared.txt: it conflicts with any other that did since its base."""
@@ -119,6 +121,7 @@ class IsolationMachine(RuleBasedStateMachine):
             assert result.paths == ["shared.txt"]
             self.store.set_state(tid, "pending")
 
+    @precondition(lambda self: self.attempts)
     @rule(tid=st.sampled_from(TASKS))
     def fail(self, tid):
         if tid in self.attempts:
@@ -127,13 +130,17 @@ class IsolationMachine(RuleBasedStateMachine):
             asyncio.run(self.iso.close(self.nodes[tid], "failed"))
             self.store.set_state(tid, "pending")
 
-    @rule(mid_landing=st.booleans(), tid=st.sampled_from(TASKS))
-    def kill(self, mid_landing, tid):
-        """kill -9: nothing is closed; with mid_landing the branch moved but nothing was recorded."""
-        if mid_landing and tid in self.attempts:
+    @rule(mid_landing=st.booleans(), pick=st.integers(0, 3))
+    def kill(self, mid_landing, pick):
+        """kill -9: nothing is closed; with mid_landing (a running attempt's) the branch moved
+        but nothing was recorded."""
+        if mid_landing and self.attempts:
+            tid = sorted(self.attempts)[pick % len(self.attempts)]
             result = self.land(tid, f"work of {tid}\n", record=False)
             if isinstance(result, Landed):
                 self.verified[tid] += 1  # the next run must count it, once
+            elif isinstance(result, Conflict):
+                self.store.set_state(tid, "pending")
         self.store.close()
         self.store = None
         self.resume()
