@@ -173,7 +173,9 @@ def cost_source_text(source: str | None) -> str:
 
 
 ROUTING_EVENTS = ("routed", "fallback", "escalated")
-LOG_EVENTS = (*ROUTING_EVENTS, "stuck", "recovery", "recovery_resumed", "assist", "instruction_delivered", "task_blocked")
+ISOLATION_EVENTS = ("landed", "conflict", "worktree_kept")  # isolation: worktree (runtime/worktree/)
+LOG_EVENTS = (*ROUTING_EVENTS, "stuck", "recovery", "recovery_resumed", "assist", "instruction_delivered", "task_blocked",
+              *ISOLATION_EVENTS)
 
 
 def event_line(event: dict) -> str:
@@ -194,6 +196,13 @@ def event_line(event: dict) -> str:
                 f" · {event.get('tokens') or 0} tokens · ${event.get('cost_usd') or 0:.4f}")
     if kind == "instruction_delivered":
         return f"instruction {event.get('file')} reached this prompt"
+    if kind == "landed":
+        return (f"landed {str(event.get('sha'))[:10]} on {event.get('branch')}"
+                + (" (merged and checked again)" if event.get("merged") else ""))
+    if kind == "conflict":
+        return f"conflict: {event.get('message')}"
+    if kind == "worktree_kept":
+        return f"worktree kept at {event.get('path')} (ref {event.get('ref')}; `harnessc clean` removes it)"
     return f"blocked: {str(event.get('error') or '').removeprefix('blocked: ')}"
 
 

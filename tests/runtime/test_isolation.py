@@ -314,6 +314,8 @@ def test_keep_worktrees_keeps_a_failed_tasks_worktree_and_says_where(tmp_path):
     kept = root / ".harness" / "worktrees" / rid / "1-1"
     assert (kept / "out" / "a.txt").is_file()
     assert f".harness/worktrees/{rid}/1-1" in r.stdout
+    log = harnessc(root, "log", "a")
+    assert f"worktree kept at .harness/worktrees/{rid}/1-1" in log.stdout, log.stdout + log.stderr
     r = harnessc(root, "clean")
     assert r.returncode == 0, r.stdout + r.stderr
     assert not kept.exists() and worktrees(root) == [f"worktree {root}"] and own_refs(root) == []
