@@ -35,7 +35,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+import harnessc_env  # noqa: E402  (bench/: this script's directory)
+
+harnessc_env.require("aiohttp", "anthropic", "openai")
+REPO = harnessc_env.REPO
 sys.path.insert(0, str(REPO))
 
 from tests.runtime.fakeapi import Reply, ThreadedFakeAPI  # noqa: E402
