@@ -1141,6 +1141,43 @@ def stats(ctx: Context, output: str) -> None:
             for agent, c in cache], right=columns[1:]))
 
 
+@cli.command(name="report")
+@click.option("--run", "run_id", default=None, metavar="ID", help="The run to report on (default: the last one).")
+@click.option("--out", "out", default=None, metavar="FILE",
+              help="Where to write it (default: .harness/runs/<run>/report.html or .md; - for stdout).")
+@click.option("--format", "fmt", type=click.Choice(["html", "md"]), default="html", show_default=True,
+              help="html: one self-contained page; md: a summary for a CI job summary or a PR comment.")
+@pass_ctx
+def report_cmd(ctx: Context, run_id: str | None, out: str | None, fmt: str) -> None:
+    """Write a run's report: summary, plan graph, timeline, cost and tokens, each task's
+    verified output and failures, alerts."""
+    from . import runreport
+    from .runtime.state import StateError
+    from .workspace import WorkspaceError
+
+    root = ctx.root()
+    try:
+        if out == "-":
+            click.echo(runreport.render(root, run_id, fmt), nl=False)
+            return
+        path = runreport.write(root, run_id, Path(out) if out else None, fmt)
+    except runreport.MissingLibrary as e:
+        fail_usage(str(e))
+    except (runreport.ReportError, StateError, WorkspaceError) as e:
+        fail_usage(str(e))
+    except OSError as e:
+        fail_usage(f"cannot write {out}: {e.strerror or e}")
+    click.echo(f"report: {_shown(root, path)}")
+
+
+def _shown(root: Path, path: Path) -> str:
+    """A path relative to the project when it is inside it."""
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
 @cli.command()
 @click.argument("task")
 @output_option("text", "json", old="--json")

@@ -38,7 +38,8 @@ from .. import providers
 from ..workspace import Workspace, WorkspaceError
 from .agents.base import COST_SOURCES, NO_PRICE, NO_RESPONSE, PRICE, Agent, Request, Response, Usage, make_agent
 from .agents.errors import KINDS, AgentError
-from .procs import secret_values
+from .procs import REDACTED, secret_values
+from .procs import scrubbed as _scrub
 
 FORMAT = 1
 # What makes two requests the same (the key). A `provider: replay` agent stands in for any
@@ -47,7 +48,6 @@ SAME_CALL = ("agent", "provider", "model", "task", "system", "prompt", "output_s
 SAME_QUESTION = ("task", "system", "prompt", "output_schema")
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
                 "reasoning_tokens")
-REDACTED = "[redacted]"
 
 
 class Cassettes:
@@ -107,17 +107,6 @@ class Cassettes:
         return self._tapes[path]
 
 
-def _scrub(value: Any, secrets: list[str]) -> Any:
-    if isinstance(value, str):
-        for s in secrets:
-            if s in value:
-                value = value.replace(s, REDACTED)
-        return value
-    if isinstance(value, dict):
-        return {k: _scrub(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub(v, secrets) for v in value]
-    return value
 
 
 def normalized(agent: str, config: dict, request: Request) -> dict:

@@ -13,7 +13,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 from urllib.parse import urlsplit
 
 from . import reaper
@@ -69,6 +69,23 @@ def secret_values(min_len: int = 6, names: Iterable[str] = ()) -> list[str]:
             forms.add(value[::-1])
             forms.update(base64_forms(value.encode("utf-8")))
     return sorted(forms, key=len, reverse=True)
+
+
+REDACTED = "[redacted]"
+
+
+def scrubbed(value: Any, secrets: list[str]) -> Any:
+    """`value` with each of `secrets` replaced in every string it holds (dicts and lists copied)."""
+    if isinstance(value, str):
+        for s in secrets:
+            if s in value:
+                value = value.replace(s, REDACTED)
+        return value
+    if isinstance(value, dict):
+        return {k: scrubbed(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrubbed(v, secrets) for v in value]
+    return value
 
 
 def base64_forms(secret: bytes) -> set[str]:

@@ -538,13 +538,19 @@ class StateStore:
 
     def last_run(self) -> dict | None:
         row = self.db.execute("SELECT * FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1").fetchone()
-        if row is None:
-            return None
+        return self._run_row(row) if row is not None else None
+
+    def _run_row(self, row: sqlite3.Row) -> dict:
         run = dict(row)
         run["options"] = self._loads(run["options"], f"run {run['id']}'s options", dict) or {}
         if run["status"] == "running" and not pid_alive(run["pid"]):
             run["status"] = "interrupted"
         return run
+
+    def run(self, run_id: str) -> dict | None:
+        """One recorded run (as last_run gives it), or None."""
+        row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        return self._run_row(row) if row is not None else None
 
     def run_starts(self) -> dict[str, float]:
         """Every recorded run's id -> its start time."""
@@ -800,12 +806,15 @@ class StateStore:
     def attempts(self, task_id: str) -> list[dict]:
         rows = []
         for row in self.db.execute("SELECT * FROM attempts WHERE task_id=? ORDER BY id", (task_id,)):
-            d = dict(row)
-            for k, shape in (("parsed_output", None), ("errors", list), ("checks", list), ("progress", dict),
-                             ("denials", list)):
-                d[k] = self._loads(d[k], f"attempt {d['id']}'s {k}", shape)
-            rows.append(d)
+            rows.append(self._attempt(row))
         return rows
+
+    def _attempt(self, row: sqlite3.Row) -> dict:
+        d = dict(row)
+        for k, shape in (("parsed_output", None), ("errors", list), ("checks", list), ("progress", dict),
+                         ("denials", list)):
+            d[k] = self._loads(d[k], f"attempt {d['id']}'s {k}", shape)
+        return d
 
     def usage_totals(self) -> dict[str, Any]:
         """The finished attempts' ledger summed (every run until reset): the USAGE_COLUMNS,
@@ -938,6 +947,20 @@ class StateStore:
             f"SELECT kind, ts, data FROM events WHERE task_id=? AND kind IN ({','.join('?' * len(kinds))})"
             " ORDER BY id", (task_id, *kinds)).fetchall()
         return [{"kind": k, "ts": ts, **(self._loads(d, "an event", dict) or {})} for k, ts, d in rows]
+
+    def run_events(self, run_id: str, kinds: tuple[str, ...]) -> list[dict]:
+        """The run's events of these kinds, oldest first: {kind, ts, task, **data}."""
+        rows = self.db.execute(
+            f"SELECT kind, ts, task_id, data FROM events WHERE run_id=? AND kind IN ({','.join('?' * len(kinds))})"
+            " ORDER BY id", (run_id, *kinds)).fetchall()
+        return [{"kind": k, "ts": ts, "task": t, **(self._loads(d, "an event") or {})} for k, ts, t, d in rows]
+
+    def run_attempts(self, run_id: str) -> list[dict]:
+        """The run's attempts, oldest first, JSON columns decoded; prompts are left out (large,
+        and `harnessc log` shows them)."""
+        columns = ", ".join(r[1] for r in self.db.execute("PRAGMA table_info(attempts)") if r[1] != "prompt")
+        return [self._attempt(row) for row in
+                self.db.execute(f"SELECT {columns} FROM attempts WHERE run_id=? ORDER BY id", (run_id,))]
 
     def agent_paths(self, run_id: str) -> dict[str, list[str]]:
         """task -> the agents its attempts in this run used, in order of first use."""

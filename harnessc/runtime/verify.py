@@ -25,6 +25,7 @@ from .progress import passed_count
 
 _PROMISE = re.compile(r"<promise>\s*(.*?)\s*</promise>", re.S)
 DEFAULT_ACCEPT_TIMEOUT = 600.0
+TAIL_CHARS = 1500  # of an accept command's output kept with its result (the report shows it)
 
 
 class NoJSON(ValueError):
@@ -82,11 +83,11 @@ async def verify(node: PlanNode, contract: Contract | None, text: str, root: Pat
     # accept commands are slow; run them only for an otherwise valid claim
     for cmd in node.accept:
         res = await run_accept(cmd, root, time_left)
+        tail = (res.stdout + res.stderr).strip()[-TAIL_CHARS:]
         v.checks.append({"id": cmd.id, "argv": res.argv, "returncode": res.returncode,
                          "timed_out": res.timed_out, "duration": round(res.duration, 3),
-                         "passed": passed_count(res.stdout + res.stderr)})
+                         "passed": passed_count(res.stdout + res.stderr), "tail": tail})
         if not res.ok:
-            tail = (res.stdout + res.stderr).strip()[-1500:]
             msg = f"accept check '{cmd.id or ' '.join(res.argv)}' failed: {res.describe()}"
             v.errors.append(msg + (f"\n{tail}" if tail else ""))
     v.ok = not v.errors

@@ -1,0 +1,52 @@
+"""`harnessc report`: a run as one self-contained HTML page (charts by matplotlib, the
+optional extra `harnessc[report]`) or as Markdown for a CI job summary.
+
+data.py reads the run from the state; html.py and markdown.py write it; charts.py is the
+only module that imports the chart library. (runtime/report.py is the read-only view of
+`status` and `log`; this package is the run's report file.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..workspace import Workspace
+from .charts import INSTALL, MissingLibrary
+from .data import ReportError, collect
+
+__all__ = ["INSTALL", "MissingLibrary", "ReportError", "default_path", "render", "write"]
+
+
+def default_path(root: Path, run_id: str, fmt: str = "html") -> Path:
+    """.harness/runs/<run>/report.html (report.md)."""
+    return Workspace(root).run_dir(run_id) / f"report.{fmt}"
+
+
+def render(root: Path, run_id: str | None = None, fmt: str = "html") -> str:
+    """The report of `run_id` (default: the last run) as text. ReportError, MissingLibrary
+    (html without matplotlib) or StateError when there is none."""
+    return _render(collect(root, run_id), root, fmt)
+
+
+def _render(report: dict, root: Path, fmt: str) -> str:
+    if fmt == "md":
+        from . import markdown
+
+        html_path = default_path(root, report["run"]["id"])
+        return markdown.render(report, Workspace(root).rel(html_path) if html_path.exists() else None)
+    from . import html
+
+    return html.render(report)
+
+
+def write(root: Path, run_id: str | None = None, out: Path | None = None, fmt: str = "html") -> Path:
+    """Write the report to `out` (default: default_path); the path written. As render, and
+    WorkspaceError or OSError when it cannot be written."""
+    report = collect(root, run_id)
+    path = out or default_path(root, report["run"]["id"], fmt)
+    text = _render(report, root, fmt)
+    if out is None:
+        Workspace(root).write_atomic(path, text.encode("utf-8"))
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,146 @@
+"""What a run's report shows, read from the state (runtime/state.py's readers) and the plan.
+
+Plain dicts and lists, no chart library: the HTML and the Markdown writers both start here.
+Everything read from the state was redacted as it was written; what our own environment
+holds as secret is redacted again (procs.scrubbed) in case the run saw other values.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from ..workspace import Workspace
+from ..runtime import plan as planmod
+from ..runtime.procs import scrubbed, secret_values
+from ..runtime.state import STATES, USAGE_COLUMNS, NoState, StateStore
+
+FAILED_ATTEMPTS = ("rejected", "error", "over_limit", "stuck", "interrupted")
+ROUTING = ("routed", "fallback", "escalated")
+TASK_EVENTS = tuple(f"task_{s}" for s in STATES)
+OUTPUT_CHARS = 4000  # of one task's verified output shown (the report stays small at 2,000 tasks)
+
+
+class ReportError(Exception):
+    """No report can be written; the message says why (one line)."""
+
+
+def collect(root: Path, run_id: str | None = None) -> dict[str, Any]:
+    """The report's data for `run_id` (default: the last run)."""
+    workspace = Workspace(root)
+    try:
+        store = StateStore(workspace, create=False)
+    except NoState:
+        raise ReportError("nothing has run in this project yet: no run to report on") from None
+    try:
+        run = store.run(run_id) if run_id else store.last_run()
+        if run is None:
+            raise ReportError(f"no run '{run_id}' in {workspace.rel(store.path)}" if run_id
+                              else "nothing has run in this project yet: no run to report on")
+        attempts = store.run_attempts(run["id"])
+        events = store.run_events(run["id"], (*TASK_EVENTS, *ROUTING, "alert"))
+        rows = store.tasks()
+    finally:
+        store.close()
+    try:
+        plan = planmod.load_plan(root)
+    except planmod.PlanError:
+        plan = None  # the report still shows what ran, without the plan's graph
+    secrets = secret_values(names=_key_envs(plan))
+    return scrubbed(_assemble(run, attempts, events, rows, plan), secrets)
+
+
+def _key_envs(plan) -> set[str]:
+    from ..providers import key_envs
+
+    return key_envs(plan.agents) if plan else set()
+
+
+def _assemble(run: dict, attempts: list[dict], events: list[dict], rows: dict, plan) -> dict[str, Any]:
+    nodes = {n.id: n for n in plan.nodes} if plan else {}
+    by_task: dict[str, list[dict]] = defaultdict(list)
+    for number, a in enumerate(attempts, 1):
+        a["number"] = number
+        by_task[a["task_id"]].append(a)
+    final: dict[str, str] = {}
+    routing: dict[str, list[dict]] = defaultdict(list)
+    alerts = []
+    for ev in events:
+        if ev["kind"] == "alert":
+            alerts.append({k: ev.get(k) for k in ("ts", "level", "alert", "task", "message")})
+        elif ev["kind"] in ROUTING:
+            routing[ev["task"]].append(ev)
+        else:
+            final[ev["task"]] = ev["kind"].removeprefix("task_")
+    active = run["status"] == "running"
+    order = [n.id for n in plan.nodes] if plan else []
+    order += sorted((set(by_task) | set(final)) - set(order))
+    tasks = [_task(tid, nodes.get(tid), rows.get(tid), by_task.get(tid, []), final.get(tid),
+                   routing.get(tid, []), run["id"], active) for tid in order]
+    return {"run": _run(run, attempts), "project": (plan.project or {}).get("title") if plan else None,
+            "tasks": tasks, "attempts": attempts, "alerts": alerts,
+            "agents": _by_agent(attempts), "generated_at": time.time()}
+
+
+def _run(run: dict, attempts: list[dict]) -> dict[str, Any]:
+    usage = {c: sum(a.get(c) or 0 for a in attempts if a["status"] != "started") for c in USAGE_COLUMNS}
+    end = run.get("ended_at") or time.time()
+    inputs = usage["input_tokens"]
+    return {**{k: run.get(k) for k in ("id", "status", "exit_code", "message", "started_at", "ended_at", "options")},
+            "duration": max(0.0, end - run["started_at"]), "attempts": len(attempts),
+            "cost_usd": round(sum(a.get("cost_usd") or 0 for a in attempts), 6),
+            "tokens": usage["input_tokens"] + usage["output_tokens"], **usage,
+            # the share of input tokens read from a prompt cache (None: no input recorded)
+            "cache_share": usage["cache_read_tokens"] / inputs if inputs else None}
+
+
+def _task(tid: str, node, row: dict | None, attempts: list[dict], final: str | None,
+          routing: list[dict], run_id: str, active: bool) -> dict[str, Any]:
+    state = final
+    if state == "running" and not active:
+        state = "interrupted"
+    if state is None:
+        state = "done" if node is not None and node.done else "not run"
+    verified = next((a for a in reversed(attempts) if a["status"] == "succeeded"), None)
+    output = None
+    if verified is not None:
+        output = verified["parsed_output"] if verified["parsed_output"] is not None else verified["raw_output"]
+    elif state == "degraded" and row and row.get("run_id") == run_id:
+        output = row.get("output")  # the fallback's partial output
+    return {
+        "id": tid, "title": node.title if node else tid, "state": state,
+        "wave": node.wave if node else None, "depends_on": list(node.depends_on) if node else [],
+        "contract": node.contract if node else None,
+        "promise": node.completion_promise if node else None,
+        "accept": [c.id or c.argv for c in node.accept] if node else [],
+        "attempts": attempts, "routing": routing,
+        "agent": attempts[-1]["agent"] if attempts else (row or {}).get("agent"),
+        "cost_usd": round(sum(a.get("cost_usd") or 0 for a in attempts), 6),
+        "tokens": sum((a.get("input_tokens") or 0) + (a.get("output_tokens") or 0) for a in attempts),
+        "error": (row or {}).get("error") if state not in ("succeeded", "done", "not run") else None,
+        "verified": _verification(verified) if verified else None,
+        "output": output,
+    }
+
+
+def _verification(attempt: dict) -> dict[str, Any]:
+    """How the verified attempt passed: its accept commands and loop score."""
+    checks = [{"name": c.get("id") or " ".join(c.get("argv") or ()), "returncode": c.get("returncode"),
+               "duration": c.get("duration"), "tail": c.get("tail")}  # None: recorded before harnessc kept it
+              for c in attempt.get("checks") or ()]
+    progress = attempt.get("progress") or {}
+    return {"attempt": attempt["number"], "agent": attempt["agent"], "checks": checks,
+            "score": progress.get("score")}
+
+
+def _by_agent(attempts: list[dict]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for a in attempts:
+        agent = out.setdefault(a["agent"] or "-", {"attempts": 0, "succeeded": 0, "cost_usd": 0.0, "tokens": 0})
+        agent["attempts"] += 1
+        agent["succeeded"] += a["status"] == "succeeded"
+        agent["cost_usd"] += a.get("cost_usd") or 0
+        agent["tokens"] += (a.get("input_tokens") or 0) + (a.get("output_tokens") or 0)
+    return out

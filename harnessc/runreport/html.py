@@ -1,0 +1,99 @@
+"""The run's report as one self-contained HTML page: inline CSS and inline SVG charts, no
+script, and a Content-Security-Policy that lets the page fetch nothing."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any
+
+from ..package_data import read_text
+from ..runtime.report import routing_line
+from ..wording import duration as duration_text
+from . import charts
+from .data import FAILED_ATTEMPTS
+
+# Characters of task text (outputs, accept tails, errors) in the whole page: a 2,000-task
+# run stays within 3 MB with its charts. Each task gets an equal share, at most TASK_CHARS.
+PAGE_TEXT_CHARS = 1_200_000
+TASK_CHARS = 12_000
+MIN_SHARE = 300
+
+
+def render(report: dict[str, Any]) -> str:
+    """The HTML text; charts.MissingLibrary when matplotlib is not installed."""
+    charts.require()
+    colors = charts.agent_colors(list(report["agents"]))
+    drawn = {"dag": charts.dag(report), "timeline": charts.timeline(report, colors),
+             "spending": charts.spending(report, colors)}
+    from jinja2 import Environment
+
+    env = Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    template = env.from_string(read_text("templates", "report.html.j2"))
+    return template.render(
+        run=report["run"], project=report["project"], charts=drawn, alerts=report["alerts"],
+        tasks=_task_views(report["tasks"]), counts=state_counts(report["tasks"]),
+        generated_at=report["generated_at"], state_style=state_style,
+        when=when, duration=duration, percent=percent)
+
+
+def state_style(state: str) -> str:
+    """The CSS of a state's badge: its colour, and white text on the dark ones."""
+    color = "#fff" if state in charts.DARK_STATES else "#111"
+    return f"background: {charts.STATE_COLORS.get(state, '#cccccc')}; color: {color}"
+
+
+def state_counts(tasks: list[dict]) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for t in tasks:
+        counts[t["state"]] = counts.get(t["state"], 0) + 1
+    order = list(charts.STATE_COLORS)
+    return sorted(counts.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
+
+
+def _task_views(tasks: list[dict]) -> list[dict]:
+    """Each task with its texts clipped to its share of PAGE_TEXT_CHARS."""
+    shown = [t for t in tasks if t["attempts"] or t["state"] not in ("done", "not run")]
+    share = max(MIN_SHARE, min(TASK_CHARS, PAGE_TEXT_CHARS // max(1, len(shown))))
+    views = []
+    for t in tasks:
+        failed = [a for a in t["attempts"] if a["status"] in FAILED_ATTEMPTS or a.get("errors")]
+        each = max(MIN_SHARE // 2, share // 2 // max(1, len(failed)))
+        view = {**t, "output": clip(_text(t["output"]), share // 2),
+                "routing": [{"line": routing_line(ev)} for ev in t["routing"]],
+                "failed": [{**a, "errors": clip("\n".join(map(str, a.get("errors") or ())), each)} for a in failed]}
+        if t["verified"]:
+            checks = t["verified"]["checks"]
+            view["verified"] = {**t["verified"], "checks": [
+                {**c, "tail": clip(c["tail"], share // 4 // max(1, len(checks)), keep="end")} for c in checks]}
+        views.append(view)
+    return views
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+
+
+def clip(text: str | None, limit: int, keep: str = "start") -> str | None:
+    """`text` cut to about `limit` characters, saying how much was left out."""
+    if text is None or len(text) <= limit:
+        return text
+    cut = len(text) - limit
+    note = f"[... {cut:,} more characters: harnessc log TASK shows them]"
+    return f"{text[:limit]}\n{note}" if keep == "start" else f"{note}\n{text[-limit:]}"
+
+
+def when(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def duration(seconds: float | None) -> str:
+    return duration_text(seconds) if seconds is not None else "-"
+
+
+def percent(share: float | None) -> str:
+    return "-" if share is None else f"{share:.0%}"

@@ -1,0 +1,63 @@
+"""The run's report as Markdown for a CI job summary or a PR comment ($GITHUB_STEP_SUMMARY).
+
+GitHub takes at most 65,536 characters: the summary and the failures always fit (each
+failure's text is cut to fit), then the task table, as long as it fits; the last line says
+where the full report is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .html import clip, duration, percent, state_counts
+
+LIMIT = 65_536
+RESERVE = 600  # for the closing lines
+
+
+def render(report: dict[str, Any], full_report: str | None) -> str:
+    run = report["run"]
+    head = [f"## harnessc run {run['id']}: {run['status']}", "",
+            f"{run.get('message') or ''} (exit {run['exit_code'] if run['exit_code'] is not None else '-'})".strip(), "",
+            "| states | cost | tokens | cache share | attempts | duration |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+            f"| {', '.join(f'{n} {s}' for s, n in state_counts(report['tasks']))} | ${run['cost_usd']:.4f} "
+            f"| {run['tokens']:,} | {percent(run['cache_share'])} | {run['attempts']} | {duration(run['duration'])} |", ""]
+    failures = [t for t in report["tasks"] if t["state"] in ("failed", "blocked", "degraded", "interrupted")]
+    tail = [f"Full report: `{full_report}`" if full_report
+            else f"Full report: `harnessc report --run {run['id']}` writes it"]
+    budget = LIMIT - RESERVE - _size(head) - _size(tail)
+    body: list[str] = []
+    if failures:
+        body += [f"### Failures ({len(failures)})", ""]
+        each = max(80, (budget // 2) // len(failures) - 60)
+        for t in failures:
+            body.append(f"- **{_cell(t['id'])}** {t['state']}: {_cell(clip(t['error'] or 'no error recorded', each) or '')}")
+        body.append("")
+    table = ["### Tasks", "", "| task | state | agent | attempts | tokens | cost |",
+             "| --- | --- | --- | ---: | ---: | ---: |"]
+    rows = [f"| {_cell(t['id'])} | {t['state']} | {_cell(t['agent'] or '-')} | {len(t['attempts'])} | {t['tokens']:,} "
+            f"| ${t['cost_usd']:.4f} |" for t in report["tasks"] if t["attempts"] or t["state"] not in ("done", "not run")]
+    room = budget - _size(body) - _size(table)
+    kept = []
+    for row in rows:
+        if room - len(row) - 1 < 0:
+            break
+        kept.append(row)
+        room -= len(row) + 1
+    if kept:
+        body += table + kept
+        if len(kept) < len(rows):
+            body.append(f"\n{len(rows) - len(kept)} more tasks: see the full report.")
+        body.append("")
+    text = "\n".join(head + body + tail) + "\n"
+    return text[:LIMIT]  # the budget above keeps it shorter; never longer
+
+
+def _size(lines: list[str]) -> int:
+    return sum(len(line) + 1 for line in lines)
+
+
+def _cell(text: str) -> str:
+    """Text safe in one Markdown table cell or list item: one line, no pipes."""
+    return " ".join(str(text).split()).replace("|", "\\|")
