@@ -565,7 +565,26 @@ def _execute(root: Path, plan: dict, opts) -> None:
         click.echo(line)
     for line in next_steps(result.outcome, result.tasks, result.budget_stop):
         click.echo(line)
+    if result.run_id and not result.outcome.nothing_to_run:
+        _write_run_report(root, result.run_id)
     sys.exit(result.exit_code)
+
+
+def _write_run_report(root: Path, run_id: str) -> None:
+    """The run's HTML report, written as the run ends; the run's verdict never depends on it."""
+    from . import runreport
+    from .runtime.state import StateError
+    from .workspace import WorkspaceError
+
+    try:
+        path = runreport.write(root, run_id)
+    except runreport.MissingLibrary:
+        click.echo(f"report: {runreport.INSTALL}, then `harnessc report` writes "
+                   f"{_shown(root, runreport.default_path(root, run_id))}")
+    except (runreport.ReportError, StateError, WorkspaceError, OSError) as e:
+        click.echo(f"report: not written ({e}); `harnessc report --run {run_id}` tries again", err=True)
+    else:
+        click.echo(f"report: {_shown(root, path)}")
 
 
 @cli.command()

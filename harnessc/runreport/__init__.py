@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..workspace import Workspace
 from .charts import INSTALL, MissingLibrary
-from .data import ReportError, collect
+from .data import ReportError, collect, redact
 
 __all__ = ["INSTALL", "MissingLibrary", "ReportError", "default_path", "render", "write"]
 
@@ -33,10 +33,12 @@ def _render(report: dict, root: Path, fmt: str) -> str:
         from . import markdown
 
         html_path = default_path(root, report["run"]["id"])
-        return markdown.render(report, Workspace(root).rel(html_path) if html_path.exists() else None)
-    from . import html
+        text = markdown.render(report, Workspace(root).rel(html_path) if html_path.exists() else None)
+    else:
+        from . import html
 
-    return html.render(report)
+        text = html.render(report)
+    return redact(text, report["secrets"])
 
 
 def write(root: Path, run_id: str | None = None, out: Path | None = None, fmt: str = "html") -> Path:

@@ -2,11 +2,12 @@
 
 Plain dicts and lists, no chart library: the HTML and the Markdown writers both start here.
 Everything read from the state was redacted as it was written; what our own environment
-holds as secret is redacted again (procs.scrubbed) in case the run saw other values.
+holds as secret is redacted again from the written text (`redact`), as it appears in HTML too.
 """
 
 from __future__ import annotations
 
+import html
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 from ..workspace import Workspace
 from ..runtime import plan as planmod
-from ..runtime.procs import scrubbed, secret_values
+from ..runtime.procs import REDACTED, secret_values
 from ..runtime.state import STATES, USAGE_COLUMNS, NoState, StateStore
 
 FAILED_ATTEMPTS = ("rejected", "error", "over_limit", "stuck", "interrupted")
@@ -48,8 +49,9 @@ def collect(root: Path, run_id: str | None = None) -> dict[str, Any]:
         plan = planmod.load_plan(root)
     except planmod.PlanError:
         plan = None  # the report still shows what ran, without the plan's graph
-    secrets = secret_values(names=_key_envs(plan))
-    return scrubbed(_assemble(run, attempts, events, rows, plan), secrets)
+    report = _assemble(run, attempts, events, rows, plan)
+    report["secrets"] = secret_values(names=_key_envs(plan))  # for redact(), on the written text
+    return report
 
 
 def _key_envs(plan) -> set[str]:
@@ -144,3 +146,12 @@ def _by_agent(attempts: list[dict]) -> dict[str, dict[str, Any]]:
         agent["cost_usd"] += a.get("cost_usd") or 0
         agent["tokens"] += (a.get("input_tokens") or 0) + (a.get("output_tokens") or 0)
     return out
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    """`text` without any of `secrets`, plain or HTML-escaped."""
+    for secret in secrets:
+        for form in {secret, html.escape(secret)}:
+            if form in text:
+                text = text.replace(form, REDACTED)
+    return text

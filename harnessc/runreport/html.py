@@ -4,6 +4,7 @@ script, and a Content-Security-Policy that lets the page fetch nothing."""
 from __future__ import annotations
 
 import datetime
+import html
 import json
 from typing import Any
 
@@ -15,9 +16,9 @@ from .data import FAILED_ATTEMPTS
 
 # Characters of task text (outputs, accept tails, errors) in the whole page: a 2,000-task
 # run stays within 3 MB with its charts. Each task gets an equal share, at most TASK_CHARS.
-PAGE_TEXT_CHARS = 1_200_000
+PAGE_TEXT_CHARS = 500_000
 TASK_CHARS = 12_000
-MIN_SHARE = 300
+MIN_SHARE = 160
 
 
 def render(report: dict[str, Any]) -> str:
@@ -29,18 +30,20 @@ def render(report: dict[str, Any]) -> str:
     from jinja2 import Environment
 
     env = Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters["text"] = _pre_text
     template = env.from_string(read_text("templates", "report.html.j2"))
     return template.render(
         run=report["run"], project=report["project"], charts=drawn, alerts=report["alerts"],
         tasks=_task_views(report["tasks"]), counts=state_counts(report["tasks"]),
-        generated_at=report["generated_at"], state_style=state_style,
+        generated_at=report["generated_at"], state_class=state_class,
+        state_colors=list(charts.STATE_COLORS.items()), dark_states=charts.DARK_STATES,
         when=when, duration=duration, percent=percent)
 
 
-def state_style(state: str) -> str:
-    """The CSS of a state's badge: its colour, and white text on the dark ones."""
-    color = "#fff" if state in charts.DARK_STATES else "#111"
-    return f"background: {charts.STATE_COLORS.get(state, '#cccccc')}; color: {color}"
+def state_class(state: str) -> str:
+    """The CSS class of a state's badge (s-1, s-2, ... in STATE_COLORS' order)."""
+    order = list(charts.STATE_COLORS)
+    return f"s-{order.index(state) + 1}" if state in order else ""
 
 
 def state_counts(tasks: list[dict]) -> list[tuple[str, int]]:
@@ -57,17 +60,35 @@ def _task_views(tasks: list[dict]) -> list[dict]:
     share = max(MIN_SHARE, min(TASK_CHARS, PAGE_TEXT_CHARS // max(1, len(shown))))
     views = []
     for t in tasks:
-        failed = [a for a in t["attempts"] if a["status"] in FAILED_ATTEMPTS or a.get("errors")]
-        each = max(MIN_SHARE // 2, share // 2 // max(1, len(failed)))
-        view = {**t, "output": clip(_text(t["output"]), share // 2),
-                "routing": [{"line": routing_line(ev)} for ev in t["routing"]],
-                "failed": [{**a, "errors": clip("\n".join(map(str, a.get("errors") or ())), each)} for a in failed]}
+        view = {**t, "output": clip(_text(t["output"]), share // 2, t["id"]),
+                "routing": [routing_line(ev) for ev in t["routing"]],
+                "failed": _failures(t, share // 2)}
         if t["verified"]:
             checks = t["verified"]["checks"]
             view["verified"] = {**t["verified"], "checks": [
-                {**c, "tail": clip(c["tail"], share // 4 // max(1, len(checks)), keep="end")} for c in checks]}
+                {**c, "tail": clip(c["tail"], share // 4 // max(1, len(checks)), t["id"], keep="end")} for c in checks]}
         views.append(view)
     return views
+
+
+def _failures(task: dict, limit: int) -> str | None:
+    """Each failed attempt of the task and its errors, in one text of about `limit` characters."""
+    failed = [a for a in task["attempts"] if a["status"] in FAILED_ATTEMPTS or a.get("errors")]
+    if not failed:
+        return None
+    each = max(MIN_SHARE // 2, limit // len(failed))
+    return "\n".join(
+        f"attempt {a['number']} ({a['agent']}, {a['status']}, iteration {a['iteration']}"
+        f"{', level ' + str(a['level']) if a['level'] else ''}):\n"
+        + (clip("\n".join(map(str, a.get("errors") or ())), each, task["id"]) or "(no errors recorded)")
+        for a in failed)
+
+
+def _pre_text(text: str):
+    """Text for a <pre>: only & < > escaped (quotes need none there, and JSON is full of them)."""
+    from markupsafe import Markup
+
+    return Markup(html.escape(text, quote=False))
 
 
 def _text(value: Any) -> str | None:
@@ -76,12 +97,11 @@ def _text(value: Any) -> str | None:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
 
 
-def clip(text: str | None, limit: int, keep: str = "start") -> str | None:
-    """`text` cut to about `limit` characters, saying how much was left out."""
+def clip(text: str | None, limit: int, task: str = "TASK", keep: str = "start") -> str | None:
+    """`text` cut to about `limit` characters, saying how much was left out and where it is."""
     if text is None or len(text) <= limit:
         return text
-    cut = len(text) - limit
-    note = f"[... {cut:,} more characters: harnessc log TASK shows them]"
+    note = f"[{len(text) - limit:,} more characters: harnessc log {task}]"
     return f"{text[:limit]}\n{note}" if keep == "start" else f"{note}\n{text[-limit:]}"
 
 

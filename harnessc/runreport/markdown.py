@@ -32,7 +32,7 @@ def render(report: dict[str, Any], full_report: str | None) -> str:
         body += [f"### Failures ({len(failures)})", ""]
         each = max(80, (budget // 2) // len(failures) - 60)
         for t in failures:
-            body.append(f"- **{_cell(t['id'])}** {t['state']}: {_cell(clip(t['error'] or 'no error recorded', each) or '')}")
+            body.append(f"- **{_cell(t['id'])}** {t['state']}: {_cell(clip(t['error'] or 'no error recorded', each, t['id']) or '')}")
         body.append("")
     table = ["### Tasks", "", "| task | state | agent | attempts | tokens | cost |",
              "| --- | --- | --- | ---: | ---: | ---: |"]
