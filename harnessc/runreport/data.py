@@ -63,9 +63,9 @@ def _key_envs(plan) -> set[str]:
 def _assemble(run: dict, attempts: list[dict], events: list[dict], rows: dict, plan) -> dict[str, Any]:
     nodes = {n.id: n for n in plan.nodes} if plan else {}
     by_task: dict[str, list[dict]] = defaultdict(list)
-    for number, a in enumerate(attempts, 1):
-        a["number"] = number
+    for a in attempts:
         by_task[a["task_id"]].append(a)
+        a["number"] = len(by_task[a["task_id"]])  # the task's attempt N in this run
     final: dict[str, str] = {}
     routing: dict[str, list[dict]] = defaultdict(list)
     alerts = []

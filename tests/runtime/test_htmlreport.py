@@ -1,0 +1,153 @@
+"""`harnessc report`: the run's HTML page and Markdown summary, from real runs (the CLI in a
+subprocess, real SQLite) and from a large recorded run; the page in a real headless Chromium."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from .bigrun import write_big_run
+from .helpers import REPO, SIMPLE_CONTRACT, env, harnessc, node, write_project
+
+pytest.importorskip("matplotlib", reason="harnessc[report] is not installed")
+
+SECRET = "tok-9f8e7d6c5b4a39281706"
+
+
+def _worker(tmp_path: Path) -> Path:
+    """A command agent: rejected once (bad JSON), then a valid answer that prints the token
+    it was passed (a secret the run must not let out)."""
+    script = tmp_path / "worker.py"
+    script.write_text(textwrap.dedent(f"""\
+        import json, os, sys
+        sys.stdin.read()
+        mark = os.path.join({str(tmp_path)!r}, "called-" + os.environ["HARNESSC_TASK"])
+        first = not os.path.exists(mark)
+        open(mark, "a").close()
+        if first and os.environ["HARNESSC_TASK"] == "beta":
+            print("no json here, token " + os.environ["SERVICE_TOKEN"])
+        else:
+            print(json.dumps({{"title": "done with " + os.environ["SERVICE_TOKEN"], "score": 3}}))
+        """))
+    return script
+
+
+def _project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    accept = [{"id": "listing", "argv": [sys.executable, "-c", "print('checked 3 files: ok')"], "timeout": 30}]
+    write_project(root, [node("alpha", contract="summary", accept=accept, wave=0,
+                              routing={"agent": "writer", "chain": [], "reason": "test"}),
+                         node("beta", contract="summary", depends_on=["alpha"], wave=1,
+                              routing={"agent": "worker", "chain": [], "reason": "test"})],
+                  agents={"writer": {"provider": "command", "command": [sys.executable, str(_worker(tmp_path))],
+                                        "pass_env": ["SERVICE_TOKEN"], "timeout": 30},
+                          "worker": {"provider": "command", "command": [sys.executable, str(_worker(tmp_path))],
+                                     "pass_env": ["SERVICE_TOKEN"], "timeout": 30}},
+                  contracts={"summary": SIMPLE_CONTRACT})
+    return root
+
+
+def test_run_writes_its_report_with_every_part(tmp_path):
+    root = _project(tmp_path)
+    res = harnessc(root, "run", env=env(SERVICE_TOKEN=SECRET))
+    assert res.returncode == 0, res.stdout + res.stderr
+    line = res.stdout.strip().splitlines()[-1]
+    m = re.fullmatch(r"report: (\.harness/runs/([^/]+)/report\.html)", line)
+    assert m, res.stdout
+    page = (root / m.group(1)).read_text()
+    # the summary, the three charts, the tasks with their verification and failures
+    assert f"run {m.group(2)}" in page and "succeeded" in page and "cache share" in page
+    assert page.count("<svg") == 3 and 'id="dag"' in page and 'id="timeline"' in page
+    assert "worker" in page and "writer" in page  # the timeline's legend names the agents
+    assert 'id="task-alpha"' in page and 'id="task-beta"' in page
+    assert "accept <code>listing</code> exit 0" in page and "checked 3 files: ok" in page  # the accept tail
+    assert "contract <b>summary</b>" in page
+    assert "Failed attempts:" in page and "attempt 1 (worker, rejected" in page  # beta's first try
+    # self-contained: no script, nothing fetched, and the token the agents printed is gone
+    assert "<script" not in page and not re.search(r"""(src|href)=["']?(https?:)?//""", page)
+    assert SECRET not in page and "[redacted]" in page
+
+
+def test_report_markdown_and_other_places(tmp_path):
+    root = _project(tmp_path)
+    assert harnessc(root, "run", env=env(SERVICE_TOKEN=SECRET)).returncode == 0
+    res = harnessc(root, "report", "--format", "md", "--out", "-", env=env(SERVICE_TOKEN=SECRET))
+    assert res.returncode == 0, res.stderr
+    md = res.stdout
+    assert md.startswith("## harnessc run ") and "| task | state |" in md and "| beta | succeeded |" in md
+    assert re.search(r"Full report: `\.harness/runs/[^/]+/report\.html`", md)
+    assert SECRET not in md
+    out = tmp_path / "elsewhere.html"
+    res = harnessc(root, "report", "--out", str(out))
+    assert res.returncode == 0 and res.stdout.strip() == f"report: {out}" and out.read_text().startswith("<!DOCTYPE html>")
+    res = harnessc(root, "report", "--run", "nope")
+    assert res.returncode == 2 and "no run 'nope'" in res.stderr
+
+
+def test_report_before_any_run_and_without_matplotlib(tmp_path):
+    root = tmp_path / "p"
+    write_project(root, [node("a")])
+    res = harnessc(root, "report")
+    assert res.returncode == 2 and "nothing has run in this project yet" in res.stderr
+    assert harnessc(root, "run").returncode == 0
+    # a python where matplotlib cannot be imported: the hint names the extra, exit 2
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "matplotlib").mkdir()
+    (blocker / "matplotlib" / "__init__.py").write_text("raise ImportError('not installed')\n")
+    blocked = env(PYTHONPATH=f"{blocker}:{REPO}")
+    res = harnessc(root, "report", env=blocked)
+    assert res.returncode == 2 and "pip install 'harnessc[report]'" in res.stderr
+    res = harnessc(root, "run", "--rerun", "all", env=blocked)  # the run itself is not affected
+    assert res.returncode == 0 and "report: pip install 'harnessc[report]', then `harnessc report`" in res.stdout
+
+
+def test_big_run_markdown_fits_a_github_summary(tmp_path):
+    from harnessc import runreport
+
+    root = tmp_path / "big"
+    write_big_run(root, tasks=2000, attempts=6000, error_chars=2000)
+    md = runreport.render(root, fmt="md")
+    assert len(md) <= 65_536
+    assert "### Failures (200)" in md and md.count("failed: rejected 3 times") == 200  # every failure kept
+    assert "more tasks: see the full report." in md
+    assert md.rstrip().endswith("`harnessc report --run 20260101T000000-1` writes it")
+    page = runreport.write(root)
+    assert page.stat().st_size <= 3 * 1024 * 1024
+    md = runreport.render(root, fmt="md")
+    assert md.rstrip().endswith("Full report: `.harness/runs/20260101T000000-1/report.html`")
+
+
+# ------------------------------------------------------------------ in a real browser
+
+def test_demo_report_in_headless_chromium(tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed (apt-get install chromium; .ci/run installs it)")
+    from .browser import load_page
+
+    root = tmp_path / "demo"
+    shutil.copytree(REPO / "specs" / "demo", root)
+    res = harnessc(root, "run")
+    assert res.returncode == 0, res.stdout + res.stderr
+    page = next((root / ".harness" / "runs").glob("*/report.html"))
+    seen = load_page(chromium, page, tmp_path / "profile")
+    assert seen.console_errors == [] and seen.requests == [], (seen.console_errors, seen.requests)
+    # the charts are drawn: inside each chart's box, the colours it draws with are on screen
+    from .browser import colours_in
+
+    expected = {"dag": "#2e9e44", "timeline": "#4c78a8", "spending": "#f58518"}  # succeeded; rehearsal; careful
+    for chart, colour in expected.items():
+        box = seen.boxes[chart]
+        assert box["width"] > 300 and box["height"] > 100, (chart, box)
+        assert colours_in(seen.png, box).get(colour, 0) > 200, chart
+    shot = REPO / "docs" / "report.png"
+    if __import__("os").environ.get("HARNESSC_UPDATE_GOLDEN") == "1":
+        from .browser import save_small
+
+        save_small(seen.png, shot)
