@@ -103,6 +103,8 @@ def test_report_before_any_run_and_without_matplotlib(tmp_path):
     blocked = env(PYTHONPATH=f"{blocker}:{REPO}")
     res = harnessc(root, "report", env=blocked)
     assert res.returncode == 2 and "pip install 'harnessc[report]'" in res.stderr
+    res = harnessc(root, "report", "--format", "md", "--out", "-", env=blocked)  # Markdown needs no charts
+    assert res.returncode == 0 and res.stdout.startswith("## harnessc run ")
     res = harnessc(root, "run", "--rerun", "all", env=blocked)  # the run itself is not affected
     assert res.returncode == 0 and "report: pip install 'harnessc[report]', then `harnessc report`" in res.stdout
 
