@@ -565,7 +565,8 @@ def _execute(root: Path, plan: dict, opts) -> None:
         click.echo(line)
     for line in next_steps(result.outcome, result.tasks, result.budget_stop):
         click.echo(line)
-    if result.run_id and not result.outcome.nothing_to_run:
+    # status "error": state.db was lost under the run, and no longer holds it to report on
+    if result.run_id and not result.outcome.nothing_to_run and result.status != "error":
         _write_run_report(root, result.run_id)
     sys.exit(result.exit_code)
 
