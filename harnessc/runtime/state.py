@@ -953,7 +953,7 @@ class StateStore:
         rows = self.db.execute(
             f"SELECT kind, ts, task_id, data FROM events WHERE run_id=? AND kind IN ({','.join('?' * len(kinds))})"
             " ORDER BY id", (run_id, *kinds)).fetchall()
-        return [{"kind": k, "ts": ts, "task": t, **(self._loads(d, "an event") or {})} for k, ts, t, d in rows]
+        return [{"kind": k, "ts": ts, "task": t, **(self._loads(d, "an event", dict) or {})} for k, ts, t, d in rows]
 
     def run_attempts(self, run_id: str) -> list[dict]:
         """The run's attempts, oldest first, JSON columns decoded; prompts are left out (large,
