@@ -567,25 +567,16 @@ def _execute(root: Path, plan: dict, opts) -> None:
         click.echo(line)
     # status "error": state.db was lost under the run, and no longer holds it to report on
     if result.run_id and not result.outcome.nothing_to_run and result.status != "error":
-        _write_run_report(root, result.run_id)
+        _report_line(root, result.run_id)
     sys.exit(result.exit_code)
 
 
-def _write_run_report(root: Path, run_id: str) -> None:
-    """The run's HTML report, written as the run ends; the run's verdict never depends on it."""
-    from . import runreport
-    from .runtime.state import StateError
-    from .workspace import WorkspaceError
+def _report_line(root: Path, run_id: str) -> None:
+    """Where the run's HTML report goes. `run` does not draw it: the chart library costs a
+    second of start-up that a short run (and `run`'s import budget) should not pay."""
+    from .workspace import Workspace
 
-    try:
-        path = runreport.write(root, run_id)
-    except runreport.MissingLibrary:
-        click.echo(f"report: {runreport.INSTALL}, then `harnessc report` writes "
-                   f"{_shown(root, runreport.default_path(root, run_id))}")
-    except (runreport.ReportError, StateError, WorkspaceError, OSError) as e:
-        click.echo(f"report: not written ({e}); `harnessc report --run {run_id}` tries again", err=True)
-    else:
-        click.echo(f"report: {_shown(root, path)}")
+    click.echo(f"report: `harnessc report` writes {_shown(root, Workspace(root).run_dir(run_id) / 'report.html')}")
 
 
 @cli.command()

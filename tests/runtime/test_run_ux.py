@@ -92,7 +92,7 @@ def test_a_failed_run_ends_with_next_steps_and_a_second_run_has_nothing_to_do(tm
         "next steps:",
         "  harnessc log a  every attempt of a: prompt, output, errors",
         "  harnessc retry  re-run the failed and skipped tasks",
-        f"report: .harness/runs/{_run_dirs(tmp_path)[0]}/report.html",  # written as the run ended
+        f"report: `harnessc report` writes .harness/runs/{_run_dirs(tmp_path)[0]}/report.html",
     ], r.stdout
     assert "1 attempt failed verification" in _status(tmp_path)["tasks"][0]["error"]
     runs = _run_dirs(tmp_path)
