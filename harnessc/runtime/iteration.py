@@ -31,9 +31,10 @@ from ..planfile import Contract, Plan, PlanNode
 from . import plan as planmod
 from .agents.base import AgentError, Request, Response
 from .agents.errors import retry_delay
-from .assist import Assistant
+from .assist import GRACE, Assistant
 from .attribution import Attribution
 from .budget import Budget
+from .callbounds import CallBounds
 from .gitops import GitCommits
 from .health import Health
 from .loop import TaskLoop
@@ -65,6 +66,7 @@ class TaskContext(Protocol):
     live: dict[str, dict]
     steering: Steering
     isolation: Isolation
+    calls: CallBounds
 
     def halting(self) -> bool: ...
     def halt_run(self, kind: str, why: str) -> bool: ...
@@ -353,11 +355,21 @@ class TaskRun:
             await self.begin_attempt(name, cost, tokens)
             started = time.monotonic()  # a failed call's latency: an answer brings its own
             try:
-                resp = await agent.call(self.request(cfg))
+                # the agent bounds the call by request.timeout itself; this is the run's bound
+                # for any agent, and the graceful stop's grace (callbounds.py)
+                async with self.ctx.calls.bound(self.time_left() + GRACE) as bound:
+                    resp = await agent.call(self.request(cfg))
                 self.log.answer_charge = resp.charged()  # kept if the task is aborted during verification
                 call.answered = True
             except AgentError as e:
                 call.error = e
+            except TimeoutError:
+                if not bound.expired():
+                    raise
+                if bound.by_stop:
+                    await self.cut_by_stop(started)
+                call.error = AgentError(f"agent '{name}': no answer within the time its task had left of "
+                                        f"max_time ({self.max_time:g}s)", kind="timeout")
         self.ctx.health.record(name, call.error)
         if call.error is not None:
             e = call.error
@@ -366,6 +378,14 @@ class TaskRun:
             return e
         self.p.transient_errors = 0
         return resp
+
+    async def cut_by_stop(self, started: float) -> None:
+        """A call still running the stop's grace after a graceful stop was cut: its attempt
+        is interrupted, the task goes back to pending (the next run goes on from it)."""
+        await self.log.finish("interrupted", raw=None, latency=time.monotonic() - started, errors=[
+            f"stopped: the call was still running {self.ctx.calls.grace:g}s after the stop, and was cut"])
+        self.store.set_state(self.tid, "pending")
+        raise Done("interrupted")
 
     def request(self, cfg: dict) -> Request:
         prompt = self.sent_prompt
@@ -380,7 +400,10 @@ class TaskRun:
 
     async def recover(self, name: str, e: AgentError) -> None:
         """After a failed call: back off and retry a transient error, move to the next agent
-        when this one will not serve the task, else count a failure."""
+        when this one will not serve the task, else count a failure. A call that used up the
+        task's time (cut at max_time) ends it."""
+        if self.time_left() <= 0:
+            self.give_up(f"max_time ({self.max_time:g}s) reached", exhausted=False)
         if e.transient:
             self.p.transient_errors += 1
             delay = retry_delay(e, self.p.transient_errors)

@@ -32,6 +32,7 @@ from .agents.base import AgentError
 from .alerts import Alerts
 from .attribution import Attribution
 from .budget import Budget
+from .callbounds import CallBounds
 from .gitops import GitCommits
 from .termination import RunLimits
 from . import loopflags
@@ -141,6 +142,7 @@ class Runner:
                                        make_dir=self.workspace.make_dir, event=store.event)
         self.agents: dict[str, Any] = {}
         self.stop_mode: str | None = None  # None | stop | abort
+        self.calls = CallBounds()  # every agent call's deadline; a stop's grace cuts them
         self.halt: tuple[str, str] | None = None  # (outcome.BUDGET|FAIL_FAST, why): ends the run early
         self.wake = asyncio.Event()
         self._stop_event = asyncio.Event()  # wakes retry delays early
@@ -183,6 +185,7 @@ class Runner:
         elif self.stop_mode is None:
             self.stop_mode = "stop"
             self.store.event("stop_requested", mode="stop", via=via)
+            self.calls.stop()  # a call in flight gets the stop's grace, no more
         self._stop_event.set()
         self.wake.set()
 

@@ -9,7 +9,9 @@ OpenAI Responses wire formats over real sockets (respx/pytest-httpx patch `httpx
 Each request takes the next `Reply` from the queue (an ok answer once it is empty). A reply
 is streamed (SSE) when the request asked for `stream: true`. Faults: an HTTP status with an
 error body, an error event inside a 200 stream, a cut stream (transport.abort()), a clean
-end without the terminator, a 200 whose body is not JSON, a delay, and `max_tokens` /
+end without the terminator, a 200 whose body is not JSON, a delay, a stream that never ends
+(`slow`: a keep-alive comment every `pace` seconds), a body at one byte per `pace` (`drip`,
+not streamed; `ticks` counts what they sent), and `max_tokens` /
 `length` / `incomplete` stops; for Responses also `failed` (a `response.failed` event, or a
 non-streamed response with status failed). Requests are recorded (path, JSON body, headers
 without credentials).
@@ -31,7 +33,7 @@ SECRET_HEADERS = {"x-api-key", "authorization"}
 
 @dataclass
 class Reply:
-    fault: str = "ok"  # ok | status | stream_error | cut | eof | bad_body | failed (Responses)
+    fault: str = "ok"  # ok | status | stream_error | cut | eof | bad_body | failed (Responses) | slow | drip
     text: str = '{"ok": true}'
     status: int = 200
     error_type: str = "api_error"
@@ -42,6 +44,7 @@ class Reply:
     # input, output, cache_read, cache_write (of which cache_write_1h for an hour), reasoning
     usage: dict[str, int] = field(default_factory=dict)
     delay: float = 0.0
+    pace: float = 0.5  # slow: seconds between the stream's keep-alive events; drip: between bytes
 
     @classmethod
     def ok(cls, text: str = '{"ok": true}', **kw: Any) -> "Reply":
@@ -64,6 +67,7 @@ class FakeAPI:
     def __init__(self) -> None:
         self.queue: deque[Reply] = deque()
         self.requests: list[Seen] = []
+        self.ticks = 0  # keep-alive events (slow) and bytes (drip) sent so far
         self._runner: web.AppRunner | None = None
 
     @property
@@ -118,8 +122,7 @@ class FakeAPI:
         return web.Response(status=reply.status, headers=reply.headers,
                             content_type="application/json", text=json.dumps(body))
 
-    @staticmethod
-    async def _sse(request: web.Request, reply: Reply, events: list[str],
+    async def _sse(self, request: web.Request, reply: Reply, events: list[str],
                    endings: dict[str, str]) -> web.StreamResponse:
         """Stream `events`, then the ending for the reply's fault (`endings[fault]`: the
         terminator for ok, the error event for stream_error, ...; none: a clean end without
@@ -130,6 +133,14 @@ class FakeAPI:
             events = events[: max(1, len(events) // 2)]
         for event in events:
             await resp.write(event.encode())
+        if reply.fault == "slow":  # never ends (until the client goes): an SSE comment every `pace` seconds
+            try:
+                while True:
+                    await asyncio.sleep(reply.pace)
+                    await resp.write(b": keep-alive\n\n")
+                    self.ticks += 1
+            except ConnectionResetError:
+                return resp
         if reply.fault == "cut":
             await asyncio.sleep(0.01)
             assert request.transport is not None
@@ -137,6 +148,22 @@ class FakeAPI:
             return resp
         if reply.fault in endings:
             await resp.write(endings[reply.fault].encode())
+        await resp.write_eof()
+        return resp
+
+    async def _drip(self, request: web.Request, reply: Reply, body: dict) -> web.StreamResponse:
+        """The whole JSON answer, one byte every `pace` seconds."""
+        data = json.dumps(body).encode()
+        resp = web.StreamResponse(status=200, headers={"content-type": "application/json",
+                                                       "content-length": str(len(data)), **reply.headers})
+        await resp.prepare(request)
+        try:
+            for i in range(len(data)):
+                await resp.write(data[i:i + 1])
+                self.ticks += 1
+                await asyncio.sleep(reply.pace)
+        except ConnectionResetError:  # the client gave up
+            return resp
         await resp.write_eof()
         return resp
 
@@ -170,6 +197,8 @@ class FakeAPI:
         message = {"id": "msg_test", "type": "message", "role": "assistant", "model": model,
                    "content": [block], "stop_reason": stop, "stop_sequence": None, "usage": usage}
         if not body.get("stream"):
+            if reply.fault == "drip":
+                return await self._drip(request, reply, message)
             return web.json_response(message, headers=reply.headers)
 
         def ev(name: str, data: dict) -> str:
@@ -215,9 +244,12 @@ class FakeAPI:
         model = body.get("model", "gpt-test")
         base = {"id": "chatcmpl-test", "created": 0, "model": model}
         if not body.get("stream"):
-            return web.json_response(dict(base, object="chat.completion", usage=usage, choices=[{
+            completion = dict(base, object="chat.completion", usage=usage, choices=[{
                 "index": 0, "message": {"role": "assistant", "content": reply.text, "refusal": None},
-                "finish_reason": finish, "logprobs": None}]), headers=reply.headers)
+                "finish_reason": finish, "logprobs": None}])
+            if reply.fault == "drip":
+                return await self._drip(request, reply, completion)
+            return web.json_response(completion, headers=reply.headers)
 
         def chunk(choices: list, **extra: Any) -> str:
             return "data: " + json.dumps(dict(base, object="chat.completion.chunk", choices=choices, **extra)) + "\n\n"

@@ -41,12 +41,15 @@ class SubprocessAgent:
         env["HARNESSC_TASK"] = request.task_id
         env["HARNESSC_ITERATION"] = str(request.iteration)
         env["HARNESSC_PURPOSE"] = request.purpose
-        res = await procs.run(argv, cwd=request.workdir or self.root, timeout=self.timeout(request), stdin=stdin, env=env)
+        timeout = self.timeout(request)
+        res = await procs.run(argv, cwd=request.workdir or self.root, timeout=timeout, stdin=stdin, env=env)
         if res.error:
             raise AgentError(f"agent '{self.name}': {res.error}")
         if res.timed_out:
-            raise AgentError(f"agent '{self.name}': {res.describe()}", kind=timed_out_kind,
-                             stderr=res.stderr[-4000:])
+            cut_by_task = request.timeout is not None and timeout >= request.timeout
+            raise AgentError(f"agent '{self.name}': {res.describe()}"
+                             + (" at the time its task had left of max_time" if cut_by_task else ""),
+                             kind="timeout" if cut_by_task else timed_out_kind, stderr=res.stderr[-4000:])
         return res
 
 

@@ -20,6 +20,7 @@ from the tokens, or charged 0 as `no_response` when no usage came back.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import os
 import time
@@ -96,10 +97,18 @@ class SdkAgent:
         reported: list[Any] = []
         _REPORTED.set(reported)
         try:
-            answer = await self.send(self._client, params, request.timeout)
+            # the SDK's timeout is per read: a server that sends a byte now and then would
+            # hold the call forever, so the whole call is bounded by the task's time left
+            async with asyncio.timeout(request.timeout) as bound:
+                answer = await self.send(self._client, params, request.timeout)
         except Exception as exc:  # noqa: BLE001 - every SDK failure becomes one classified AgentError
-            error = classify(exc, self.name, self.key_env, secret=key,
-                             base_url=str(getattr(self._client, "base_url", "") or "") or None)
+            if isinstance(exc, TimeoutError) and bound.expired():
+                error = AgentError(f"agent '{self.name}': the call was cut after {request.timeout:.1f}s, the time "
+                                   f"its task had left of max_time (the whole call is bounded, not each read)",
+                                   kind="timeout")
+            else:
+                error = classify(exc, self.name, self.key_env, secret=key,
+                                 base_url=str(getattr(self._client, "base_url", "") or "") or None)
             if reported:
                 charge_reported(error, self.usage(reported[-1]), self.config, self.provider)
             raise error from None

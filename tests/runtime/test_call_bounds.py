@@ -1,0 +1,124 @@
+"""Every agent call is bounded as a whole (callbounds.py): a server that keeps a stream alive
+with an event now and then, or sends its body a byte at a time, is cut at the task's
+max_time (the SDKs' own timeout is per read), and a graceful stop cuts a call that outlives
+its grace. Real SDKs against the fake server, real `harnessc run` subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import time
+
+import pytest
+
+pytest.importorskip("aiohttp")
+pytest.importorskip("anthropic")
+pytest.importorskip("openai")
+
+from .fakeapi import Reply, ThreadedFakeAPI  # noqa: E402
+from .helpers import CLI, SIMPLE_CONTRACT, env, harnessc, node, write_project  # noqa: E402
+
+# The most keep-alive events or bytes a cut call may have let through: max_time 3s at one
+# every 0.5s is 6; what the server sends while the run winds down is a few more. Unbounded
+# before the fix (the run went on as long as the server did).
+MOST_TICKS = 40
+
+
+def _env(**extra: str) -> dict:
+    e = {k: v for k, v in env().items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "HARNESSC_STOP"))}
+    e.update(ANTHROPIC_API_KEY="test-anthropic-key-0000", OPENAI_API_KEY="test-openai-key-0000", **extra)
+    return e
+
+
+def _project(root, api, provider: str, stream: bool, max_time: float = 3600) -> None:
+    base = api.base_url if provider == "anthropic" else api.base_url + "/v1"
+    agent = {"provider": provider, "model": "m-1", "base_url": base, "stream": stream}
+    write_project(root, [node("t", contract="summary", limits={"max_time": max_time},
+                              routing={"agent": "llm", "chain": ["llm"]})],
+                  agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
+
+
+def _attempts(root) -> list[dict]:
+    con = sqlite3.connect(root / ".harness" / "state.db")
+    con.row_factory = sqlite3.Row
+    return [dict(r) for r in con.execute("SELECT status, errors, input_tokens, cost_source FROM attempts ORDER BY id")]
+
+
+def _task(root, e) -> dict:
+    status = json.loads(harnessc(root, "status", "--json", env=e).stdout)
+    return {t["id"]: t for t in status["tasks"]}["t"]
+
+
+@pytest.mark.parametrize("provider, stream, fault", [
+    ("anthropic", True, "slow"), ("openai", True, "slow"),
+    ("anthropic", False, "drip"), ("openai", False, "drip"),
+])
+def test_a_slow_server_is_cut_at_the_tasks_max_time(tmp_path, provider, stream, fault) -> None:
+    e = _env()
+    with ThreadedFakeAPI() as api:
+        api.push(Reply(fault=fault, text='{"title": "' + "x" * 400 + '", "score": 1}'))
+        _project(tmp_path, api, provider, stream, max_time=3)
+        r = harnessc(tmp_path, "run", env=e, timeout=90)
+        ticks, requests = api.ticks, api.count
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert 0 < ticks <= MOST_TICKS and requests == 1
+    task = _task(tmp_path, e)
+    assert task["state"] == "failed" and task["error"] == "max_time (3s) reached"
+    [attempt] = _attempts(tmp_path)
+    assert attempt["status"] == "error"
+    assert "the call was cut after" in attempt["errors"] and "max_time" in attempt["errors"]
+    if provider == "anthropic" and stream:  # message_start reported its usage: charged
+        assert attempt["input_tokens"] == 10 and attempt["cost_source"] != "no_response"
+
+
+def test_run_max_time_cuts_a_call_that_outlives_the_stops_grace(tmp_path) -> None:
+    """`run --max-time` stops the run as `harnessc stop` does; a call still running the grace
+    after it is cut, its attempt interrupted, the task pending for the next run."""
+    e = _env(HARNESSC_STOP_GRACE="1")
+    with ThreadedFakeAPI() as api:
+        api.push(Reply(fault="slow"))
+        _project(tmp_path, api, "anthropic", True)
+        r = harnessc(tmp_path, "run", "--max-time", "2s", env=e, timeout=90)
+        ticks = api.ticks
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert 0 < ticks <= MOST_TICKS
+    assert _task(tmp_path, e)["state"] in ("pending", "ready")
+    [attempt] = _attempts(tmp_path)
+    assert attempt["status"] == "interrupted"
+    assert "1s after the stop" in attempt["errors"]
+
+
+def test_stop_during_a_slow_call_ends_it_after_the_grace(tmp_path) -> None:
+    e = _env(HARNESSC_STOP_GRACE="1")
+    with ThreadedFakeAPI() as api:
+        api.push(Reply(fault="slow"))
+        _project(tmp_path, api, "openai", True)
+        proc = subprocess.Popen([*CLI, "-C", str(tmp_path), "run"], env=e, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 60
+            while api.ticks < 2 and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.1)
+            assert api.ticks >= 2, "the call never started"
+            assert harnessc(tmp_path, "stop", env=e).returncode == 0
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 3, out + err
+    assert _task(tmp_path, e)["state"] in ("pending", "ready")
+    [attempt] = _attempts(tmp_path)
+    assert attempt["status"] == "interrupted" and "after the stop" in attempt["errors"]
+
+
+def test_a_bad_stop_grace_falls_back_to_the_default(monkeypatch) -> None:
+    from harnessc.runtime.callbounds import STOP_GRACE, stop_grace
+
+    for bad in ("soon", "-1", "inf", "nan", ""):
+        monkeypatch.setenv("HARNESSC_STOP_GRACE", bad)
+        assert stop_grace() == STOP_GRACE
+    monkeypatch.setenv("HARNESSC_STOP_GRACE", "2.5")
+    assert stop_grace() == 2.5
