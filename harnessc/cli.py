@@ -16,6 +16,7 @@ import click
 
 from . import __version__
 from .outcome import BROKEN, Exit, diagnostics_exit, diagnostics_summary
+from .textsafe import json_text
 from .wording import plural
 
 
@@ -742,8 +743,6 @@ def _dry_run(root: Path, plan: dict, opts) -> NoReturn:
 @pass_ctx
 def status(ctx: Context, output: str) -> None:
     """Task states of the current or last run (works while a run goes on)."""
-    import json as jsonlib
-
     from .runtime import report
     from .runtime.state import StateError
 
@@ -753,7 +752,7 @@ def status(ctx: Context, output: str) -> None:
     except StateError as e:
         fail_usage(str(e))
     if output == "json":
-        click.echo(jsonlib.dumps(data, indent=2, sort_keys=True, default=str))
+        click.echo(json_text(data, indent=2, sort_keys=True, default=str))
         return
     from rich.console import Console
 
@@ -1118,8 +1117,6 @@ def _known_task_or_exit(root: Path, task: str) -> None:
 @pass_ctx
 def stats(ctx: Context, output: str) -> None:
     """How each agent has done per task complexity and per contract, across runs."""
-    import json as jsonlib
-
     from .runtime import report
     from .runtime.plan import PlanError
     from .runtime.state import StateError
@@ -1130,7 +1127,7 @@ def stats(ctx: Context, output: str) -> None:
     except (StateError, PlanError) as e:
         fail_usage(str(e))
     if output == "json":
-        click.echo(jsonlib.dumps(rows, indent=2, sort_keys=True))
+        click.echo(json_text(rows, indent=2, sort_keys=True))
         return
     if not rows:
         click.echo("no verified or rejected attempts yet")
@@ -1199,7 +1196,7 @@ def _shown(root: Path, path: Path) -> str:
 def log(ctx: Context, task: str, output: str, last: bool, number: int | None) -> None:
     """Every attempt of TASK, numbered 1, 2, 3...: prompt, raw and parsed output, errors, agent,
     tokens, cost, time."""
-    import json as jsonlib
+    import json as jsonlib  # noqa: F401 - parsed output below
 
     from .runtime import report
     from .runtime.state import StateError
@@ -1221,7 +1218,7 @@ def log(ctx: Context, task: str, output: str, last: bool, number: int | None) ->
     elif number is not None:
         attempts = [attempts[number - 1]]
     if output == "json":
-        click.echo(jsonlib.dumps(attempts, indent=2, sort_keys=True, default=str))
+        click.echo(json_text(attempts, indent=2, sort_keys=True, default=str))
         return
     if not attempts:
         click.echo(f"no attempts recorded for '{task}'")

@@ -107,8 +107,8 @@ class Assistant:
         except asyncio.CancelledError:  # an abort: the call may have happened, it is charged its reservation
             self.ctx.store.finish_assist(lid, self.node.id, *reserved, purpose=kind, agent=name, status="interrupted")
             raise
-        charged = resp or error  # a failed call is charged what it reported using
-        cost, tokens = (charged.cost_usd, charged.usage.total) if charged.usage is not None else (0.0, 0)
+        charged = (resp or error).charged()  # a failed call is charged what it reported using
+        cost, tokens = (charged["cost_usd"], charged["usage"].total) if charged["usage"] is not None else (0.0, 0)
         text, why = self._answer(resp, error, max_chars)
         record = dict(purpose=kind, agent=name, status="written" if text else "fallback",
                       latency=round(time.monotonic() - started, 3), **({"reason": why} if why else {}))

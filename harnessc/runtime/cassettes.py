@@ -36,7 +36,8 @@ from typing import Any
 
 from .. import providers
 from ..workspace import Workspace, WorkspaceError
-from .agents.base import COST_SOURCES, NO_PRICE, NO_RESPONSE, PRICE, Agent, Request, Response, Usage, make_agent
+from .agents.base import (COST_SOURCES, NO_PRICE, NO_RESPONSE, PRICE, Agent, Request, Response, Usage, make_agent,
+                          reported)
 from .agents.errors import KINDS, AgentError
 from .procs import REDACTED, secret_values
 from .procs import scrubbed as _scrub
@@ -46,6 +47,7 @@ FORMAT = 1
 # agent, so it matches on what was asked only.
 SAME_CALL = ("agent", "provider", "model", "task", "system", "prompt", "output_schema")
 SAME_QUESTION = ("task", "system", "prompt", "output_schema")
+MAX_EPOCH = 1e11  # a recorded reset time past this (year 5138) is no time
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
                 "reasoning_tokens")
 
@@ -333,7 +335,7 @@ class ReplayAgent:
             e = call["error"]
             # No wait: there is no server to wait for (the recorded retry_after stays in the file).
             source = _cost_source(e)
-            raise AgentError(e["message"], kind=e["kind"], retry_after=0.0, reset_at=_number(e.get("reset_at")) or None,
+            raise AgentError(e["message"], kind=e["kind"], retry_after=0.0, reset_at=reported(e.get("reset_at"), MAX_EPOCH) or None,
                              stderr=str(e.get("stderr") or ""),
                              usage=None if source == NO_RESPONSE else _from_usage(e.get("usage")),
                              cost_usd=_number(e.get("cost_usd")), cost_source=source,
@@ -361,8 +363,10 @@ def _cost_source(body: dict) -> str:
 
 
 def _from_usage(u: Any) -> Usage:
+    """The recorded counts as they are: what is not a count to believe is noted and counted
+    0 when the Response or the error's ledger is built (agents.base.checked_charge)."""
     u = u if isinstance(u, dict) else {}
-    return Usage(**{f: _number(u.get(f), int) for f in USAGE_FIELDS})
+    return Usage(**{f: u.get(f) or 0 for f in USAGE_FIELDS})
 
 
 def _number(value: Any, kind: type = float) -> Any:

@@ -695,7 +695,8 @@ class StateStore:
                        final_state: str | None = None, output: Any = None,
                        fingerprint: str | None = None, error: str | None = None,
                        progress: dict | None = None, loop_state: dict | None = None,
-                       denials: list[dict] | None = None, tool_calls: int | None = None) -> None:
+                       denials: list[dict] | None = None, tool_calls: int | None = None,
+                       unreported: list[str] | None = None) -> None:
         """Complete an attempt with its ledger, settle its reservation to the real cost and
         (optionally) finish the task: one commit.
 
@@ -704,9 +705,11 @@ class StateStore:
         evidence and score; loop_state: what the task's next iteration carries over
         (runtime/loop.py), saved in the same commit. denials: the tool calls the agent's
         permissions refused ({tool, target}). tool_calls: as the agent reported them
-        (None: it does not say).
+        (None: it does not say). unreported: figures of the call's that
+        were not believed (agents.base.checked_charge), kept with its errors.
         """
         now = time.time()
+        errors = [*(errors or []), *(unreported or [])]
         held = self._reserved.get(attempt_id)
         counts = _usage_counts(usage)
         tokens = counts["input_tokens"] + counts["output_tokens"]

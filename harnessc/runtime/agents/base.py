@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -83,6 +84,51 @@ RESERVED = "reserved"  # the run died during the call: charged its reservation (
 COST_SOURCES = (PRICE, CLI, NO_PRICE, NO_RESPONSE, RESERVED)
 
 
+# The most one call may report, per token count and in cost: a figure past these (or NaN,
+# infinite, negative, not a number) is not believed, and recorded as not reported (0).
+MAX_CALL_TOKENS = 10**9
+MAX_CALL_COST_USD = 10_000.0
+
+
+def reported(value: Any, limit: float) -> float | None:
+    """A figure from outside (a server's usage, a CLI's JSON, a cassette) when it is a finite
+    number from 0 to `limit`; None when it is not one to believe."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, int):  # float() of a huge int overflows
+        return value if 0 <= value <= limit else None
+    return value if math.isfinite(value) and 0 <= value <= limit else None
+
+
+def shown(value: Any) -> str:
+    """A rejected figure as a note says it: NaN, Infinity, -1e+08, 'abc'."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def checked_charge(usage: Usage | None, cost: Any, source: str) -> tuple[Usage | None, float, str, list[str]]:
+    """(usage, cost, cost source, notes) with every figure one to believe: a token count or
+    a cost that is not (see `reported`) counts 0, and a note says which ("usage not
+    reported: input_tokens=NaN"); a cost not believed is charged as no usage reported."""
+    notes: list[str] = []
+    if usage is not None:
+        counts = {}
+        for f in fields(Usage):
+            raw = getattr(usage, f.name)
+            value = reported(raw if raw is not None else 0, MAX_CALL_TOKENS)
+            if value is None:
+                notes.append(f"usage not reported: {f.name}={shown(raw)}")
+            counts[f.name] = int(value or 0)
+        usage = replace(usage, **counts)
+    value = reported(cost if cost is not None else 0.0, MAX_CALL_COST_USD)
+    if value is None:
+        notes.append(f"cost not reported: cost_usd={shown(cost)}")
+        source = NO_RESPONSE
+    return usage, float(value or 0.0), source, notes
+
+
 @dataclass
 class Response:
     text: str
@@ -93,12 +139,21 @@ class Response:
     cost_source: str = NO_PRICE  # see COST_SOURCES; agents set it with priced()
     denials: list[dict] = field(default_factory=list)  # tool calls the agent's permissions refused
     tool_calls: int | None = None  # tools the agent called during the call; None: it does not say
+    unreported: list[str] = field(default_factory=list)  # figures not believed (checked_charge)
+
+    def __post_init__(self) -> None:
+        usage, self.cost_usd, self.cost_source, unreported = checked_charge(self.usage, self.cost_usd,
+                                                                            self.cost_source)
+        self.usage = usage or Usage()
+        self.unreported = [*self.unreported, *(n for n in unreported if n not in self.unreported)]
+        self.latency = reported(self.latency, float("inf")) or 0.0
 
     def charged(self) -> dict[str, Any]:
         """What the answer adds to its attempt's row (state.finish_attempt's keywords): the
         ledger figures, and the tool calls that were refused."""
         return {"usage": self.usage, "cost_usd": self.cost_usd, "cost_source": self.cost_source,
-                "latency": self.latency, "denials": self.denials, "tool_calls": self.tool_calls}
+                "latency": self.latency, "denials": self.denials, "tool_calls": self.tool_calls,
+                "unreported": self.unreported}
 
 
 class Agent(Protocol):

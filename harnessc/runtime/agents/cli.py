@@ -129,7 +129,7 @@ class CliAgent(SubprocessAgent):
         if used.cost_usd is not None:
             return {"usage": usage, "cost_usd": used.cost_usd, "cost_source": CLI}
         cost, source = priced(self.config, usage)
-        return {"usage": usage, "cost_usd": cost, "cost_source": source}
+        return {"usage": usage, "cost_usd": cost, "cost_source": source, "unreported": used.unreported}
 
     def error(self, failure: Failure, stderr: str) -> AgentError:
         message = f"agent '{self.name}' ({self.provider}): {failure.kind}: {failure.message}"

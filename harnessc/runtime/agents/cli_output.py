@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...providers.subset import compact
+from .base import MAX_CALL_COST_USD, reported, shown
 from .errors import text_reset
 
 
@@ -34,6 +35,7 @@ class Answer:
     reasoning_tokens: int = 0  # of output_tokens
     denials: list[dict] = field(default_factory=list)  # tool calls the CLI refused: {tool, target}
     tool_calls: int | None = None  # tools called, as the CLI reports them (None: it does not)
+    unreported: list[str] = field(default_factory=list)  # figures not believed (base.checked_charge)
 
 
 @dataclass
@@ -266,9 +268,12 @@ def _claude_usage(result: dict, answer: Answer) -> None:
     if type(turns) is int and turns >= 1:
         answer.tool_calls = turns - 1
     cost = result.get("total_cost_usd")
-    if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0:
-        answer.cost_usd = float(cost)
+    believed = reported(cost, MAX_CALL_COST_USD)
+    if believed is not None:
+        answer.cost_usd = float(believed)
         answer.notes.append("cost is Claude Code's own estimate at list prices (total_cost_usd)")
+    elif cost is not None:  # NaN, a string, a negative or absurd figure: priced from the tokens instead
+        answer.unreported.append(f"cost not reported: total_cost_usd={shown(cost)}")
 
 
 # -------------------------------------------------------------------- Codex

@@ -48,7 +48,8 @@ class AgentError(Exception):
     def __init__(self, message: str, transient: bool = False, retry_after: float | None = None,
                  stderr: str = "", kind: str | None = None, reset_at: float | None = None,
                  usage: Any = None, cost_usd: float = 0.0, retry: bool | None = None,
-                 cost_source: str | None = None, unreachable: bool = False):
+                 cost_source: str | None = None, unreachable: bool = False,
+                 unreported: list[str] | None = None):
         super().__init__(message)
         if kind is None:  # callers from before the taxonomy say only transient or not
             kind = "server" if transient else "failed"
@@ -67,6 +68,7 @@ class AgentError(Exception):
         # down or a wrong base_url, which backing off for minutes does not fix. Retried like a
         # failed verification instead: the task's max_retries, with its retry_delays.
         self.unreachable = unreachable
+        self.unreported = list(unreported or [])  # figures not believed (base.checked_charge)
 
     @property
     def transient(self) -> bool:
@@ -79,7 +81,12 @@ class AgentError(Exception):
         answer used and cost, or nothing and "no_response" when no usage was reported."""
         if self.usage is None:
             return {"usage": None, "cost_usd": 0.0, "cost_source": "no_response"}
-        return {"usage": self.usage, "cost_usd": self.cost_usd, "cost_source": self.cost_source or ("price" if self.cost_usd else "none")}
+        from .base import checked_charge  # base imports this module
+
+        usage, cost, source, unreported = checked_charge(
+            self.usage, self.cost_usd, self.cost_source or ("price" if self.cost_usd else "none"))
+        return {"usage": usage, "cost_usd": cost, "cost_source": source,
+                "unreported": [*self.unreported, *unreported]}
 
     @property
     def final(self) -> bool:

@@ -1,0 +1,48 @@
+"""What harnessc prints that it did not write, made safe to print.
+
+* `visible(text)`: an agent's output, an API's error message, an operator's note reach the
+  terminal with their control characters shown (`^[`, `\\x9b`) instead of obeyed: no OSC 52
+  clipboard write, title change, screen erase or cursor move from someone else's text.
+  Newlines and tabs stay.
+* `json_text(data)`: JSON that is JSON: a NaN or an infinite figure (an old state.db, a
+  hand-edited file) is written as null, never as `NaN` / `Infinity`, which no JSON parser
+  takes. JSON output keeps control characters (json escapes them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+# C0 controls but \t and \n, DEL, and the C1 controls (U+0080-U+009F: U+009B is a CSI on
+# terminals that take 8-bit controls, U+009D an OSC).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _show(m: re.Match) -> str:
+    code = ord(m.group())
+    if code < 0x20:
+        return "^" + chr(code + 0x40)  # ESC -> ^[, BEL -> ^G, CR -> ^M
+    return "^?" if code == 0x7F else f"\\x{code:02x}"
+
+
+def visible(text: Any) -> str:
+    """`text` with its control characters (all but newline and tab) shown, not obeyed."""
+    return _CONTROL.sub(_show, text if isinstance(text, str) else str(text))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def json_text(data: Any, **kw: Any) -> str:
+    """`data` as strict JSON (non-finite numbers as null); keywords as json.dumps takes them."""
+    return json.dumps(_finite(data), allow_nan=False, **kw)
