@@ -12,8 +12,9 @@ one call per line in the order the calls were made:
 
 * request: agent, provider, model, task, iteration, system, prompt, output_schema;
 * response: text, usage (input/output/cache read/cache write/reasoning tokens), cost_usd,
-  cost_source, tool_calls (null: the agent does not report them), latency, notes, and denials
-  when the agent's permissions refused tool calls;
+  cost_source, tool_calls (null: the agent does not report them), latency, notes, denials
+  when the agent's permissions refused tool calls, and `truncated` (why) for an answer cut
+  at the output cap;
 * error: kind, message, retry_after, reset_at, retry (the server's x-should-retry when it
   overruled the kind, else null), stderr, usage, cost_usd, cost_source (what it was
   charged; a replayed call is charged the same, from the same source), and `unreachable:
@@ -145,15 +146,17 @@ class Recorder:
         try:
             resp = await self.inner.call(request)
         except AgentError as e:
+            charge = e.charged()  # the figures believed (a NaN count is recorded as 0)
             self._record(asked, "error", {
                 "kind": e.kind, "message": e.message, "retry_after": e.retry_after,
-                "reset_at": e.reset_at, "retry": e.retry, "stderr": e.stderr, "usage": _usage(e.usage),
-                "cost_usd": e.cost_usd, "cost_source": e.charged()["cost_source"],
+                "reset_at": e.reset_at, "retry": e.retry, "stderr": e.stderr, "usage": _usage(charge["usage"]),
+                "cost_usd": charge["cost_usd"], "cost_source": charge["cost_source"],
                 **({"unreachable": True} if e.unreachable else {})}, failed=e)
             raise
         self._record(asked, "response", {
             "text": resp.text, "usage": _usage(resp.usage), "cost_usd": resp.cost_usd,
             "cost_source": resp.cost_source, "tool_calls": resp.tool_calls,
+            **({"truncated": resp.truncated} if resp.truncated else {}),
             "latency": round(resp.latency, 6), "notes": list(resp.notes),
             **({"denials": resp.denials} if resp.denials else {})}, answered=resp)
         return resp
@@ -346,6 +349,7 @@ class ReplayAgent:
                         cost_usd=_number(r.get("cost_usd")), cost_source=_cost_source(r),
                         latency=_number(r.get("latency")),
                         tool_calls=r["tool_calls"] if type(r.get("tool_calls")) is int else None,
+                        truncated=str(r["truncated"]) if r.get("truncated") else None,
                         notes=[*map(str, r.get("notes") or []), note],
                         denials=[d for d in r.get("denials") or [] if isinstance(d, dict)])
 

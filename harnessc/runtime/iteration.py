@@ -245,7 +245,8 @@ class TaskRun:
             return
         if over:
             await self.over_limit(resp, over)
-        verdict = await verify(self.node, self.contract, resp.text, self.workdir, max(0.1, self.time_left()))
+        verdict = await verify(self.node, self.contract, resp.text, self.workdir, max(0.1, self.time_left()),
+                               truncated=resp.truncated)
         if not verdict.claim:
             await self.keep_working(resp)
             return

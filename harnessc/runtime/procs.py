@@ -113,7 +113,8 @@ class ProcResult:
     stdout: str = ""
     stderr: str = ""
     timed_out: bool = False
-    truncated: bool = False
+    truncated: bool = False  # stdout or stderr was cut at max_output
+    stdout_truncated: bool = False
     duration: float = 0.0
     error: str | None = None  # could not start: missing executable, permission...
     pid: int | None = None  # also the process group id
@@ -133,8 +134,10 @@ class ProcResult:
         return f"'{name}' exited with {self.returncode}"
 
 
-async def _drain(stream: asyncio.StreamReader | None, cap: int, flags: dict, kept: bytearray) -> None:
-    """Read a stream to EOF, keeping the first `cap` bytes in `kept` (there even if cancelled)."""
+async def _drain(stream: asyncio.StreamReader | None, cap: int, flags: dict, kept: bytearray,
+                 name: str = "") -> None:
+    """Read a stream to EOF, keeping the first `cap` bytes in `kept` (there even if cancelled);
+    a stream cut is named in flags["cut"]."""
     if stream is None:
         return
     while True:
@@ -146,6 +149,7 @@ async def _drain(stream: asyncio.StreamReader | None, cap: int, flags: dict, kep
             kept += chunk[:room]
         if len(chunk) > room:
             flags["truncated"] = True
+            flags.setdefault("cut", set()).add(name)
 
 
 def _retrieve(fut: asyncio.Future) -> None:
@@ -262,7 +266,7 @@ async def _supervise(proc: asyncio.subprocess.Process, child: reaper.Child, resu
     flags: dict = {}
     out, err = bytearray(), bytearray()
     readers = asyncio.gather(
-        _drain(proc.stdout, max_output, flags, out), _drain(proc.stderr, max_output, flags, err)
+        _drain(proc.stdout, max_output, flags, out, "stdout"), _drain(proc.stderr, max_output, flags, err, "stderr")
     )
     # A cancelled gather ends with a CancelledError set as its exception; asyncio logs
     # "exception was never retrieved" for it unless someone looks. Look, always.
@@ -320,6 +324,7 @@ async def _supervise(proc: asyncio.subprocess.Process, child: reaper.Child, resu
     result.stderr = err.decode("utf-8", "replace")
     if flags.get("truncated"):
         result.truncated = True
+        result.stdout_truncated = "stdout" in flags["cut"]
         result.notes.append(f"output over {max_output} bytes was discarded")
     result.duration = time.monotonic() - start
     return result

@@ -71,7 +71,11 @@ def is_claim(node: PlanNode, contract: Contract | None, text: str) -> bool:
 
 
 async def verify(node: PlanNode, contract: Contract | None, text: str, root: Path,
-                 time_left: float | None) -> Verdict:
+                 time_left: float | None, truncated: str | None = None) -> Verdict:
+    """`truncated`: why the text is only the start of the answer; a cut answer is a claim
+    that fails, never checked (its JSON is cut, or a part of it could pass for the whole)."""
+    if truncated:
+        return Verdict(claim=True, errors=[f"{truncated}; a cut answer is not verified (ask for a shorter one)"])
     deadline = Deadline(time_left)
     try:
         v = await asyncio.to_thread(check_text, node, contract, text, deadline)

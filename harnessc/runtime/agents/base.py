@@ -140,6 +140,7 @@ class Response:
     denials: list[dict] = field(default_factory=list)  # tool calls the agent's permissions refused
     tool_calls: int | None = None  # tools the agent called during the call; None: it does not say
     unreported: list[str] = field(default_factory=list)  # figures not believed (checked_charge)
+    truncated: str | None = None  # why the text is only the start of the answer (cut at the output cap)
 
     def __post_init__(self) -> None:
         usage, self.cost_usd, self.cost_source, unreported = checked_charge(self.usage, self.cost_usd,

@@ -95,5 +95,7 @@ class CommandAgent(SubprocessAgent):
             raise AgentError(msg, stderr=res.stderr[-4000:])
         usage = Usage(estimate_tokens(prompt), estimate_tokens(res.stdout))
         cost, source = priced(self.config, usage)  # tokens estimated from the text sizes
+        cut = (f"the output was over the {procs.MAX_OUTPUT:,}-byte cap: only its first "
+               f"{procs.MAX_OUTPUT:,} bytes were kept") if res.stdout_truncated else None
         return Response(text=res.stdout, usage=usage, cost_usd=cost, cost_source=source,
-                        latency=res.duration, notes=res.notes)
+                        latency=res.duration, notes=res.notes, truncated=cut)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import providers
+from .. import procs
 from .base import NO_RESPONSE, Request, Response, Usage, charge_reported, priced
 from .errors import AgentError, classify, missing_key
 
@@ -53,6 +54,17 @@ class Answer:
     stop: str  # DONE | MAX_TOKENS | UNFINISHED | REFUSAL
     usage: Any  # the SDK's usage object, None when the answer carried none
     refusal: str | None = None  # what the model said when it refused, if anything
+
+
+def capped(text: str, limit: int = procs.MAX_OUTPUT) -> tuple[str, str | None]:
+    """An answer as it is kept: its first `limit` bytes (a command's output is capped the
+    same), and why it was cut (None when it was not)."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text, None
+    kept = data[:limit].decode("utf-8", "ignore")  # never half a character
+    return kept, (f"the answer was {len(data):,} bytes, over the {limit:,}-byte cap on an answer: "
+                  f"only its first {limit:,} bytes were kept")
 
 
 class SdkAgent:
@@ -122,9 +134,10 @@ class SdkAgent:
         if problem:
             kind, what = problem
             raise AgentError(f"agent '{self.name}': {what}", kind=kind, **charge)
-        return Response(text=answer.text, usage=charge["usage"] or Usage(), cost_usd=charge["cost_usd"],
+        text, cut = capped(answer.text)
+        return Response(text=text, usage=charge["usage"] or Usage(), cost_usd=charge["cost_usd"],
                         cost_source=charge["cost_source"], latency=time.monotonic() - start,
-                        tool_calls=0)  # harnessc gives API models no tools
+                        tool_calls=0, truncated=cut)  # harnessc gives API models no tools
 
     @staticmethod
     def reported(raw: Any) -> None:
