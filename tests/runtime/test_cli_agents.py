@@ -547,3 +547,22 @@ def test_recorded_denials_and_unreachable_errors_replay_as_recorded(tmp_path):
     with pytest.raises(AgentError) as e:
         asyncio.run(replay.call(req))
     assert e.value.unreachable and not e.value.transient and not e.value.final
+
+
+def test_claude_code_schema_too_long_for_an_argument_goes_to_the_prompt(tmp_path):
+    """Linux refuses one argument over 128 KiB and --json-schema takes only JSON text: a
+    longer schema is given in the prompt on stdin (the answer is still checked locally)."""
+    exe = fake_cli(tmp_path / "bin", "claude", stdout=json.dumps(
+        {**CLAUDE_OK, "structured_output": {"title": "x", "score": 1}}))
+    schema = {"type": "object", "required": ["title"],
+              "properties": {f"field_{i}": {"type": "string", "description": "d" * 100} for i in range(2000)}}
+    assert len(json.dumps(schema)) > 200_000
+    agent = make_agent("cc", {"provider": "claude-code", "command": [str(exe)]}, tmp_path)
+    resp = call(agent, output_schema=schema)
+    assert json.loads(resp.text) == {"title": "x", "score": 1}
+    got = seen(exe)
+    assert "--json-schema" not in got["argv"] and max(len(a) for a in got["argv"]) < 100_000
+    assert got["stdin"].startswith("You are careful.\n\nDo it.")
+    assert json.dumps(schema, separators=(",", ":")) in got["stdin"] and "## Output schema" in got["stdin"]
+    small = call(agent, output_schema=SIMPLE_CONTRACT["json_schema"])  # a short one stays an argument
+    assert small.text and "--json-schema" in seen(exe)["argv"] and "## Output schema" not in seen(exe)["stdin"]

@@ -56,6 +56,10 @@ _REFUSED = re.compile(r"connection refused|econnrefused", re.IGNORECASE)
 
 # Linux refuses a single argument over 128 KiB; longer prompts go through stdin.
 _MAX_ARG = 100_000
+# Claude Code reads --json-schema only as JSON text (no file form, 2.1.332): a schema too long
+# for one argument goes to the prompt on stdin instead (the answer is still checked locally).
+SCHEMA_IN_PROMPT = ("\n\n## Output schema\n\nAnswer with one JSON object that validates against this JSON "
+                    "Schema (too long for --json-schema, so it is given here):\n\n```json\n{schema}\n```\n")
 
 
 class CliAgent(SubprocessAgent):
@@ -159,7 +163,11 @@ class ClaudeCodeAgent(CliAgent):
             argv += ["--model", self.config["model"]]
         schema = self.schema(request)
         if schema is not None:
-            argv += ["--json-schema", json.dumps(schema, separators=(",", ":"))]
+            text = json.dumps(schema, separators=(",", ":"))
+            if len(text.encode("utf-8")) <= _MAX_ARG:
+                argv += ["--json-schema", text]
+            else:
+                prompt += SCHEMA_IN_PROMPT.format(schema=text)
         argv += PERMISSIONS[self.provider][self.permissions]
         return argv, prompt.encode("utf-8")  # `claude -p` reads the prompt from stdin
 
