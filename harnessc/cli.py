@@ -16,7 +16,7 @@ import click
 
 from . import __version__
 from .outcome import BROKEN, Exit, diagnostics_exit, diagnostics_summary
-from .textsafe import json_text
+from .textsafe import json_text, visible
 from .wording import plural
 
 
@@ -74,10 +74,15 @@ USD = USDParam()
 
 
 def fail_usage(message: str, hint: str | None = None) -> NoReturn:
-    click.echo(f"harnessc: error: {message}", err=True)
+    click.echo(visible(f"harnessc: error: {message}"), err=True)
     if hint:
-        click.echo(f"  hint: {hint}", err=True)
+        click.echo(visible(f"  hint: {hint}"), err=True)
     sys.exit(Exit.USAGE)
+
+
+def _echo_visible(text: str = "") -> None:
+    """click.echo for text harnessc did not write: control characters shown, not obeyed."""
+    click.echo(visible(text))
 
 
 pass_ctx = click.make_pass_decorator(Context)
@@ -538,7 +543,7 @@ def _execute(root: Path, plan: dict, opts) -> None:
         fail_usage(str(e), hint="wait for it, or stop it with `harnessc stop`")
     except Refused as e:  # nothing was called or charged
         for line in e.lines:
-            click.echo(f"harnessc: error: {line}", err=True)
+            click.echo(visible(f"harnessc: error: {line}"), err=True)
         click.echo("  hint: nothing was run; fix these agents or choose others with --agent/--agents "
                    "(`harnessc doctor` checks every agent)", err=True)
         sys.exit(Exit.USAGE)
@@ -556,16 +561,16 @@ def _execute(root: Path, plan: dict, opts) -> None:
     if result.stale:
         click.echo(f"stale: {', '.join(result.stale)} — use --rerun stale", err=True)
     if result.outcome.nothing_to_run:
-        click.echo(result.outcome.headline())
+        click.echo(visible(result.outcome.headline()))
     else:
-        click.echo(run_summary_line(result.outcome, result.cost_usd, result.total_cost_usd, result.elapsed))
+        click.echo(visible(run_summary_line(result.outcome, result.cost_usd, result.total_cost_usd, result.elapsed)))
         cached = cache_line(result.cache) if result.cache else None
         if cached:
             click.echo(cached)
-    for line in result.notes:
-        click.echo(line)
-    for line in next_steps(result.outcome, result.tasks, result.budget_stop):
-        click.echo(line)
+    for line in result.notes:  # isolation: a landing's conflict names git's words
+        click.echo(visible(line))
+    for line in next_steps(result.outcome, result.tasks, result.budget_stop):  # skip reasons: agents' words
+        click.echo(visible(line))
     # status "error": state.db was lost under the run, and no longer holds it to report on
     if result.run_id and not result.outcome.nothing_to_run and result.status != "error":
         _report_line(root, result.run_id)
@@ -734,7 +739,7 @@ def _dry_run(root: Path, plan: dict, opts) -> NoReturn:
     except StateError as e:
         fail_usage(str(e))
     for line in view.lines():
-        click.echo(line)
+        click.echo(visible(line))
     sys.exit(Exit.USAGE if view.check.refused else Exit.OK)  # the run would refuse to start
 
 
@@ -760,39 +765,40 @@ def status(ctx: Context, output: str) -> None:
 
     from .wording import duration
 
+    echo = _echo_visible  # what agents and servers wrote is shown, never obeyed
     run_ = data["run"]
     if run_ is None:
-        click.echo("no runs yet")
+        echo("no runs yet")
     else:
         state = f"running for {duration(run_['elapsed'])}" if run_.get("active") else run_["status"]
         if run_.get("paused"):
             state += ", paused (`harnessc resume` continues)"
         counts = ", ".join(f"{v} {k}" for k, v in sorted(run_["counts"].items()))
-        click.echo(f"run {run_['id']}: {state} (pid {run_['pid']}) — {counts}; ${run_['cost_usd']:.4f}")
+        echo(f"run {run_['id']}: {state} (pid {run_['pid']}) — {counts}; ${run_['cost_usd']:.4f}")
     running = [t for t in data["tasks"] if "elapsed" in t and "loop" not in t]
     if running:
-        click.echo("running: " + ", ".join(f"{t['id']} ({duration(t['elapsed'])}, iteration {t['iterations']})"
+        echo("running: " + ", ".join(f"{t['id']} ({duration(t['elapsed'])}, iteration {t['iterations']})"
                                            for t in running))
     for t in data["tasks"]:
         if "loop" in t:
-            click.echo(_loop_line(t, duration))
+            echo(_loop_line(t, duration))
     if data["tasks"]:
         # A running task's time column is its time so far.
         print_summary(Console(), [{**t, "duration": t["elapsed"]} if "elapsed" in t else t for t in data["tasks"]])
     totals = data["totals"]
     if totals and totals["attempts"]:
         sources = ", ".join(f"{n} {src}" for src, n in sorted(totals["cost_sources"].items()))
-        click.echo(f"total: {totals['tokens']:,} tokens = {report.usage_text(totals)}; "
+        echo(f"total: {totals['tokens']:,} tokens = {report.usage_text(totals)}; "
                    f"${totals['cost_usd']:.4f} over {plural(totals['attempts'], 'attempt')} (cost: {sources})")
     assists = (totals or {}).get("assists") or {}
     if assists.get("calls"):
-        click.echo(f"assist calls: {assists['tokens']:,} tokens; ${assists['cost_usd']:.4f} over "
+        echo(f"assist calls: {assists['tokens']:,} tokens; ${assists['cost_usd']:.4f} over "
                    f"{plural(assists['calls'], 'call')} (prompt mutations and summaries by cheap agents)")
     stale = [t["id"] for t in data["tasks"] if t.get("stale")]
     if stale:
-        click.echo(f"stale: {', '.join(stale)} — use --rerun stale")
+        echo(f"stale: {', '.join(stale)} — use --rerun stale")
     for line in _agent_lines(data.get("agents") or {}):
-        click.echo(line)
+        echo(line)
 
 
 def _agent_lines(agents: dict[str, dict]) -> list[str]:
@@ -1223,31 +1229,32 @@ def log(ctx: Context, task: str, output: str, last: bool, number: int | None) ->
     if not attempts:
         click.echo(f"no attempts recorded for '{task}'")
         return
+    echo = _echo_visible  # an agent's output and errors are shown, never obeyed
     for a in attempts:
         tokens = (a["input_tokens"] or 0) + (a["output_tokens"] or 0)
-        click.echo(f"=== attempt {a['attempt']} of {total} · run {a['run_id']} · iteration {a['iteration']}"
+        echo(f"=== attempt {a['attempt']} of {total} · run {a['run_id']} · iteration {a['iteration']}"
                    f" · level {a['level']} · {a['agent']} · {a['status']} · {tokens} tokens"
                    f" · ${a['cost_usd'] or 0:.4f} · {a['latency'] or 0:.2f}s")
-        click.echo(f"ledger: {report.usage_text(a)}; ${a['cost_usd'] or 0:.6f} ({report.cost_source_text(a['cost_source'])})")
+        echo(f"ledger: {report.usage_text(a)}; ${a['cost_usd'] or 0:.6f} ({report.cost_source_text(a['cost_source'])})")
         for line in a.get("events") or ():
-            click.echo(f"--- {line}")
-        click.echo("--- prompt")
-        click.echo(a["prompt"] or "")
-        click.echo("--- raw output")
-        click.echo(a["raw_output"] if a["raw_output"] is not None else "(none)")
+            echo(f"--- {line}")
+        echo("--- prompt")
+        echo(a["prompt"] or "")
+        echo("--- raw output")
+        echo(a["raw_output"] if a["raw_output"] is not None else "(none)")
         if a["parsed_output"] is not None:
-            click.echo("--- parsed output")
-            click.echo(jsonlib.dumps(a["parsed_output"], indent=2, sort_keys=True))
+            echo("--- parsed output")
+            echo(jsonlib.dumps(a["parsed_output"], indent=2, sort_keys=True))
         if a["errors"]:
-            click.echo("--- errors")
+            echo("--- errors")
             for e in a["errors"]:
-                click.echo(f"- {e}")
+                echo(f"- {e}")
         for d in a.get("denials") or ():  # tool calls the agent's permissions refused
-            click.echo(f"--- denied: {d.get('tool')} {d.get('target')}".rstrip())
+            echo(f"--- denied: {d.get('tool')} {d.get('target')}".rstrip())
         for c in a["checks"] or []:
-            click.echo(f"--- check {c.get('id') or ' '.join(c['argv'])}: exit {c['returncode']}"
+            echo(f"--- check {c.get('id') or ' '.join(c['argv'])}: exit {c['returncode']}"
                        + (" (timed out)" if c.get("timed_out") else ""))
         if a.get("progress"):
-            click.echo(_progress_line(a["progress"]))
+            echo(_progress_line(a["progress"]))
         for line in a.get("after") or ():
-            click.echo(f"--- {line}")
+            echo(f"--- {line}")

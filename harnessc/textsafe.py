@@ -29,8 +29,10 @@ def _show(m: re.Match) -> str:
 
 
 def visible(text: Any) -> str:
-    """`text` with its control characters (all but newline and tab) shown, not obeyed."""
-    return _CONTROL.sub(_show, text if isinstance(text, str) else str(text))
+    """`text` with its control characters (all but newline and tab) shown, not obeyed; a
+    Windows line end is a line end."""
+    text = text if isinstance(text, str) else str(text)
+    return _CONTROL.sub(_show, text.replace("\r\n", "\n"))
 
 
 def _finite(value: Any) -> Any:
@@ -43,6 +45,10 @@ def _finite(value: Any) -> Any:
     return value
 
 
+_C1 = re.compile("[\x7f-\x9f]")  # json.dumps escapes C0 always, these only with ensure_ascii
+
+
 def json_text(data: Any, **kw: Any) -> str:
-    """`data` as strict JSON (non-finite numbers as null); keywords as json.dumps takes them."""
-    return json.dumps(_finite(data), allow_nan=False, **kw)
+    """`data` as strict JSON (non-finite numbers as null), every control character escaped
+    (also with ensure_ascii=False); keywords as json.dumps takes them."""
+    return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(_finite(data), allow_nan=False, **kw))

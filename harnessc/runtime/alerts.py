@@ -13,12 +13,12 @@ the same events. Each alert is
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections import defaultdict
 from typing import Any, Callable
 
+from ..textsafe import json_text
 from ..workspace import Workspace, WorkspaceError
 from .recovery import resumed_text
 
@@ -185,7 +185,7 @@ class Alerts:
                 "run_id": self.store.run_id}
         try:
             with self.workspace.open_write(self.workspace.alerts_log, "a") as f:
-                f.write(self.store.redact(json.dumps(line, ensure_ascii=False)) + "\n")
+                f.write(self.store.redact(json_text(line, ensure_ascii=False)) + "\n")  # `tail -f`-safe
         except (WorkspaceError, OSError) as e:  # the event still tells it
             message = f"{message} (not written to alerts.log: {e})"
         self.store.event("alert", task, level=level, alert=kind, message=message)

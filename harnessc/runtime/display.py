@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ..textsafe import visible
 from ..wording import shorten
 from . import summaries
 
@@ -109,7 +110,13 @@ class Progress:
             self.tokens += ev.get("tokens") or 0
 
     def describe(self, ev: dict) -> str | None:
-        """The event in words, or None for events not worth a line."""
+        """The event in words, or None for events not worth a line. What agents, servers and
+        the operator wrote in it (errors, instructions) is shown, its control characters
+        never obeyed (no clipboard write, title change or erase from an agent's output)."""
+        line = self._words(ev)
+        return visible(line) if line else None
+
+    def _words(self, ev: dict) -> str | None:
         kind, task = ev["kind"], ev.get("task")
         if kind == "attempt_started":
             on = f"on {ev['agent']}" + (f", refinement {ev['level']}" if ev.get("level") else "")
