@@ -685,8 +685,8 @@ def doctor(ctx: Context, output: str) -> None:
     if output == "json":
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
-        for line in _doctor_lines(result):
-            click.echo(line)
+        for line in _doctor_lines(result):  # a CLI's --version output, an API's error: shown, not obeyed
+            click.echo(visible(line))
     sys.exit(Exit.OK if result.ok else Exit.PROBLEMS)
 
 
