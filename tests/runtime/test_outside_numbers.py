@@ -126,3 +126,14 @@ def test_the_bounds() -> None:
 def test_json_output_never_holds_nan_or_infinity() -> None:
     text = json_text({"a": float("nan"), "b": [float("inf"), -float("inf"), 1.5], "c": "\x1b]52;c;x\x07"})
     assert _strict(text) == {"a": None, "b": [None, None, 1.5], "c": "\x1b]52;c;x\x07"}
+
+
+def test_a_cli_json_absurd_tool_count_is_not_believed() -> None:
+    from harnessc.runtime.agents.cli_output import parse_claude, parse_gemini
+
+    from .test_cli_agents import CLAUDE_OK, GEMINI_OK
+
+    assert parse_claude(json.dumps({**CLAUDE_OK, "num_turns": 10**30}), "", 0).tool_calls is None
+    stats = {**GEMINI_OK["stats"], "tools": {"totalCalls": -4}}
+    assert parse_gemini(json.dumps({**GEMINI_OK, "stats": stats}), "", 0).tool_calls is None
+    assert parse_gemini(json.dumps({**GEMINI_OK, "stats": {**stats, "tools": {"totalCalls": 3}}}), "", 0).tool_calls == 3

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...providers.subset import compact
-from .base import MAX_CALL_COST_USD, reported, shown
+from .base import MAX_CALL_COST_USD, MAX_CALL_TOKENS, reported, shown
 from .errors import text_reset
 
 
@@ -265,7 +265,7 @@ def _claude_usage(result: dict, answer: Answer) -> None:
     # No tool count in the result: each turn after the first answers tool results, so
     # num_turns - 1 is a lower bound (tools called in parallel share a turn).
     turns = result.get("num_turns")
-    if type(turns) is int and turns >= 1:
+    if type(turns) is int and reported(turns, MAX_CALL_TOKENS) and turns >= 1:
         answer.tool_calls = turns - 1
     cost = result.get("total_cost_usd")
     believed = reported(cost, MAX_CALL_COST_USD)
@@ -390,7 +390,8 @@ def parse_gemini(stdout: str, stderr: str, rc: int | None) -> Answer | Failure:
                 answer.reasoning_tokens += _int(tokens.get("thoughts"))
         answer.denials = gemini_denials(out.get("stats"))
         tools = (out.get("stats") or {}).get("tools") if isinstance(out.get("stats"), dict) else None
-        if isinstance(tools, dict) and type(tools.get("totalCalls")) is int:
+        if isinstance(tools, dict) and type(tools.get("totalCalls")) is int and \
+                reported(tools["totalCalls"], MAX_CALL_TOKENS) is not None:
             answer.tool_calls = tools["totalCalls"]
         return answer
     err_obj = out if out is not None and "error" in out else _one_json_object(stderr)
