@@ -465,6 +465,31 @@ def contracts(output: str) -> None:
 
 
 @cli.command()
+@click.argument("code", required=False)
+@output_option("text", "json")
+def explain(code: str | None, output: str) -> None:
+    """What a diagnostic CODE means, a minimal example and the fix (no CODE: every code)."""
+    import json
+
+    from .diagnostics import did_you_mean
+    from .explain import explanations, lookup
+
+    if code is None:
+        rows = explanations().values()
+        if output == "json":
+            click.echo(json.dumps([e.to_json() for e in rows], indent=2))
+        else:
+            for e in rows:
+                click.echo(f"{e.code}  {e.title}")
+        return
+    found = lookup(code)
+    if found is None:
+        near = did_you_mean(code.strip().upper(), explanations())
+        fail_usage(f"unknown code '{code}'", (f"{near} " if near else "") + "`harnessc explain` lists every code")
+    click.echo(json.dumps(found.to_json(), indent=2) if output == "json" else found.text(), nl=output == "json")
+
+
+@cli.command()
 @click.argument("directory", required=False, default=".")
 @click.option("--force", is_flag=True, help="Overwrite existing spec files.")
 def init(directory: str, force: bool) -> None:
