@@ -234,31 +234,76 @@ def report(diags, sources: dict[str, str], fmt: str, strict: bool, quiet_ok: boo
     return diagnostics_exit(len(diags.errors), len(diags.warnings), strict)
 
 
+def ignored_codes(values: tuple[str, ...]) -> tuple[str, ...]:
+    """The codes of `--ignore HC410 --ignore HC406,HC412` (any case, `410` for HC410); an
+    unknown code is a usage error."""
+    from .diagnostics import CODES, sole_match
+
+    codes = []
+    for value in values:
+        for word in value.replace(",", " ").split():
+            code = "HC" + word if word.isdigit() else word.upper()
+            if code not in CODES:
+                near = sole_match(code, CODES)
+                near = f"did you mean '{near}'?" if near else None
+                fail_usage(f"--ignore {word}: no such code", (f"{near} " if near else "") + "`harnessc explain` lists every code")
+            codes.append(code)
+    return tuple(codes)
+
+
 def diagnostic_options(f):
-    """--output (alias --format) and --strict, shared by the commands that report diagnostics."""
+    """--output (alias --format), --strict and --ignore, shared by the commands that report diagnostics."""
+    f = click.option("--ignore", "ignore", multiple=True, metavar="CODE[,CODE]",
+                     help="Ignore warnings of these codes (repeatable); errors are always reported.")(f)
     f = click.option("--strict", is_flag=True, help="Warnings fail too.")(f)
     return output_option(*FORMATS, old="--format")(f)
 
 
 @cli.command()
 @diagnostic_options
+@click.option("--fix", is_flag=True, help="Apply the unambiguous fixes (a misspelt key, a property line written "
+                                           "wrong) in place, say each, then report what remains.")
 @pass_ctx
-def lint(ctx: Context, output: str, strict: bool) -> None:
+def lint(ctx: Context, output: str, strict: bool, ignore: tuple, fix: bool) -> None:
     """Check the specs: every problem at once, with file:line:col. Offline and fast."""
     from .compiler import lint_project
 
-    project = lint_project(ctx.root())
+    codes = ignored_codes(ignore)
+    root = ctx.root()
+    project = lint_project(root, ignore=codes)
+    if fix:
+        project = _fix_and_relint(project, codes, to_stderr=output != "text")
     sys.exit(report(project.diags, project.sources, output, strict, root=project.root))
+
+
+def _fix_and_relint(project, codes: tuple[str, ...], to_stderr: bool):
+    """`lint --fix`: apply the fixes, print each (to stderr when stdout is for machines), and
+    lint again."""
+    from .compiler import lint_project
+    from .compiler.fix import apply_fixes
+
+    result = apply_fixes(project)
+    paths = shown_paths(project.diags.items, project.root)
+    for change in result.changes:
+        click.echo(change.line(paths), err=to_stderr)
+    for change in result.left:
+        click.echo(change.refused(paths), err=to_stderr)
+    for path, why in result.skipped.items():
+        click.echo(f"{paths.get(path, path)}: not fixed: {why}", err=to_stderr)
+    if not result.changes:
+        return project
+    click.echo(f"fixed {plural(len(result.changes), 'problem')}; linted again:", err=to_stderr)
+    return lint_project(project.root, ignore=codes)
 
 
 @cli.command()
 @diagnostic_options
 @pass_ctx
-def build(ctx: Context, output: str, strict: bool) -> None:
+def build(ctx: Context, output: str, strict: bool, ignore: tuple) -> None:
     """Lint, then write .harness/build/plan.json and prompts/<task-id>.md."""
     from .compiler import compile_project, write_build
 
-    project = compile_project(ctx.root(), write_prompts=True)
+    project = compile_project(ctx.root(), write_prompts=True, ignore=ignored_codes(ignore))
     code = report(project.diags, project.sources, output, strict, quiet_ok=True, root=project.root)
     if code != Exit.OK or project.plan is None:
         sys.exit(code)
@@ -471,7 +516,7 @@ def explain(code: str | None, output: str) -> None:
     """What a diagnostic CODE means, a minimal example and the fix (no CODE: every code)."""
     import json
 
-    from .diagnostics import did_you_mean
+    from .diagnostics import sole_match
     from .explain import explanations, lookup
 
     if code is None:
@@ -484,7 +529,8 @@ def explain(code: str | None, output: str) -> None:
         return
     found = lookup(code)
     if found is None:
-        near = did_you_mean(code.strip().upper(), explanations())
+        near = sole_match(code.strip().upper(), explanations())
+        near = f"did you mean '{near}'?" if near else None
         fail_usage(f"unknown code '{code}'", (f"{near} " if near else "") + "`harnessc explain` lists every code")
     click.echo(json.dumps(found.to_json(), indent=2) if output == "json" else found.text(), nl=output == "json")
 

@@ -97,6 +97,19 @@ class Span:
         return f"{self.path}:{self.line}:{self.col}"
 
 
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """A fix `lint --fix` may apply on its own: on line `line` of `path`, the text `old` at
+    column `col` becomes `new`. Only for fixes with one clear answer (a misspelt key)."""
+
+    path: str
+    line: int
+    col: int
+    old: str
+    new: str
+    what: str  # what changes, as `lint --fix` says it: "max_iteration -> max_iterations"
+
+
 @dataclass(frozen=True)
 class Diagnostic:
     code: str
@@ -104,6 +117,7 @@ class Diagnostic:
     message: str
     span: Span
     hint: str | None = None
+    fix: Fix | None = field(default=None, compare=False)
 
     def sort_key(self):
         return (self.span.path, self.span.line, self.span.col, self.code, self.message)
@@ -111,6 +125,7 @@ class Diagnostic:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["span"] = asdict(self.span)
+        del d["fix"]  # the --output json format names no fixes
         return d
 
 
@@ -129,6 +144,7 @@ class Diagnostics:
     fail_fast: bool = False
     items: list[Diagnostic] = field(default_factory=list)
     _seen: set[Diagnostic] = field(default_factory=set, repr=False)
+    ignored: int = 0  # warnings dropped by --ignore or an ignore comment
 
     def add(self, diagnostic: Diagnostic) -> None:
         if diagnostic in self._seen:
@@ -138,15 +154,23 @@ class Diagnostics:
         if self.fail_fast and diagnostic.severity == "error":
             raise CompileError(diagnostic)
 
-    def error(self, code: str, message: str, span: Span, hint: str | None = None) -> None:
-        self.add(Diagnostic(code, "error", message, span, hint))
+    def error(self, code: str, message: str, span: Span, hint: str | None = None, fix: Fix | None = None) -> None:
+        self.add(Diagnostic(code, "error", message, span, hint, fix))
 
-    def warning(self, code: str, message: str, span: Span, hint: str | None = None) -> None:
-        self.add(Diagnostic(code, "warning", message, span, hint))
+    def warning(self, code: str, message: str, span: Span, hint: str | None = None, fix: Fix | None = None) -> None:
+        self.add(Diagnostic(code, "warning", message, span, hint, fix))
 
     def extend(self, diagnostics: Iterable[Diagnostic]) -> None:
         for d in diagnostics:
             self.add(d)
+
+    def drop(self, predicate) -> int:
+        """Remove the diagnostics `predicate` is true of (ignored ones); how many went."""
+        kept = [d for d in self.items if not predicate(d)]
+        dropped = len(self.items) - len(kept)
+        self.items = kept
+        self.ignored += dropped
+        return dropped
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -175,6 +199,26 @@ def closest(word: str, choices: Iterable[str]) -> str | None:
 
     match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return match[0] if match else None
+
+
+def sole_match(word: str, choices: Iterable[str]) -> str | None:
+    """The choice `word` is a typo of, when there is one clear answer: close (ratio >= 0.75)
+    and well ahead of the next (by 0.15). `max_iteration` -> max_iterations, `max_iter` -> None
+    (max_time is as close). What `lint --fix` may change on its own."""
+    import difflib
+
+    ratios = []
+    matcher = difflib.SequenceMatcher()
+    matcher.set_seq2(word)
+    for choice in choices:
+        matcher.set_seq1(choice)
+        ratios.append((matcher.ratio(), choice))
+    ratios.sort(reverse=True)
+    if not ratios or ratios[0][0] < 0.75 or ratios[0][1] == word:
+        return None
+    if len(ratios) > 1 and ratios[0][0] - ratios[1][0] < 0.15:
+        return None
+    return ratios[0][1]
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:

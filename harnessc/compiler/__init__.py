@@ -9,11 +9,13 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterable
 
 from ..diagnostics import Diagnostics
 from ..workspace import Workspace
 from . import check, load
 from . import output
+from .ignore import apply_ignores
 from .output import PromptFiles
 from .project import Project
 
@@ -87,21 +89,25 @@ def _no_cyclic_gc():
             gc.enable()
 
 
-def lint_project(root: Path, diags: Diagnostics | None = None) -> Project:
-    """Every check, no output files. User templates are rendered too when the project has them."""
+def lint_project(root: Path, diags: Diagnostics | None = None, ignore: Iterable[str] = ()) -> Project:
+    """Every check, no output files. User templates are rendered too when the project has them.
+    Warnings of the codes in `ignore`, or named by a task's ignore comment, are dropped."""
     project = Project(root=Path(root), diags=diags or Diagnostics())
     with _no_cyclic_gc():
         _run(project, CHECK_PASSES)
         if project.roadmap is not None and project.config.templates and not project.diags.has_errors():
             _run(project, PLAN_PASSES)
+    apply_ignores(project, ignore)
     return project
 
 
-def compile_project(root: Path, diags: Diagnostics | None = None, write_prompts: bool = False) -> Project:
+def compile_project(root: Path, diags: Diagnostics | None = None, write_prompts: bool = False,
+                    ignore: Iterable[str] = ()) -> Project:
     """All passes; project.plan is complete when there are no errors.
 
     With write_prompts (a build), each prompt goes to .harness/build/prompts/ as it is
     rendered rather than into project.prompts; write_build finishes the build directory.
+    Warnings are ignored as by lint_project.
     """
     project = Project(root=Path(root), diags=diags or Diagnostics())
     if write_prompts:
@@ -110,6 +116,7 @@ def compile_project(root: Path, diags: Diagnostics | None = None, write_prompts:
         _run(project, CHECK_PASSES)
         if project.roadmap is not None and not project.diags.has_errors():
             _run(project, PLAN_PASSES)
+    apply_ignores(project, ignore)
     if project.diags.has_errors():
         project.plan = None
         if project.prompt_files is not None:

@@ -24,7 +24,7 @@ import gc
 import re
 from typing import Any, Callable, Iterator
 
-from ..diagnostics import CompileError, Diagnostics, Span, closest, did_you_mean
+from ..diagnostics import CompileError, Diagnostics, Fix, Span, closest, did_you_mean, sole_match
 from .tasks import Roadmap, Task, TaskSource
 from .vocab import (
     LADDER_ENDS, MUTATIONS, RUNGS, USD_FORMAT, Complexity, FailureStrategy, GitMode, IsolationMode, Priority, parse_duration, parse_usd,
@@ -46,6 +46,10 @@ _CLEAN_TASK_LINE = re.compile(rf"[-*+] \[([ xX])\] \*\*({ID_PATTERN})\*\*:(.*)")
 _LOOSE_COLON = re.compile(
     r"([ \t]*)(?:([-*+])[ \t]+)?([A-Za-z_][A-Za-z0-9_.-]*(?:[ \t]+[A-Za-z_][A-Za-z0-9_.-]*){0,2})[ \t]*:(.*)")
 _LOOSE_NO_COLON = re.compile(r"([ \t]*)[-*+][ \t]+([A-Za-z_][A-Za-z0-9_.-]*)[ \t]+([^ \t:].*)")
+# A per-task ignore comment (harnessc/compiler/ignore.py): `<!-- harnessc: ignore[HC410] -->`
+# or `# harnessc: ignore[HC410, HC406]`, at the end of the task line or as a property line.
+IGNORE_COMMENT = re.compile(
+    r"(?:<!--[ \t]*harnessc:[ \t]*ignore\[([^\]\n]*)\][ \t]*-->|#[ \t]*harnessc:[ \t]*ignore\[([^\]\n]*)\])[ \t]*$")
 
 # canonical key -> the kind of value (see _READERS)
 PROPERTY_KEYS: dict[str, str] = {
@@ -168,8 +172,21 @@ class _Misformed:
     None when the key is only a guess (then only the problem is reported).
     """
 
-    __slots__ = ("indent", "key", "raw", "key_at", "raw_at", "written",
-                 "code", "message", "col", "length", "hint")
+    __slots__ = ("indent", "bullet", "key", "raw", "key_at", "raw_at", "written",
+                 "code", "message", "col", "length", "hint", "line")
+
+    def fix(self, path: str, no: int) -> Fix | None:
+        """The line up to its value, rewritten as '  - key: ' (`lint --fix`), when the key is known
+        or a typo of one key only."""
+        key = self.key or sole_match("_".join(self.written.split()), _ALL_KEYS)
+        if key is None:
+            return None
+        old = self.line[: self.raw_at]
+        new = f"{self.indent or '  '}{self.bullet or '-'} {key}:"
+        if self.raw[:1] not in (" ", "\t") or old.endswith((" ", "\t")):  # no ':' written, or 'key:value'
+            new += " "
+        rest = self.line[self.raw_at:].rstrip()
+        return Fix(path, no, 1, old, new, f"'{_short(old + rest)}' -> '{_short(new + rest)}'")
 
     def group(self, *i: int):
         parts = (None, self.indent, self.key, self.raw)
@@ -224,6 +241,7 @@ def _misformed(line: str, gap: bool) -> _Misformed | None:
         if m is None or gap or m.group(2) not in _KEY_SET:
             return None
         indent, written, raw, raw_at = m.group(1), m.group(2), m.group(3), m.start(3)
+        bullet = line[len(indent)]
         key_at = m.start(2)
         key, near, code = written, None, "HC102"
         message = f"missing ':' after '{written}'"
@@ -233,18 +251,44 @@ def _misformed(line: str, gap: bool) -> _Misformed | None:
     fix = f"write '  - {key or near}: {shown or 'VALUE'}'"
     p = _Misformed()
     p.indent, p.key, p.raw, p.key_at, p.raw_at, p.written = indent, key, raw, key_at, raw_at, written
+    p.bullet, p.line = bullet, line
     p.code, p.message, p.col, p.length = code, message, col, length
     p.hint = f"did you mean '{near}'? {fix}" if near else fix
     return p
 
 
+class _Ignore:
+    """An ignore comment line of a task's property block: the codes it names and where."""
+
+    __slots__ = ("codes", "col")
+
+    def __init__(self, codes: str, col: int):
+        self.codes, self.col = codes, col
+
+
+def _ignore_line(line: str) -> _Ignore | None:
+    """The ignore comment an indented line holds alone, else None."""
+    s = line.lstrip(" \t")
+    if s[:1] not in ("<", "#") or len(s) == len(line):
+        return None
+    m = IGNORE_COMMENT.match(s)
+    if m is None:
+        return None
+    return _Ignore(m.group(1) if m.group(1) is not None else m.group(2), len(line) - len(s) + m.start(m.lastindex) + 1)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 50 else text[:47] + "..."
+
+
 def _property_line(line: str, gap: bool):
-    """What a line of a task's property block holds: a _PROP match, a _Misformed, or None
-    when the block ends there (the goal starts). `gap`: a blank line came before it."""
+    """What a line of a task's property block holds: a _PROP match, a _Misformed, an
+    _Ignore, or None when the block ends there (the goal starts). `gap`: a blank line came
+    before it."""
     m = _PROP.match(line)
     if m is not None:
         return m if not gap or m.group(2) in _KEY_SET else None
-    return _misformed(line, gap)
+    return _misformed(line, gap) or _ignore_line(line)
 
 
 class _Source:
@@ -295,7 +339,7 @@ class _Source:
                 if props is not None:
                     m = prop_match(line)
                     if m is None:
-                        m = _misformed(line, gap)
+                        m = _misformed(line, gap) or _ignore_line(line)
                     elif gap and m.group(2) not in _KEY_SET:  # after a blank line: the goal
                         m = None
                     if m is not None:
@@ -432,6 +476,7 @@ class _Builder:
         # ids and names, one string object per distinct value: a roadmap names the same
         # dependencies, contracts and tags thousands of times
         self.names: dict[str, str] = {}
+        self.ignores: dict[str, tuple[str, ...]] = {}  # task id -> codes its ignore comments name
         self.path = path
         self.diags = diags
         self.source = source
@@ -439,8 +484,9 @@ class _Builder:
     def span(self, line: int, col: int, length: int) -> Span:
         return Span(self.path, line, col, line, col + max(length, 1))
 
-    def error(self, code: str, msg: str, line: int, col: int, length: int, hint: str | None = None):
-        self.diags.error(code, msg, self.span(line, col, length), hint)
+    def error(self, code: str, msg: str, line: int, col: int, length: int, hint: str | None = None,
+              fix: Fix | None = None):
+        self.diags.error(code, msg, self.span(line, col, length), hint, fix)
 
     # -------------------------------------------------------------- task line
 
@@ -459,8 +505,18 @@ class _Builder:
         id_ = self.names.setdefault(id_, id_)
         fields: dict[str, Any] = {}
         first_line: dict[str, tuple[int, str]] = {}
+        if "harnessc:" in title:  # an ignore comment at the end of the task line
+            m = IGNORE_COMMENT.search(title)
+            if m is not None:
+                codes = m.group(1) if m.group(1) is not None else m.group(2)
+                at = head.value.rindex(codes) + 1
+                title = title[: m.start()].rstrip()
+                self.ignore(_Ignore(codes, at), head.line, fields)
         for p in props:
             self.prop(p, fields, first_line)
+        ignored = fields.pop("_ignore", None)
+        if ignored:
+            self.ignores.setdefault(id_, tuple(sorted(set(ignored))))
         if "accept" in fields:
             fields["accept"] = tuple(fields["accept"])
         fields.update(
@@ -571,8 +627,11 @@ class _Builder:
         With `spans` and `value_spans` (locate_spans), also where the key and its values are.
         """
         no, m = prop
+        if type(m) is _Ignore:
+            self.ignore(m, no, fields)
+            return
         if type(m) is _Misformed:
-            self.error(m.code, m.message, no, m.col, m.length, m.hint)
+            self.error(m.code, m.message, no, m.col, m.length, m.hint, m.fix(self.path, no))
             if m.key is None:
                 return
         indent, key, raw = m.group(1, 2, 3)
@@ -583,7 +642,9 @@ class _Builder:
         kind = PROPERTY_KEYS.get(canon)
         if kind is None:
             hint = did_you_mean(key, _ALL_KEYS) or ("known keys: " + ", ".join(PROPERTY_KEYS))
-            self.error("HC103", f"unknown key '{key}'", no, key_col, len(key), hint)
+            sure = sole_match(key, _ALL_KEYS)
+            fix = Fix(self.path, no, key_col, key, sure, f"{key} -> {sure}") if sure else None
+            self.error("HC103", f"unknown key '{key}'", no, key_col, len(key), hint, fix)
             return
         if canon not in first:
             first[canon] = (no, key)  # even when the value is bad: it is still a repeat
@@ -616,6 +677,25 @@ class _Builder:
         if where is not None:
             value_spans[canon] = where
             spans[canon] = Span(self.path, no, key_col, no, key_col + len(key))
+
+    def ignore(self, comment: _Ignore, no: int, fields: dict) -> None:
+        """Record the codes of an ignore comment in fields["_ignore"]; warn about unknown ones."""
+        from ..diagnostics import CODES
+
+        codes = fields.setdefault("_ignore", [])
+        col = comment.col
+        for word in re.split(r"([ \t,]+)", comment.codes):
+            code = word.upper()
+            if code in CODES:
+                codes.append(code)
+            elif word.strip(" \t,"):
+                near = sole_match(code, CODES)
+                self.diags.warning("HC102", f"unknown code '{word}' in an ignore comment", self.span(no, col, len(word)),
+                                   f"did you mean '{near}'?" if near else "codes look like HC410; `harnessc explain` lists them")
+            col += len(word)
+        if not comment.codes.strip(" \t,"):
+            self.diags.warning("HC102", "ignore comment names no code", self.span(no, comment.col, 1),
+                               "name the codes to ignore: <!-- harnessc: ignore[HC410] -->")
 
     # -------------------------------------------------------------- the goal
 
@@ -1089,7 +1169,7 @@ def _parse(text: str, path: str, diags: Diagnostics) -> Roadmap:
     start = title_line if title_line and (not tasks_at or title_line < tasks_at[0]) else 0
     if end > start:
         overview = "\n".join(src.head[start:end]).strip()
-    return Roadmap(path=path, title=title, overview=overview, tasks=tasks)
+    return Roadmap(path=path, title=title, overview=overview, tasks=tasks, ignores=b.ignores)
 
 
 # ------------------------------------------------------------------ format_roadmap
@@ -1155,6 +1235,8 @@ def format_roadmap(roadmap: Roadmap) -> str:
             text = _fmt_value(key, value)
             if text is not None:
                 out.append(f"  - {key}: {text}")
+        if t.id in roadmap.ignores:
+            out.append(f"  <!-- harnessc: ignore[{', '.join(roadmap.ignores[t.id])}] -->")
         if t.goal.strip():
             out.append("")
             out += [f"  {ln}" if ln.strip() else "" for ln in t.goal.strip("\n").split("\n")]

@@ -13,7 +13,7 @@ from functools import lru_cache
 from ..package_data import read_text
 from typing import Any
 
-from ..diagnostics import Diagnostics, did_you_mean
+from ..diagnostics import Diagnostics, Fix, Span, did_you_mean, sole_match
 from .jsonsubset import SchemaError, Validator, json_type, short_json
 from .vocab import DELIVERABLE_TYPES, DURATION_PATTERN, ENV_NAME_PATTERN, USD_FORMAT, is_usd_place, parse_duration
 from .yamlsafe import Marks
@@ -153,6 +153,13 @@ def _deepest(errors: list[SchemaError]) -> list[SchemaError]:
     return [e for p, e in by_place.items() if not any(o[: len(p)] == p and o != p for o in by_place)]
 
 
+def _key_fix(key: Any, allowed: list[str], where: Span) -> Fix | None:
+    """`lint --fix` for a misspelt key with one clear answer (applied only where the key is
+    written as is, unquoted, at `where`)."""
+    sure = sole_match(key, allowed) if isinstance(key, str) and key else None
+    return Fix(where.path, where.line, where.col, key, sure, f"{key} -> {sure}") if sure else None
+
+
 def report(e: SchemaError, v: Validator, marks: Marks, diags: Diagnostics) -> None:
     path = e.path
     key = path[-1] if path else None
@@ -161,11 +168,11 @@ def report(e: SchemaError, v: Validator, marks: Marks, diags: Diagnostics) -> No
     if e.keyword == "additionalProperties":
         allowed = list((s.get("properties") or {}).keys())
         hint = did_you_mean(str(key), allowed) or (f"allowed keys here: {', '.join(sorted(allowed))}" if allowed else None)
-        diags.error("HC210", f"unknown key '{key}'", marks.key(path), hint)
+        diags.error("HC210", f"unknown key '{key}'", marks.key(path), hint, _key_fix(key, allowed, marks.key(path)))
     elif e.keyword == "propertyNames":
         allowed = [str(c) for c in s.get("enum") or []]
         hint = did_you_mean(str(key), allowed) or (f"allowed keys here: {', '.join(allowed)}" if allowed else None)
-        diags.error("HC210", f"unknown key '{key}'", marks.key(path), hint)
+        diags.error("HC210", f"unknown key '{key}'", marks.key(path), hint, _key_fix(key, allowed, marks.key(path)))
     elif e.keyword == "required":
         parent = path[:-1]
         diags.error("HC215", f"missing required key '{key}'", marks.key(parent) if parent else marks.value(()),

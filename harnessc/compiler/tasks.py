@@ -113,3 +113,4 @@ class Roadmap:
     title: str | None = None
     overview: str = ""
     tasks: list[Task] = field(default_factory=list)
+    ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)  # task id -> codes to ignore there
