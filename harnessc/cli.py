@@ -14,7 +14,7 @@ from typing import NoReturn
 
 import click
 
-from . import __version__
+from . import __version__, completion
 from .outcome import BROKEN, Exit, diagnostics_exit, diagnostics_summary
 from .textsafe import json_text, visible
 from .wording import plural
@@ -132,7 +132,8 @@ def main() -> None:
     from .workspace import WorkspaceError
 
     try:
-        cli.main(standalone_mode=False)
+        # the completion variable is _HARNESSC_COMPLETE however harnessc was started (python -m)
+        cli.main(standalone_mode=False, complete_var="_HARNESSC_COMPLETE")
     except click.exceptions.Abort:
         click.echo("harnessc: aborted", err=True)
         sys.exit(Exit.STOPPED)
@@ -344,8 +345,9 @@ SELECTOR_HINT = "selectors: id, +id, id+, tag:x, phase:x; space = union, comma =
 
 
 @cli.command(name="ls")
-@click.option("-s", "--select", "select", multiple=True, help="Selectors: id, +id, id+, tag:x, phase:x.")
-@click.option("--exclude", multiple=True, help="Selectors to leave out.")
+@click.option("-s", "--select", "select", multiple=True, help="Selectors: id, +id, id+, tag:x, phase:x.",
+              shell_complete=completion.selectors)
+@click.option("--exclude", multiple=True, help="Selectors to leave out.", shell_complete=completion.selectors)
 @output_option("text", "json")
 @pass_ctx
 def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
@@ -415,7 +417,8 @@ UNREADABLE_SPEC = ("HC002", "HC003")  # contracts.yaml or harness.yaml too large
 
 
 @cli.command()
-@click.option("--contract", "contract_name", required=True, help="A contract name (project or built-in).")
+@click.option("--contract", "contract_name", required=True, help="A contract name (project or built-in).",
+              shell_complete=completion.contracts)
 @click.argument("file", type=click.Path(dir_okay=False))
 @output_option("text", "json")
 @pass_ctx
@@ -510,7 +513,7 @@ def contracts(output: str) -> None:
 
 
 @cli.command()
-@click.argument("code", required=False)
+@click.argument("code", required=False, shell_complete=completion.codes)
 @output_option("text", "json")
 def explain(code: str | None, output: str) -> None:
     """What a diagnostic CODE means, a minimal example and the fix (no CODE: every code)."""
@@ -657,8 +660,10 @@ def _report_line(root: Path, run_id: str) -> None:
 
 
 @cli.command()
-@click.option("-s", "--select", "select", multiple=True, metavar="SELECTOR", help="Tasks to run (repeatable).")
-@click.option("--exclude", multiple=True, metavar="SELECTOR", help="Tasks to leave out (repeatable).")
+@click.option("-s", "--select", "select", multiple=True, metavar="SELECTOR", help="Tasks to run (repeatable).",
+              shell_complete=completion.selectors)
+@click.option("--exclude", multiple=True, metavar="SELECTOR", help="Tasks to leave out (repeatable).",
+              shell_complete=completion.selectors)
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Tasks at once (default: concurrency).")
 @click.option("--fail-fast", is_flag=True, help="Stop starting tasks after the first failure.")
 @click.option("--rerun", type=click.Choice(["stale", "failed", "all"]), default=None,
@@ -671,9 +676,9 @@ def _report_line(root: Path, run_id: str) -> None:
 @click.option("--record", is_flag=True, help="Store every agent call in .harness/cassettes/ (for --replay).")
 @click.option("--replay", is_flag=True,
               help="Answer every agent call from .harness/cassettes/: no network, no keys.")
-@click.option("--agent", "agent", default=None, metavar="NAME",
+@click.option("--agent", "agent", default=None, metavar="NAME", shell_complete=completion.agents,
               help="Serve every task with this agent (one of harness.yaml's agents).")
-@click.option("--agents", "agents", default=None, metavar="A,B",
+@click.option("--agents", "agents", default=None, metavar="A,B", shell_complete=completion.agents,
               help="Use only these agents: each task's chain keeps the ones listed.")
 @click.option("--max-time", "max_time", default=None, metavar="DURATION",
               help="Stop the run after this long (e.g. 8h); in-flight work finishes; `run` goes on.")
@@ -958,7 +963,7 @@ def _to_inbox(ctx: Context, kind: str, data: dict, what: str, later: str) -> Non
 
 
 @cli.command()
-@click.argument("words", nargs=-1, required=True, metavar="[TASK] TEXT")
+@click.argument("words", nargs=-1, required=True, metavar="[TASK] TEXT", shell_complete=completion.tell_task)
 @click.option("--urgent", is_flag=True, help="Also cut the task's wait before its next iteration short.")
 @pass_ctx
 def tell(ctx: Context, words: tuple, urgent: bool) -> None:
@@ -993,7 +998,7 @@ def resume(ctx: Context) -> None:
 
 
 @cli.command()
-@click.argument("tasks", nargs=-1, metavar="[TASK]...")
+@click.argument("tasks", nargs=-1, metavar="[TASK]...", shell_complete=completion.task_ids)
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Tasks at once.")
 @click.option("--max-cost", type=USD, default=None, metavar="USD",
               help="Run budget in USD (overrides harness.yaml), kept across resumes.")
@@ -1048,7 +1053,7 @@ def _with_skipped_dependents(plan, named: set[str], broken: set[str]) -> set[str
 
 
 @cli.command()
-@click.argument("tasks", nargs=-1)
+@click.argument("tasks", nargs=-1, shell_complete=completion.task_ids)
 @click.option("--all", "all_", is_flag=True,
               help="Forget every task, attempt, the budget ledger, the kept --max-cost and the agents' breakers.")
 @click.option("--downstream", is_flag=True, help="Also reset every task that depends on TASK, transitively.")
@@ -1264,7 +1269,7 @@ def _shown(root: Path, path: Path) -> str:
 
 
 @cli.command()
-@click.argument("task")
+@click.argument("task", shell_complete=completion.task_ids)
 @output_option("text", "json", old="--json")
 @click.option("--last", is_flag=True, help="Only the task's latest attempt.")
 @click.option("--attempt", "number", type=click.IntRange(min=1), default=None, metavar="N",

@@ -64,6 +64,9 @@ def _slug(text: str) -> str:
     return _SLUG_GAP.sub("-", text.lower()).strip("-")
 
 
+phase_slug = _slug  # what `phase:` selects by, for shell completion (harnessc/completion.py)
+
+
 _NUMBER = re.compile(r"\d+(?:\.\d+)*")
 
 
