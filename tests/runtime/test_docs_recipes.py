@@ -9,6 +9,7 @@ import shlex
 import shutil
 import subprocess
 
+import click
 import pytest
 
 from harnessc.cli import cli
@@ -25,7 +26,8 @@ def test_each_synopsis_names_the_options_the_command_has(name):
     command = cli.commands[name]
     synopsis = SYNOPSES[name]
     written = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-[a-zA-Z])\b", synopsis))
-    options = [p for p in command.params if p.param_type_name == "option" and not p.hidden]
+    commands = list(command.commands.values()) if isinstance(command, click.Group) else [command]  # import
+    options = [p for c in commands for p in c.params if p.param_type_name == "option" and not p.hidden]
     assert [p.opts for p in options if not set(p.opts) & written] == [], synopsis  # undocumented
     assert written - {o for p in options for o in p.opts} == set(), synopsis  # documented, not there
 
