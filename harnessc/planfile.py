@@ -264,6 +264,7 @@ class Plan(Record):
     assists: Assists | None = None  # None in a plan built before assists existed: none
     git_hooks: bool | None = None  # harness.yaml `git_hooks` (None in a plan built before it existed: false)
     worktrees: dict | None = None  # harness.yaml `worktrees: {link, copy}` (None: nothing brought in)
+    telemetry: dict | None = None  # harness.yaml `telemetry:` {otlp_endpoint, content} (None: as unset)
 
     def node(self, task_id: str) -> PlanNode:
         return self._by_id()[task_id]

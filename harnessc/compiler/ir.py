@@ -441,6 +441,19 @@ class Worktrees(_Spec):
         return paths
 
 
+class Telemetry(_Spec):
+    """OpenTelemetry traces of each run (`pip install 'harnessc[otel]'`): a span per run, task,
+    attempt and verification, with the GenAI semantic-convention attributes."""
+
+    otlp_endpoint: str | None = Field(
+        None, description="Base URL of an OTLP/HTTP collector (protobuf); /v1/traces is added, e.g. "
+        "http://localhost:4318 or https://cloud.langfuse.com/api/public/otel. Unset: the environment's "
+        "OTEL_EXPORTER_OTLP_ENDPOINT, else no traces. Credentials go in OTEL_EXPORTER_OTLP_HEADERS, never here.")
+    content: bool = Field(
+        False, description="Put each attempt's prompt and output text (secrets redacted) and error "
+        "messages on its span (gen_ai.prompt, gen_ai.completion). false: counts, times and names only.")
+
+
 class HarnessConfig(_Spec):
     """harness.yaml: agents, routing, budgets and defaults."""
 
@@ -463,3 +476,4 @@ class HarnessConfig(_Spec):
         "with the child base environment (no API key); pre-commit and commit-msg never run (--no-verify). "
         "false: no hook runs for any git command harnessc starts (an agent could have written one)."
     )
+    telemetry: Telemetry = Field(default_factory=Telemetry, description="OpenTelemetry traces of each run.")

@@ -16,7 +16,7 @@ from ..package_data import read_text
 from ..diagnostics import Diagnostics, Span, did_you_mean
 from .project import CONTRACTS, HARNESS, ROADMAP, Project
 from .specview import SpecView, bad_places, check_spec, raw, validator
-from .vocab import BUILTIN_AGENT, is_usd_place, parse_usd
+from .vocab import BUILTIN_AGENT, is_usd_place, otlp_endpoint_problem, parse_usd
 from .yamlsafe import MAX_BYTES, load_yaml
 
 MAX_ROADMAP_BYTES = 50_000_000  # roadmaps grow with the project; YAML specs stay small
@@ -132,6 +132,7 @@ def load_config(project: Project) -> None:
     _check_agent_keys(project)
     _check_templates_dir(project)
     _check_replay_agents(project)
+    _check_telemetry(project)
 
 
 def _read_usd_text(node, path: tuple = ()) -> None:
@@ -233,6 +234,18 @@ def _check_replay_agents(project: Project) -> None:
         elif not exists:
             project.diags.warning("HC219", f"agent '{name}': cassette directory '{directory}' does not exist",
                                   span, "record with `harnessc run --record` and copy .harness/cassettes/ there")
+
+
+def _check_telemetry(project: Project) -> None:
+    """`telemetry.otlp_endpoint` is an http(s) base URL without credentials (they would be
+    written into plan.json)."""
+    url = project.config.telemetry.otlp_endpoint
+    if not isinstance(url, str) or project.config_marks is None:
+        return
+    problem = otlp_endpoint_problem(url)
+    if problem:
+        project.diags.error("HC211", f"telemetry.otlp_endpoint {problem[0]}",
+                            project.config_marks.value(("telemetry", "otlp_endpoint")), problem[1])
 
 
 def _why(e: Exception) -> str:

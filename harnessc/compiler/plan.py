@@ -278,6 +278,7 @@ def build_plan(project: Project) -> None:
         assists=assists,
         git_hooks=cfg.git_hooks,
         worktrees=cfg.worktrees.model_dump(mode="json", by_alias=True),
+        telemetry=cfg.telemetry.model_dump(mode="json"),
         contracts=entries,
         nodes=nodes,
         edges=Edges(nodes),

@@ -147,3 +147,27 @@ LS_KEYS = (
     "completion_promise", "success", "accept", "context", "context_tokens", "tags", "git", "isolation",
     "goal",
 )
+
+
+def otlp_endpoint_problem(url: str) -> tuple[str, str] | None:
+    """(what is wrong, what to write) for an OTLP/HTTP base URL (harness.yaml's
+    `telemetry.otlp_endpoint`, OTEL_EXPORTER_OTLP_ENDPOINT); None when it can be used."""
+    from urllib.parse import urlsplit
+
+    example = "a base URL like http://localhost:4318 (/v1/traces is added)"
+    if not url.strip() or any(c.isspace() for c in url):
+        return "is not a URL", example
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises on a port that is no number)
+    except ValueError:  # a port that is no number, a broken [IPv6] host
+        return "is not a URL", example
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "is not an http:// or https:// URL", example
+    if parts.username is not None or parts.password is not None:
+        return "holds credentials", "put them in OTEL_EXPORTER_OTLP_HEADERS (e.g. Authorization=Basic ...), not in the URL"
+    if parts.query or parts.fragment:
+        return "has a query or fragment", example
+    if parts.path.rstrip("/").endswith("/v1/traces"):
+        return "ends with /v1/traces, which harnessc adds", f"write {url.rstrip('/')[:-len('/v1/traces')] or url}"
+    return None

@@ -67,6 +67,7 @@ RULES: dict[str, tuple[str, str, Callable[[dict], str]]] = {
     "git_commit_failed": ("warning", "git_commit_failed", _reason),
     "git_stale_lock_removed": ("warning", "git_stale_lock", _reason),
     "git_secret_withheld": ("warning", "git_secret_withheld", _reason),
+    "telemetry_failed": ("warning", "telemetry", _reason),
     "run_finished": ("info", "run_finished", lambda ev: f"run {ev.get('status')}: {_reason(ev)}"),
 }
 

@@ -10,7 +10,7 @@ from typing import Callable
 
 from .. import providers
 from ..workspace import Workspace, storage_reason
-from . import preflight, reaper
+from . import preflight, reaper, telemetry
 from .lock import RunLock
 from .scheduler import RunOptions, RunResult, Runner, new_run_id, write_results
 from .state import StateError, StateStore
@@ -57,7 +57,7 @@ def execute(root: Path, plan: dict, opts: RunOptions,
     workspace = Workspace(root)
     lock = RunLock(workspace)
     lock.acquire()
-    store = None
+    store = tracing = None
     try:
         store = StateStore(workspace, secret_names=providers.key_envs(plan.get("agents") or {}))
         recovered = store.recover()
@@ -70,6 +70,9 @@ def execute(root: Path, plan: dict, opts: RunOptions,
             return idle  # nothing to run: no run recorded, no run directory
         check_agents(runner, workspace, opts)
         runner.isolation.check()  # raises IsolationError: nothing was started
+        tracing = telemetry.tracing(runner.plan, store)  # None when off: opentelemetry is never imported
+        if tracing:
+            store.listeners.append(tracing.on_event)
         options = {k: (sorted(v) if isinstance(v, set) else v)
                    for k, v in dataclasses.asdict(opts).items()}
         store.start_run(new_run_id(), options)
@@ -94,6 +97,8 @@ def execute(root: Path, plan: dict, opts: RunOptions,
             f"{workspace.rel(path)} failed during the run ({storage_reason(path.parent, e)}); the run"
             " stopped and what was committed is kept: fix the cause, then `harnessc run` resumes") from None
     finally:
+        if tracing:
+            tracing.close()  # the run's spans, sent within telemetry.FLUSH_TIMEOUT (never raises)
         try:
             workspace.unlink(workspace.stop)
         finally:

@@ -812,6 +812,11 @@ class StateStore:
             rows.append(self._attempt(row))
         return rows
 
+    def attempt(self, attempt_id: int) -> dict | None:
+        """One attempt's row (as `attempts` gives them), or None."""
+        row = self.db.execute("SELECT * FROM attempts WHERE id=?", (attempt_id,)).fetchone()
+        return self._attempt(row) if row is not None else None
+
     def _attempt(self, row: sqlite3.Row) -> dict:
         d = dict(row)
         for k, shape in (("parsed_output", None), ("errors", list), ("checks", list), ("progress", dict),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,10 +87,11 @@ async def verify(node: PlanNode, contract: Contract | None, text: str, root: Pat
         return v
     # accept commands are slow; run them only for an otherwise valid claim
     for cmd in node.accept:
+        started = time.time()  # wall clock, as the attempt's (the trace's accept spans)
         res = await run_accept(cmd, root, time_left)
         tail = (res.stdout + res.stderr).strip()[-TAIL_CHARS:]
         v.checks.append({"id": cmd.id, "argv": res.argv, "returncode": res.returncode,
-                         "timed_out": res.timed_out, "duration": round(res.duration, 3),
+                         "timed_out": res.timed_out, "started": round(started, 3), "duration": round(res.duration, 3),
                          "passed": passed_count(res.stdout + res.stderr), "tail": tail})
         if not res.ok:
             msg = f"accept check '{cmd.id or ' '.join(res.argv)}' failed: {res.describe()}"

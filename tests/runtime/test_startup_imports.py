@@ -14,8 +14,9 @@ from .helpers import REPO, env, node, write_project
 
 SDKS = {"anthropic", "openai", "httpx", "httpx2", "aiohttp"}
 # What a simulate-only run of a built plan has no use for: the SDKs, pydantic (the IR is the
-# compiler's), lark (the roadmap parser: the plan is built), GitPython (not a repository).
-NOT_FOR_A_SIMULATE_RUN = SDKS | {"pydantic", "pydantic_core", "lark", "git"}
+# compiler's), lark (the roadmap parser: the plan is built), GitPython (not a repository),
+# OpenTelemetry and protobuf (no `telemetry:`, no OTEL_EXPORTER_OTLP_ENDPOINT: off, at no cost).
+NOT_FOR_A_SIMULATE_RUN = SDKS | {"pydantic", "pydantic_core", "lark", "git", "opentelemetry", "google", "requests"}
 
 SCRIPT = """
 import json, sys
@@ -29,8 +30,9 @@ print(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
 
 
 def imported(*args: str) -> set[str]:
+    quiet = {k: v for k, v in env().items() if not k.startswith("OTEL_")}  # telemetry off
     out = subprocess.run([sys.executable, "-c", SCRIPT, *args], capture_output=True, text=True, timeout=120,
-                         env=env())
+                         env=quiet)
     assert out.returncode == 0, out.stderr
     return set(json.loads(out.stdout.strip().splitlines()[-1]))
 
@@ -50,3 +52,16 @@ def test_lint_and_build_import_no_sdk(tmp_path: Path) -> None:
         modules = imported("-C", str(tmp_path / "demo"), command)
         assert "harnessc" in modules and not modules & SDKS, (command, modules & SDKS)
     assert (tmp_path / "demo" / ".harness" / "build" / "plan.json").is_file()
+
+
+def test_a_run_with_telemetry_on_imports_opentelemetry(tmp_path: Path) -> None:
+    """The other side of the check above: it sees OpenTelemetry when a run traces."""
+    import pytest
+
+    pytest.importorskip("opentelemetry.sdk")
+    write_project(tmp_path, [node("t1")])
+    path = tmp_path / ".harness" / "build" / "plan.json"
+    plan = json.loads(path.read_text())
+    plan["telemetry"] = {"otlp_endpoint": "http://127.0.0.1:9", "content": False}  # discard: nothing listens
+    path.write_text(json.dumps(plan))
+    assert "opentelemetry" in imported("-C", str(tmp_path), "run", "--no-build")

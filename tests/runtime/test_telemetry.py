@@ -1,0 +1,392 @@
+"""OpenTelemetry traces of a run (issue 20 part 3), checked at an OTLP/HTTP receiver on
+127.0.0.1 that decodes what arrives with the OTLP protobuf messages: the span tree (run >
+task > attempt > verify > accept), real times, the GenAI attributes, no content and no
+secret unless `telemetry.content: true` (and never a secret), a collector that is down or
+hangs, telemetry configured without its packages, and a bad endpoint in lint."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import sqlite3
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+
+from google.protobuf.json_format import MessageToDict  # noqa: E402
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
+
+from .helpers import PY, REPO, SIMPLE_CONTRACT, env, harnessc, node, write_project  # noqa: E402
+
+
+class Receiver:
+    """An OTLP/HTTP collector: POST /v1/traces bodies decoded into spans (dicts)."""
+
+    def __init__(self, hang: bool = False):
+        self.spans: list[dict] = []
+        self.bodies: list[bytes] = []
+        self.paths: list[str] = []
+        self.release = threading.Event()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if hang:
+                    receiver.release.wait(30)
+                    return
+                receiver.take(self.path, self.headers.get("Content-Type"), body)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def take(self, path: str, content_type: str | None, body: bytes) -> None:
+        assert content_type == "application/x-protobuf"
+        self.paths.append(path)
+        self.bodies.append(body)
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        for resource_spans in request.resource_spans:
+            resource = _attrs(resource_spans.resource.attributes)
+            for scope_spans in resource_spans.scope_spans:
+                for s in scope_spans.spans:
+                    self.spans.append({
+                        "name": s.name, "trace": s.trace_id.hex(), "id": s.span_id.hex(),
+                        "parent": s.parent_span_id.hex() or None, "start": s.start_time_unix_nano,
+                        "end": s.end_time_unix_nano, "error": s.status.code == 2, "status": s.status.message,
+                        "attrs": _attrs(s.attributes), "resource": resource})
+
+    def __enter__(self) -> "Receiver":
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+    def named(self, prefix: str) -> list[dict]:
+        return [s for s in self.spans if s["name"].startswith(prefix)]
+
+
+def _attrs(kvs) -> dict:
+    out = {}
+    for kv in kvs:
+        value = MessageToDict(kv.value)
+        (kind, v), = value.items()
+        out[kv.key] = int(v) if kind == "intValue" else v
+    return out
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def with_telemetry(root: Path, **settings) -> None:
+    """Set harness.yaml's `telemetry:` in the plan.json write_project wrote (as a build would)."""
+    path = root / ".harness" / "build" / "plan.json"
+    plan = json.loads(path.read_text())
+    plan["telemetry"] = {"otlp_endpoint": None, "content": False, **settings}
+    path.write_text(json.dumps(plan))
+
+
+def otel_env(url: str | None = None, **extra) -> dict:
+    e = {k: v for k, v in env(**extra).items() if not k.startswith("OTEL_")}
+    if url:
+        e["OTEL_EXPORTER_OTLP_ENDPOINT"] = url
+    return e
+
+
+def rows(root: Path, sql: str) -> list[dict]:
+    db = sqlite3.connect(root / ".harness" / "state.db")
+    db.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in db.execute(sql)]
+    finally:
+        db.close()
+
+
+def alerts(root: Path) -> list[dict]:
+    path = root / ".harness" / "alerts.log"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+# ------------------------------------------------------------------ the trace
+
+
+def test_a_run_is_one_trace_of_run_task_attempt_verify_and_accept_spans_with_real_times(tmp_path):
+    accept = [{"id": "smoke", "argv": [PY, "-c", "print('ok')"], "timeout": 60}]
+    write_project(tmp_path, [
+        node("a", contract="summary", accept=accept, routing={"agent": "careful", "chain": ["careful"]},
+             goal="GOAL-MARKER-a: summarise"),
+        node("b", depends_on=["a"]),
+    ], agents={"rehearsal": {"provider": "simulate", "price": {"input": 3.0, "output": 15.0}},
+               "careful": {"provider": "simulate", "invalid_first": 1, "price": {"input": 3.0, "output": 15.0}}},
+        contracts={"summary": SIMPLE_CONTRACT})
+    with Receiver() as rx:
+        r = harnessc(tmp_path, "run", env=otel_env(rx.url + "/"))  # a trailing slash is no second one
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert set(rx.paths) == {"/v1/traces"}
+    spans = {s["id"]: s for s in rx.spans}
+    assert len({s["trace"] for s in rx.spans}) == 1  # one run, one trace
+
+    (run,) = rx.named("harnessc run")
+    (run_row,) = rows(tmp_path, "SELECT * FROM runs")
+    assert run["parent"] is None and run["resource"]["service.name"] == "harnessc"
+    assert run["attrs"]["harnessc.run.id"] == run_row["id"]
+    assert run["attrs"]["harnessc.run.status"] == "succeeded" and run["attrs"]["harnessc.run.exit_code"] == 0
+    assert not run["error"]
+
+    tasks = {s["attrs"]["harnessc.task.id"]: s for s in rx.named("task ")}
+    assert set(tasks) == {"a", "b"}
+    for tid, span in tasks.items():
+        assert span["name"] == f"task {tid}" and span["parent"] == run["id"]
+        assert span["attrs"]["harnessc.task.state"] == "succeeded"
+        assert run["start"] <= span["start"] <= span["end"] <= run["end"]
+
+    attempts = rows(tmp_path, "SELECT * FROM attempts ORDER BY id")
+    assert [a["status"] for a in attempts] == ["rejected", "succeeded", "succeeded"]
+    by_attempt = {s["attrs"]["harnessc.attempt.id"]: s for s in rx.named("invoke_agent ")}
+    assert set(by_attempt) == {a["id"] for a in attempts}
+    for row in attempts:
+        span = by_attempt[row["id"]]
+        a = span["attrs"]
+        assert span["name"] == f"invoke_agent {row['agent']}" and span["parent"] == tasks[row["task_id"]]["id"]
+        assert a["harnessc.task.id"] == row["task_id"] and a["harnessc.attempt.status"] == row["status"]
+        # simulate agents: the provider's own name, and the agent's name as the model
+        assert a["gen_ai.provider.name"] == a["gen_ai.system"] == "simulate"
+        assert a["gen_ai.request.model"] == a["gen_ai.agent.name"] == row["agent"]
+        assert a["gen_ai.operation.name"] == "invoke_agent"
+        assert a["gen_ai.usage.input_tokens"] == row["input_tokens"] > 0
+        assert a["gen_ai.usage.output_tokens"] == row["output_tokens"] > 0
+        assert a["gen_ai.usage.cost"] == pytest.approx(row["cost_usd"]) and row["cost_usd"] > 0
+        # the attempt's own times (the span opens at its attempt_started event, a moment later)
+        assert abs(span["start"] - row["started_at"] * 1e9) < 50e6
+        assert abs(span["end"] - row["finished_at"] * 1e9) < 1e6
+        assert "gen_ai.prompt" not in a and "gen_ai.completion" not in a
+
+    verify = {spans[s["parent"]]["attrs"]["harnessc.attempt.id"]: s for s in rx.named("verify")}
+    assert set(verify) == set(by_attempt)
+    rejected, passed = verify[attempts[0]["id"]], verify[attempts[1]["id"]]
+    assert rejected["error"] and rejected["status"] == "verification failed"  # no error text: content is off
+    assert not rejected["attrs"]["harnessc.verify.passed"] and rejected["attrs"]["harnessc.verify.errors"] >= 1
+    assert not passed["error"] and passed["attrs"]["harnessc.verify.passed"]
+    for s in verify.values():
+        attempt = spans[s["parent"]]
+        assert attempt["start"] <= s["start"] <= s["end"] == attempt["end"]
+        assert s["attrs"]["harnessc.task.id"] == attempt["attrs"]["harnessc.task.id"]
+
+    (check,) = rx.named("accept smoke")
+    (row_check,) = json.loads(attempts[1]["checks"])
+    assert check["parent"] == passed["id"] and check["attrs"]["harnessc.accept.exit_code"] == 0
+    assert check["attrs"]["harnessc.task.id"] == "a"
+    assert check["start"] == pytest.approx(row_check["started"] * 1e9, abs=1e6)
+    assert (check["end"] - check["start"]) / 1e9 == pytest.approx(row_check["duration"], abs=2e-3)
+    assert passed["start"] <= check["start"] <= check["end"] <= passed["end"]
+
+    # the run's texts never left: the prompts and the simulated answers
+    sent = b"".join(rx.bodies)
+    assert all(row["prompt"].strip().encode() not in sent for row in attempts)
+    assert b"GOAL-MARKER" not in sent and b'"score"' not in sent
+
+    # the next run is a trace of its own
+    with Receiver() as again:
+        r = harnessc(tmp_path, "run", "--rerun", "all", env=otel_env(again.url))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert {s["trace"] for s in again.spans}.isdisjoint({s["trace"] for s in rx.spans})
+
+
+def test_an_api_agent_span_has_its_provider_model_and_cache_tokens_and_no_key(tmp_path):
+    pytest.importorskip("anthropic")
+    from .fakeapi import Reply, ThreadedFakeAPI
+    from .test_providers import KEYS
+
+    usage = {"input": 100, "cache_read": 1000, "cache_write": 200, "output": 20}
+    with ThreadedFakeAPI() as api, Receiver() as rx:
+        api.push(Reply.ok('{"title": "Q3", "score": 4}', usage=usage))
+        agent = {"provider": "anthropic", "model": "m-1", "base_url": api.base_url,
+                 "price": {"input": 3.0, "output": 15.0}}
+        write_project(tmp_path, [node("t", contract="summary", routing={"agent": "llm", "chain": ["llm"]})],
+                      agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
+        with_telemetry(tmp_path, otlp_endpoint=rx.url)
+        e = {k: v for k, v in otel_env().items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+        r = harnessc(tmp_path, "run", env={**e, **KEYS})
+    assert r.returncode == 0, r.stdout + r.stderr
+    (span,) = rx.named("invoke_agent llm")
+    a = span["attrs"]
+    assert a["gen_ai.provider.name"] == a["gen_ai.system"] == "anthropic"
+    assert a["gen_ai.request.model"] == "m-1" and a["gen_ai.agent.name"] == "llm"
+    assert a["gen_ai.usage.input_tokens"] == 1300 and a["gen_ai.usage.output_tokens"] == 20
+    assert a["gen_ai.usage.cache_read.input_tokens"] == 1000
+    assert a["gen_ai.usage.cache_creation.input_tokens"] == 200
+    (row,) = rows(tmp_path, "SELECT cost_usd FROM attempts")
+    assert a["gen_ai.usage.cost"] == pytest.approx(row["cost_usd"]) and row["cost_usd"] > 0
+    assert not any(key.encode() in body for body in rx.bodies for key in KEYS.values())
+
+
+SECRET = "tel-secret-value-31415926"
+MARKER = "OUTPUT-MARKER-7"
+
+
+def _secret_project(root: Path, **telemetry) -> None:
+    """A command agent that prints a secret it was passed, and a marker."""
+    script = f"import os, sys; sys.stdin.read(); print('{MARKER}', os.environ['TELEMETRY_TEST_API_KEY'])"
+    write_project(root, [node("t", routing={"agent": "cmd", "chain": ["cmd"]}, goal="GOAL-MARKER-t: report")],
+                  agents={"cmd": {"provider": "command", "command": [PY, "-c", script],
+                                  "pass_env": ["TELEMETRY_TEST_API_KEY"]}})
+    with_telemetry(root, **telemetry)
+
+
+@pytest.mark.parametrize("content", [False, True])
+def test_no_text_unless_content_is_on_and_never_a_secret(tmp_path, content):
+    with Receiver() as rx:
+        _secret_project(tmp_path, otlp_endpoint=rx.url, content=content)
+        r = harnessc(tmp_path, "run", env=otel_env(TELEMETRY_TEST_API_KEY=SECRET))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (row,) = rows(tmp_path, "SELECT prompt, raw_output FROM attempts")
+    assert MARKER in row["raw_output"] and "GOAL-MARKER-t" in row["prompt"]  # (redacted on disk)
+    sent = b"".join(rx.bodies)
+    assert rx.spans and SECRET.encode() not in sent and SECRET[::-1].encode() not in sent
+    (span,) = rx.named("invoke_agent cmd")
+    assert span["attrs"]["gen_ai.request.model"] == "cmd" and span["attrs"]["gen_ai.provider.name"] == "command"
+    if content:
+        assert span["attrs"]["gen_ai.completion"].strip() == f"{MARKER} [redacted]"
+        assert span["attrs"]["gen_ai.prompt"] == row["prompt"]
+    else:
+        assert MARKER.encode() not in sent and b"GOAL-MARKER" not in sent
+        assert not {"gen_ai.prompt", "gen_ai.completion"} & set(span["attrs"])
+
+
+# ------------------------------------------------------------------ when it cannot send
+
+
+def test_a_collector_that_is_down_costs_the_run_nothing_but_an_alert(tmp_path):
+    write_project(tmp_path, [node("a"), node("b")])
+    r = harnessc(tmp_path, "run", env=otel_env(f"http://127.0.0.1:{closed_port()}"))
+    assert r.returncode == 0, r.stdout + r.stderr  # as without telemetry
+    (alert,) = [a for a in alerts(tmp_path) if a["kind"] == "telemetry"]
+    assert alert["level"] == "warning" and alert["message"].startswith("traces not sent to http://127.0.0.1:")
+    assert "Traceback" not in r.stderr and "alert warning: traces not sent" in r.stdout + r.stderr
+    assert {row["status"] for row in rows(tmp_path, "SELECT status FROM runs")} == {"succeeded"}
+
+
+def test_the_end_of_a_run_waits_for_a_hanging_collector_at_most_the_bound_given_to_the_sdk(tmp_path, monkeypatch):
+    """The bound is checked as the SDK receives it, not by the clock: the exporter's timeout
+    (each export, with its retries) and the run's wait for the flush are FLUSH_TIMEOUT."""
+    from opentelemetry.exporter.otlp.proto.http import trace_exporter
+    from opentelemetry.sdk.trace import export
+
+    from harnessc.runtime import telemetry
+    from harnessc.runtime.scheduler import RunOptions
+    from harnessc.runtime.session import execute
+
+    given: dict[str, float] = {}
+
+    class Exporter(trace_exporter.OTLPSpanExporter):
+        def __init__(self, *args, **kw):
+            given["export_timeout"] = kw["timeout"]
+            super().__init__(*args, **kw)
+
+    class Processor(export.BatchSpanProcessor):
+        def __init__(self, *args, **kw):
+            given["processor_timeout_ms"] = kw["export_timeout_millis"]
+            super().__init__(*args, **kw)
+
+    joined: list[float] = []
+    real_join = threading.Thread.join
+
+    def join(self, timeout=None):
+        if self.name == "harnessc-telemetry":
+            joined.append(timeout)
+        return real_join(self, timeout)
+
+    monkeypatch.setattr(trace_exporter, "OTLPSpanExporter", Exporter)
+    monkeypatch.setattr(export, "BatchSpanProcessor", Processor)
+    monkeypatch.setattr(threading.Thread, "join", join)
+    monkeypatch.setattr(telemetry, "FLUSH_TIMEOUT", 0.5)
+    plan = write_project(tmp_path, [node("a")])
+    with Receiver(hang=True) as rx:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rx.url)
+        result = execute(tmp_path, plan, RunOptions())
+    assert result.exit_code == 0 and result.status == "succeeded"
+    assert given == {"export_timeout": 0.5, "processor_timeout_ms": 500}
+    assert joined == [0.5]
+    (alert,) = [a for a in alerts(tmp_path) if a["kind"] == "telemetry"]
+    assert alert["message"].startswith(f"traces not sent to {rx.url}/v1/traces: ")
+
+
+def test_telemetry_without_its_packages_warns_once_and_the_run_goes_on(tmp_path):
+    blocked = tmp_path / "blocked" / "opentelemetry"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ImportError('blocked by the test', name='opentelemetry')\n")
+    project = tmp_path / "p"
+    write_project(project, [node("a")])
+    with_telemetry(project, otlp_endpoint=f"http://127.0.0.1:{closed_port()}")
+    e = otel_env()
+    e["PYTHONPATH"] = str(tmp_path / "blocked") + ":" + e["PYTHONPATH"]
+    r = harnessc(project, "run", env=e)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (alert,) = [a for a in alerts(project) if a["kind"] == "telemetry"]
+    assert alert["message"] == ("no traces for this run: the OpenTelemetry packages are not installed "
+                                "(opentelemetry): pip install 'harnessc[otel]'")
+    assert "Traceback" not in r.stderr
+
+
+def test_a_bad_endpoint_in_the_environment_is_a_warning_and_no_traces(tmp_path):
+    write_project(tmp_path, [node("a")])
+    r = harnessc(tmp_path, "run", env=otel_env("localhost:4318"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (alert,) = [a for a in alerts(tmp_path) if a["kind"] == "telemetry"]
+    assert alert["message"] == ("no traces for this run: OTEL_EXPORTER_OTLP_ENDPOINT is not an http:// or "
+                                "https:// URL: a base URL like http://localhost:4318 (/v1/traces is added)")
+
+
+# ------------------------------------------------------------------ lint
+
+
+@pytest.mark.parametrize("url, message, hint", [
+    ("ftp://collector:21", "is not an http:// or https:// URL", "a base URL like http://localhost:4318"),
+    ("http://user:hunter2-pw@collector:4318", "holds credentials", "OTEL_EXPORTER_OTLP_HEADERS"),
+    ("http://collector:4318/v1/traces", "ends with /v1/traces, which harnessc adds", "write http://collector:4318"),
+    ("http://collector:http", "is not a URL", "a base URL"),
+])
+def test_lint_reports_a_bad_endpoint_where_it_is_written(tmp_path, url, message, hint):
+    project = tmp_path / "demo"
+    shutil.copytree(REPO / "specs" / "demo", project, ignore=shutil.ignore_patterns(".harness"))
+    config = project / "harness.yaml"
+    lines = config.read_text().splitlines()
+    config.write_text("\n".join([*lines, "telemetry:", f"  otlp_endpoint: '{url}'", "  content: false"]) + "\n")
+    r = harnessc(project, "lint", "--output", "json", env=otel_env())
+    assert r.returncode == 1, r.stdout + r.stderr
+    (diag,) = json.loads(r.stdout)
+    assert diag["code"] == "HC211" and diag["message"] == f"telemetry.otlp_endpoint {message}"
+    assert diag["span"]["path"].endswith("harness.yaml") and (diag["span"]["line"], diag["span"]["col"]) == (
+        len(lines) + 2, 18)
+    assert hint in diag["hint"] and "hunter2" not in diag["message"] + diag["hint"]
+
+
+def test_the_endpoint_and_content_reach_plan_json(tmp_path):
+    project = tmp_path / "demo"
+    shutil.copytree(REPO / "specs" / "demo", project, ignore=shutil.ignore_patterns(".harness"))
+    with (project / "harness.yaml").open("a") as f:
+        f.write("telemetry: {otlp_endpoint: 'https://cloud.langfuse.com/api/public/otel', content: true}\n")
+    r = harnessc(project, "build", env=otel_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    plan = json.loads((project / ".harness" / "build" / "plan.json").read_text())
+    assert plan["telemetry"] == {"otlp_endpoint": "https://cloud.langfuse.com/api/public/otel", "content": True}
