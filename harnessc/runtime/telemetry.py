@@ -96,6 +96,7 @@ class Tracing:
         try:
             self._record(ev)
         except Exception as e:  # noqa: BLE001  a trace is never worth the run: tracing stops, the run goes on
+            self.sdk.log.detach()
             self.sdk = None
             self.store.event("telemetry_failed", reason=f"tracing stopped: {type(e).__name__}: {e}")
 
@@ -120,6 +121,8 @@ class Tracing:
                 self.sdk = _Sdk(self.url)
             except ImportError as e:
                 self.problem = f"the OpenTelemetry packages are not installed ({e.name}): {INSTALL}"
+            except Exception as e:  # noqa: BLE001  a broken install (protobuf versions that disagree)
+                self.problem = f"OpenTelemetry could not start ({type(e).__name__}: {e})"
         if self.problem is not None:
             self.store.event("telemetry_failed", reason=f"no traces for this run: {self.problem}")
             return
@@ -204,10 +207,11 @@ class Tracing:
         span = self._task_span(task, ev["ts"])  # a task ending without an attempt (skipped): an instant
         del self.tasks[task]
         attempts, tokens, cost = self.task_usage.pop(task, [0, 0, 0.0])
-        span.set_attributes({"harnessc.task.state": "interrupted" if state == "pending" else state,
-                             "harnessc.task.attempts": attempts, "harnessc.tokens": tokens, "harnessc.cost_usd": cost})
-        bad = state in ("failed", "blocked", "pending")
-        self.sdk.end(span, ev["ts"], error=self._why(state, [ev.get("error")] if ev.get("error") else []) if bad else None)
+        state = "interrupted" if state == "pending" else state  # an abort sends it back to pending
+        span.set_attributes({"harnessc.task.state": state, "harnessc.task.attempts": attempts,
+                             "harnessc.tokens": tokens, "harnessc.cost_usd": cost})
+        bad = state in ("failed", "blocked", "interrupted")
+        self.sdk.end(span, ev["ts"], error=self._why(state, [ev.get("error")]) if bad else None)
 
     def _run_finished(self, ev: dict) -> None:
         self._end_open(ev["ts"])
@@ -270,11 +274,7 @@ class _Sdk:
 
         from .. import __version__
 
-        self.trace, self.failed, self.done = trace, 0, threading.Event()
-        self.log = _LastProblem()
-        sdk_log = logging.getLogger("opentelemetry")
-        sdk_log.addHandler(self.log)  # said in our alert, not printed over the live display
-        sdk_log.propagate = False
+        self.trace, self.failed = trace, 0
         sdk = self
 
         class Exporter(OTLPSpanExporter):
@@ -291,6 +291,7 @@ class _Sdk:
                                        shutdown_on_exit=False)
         self.provider.add_span_processor(self.processor)
         self.tracer = self.provider.get_tracer("harnessc", __version__)
+        self.log = _LastProblem()  # the SDK's warnings: said in our alert, not printed over the display
 
     def start(self, name: str, ts: float, parent, attributes: dict):
         context = self.trace.set_span_in_context(parent) if parent is not None else None
@@ -307,8 +308,9 @@ class _Sdk:
         worker = threading.Thread(target=self._shutdown, name="harnessc-telemetry", daemon=True)
         worker.start()
         worker.join(FLUSH_TIMEOUT)
-        if worker.is_alive():
+        if worker.is_alive():  # left to end with the process (a daemon thread), its warnings unheard
             return f"the collector did not take them within {FLUSH_TIMEOUT:g}s" + self.log.said()
+        self.log.detach()
         if self.failed:
             return f"{self.failed} span(s) refused or undelivered" + self.log.said()
         return None
@@ -319,14 +321,24 @@ class _Sdk:
 
 
 class _LastProblem(logging.Handler):
-    """Keeps the SDK's last warning (why an export failed) for the run's alert."""
+    """Keeps the SDK's last warning (why an export failed) for the run's alert, in place of
+    the "opentelemetry" logger's output while it is attached."""
 
     def __init__(self):
         super().__init__(logging.WARNING)
         self.last: str | None = None
+        self.logger = logging.getLogger("opentelemetry")
+        self.propagated = self.logger.propagate
+        self.logger.addHandler(self)
+        self.logger.propagate = False
+
+    def detach(self) -> None:
+        self.logger.removeHandler(self)
+        self.logger.propagate = self.propagated
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.last = record.getMessage().splitlines()[0][:300] if record.getMessage() else None
+        message = record.getMessage()
+        self.last = message.splitlines()[0][:300] if message else self.last
 
     def said(self) -> str:
         return f" ({self.last})" if self.last else ""

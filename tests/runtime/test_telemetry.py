@@ -273,6 +273,31 @@ def test_no_text_unless_content_is_on_and_never_a_secret(tmp_path, content):
         assert not {"gen_ai.prompt", "gen_ai.completion"} & set(span["attrs"])
 
 
+@pytest.mark.parametrize("content", [False, True])
+def test_a_failed_call_is_an_error_span_whose_message_is_content(tmp_path, content):
+    script = f"import os, sys; sys.stdin.read(); sys.exit('{MARKER} ' + os.environ['TELEMETRY_TEST_API_KEY'])"
+    write_project(tmp_path, [node("t", routing={"agent": "cmd", "chain": ["cmd"]}, retry={"max_retries": 0})],
+                  agents={"cmd": {"provider": "command", "command": [PY, "-c", script],
+                                  "pass_env": ["TELEMETRY_TEST_API_KEY"]}})
+    with Receiver() as rx:
+        with_telemetry(tmp_path, otlp_endpoint=rx.url, content=content)
+        r = harnessc(tmp_path, "run", env=otel_env(TELEMETRY_TEST_API_KEY=SECRET))
+    assert r.returncode == 1, r.stdout + r.stderr
+    (attempt,) = rx.named("invoke_agent cmd")
+    (task,) = rx.named("task t")
+    (run,) = rx.named("harnessc run")
+    assert attempt["error"] and attempt["attrs"]["error.type"] == "error" and "verify" not in {
+        s["name"] for s in rx.spans}  # no answer, nothing verified
+    assert task["error"] and task["attrs"]["harnessc.task.state"] == "failed"
+    assert run["error"] and run["attrs"]["harnessc.run.exit_code"] == 1
+    sent = b"".join(rx.bodies)
+    assert SECRET.encode() not in sent
+    if content:
+        assert attempt["status"].startswith("error: ") and f"{MARKER} [redacted]" in attempt["status"]
+    else:
+        assert attempt["status"] == "error" and task["status"] == "failed" and MARKER.encode() not in sent
+
+
 # ------------------------------------------------------------------ when it cannot send
 
 
