@@ -711,6 +711,11 @@ def _execute(root: Path, plan: dict, opts) -> None:
         cached = cache_line(result.cache) if result.cache else None
         if cached:
             click.echo(cached)
+    if result.simulated:
+        click.echo("costs: simulated prices (every call went to a simulate agent); no money was spent")
+    if result.outputs:
+        click.echo(f"outputs: {plural(result.outputs, 'result')} in .harness/outputs/<task>.json; "
+                   "`harnessc show TASK` prints one and how it was verified")
     for line in result.notes:  # isolation: a landing's conflict names git's words
         click.echo(visible(line))
     for line in next_steps(result.outcome, result.tasks, result.budget_stop):  # skip reasons: agents' words
@@ -1135,8 +1140,9 @@ def reset(ctx: Context, tasks, all_: bool, downstream: bool, breakers: bool) -> 
     from .runtime import reset as resetmod
     from .runtime.health import clear_breakers
     from .runtime.lock import Locked, RunLock
+    from .runtime.outputs import forget as forget_outputs
     from .runtime.state import NoState, StateError, StateStore
-    from .workspace import Workspace
+    from .workspace import Workspace, WorkspaceError
 
     if tasks and all_ or not (tasks or all_ or breakers):
         fail_usage("give task ids or --all (not both), or --breakers")
@@ -1174,6 +1180,10 @@ def reset(ctx: Context, tasks, all_: bool, downstream: bool, breakers: bool) -> 
                 closed = clear_breakers(store) if breakers or all_ else []
             finally:
                 store.close()
+            try:
+                forget_outputs(workspace, ids)  # their results no longer stand
+            except WorkspaceError as e:
+                click.echo(f"warning: {e}", err=True)
     except Locked as e:
         fail_usage(str(e), hint="stop it first with `harnessc stop`")
     except StateError as e:
@@ -1404,3 +1414,29 @@ def log(ctx: Context, task: str, output: str, last: bool, number: int | None) ->
             echo(_progress_line(a["progress"]))
         for line in a.get("after") or ():
             echo(f"--- {line}")
+
+
+@cli.command()
+@click.argument("task")
+@output_option("text", "json")
+@pass_ctx
+def show(ctx: Context, task: str, output: str) -> None:
+    """TASK's result: its verified output (JSON, or the answer's text) and what verified it;
+    a degraded task's fallback output and the fields filled from the contract."""
+    import json as jsonlib
+
+    from .diagnostics import did_you_mean
+    from .runtime import report
+    from .runtime.outputs import text
+    from .runtime.state import StateError
+
+    try:
+        rec = report.show(ctx.root(), task)
+    except report.UnknownTask as e:
+        fail_usage(f"no task '{task}' in the plan", did_you_mean(task, e.known) or "`harnessc ls` lists the tasks")
+    except StateError as e:
+        fail_usage(str(e))
+    if output == "json":
+        click.echo(json_text(rec, indent=2, sort_keys=True, ensure_ascii=False, default=str))
+        return
+    click.echo(visible(text(rec)))  # the agent's words: shown, never obeyed

@@ -17,7 +17,7 @@ tasks degraded, and dependents' prompts mark that output as unverified.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Iterable
 
@@ -44,6 +44,67 @@ def diagnostics_summary(errors: int, warnings: int, strict: bool) -> str | None:
         return None
     return (f"{plural(errors, 'error')}, {plural(warnings, 'warning')}"
             + (" (warnings fail with --strict)" if warnings and strict and not errors else ""))
+
+
+# ------------------------------------------------------------------ one task's calls
+
+
+@dataclass
+class CallTally:
+    """The calls one task made in this run, by how each ended: the words of its final error.
+
+    A call either failed as a call (an agent error: no answer to verify, counted by its kind)
+    or answered; an answer either claimed completion and failed verification, or made no
+    claim (loop work). `answered_last` says whether the task's last call got a verdict: only
+    then may on_failure fall back on content (fallback, partial, template).
+    """
+
+    rejected: int = 0  # answers that failed verification
+    no_claim: int = 0  # answers without a claim
+    errors: dict[str, int] = field(default_factory=dict)  # calls that failed, by error kind
+    answered_last: bool = False
+    last: str = ""  # the last failure, in words (an error message, or verification errors)
+
+    def failed_call(self, kind: str, message: str) -> None:
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+        self.answered_last, self.last = False, message
+
+    def answered(self, claim: bool, errors: list[str] = ()) -> None:
+        if not claim:
+            self.no_claim += 1
+        elif errors:
+            self.rejected += 1
+            self.last = "; ".join(errors)
+        self.answered_last = True
+
+    @property
+    def calls(self) -> int:
+        return self.rejected + self.no_claim + sum(self.errors.values())
+
+    def describe(self) -> str:
+        """'1 call failed without an answer (auth)', '2 calls failed verification', '3 calls:
+        2 failed verification, 1 failed without an answer (timeout)'; '' before the first call."""
+        parts = []
+        if self.rejected:
+            parts.append((self.rejected, "failed verification"))
+        failed = sum(self.errors.values())
+        if failed:
+            kinds = ", ".join(k if len(self.errors) == 1 else f"{n} {k}" for k, n in self.errors.items())
+            parts.append((failed, f"failed without an answer ({kinds})"))
+        if self.no_claim:
+            parts.append((self.no_claim, "answered without claiming completion"))
+        if not parts:
+            return ""
+        if len(parts) == 1:
+            return f"{plural(self.calls, 'call')} {parts[0][1]}"
+        return f"{plural(self.calls, 'call')}: " + ", ".join(f"{n} {words}" for n, words in parts)
+
+    def story(self, limit: int = 2000) -> str:
+        """describe() with the last failure: '2 calls failed verification; last: $.x: ...'."""
+        text = self.describe()
+        if text and self.last:
+            text += "; last: " + self.last[:limit]
+        return text
 
 
 # ------------------------------------------------------------------ runs

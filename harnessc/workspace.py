@@ -37,6 +37,13 @@ _FILE = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")  # SQLite opens these next to a database
 
 
+def task_file_name(task_id: str) -> str:
+    """A task id as a file name; an id the roadmap would refuse becomes task-<hash>."""
+    if _FILE_NAME_ID.fullmatch(task_id):
+        return task_id
+    return "task-" + hashlib.sha256(task_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 class WorkspaceError(Exception):
     """A file operation in the project failed; the message names the path and the reason."""
 
@@ -80,6 +87,7 @@ class Workspace:
         self.cassettes = self.harness / "cassettes"
         self.alerts_log = self.harness / "alerts.log"
         self.loop = self.harness / "loop"  # run.index: the private git index of file evidence (attribution.py)
+        self.outputs = self.harness / "outputs"  # <task>.json: each task's result as it lands (runtime/outputs.py)
 
     def run_dir(self, run_id: str) -> Path:
         return self.runs / run_id
@@ -94,9 +102,11 @@ class Workspace:
         """A task's recorded agent calls (`run --record`, runtime/cassettes.py), in
         .harness/cassettes/ or in the project directory a replay agent names. A task id
         is its file name; an id the roadmap would refuse becomes task-<hash>."""
-        name = task_id if _FILE_NAME_ID.fullmatch(task_id) else \
-            "task-" + hashlib.sha256(task_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        return (directory or self.cassettes) / f"{name}.jsonl"
+        return (directory or self.cassettes) / f"{task_file_name(task_id)}.jsonl"
+
+    def output(self, task_id: str) -> Path:
+        """A task's result file, .harness/outputs/<task>.json (named like its cassette)."""
+        return self.outputs / f"{task_file_name(task_id)}.json"
 
     def rel(self, path: Path | str) -> str:
         """`path` relative to the project, as messages show it."""

@@ -298,8 +298,12 @@ def _unverified_note(dep_id: str, dep: dict) -> str:
     reason = " ".join(str(dep.get("error") or "").split())
     if len(reason) > MAX_DEP_REASON:
         reason = reason[:MAX_DEP_REASON] + "..."
+    from .validate import filled_text
+
+    filled = filled_text(dep.get("filled"))
     return (f"Unverified output: task {dep_id} failed verification and this is its fallback"
-            + (f" ({reason})" if reason else "") + ". It may break its contract; check it before you rely on it.")
+            + (f" ({reason})" if reason else "") + ". It may break its contract; check it before you rely on it."
+            + (f" Not from the agent (filled from the contract): {filled}." if filled else ""))
 
 
 def _base_context(plan: dict, node: dict, root: Path) -> dict:

@@ -535,6 +535,16 @@ def partial_output(contract: dict, data: Any, deadline: Deadline | None = None) 
 
     When the deadline passes first, no field of ``data`` counts as valid.
     """
+    result, filled = fill_output(contract, data, deadline)
+    warnings = [f"Used {f['from']} for {f['was']} '{f['field']}'" if f["from"]
+                else f"Could not fill {f['was']} required field '{f['field']}'" for f in filled]
+    return result, warnings
+
+
+def fill_output(contract: dict, data: Any, deadline: Deadline | None = None) -> tuple[dict, list[dict]]:
+    """partial_output, saying what it filled: (output, [{field, from, was}]) where `from` is
+    "default", "example" or None (a required field nothing could fill) and `was` "missing"
+    or "invalid" (the answer's value)."""
     output = contract.get("output") or {}
     data = drop_null_optionals(output, data) if isinstance(data, dict) else {}
     try:
@@ -542,7 +552,7 @@ def partial_output(contract: dict, data: Any, deadline: Deadline | None = None) 
     except OutOfTime:
         bad = {json_path((name,)) for name in output}
     result: dict[str, Any] = {}
-    warnings: list[str] = []
+    filled: list[dict] = []
     for name, d in output.items():
         prefix = json_path((name,))
         present = name in data
@@ -553,10 +563,36 @@ def partial_output(contract: dict, data: Any, deadline: Deadline | None = None) 
         state = "invalid" if present else "missing"
         if "default" in d:
             result[name] = copy.deepcopy(d["default"])
-            warnings.append(f"Used default for {state} '{name}'")
+            filled.append({"field": name, "from": "default", "was": state})
         elif "example" in d:
             result[name] = copy.deepcopy(d["example"])
-            warnings.append(f"Used example for {state} '{name}'")
+            filled.append({"field": name, "from": "example", "was": state})
         elif d.get("required", True):
-            warnings.append(f"Could not fill {state} required field '{name}'")
-    return result, warnings
+            filled.append({"field": name, "from": None, "was": state})
+    return result, filled
+
+
+def template_filled(contract: dict) -> tuple[dict, list[dict]]:
+    """template_output, saying where each field came from: (output, [{field, from, was}])
+    with `from` one of example, default, enum, its parts' examples, type default, and `was` "not used" (the
+    template ignores the answers)."""
+    output = template_output(contract)
+    fields = contract.get("output") or {}
+    filled = []
+    for name in output:
+        d = fields[name]
+        nested = (d.get("type") == "dict" and d.get("fields")) or (d.get("type") == "list" and isinstance(d.get("items"), dict))
+        source = next((k for k in ("example", "default") if k in d), None) or \
+            ("enum" if d.get("enum") else "its parts' examples" if nested else "type default")
+        filled.append({"field": name, "from": source, "was": "not used"})
+    return output, filled
+
+
+def filled_text(filled: list[dict] | None) -> str:
+    """'title (example, the answer's was invalid), score (default, missing from the answer)': the fields a
+    fallback output took from the contract, not from the agent."""
+    def one(f: dict) -> str:
+        source = f.get("from") or "nothing could fill it"
+        was = {"missing": "missing from the answer", "invalid": "the answer's was invalid"}.get(f.get("was"), "")
+        return f"{f.get('field')} ({source}{', ' + was if was else ''})"
+    return ", ".join(one(f) for f in filled or () if isinstance(f, dict))

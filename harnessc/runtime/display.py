@@ -62,6 +62,7 @@ OPERATOR_WORDS = {
     "budget_changed": lambda ev: f"run budget now ${ev['max_cost_usd']:g} ({ev.get('via')})",
     "agent_forced": lambda ev: (f"every task's next iteration goes to {ev['agent']}" if ev.get("agent")
                                 else "routing back to the plan's agents") + f" ({ev.get('via')})",
+    "output_not_written": lambda ev: f"warning: {ev['task'] + ': ' if ev.get('task') else ''}{ev.get('reason')}",
 }
 
 
@@ -127,8 +128,10 @@ class Progress:
             return (f"{task}: iteration {self.iteration.get(task, '?')} {ATTEMPT_WORDS[ev['status']]}"
                     + (f": {_first_line(errs[0], 200)}" if errs else ""))
         if kind in FINAL:
-            error = _first_line(ev.get("error")).removeprefix(f"{FINAL[kind]}: ")  # "blocked: stuck ..."
-            return f"[{self.finished}/{self.total}] {task} {FINAL[kind]}" + (f": {error}" if error else "")
+            state, error = FINAL[kind], _first_line(ev.get("error")).removeprefix(f"{FINAL[kind]}: ")  # "blocked: stuck ..."
+            if error.startswith(f"{state} ("):  # "degraded (fallback): ...": the state once
+                return f"[{self.finished}/{self.total}] {task} {error}"
+            return f"[{self.finished}/{self.total}] {task} {state}" + (f": {error}" if error else "")
         if kind in OPERATOR_WORDS:
             return OPERATOR_WORDS[kind](ev)
         if kind == "budget_exhausted":

@@ -22,7 +22,7 @@ import functools
 import hashlib
 import time
 from itertools import accumulate
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -43,7 +43,7 @@ from .state import StateStore
 from .steering import Steering
 from .tasklimits import TaskLimits
 from .throttle import Throttle
-from .verify import Verdict, verify
+from .verify import Verdict, verified_by, verify
 from .worktree import landing as landingmod
 from .worktree.isolation import Conflict, Isolation, IsolationError, Landed
 from .gitcmd import GitFailed
@@ -91,7 +91,9 @@ class Progress:
     iteration: int = 0
     failures: int = 0  # failed claims and failed calls on the current agent
     transient_errors: int = 0  # in a row, on the current agent
-    best: Any = None  # the last parsed JSON object, for partial fallbacks
+    calls: outcomes.CallTally = field(default_factory=outcomes.CallTally)  # every agent, for the final error
+    best: Any = None  # the parsed JSON object closest to the contract, for partial fallbacks
+    best_errors: int | None = None  # its contract errors
     agent: str = ""  # the agent of the current iteration
 
 
@@ -241,12 +243,14 @@ class TaskRun:
         resp = await self.call(name, agent, cfg, cost, tokens)
         over = self.limits.count(resp.usage, resp.tool_calls if isinstance(resp, Response) else 0, name)
         if isinstance(resp, AgentError):
+            self.p.calls.failed_call(resp.kind, resp.message)
             await self.recover(name, resp)
             return
         if over:
             await self.over_limit(resp, over)
         verdict = await verify(self.node, self.contract, resp.text, self.workdir, max(0.1, self.time_left()),
                                truncated=resp.truncated)
+        self.p.calls.answered(verdict.claim, verdict.errors)
         if not verdict.claim:
             await self.keep_working(resp)
             return
@@ -284,7 +288,7 @@ class TaskRun:
             raise Done("interrupted")
         why = self.limits.reached(self.p.iteration, self.used_time())
         if why:
-            self.give_up(why, exhausted=False)
+            self.give_up(why)
 
     async def over_limit(self, resp: Response, why: str) -> None:
         """A call that passed a contract constraint fails the task, whatever its answer says
@@ -402,9 +406,11 @@ class TaskRun:
     async def recover(self, name: str, e: AgentError) -> None:
         """After a failed call: back off and retry a transient error, move to the next agent
         when this one will not serve the task, else count a failure. A call that used up the
-        task's time (cut at max_time) ends it."""
+        task's time (cut at max_time) ends it. A call that never answered leaves nothing to
+        verify: when no agent is left the task fails (on_failure's content fallbacks are for
+        answers that failed verification)."""
         if self.time_left() <= 0:
-            self.give_up(f"max_time ({self.max_time:g}s) reached", exhausted=False)
+            self.give_up(f"max_time ({self.max_time:g}s) reached")
         if e.transient:
             self.p.transient_errors += 1
             delay = retry_delay(e, self.p.transient_errors)
@@ -415,7 +421,7 @@ class TaskRun:
                    if self.p.transient_errors > TRANSIENT_LIMIT else e.message)
             if not self.fall_back(why):
                 if self.p.transient_errors > TRANSIENT_LIMIT:
-                    self.give_up(why)
+                    self.calls_failed()
                 await self.wait(delay, f"{name}: {e.kind}")  # longer than the time left: ends the task
             return
         if e.final and self.fall_back(e.message):
@@ -423,9 +429,20 @@ class TaskRun:
         self.p.failures += 1
         if self.p.failures > self.node.retry.max_retries or e.final:
             if not self.fall_back(e.message):
-                self.give_up(e.message)
+                self.calls_failed()
             return
         await self.wait(self.node.retry.delay(self.p.failures), f"{name}: {e.kind}")
+
+    def calls_failed(self) -> None:
+        """End a task whose last call failed and no agent is left: failed, whatever on_failure
+        says (its fallback, partial and template outputs stand in for answers that failed
+        verification, not for an answer that never came). `harnessc retry` takes it."""
+        error = self.p.calls.story()
+        strategy = self.node.retry.on_failure
+        if strategy in ("fallback", "partial", "template") and self.contract and self.contract.output:
+            error += f" (on_failure {strategy} not applied: the last call produced no answer)"
+        self.store.finish_task(self.tid, "failed", error=error)
+        raise Done("failed")
 
     def fall_back(self, why: str) -> bool:
         """Move the task to the next agent of its chain; False when there is none."""
@@ -519,17 +536,13 @@ class TaskRun:
 
     def how_verified(self, verdict: Verdict) -> str:
         """For the commit message: what the result passed."""
-        parts = [f"contract {self.contract.name}"] if self.contract and self.contract.output else []
-        if self.node.completion_promise:
-            parts.append(f"completion promise {self.node.completion_promise}")
-        parts += [f"accept {c['id'] or ' '.join(c['argv'])} (exit {c['returncode']})" for c in verdict.checks]
-        return ", ".join(parts) or "the agent's answer (no contract, promise or accept commands)"
+        return (", ".join(verified_by(self.node, self.contract, verdict.checks))
+                or "the agent's answer (no contract, promise or accept commands)")
 
     async def refine(self, resp: Response, verdict: Verdict) -> None:
         """A rejected claim: retry with a sharper prompt, escalate, or give up as on_failure says
         (a loop task that is stuck gives up)."""
-        if isinstance(verdict.parsed, dict):
-            self.p.best = verdict.parsed
+        self.keep_best(verdict)
         self.p.failures += 1
         seen = await self.loop.observe(self.p.agent, resp.text, verdict.errors, verdict.checks) \
             if self.loop else None
@@ -545,8 +558,8 @@ class TaskRun:
                 await self.log.finish("rejected", **rejected)
                 self.prompt, self.level = await self.next_prompt(), 0
                 return
-            state, output, error = self.on_failure(verdict.errors)
-            await self.log.finish("rejected", final_state=state, output=output,
+            state, output, error, filled = self.on_failure()
+            await self.log.finish("rejected", final_state=state, output=output, filled=filled,
                                   fingerprint=self.node.fingerprint, error=error, **rejected)
             raise Done(state)
         if seen and seen.stuck:
@@ -558,6 +571,14 @@ class TaskRun:
         self.prompt = planmod.render_refinement(self.ctx.plan, self.tid, await self.next_prompt(), self.level,
                                                 verdict.errors, resp.text, self.ctx.root)
         await self.wait(self.node.retry.delay(self.p.failures), "retry delay")
+
+    def keep_best(self, verdict: Verdict) -> None:
+        """Keep the rejected answer closest to the contract (fewest contract errors; on a tie
+        the later one, which had the sharper prompt): a partial fallback starts from it."""
+        if not isinstance(verdict.parsed, dict) or verdict.contract_errors is None:
+            return
+        if self.p.best_errors is None or verdict.contract_errors <= self.p.best_errors:
+            self.p.best, self.p.best_errors = verdict.parsed, verdict.contract_errors
 
     async def stuck(self, seen: Any, **attempt: Any) -> None:
         """A loop task found stuck (loop.py says which signal, with its evidence) climbs the
@@ -590,7 +611,7 @@ class TaskRun:
                 f"(`harnessc tell {self.tid} \"...\"`), then `harnessc retry {self.tid}`"))
             raise Done("blocked")
         elif rung.kind == "give_up":
-            self.give_up(f"{seen.stuck.reason} (after every recovery step)", exhausted=False)
+            self.give_up(f"{seen.stuck.reason} (after every recovery step)")
 
     def escalate(self, why: str) -> bool:
         """Move to the next stronger agent with the retry count reset; False at the top."""
@@ -609,37 +630,39 @@ class TaskRun:
         now with the reason, instead of sleeping into its limit."""
         left = self.time_left()
         if seconds > left:
+            if round(left, 1) <= 0:  # nothing left to wait in: the limit itself ended the task
+                self.give_up(f"max_time ({self.max_time:g}s) reached")
             self.give_up(f"{why}: the next call would wait {seconds:.1f}s, past the {left:.1f}s left of "
-                         f"max_time ({self.max_time:g}s)", exhausted=False)
+                         f"max_time ({self.max_time:g}s)")
         await self.ctx.sleep(seconds, self.tid)
 
     # ------------------------------------------------------------------ endings
 
-    def on_failure(self, errors: list[str]) -> tuple[str, Any, str | None]:
-        """After max_retries: (final state, output, error) as on_failure says."""
+    def on_failure(self) -> tuple[str, Any, str, list[dict] | None]:
+        """After max_retries of answers that failed verification: (final state, output, error,
+        the fields filled from the contract) as on_failure says."""
         strategy = self.node.retry.on_failure or "retry"
-        tries = int(self.node.retry.max_retries) + 1
-        reason = f"{outcomes.plural(tries, 'attempt')} failed verification; last: " + "; ".join(errors)[:2000]
+        reason = self.p.calls.story()
         has_output = bool(self.contract and self.contract.output)
         if strategy in ("fallback", "partial") and has_output:
-            return "degraded", planmod.partial_output(self.contract, self.p.best), f"degraded ({strategy}): {reason}"
+            output, filled = planmod.partial_output(self.contract, self.p.best)
+            return "degraded", output, f"degraded ({strategy}): {reason}", filled
         if strategy == "template" and has_output:
-            return "degraded", planmod.template_output(self.contract), f"degraded (template): {reason}"
+            output, filled = planmod.template_filled(self.contract)
+            return "degraded", output, f"degraded (template): {reason}", filled
         if strategy in ("fallback", "partial", "template"):
-            return "failed", None, f"{reason} (on_failure {strategy}: the task has no contract output to fall back on)"
+            return "failed", None, f"{reason} (on_failure {strategy}: the task has no contract output to fall back on)", None
         if strategy == "escalate":
-            return "failed", None, f"{reason} (on_failure escalate: no stronger agent left after '{self.route.agent}')"
-        return "failed", None, reason
+            return "failed", None, f"{reason} (on_failure escalate: no stronger agent left after '{self.route.agent}')", None
+        return "failed", None, reason, None
 
-    def give_up(self, why: str, exhausted: bool = True) -> None:
-        """End a task that ran out of attempts (on_failure applies) or hit a limit (fails)."""
-        if exhausted:
-            state, output, error = self.on_failure([why])
-        else:
-            state, output, error = "failed", None, why
-        self.store.finish_task(self.tid, state, output=output,
-                               fingerprint=self.node.fingerprint if state != "failed" else None, error=error)
-        raise Done(state)
+    def give_up(self, why: str = "") -> None:
+        """End the task as failed - a limit, a stuck loop, calls that never answered - saying
+        why, then what its calls did in this run."""
+        story = self.p.calls.story()
+        error = "; ".join(part for part in (why, story) if part) or "ended without a verified result"
+        self.store.finish_task(self.tid, "failed", error=error)
+        raise Done("failed")
 
     def _finish(self, state: str, error: str) -> str:
         self.store.finish_task(self.tid, state, error=error)

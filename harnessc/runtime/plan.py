@@ -15,7 +15,7 @@ from ..compiler.prompts import (  # noqa: F401
     TemplateProblem, render_assist, render_memory, render_operator, render_prompt, render_prompt_parts,
     render_refinement, render_system,
 )
-from ..compiler.validate import extract_json, template_output, validate_output  # noqa: F401
+from ..compiler.validate import extract_json, filled_text, template_output, validate_output  # noqa: F401
 from ..workspace import Workspace
 
 
@@ -106,11 +106,19 @@ def simulated_output(contract: planfile.Contract) -> dict:
     return synthesize_output(contract).value
 
 
-def partial_output(contract: planfile.Contract, data: Any) -> dict:
-    """The best output completed from defaults and examples (the compiler's warnings dropped)."""
-    from ..compiler.validate import Deadline, partial_output as complete
+def partial_output(contract: planfile.Contract, data: Any) -> tuple[dict, list[dict]]:
+    """The best output completed from defaults and examples, and what was filled:
+    [{field, from, was}] (compiler.validate.fill_output)."""
+    from ..compiler.validate import Deadline, fill_output
 
-    return complete(contract, data, Deadline(PARTIAL_CHECK_SECONDS))[0]
+    return fill_output(contract, data, Deadline(PARTIAL_CHECK_SECONDS))
+
+
+def template_filled(contract: planfile.Contract) -> tuple[dict, list[dict]]:
+    """The contract's template output, and where each field came from."""
+    from ..compiler.validate import template_filled as filled
+
+    return filled(contract)
 
 
 def select_ids(plan: planfile.Plan, selectors: list[str], exclude: list[str]) -> set[str]:

@@ -132,6 +132,44 @@ def _rung(plan, node, saved: dict) -> dict | None:
     return {"step": step, "rungs": len(ladder.rungs), "rung": ladder.reached()}
 
 
+class UnknownTask(Exception):
+    """Neither the plan nor the state knows the task; `known` holds the ids they know."""
+
+    def __init__(self, known: list[str]):
+        super().__init__("unknown task")
+        self.known = known
+
+
+def show(root: Path, task_id: str) -> dict:
+    """A task's result (outputs.result) for `harnessc show`, with `file`: its
+    .harness/outputs/ file when one was written. Raises UnknownTask, StateError."""
+    from . import outputs
+
+    workspace = Workspace(root)
+    try:
+        plan = planmod.load_plan(root)
+    except planmod.PlanError:
+        plan = None
+    nodes = {n.id: n for n in plan.nodes} if plan else {}
+    store = _open_state(workspace)
+    try:
+        row = store.tasks([task_id]).get(task_id) if store else None
+        final = store.final_attempt(task_id) if row else None
+        known = None if row or task_id in nodes else list(nodes) + sorted(set(store.tasks() if store else ()) - set(nodes))
+    finally:
+        if store:
+            store.close()
+    if known is not None:
+        raise UnknownTask(known)
+    node = nodes.get(task_id)
+    if row is None:
+        row = {"id": task_id, "state": "done" if node.done else "pending"}
+    rec = outputs.result(row, node, plan.contract_of(node) if node else None, final)
+    path = workspace.output(task_id)
+    rec["file"] = workspace.rel(path) if rec["state"] in outputs.LANDED and path.is_file() else None
+    return rec
+
+
 def log(root: Path, task_id: str) -> list[dict]:
     """The task's recorded attempts, oldest first, each numbered for this task in `attempt`
     (1, 2, 3, ...; `id` stays the attempt's id in the state, shared by every task)."""
@@ -175,7 +213,7 @@ def cost_source_text(source: str | None) -> str:
 ROUTING_EVENTS = ("routed", "fallback", "escalated")
 ISOLATION_EVENTS = ("landed", "conflict", "worktree_kept")  # isolation: worktree (runtime/worktree/)
 LOG_EVENTS = (*ROUTING_EVENTS, "stuck", "recovery", "recovery_resumed", "assist", "instruction_delivered", "task_blocked",
-              *ISOLATION_EVENTS)
+              *ISOLATION_EVENTS, "task_degraded")
 
 
 def event_line(event: dict) -> str:
@@ -203,6 +241,10 @@ def event_line(event: dict) -> str:
         return f"conflict: {event.get('message')}"
     if kind == "worktree_kept":
         return f"worktree kept at {event.get('path')} (ref {event.get('ref')}; `harnessc clean` removes it)"
+    if kind == "task_degraded":
+        filled = planmod.filled_text(event.get("filled"))
+        return (str(event.get("error") or "degraded")
+                + (f"; filled from the contract, not from the agent: {filled}" if filled else ""))
     return f"blocked: {str(event.get('error') or '').removeprefix('blocked: ')}"
 
 

@@ -26,6 +26,7 @@ from ..compiler.vocab import priority_rank
 from ..outcome import RunOutcome
 from ..planfile import Plan, PlanNode
 from ..workspace import Workspace, WorkspaceError
+from . import outputs
 from . import plan as planmod
 from . import reaper
 from .agents.base import AgentError
@@ -87,6 +88,8 @@ class RunResult:
     budget_stop: outcomes.BudgetStop | None = None  # the run budget that stopped the run
     cache: dict | None = None  # this run's prompt-cache figures (cachesaving.cache_figures)
     notes: list[str] = field(default_factory=list)  # isolation: where the results are, kept refs
+    outputs: int = 0  # results written to .harness/outputs/ by this run
+    simulated: bool = False  # every agent this run called was a simulate agent: its costs are made up
 
     @property
     def status(self) -> str:
@@ -141,6 +144,7 @@ class Runner:
         self.attribution = Attribution(root, self.workspace.loop / "run.index", shared, self.jobs,
                                        make_dir=self.workspace.make_dir, event=store.event)
         self.agents: dict[str, Any] = {}
+        self.outputs_written = 0  # results this run wrote to .harness/outputs/
         self.stop_mode: str | None = None  # None | stop | abort
         self.calls = CallBounds()  # every agent call's deadline; a stop's grace cuts them
         self.halt: tuple[str, str] | None = None  # (outcome.BUDGET|FAIL_FAST, why): ends the run early
@@ -277,8 +281,28 @@ class Runner:
             for tid in work.todo:
                 if rows[tid]["state"] != "pending":
                     self.store.set_state(tid, "pending")
+        try:
+            outputs.forget(self.workspace, work.todo)  # results of an earlier run: they run again
+        except WorkspaceError as e:
+            self.store.event("output_not_written", reason=f"earlier results of this run's tasks not removed: {e}")
         self.store.event("run_planned", tasks=len(work.todo), stale=self.stale)
         return work
+
+    def _land_output(self, tid: str) -> None:
+        """Write the result of a task that just succeeded or degraded (outputs.py); a failed
+        write is a warning (state.db keeps the result)."""
+        node = self.nodes[tid]
+        row = self.store.tasks([tid]).get(tid)
+        if row is None:
+            return
+        rec = outputs.result(row, node, self.plan.contract_of(node), self.store.final_attempt(tid))
+        try:
+            outputs.write(self.workspace, rec, self.store.redact)
+        except WorkspaceError as e:
+            self.store.event("output_not_written", tid,
+                             reason=f"{e} (state.db keeps the result: `harnessc show {tid}` prints it)")
+            return
+        self.outputs_written += 1
 
     # ------------------------------------------------------------------ the loop
 
@@ -400,6 +424,8 @@ class Runner:
                                            f"{e.span.path}:{e.span.line}: {e.code}: {e.message}")
                 pending.discard(tid)
                 state[tid] = outcome
+                if outcome in outputs.LANDED:
+                    self._land_output(tid)
                 if outcome in TERMINAL_OK:
                     for child in self.children[tid]:
                         if child in waiting:
@@ -465,7 +491,8 @@ class Runner:
         if not node.depends_on:
             return {}
         rows = self.store.tasks(list(node.depends_on))
-        return {d: {"output": rows[d]["output"], "state": rows[d]["state"], "error": rows[d]["error"]}
+        return {d: {"output": rows[d]["output"], "state": rows[d]["state"], "error": rows[d]["error"],
+                    "filled": rows[d].get("filled")}
                 if d in rows else {"output": None, "state": "pending", "error": None}
                 for d in node.depends_on}
 
@@ -480,12 +507,14 @@ class Runner:
         states = [t["state"] for t in tasks]
         outcome = outcomes.run_outcome(states, *(ending or self._ending()))
         left = [self.nodes[t["id"]] for t in tasks if t["state"] not in (*outcomes.COMPLETE, *outcomes.BROKEN)]
+        providers = {cfg.get("provider") for _, cfg in self.agents.values()}
         return RunResult(run_id, outcome, tasks, self.stale,
                          elapsed, cost_usd=self.store.run_spent(run_id),
                          total_cost_usd=self.store.spent(),
                          budget_stop=self.budget.stop(left) if outcome.status == "budget" else None,
                          cache=cache_figures(self.store, self.plan.agents, run_id) if run_id else None,
-                         notes=list(self.notes))
+                         notes=list(self.notes), outputs=self.outputs_written,
+                         simulated=providers == {"simulate"})
 
     def _ending(self) -> tuple[str, str | None]:
         """How the run ended (outcome.FINISHED, STOP, ABORT, BUDGET, FAIL_FAST, STATE_LOST) and why."""

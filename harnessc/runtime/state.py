@@ -23,7 +23,7 @@ from json.encoder import encode_basestring_ascii as _encode_str
 from ..workspace import Workspace, storage_reason
 from .procs import secret_values
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 APP_ID = "harnessc-state"
 
 TERMINAL_OK = ("succeeded", "degraded", "done")
@@ -40,7 +40,7 @@ CREATE TABLE tasks (
   id TEXT PRIMARY KEY, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
   iterations INTEGER NOT NULL DEFAULT 0, agent TEXT, tokens INTEGER NOT NULL DEFAULT 0,
   cost_usd REAL NOT NULL DEFAULT 0, error TEXT, output TEXT, fingerprint TEXT, run_id TEXT,
-  started_at REAL, finished_at REAL, updated_at REAL, running_s REAL NOT NULL DEFAULT 0);
+  started_at REAL, finished_at REAL, updated_at REAL, running_s REAL NOT NULL DEFAULT 0, filled TEXT);
 CREATE TABLE attempts (
   id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, task_id TEXT NOT NULL,
   iteration INTEGER NOT NULL, level INTEGER NOT NULL DEFAULT 0, agent TEXT,
@@ -102,6 +102,9 @@ _MIGRATIONS = {
         "ALTER TABLE attempts ADD COLUMN tool_calls INTEGER",
         "CREATE TABLE IF NOT EXISTS daily_usage (agent TEXT NOT NULL, ts REAL NOT NULL, calls INTEGER NOT NULL,"
         " tokens INTEGER NOT NULL, cost_usd REAL NOT NULL)"),
+    # 7 -> 8: a degraded task's fallback output says which fields came from the contract
+    # (default, example) instead of the agent's answer: [{field, from, was}] (JSON).
+    7: ("ALTER TABLE tasks ADD COLUMN filled TEXT",),
 }
 
 # The ledger columns of an attempt, summed by usage_totals() (input_tokens is all input).
@@ -569,6 +572,7 @@ class StateStore:
         for row in rows:
             d = dict(row)
             d["output"] = self._loads(d["output"], f"task {d['id']}'s output")
+            d["filled"] = self._loads(d.get("filled"), f"task {d['id']}'s filled fields")
             out[d["id"]] = d
         return out
 
@@ -693,7 +697,7 @@ class StateStore:
                        checks: list[dict] | None = None, usage: Any = None,
                        cost_usd: float = 0.0, cost_source: str = "no_response", latency: float = 0.0,
                        final_state: str | None = None, output: Any = None,
-                       fingerprint: str | None = None, error: str | None = None,
+                       fingerprint: str | None = None, error: str | None = None, filled: list | None = None,
                        progress: dict | None = None, loop_state: dict | None = None,
                        denials: list[dict] | None = None, tool_calls: int | None = None,
                        unreported: list[str] | None = None) -> None:
@@ -705,8 +709,9 @@ class StateStore:
         evidence and score; loop_state: what the task's next iteration carries over
         (runtime/loop.py), saved in the same commit. denials: the tool calls the agent's
         permissions refused ({tool, target}). tool_calls: as the agent reported them
-        (None: it does not say). unreported: figures of the call's that
-        were not believed (agents.base.checked_charge), kept with its errors.
+        (None: it does not say). unreported: figures of the call's that were not believed
+        (agents.base.checked_charge), kept with its errors. filled: the fields of a fallback
+        output taken from the contract ([{field, from, was}]).
         """
         now = time.time()
         errors = [*(errors or []), *(unreported or [])]
@@ -740,10 +745,10 @@ class StateStore:
                                 (cost_usd, attempt_id))
             if final_state:  # usage and the task's result in one UPDATE (see finish_task)
                 self.db.execute(
-                    "UPDATE tasks SET tokens=tokens+?, cost_usd=cost_usd+?, state=?, output=?,"
+                    "UPDATE tasks SET tokens=tokens+?, cost_usd=cost_usd+?, state=?, output=?, filled=?,"
                     " fingerprint=?, error=?, finished_at=?, updated_at=?, run_id=COALESCE(?, run_id),"
                     " running_s=0 WHERE id=?",
-                    (tokens, cost_usd, final_state, self._json(output), fingerprint,
+                    (tokens, cost_usd, final_state, self._json(output), self._json(filled), fingerprint,
                      self.redact(error), now, now, self.run_id, task_id))
             else:
                 self.db.execute(
@@ -756,7 +761,8 @@ class StateStore:
                           if progress else {}))
             if final_state:
                 self._end_recovery(task_id)
-                self.event(f"task_{final_state}", task_id, **({"error": error} if error else {}))
+                self.event(f"task_{final_state}", task_id, **({"error": error} if error else {}),
+                           **({"filled": filled} if filled else {}))
         self._reserved.pop(attempt_id, None)
         if held is None:  # not reserved by this store: read the totals again when asked
             self._spent = self._tokens = None
@@ -771,7 +777,7 @@ class StateStore:
         now = time.time()
         with self.tx():
             self.db.execute(
-                "UPDATE tasks SET state=?, output=?, fingerprint=?, error=?, finished_at=?,"
+                "UPDATE tasks SET state=?, output=?, filled=NULL, fingerprint=?, error=?, finished_at=?,"
                 " updated_at=?, run_id=COALESCE(?, run_id), running_s=0 WHERE id=?",
                 (state, self._json(output), fingerprint, self.redact(error), now, now,
                  self.run_id, task_id))
@@ -822,6 +828,17 @@ class StateStore:
         for k, shape in (("parsed_output", None), ("errors", list), ("checks", list), ("progress", dict),
                          ("denials", list)):
             d[k] = self._loads(d[k], f"attempt {d['id']}'s {k}", shape)
+        return d
+
+    def final_attempt(self, task_id: str) -> dict | None:
+        """The task's latest answered attempt (succeeded or rejected): the one its result came
+        from, with its checks. None when it has none."""
+        row = self.db.execute("SELECT * FROM attempts WHERE task_id=? AND status IN ('succeeded', 'rejected')"
+                              " ORDER BY id DESC LIMIT 1", (task_id,)).fetchone()
+        if row is None:
+            return None
+        d = dict(row)
+        d["checks"] = self._loads(d["checks"], f"attempt {d['id']}'s checks")
         return d
 
     def usage_totals(self) -> dict[str, Any]:

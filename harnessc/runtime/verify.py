@@ -53,6 +53,7 @@ class Verdict:
     errors: list[str] = field(default_factory=list)
     output: object = None  # the parsed output (validated when ok)
     parsed: object = None  # whatever JSON was found, valid or not (for partial fallbacks)
+    contract_errors: int | None = None  # how far `parsed` is from the contract (None: no JSON)
     checks: list[dict] = field(default_factory=list)  # accept command results
 
 
@@ -112,9 +113,11 @@ def check_text(node: PlanNode, contract: Contract | None, text: str, deadline: D
         try:
             data = extract_json(text)
             v.parsed = data
-            for e in planmod.validate_output(contract, data, deadline):
+            problems = planmod.validate_output(contract, data, deadline)
+            for e in problems:
                 path, msg = e.get("path") or "$", str(e.get("message"))
                 v.errors.append(msg if msg.startswith(path) else f"{path}: {msg}")
+            v.contract_errors = len(problems)
             if not v.errors:
                 v.output = data
         except NoJSON as e:
@@ -130,6 +133,16 @@ def check_text(node: PlanNode, contract: Contract | None, text: str, deadline: D
             v.errors.append(f"completion promise is '{got}', expected <promise>{promise}</promise>")
     v.ok = not v.errors
     return v
+
+
+def verified_by(node: PlanNode, contract: Contract | None, checks: list[dict]) -> list[str]:
+    """What a verified result passed, in words: its contract, its promise, its accept
+    commands with their exit codes (empty: nothing checks the answer)."""
+    parts = [f"contract {contract.name}"] if contract and contract.output else []
+    if node.completion_promise:
+        parts.append(f"completion promise {node.completion_promise}")
+    parts += [f"accept {c.get('id') or ' '.join(c.get('argv') or ())} (exit {c.get('returncode')})" for c in checks]
+    return parts
 
 
 async def run_accept(cmd: AcceptCommand, root: Path, time_left: float | None) -> procs.ProcResult:

@@ -64,13 +64,15 @@ def test_fallback_outputs(project):
     _, plan = project
     contract = plan["contracts"]["summary"]
     out = {
-        "template": planmod.template_output(contract),
+        "template": planmod.template_filled(contract),
         "partial_from_bad": planmod.partial_output(contract, {"title": "kept", "score": -2}),
         "partial_from_nothing": planmod.partial_output(contract, None),
     }
-    for v in out.values():
-        assert planmod.validate_output(contract, v) == []
-    check("fallback_outputs.json", json.dumps(out, indent=2, sort_keys=True) + "\n")
+    for output, _filled in out.values():
+        assert planmod.validate_output(contract, output) == []
+    assert out["template"][0] == planmod.template_output(contract)
+    check("fallback_outputs.json", json.dumps({k: {"output": o, "filled": f} for k, (o, f) in out.items()},
+                                              indent=2, sort_keys=True) + "\n")
 
 
 def test_a_degraded_dependency_is_marked_unverified_in_the_prompt(tmp_path):

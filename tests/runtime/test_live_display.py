@@ -77,7 +77,7 @@ def test_live_display_reports_a_failure_and_skips_without_a_traceback(tmp_path):
     assert "Traceback" not in text
     # Printed above the live view, in words; the live view counts the failure as one.
     assert re.search(r"bad: iteration 1 rejected: accept check 'gate' failed", text), text
-    assert re.search(r"\[\d/3\] bad failed: 1 attempt failed verification", text), text
+    assert re.search(r"\[\d/3\] bad failed: 1 call failed verification", text), text
     assert "task_failed" not in text
     assert re.search(r"/3 finished: [^\n]*1 failed", text), text
     assert re.search(r"bad\s*│\s*failed", text) and re.search(r"after\s*│\s*skipped", text), text

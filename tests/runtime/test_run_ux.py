@@ -94,7 +94,7 @@ def test_a_failed_run_ends_with_next_steps_and_a_second_run_has_nothing_to_do(tm
         "  harnessc retry  re-run the failed and skipped tasks",
         f"report: `harnessc report` writes .harness/runs/{_run_dirs(tmp_path)[0]}/report.html",
     ], r.stdout
-    assert "1 attempt failed verification" in _status(tmp_path)["tasks"][0]["error"]
+    assert "1 call failed verification" in _status(tmp_path)["tasks"][0]["error"]
     runs = _run_dirs(tmp_path)
     assert len(runs) == 1
     r = harnessc(tmp_path, "run")  # a waits for retry, b for a: nothing to run, no run made
@@ -274,7 +274,7 @@ def test_without_a_terminal_each_task_start_and_end_is_a_line_and_long_calls_get
                      "bad: iteration 2 on rehearsal, refinement 1",
                      "[1/2] slow succeeded"):
         assert expected in lines, r.stdout
-    assert any(x.startswith("[2/2] bad failed: 2 attempts failed verification") for x in lines), r.stdout
+    assert any(x.startswith("[2/2] bad failed: 2 calls failed verification") for x in lines), r.stdout
     # The call takes 1.5 s and the heartbeat was lowered to 0.1 s: at least one beat per task.
     assert any(x.startswith("slow: still running (iteration 1 on rehearsal, ") for x in lines), r.stdout
     assert any(x.startswith("bad: still running (iteration 2 on rehearsal, ") for x in lines), r.stdout
