@@ -55,19 +55,17 @@ class CallTally:
 
     A call either failed as a call (an agent error: no answer to verify, counted by its kind)
     or answered; an answer either claimed completion and failed verification, or made no
-    claim (loop work). `answered_last` says whether the task's last call got a verdict: only
-    then may on_failure fall back on content (fallback, partial, template).
+    claim (loop work).
     """
 
     rejected: int = 0  # answers that failed verification
     no_claim: int = 0  # answers without a claim
     errors: dict[str, int] = field(default_factory=dict)  # calls that failed, by error kind
-    answered_last: bool = False
     last: str = ""  # the last failure, in words (an error message, or verification errors)
 
     def failed_call(self, kind: str, message: str) -> None:
         self.errors[kind] = self.errors.get(kind, 0) + 1
-        self.answered_last, self.last = False, message
+        self.last = message
 
     def answered(self, claim: bool, errors: list[str] = ()) -> None:
         if not claim:
@@ -75,7 +73,6 @@ class CallTally:
         elif errors:
             self.rejected += 1
             self.last = "; ".join(errors)
-        self.answered_last = True
 
     @property
     def calls(self) -> int:

@@ -92,3 +92,23 @@ def test_skipped_tasks_are_grouped_by_their_reason():
     lines = oc.next_steps(run_outcome([t["state"] for t in tasks]), tasks)
     assert lines[:oc.SKIP_REASONS_SHOWN] == [f"  skipped: s{i} (dependency 'f{i}' failed)" for i in range(5)]
     assert lines[oc.SKIP_REASONS_SHOWN] == "  skipped: 3 more, for other reasons (`harnessc status` lists them)"
+
+
+def test_a_tasks_calls_are_counted_by_how_they_failed():
+    from harnessc.outcome import CallTally
+
+    t = CallTally()
+    assert t.story() == ""
+    t.failed_call("auth", "agent 'a': no API key")
+    assert t.story() == "1 call failed without an answer (auth); last: agent 'a': no API key"
+    t.answered(True, ["$.x: missing"])
+    t.answered(True, ["$.y: missing"])
+    assert t.story() == "3 calls: 2 failed verification, 1 failed without an answer (auth); last: $.y: missing"
+    t.failed_call("timeout", "agent 'a': timed out")
+    t.answered(False)
+    assert t.describe() == ("5 calls: 2 failed verification, 2 failed without an answer (1 auth, 1 timeout), "
+                            "1 answered without claiming completion")
+    only = CallTally()
+    only.answered(True, ["bad"])
+    only.answered(True, ["worse"])
+    assert only.story() == "2 calls failed verification; last: worse"

@@ -441,8 +441,7 @@ class TaskRun:
         strategy = self.node.retry.on_failure
         if strategy in ("fallback", "partial", "template") and self.contract and self.contract.output:
             error += f" (on_failure {strategy} not applied: the last call produced no answer)"
-        self.store.finish_task(self.tid, "failed", error=error)
-        raise Done("failed")
+        raise Done(self._finish("failed", error))
 
     def fall_back(self, why: str) -> bool:
         """Move the task to the next agent of its chain; False when there is none."""
@@ -656,13 +655,11 @@ class TaskRun:
             return "failed", None, f"{reason} (on_failure escalate: no stronger agent left after '{self.route.agent}')", None
         return "failed", None, reason, None
 
-    def give_up(self, why: str = "") -> None:
-        """End the task as failed - a limit, a stuck loop, calls that never answered - saying
-        why, then what its calls did in this run."""
+    def give_up(self, why: str) -> None:
+        """End the task as failed at a limit (or stuck after every recovery step): why, then
+        what its calls did in this run."""
         story = self.p.calls.story()
-        error = "; ".join(part for part in (why, story) if part) or "ended without a verified result"
-        self.store.finish_task(self.tid, "failed", error=error)
-        raise Done("failed")
+        raise Done(self._finish("failed", f"{why}; {story}" if story else why))
 
     def _finish(self, state: str, error: str) -> str:
         self.store.finish_task(self.tid, state, error=error)

@@ -220,7 +220,8 @@ def test_a_degraded_output_that_breaks_its_contract_is_marked_unverified_for_dep
     head, _, rest = prompt.partition("### a: Task a (degraded)\n\nUnverified output: task a failed"
                                      " verification and this is its fallback (degraded (template):")
     assert rest, prompt
-    assert "It may break its contract; check it before you rely on it.\n\n{\n  \"items\": []\n}" in rest
+    assert ("It may break its contract; check it before you rely on it. Not from the agent (filled from the"
+            " contract): items (example).\n\n{\n  \"items\": []\n}") in rest
 
 
 def test_dry_run_shows_tasks_agents_and_estimates_and_calls_nothing(tmp_path):
