@@ -704,6 +704,11 @@ def _execute(root: Path, plan: dict, opts) -> None:
         displaymod.print_summary(console, result.tasks, title=f"run {result.run_id}")
     if result.stale:
         click.echo(f"stale: {', '.join(result.stale)} — use --rerun stale", err=True)
+    if result.outputs:
+        click.echo(f"outputs: {plural(result.outputs, 'result')} in .harness/outputs/<task>.json; "
+                   "`harnessc show TASK` prints one and how it was verified")
+    if result.simulated:
+        click.echo("costs: simulated prices (every call went to a simulate agent); no money was spent")
     if result.outcome.nothing_to_run:
         click.echo(visible(result.outcome.headline()))
     else:
@@ -711,11 +716,6 @@ def _execute(root: Path, plan: dict, opts) -> None:
         cached = cache_line(result.cache) if result.cache else None
         if cached:
             click.echo(cached)
-    if result.simulated:
-        click.echo("costs: simulated prices (every call went to a simulate agent); no money was spent")
-    if result.outputs:
-        click.echo(f"outputs: {plural(result.outputs, 'result')} in .harness/outputs/<task>.json; "
-                   "`harnessc show TASK` prints one and how it was verified")
     for line in result.notes:  # isolation: a landing's conflict names git's words
         click.echo(visible(line))
     for line in next_steps(result.outcome, result.tasks, result.budget_stop):  # skip reasons: agents' words

@@ -489,7 +489,7 @@ def test_a_version_1_state_database_is_migrated_in_place(tmp_path):
     path = Workspace(tmp_path).state_db
     store = StateStore(Workspace(tmp_path))
     store.close()
-    con = sqlite3.connect(path)  # take it back to version 1: the attempts table without proc_*
+    con = sqlite3.connect(path)  # take it back to version 1: the attempts table without proc_*, ...
     con.executescript("""
         CREATE TABLE old AS SELECT id, run_id, task_id, iteration, level, agent, prompt_hash, prompt,
           raw_output, parsed_output, errors, checks, input_tokens, output_tokens, cost_usd, latency,
@@ -503,6 +503,7 @@ def test_a_version_1_state_database_is_migrated_in_place(tmp_path):
         ALTER TABLE old_ledger RENAME TO ledger;
         ALTER TABLE tasks DROP COLUMN running_s;
         DROP TABLE daily_usage;
+        ALTER TABLE tasks DROP COLUMN filled;
         UPDATE meta SET value='1' WHERE key='schema_version';
     """)
     con.close()
