@@ -9,6 +9,8 @@ import json
 import shutil
 import textwrap
 
+import pytest
+
 from .helpers import PY, REPO, SIMPLE_CONTRACT, env, harnessc, node, write_project
 
 
@@ -32,8 +34,13 @@ def contract(on_failure: str) -> dict:
 # ------------------------------------------------------------------ item 1: no content fallback for failed calls
 
 
-def test_an_unset_api_key_fails_a_fallback_task_and_retry_takes_it(tmp_path):
-    # the built-in research_report contract has on_failure: fallback
+def test_a_rejected_api_key_fails_a_fallback_task_and_retry_takes_it(tmp_path):
+    """A key the server refuses (401; the pre-flight sees only that it is set): the built-in
+    research_report contract says on_failure: fallback, but there is no answer to fall back on."""
+    pytest.importorskip("anthropic")
+    pytest.importorskip("aiohttp")
+    from .fakeapi import Reply, ThreadedFakeAPI
+
     (tmp_path / "roadmap.md").write_text(textwrap.dedent("""\
         # Keys
 
@@ -47,42 +54,48 @@ def test_an_unset_api_key_fails_a_fallback_task_and_retry_takes_it(tmp_path):
           - depends_on: rep-001
           - agent: rehearsal
         """))
-    (tmp_path / "harness.yaml").write_text(textwrap.dedent("""\
-        agents:
-          claude: {provider: anthropic, model: claude-sonnet-4-5, api_key_env: HARNESSC_TEST_UNSET_KEY}
-          rehearsal: {provider: simulate}
-        """))
-    e = env()
-    e.pop("HARNESSC_TEST_UNSET_KEY", None)
-    r = harnessc(tmp_path, "run", env=e)
-    assert r.returncode == 1, r.stdout + r.stderr
-    t = tasks(tmp_path)
-    assert t["rep-001"]["state"] == "failed" and t["use-001"]["state"] == "skipped"
-    error = t["rep-001"]["error"]
-    assert error.startswith("1 call failed without an answer (auth); last: agent 'claude': no API key"), error
-    assert "on_failure fallback not applied" in error
-    assert not (tmp_path / ".harness" / "outputs" / "rep-001.json").exists()
-    r = harnessc(tmp_path, "retry", "rep-001", env=e)  # retry takes it (a degraded task it refuses)
-    assert r.returncode == 1 and "is degraded" not in r.stderr, r.stdout + r.stderr
-    assert tasks(tmp_path)["rep-001"]["attempts"] == 2
+    e = env(HC_TEST_BAD_KEY="sk-rejected-by-the-server")
+    with ThreadedFakeAPI() as api:
+        api.push(*[Reply.error(401, "authentication_error", message="invalid x-api-key")] * 2)
+        (tmp_path / "harness.yaml").write_text(textwrap.dedent(f"""\
+            agents:
+              claude: {{provider: anthropic, model: claude-sonnet-4-5, api_key_env: HC_TEST_BAD_KEY,
+                        base_url: "{api.base_url}"}}
+              rehearsal: {{provider: simulate}}
+            """))
+        r = harnessc(tmp_path, "run", env=e)
+        assert r.returncode == 1, r.stdout + r.stderr
+        t = tasks(tmp_path)
+        assert t["rep-001"]["state"] == "failed" and t["use-001"]["state"] == "skipped"
+        error = t["rep-001"]["error"]
+        assert error.startswith("1 call failed without an answer (auth); last: agent 'claude': "), error
+        assert "invalid x-api-key" in error and "on_failure fallback not applied" in error
+        assert not (tmp_path / ".harness" / "outputs" / "rep-001.json").exists()
+        r = harnessc(tmp_path, "retry", "rep-001", env=e)  # retry takes it (a degraded task it refuses)
+        assert r.returncode == 1 and "is degraded" not in r.stderr, r.stdout + r.stderr
+    assert tasks(tmp_path)["rep-001"]["attempts"] == 2 and api.count == 2
 
 
-def test_a_command_that_is_not_found_fails_the_task(tmp_path):
+def test_a_command_not_found_fails_the_task(tmp_path):
+    # the agent's program is on PATH (the pre-flight passes it); the command it runs is not
     write_project(tmp_path, [node("a", contract="summary", routing={"agent": "gone"},
                                   retry={"max_retries": 1, "on_failure": "partial", "delays": [0]})],
-                  agents={"gone": {"provider": "command", "command": ["harnessc-no-such-program-7f3a"]}},
+                  agents={"gone": {"provider": "command", "command": ["sh", "-c", "harnessc-no-such-program-7f3a"]}},
                   contracts={"summary": contract("partial")})
     r = harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     a = tasks(tmp_path)["a"]
     assert a["state"] == "failed", a
     assert a["error"].startswith("2 calls failed without an answer (failed); last: agent 'gone': "), a["error"]
-    assert "on_failure partial not applied" in a["error"]
+    assert "not found" in a["error"] and "on_failure partial not applied" in a["error"]
 
 
-def test_a_replay_without_a_recording_fails_the_task(tmp_path):
+def test_a_replay_of_a_request_that_was_not_recorded_fails_the_task(tmp_path):
     write_project(tmp_path, [node("a", contract="summary", retry={"on_failure": "template"})],
                   contracts={"summary": contract("template")})
+    cassettes = tmp_path / ".harness" / "cassettes"
+    cassettes.mkdir(parents=True)
+    (cassettes / "a.jsonl").write_text("")  # a cassette without this request
     r = harnessc(tmp_path, "run", "--replay")
     assert r.returncode == 1, r.stdout + r.stderr
     a = tasks(tmp_path)["a"]
