@@ -832,9 +832,9 @@ class StateStore:
 
     def final_attempt(self, task_id: str) -> dict | None:
         """The task's latest answered attempt (succeeded or rejected): the one its result came
-        from, with its checks. None when it has none."""
-        row = self.db.execute("SELECT * FROM attempts WHERE task_id=? AND status IN ('succeeded', 'rejected')"
-                              " ORDER BY id DESC LIMIT 1", (task_id,)).fetchone()
+        from - {id, status, raw_output, checks}. None when it has none."""
+        row = self.db.execute("SELECT id, status, raw_output, checks FROM attempts WHERE task_id=?"
+                              " AND status IN ('succeeded', 'rejected') ORDER BY id DESC LIMIT 1", (task_id,)).fetchone()
         if row is None:
             return None
         d = dict(row)
