@@ -13,11 +13,12 @@ reads it from there.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Iterable
 
 from ..planfile import Contract, PlanNode
 from ..wording import plural
-from ..workspace import Workspace
+from ..workspace import Workspace, write_atomic_at
 from .verify import verified_by
 
 LANDED = ("succeeded", "degraded")  # the states whose result is written
@@ -45,10 +46,26 @@ def result(row: dict, node: PlanNode | None, contract: Contract | None, final: d
     return rec
 
 
-def write(workspace: Workspace, rec: dict, redact) -> None:
-    """.harness/outputs/<task>.json, all at once. Raises WorkspaceError."""
-    text = json.dumps(rec, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n"
-    workspace.write_atomic(workspace.output(rec["task"]), redact(text))
+class Writer:
+    """Writes results into .harness/outputs/, opened once (confined, through no link) for a
+    run: a walk from the project directory per file would double a file's cost."""
+
+    def __init__(self, workspace: Workspace, redact):
+        self.workspace, self.redact = workspace, redact
+        self.fd: int | None = None
+
+    def write(self, rec: dict) -> None:
+        """.harness/outputs/<task>.json, all at once. Raises WorkspaceError."""
+        path = self.workspace.output(rec["task"])
+        text = json.dumps(rec, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n"
+        if self.fd is None:
+            self.fd = self.workspace.open_dir(self.workspace.outputs)
+        write_atomic_at(self.fd, path.name, self.redact(text).encode("utf-8"), lambda: self.workspace.rel(path))
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 def forget(workspace: Workspace, ids: Iterable[str] | None) -> None:

@@ -145,7 +145,7 @@ class Runner:
                                        make_dir=self.workspace.make_dir, event=store.event)
         self.agents: dict[str, Any] = {}
         self.outputs_written = 0  # results this run wrote to .harness/outputs/
-        self.landing: set[asyncio.Task] = set()  # result files being written (_land_output)
+        self.results = outputs.Writer(self.workspace, store.redact)
         self.stop_mode: str | None = None  # None | stop | abort
         self.calls = CallBounds()  # every agent call's deadline; a stop's grace cuts them
         self.halt: tuple[str, str] | None = None  # (outcome.BUDGET|FAIL_FAST, why): ends the run early
@@ -290,23 +290,14 @@ class Runner:
         return work
 
     def _land_output(self, tid: str) -> None:
-        """Write the result of a task that just succeeded or degraded (outputs.py), in a worker
-        thread: a file write costs more than a task's whole bookkeeping on a slow disk. The
-        run waits for the writes before it ends (_landed)."""
+        """Write the result of a task that just succeeded or degraded (outputs.py); a failed
+        write is a warning (state.db keeps the result)."""
         node = self.nodes[tid]
         row = self.store.tasks([tid]).get(tid)
         if row is None:
             return
-        rec = outputs.result(row, node, self.plan.contract_of(node), self.store.final_attempt(tid))
-        writing = asyncio.create_task(self._write_output(rec))
-        self.landing.add(writing)
-        writing.add_done_callback(self.landing.discard)
-
-    async def _write_output(self, rec: dict) -> None:
-        """A failed write is a warning: state.db keeps the result."""
-        tid = rec["task"]
         try:
-            await asyncio.to_thread(outputs.write, self.workspace, rec, self.store.redact)
+            self.results.write(outputs.result(row, node, self.plan.contract_of(node), self.store.final_attempt(tid)))
         except WorkspaceError as e:
             self.store.event("output_not_written", tid,
                              reason=f"{e} (state.db keeps the result: `harnessc show {tid}` prints it)")
@@ -331,11 +322,10 @@ class Runner:
             self._step_down_if_short(work)
             self.git.start()
             await self._schedule(work)
-            await self._landed()
             self._check_state_file()  # a removal since the watcher's last look
         finally:
             watcher.cancel()
-            await self._landed()
+            self.results.close()
             await self._settle()
             self.attribution.close()
             self.notes = self.isolation.end()
@@ -358,11 +348,6 @@ class Runner:
             self.store.event("budget_step_down", message=(
                 f"the budget left (${max(left, 0):.4f}) is short of this run's estimate (${need:.4f}): "
                 "tasks that are not critical or high priority step down a tier"))
-
-    async def _landed(self) -> None:
-        """Wait for the result files still being written."""
-        while self.landing:
-            await asyncio.gather(*self.landing, return_exceptions=True)
 
     async def _settle(self) -> None:
         """Cancel and await the tasks still running when the loop ended early on an error
