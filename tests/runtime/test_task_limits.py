@@ -90,7 +90,8 @@ def test_max_iterations_counts_the_iterations_before_a_kill_9(tmp_path):
     r = harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     row = _task_rows(tmp_path)["t"]
-    assert row["state"] == "failed" and row["error"] == "max_iterations (6) reached without a verified result"
+    assert row["state"] == "failed", row
+    assert row["error"].startswith("max_iterations (6) reached without a verified result; "), row["error"]
     statuses = [s for (s,) in _db(tmp_path).execute("SELECT status FROM attempts ORDER BY id")]
     # an attempt the kill interrupted starts its iteration again; every other one counts
     assert len([s for s in statuses if s != "interrupted"]) == 6, statuses
@@ -233,7 +234,8 @@ def test_a_task_near_its_max_iterations_then_failing_is_two_alerts_as_it_happens
     assert r.returncode == 1, r.stdout + r.stderr
     mine = [(a["level"], a["kind"], a["message"]) for a in _alerts(tmp_path) if a["task"] == "t"]
     assert mine == [("warning", "approaching_limit", "max_iterations: iteration 4 of 5 (80%)"),
-                    ("warning", "failed", "failed: max_iterations (5) reached without a verified result")]
+                    ("warning", "failed", "failed: max_iterations (5) reached without a verified result; "
+                                          "5 calls answered without claiming completion")]
     kinds = [a["kind"] for a in _alerts(tmp_path)]
     assert kinds.index("failed") < kinds.index("run_finished")  # when it ended, not at the run's end
     # the live output says the end once: its progress line, not an alert line as well
@@ -251,7 +253,7 @@ def test_a_degraded_task_is_an_alert(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     (degraded,) = [a for a in _alerts(tmp_path) if a["kind"] == "degraded"]
     assert (degraded["level"], degraded["task"]) == ("warning", "t")
-    assert degraded["message"].startswith("degraded (fallback): 1 attempt failed verification")
+    assert degraded["message"].startswith("degraded (fallback): 1 call failed verification")
     assert "alert warning: t: degraded" not in r.stdout
 
 
