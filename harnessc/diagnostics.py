@@ -66,6 +66,10 @@ CODES: dict[str, str] = {
     "HC412": "loop setting on a task that does not loop",
     "HC413": "escalate in a recovery ladder with no stronger agent",
     "HC414": "a read-only agent asked for file changes, verified by its promise alone",
+    "HC415": "approach settings that do not fit together (min_score without score, select with one approach)",
+    "HC416": "several approaches in a task that says isolation: none",
+    "HC417": "isolation: worktree cannot work in this repository",
+    "HC418": "a file a worktree will not have (untracked or modified) named by context, accept or score",
     # templates
     "HC501": "template syntax error",
     "HC502": "undefined variable in template",

@@ -167,6 +167,16 @@ class PromptRef(Record):
 
 
 @record
+class Approaches(Record):
+    """Best-of-N (`approaches: N`): N approaches of the task at once, each in its own worktree."""
+
+    n: int  # how many
+    select: str  # first: the first verified lands, the rest are cancelled; best: the highest score
+    score: AcceptCommand | None  # a command whose last output line is the approach's score
+    min_score: float | None  # an approach scoring below it is not verified
+
+
+@record
 class PlanNode(Record):
     """One task of the plan; the field order is plan.json's key order."""
 
@@ -191,6 +201,7 @@ class PlanNode(Record):
     analysis: Analysis | None = None
     git: str | None = None  # commit | off; None: not said (off, but `run --autonomous` commits)
     isolation: str | None = None  # worktree | none; None: not said (none)
+    approaches: Approaches | None = None  # None: one approach (the task as it is)
     loop: NodeLoop | None = None  # the task's own loop settings; None: the plan's
     context_staging: ContextStaging | None = None  # None: the task has no context files
     wave: int | None = None
@@ -329,6 +340,7 @@ def _node(d: Mapping) -> PlanNode:
         analysis=Analysis(**d["analysis"]) if d.get("analysis") else None,
         git=d.get("git"),
         isolation=d.get("isolation"),
+        approaches=_approaches(d["approaches"]) if d.get("approaches") else None,
         loop=NodeLoop(**d["loop"]) if d.get("loop") else None,
         context_staging=_staging(d["context_staging"]) if d.get("context_staging") else None,
         estimate=Estimate(**d["estimate"]) if d.get("estimate") else None,
@@ -337,8 +349,14 @@ def _node(d: Mapping) -> PlanNode:
 
 
 _NODE_REQUIRED = [k for k in PlanNode._keys
-                  if k not in ("accept", "limits", "retry", "routing", "analysis", "git", "isolation", "loop", "context_staging",
+                  if k not in ("accept", "limits", "retry", "routing", "analysis", "git", "isolation", "approaches", "loop", "context_staging",
                                "estimate", "prompt", "wave", "fingerprint")]
+
+
+def _approaches(d: Mapping) -> Approaches:
+    score = d.get("score")
+    return Approaches(int(d["n"]), str(d.get("select") or "first"), _accept(score) if score else None,
+                      d.get("min_score"))
 
 
 def _staging(d: Mapping) -> ContextStaging:

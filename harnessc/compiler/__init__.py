@@ -13,7 +13,7 @@ from typing import Iterable
 
 from ..diagnostics import Diagnostics
 from ..workspace import Workspace
-from . import check, load
+from . import check, gitcheck, load
 from . import output
 from .ignore import apply_ignores
 from .output import PromptFiles
@@ -35,6 +35,8 @@ CHECK_PASSES = (
     check.check_loop_settings,
     check.check_recovery_escalation,
     check.check_read_only_changes,
+    check.check_approaches,
+    gitcheck.check_worktree_repository,
 )
 
 

@@ -114,6 +114,42 @@ def check_accept_commands(project: Project) -> None:
             if not argv:
                 project.diags.error("HC105", "empty accept command", _value_span(task, "accept", i),
                                     "write the command to run, e.g. `accept: pytest -q`")
+        if task.score is not None:
+            try:
+                ok = bool(split_command(task.score))
+                why = "empty score command"
+            except ValueError as e:
+                ok, why = False, f"score command cannot be split: {e}"
+            if not ok:
+                project.diags.error("HC105", why, _value_span(task, "score"),
+                                    "a command whose last output line is a number, e.g. `score: python bench.py`; "
+                                    "commands run without a shell")
+
+
+def check_approaches(project: Project) -> None:
+    """Best-of-N settings that cannot work together: several approaches in the task's own
+    `isolation: none` (HC416: they need worktrees); `min_score` without a `score` command,
+    `select`/`min_score` where one approach runs (HC415)."""
+    from .tasks import approaches_of
+
+    default = 1 if project.config_unreadable else project.config.defaults.approaches
+    for task in project.tasks:
+        if task.done:
+            continue
+        n = approaches_of(task, default)
+        if task.approaches and task.approaches > 1 and getattr(task.isolation, "value", None) == "none":
+            project.diags.error(
+                "HC416", f"task '{task.id}' runs {task.approaches} approaches at once, but says isolation: none",
+                _value_span(task, "isolation"),
+                "approaches need their own worktrees: remove `isolation: none` (approaches imply worktree), "
+                "or set approaches: 1")
+        if task.min_score is not None and task.score is None:
+            project.diags.error("HC415", f"min_score needs a score: task '{task.id}' has no score command",
+                                _value_span(task, "min_score"),
+                                "add `score: COMMAND` (its last output line is the approach's score), or remove min_score")
+        if task.select is not None and n <= 1:
+            project.diags.warning("HC415", f"select does nothing here: task '{task.id}' runs one approach",
+                                  _value_span(task, "select"), "add `approaches: 3`, or remove select")
 
 
 def _walk_deliverables(output: dict, loc: tuple):

@@ -13,7 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 from .tasks import Roadmap, Task  # noqa: F401  (re-exported: the IR in one place)
 from .vocab import (  # noqa: F401  (re-exported)
     BUILTIN_AGENT, DELIVERABLE_TYPES, DURATION_PATTERN, ENV_NAME_PATTERN, LS_KEYS, PRIORITY_RANK, Complexity,
-    DeliverableType, FailureStrategy, GitMode, IsolationMode, Priority, parse_duration,
+    DeliverableType, FailureStrategy, GitMode, IsolationMode, MAX_APPROACHES, Priority, parse_duration,
 )
 
 # ------------------------------------------------------------------ scalar types
@@ -283,6 +283,9 @@ class Defaults(_Spec):
     isolation: IsolationMode = Field(IsolationMode.none, description="worktree: each attempt of a task works in "
                                      "its own git worktree and a verified change lands as one commit on the "
                                      "run's integration branch harnessc/run/<run-id>; none: in the project's tree.")
+    approaches: int = Field(1, ge=1, le=MAX_APPROACHES, description="Approaches of each task run at once, each "
+                            "in its own git worktree (best-of-N; more than 1 implies isolation: worktree); a task's "
+                            "`approaches:` wins.")
 
 
 class Alerts(_Spec):
@@ -325,6 +328,11 @@ class Recovery(_Spec):
     human: bool = Field(
         True, description="Last: the task becomes blocked for a human (`harnessc tell`, `harnessc retry`); "
         "false: it fails.")
+    explore: bool = Field(
+        False, description="After the prompt rewrites, before escalating: branch exploration - a few approaches "
+        "of the stuck task run from where it is stuck, each in its own git worktree, and the task goes on from "
+        "the one with the best progress score (the task needs isolation: worktree; elsewhere the rung is skipped).")
+    explore_approaches: int = Field(3, ge=2, le=3, description="Approaches the explore rung runs (2 or 3).")
     mutation_agent: str | None = Field(
         None, description="An agent (by name; a cheap, fast one will do) that writes the prompt mutations: "
         "it rewrites the instructions heading the task's prompt, the task itself stays. Unset: deterministic "

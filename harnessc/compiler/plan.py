@@ -10,13 +10,14 @@ from functools import lru_cache
 
 from .. import __version__, providers
 from ..planfile import (
-    AcceptCommand, Analysis, Assists, ContextStaging, Estimate, Limits, NodeLoop, Plan, PlanNode, Retry,
+    AcceptCommand, Analysis, Approaches, Assists, ContextStaging, Estimate, Limits, NodeLoop, Plan, PlanNode, Retry,
     Routing,
 )
 from .analysis import analyse
 from .staging import choose_budget, stage
 from ..estimates import cost_usd, tokens_for_chars
 from .ir import LS_KEYS, BUILTIN_AGENT, AgentConfig, Task
+from .tasks import approaches_of
 from .argv import split_command
 from .planjson import canonical
 from .project import PLAN_VERSION, Project
@@ -36,10 +37,34 @@ def task_view(task: Task) -> dict:
             v = list(v) if v else None
         elif key == "max_iterations" and v == "unlimited":
             v = None
-        elif key in ("complexity", "priority", "git", "isolation") and v is not None:
+        elif key in ("complexity", "priority", "git", "isolation", "select") and v is not None:
             v = getattr(v, "value", v)
         d[key] = v
     return d
+
+
+def _approaches(task: Task, default: int) -> Approaches | None:
+    """plan.json's `approaches` of a task (None: one approach and no score). `select` is
+    best when a score is given, else first."""
+    n = approaches_of(task, default)
+    if n <= 1 and task.score is None:
+        return None
+    score = None
+    if task.score is not None:
+        try:
+            score = AcceptCommand("score", split_command(task.score), None)
+        except ValueError:
+            return None  # reported by check_accept_commands
+    select = getattr(task.select, "value", task.select) or ("best" if score else "first")
+    return Approaches(n, select, score, task.min_score)
+
+
+def _isolation(task: Task, defaults, approaches: Approaches | None) -> str | None:
+    """The task's isolation: several approaches need worktrees (explicit `none` is HC416)."""
+    mode = _git_mode(task.isolation or defaults.isolation)
+    if approaches is not None and approaches.n > 1 and task.isolation is None:
+        return "worktree"
+    return mode
 
 
 def _git_mode(mode) -> str | None:
@@ -209,6 +234,7 @@ def build_plan(project: Project) -> None:
                            entry, len(task.accept) + len(entry.accept if entry else ()), len(task.depends_on))
         routing = shared(route(project, task, extra_agents, by_complexity, analysis))
         context, staged = _staged_context(project, task, routing, windows, shared)
+        approaches = _approaches(task, defaults.approaches)
         max_time = task.max_time
         if max_time is None and contract and contract.constraints and contract.constraints.timeout:
             max_time = contract.constraints.timeout * (max_retries + 1)
@@ -241,7 +267,8 @@ def build_plan(project: Project) -> None:
             routing=routing,
             analysis=analysis,
             git=_git_mode(task.git or defaults.git),
-            isolation=_git_mode(task.isolation or defaults.isolation),
+            isolation=_isolation(task, defaults, approaches),
+            approaches=approaches,
             loop=shared(_node_loop(task, cfg.loop.recovery.human)),
         )
         nodes.append(node)
@@ -412,7 +439,10 @@ def finish_plan(project: Project) -> None:
         spec = _fingerprinted_fields(task_by_id[node["id"]])
         if node["contract"] not in contract_sha:
             contract_sha[node["contract"]] = hashlib.sha256(canonical(contract)).hexdigest()
-        node["fingerprint"] = _fingerprint(spec, contract_sha[node["contract"]], node["prompt"].sha256, node["accept"],
+        checks = node["accept"]
+        if node["approaches"] is not None and node["approaches"].score is not None:  # what a result must pass
+            checks = [*checks, {"score": node["approaches"].score, "min_score": node["approaches"].min_score}]
+        node["fingerprint"] = _fingerprint(spec, contract_sha[node["contract"]], node["prompt"].sha256, checks,
                                            project.template_hash)
     project.prompt_chars = array("q")  # now in the estimates
     costs = [n["estimate"]["cost_usd"] for n in plan["nodes"] if not n["done"]]
@@ -429,7 +459,10 @@ def finish_plan(project: Project) -> None:
 # in the prompt's hash; nor the loop's own settings (`progress_threshold`, `recovery`): they
 # say how a stuck task is helped along, not what its result must be - and a changed
 # fingerprint would also wipe the memory and recovery position of a task being tuned mid-run.
-_UNFINGERPRINTED = ("done", "git", "isolation", "context_tokens", "progress_threshold", "recovery")
+# Nor how many approaches run and which lands (`approaches`, `select`); a score and its
+# minimum are what a result must pass, so they are hashed with the accept commands.
+_UNFINGERPRINTED = ("done", "git", "isolation", "context_tokens", "progress_threshold", "recovery",
+                    "approaches", "select", "score", "min_score")
 _fingerprinted_fields = operator.attrgetter(*(key for key in LS_KEYS if key not in _UNFINGERPRINTED))
 
 

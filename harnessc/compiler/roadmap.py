@@ -27,7 +27,8 @@ from typing import Any, Callable, Iterator
 from ..diagnostics import CompileError, Diagnostics, Fix, Span, closest, did_you_mean, sole_match
 from .tasks import Roadmap, Task, TaskSource
 from .vocab import (
-    LADDER_ENDS, MUTATIONS, RUNGS, USD_FORMAT, Complexity, FailureStrategy, GitMode, IsolationMode, Priority, parse_duration, parse_usd,
+    LADDER_ENDS, MAX_APPROACHES, MUTATIONS, RUNGS, USD_FORMAT, Complexity, FailureStrategy, GitMode, IsolationMode,
+    Priority, SelectMode, parse_duration, parse_usd,
 )
 
 __all__ = ["parse_roadmap", "format_roadmap", "PROPERTY_KEYS", "KEY_ALIASES", "ID_PATTERN"]
@@ -75,6 +76,10 @@ PROPERTY_KEYS: dict[str, str] = {
     "tags": "words",
     "git": "enum",
     "isolation": "enum",
+    "approaches": "approaches",
+    "select": "enum",
+    "score": "text",
+    "min_score": "number",
 }
 KEY_ALIASES: dict[str, str] = {"after": "depends_on", "cli": "agent", "timeout": "max_time"}
 _ALL_KEYS = [*PROPERTY_KEYS, *KEY_ALIASES]
@@ -86,6 +91,7 @@ _ENUMS: dict[str, Any] = {
     "on_failure": FailureStrategy,
     "git": GitMode,
     "isolation": IsolationMode,
+    "select": SelectMode,
 }
 _ENUM_WORDS = {key: {member.value: member for member in enum} for key, enum in _ENUMS.items()}
 _ID_HINT = "an id starts with a letter or digit and has only letters, digits, '.', '_' and '-'"
@@ -777,9 +783,12 @@ _FORMATS = {
     "on_failure": "one of " + ", ".join(f.value for f in FailureStrategy),
     "git": "one of " + ", ".join(g.value for g in GitMode),
     "isolation": "one of " + ", ".join(m.value for m in IsolationMode),
+    "select": "one of " + ", ".join(m.value for m in SelectMode),
+    "approaches": f"a whole number from 1 to {MAX_APPROACHES}, like 3",
     "fraction": "a number from 0 to 1, like 0.2",
+    "number": "a number, like 0.8 or -120",
     "rungs": "recovery steps, comma-separated, in the order tried: prompt mutations (" + ", ".join(MUTATIONS)
-             + ") and escalate, then " + " or ".join(LADDER_ENDS) + " last",
+             + "), explore and escalate, then " + " or ".join(LADDER_ENDS) + " last",
 }
 
 
@@ -968,6 +977,27 @@ def _read_fraction(b: _Builder, canon: str, key: str, value: str, no: int, col: 
     return x
 
 
+def _read_approaches(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
+    """How many approaches of the task run at once: 1 to MAX_APPROACHES (each is a worktree)."""
+    n = int(value) if value.isascii() and value.isdigit() and len(value) < 10 else -1
+    if n < 1:
+        _bad(b, key, value, no, col, "expected " + _FORMATS["approaches"])
+        return None
+    if n > MAX_APPROACHES:
+        b.error("HC105", f"{key} is {n}, over the limit of {MAX_APPROACHES}", no, col, len(value),
+                f"each approach is a git worktree and an agent at work; use at most {MAX_APPROACHES}")
+        return None
+    return n
+
+
+def _read_number(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
+    """Any finite decimal number (min_score: scores may be negative, like a negative diff size)."""
+    if _FRACTION.fullmatch(value) is None:
+        _bad(b, key, value, no, col, "expected " + _FORMATS["number"])
+        return None
+    return float(value)
+
+
 def _read_rungs(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
     """The recovery ladder's steps, in order: each known, once, and nothing after human or fail."""
     steps: list[str] = []
@@ -1005,6 +1035,8 @@ _READERS: dict[str, Callable[..., Any]] = {
     "word": _read_word, "name": _read_word,
     "text": _read_text,
     "fraction": _read_fraction,
+    "number": _read_number,
+    "approaches": _read_approaches,
     "rungs": _read_rungs,
 }
 
@@ -1202,7 +1234,7 @@ def _fmt_value(key: str, value: Any) -> str | None:
         return ", ".join(value)
     if key == "max_time":
         return _fmt_duration(value)
-    if key in ("budget", "progress_threshold"):
+    if key in ("budget", "progress_threshold", "min_score"):
         return _fmt_number(value)
     if hasattr(value, "value"):  # an enum
         return value.value

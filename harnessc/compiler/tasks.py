@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..diagnostics import Span
-from .vocab import Complexity, FailureStrategy, GitMode, IsolationMode, Priority
+from .vocab import Complexity, FailureStrategy, GitMode, IsolationMode, Priority, SelectMode
 
 
 @dataclass(eq=True, slots=True)  # slots: 100k tasks in memory at once must stay small
@@ -42,6 +42,10 @@ class Task:
     tags: tuple[str, ...] = ()
     git: GitMode | None = None
     isolation: IsolationMode | None = None
+    approaches: int | None = None  # best-of-N: approaches at once, each in its own worktree
+    select: SelectMode | None = None  # which approach lands; None: best with a score, else first
+    score: str | None = None  # a command whose last output line is the approach's score
+    min_score: float | None = None
     goal: str = ""
     # the roadmap this task was read from: positions beyond `span` are looked up there
     source: "TaskSource | None" = field(default=None, compare=False, repr=False)
@@ -114,3 +118,11 @@ class Roadmap:
     overview: str = ""
     tasks: list[Task] = field(default_factory=list)
     ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)  # task id -> codes to ignore there
+
+
+def approaches_of(task: Task, default: int) -> int:
+    """How many approaches the task runs: its own `approaches:`, else harness.yaml's - but a
+    task that says `isolation: none` runs one (several need worktrees)."""
+    if task.approaches:
+        return task.approaches
+    return 1 if getattr(task.isolation, "value", task.isolation) == "none" else default

@@ -92,6 +92,16 @@ class IsolationMode(str, Enum):
     worktree = "worktree"  # each attempt in its own git worktree; results land as commits
 
 
+class SelectMode(str, Enum):
+    """Which of a task's approaches lands (`approaches: N`)."""
+
+    first = "first"  # the first approach that verifies; the others are cancelled
+    best = "best"  # all run; the verified approach with the highest score
+
+
+MAX_APPROACHES = 10  # approaches of one task at once: each is a worktree and an agent process
+
+
 class FailureStrategy(str, Enum):
     """What happens after max_retries failed attempts."""
 
@@ -128,24 +138,27 @@ def priority_rank(priority: str | None) -> int:
 
 BUILTIN_AGENT = "rehearsal"
 
-# The recovery ladder's rungs (runtime/recovery.py): prompt mutations, then escalation, then
-# an end - a human (the task is blocked) or failure.
+# The recovery ladder's rungs (runtime/recovery.py): prompt mutations, branch exploration
+# (a few approaches from the stuck point, in worktrees), escalation, then an end - a human
+# (the task is blocked) or failure.
 MUTATIONS = ("rephrase", "decompose", "constrain", "examples", "negative")
 LADDER_ENDS = ("human", "fail")
-RUNGS = (*MUTATIONS, "escalate", *LADDER_ENDS)
+EXPLORE = "explore"
+RUNGS = (*MUTATIONS, EXPLORE, "escalate", *LADDER_ENDS)
 
 
-def ladder_rungs(prompt_mutations: int, escalate: bool, human: bool) -> tuple[str, ...]:
+def ladder_rungs(prompt_mutations: int, escalate: bool, human: bool, explore: bool = False) -> tuple[str, ...]:
     """harness.yaml's `loop.recovery` as the rungs a task's `recovery:` lists."""
     n = max(0, min(int(prompt_mutations), len(MUTATIONS)))
-    return (*MUTATIONS[:n], *(("escalate",) if escalate else ()), "human" if human else "fail")
+    return (*MUTATIONS[:n], *((EXPLORE,) if explore else ()), *(("escalate",) if escalate else ()),
+            "human" if human else "fail")
 
 # Canonical task keys, in the order `harnessc ls --output json` prints them.
 LS_KEYS = (
     "id", "title", "phase", "done", "depends_on", "contract", "agent", "model", "complexity",
     "priority", "max_iterations", "max_time", "stuck_after", "progress_threshold", "recovery",
     "completion_promise", "success", "accept", "context", "context_tokens", "tags", "git", "isolation",
-    "goal",
+    "approaches", "select", "score", "min_score", "goal",
 )
 
 

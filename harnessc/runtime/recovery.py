@@ -8,6 +8,9 @@ task's `recovery:` in roadmap.md (plan.json: node.loop.recovery) or else harness
   instructions heading the task's prompt that changes how it asks, with the stuck evidence
   quoted - written by the `mutation_agent` when one is set (assist.py), else (and as its
   fallback) the fixed HEADS;
+- explore: branch exploration (runtime/explore.py) - a few approaches of the task run one
+  iteration each from the stuck point, each in its own git worktree, and the task goes on
+  from the one with the best progress score (an isolated task only; elsewhere it is skipped);
 - escalate: the next, stronger agent of the task's chain, through the router's route;
 - the end, always last: `human` (the task becomes `blocked` with the reason; independent
   work goes on, and `harnessc retry` - after an instruction through `harnessc tell TASK`,
@@ -33,7 +36,7 @@ QUOTED = 400  # characters of the stuck output quoted in a mutation
 
 @dataclass
 class Rung:
-    kind: str  # mutate | escalate | human | give_up
+    kind: str  # mutate | explore | escalate | human | give_up
     mutation: str | None = None
 
 
@@ -43,7 +46,8 @@ def rungs_for(plan: Plan, node: PlanNode) -> tuple[str, ...]:
     if node.loop is not None and node.loop.recovery:
         return tuple(node.loop.recovery)
     cfg = (plan.loop or {}).get("recovery") or {}
-    return ladder_rungs(cfg.get("prompt_mutations", 3), cfg.get("escalate", True), cfg.get("human", True))
+    return ladder_rungs(cfg.get("prompt_mutations", 3), cfg.get("escalate", True), cfg.get("human", True),
+                        bool(cfg.get("explore", False)))
 
 
 def switched(rungs: list[str] | tuple[str, ...], escalate: bool | None = None,

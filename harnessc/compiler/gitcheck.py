@@ -1,0 +1,119 @@
+"""Lint for isolated tasks (`isolation: worktree`, or several `approaches`): what `run` would
+refuse, and the files a worktree will not have.
+
+* HC417 (error): the repository cannot hold worktrees - not a repository, no commit, a
+  detached HEAD, a bare one, submodules, LFS - with what to do (runtime/worktree/repo.py's
+  checks, the ones `run` makes);
+* HC418 (warning): a context path, or a file an accept or score command names, is untracked
+  or modified in your tree: a worktree holds committed files only, so the agent and the
+  checks would not see it (unless harness.yaml `worktrees:` links or copies it in).
+
+Nothing here runs, and no git process starts, unless some task works in a worktree: lint
+stays fast for everyone else. git runs through runtime/gitcmd.py (never gitpython).
+"""
+
+from __future__ import annotations
+
+from ..diagnostics import Span
+from .argv import split_command
+from .project import Project
+
+PATHS_PER_CALL = 500  # paths per `git status` (argv length)
+
+
+def isolated_tasks(project: Project) -> list:
+    """The tasks (not done) that will work in a worktree, as the plan decides it."""
+    from .tasks import approaches_of
+
+    if project.config_unreadable:
+        default_mode, default_n = None, 1
+    else:
+        default_mode = getattr(project.config.defaults.isolation, "value", project.config.defaults.isolation)
+        default_n = project.config.defaults.approaches
+    out = []
+    for task in project.tasks:
+        mode = getattr(task.isolation, "value", task.isolation) or default_mode
+        if not task.done and (mode == "worktree" or (approaches_of(task, default_n) > 1 and task.isolation is None)):
+            out.append(task)
+    return out
+
+
+def _where(task) -> Span:
+    spans = task.spans
+    return spans.get("isolation") or spans.get("approaches") or task.span
+
+
+def check_worktree_repository(project: Project) -> None:
+    tasks = isolated_tasks(project)
+    if not tasks:
+        return
+    from ..runtime.worktree.repo import IsolationError, open_repo
+
+    try:
+        repo = open_repo(project.root)
+    except IsolationError as e:
+        message = e.message.replace(str(project.root), "the project")
+        named = ", ".join(t.id for t in tasks[:3]) + (", ..." if len(tasks) > 3 else "")
+        project.diags.error("HC417", f"{message} (isolated: {named})", _where(tasks[0]), e.hint)
+        return
+    _check_uncommitted(project, tasks, repo)
+
+
+def _named_files(project: Project, task) -> list[tuple[str, str, Span]]:
+    """(path, what names it, where) for the task's context files and the existing files its
+    accept and score commands name."""
+    out = [(f, "context file", task.spans.get("context", task.span)) for f in project.context_files.get(task.id, [])]
+    commands = [("accept", i, c) for i, c in enumerate(task.accept)]
+    if task.score:
+        commands.append(("score", 0, task.score))
+    for key, i, cmd in commands:
+        try:
+            argv = split_command(cmd)
+        except ValueError:
+            continue  # reported by check_accept_commands
+        spans = task.value_spans.get(key) or []
+        where = spans[i] if i < len(spans) else task.spans.get(key, task.span)
+        for word in argv[1:]:
+            if not word.startswith("-") and "/" not in word[:1] and ".." not in word.split("/") \
+                    and (project.root / word).is_file():
+                out.append((word, f"{key} command's file", where))
+    return out
+
+
+def _check_uncommitted(project: Project, tasks: list, repo) -> None:
+    from ..runtime import gitcmd
+
+    brought = set()
+    if not project.config_unreadable:  # harness.yaml `worktrees:` brings these in
+        wt = project.config.worktrees
+        copies = getattr(wt, "copy_paths", None)  # the model's name; the lint view's is `copy`
+        brought = {p.rstrip("/") for p in [*wt.link, *(wt.copy if copies is None else copies)]}
+    named = [(p, what, where, t) for t in tasks for p, what, where in _named_files(project, t)
+             if not any(p == b or p.startswith(b + "/") for b in brought)]
+    if not named:
+        return
+    paths = sorted({p for p, *_ in named})
+    git = gitcmd.Git(project.root)
+    status: dict[str, str] = {}
+    try:
+        for i in range(0, len(paths), PATHS_PER_CALL):
+            out = git.run("status", "--porcelain", "-z", "--untracked-files=all", "--ignored=matching",
+                          "--", *paths[i:i + PATHS_PER_CALL], env={"GIT_LITERAL_PATHSPECS": "1"})
+            for entry in out.split("\0"):
+                if len(entry) > 3:
+                    status[entry[3:]] = entry[:2]
+    except gitcmd.GitFailed:
+        return  # git could not say: run will
+    prefix = repo.prefix
+    seen = set()
+    for path, what, where, task in named:
+        code = status.get(prefix + path)
+        if code is None or (task.id, path) in seen:
+            continue
+        seen.add((task.id, path))
+        kind = "untracked" if code in ("??", "!!") else "modified"
+        project.diags.warning(
+            "HC418", f"{what} '{path}' of task '{task.id}' is {kind}: its worktree will "
+                     + ("not have it" if kind == "untracked" else "have the committed version"),
+            where, f"commit it (`git add {path} && git commit`), or bring it into every worktree with "
+                   f"harness.yaml `worktrees: {{link: [{path}]}}`")
