@@ -1361,6 +1361,7 @@ def log(ctx: Context, task: str, output: str, last: bool, number: int | None) ->
     import json as jsonlib  # noqa: F401 - parsed output below
 
     from .runtime import report
+    from .runtime.scoreboard import lines as scoreboard_lines
     from .runtime.state import StateError
 
     if last and number is not None:
@@ -1414,6 +1415,10 @@ def log(ctx: Context, task: str, output: str, last: bool, number: int | None) ->
             echo(_progress_line(a["progress"]))
         for line in a.get("after") or ():
             echo(f"--- {line}")
+    board = report.approaches(root, task) if not last and number is None else None
+    if board is not None:  # best-of-N: which approach did what, and which landed
+        for line in scoreboard_lines(board):
+            echo(line)  # an approach's why quotes agent output: shown, never obeyed
 
 
 @cli.command()

@@ -174,6 +174,7 @@ class Approaches(Record):
     select: str  # first: the first verified lands, the rest are cancelled; best: the highest score
     score: AcceptCommand | None  # a command whose last output line is the approach's score
     min_score: float | None  # an approach scoring below it is not verified
+    agents: list[str]  # the task's own agents: approach k starts on the k-th (cycling)
 
 
 @record
@@ -356,7 +357,7 @@ _NODE_REQUIRED = [k for k in PlanNode._keys
 def _approaches(d: Mapping) -> Approaches:
     score = d.get("score")
     return Approaches(int(d["n"]), str(d.get("select") or "first"), _accept(score) if score else None,
-                      d.get("min_score"))
+                      d.get("min_score"), list(d.get("agents") or []))
 
 
 def _staging(d: Mapping) -> ContextStaging:

@@ -143,6 +143,11 @@ def check_approaches(project: Project) -> None:
                 _value_span(task, "isolation"),
                 "approaches need their own worktrees: remove `isolation: none` (approaches imply worktree), "
                 "or set approaches: 1")
+        elif task.score is not None and getattr(task.isolation, "value", None) == "none":
+            project.diags.error(
+                "HC416", f"task '{task.id}' has a score command, but says isolation: none",
+                _value_span(task, "isolation"),
+                "a score runs on an approach's worktree: remove `isolation: none` (a score implies worktree)")
         if task.min_score is not None and task.score is None:
             project.diags.error("HC415", f"min_score needs a score: task '{task.id}' has no score command",
                                 _value_span(task, "min_score"),

@@ -33,7 +33,8 @@ def isolated_tasks(project: Project) -> list:
     out = []
     for task in project.tasks:
         mode = getattr(task.isolation, "value", task.isolation) or default_mode
-        if not task.done and (mode == "worktree" or (approaches_of(task, default_n) > 1 and task.isolation is None)):
+        several = approaches_of(task, default_n) > 1 or task.score is not None  # they imply worktrees
+        if not task.done and (mode == "worktree" or (several and task.isolation is None)):
             out.append(task)
     return out
 

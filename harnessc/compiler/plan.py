@@ -56,13 +56,13 @@ def _approaches(task: Task, default: int) -> Approaches | None:
         except ValueError:
             return None  # reported by check_accept_commands
     select = getattr(task.select, "value", task.select) or ("best" if score else "first")
-    return Approaches(n, select, score, task.min_score)
+    return Approaches(n, select, score, task.min_score, [a for a in task.agent if a != "auto"])
 
 
 def _isolation(task: Task, defaults, approaches: Approaches | None) -> str | None:
     """The task's isolation: several approaches need worktrees (explicit `none` is HC416)."""
     mode = _git_mode(task.isolation or defaults.isolation)
-    if approaches is not None and approaches.n > 1 and task.isolation is None:
+    if approaches is not None and task.isolation is None:  # several, or one with a score
         return "worktree"
     return mode
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..workspace import Workspace
 from . import plan as planmod
+from . import scoreboard
 from .health import agent_report
 from .lock import holder
 from .recovery import resumed_text
@@ -41,6 +42,7 @@ def status(root: Path) -> dict:
         agents = agent_report(store, plan.agents) if store and plan else {}
         active = run is not None and run["status"] == "running" and holder(workspace) is not None
         loops = _loops(store, plan, rows) if store and active else {}
+        boards = scoreboard.every(store) if store else {}
     finally:
         if store:
             store.close()
@@ -67,6 +69,8 @@ def status(root: Path) -> dict:
             t["elapsed"] = round(max(0.0, now - row["started_at"]), 3)  # so far
             if tid in loops:
                 t["loop"] = loops[tid]
+        if tid in boards:  # best-of-N (approaches.py)
+            t["approaches"] = boards[tid]
         tasks.append(t)
     if run is not None:
         run["active"] = active
@@ -170,6 +174,17 @@ def show(root: Path, task_id: str) -> dict:
     return rec
 
 
+def approaches(root: Path, task_id: str) -> dict | None:
+    """A best-of-N task's last scoreboard (scoreboard.py), or None."""
+    store = _open_state(Workspace(root))
+    if store is None:
+        return None
+    try:
+        return scoreboard.load(store, task_id)
+    finally:
+        store.close()
+
+
 def log(root: Path, task_id: str) -> list[dict]:
     """The task's recorded attempts, oldest first, each numbered for this task in `attempt`
     (1, 2, 3, ...; `id` stays the attempt's id in the state, shared by every task)."""
@@ -211,7 +226,7 @@ def cost_source_text(source: str | None) -> str:
 
 
 ROUTING_EVENTS = ("routed", "fallback", "escalated")
-ISOLATION_EVENTS = ("landed", "conflict", "worktree_kept")  # isolation: worktree (runtime/worktree/)
+ISOLATION_EVENTS = ("landed", "conflict", "worktree_kept", "approach_selected")  # isolation: worktree (runtime/worktree/)
 LOG_EVENTS = (*ROUTING_EVENTS, "stuck", "recovery", "recovery_resumed", "assist", "instruction_delivered", "task_blocked",
               *ISOLATION_EVENTS, "task_degraded")
 
@@ -239,6 +254,8 @@ def event_line(event: dict) -> str:
                 + (" (merged and checked again)" if event.get("merged") else ""))
     if kind == "conflict":
         return f"conflict: {event.get('message')}"
+    if kind == "approach_selected":
+        return f"selected: {event.get('message')}"
     if kind == "worktree_kept":
         return f"worktree kept at {event.get('path')} (ref {event.get('ref')}; `harnessc clean` removes it)"
     if kind == "task_degraded":

@@ -41,6 +41,7 @@ from .health import Health
 from .history import History
 from .throttle import Throttle
 from .cassettes import Cassettes
+from .approaches import Approaches
 from .iteration import TaskRun
 from .preflight import RunCheck
 from .tasklimits import CLOCK_EVERY
@@ -133,7 +134,10 @@ class Runner:
         self.budget = Budget(store, limit, int(max_tokens) if max_tokens is not None else None)
         self.router = Router(plan.agents, force=opts.agent, only=opts.agents, history=History(store, plan))
         self.health = Health(store, plan.agents)
-        self.throttle = Throttle(plan.agents, self.jobs)
+        # a task's approaches run at once (approaches.py): an agent may have as many calls in
+        # flight as the widest task has approaches, unless its own limits.concurrency says fewer
+        widest = max((n.approaches.n for n in plan.nodes if n.approaches is not None and not n.done), default=1)
+        self.throttle = Throttle(plan.agents, max(self.jobs, widest))
         # isolated tasks work in worktrees and land as commits (worktree/); the others share the tree
         self.isolation = Isolation(root, plan.nodes, store, opts.isolation, hooks=bool(plan.git_hooks),
                                    worktrees=plan.worktrees, keep_failed=opts.keep_worktrees)
@@ -446,7 +450,15 @@ class Runner:
 
     async def _run_task(self, tid: str) -> str:
         node = self.nodes[tid]
-        run = self.task_runs[tid] = TaskRun(self, node, self.router.route(node))
+        route = self.router.route(node)
+        if node.approaches is not None and self.isolation.is_isolated(node):
+            run = self.task_runs[tid] = Approaches(self, node, route)  # best-of-N (approaches.py)
+        else:
+            if node.approaches is not None:
+                self.store.event("approaches_off", tid, message=(
+                    f"{tid}: approaches and score need isolation: worktree; this run (--isolation none) "
+                    "runs the task once, without its score"))
+            run = self.task_runs[tid] = TaskRun(self, node, route)
         try:
             return await run.run()
         finally:

@@ -32,6 +32,7 @@ class Request:
     # may cache the request up to there (agents/caching.py).
     cache_breaks: tuple[int, ...] = ()
     workdir: Path | None = None  # where a program agent runs: the attempt's worktree (isolation); None: the project
+    approach: int | None = None  # best-of-N: which approach of the task (HARNESSC_APPROACH); None: the only one
     purpose: str = "task"  # task: an iteration of the task; mutation | summary: an assist call (assist.py)
 
     def __post_init__(self) -> None:

@@ -41,6 +41,8 @@ class SubprocessAgent:
         env["HARNESSC_TASK"] = request.task_id
         env["HARNESSC_ITERATION"] = str(request.iteration)
         env["HARNESSC_PURPOSE"] = request.purpose
+        if request.approach is not None:
+            env["HARNESSC_APPROACH"] = str(request.approach)
         timeout = self.timeout(request)
         res = await procs.run(argv, cwd=request.workdir or self.root, timeout=timeout, stdin=stdin, env=env)
         if res.error:

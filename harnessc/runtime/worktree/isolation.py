@@ -63,11 +63,12 @@ class Isolation:
         if self.wanted:
             self.repo = open_repo(self.root, self.hooks)
 
-    def workdir(self, node: PlanNode) -> Path:
-        return self.trees.workdir(self.index[node.id]) if self.trees else self.root
+    def workdir(self, node: PlanNode, k: int = 1) -> Path:
+        """Where approach `k` of the task works (its worktree's project directory)."""
+        return self.trees.workdir(self.index[node.id], k) if self.trees else self.root
 
-    def ref(self, node: PlanNode) -> str:
-        return self.trees.ref(self.index[node.id]) if self.trees else ""
+    def ref(self, node: PlanNode, k: int = 1) -> str:
+        return self.trees.ref(self.index[node.id], k) if self.trees else ""
 
     # ------------------------------------------------------------------ the run's start and end
 
@@ -165,9 +166,9 @@ class Isolation:
                 best, sha = int(rec.get("seq", 0)), rec["sha"]
         return sha
 
-    async def open(self, node: PlanNode, base: str | None = None) -> Attempt:
-        """A fresh worktree for the task's attempt (at its base, or at `base`)."""
-        return await asyncio.to_thread(self.trees.create, self.index[node.id], 1, base or self.base(node))
+    async def open(self, node: PlanNode, base: str | None = None, k: int = 1) -> Attempt:
+        """A fresh worktree for the task's approach `k` (at its base, or at `base`)."""
+        return await asyncio.to_thread(self.trees.create, self.index[node.id], k, base or self.base(node))
 
     async def commit(self, attempt: Attempt, message: str) -> str | None:
         """Commit the attempt's change (None: it changed nothing)."""
@@ -217,23 +218,24 @@ class Isolation:
         self._follow(landed.sha)
 
     def blocked(self, node: PlanNode, attempt: Attempt | None) -> str:
-        """The task ends blocked: its change is kept on its ref (named)."""
-        ref = self.ref(node)
+        """The task ends blocked: its change is kept on its (attempt's) ref (named)."""
+        ref = attempt.ref if attempt is not None else self.ref(node)
         self._record(node.id, {"state": "blocked", "ref": ref, "branch": self.integration.branch})
         self.blocked_refs[node.id] = ref
         return ref
 
-    async def close(self, node: PlanNode, outcome: str) -> None:
-        """The task ended: its worktree goes (kept with --keep-worktrees when it did not
-        succeed), its ref too (kept when it is blocked)."""
+    async def close(self, node: PlanNode, outcome: str, k: int = 1) -> None:
+        """The task (its approach `k`) ended: its worktree goes (kept with --keep-worktrees
+        when it did not succeed), its ref too (kept when it is blocked)."""
         n = self.index[node.id]
-        keep_tree = self.keep_failed and outcome not in ("succeeded", "degraded")
+        keep_tree = self.keep_failed and outcome not in ("succeeded", "degraded", "cancelled")
         keep_ref = outcome == "blocked" or keep_tree
         if keep_tree:
-            self.kept[node.id] = str(self.trees.path(n).relative_to(self.root))
-            self.store.event("worktree_kept", node.id, path=self.kept[node.id], ref=self.trees.ref(n))
+            self.kept[node.id if k == 1 else f"{node.id} (approach {k})"] = path = \
+                str(self.trees.path(n, k).relative_to(self.root))
+            self.store.event("worktree_kept", node.id, path=path, ref=self.trees.ref(n, k))
         try:
-            await asyncio.to_thread(self.trees.remove, None, n, 1, keep_ref, keep_tree)
+            await asyncio.to_thread(self.trees.remove, None, n, k, keep_ref, keep_tree)
         except Exception as e:  # never lose the task's outcome to a cleanup failure
             self.store.event("worktree_remove_failed", node.id, message=str(e)[:500])
 

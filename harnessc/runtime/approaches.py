@@ -1,0 +1,387 @@
+"""Best-of-N: `approaches: N` runs N approaches of one task at once, each an `ApproachRun` (a
+TaskRun of its own) in its own git worktree (.harness/worktrees/<run>/<n>-<k>), and lands one.
+
+* Approach k gets HARNESSC_APPROACH=k, an approach line at the end of its prompt, and starts
+  on the k-th of the task's own agents, cycling (`agent: codex, claude` -> codex, claude,
+  codex); it falls back and escalates along the rest of the task's route.
+* Each is verified as a task is - its retries, refinements, recovery and iteration limits
+  are its own - and then scored: `score:` runs in its worktree and the last line it prints
+  is the score. A score command that fails, a last line that is not a number, or a score
+  under `min_score` is a rejected claim: the approach refines and retries as after a failed
+  accept check, and, out of retries, ends not verified with that reason.
+* `select: first` lands the first approach that verifies and cancels the others (their
+  agent processes are killed, their worktrees removed). `select: best` waits for all and
+  lands the verified approach with the highest score; ties go to the cheaper, then the
+  smaller diff, then the lower k. A landing conflict (worktree/isolation.py) moves on to the
+  next verified approach; when none lands, the task is blocked with the first one's change
+  kept on its ref.
+* Budgets are shared: every call of every approach reserves its estimate before it starts
+  (budget.py), so N approaches at once hold N reservations against the task's budget and
+  the run's; a call past the task's budget ends that approach, not the others. A cancelled
+  approach's calls are charged like any other (the task's cost and the scoreboard's).
+* A task where no approach verifies ends as the best of their endings: degraded (on_failure
+  fell back), else blocked, else failed, with every approach's reason.
+* A run that stops or is killed while approaches run lands nothing for the task: it is
+  pending again and its approaches start over on resume (worktrees and refs of the killed
+  run are reconciled; a landing that committed counts once, isolation.py).
+
+The scoreboard (approach, agent, verified, score, cost, diff size, selected, why) is kept in
+state.db (scoreboard.py), for `harnessc log TASK` and `status --output json`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import time
+from typing import Any
+
+from ..planfile import PlanNode
+from . import procs, scoreboard
+from .agents.base import Request, Response
+from .iteration import AttemptLog, Done, Progress, TaskContext, TaskRun, conflict_text
+from .loop import TaskLoop
+from .router import Route
+from .verify import DEFAULT_ACCEPT_TIMEOUT, Verdict
+from .worktree import landing as landingmod
+from .worktree.isolation import Conflict, IsolationError, Landed
+from .gitcmd import GitFailed
+
+ENDINGS = ("degraded", "blocked", "failed")  # a task with no verified approach: the first any approach reached
+
+
+def approach_route(route: Route, own: list[str], k: int) -> Route:
+    """Approach k's route: the k-th of the task's own agents first (cycling), then the rest
+    of the task's route in its order."""
+    usable = [a for a in own if a in route.agents]
+    if len(usable) < 2:
+        return Route(list(route.agents))
+    first = usable[(k - 1) % len(usable)]
+    return Route([first, *(a for a in route.agents if a != first)])
+
+
+class ApproachStore:
+    """The state store as one approach sees it: its attempts are the task's (recorded,
+    charged, counted), but its ending is its own - handed to the approach, never written
+    as the task's state (the coordinator decides that)."""
+
+    def __init__(self, store: Any, approach: "ApproachRun"):
+        self._store, self._approach = store, approach
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def begin_attempt(self, task_id: str, **kw: Any) -> int:
+        return self._store.begin_attempt(task_id, **{**kw, "start_task": False})
+
+    def finish_attempt(self, attempt_id: int, task_id: str, status: str, *, final_state: str | None = None,
+                       output: Any = None, fingerprint: str | None = None, error: str | None = None,
+                       loop_state: dict | None = None, **kw: Any) -> None:
+        # loop_state: the task's, one row; approaches do not resume each other's loops
+        self._store.finish_attempt(attempt_id, task_id, status, **kw)
+        self._approach.cost += float(kw.get("cost_usd") or 0.0)
+        if final_state:
+            self._approach.ended(final_state, error, output)
+
+    def finish_task(self, task_id: str, state: str, *, output: Any = None, fingerprint: str | None = None,
+                    error: str | None = None) -> None:
+        self._approach.ended(state, error, output)
+
+    def set_state(self, task_id: str, state: str, error: str | None = None, **extra: Any) -> None:
+        pass  # "pending" after a halt or a cancel: the coordinator sets the task's state
+
+    def save_running_time(self, task_id: str, seconds: float) -> None:
+        pass  # the coordinator's clock saves the task's
+
+
+class ApproachRun(TaskRun):
+    """Approach k of N: the task's iterations in worktree k, ending at its verification."""
+
+    def __init__(self, ctx: TaskContext, node: PlanNode, route: Route, k: int, n: int):
+        super().__init__(ctx, node, route)
+        self.k, self.n = k, n
+        self.store = ApproachStore(ctx.store, self)
+        self.log = AttemptLog(self.store, node.id)
+        self.p = Progress()  # its iterations are its own (max_iterations is per approach)
+        self.workdir = ctx.isolation.workdir(node, k)
+        if self.loop:
+            self.loop.close()
+        self.loop = TaskLoop.of(self.workdir, ctx.plan, node, self.store, None)
+        self.outcome: str | None = None  # verified | failed | degraded | blocked | skipped | interrupted | cancelled
+        self.why: str | None = None
+        self.output: Any = None
+        self.text = ""  # the verified answer (its checks run again on a merged tree)
+        self.score: float | None = None
+        self.diff: int | None = None  # lines added + removed
+        self.cost = 0.0
+        self.verified_at: float | None = None
+
+    async def run(self) -> str:
+        """Open its worktree and iterate; the worktree stays (the coordinator lands or removes it)."""
+        try:
+            self.attempt = await self.iso.open(self.node, k=self.k)
+        except (GitFailed, OSError) as e:
+            return self._finish("failed", f"could not create its worktree: {e}")
+        try:
+            self.original = self.base = self.prompt = self.render()
+        except Exception as e:  # a template problem is this approach's failure
+            return self._finish("failed", f"could not render the prompt: {e}")
+        return await self.iterations()
+
+    def render(self) -> str:
+        return super().render() + approach_line(self.k, self.n)
+
+    def request(self, cfg: dict) -> Request:
+        return dataclasses.replace(super().request(cfg), approach=self.k)
+
+    def ended(self, state: str, error: str | None, output: Any = None) -> None:
+        self.outcome, self.why, self.output = state, error, output
+
+    def _finish(self, state: str, error: str) -> str:
+        self.ended(state, error)
+        return state
+
+    async def succeed(self, resp: Response, verdict: Verdict) -> None:
+        """Verified: scored (a failed score is a rejected claim), its change committed on its
+        ref, and the approach ends for the coordinator to select."""
+        why = await self.scored()
+        if why:
+            verdict.ok, verdict.errors = False, [why]
+            await self.refine(resp, verdict)
+            return
+        seen = await self.loop.observe(self.p.agent, resp.text, [], verdict.checks, succeeded=True) \
+            if self.loop else None
+        message = landingmod.message(self.tid, self.node.title, self.how_verified(verdict), self.p.iteration,
+                                     self.route.agent, self.store.run_id or "")
+        try:
+            await self.iso.commit(self.attempt, message)
+            self.diff = await asyncio.to_thread(diff_size, self.attempt)
+        except (GitFailed, OSError) as e:
+            await self.log.finish("rejected", errors=[f"could not commit its change: {e}"], raw=resp.text,
+                                  **resp.charged())
+            self.ended("failed", f"could not commit its change: {e}")
+            raise Done("failed") from None
+        await self.log.finish("succeeded", raw=resp.text, parsed=verdict.output, checks=verdict.checks,
+                              **(seen.saved if seen else {}), **resp.charged())
+        self.ended("verified", None, verdict.output)
+        self.text, self.verified_at = resp.text, time.monotonic()
+        raise Done("verified")
+
+    def how_verified(self, verdict: Verdict) -> str:
+        text = super().how_verified(verdict)
+        score = f", score {self.score:g}" if self.score is not None else ""
+        return f"{text}; approach {self.k} of {self.n}{score}"
+
+    async def scored(self) -> str | None:
+        """Run the score command in the worktree: None when the approach passes (its score
+        kept), else why it does not."""
+        spec = self.node.approaches
+        if spec is None or spec.score is None:
+            return None
+        res = await run_score(spec.score, self.workdir, self.tid, self.k, self.time_left())
+        score, why = parse_score(res)
+        if why:
+            return why
+        self.score = score
+        if spec.min_score is not None and score < spec.min_score:
+            return f"score {score:g} is below min_score {spec.min_score:g}"
+        return None
+
+
+def approach_line(k: int, n: int) -> str:
+    return (f"\n\nApproach {k} of {n}: {n} independent attempts at this task run at once, each in its own "
+            f"copy of the repository; work out your own solution here.\n")
+
+
+async def run_score(cmd: Any, workdir: Any, task_id: str, k: int, time_left: float) -> procs.ProcResult:
+    timeout = max(0.1, min(float(cmd.timeout or DEFAULT_ACCEPT_TIMEOUT), time_left))
+    env = procs.child_env(extra={"HARNESSC_TASK": task_id, "HARNESSC_APPROACH": str(k)})
+    return await procs.run(list(cmd.argv), cwd=workdir, timeout=timeout, stdin=None, env=env)
+
+
+def parse_score(res: procs.ProcResult) -> tuple[float | None, str | None]:
+    """(the score, None) from the command's last output line, or (None, why not)."""
+    if not res.ok:
+        tail = (res.stdout + res.stderr).strip()[-500:]
+        return None, f"score command failed: {res.describe()}" + (f"\n{tail}" if tail else "")
+    lines = [line.strip() for line in res.stdout.splitlines() if line.strip()]
+    if not lines:
+        return None, "score command printed nothing: its last output line must be a number"
+    try:
+        score = float(lines[-1])
+    except ValueError:
+        score = math.nan
+    if not math.isfinite(score):
+        return None, f"score command's last output line is not a number: {lines[-1][:200]!r}"
+    return score, None
+
+
+def diff_size(attempt: Any) -> int:
+    """Lines added and removed by the approach's change (a binary file counts 1)."""
+    if attempt.change is None:
+        return 0
+    out = attempt.git.run("diff", "--numstat", "--no-renames", attempt.base, attempt.change, worktree=False)
+    total = 0
+    for line in out.splitlines():
+        added, removed = (line.split("\t") + ["", ""])[:2]
+        total += (int(added) if added.isdigit() else 1) + (int(removed) if removed.isdigit() else 0)
+    return total
+
+
+class Approaches:
+    """The N approaches of one task: run them, select one, land it, record the scoreboard."""
+
+    def __init__(self, ctx: TaskContext, node: PlanNode, route: Route):
+        self.ctx, self.node, self.tid, self.store = ctx, node, node.id, ctx.store
+        self.spec = node.approaches
+        n = self.spec.n
+        self.runs = [ApproachRun(ctx, node, approach_route(route, self.spec.agents, k), k, n)
+                     for k in range(1, n + 1)]
+        self.selected: ApproachRun | None = None
+        self.t0 = time.monotonic()
+
+    def clock(self) -> None:
+        """Every CLOCK_EVERY seconds (scheduler.py): the task's running time so far."""
+        self.store.save_running_time(self.tid, self.runs[0].limits.time_before + time.monotonic() - self.t0)
+
+    async def run(self) -> str:
+        self.store.set_state(self.tid, "running")
+        self.store.event("approaches_started", self.tid, n=len(self.runs), select=self.spec.select,
+                         agents=[r.route.agent for r in self.runs])
+        self.save()
+        tasks = {asyncio.create_task(r.run(), name=f"{self.tid}#{r.k}"): r for r in self.runs}
+        try:
+            await self.race(tasks)
+            return await self.finish()
+        except asyncio.CancelledError:
+            await _cancel(tasks)
+            self.store.set_state(self.tid, "pending")
+            raise
+        finally:
+            await _cancel(tasks)
+            for r in self.runs:
+                await self.close(r)
+            self.save()
+
+    async def race(self, tasks: dict[asyncio.Task, ApproachRun]) -> None:
+        """Run until all ended, or (select: first) one verified: then cancel the others."""
+        pending = set(tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                self.ended(tasks[t], t)
+            if self.spec.select == "first" and any(tasks[t].outcome == "verified" for t in done) and pending:
+                for t in pending:
+                    tasks[t].ended("cancelled", "cancelled: another approach verified first (select: first)")
+                await _cancel({t: tasks[t] for t in pending})
+                for t in pending:
+                    self.store.event("approach_cancelled", self.tid, approach=tasks[t].k)
+                pending = set()
+
+    def ended(self, run: ApproachRun, task: asyncio.Task) -> None:
+        if task.cancelled():
+            run.outcome = run.outcome or "cancelled"
+        elif task.exception() is not None:
+            run.ended("failed", f"internal error: {type(task.exception()).__name__}: {task.exception()}")
+        elif run.outcome is None:
+            run.ended(task.result(), run.why)
+        self.store.event("approach_ended", self.tid, approach=run.k, outcome=run.outcome, agent=run.route.agent,
+                         score=run.score, cost_usd=round(run.cost, 6), why=(run.why or "")[:500])
+        self.save()
+
+    def ranking(self) -> list[ApproachRun]:
+        """The verified approaches, best first: first verified (select first), else highest
+        score, then cheaper, then smaller diff, then lower k."""
+        verified = [r for r in self.runs if r.outcome == "verified"]
+        if self.spec.select == "first":
+            return sorted(verified, key=lambda r: (r.verified_at or 0.0, r.k))
+        return sorted(verified, key=lambda r: (-(r.score if r.score is not None else -math.inf), r.cost,
+                                               r.diff or 0, r.k))
+
+    async def finish(self) -> str:
+        """Land the best verified approach (the next on a conflict), or end the task as the
+        approaches' endings say."""
+        if self.ctx.halting() and any(r.outcome in ("interrupted", "cancelled") for r in self.runs) \
+                and self.spec.select == "best":
+            self.store.set_state(self.tid, "pending", running_s=self.runs[0].used_time())
+            return "interrupted"
+        ranking = self.ranking()
+        if not ranking:
+            if self.ctx.halting() and any(r.outcome == "interrupted" for r in self.runs):
+                self.store.set_state(self.tid, "pending", running_s=self.runs[0].used_time())
+                return "interrupted"
+            return self.none_verified()
+        conflicts: list[tuple[ApproachRun, Conflict]] = []
+        for run in ranking:
+            try:
+                result = await self.ctx.isolation.land(self.node, run.attempt, run.output, run.recheck(run.text))
+            except (GitFailed, OSError, IsolationError) as e:
+                self.store.finish_task(self.tid, "failed", error=f"could not land approach {run.k}'s change: {e}")
+                return "failed"
+            if isinstance(result, Landed):
+                self.selected = run
+                self.store.finish_task(self.tid, "succeeded", output=run.output, fingerprint=self.node.fingerprint)
+                self.ctx.isolation.landed(self.node, result)
+                self.store.event("approach_selected", self.tid, approach=run.k, agent=run.route.agent,
+                                 score=run.score, sha=result.sha, message=(
+                                     f"approach {run.k} ({run.route.agent}) landed"
+                                     + (f" with score {run.score:g}" if run.score is not None else "")))
+                return "succeeded"
+            run.why = conflict_text(result)
+            conflicts.append((run, result))
+            self.store.event("conflict", self.tid, approach=run.k, paths=result.paths[:200], why=result.why,
+                             tip=result.tip, message=f"approach {run.k}: {run.why}")
+        run, _ = conflicts[0]
+        run.outcome = "blocked"
+        ref = self.ctx.isolation.blocked(self.node, run.attempt)
+        self.store.finish_task(self.tid, "blocked", error=(
+            f"blocked: every verified approach conflicts with the integration branch ({run.why}); approach "
+            f"{run.k}'s change is kept at {ref} (`git show {ref}`): merge it by hand, or "
+            f"`harnessc retry {self.tid}`"))
+        return "blocked"
+
+    def none_verified(self) -> str:
+        reasons = "; ".join(f"approach {r.k} ({r.route.agent}): {(r.why or r.outcome or '?')[:400]}" for r in self.runs)
+        for state in ENDINGS:
+            ends = [r for r in self.runs if r.outcome == state]
+            if ends or state == "failed":
+                output = ends[0].output if ends and state == "degraded" else None
+                self.store.finish_task(self.tid, state, output=output,
+                                       fingerprint=self.node.fingerprint if state == "degraded" else None,
+                                       error=f"no approach verified: {reasons}"[:4000])
+                return state
+        return "failed"
+
+    async def close(self, run: ApproachRun) -> None:
+        """Its worktree goes (the blocked one's ref stays; --keep-worktrees keeps a failed one)."""
+        if run.attempt is None:
+            return
+        outcome = {"verified": "succeeded"}.get(run.outcome or "", run.outcome or "failed")
+        await self.ctx.isolation.close(self.node, outcome, k=run.k)
+        run.attempt = None
+
+    # ------------------------------------------------------------------ the scoreboard
+
+    def board(self) -> dict:
+        return {"run_id": self.store.run_id, "select": self.spec.select,
+                "score_command": " ".join(self.spec.score.argv) if self.spec.score else None,
+                "min_score": self.spec.min_score,
+                "approaches": [{"approach": r.k, "agent": r.p.agent or r.route.agent,
+                                "state": r.outcome or "running", "verified": r.outcome == "verified"
+                                or r is self.selected, "score": r.score, "cost_usd": round(r.cost, 6),
+                                "diff_lines": r.diff, "selected": r is self.selected, "why": r.why}
+                               for r in self.runs]}
+
+    def save(self) -> None:
+        scoreboard.save(self.store, self.tid, self.board())
+
+
+async def _cancel(tasks: dict[asyncio.Task, Any]) -> None:
+    """Cancel the approaches still running and wait for them to checkpoint (their agent
+    processes are killed by procs.run on cancellation)."""
+    live = [t for t in tasks if not t.done()]
+    for t in live:
+        t.cancel()
+    if live:
+        await asyncio.gather(*live, return_exceptions=True)
