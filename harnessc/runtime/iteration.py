@@ -588,6 +588,8 @@ class TaskRun:
         self.store.event("stuck", self.tid, signal=seen.stuck.signal, reason=why[:500])
         ladder = self.loop.ladder
         rung = ladder.climb()
+        if rung.kind == "explore" and self.iso is None:
+            rung = ladder.climb()  # branch exploration needs worktrees (isolation: worktree): the next rung
         if rung.kind == "escalate" and self.route.next_agent is None:
             rung = ladder.climb()  # no stronger agent to go to: the next rung
         if rung.kind == "mutate":
@@ -600,6 +602,10 @@ class TaskRun:
         # saved with the attempt, in its commit: a run stopped from here on resumes past this rung
         await self.log.finish("stuck", **{**attempt, "loop_state": self.loop.state()})
         self.store.event("recovery", self.tid, step=rung.kind, mutation=rung.mutation, reason=why[:500])
+        if rung.kind == "explore":
+            from .explore import explore  # explore.py builds on this module
+
+            await explore(self, why)
         if rung.kind == "escalate":
             self.escalate(f"stuck: {why}")
         elif rung.kind == "human":

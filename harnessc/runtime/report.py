@@ -226,7 +226,7 @@ def cost_source_text(source: str | None) -> str:
 
 
 ROUTING_EVENTS = ("routed", "fallback", "escalated")
-ISOLATION_EVENTS = ("landed", "conflict", "worktree_kept", "approach_selected")  # isolation: worktree (runtime/worktree/)
+ISOLATION_EVENTS = ("landed", "conflict", "worktree_kept", "approach_selected", "explored")  # isolation: worktree (runtime/worktree/)
 LOG_EVENTS = (*ROUTING_EVENTS, "stuck", "recovery", "recovery_resumed", "assist", "instruction_delivered", "task_blocked",
               *ISOLATION_EVENTS, "task_degraded")
 
@@ -254,6 +254,8 @@ def event_line(event: dict) -> str:
                 + (" (merged and checked again)" if event.get("merged") else ""))
     if kind == "conflict":
         return f"conflict: {event.get('message')}"
+    if kind == "explored":
+        return f"explored: {event.get('message')} (progress by branch: {event.get('progress')})"
     if kind == "approach_selected":
         return f"selected: {event.get('message')}"
     if kind == "worktree_kept":
