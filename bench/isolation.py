@@ -7,8 +7,12 @@
 2. 20 coding tasks at -j 4 on the same command agent, with isolation and without (`git:
    commit`, the shared tree and attribution): the makespan ratio, and the files committed
    under a task that did not write them (0 with isolation).
+3. Best-of-3 (`approaches: 3`, select first) on the routing workload's skill model
+   (bench/routing.py: the simulate agent answers validly with a chance by complexity; each
+   approach is a draw of its own): success rate and cost against a single attempt
+   (max_retries 0) and against three sequential attempts (max_retries 2), one agent.
 
-    .venv/bin/python bench/isolation.py [--files 5000] [--tasks 20]
+    .venv/bin/python bench/isolation.py [--files 5000] [--tasks 20] [--best-of-tasks 60] [--only best-of]
 """
 
 from __future__ import annotations
@@ -122,11 +126,67 @@ def coding(tasks: int, isolated: bool, work: Path) -> tuple[float, int]:
     return elapsed, wrong
 
 
+BEST_OF = {  # strategy: (approaches, max_retries)
+    "single attempt": (1, 0),
+    "3 sequential attempts": (1, 2),
+    "best of 3 at once": (3, 0),
+}
+
+
+def best_of(strategy: str, tasks: int, seed: int, work: Path) -> dict:
+    """One strategy on the routing workload (one agent, `small`): verified share, cost, wall time."""
+    import routing  # bench/routing.py: the workload and the skill model
+
+    approaches, retries = BEST_OF[strategy]
+    root = work / strategy.replace(" ", "-")
+    root.mkdir()
+    routing.project(root, "cheapest", tasks, seed)
+    tier, pin, pout, skill = routing.AGENTS["small"]
+    (root / "harness.yaml").write_text(
+        f"agents:\n  small: {{provider: simulate, tier: {tier}, seed: {seed}, price: {{input: {pin}, output: {pout}}},"
+        f" skill: {json.dumps(skill)}}}\nrouting:\n  default: small\n"
+        f"defaults: {{max_retries: {retries}, retry_delays: [0], approaches: {approaches}}}\nconcurrency: 8\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "-c", "user.email=b@example.com", "-c", "user.name=B", "commit", "-qm", "specs")
+    cli = [PY, "-c", "from harnessc.cli import main; main()", "-C", str(root)]
+    env = {"PYTHONPATH": str(harnessc_env.REPO), "PATH": "/usr/bin:/bin", "HOME": str(work),
+           "GIT_AUTHOR_NAME": "B", "GIT_AUTHOR_EMAIL": "b@example.com", "GIT_COMMITTER_NAME": "B",
+           "GIT_COMMITTER_EMAIL": "b@example.com"}
+    build = subprocess.run([*cli, "build"], capture_output=True, text=True, env=env)
+    if build.returncode:
+        raise SystemExit(f"{strategy}: build failed:\n{build.stdout}{build.stderr}")
+    t0 = time.perf_counter()
+    run = subprocess.run([*cli, "run"], capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    if run.returncode not in (0, 1):
+        raise SystemExit(f"{strategy}: run exited {run.returncode}:\n{run.stderr[-2000:] or run.stdout[-2000:]}")
+    rows = json.loads(subprocess.run([*cli, "status", "--output", "json"], capture_output=True, text=True,
+                                     env=env).stdout)["tasks"]
+    return {"verified": sum(t["state"] == "succeeded" for t in rows) / len(rows),
+            "cost": sum(t["cost_usd"] for t in rows), "calls": sum(t["attempts"] for t in rows), "wall": wall}
+
+
+def best_of_table(tasks: int, seed: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="hc-bestof-") as tmp:
+        results = {s: best_of(s, tasks, seed, Path(tmp)) for s in BEST_OF}
+    print(f"best-of-3 on the routing skill model (agent small, {tasks} tasks, seed {seed}):")
+    print(f"  {'strategy':<24} {'verified':>8} {'cost':>10} {'calls':>6} {'wall':>7}")
+    for name, r in results.items():
+        print(f"  {name:<24} {r['verified']:>8.1%} {'$' + format(r['cost'], '.4f'):>10} {r['calls']:>6} {r['wall']:>6.1f}s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", type=int, default=5000)
     ap.add_argument("--tasks", type=int, default=20)
+    ap.add_argument("--best-of-tasks", type=int, default=60)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--only", choices=["best-of"], default=None, help="run only this part")
     args = ap.parse_args()
+    if args.only == "best-of":
+        best_of_table(args.best_of_tasks, args.seed)
+        return
     overhead(args.files)
     with tempfile.TemporaryDirectory() as tmp:
         shared, shared_wrong = coding(args.tasks, False, Path(tmp))
@@ -134,6 +194,7 @@ def main() -> None:
     print(f"{args.tasks} coding tasks at -j 4: shared tree {shared:.1f}s, isolated {iso:.1f}s "
           f"= {iso / shared:.2f}x the makespan; misattributed files: shared {shared_wrong}, isolated {iso_wrong} "
           "(goal 0)")
+    best_of_table(args.best_of_tasks, args.seed)
 
 
 if __name__ == "__main__":

@@ -89,7 +89,9 @@ class SimulateAgent:
         chance = self.skill.get(request.complexity or "")
         if chance is None:
             return True
-        return random.Random(f"{self.seed}:{request.task_id}:skill:{request.iteration}").random() < chance
+        # each approach of a best-of-N task (approaches.py) is a draw of its own
+        approach = f":approach:{request.approach}" if request.approach is not None else ""
+        return random.Random(f"{self.seed}:{request.task_id}:skill:{request.iteration}{approach}").random() < chance
 
     def _output(self, contract: Contract) -> str:
         # Synthesis validates every candidate: once per contract, not once per call.
