@@ -148,6 +148,7 @@ class ApproachRun(TaskRun):
         why = await self.scored()
         if why:
             verdict.ok, verdict.errors = False, [why]
+            self.p.calls.answered(True, [why])  # iteration() counted it as verified
             await self.refine(resp, verdict)
             return
         seen = await self.loop.observe(self.p.agent, resp.text, [], verdict.checks, succeeded=True) \
