@@ -896,60 +896,108 @@ def _dry_run(root: Path, plan: dict, opts) -> NoReturn:
 
 @cli.command()
 @output_option("text", "json", old="--json")
+@click.option("--watch", is_flag=True, help="Show it again every --interval seconds until the run ends (Ctrl-C quits).")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True, metavar="S",
+              help="Seconds between two looks with --watch.")
 @pass_ctx
-def status(ctx: Context, output: str) -> None:
+def status(ctx: Context, output: str, watch: bool, interval: float) -> None:
     """Task states of the current or last run (works while a run goes on)."""
+    from rich.console import Console
+
     from .runtime import report
     from .runtime.state import StateError
 
     root = ctx.root()
+    console = Console()
     try:
-        data = report.status(root)
+        if not watch:
+            data = report.status(root)
+            if output == "json":
+                click.echo(json_text(data, indent=2, sort_keys=True, default=str))
+            else:
+                for part in _status_parts(data, console.is_terminal):
+                    _echo_visible(part) if isinstance(part, str) else console.print(part)
+        elif output == "json":  # a JSON document a line, a line per look
+            for data in report.watch_status(root, interval):
+                click.echo(json_text(data, sort_keys=True, default=str))
+        elif console.is_terminal:
+            _watch_status_live(console, report.watch_status(root, interval), interval)
+        else:  # a block per look, with the time between two
+            for n, data in enumerate(report.watch_status(root, interval)):
+                if n:
+                    click.echo(f"\n--- {_clock()}")
+                for part in _status_parts(data, False):
+                    _echo_visible(part)  # what agents and servers wrote is shown, never obeyed
     except StateError as e:
         fail_usage(str(e))
-    if output == "json":
-        click.echo(json_text(data, indent=2, sort_keys=True, default=str))
-        return
-    from rich.console import Console
+    except KeyboardInterrupt:
+        if not watch:
+            raise
+        sys.exit(Exit.OK)  # Ctrl-C is how watching ends: not an interrupted command
 
-    from .runtime.display import print_summary
 
+def _clock() -> str:
+    import time
+
+    return time.strftime("%H:%M:%S")
+
+
+def _watch_status_live(console, looks, interval: float) -> None:
+    """`status --watch` on a terminal: the status redrawn in place; the last one stays."""
+    from rich.console import Group
+    from rich.live import Live
+    from rich.text import Text
+
+    with Live(console=console, auto_refresh=False, transient=False) as live:
+        for data in looks:
+            head = f"every {interval:g}s, {_clock()} · Ctrl-C quits"
+            live.update(Group(Text(head, style="dim"),
+                              *(Text(visible(p)) if isinstance(p, str) else p for p in _status_parts(data, True))),
+                        refresh=True)
+
+
+def _status_parts(data: dict, terminal: bool) -> list:
+    """What `status` prints, in order: lines, and the task table (a rich table on a terminal,
+    aligned text otherwise)."""
+    from .runtime import report
+    from .runtime.display import plain_summary, summary_table
     from .wording import duration
 
-    echo = _echo_visible  # what agents and servers wrote is shown, never obeyed
+    parts: list = []
     run_ = data["run"]
     if run_ is None:
-        echo("no runs yet")
+        parts.append("no runs yet")
     else:
         state = f"running for {duration(run_['elapsed'])}" if run_.get("active") else run_["status"]
         if run_.get("paused"):
             state += ", paused (`harnessc resume` continues)"
         counts = ", ".join(f"{v} {k}" for k, v in sorted(run_["counts"].items()))
-        echo(f"run {run_['id']}: {state} (pid {run_['pid']}) — {counts}; ${run_['cost_usd']:.4f}")
+        parts.append(f"run {run_['id']}: {state} (pid {run_['pid']}) — {counts}; ${run_['cost_usd']:.4f}")
     running = [t for t in data["tasks"] if "elapsed" in t and "loop" not in t]
     if running:
-        echo("running: " + ", ".join(f"{t['id']} ({duration(t['elapsed'])}, iteration {t['iterations']})"
-                                           for t in running))
+        parts.append("running: " + ", ".join(f"{t['id']} ({duration(t['elapsed'])}, iteration {t['iterations']})"
+                                             for t in running))
     for t in data["tasks"]:
         if "loop" in t:
-            echo(_loop_line(t, duration))
+            parts.append(_loop_line(t, duration))
     if data["tasks"]:
         # A running task's time column is its time so far.
-        print_summary(Console(), [{**t, "duration": t["elapsed"]} if "elapsed" in t else t for t in data["tasks"]])
+        rows = [{**t, "duration": t["elapsed"]} if "elapsed" in t else t for t in data["tasks"]]
+        parts.append(summary_table(rows) if terminal else plain_summary(rows))
     totals = data["totals"]
     if totals and totals["attempts"]:
         sources = ", ".join(f"{n} {src}" for src, n in sorted(totals["cost_sources"].items()))
-        echo(f"total: {totals['tokens']:,} tokens = {report.usage_text(totals)}; "
-                   f"${totals['cost_usd']:.4f} over {plural(totals['attempts'], 'attempt')} (cost: {sources})")
+        parts.append(f"total: {totals['tokens']:,} tokens = {report.usage_text(totals)}; "
+                     f"${totals['cost_usd']:.4f} over {plural(totals['attempts'], 'attempt')} (cost: {sources})")
     assists = (totals or {}).get("assists") or {}
     if assists.get("calls"):
-        echo(f"assist calls: {assists['tokens']:,} tokens; ${assists['cost_usd']:.4f} over "
-                   f"{plural(assists['calls'], 'call')} (prompt mutations and summaries by cheap agents)")
+        parts.append(f"assist calls: {assists['tokens']:,} tokens; ${assists['cost_usd']:.4f} over "
+                     f"{plural(assists['calls'], 'call')} (prompt mutations and summaries by cheap agents)")
     stale = [t["id"] for t in data["tasks"] if t.get("stale")]
     if stale:
-        echo(f"stale: {', '.join(stale)} — use --rerun stale")
-    for line in _agent_lines(data.get("agents") or {}):
-        echo(line)
+        parts.append(f"stale: {', '.join(stale)} — use --rerun stale")
+    parts += _agent_lines(data.get("agents") or {})
+    return parts
 
 
 def _agent_lines(agents: dict[str, dict]) -> list[str]:
@@ -1354,19 +1402,30 @@ def _shown(root: Path, path: Path) -> str:
 @click.option("--last", is_flag=True, help="Only the task's latest attempt.")
 @click.option("--attempt", "number", type=click.IntRange(min=1), default=None, metavar="N",
               help="Only the task's N-th attempt (1 is its first).")
+@click.option("-f", "--follow", is_flag=True,
+              help="Then print new attempts and events as they are recorded, until the task ends (Ctrl-C quits).")
 @pass_ctx
-def log(ctx: Context, task: str, output: str, last: bool, number: int | None) -> None:
+def log(ctx: Context, task: str, output: str, last: bool, number: int | None, follow: bool) -> None:
     """Every attempt of TASK, numbered 1, 2, 3...: prompt, raw and parsed output, errors, agent,
     tokens, cost, time."""
-    import json as jsonlib  # noqa: F401 - parsed output below
-
     from .runtime import report
     from .runtime.scoreboard import lines as scoreboard_lines
     from .runtime.state import StateError
 
     if last and number is not None:
         fail_usage("give --last or --attempt N, not both")
+    if follow and (number is not None or output == "json"):
+        fail_usage(f"--follow prints attempts as they come: it takes no {'--attempt' if number else '--output json'}")
     root = ctx.root()
+    if follow:
+        _known_task_or_exit(root, task)
+        try:
+            _follow_log(root, task, last)
+        except StateError as e:
+            fail_usage(str(e))
+        except KeyboardInterrupt:
+            sys.exit(Exit.OK)  # Ctrl-C is how following ends: not an interrupted command
+        return
     try:
         attempts = report.log(root, task)
     except StateError as e:
@@ -1386,39 +1445,75 @@ def log(ctx: Context, task: str, output: str, last: bool, number: int | None) ->
     if not attempts:
         click.echo(f"no attempts recorded for '{task}'")
         return
-    echo = _echo_visible  # an agent's output and errors are shown, never obeyed
     for a in attempts:
-        tokens = (a["input_tokens"] or 0) + (a["output_tokens"] or 0)
-        echo(f"=== attempt {a['attempt']} of {total} · run {a['run_id']} · iteration {a['iteration']}"
-                   f" · level {a['level']} · {a['agent']} · {a['status']} · {tokens} tokens"
-                   f" · ${a['cost_usd'] or 0:.4f} · {a['latency'] or 0:.2f}s")
-        echo(f"ledger: {report.usage_text(a)}; ${a['cost_usd'] or 0:.6f} ({report.cost_source_text(a['cost_source'])})")
-        for line in a.get("events") or ():
-            echo(f"--- {line}")
-        echo("--- prompt")
-        echo(a["prompt"] or "")
-        echo("--- raw output")
-        echo(a["raw_output"] if a["raw_output"] is not None else "(none)")
-        if a["parsed_output"] is not None:
-            echo("--- parsed output")
-            echo(jsonlib.dumps(a["parsed_output"], indent=2, sort_keys=True))
-        if a["errors"]:
-            echo("--- errors")
-            for e in a["errors"]:
-                echo(f"- {e}")
-        for d in a.get("denials") or ():  # tool calls the agent's permissions refused
-            echo(f"--- denied: {d.get('tool')} {d.get('target')}".rstrip())
-        for c in a["checks"] or []:
-            echo(f"--- check {c.get('id') or ' '.join(c['argv'])}: exit {c['returncode']}"
-                       + (" (timed out)" if c.get("timed_out") else ""))
-        if a.get("progress"):
-            echo(_progress_line(a["progress"]))
-        for line in a.get("after") or ():
-            echo(f"--- {line}")
+        for line in _attempt_lines(a, total):
+            _echo_visible(line)  # an agent's output and errors are shown, never obeyed
     board = report.approaches(root, task) if not last and number is None else None
     if board is not None:  # best-of-N: which approach did what, and which landed
         for line in scoreboard_lines(board):
-            echo(line)  # an approach's why quotes agent output: shown, never obeyed
+            _echo_visible(line)  # an approach's why quotes agent output: shown, never obeyed
+
+
+def _follow_log(root: Path, task: str, last: bool) -> None:
+    """`log --follow`: the attempts so far (the last one only with --last), then each new one
+    as it starts and as it ends, until the task ends."""
+    import time
+
+    from .runtime import report
+
+    past = len(report.log(root, task))
+    skip = max(past - 1, 0) if last else 0  # --last: the attempts before the latest are not shown
+    said = False
+    for kind, item in report.follow_log(root, task, FOLLOW_POLL):
+        if kind == "after":
+            lines = [f"--- {line}" for line in item]
+        elif item["attempt"] <= skip:
+            continue
+        elif kind == "started":
+            lines = [f"--- {line}" for line in item.get("events") or ()]
+            lines.append(f"=== attempt {item['attempt']} · run {item['run_id']} · iteration {item['iteration']}"
+                         f" · level {item['level']} · {item['agent']} · started at "
+                         f"{time.strftime('%H:%M:%S', time.localtime(item['started_at']))}, running")
+        else:
+            lines = _attempt_lines(item, max(past, item["attempt"]), events=not item["announced"])
+        for line in lines:
+            _echo_visible(line)  # an agent's output and errors are shown, never obeyed
+        said = True
+    if not said:
+        click.echo(f"no attempts recorded for '{task}'")
+
+
+FOLLOW_POLL = 0.5  # seconds between two looks at state.db for `log --follow`
+
+
+def _attempt_lines(a: dict, total: int, events: bool = True) -> list[str]:
+    """One attempt as `log` prints it; `events`: with the lines of what came before it."""
+    import json as jsonlib
+
+    from .runtime import report
+
+    tokens = (a["input_tokens"] or 0) + (a["output_tokens"] or 0)
+    lines = [f"=== attempt {a['attempt']} of {total} · run {a['run_id']} · iteration {a['iteration']}"
+             f" · level {a['level']} · {a['agent']} · {a['status']} · {tokens} tokens"
+             f" · ${a['cost_usd'] or 0:.4f} · {a['latency'] or 0:.2f}s",
+             f"ledger: {report.usage_text(a)}; ${a['cost_usd'] or 0:.6f} ({report.cost_source_text(a['cost_source'])})"]
+    if events:
+        lines += [f"--- {line}" for line in a.get("events") or ()]
+    lines += ["--- prompt", a["prompt"] or "", "--- raw output",
+              a["raw_output"] if a["raw_output"] is not None else "(none)"]
+    if a["parsed_output"] is not None:
+        lines += ["--- parsed output", jsonlib.dumps(a["parsed_output"], indent=2, sort_keys=True)]
+    if a["errors"]:
+        lines.append("--- errors")
+        lines += [f"- {e}" for e in a["errors"]]
+    lines += [f"--- denied: {d.get('tool')} {d.get('target')}".rstrip()  # tool calls its permissions refused
+              for d in a.get("denials") or ()]
+    lines += [f"--- check {c.get('id') or ' '.join(c['argv'])}: exit {c['returncode']}"
+              + (" (timed out)" if c.get("timed_out") else "") for c in a["checks"] or []]
+    if a.get("progress"):
+        lines.append(_progress_line(a["progress"]))
+    lines += [f"--- {line}" for line in a.get("after") or ()]
+    return lines
 
 
 @cli.command()

@@ -16,12 +16,14 @@ import time
 from rich.console import Console, Group
 from rich.live import Live
 from rich.markup import escape
+from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
 from ..textsafe import visible
-from ..wording import shorten
+from ..wording import duration, shorten
 from . import summaries
+from .eta import Eta
 
 FINAL = {"task_succeeded": "succeeded", "task_degraded": "degraded", "task_failed": "failed",
          "task_blocked": "blocked", "task_skipped": "skipped"}
@@ -198,45 +200,102 @@ class PlainDisplay(Progress):
 
 
 class LiveDisplay(Progress):
-    """A rich live view: counts by state, running tasks with their iteration, cost so far;
-    failures, rejected attempts, budget and stops are printed above it in words."""
+    """A rich live view: a progress bar with the ETA (eta.py), counts by state, cost against
+    the budget; each running task with its iteration, agent, time so far and the last line
+    its agent printed. Failures, rejected attempts, budget and stops are printed above it
+    in words."""
 
     SHOWN = ("attempt_finished", "task_failed", "task_blocked", "task_degraded", "budget_exhausted", "stop_requested",
              *OPERATOR_WORDS)
     QUIET_ATTEMPTS = ("succeeded", "progress", "interrupted")  # the live table shows these
+    REFRESH = 4  # redraws a second
+    ROWS = 20  # running tasks listed; the rest are counted
+    ETA_EVERY = 1.0  # seconds between two computations of the ETA (a pass over the tasks left)
 
     def __init__(self, console: Console):
         super().__init__()
         self.console = console
         self.live = None
         self.t0 = time.monotonic()
+        self.eta = Eta({}, (), 1)
+        self.eta_at: tuple[float, float | None] = (float("-inf"), None)  # (when, seconds left then)
+        self.spent_before = 0.0  # what earlier runs spent of the budget (it is kept across resumes)
 
     def start(self, runner, total: int) -> None:
         self.runner = runner
+        runner.show_lines = True  # the agents' last lines reach runner.live
+        self.eta = Eta(runner.nodes, runner.planned.todo if runner.planned else (), runner.jobs)
+        self.spent_before = runner.store.spent()
         self.live = Live(get_renderable=self._render, console=self.console,
-                         refresh_per_second=8, transient=True)
+                         refresh_per_second=self.REFRESH, transient=True)
         self.live.start()
 
     def on_event(self, ev: dict) -> None:
         super().on_event(ev)
-        if ev["kind"] in self.SHOWN and ev.get("status") not in self.QUIET_ATTEMPTS:
+        kind = ev["kind"]
+        if kind == "attempt_started":
+            self.eta.started(ev["task"], time.monotonic())
+        elif kind in FINAL:
+            self.eta.ended(ev["task"], time.monotonic())
+        if kind in self.SHOWN and ev.get("status") not in self.QUIET_ATTEMPTS:
             line = self.describe(ev)
             if line:  # one line, wrapped by the terminal: a command in it is never broken in two
                 self.console.print(escape(line), soft_wrap=True)
 
     def _render(self):
-        running = self.runner.live if self.runner else {}
+        now = time.monotonic()
+        running = dict(self.runner.live) if self.runner else {}  # the event loop changes it
         paused = "paused · " if self.runner and self.runner.steering.paused else ""
+        bar = Table.grid(padding=(0, 1))
+        bar.add_row(ProgressBar(total=max(self.total, 1), completed=self.finished, width=40),
+                    Text(f"{self.finished}/{self.total} · {self.eta_text(now)} · {duration(now - self.t0)}"))
         head = Text(f"{paused}{self.finished}/{self.total} finished: {self.tally()} · {len(running)} running"
-                    f" · ${self.cost:.4f} · {self.tokens} tokens · {time.monotonic() - self.t0:.0f}s")
-        table = Table(box=None, show_header=False, padding=(0, 1))
-        for tid, info in sorted(running.items())[:20]:
-            table.add_row("…", tid, f"iteration {info['iteration']}", info["agent"])
-        return Group(head, table)
+                    f" · {self.cost_text()} · {self.tokens} tokens")
+        table = Table(box=None, show_header=False, padding=(0, 1), expand=True)
+        for _ in range(4):
+            table.add_column(no_wrap=True)
+        table.add_column(no_wrap=True, overflow="ellipsis", ratio=1, style="dim")
+        began = self.eta.began.copy()
+        for tid, info in sorted(running.items())[:self.ROWS]:
+            table.add_row(tid, f"iteration {info['iteration']}", info["agent"],
+                          duration(now - began[tid]) if tid in began else "",
+                          visible(info.get("line") or ""))
+        if len(running) > self.ROWS:
+            table.add_row(f"and {len(running) - self.ROWS} more", "", "", "", "")
+        return Group(bar, head, table)
+
+    def eta_text(self, now: float) -> str:
+        """'ETA ~3m' (counting down between two computations), 'ETA unknown' before a task ended."""
+        when, left = self.eta_at
+        if now - when >= self.ETA_EVERY:
+            self.eta_at = (when, left) = (now, self.eta.seconds(now))
+        if left is None:
+            return "ETA unknown"
+        return f"ETA ~{duration(max(left - (now - when), 0.0))}"
+
+    def cost_text(self) -> str:
+        """This run's cost, against the run budget when there is one."""
+        limit = self.runner.budget.run_limit if self.runner else None
+        cost = f"${self.cost:.4f}"
+        if limit is None:
+            return cost
+        if self.spent_before:
+            return f"{cost} this run · ${self.spent_before + self.cost:.4f} of ${limit:.2f} budget"
+        return f"{cost} of ${limit:.2f} budget"
 
     def close(self) -> None:
         if self.live:
             self.live.stop()
+
+
+# What the live view shows of a line an agent printed: its control characters as escapes
+# (an agent's ESC or backspace must not move the cursor in our view).
+_VISIBLE = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7f, 0xa0))}
+VISIBLE_CHARS = 300  # of an agent's line; the terminal's width cuts it further
+
+
+def visible(line: str) -> str:
+    return line[:VISIBLE_CHARS].translate(_VISIBLE)
 
 
 def make_display(console: Console):

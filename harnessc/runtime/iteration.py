@@ -64,6 +64,7 @@ class TaskContext(Protocol):
     git: GitCommits
     attribution: Attribution
     live: dict[str, dict]
+    show_lines: bool  # a display shows each call's last printed line: live[task]["line"]
     steering: Steering
     isolation: Isolation
     calls: CallBounds
@@ -155,6 +156,7 @@ class TaskRun:
         self.shared_ends: tuple[int, ...] = ()  # where the original's shared parts end (prompts.render_prompt_parts)
         self.operator = ""  # the operator's instructions, sent after the prompt (steering.py)
         self.level = 0  # refinement level of the prompt (0: the first prompt)
+        self.shown: dict = {}  # what displays show of the call in flight (ctx.live[task])
         # isolation: worktree - the attempt's worktree is where everything of the task happens
         self.iso = ctx.isolation if ctx.isolation.is_isolated(node) else None
         self.workdir = ctx.isolation.workdir(node) if self.iso else ctx.root
@@ -341,7 +343,7 @@ class TaskRun:
 
     async def begin_attempt(self, name: str, cost: float, tokens: tuple[int, int]) -> None:
         self.p.iteration += 1
-        self.ctx.live[self.tid] = {"iteration": self.p.iteration, "agent": name}
+        self.ctx.live[self.tid] = self.shown = {"iteration": self.p.iteration, "agent": name}
         self.p.agent = name
         if self.files:
             await self.files.begin()  # the files as the call finds them
@@ -401,7 +403,8 @@ class TaskRun:
                        promise=self.node.completion_promise, iteration=self.p.iteration,
                        complexity=self.node.complexity,
                        timeout=self.time_left(), max_tokens=cfg.get("max_tokens"), root=self.ctx.root,
-                       workdir=self.workdir if self.iso else None)
+                       workdir=self.workdir if self.iso else None,
+                       on_line=functools.partial(self.shown.__setitem__, "line") if self.ctx.show_lines else None)
 
     async def recover(self, name: str, e: AgentError) -> None:
         """After a failed call: back off and retry a transient error, move to the next agent

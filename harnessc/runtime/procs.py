@@ -13,7 +13,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
 from . import reaper
@@ -134,10 +134,34 @@ class ProcResult:
         return f"'{name}' exited with {self.returncode}"
 
 
+class LastLine:
+    """Tells `on_line` the last non-blank line a stream printed, once per chunk read (a live
+    display shows it): only that line is decoded, and nothing is stored or recorded."""
+
+    KEEP = 4096  # bytes kept of a line still being printed (a long one: its end)
+
+    def __init__(self, on_line: Callable[[str], None]):
+        self.on_line = on_line
+        self.partial = b""  # the line being printed: what followed the last newline
+
+    def feed(self, chunk: bytes) -> None:
+        data = self.partial + chunk
+        cut = data.rfind(b"\n")
+        self.partial = data[cut + 1:][-self.KEEP:]
+        end = len(data)
+        while end > 0:  # from the end: the last line with something on it
+            start = data.rfind(b"\n", 0, end) + 1
+            line = data[start:end][-self.KEEP:].rstrip().rsplit(b"\r", 1)[-1].strip()  # \r redraws a line
+            if line:
+                self.on_line(line.decode("utf-8", "replace"))
+                return
+            end = start - 1
+
+
 async def _drain(stream: asyncio.StreamReader | None, cap: int, flags: dict, kept: bytearray,
-                 name: str = "") -> None:
+                 name: str = "", lines: LastLine | None = None) -> None:
     """Read a stream to EOF, keeping the first `cap` bytes in `kept` (there even if cancelled);
-    a stream cut is named in flags["cut"]."""
+    a stream cut is named in flags["cut"]. With `lines`, each chunk is told to it."""
     if stream is None:
         return
     while True:
@@ -150,6 +174,8 @@ async def _drain(stream: asyncio.StreamReader | None, cap: int, flags: dict, kep
         if len(chunk) > room:
             flags["truncated"] = True
             flags.setdefault("cut", set()).add(name)
+        if lines is not None:
+            lines.feed(chunk)
 
 
 def _retrieve(fut: asyncio.Future) -> None:
@@ -198,11 +224,13 @@ async def run(
     stdin: bytes | None = None,
     env: dict[str, str] | None = None,
     max_output: int = MAX_OUTPUT,
+    on_line: Callable[[str], None] | None = None,
 ) -> ProcResult:
     """Run argv to completion (or timeout), never blocking the event loop.
 
     stdin=None gives the child /dev/null. On cancellation (abort, Ctrl-C) the process group
-    is killed before the CancelledError propagates.
+    is killed before the CancelledError propagates. `on_line` is told the last line the
+    child printed (stdout or stderr, whichever printed last) as it prints.
     """
     start = time.monotonic()
     result = ProcResult(argv=list(argv), returncode=None)
@@ -240,7 +268,7 @@ async def run(
     result.pid = proc.pid
     child.started(proc.pid)
     try:
-        return await _supervise(proc, child, result, stdin, timeout, max_output, start)
+        return await _supervise(proc, child, result, stdin, timeout, max_output, start, on_line)
     finally:
         # After it was waited for: the rest of its processes go too.
         child.ended(proc.pid, reaped=proc.returncode is not None)
@@ -261,12 +289,13 @@ def cannot_start(program: str, env: dict[str, str], cwd: str | os.PathLike) -> s
 
 async def _supervise(proc: asyncio.subprocess.Process, child: reaper.Child, result: ProcResult,
                      stdin: bytes | None, timeout: float | None, max_output: int,
-                     start: float) -> ProcResult:
+                     start: float, on_line: Callable[[str], None] | None = None) -> ProcResult:
     """Feed, drain and wait for a started child, killing all it started on timeout or cancel."""
     flags: dict = {}
     out, err = bytearray(), bytearray()
     readers = asyncio.gather(
-        _drain(proc.stdout, max_output, flags, out, "stdout"), _drain(proc.stderr, max_output, flags, err, "stderr")
+        _drain(proc.stdout, max_output, flags, out, "stdout", on_line and LastLine(on_line)),
+        _drain(proc.stderr, max_output, flags, err, "stderr", on_line and LastLine(on_line)),
     )
     # A cancelled gather ends with a CancelledError set as its exception; asyncio logs
     # "exception was never retrieved" for it unless someone looks. Look, always.

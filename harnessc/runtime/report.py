@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any, Iterator
 
+from ..outcome import BROKEN, COMPLETE
 from ..workspace import Workspace
 from . import plan as planmod
 from . import scoreboard
@@ -83,6 +85,17 @@ def status(root: Path) -> dict:
         end = run.get("ended_at") or now
         run["elapsed"] = round(end - run["started_at"], 3)
     return {"run": run, "tasks": tasks, "totals": totals, "agents": agents}
+
+
+def watch_status(root: Path, interval: float) -> Iterator[dict]:
+    """`status(root)` now, then every `interval` seconds while a run is going on: the last
+    one yielded is the first that finds no run going on (`status --watch`)."""
+    while True:
+        data = status(root)
+        yield data
+        if not (data["run"] and data["run"]["active"]):
+            return
+        time.sleep(interval)
 
 
 def usage_text(row: dict) -> str:
@@ -192,10 +205,14 @@ def log(root: Path, task_id: str) -> list[dict]:
     if store is None:
         return []
     try:
-        attempts = store.attempts(task_id)
-        moves = store.task_events(task_id, LOG_EVENTS)
+        return _attempts(store, task_id)
     finally:
         store.close()
+
+
+def _attempts(store: StateStore, task_id: str) -> list[dict]:
+    attempts = store.attempts(task_id)
+    moves = store.task_events(task_id, LOG_EVENTS)
     for number, a in enumerate(attempts, 1):
         a["attempt"] = number
         # what happened to the task between the previous attempt's start and this one's:
@@ -207,6 +224,47 @@ def log(root: Path, task_id: str) -> list[dict]:
     if attempts:
         attempts[-1]["after"] = [event_line(m) for m in moves]  # e.g. the last rung: blocked
     return attempts
+
+
+IN_FLIGHT = "started"  # an attempt's status while its call is going on
+ENDED = (*COMPLETE, *BROKEN)  # task states
+
+
+def follow_log(root: Path, task_id: str, interval: float) -> Iterator[tuple[str, Any]]:
+    """`log` of the task as it is written (`log --follow`), until the task ends or no run is
+    going on: ("started", attempt) when an attempt begins, ("finished", attempt) when it
+    ends, each once and in order, then ("after", lines) for what followed the last one
+    (a blocked task's last rung). An attempt announced by "started" has `announced` set."""
+    workspace = Workspace(root)
+    shown, announced, held = 0, None, False  # held: the last attempt's `after` lines, kept for the end
+    while True:
+        store = _open_state(workspace)
+        try:
+            attempts = _attempts(store, task_id) if store else []
+            state = ((store.tasks([task_id]).get(task_id) or {}).get("state")) if store else None
+            run = store.last_run() if store else None
+        finally:
+            if store:
+                store.close()
+        active = run is not None and run["status"] == "running" and holder(workspace) is not None
+        ended = not active or state in ENDED
+        for a in attempts[shown:]:
+            if a["status"] == IN_FLIGHT:
+                if announced != a["id"]:
+                    announced = a["id"]
+                    yield "started", a
+                break
+            a["announced"] = announced == a["id"]
+            held = a is attempts[-1] and not ended
+            if held:
+                a["after"] = []  # what follows it may turn into the next attempt's events
+            shown += 1
+            yield "finished", a
+        if ended:
+            if held and attempts and shown == len(attempts) and attempts[-1].get("after"):
+                yield "after", attempts[-1]["after"]
+            return
+        time.sleep(interval)
 
 
 _COST_SOURCES = {

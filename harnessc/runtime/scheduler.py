@@ -160,6 +160,7 @@ class Runner:
         self.task_runs: dict[str, TaskRun] = {}  # the running tasks' iterations, for their clocks
         self._clocked = 0.0  # when the running tasks' times were last saved
         self.live: dict[str, dict] = {}  # task id -> {"iteration", "agent"} for displays
+        self.show_lines = False  # set by a display that shows each call's last line: live[task]["line"]
         self.finished: list[str] = []  # task ids whose asyncio task ended, not yet processed
         self._system: str | None = None  # the system prompt: one per plan, rendered once
         self.targets: set[str] = set()
@@ -560,11 +561,15 @@ def longest_paths(nodes: dict[str, PlanNode], children: dict[str, list[str]]) ->
                 order.append(c)
     length: dict[str, int] = {}
     for tid in reversed(order):
-        n = nodes[tid]
-        weight = 0 if n.done else (n.estimate.input_tokens + n.estimate.output_tokens if n.estimate
-                                   else DEFAULT_TASK_WEIGHT)
-        length[tid] = weight + max((length[c] for c in children[tid]), default=0)
+        length[tid] = task_weight(nodes[tid]) + max((length[c] for c in children[tid]), default=0)
     return {tid: length.get(tid, 0) for tid in nodes}
+
+
+def task_weight(node: PlanNode) -> int:
+    """A task's estimated work: its estimated tokens in and out (a stand-in for time)."""
+    if node.done:
+        return 0
+    return node.estimate.input_tokens + node.estimate.output_tokens if node.estimate else DEFAULT_TASK_WEIGHT
 
 
 def task_summary(row: dict, agents: list[str] | None = None) -> dict:

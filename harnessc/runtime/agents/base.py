@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from ... import providers
 from ...planfile import Contract, load_contract
@@ -34,6 +34,9 @@ class Request:
     workdir: Path | None = None  # where a program agent runs: the attempt's worktree (isolation); None: the project
     approach: int | None = None  # best-of-N: which approach of the task (HARNESSC_APPROACH); None: the only one
     purpose: str = "task"  # task: an iteration of the task; mutation | summary: an assist call (assist.py)
+    # Told the last line a CLI or command agent printed, as it prints (a live display shows it);
+    # None when nobody looks. Not part of what is asked: never recorded.
+    on_line: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.contract is not None and not isinstance(self.contract, Contract):

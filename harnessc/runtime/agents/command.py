@@ -44,7 +44,8 @@ class SubprocessAgent:
         if request.approach is not None:
             env["HARNESSC_APPROACH"] = str(request.approach)
         timeout = self.timeout(request)
-        res = await procs.run(argv, cwd=request.workdir or self.root, timeout=timeout, stdin=stdin, env=env)
+        res = await procs.run(argv, cwd=request.workdir or self.root, timeout=timeout, stdin=stdin, env=env,
+                              on_line=request.on_line)
         if res.error:
             raise AgentError(f"agent '{self.name}': {res.error}")
         if res.timed_out:
