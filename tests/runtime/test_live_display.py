@@ -19,7 +19,9 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
 
-def run_in_pty(args: list[str], timeout: float = 60) -> tuple[int, str]:
+def run_in_pty(args: list[str], timeout: float = 60, on_output=None) -> tuple[int, str]:
+    """Run `args` on a pseudo-terminal: (exit code, everything it printed). `on_output` is
+    given the output so far (escapes removed) after each read."""
     master, slave = pty.openpty()
     e = env(TERM="xterm-256color", COLUMNS="120", LINES="40")
     e.pop("NO_COLOR", None)
@@ -39,6 +41,8 @@ def run_in_pty(args: list[str], timeout: float = 60) -> tuple[int, str]:
                 if not chunk:
                     break
                 out += chunk
+                if on_output:
+                    on_output(ANSI.sub("", out.decode("utf-8", errors="replace")))
             elif p.poll() is not None:
                 break
         code = p.wait(timeout=max(1.0, deadline - time.monotonic()))
@@ -161,3 +165,69 @@ def test_a_long_reason_is_cut_between_words_and_its_commands_stay_whole():
     assert line.endswith("what to do differently (`harnessc tell loop \"...\"`), then `harnessc retry loop`"), line
     kept = line.removeprefix(head + "stuck (").split("...")[0]
     assert kept and why.startswith(kept + " "), kept  # cut after a whole word
+
+
+GATED_AGENT = """\
+import os, pathlib, sys, time
+sys.stdin.read()
+task, go = os.environ["HARNESSC_TASK"], pathlib.Path(sys.argv[1])
+print(task + ": started", flush=True)
+if task == "slow":
+    print("slow: waiting for go \\x1b[2J", flush=True)  # a screen-clearing escape, shown, not obeyed
+    deadline = time.time() + 60
+    while not go.exists() and time.time() < deadline:
+        time.sleep(0.05)
+print("<promise>DONE</promise>")
+"""
+
+
+def test_live_view_shows_the_bar_the_eta_and_each_running_tasks_last_line(tmp_path):
+    # quick ends at once; slow prints a line, then waits for the file `go`
+    (tmp_path / "agent.py").write_text(GATED_AGENT)
+    agent = {"provider": "command", "command": [sys.executable, str(tmp_path / "agent.py"), str(tmp_path / "go")]}
+    write_project(tmp_path, [node(t, completion_promise="DONE") for t in ("quick", "slow")],
+                  agents={"rehearsal": agent}, concurrency=2, budget={"max_cost_usd": 5.0, "max_tokens": None})
+
+    def release(text: str) -> None:
+        # Once the view has shown an ETA (quick has ended) and slow's last line: slow may end.
+        if "ETA ~" in text and "slow: waiting for go" in text:
+            (tmp_path / "go").touch()
+
+    code, raw = run_in_pty([*CLI, "-C", str(tmp_path), "run"], on_output=release)
+    text = ANSI.sub("", raw)
+    assert code == 0, text
+    assert (tmp_path / "go").exists(), text  # the view showed both
+    assert re.search(r"━+\s*1/2 · ETA ~\d+s · \d+s", text), text  # the bar, done/total, the ETA
+    assert "ETA unknown" in text  # before a task ended, nothing says what a token of estimate takes
+    # the running task: its iteration, agent, time so far and the last line its agent printed,
+    # its control characters shown as escapes, not obeyed
+    assert re.search(r"slow\s+iteration 1\s+rehearsal\s+\d+s\s+slow: waiting for go \\x1b\[2J", text), text
+    assert "\x1b[2J" not in raw
+    assert re.search(r"1/2 finished: 1 succeeded · 1 running · \$0\.0000 of \$5\.00 budget", text), text
+
+
+def test_eta_scales_the_estimates_by_the_measured_durations_and_waits_for_the_longest_chain(tmp_path):
+    from harnessc.runtime.eta import Eta
+
+    # a -> b -> d is a chain; c stands alone; every task estimated at 200 tokens; 4 jobs
+    unestimated = node("e")
+    unestimated["estimate"] = None
+    plan = write_project(tmp_path, [node("a"), node("b", depends_on=["a"]), node("c"),
+                                    node("d", depends_on=["b"]), unestimated])
+    nodes = {n.id: n for n in plan.nodes}
+    eta = Eta(nodes, ["a", "b", "c", "d"], jobs=4)
+    eta.started("a", 0.0)
+    eta.started("c", 0.0)
+    assert eta.seconds(5.0) is None  # nothing ended: no rate yet
+    eta.ended("a", 10.0)  # 200 tokens of estimate took 10 s: 0.05 s a token
+    # b and d have 10 s each ahead, c is done with its estimate: the work is 20 s over 4
+    # jobs, but the chain b -> d takes 20 s
+    assert eta.seconds(10.0) == pytest.approx(20.0)
+    eta.started("b", 10.0)
+    assert eta.seconds(14.0) == pytest.approx(16.0)  # b has run 4 s of its 10
+    # a task the run measured at twice its estimate doubles the rate
+    eta.ended("c", 30.0)  # 30 s for 200: 400 tokens took 40 s, 0.1 s a token
+    assert eta.seconds(30.0) == pytest.approx(20.0)  # b: 20 - 20 s run = 0, then d: 20
+    # without estimates every task weighs the same (the scheduler's default weight)
+    alone = Eta(nodes, ["e"], jobs=1)
+    assert alone.weight["e"] == 1000 and alone.seconds(0.0) is None

@@ -202,3 +202,32 @@ def test_redaction_catches_reversed_and_base64_forms(tmp_path, monkeypatch):
                         assert kept <= 2 * (len(prefix) + len(suffix)) + 4, (text, out)
     finally:
         store.close()
+
+
+def test_on_line_is_told_the_last_line_printed_on_either_stream(tmp_path):
+    # lines on stdout and stderr, a progress counter redrawn with \r, blank lines at the end
+    script = ("import sys, time\n"
+              "print('first', flush=True)\n"
+              "print('to stderr', file=sys.stderr, flush=True)\n"
+              "time.sleep(0.2)\n"
+              "sys.stdout.write('10%\\r50%\\r100%\\n\\n  \\n'); sys.stdout.flush()\n"
+              "time.sleep(0.2)\n"
+              "sys.stdout.write('no newline yet'); sys.stdout.flush()\n")
+    seen: list[str] = []
+    res = run([PY, "-c", script], cwd=tmp_path, timeout=30, on_line=seen.append)
+    assert res.ok, res.stderr
+    assert seen[0] == "first" and "to stderr" in seen, seen
+    assert seen.index("100%") < seen.index("no newline yet") == len(seen) - 1, seen
+    assert "50%" not in seen and "" not in seen, seen
+    # the output itself is what it was without a listener
+    assert res.stdout == "first\n10%\r50%\r100%\n\n  \nno newline yet"
+
+
+def test_last_line_reads_lines_split_across_chunks():
+    seen: list[str] = []
+    lines = procs.LastLine(seen.append)
+    for chunk in (b"step 1 of", b" 3\nstep 2", b" of 3\n", b"\n", "é done\n".encode()[:1], "é done\n".encode()[1:]):
+        lines.feed(chunk)
+    # once a chunk, its last line (what is printed of it so far); a blank chunk says nothing;
+    # a character cut in two shows as a replacement until its line is whole
+    assert seen == ["step 1 of", "step 2", "step 2 of 3", "\ufffd", "é done"], seen
