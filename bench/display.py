@@ -1,0 +1,171 @@
+"""The live view's cost: `harnessc run` on a terminal against the same run through a pipe.
+
+    python bench/display.py [-n 2000] [-j 16] [--runs 5] [--agent simulate|command]
+
+1. Makespan with and without a terminal: N independent tasks at -j J, each run a whole
+   `harnessc run` process from a fresh project, alternately on a pseudo-terminal (the `pty`
+   module: the rich live view, redrawn 4 times a second, with the agents' last lines) and
+   through a pipe (one plain line per event). The makespan is the run's `elapsed` in
+   run_results.json (Runner.run: start-up and the summary excluded). Median of --runs each;
+   target: they differ by <= 3%. Per event: (terminal - pipe) / the run's events.
+   `--agent simulate` (latency 0): the run is all CPU, so every cycle the view takes is
+   makespan (the worst case); `--agent command`: a command agent printing two lines, so the
+   last-line listener (procs.LastLine) is in the loop too.
+2. In-process, what the live view costs: LiveDisplay.on_event per event over a 2,000-task
+   event stream, and one redraw (the view laid out and written to a terminal console) with
+   16 running tasks.
+
+The load average is printed at the start and the end: compare figures taken at similar loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import pty
+import select
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import harnessc_env  # noqa: E402  (bench/: this script's directory)
+
+harnessc_env.require()
+
+from tests.runtime.helpers import CLI, node, write_project  # noqa: E402  (hand-made plans)
+
+SAYS = ["/bin/sh", "-c", "cat >/dev/null; echo 'working on it'; echo '<promise>DONE</promise>'"]
+
+
+def project(root: Path, n: int, jobs: int, agent: str) -> None:
+    nodes = [node(f"t{i:05d}") for i in range(n)]
+    if agent == "command":
+        for x in nodes:
+            x["completion_promise"] = "DONE"
+        agents = {"rehearsal": {"provider": "command", "command": SAYS}}
+    else:
+        agents = {"rehearsal": {"provider": "simulate", "latency": 0}}
+    write_project(root, nodes, agents=agents, concurrency=jobs)
+
+
+def drain(fd: int, sink: list[int]) -> None:
+    """Read `fd` to its end (a terminal's reader), counting bytes."""
+    while True:
+        try:
+            ready, _, _ = select.select([fd], [], [], 1.0)
+            if ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    return
+                sink[0] += len(chunk)
+        except OSError:  # EIO: the child side closed
+            return
+
+
+def one_run(n: int, jobs: int, agent: str, terminal: bool) -> tuple[float, int, int]:
+    """(makespan s, events, bytes printed) of one `harnessc run` process."""
+    with tempfile.TemporaryDirectory(prefix="hc-bench-") as d:
+        root = Path(d)
+        project(root, n, jobs, agent)
+        env = {**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
+        env.pop("CI", None)  # rich treats CI as "not interactive"
+        env.pop("NO_COLOR", None)
+        argv = [*CLI, "-C", str(root), "run", "-j", str(jobs)]
+        printed = [0]
+        if terminal:
+            master, slave = pty.openpty()
+            p = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=REPO, close_fds=True)
+            os.close(slave)
+            reader = threading.Thread(target=drain, args=(master, printed))
+            reader.start()
+            code = p.wait()
+            reader.join()
+            os.close(master)
+        else:
+            p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+            drain(p.stdout.fileno(), printed)
+            code = p.wait()
+        assert code == 0, f"harnessc run exited {code}"
+        (results,) = (root / ".harness" / "runs").glob("*/run_results.json")
+        events = sum(1 for _ in results.with_name("events.jsonl").open())
+        return json.loads(results.read_text())["elapsed"], events, printed[0]
+
+
+def in_process(n: int = 2000, running: int = 16) -> tuple[float, float]:
+    """(µs per event of LiveDisplay.on_event, ms per redraw) with a terminal console."""
+    from rich.console import Console
+
+    from harnessc.runtime.display import LiveDisplay
+    from harnessc.runtime.eta import Eta
+
+    with tempfile.TemporaryDirectory(prefix="hc-bench-") as d:
+        plan = write_project(Path(d), [node(f"t{i:05d}") for i in range(n)])
+    console = Console(file=io.StringIO(), force_terminal=True, width=120, height=40)
+    view = LiveDisplay(console)
+    live: dict[str, dict] = {}
+    view.runner = SimpleNamespace(live=live, steering=SimpleNamespace(paused=False),
+                                  budget=SimpleNamespace(run_limit=5.0))
+    view.eta = Eta({x.id: x for x in plan.nodes}, [x.id for x in plan.nodes], 16)
+    stream = [{"kind": "run_planned", "tasks": n}]
+    for i in range(n):
+        tid = f"t{i:05d}"
+        stream += [{"kind": "task_running", "task": tid},
+                   {"kind": "attempt_started", "task": tid, "iteration": 1, "agent": "rehearsal", "level": 0},
+                   {"kind": "attempt_finished", "task": tid, "status": "succeeded", "cost_usd": 0.001, "tokens": 300},
+                   {"kind": "task_succeeded", "task": tid}]
+    t0 = time.perf_counter()
+    for ev in stream:
+        view.on_event(ev)
+    per_event = (time.perf_counter() - t0) / len(stream) * 1e6
+    for i in range(running):
+        tid = f"t{i:05d}"
+        live[tid] = {"iteration": 2, "agent": "rehearsal", "line": f"step {i}: compiling the module " * 3}
+        view.eta.started(tid, time.monotonic() - 5)
+    frames = 50
+    t0 = time.perf_counter()
+    for _ in range(frames):
+        view.eta_at = (float("-inf"), None)  # the ETA computed in every frame: the worst case
+        console.print(view._render())
+    per_frame = (time.perf_counter() - t0) / frames * 1e3
+    return per_event, per_frame
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-n", type=int, default=2000, help="tasks (2000)")
+    ap.add_argument("-j", "--jobs", type=int, default=16, help="tasks at once (16)")
+    ap.add_argument("--runs", type=int, default=5, help="runs each way; the median counts (5)")
+    ap.add_argument("--agent", choices=("simulate", "command"), default="simulate")
+    args = ap.parse_args()
+
+    print(f"load average (1, 5, 15 min) at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    one_run(20, args.jobs, args.agent, True)  # warm-up: imports, the page cache
+    tty, pipe, events = [], [], []
+    for _ in range(args.runs):
+        span, ev, _ = one_run(args.n, args.jobs, args.agent, True)
+        tty.append(span)
+        events.append(ev)
+        pipe.append(one_run(args.n, args.jobs, args.agent, False)[0])
+    t, p, ev = statistics.median(tty), statistics.median(pipe), statistics.median(events)
+    print(f"{args.n} tasks on {args.agent}, -j {args.jobs}: makespan on a terminal {t:.2f}s, through a pipe"
+          f" {p:.2f}s: {100 * (t - p) / p:+.1f}% (target within 3%); {(t - p) / ev * 1e6:+.0f} µs per event"
+          f" ({ev:.0f} events a run)")
+    print(f"  runs: terminal {' '.join(f'{x:.2f}' for x in tty)}; pipe {' '.join(f'{x:.2f}' for x in pipe)}")
+    per_event, per_frame = in_process()
+    print(f"in-process: LiveDisplay.on_event {per_event:.1f} µs per event (2,000 tasks); one redraw with 16"
+          f" running tasks {per_frame:.2f} ms (x 4 a second = {per_frame * 4 / 10:.1f}% of a core)")
+    print(f"load average (1, 5, 15 min) at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
