@@ -7,7 +7,9 @@
    module: the rich live view, redrawn 4 times a second, with the agents' last lines) and
    through a pipe (one plain line per event). The makespan is the run's `elapsed` in
    run_results.json (Runner.run: start-up and the summary excluded). Median of --runs each;
-   target: they differ by <= 3%. Per event: (terminal - pipe) / the run's events.
+   target: they differ by <= 3%. Per event: (terminal - pipe) / the run's events. The CPU
+   time of the whole process (user + system, from wait4) is printed too: on a loaded machine
+   the makespan swings by tens of percent from run to run, the CPU time much less.
    `--agent simulate` (latency 0): the run is all CPU, so every cycle the view takes is
    makespan (the worst case); `--agent command`: a command agent printing two lines, so the
    last-line listener (procs.LastLine) is in the loop too.
@@ -72,8 +74,15 @@ def drain(fd: int, sink: list[int]) -> None:
             return
 
 
-def one_run(n: int, jobs: int, agent: str, terminal: bool) -> tuple[float, int, int]:
-    """(makespan s, events, bytes printed) of one `harnessc run` process."""
+def reap(p: subprocess.Popen) -> tuple[int, float]:
+    """(exit code, CPU seconds: user + system) of a child process, once it has ended."""
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return p.returncode, usage.ru_utime + usage.ru_stime
+
+
+def one_run(n: int, jobs: int, agent: str, terminal: bool) -> tuple[float, float, int]:
+    """(makespan s, CPU s, events) of one `harnessc run` process."""
     with tempfile.TemporaryDirectory(prefix="hc-bench-") as d:
         root = Path(d)
         project(root, n, jobs, agent)
@@ -88,17 +97,17 @@ def one_run(n: int, jobs: int, agent: str, terminal: bool) -> tuple[float, int, 
             os.close(slave)
             reader = threading.Thread(target=drain, args=(master, printed))
             reader.start()
-            code = p.wait()
+            code, cpu = reap(p)
             reader.join()
             os.close(master)
         else:
             p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO)
             drain(p.stdout.fileno(), printed)
-            code = p.wait()
+            code, cpu = reap(p)
         assert code == 0, f"harnessc run exited {code}"
         (results,) = (root / ".harness" / "runs").glob("*/run_results.json")
         events = sum(1 for _ in results.with_name("events.jsonl").open())
-        return json.loads(results.read_text())["elapsed"], events, printed[0]
+        return json.loads(results.read_text())["elapsed"], cpu, events
 
 
 def in_process(n: int = 2000, running: int = 16) -> tuple[float, float]:
@@ -150,17 +159,18 @@ def main() -> None:
 
     print(f"load average (1, 5, 15 min) at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     one_run(20, args.jobs, args.agent, True)  # warm-up: imports, the page cache
-    tty, pipe, events = [], [], []
+    runs: dict[bool, list[tuple[float, float, int]]] = {True: [], False: []}
     for _ in range(args.runs):
-        span, ev, _ = one_run(args.n, args.jobs, args.agent, True)
-        tty.append(span)
-        events.append(ev)
-        pipe.append(one_run(args.n, args.jobs, args.agent, False)[0])
-    t, p, ev = statistics.median(tty), statistics.median(pipe), statistics.median(events)
-    print(f"{args.n} tasks on {args.agent}, -j {args.jobs}: makespan on a terminal {t:.2f}s, through a pipe"
-          f" {p:.2f}s: {100 * (t - p) / p:+.1f}% (target within 3%); {(t - p) / ev * 1e6:+.0f} µs per event"
-          f" ({ev:.0f} events a run)")
-    print(f"  runs: terminal {' '.join(f'{x:.2f}' for x in tty)}; pipe {' '.join(f'{x:.2f}' for x in pipe)}")
+        for terminal in (True, False):
+            runs[terminal].append(one_run(args.n, args.jobs, args.agent, terminal))
+    (t, tc, ev), (p, pc, _) = ([statistics.median(x[i] for x in runs[k]) for i in range(3)] for k in (True, False))
+    print(f"{args.n} tasks on {args.agent}, -j {args.jobs}, {ev:.0f} events a run; median of {args.runs}:")
+    print(f"  makespan: terminal {t:.2f}s, pipe {p:.2f}s: {100 * (t - p) / p:+.1f}% (target within 3%),"
+          f" {(t - p) / ev * 1e6:+.0f} µs per event")
+    print(f"  CPU of the whole process: terminal {tc:.2f}s, pipe {pc:.2f}s: {100 * (tc - pc) / pc:+.1f}%,"
+          f" {(tc - pc) / ev * 1e6:+.0f} µs per event (the figure a loaded machine disturbs least)")
+    for k, name in ((True, "terminal"), (False, "pipe")):
+        print(f"  {name} runs (makespan/CPU s): {' '.join(f'{m:.2f}/{c:.2f}' for m, c, _ in runs[k])}")
     per_event, per_frame = in_process()
     print(f"in-process: LiveDisplay.on_event {per_event:.1f} µs per event (2,000 tasks); one redraw with 16"
           f" running tasks {per_frame:.2f} ms (x 4 a second = {per_frame * 4 / 10:.1f}% of a core)")

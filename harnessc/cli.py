@@ -950,10 +950,10 @@ def _watch_status_live(console, looks, interval: float) -> None:
 
     with Live(console=console, auto_refresh=False, transient=False) as live:
         for data in looks:
-            head = f"every {interval:g}s, {_clock()} · Ctrl-C quits"
-            live.update(Group(Text(head, style="dim"),
-                              *(Text(visible(p)) if isinstance(p, str) else p for p in _status_parts(data, True))),
-                        refresh=True)
+            parts = [Text(visible(p)) if isinstance(p, str) else p for p in _status_parts(data, True)]
+            if data["run"] and data["run"]["active"]:  # the last look, the run's end, stays without it
+                parts.insert(0, Text(f"every {interval:g}s, {_clock()} · Ctrl-C quits", style="dim"))
+            live.update(Group(*parts), refresh=True)
 
 
 def _status_parts(data: dict, terminal: bool) -> list:

@@ -42,7 +42,7 @@ def status(root: Path) -> dict:
         totals = store.usage_totals() if store else None
         paused = bool(store and run and paused_run(store, run["id"]))
         agents = agent_report(store, plan.agents) if store and plan else {}
-        active = run is not None and run["status"] == "running" and holder(workspace) is not None
+        active = going_on(run, workspace)
         loops = _loops(store, plan, rows) if store and active else {}
         boards = scoreboard.every(store) if store else {}
     finally:
@@ -85,6 +85,11 @@ def status(root: Path) -> dict:
         end = run.get("ended_at") or now
         run["elapsed"] = round(end - run["started_at"], 3)
     return {"run": run, "tasks": tasks, "totals": totals, "agents": agents}
+
+
+def going_on(run: dict | None, workspace: Workspace) -> bool:
+    """Whether the last run (`store.last_run()`) is going on: recorded running, lock held."""
+    return run is not None and run["status"] == "running" and holder(workspace) is not None
 
 
 def watch_status(root: Path, interval: float) -> Iterator[dict]:
@@ -246,7 +251,7 @@ def follow_log(root: Path, task_id: str, interval: float) -> Iterator[tuple[str,
         finally:
             if store:
                 store.close()
-        active = run is not None and run["status"] == "running" and holder(workspace) is not None
+        active = going_on(run, workspace)
         ended = not active or state in ENDED
         for a in attempts[shown:]:
             if a["status"] == IN_FLIGHT:

@@ -121,6 +121,34 @@ def test_status_watch_redraws_until_the_run_ends_and_ctrl_c_ends_it_cleanly(tmp_
             run.wait()
 
 
+def test_status_watch_on_a_terminal_redraws_in_place_and_leaves_the_end_on_screen(tmp_path):
+    from .test_live_display import ANSI, run_in_pty
+
+    gates = gated_project(tmp_path)
+    run = subprocess.Popen([*CLI, "-C", str(tmp_path), "run"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, env=env())
+    try:
+        wait_for(gates / "b-1.started")
+
+        def release(text: str) -> None:  # the run has been shown going on: let it end
+            if re.search(r"every 0\.2s, [\d:]+ · Ctrl-C quits\nrun \S+: running for", text):
+                (gates / "go-1").touch()
+
+        code, raw = run_in_pty([*CLI, "-C", str(tmp_path), "status", "--watch", "--interval", "0.2"],
+                               on_output=release)
+        assert run.wait(timeout=WAIT) == 0
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    text = ANSI.sub("", raw)
+    assert code == 0 and (gates / "go-1").exists(), text
+    assert re.search(r"b\s*│\s*running\s*│\s*1\s*│\s*rehearsal", text), text  # rich's table, while it ran
+    end = text[text.rindex("run "):]
+    assert re.match(r"run \S+: succeeded \(pid \d+\) — 1 succeeded", end), text  # the last look stays
+    assert re.search(r"b\s*│\s*succeeded\s*│\s*1\s*│\s*rehearsal", end), text
+
+
 def test_status_watch_without_a_run_going_on_prints_once(tmp_path):
     write_project(tmp_path, [node("a")])
     done = subprocess.run([*CLI, "-C", str(tmp_path), "status", "--watch"], capture_output=True, text=True,
