@@ -1,23 +1,27 @@
-"""The live view's cost: `harnessc run` on a terminal against the same run through a pipe.
+"""The live view's cost: a run with the view `harnessc run` shows on a terminal against the
+same run through a pipe.
 
     python bench/display.py [-n 2000] [-j 16] [--runs 5] [--agent simulate|command]
 
-1. Makespan with and without a terminal: N independent tasks at -j J, each run a whole
-   `harnessc run` process from a fresh project, alternately on a pseudo-terminal (the `pty`
-   module: the rich live view, redrawn 4 times a second, with the agents' last lines) and
-   through a pipe (one plain line per event). The makespan is the run's `elapsed` in
-   run_results.json (Runner.run: start-up and the summary excluded). Median of --runs each;
-   target: they differ by <= 3%. Per event: (terminal - pipe) / the run's events. The CPU
-   time of the whole process (user + system, from wait4) is printed too: on a loaded machine
-   the makespan swings by tens of percent from run to run, the CPU time much less.
-   `--agent simulate` (latency 0): the run is all CPU, so every cycle the view takes is
-   makespan (the worst case); `--agent command`: a command agent printing two lines, so the
-   last-line listener (procs.LastLine) is in the loop too.
-2. In-process, what the live view costs: LiveDisplay.on_event per event over a 2,000-task
-   event stream, and one redraw (the view laid out and written to a terminal console) with
-   16 running tasks.
+1. The run: `execute()` of N independent tasks at -j J, in-process as `harnessc run` does it,
+   from a fresh project each time, alternately with the live view (LiveDisplay on a console
+   writing to a pseudo-terminal from the `pty` module: redrawn 4 times a second, the agents'
+   last lines read as they print) and with the plain view (PlainDisplay writing to a pipe: one
+   line per event, as in CI). A `cat` process drains either, as a terminal would. Figures:
+   the makespan (execute's wall time) and this process's CPU time over it (every thread: the
+   view's redraws count), median of --runs each way, their difference in % and per event of
+   the run. Target (issue 20): the makespans within 3%. On a loaded machine the makespan of
+   one run swings by tens of percent from run to run, the CPU time much less.
+2. The whole `harnessc run` process on a pseudo-terminal and through a pipe (start-up and the
+   final summary included: on a terminal that is a rich table of every task), makespan from
+   run_results.json and the process's CPU time (wait4).
+3. In-process, the view's parts: LiveDisplay.on_event per event over a 2,000-task event
+   stream, and one redraw with 16 running tasks (the ETA computed in it, its worst case).
 
-The load average is printed at the start and the end: compare figures taken at similar loads.
+`--agent simulate` (latency 0, the default) makes the run all CPU, the worst case for a view
+that takes CPU; `--agent command` runs a command agent printing two lines, so the last-line
+listener (procs.LastLine) is in the loop too. The load average is printed at the start and the
+end: compare figures taken at similar loads.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from tests.runtime.helpers import CLI, node, write_project  # noqa: E402  (hand-
 SAYS = ["/bin/sh", "-c", "cat >/dev/null; echo 'working on it'; echo '<promise>DONE</promise>'"]
 
 
-def project(root: Path, n: int, jobs: int, agent: str) -> None:
+def project(root: Path, n: int, jobs: int, agent: str):
     nodes = [node(f"t{i:05d}") for i in range(n)]
     if agent == "command":
         for x in nodes:
@@ -57,7 +61,43 @@ def project(root: Path, n: int, jobs: int, agent: str) -> None:
         agents = {"rehearsal": {"provider": "command", "command": SAYS}}
     else:
         agents = {"rehearsal": {"provider": "simulate", "latency": 0}}
-    write_project(root, nodes, agents=agents, concurrency=jobs)
+    return write_project(root, nodes, agents=agents, concurrency=jobs)
+
+
+def in_process_run(n: int, jobs: int, agent: str, terminal: bool) -> tuple[float, float, int]:
+    """(makespan s, CPU s, events) of `execute` with the view `harnessc run` picks on a
+    terminal (LiveDisplay) or a pipe (PlainDisplay), as cli._execute wires it."""
+    from rich.console import Console
+
+    from harnessc.runtime.display import LiveDisplay, PlainDisplay
+    from harnessc.runtime.scheduler import RunOptions
+    from harnessc.runtime.session import execute
+
+    with tempfile.TemporaryDirectory(prefix="hc-bench-") as d:
+        root = Path(d)
+        plan = project(root, n, jobs, agent)
+        reader, writer = pty.openpty() if terminal else os.pipe()
+        sink = subprocess.Popen(["cat"], stdin=reader, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # the terminal's side
+        os.close(reader)
+        out = os.fdopen(writer, "w", encoding="utf-8")
+        view = (LiveDisplay(Console(file=out, force_terminal=True, width=120, height=40)) if terminal
+                else PlainDisplay(stream=out))
+        events = [0]
+
+        def count(ev: dict) -> None:
+            events[0] += 1
+
+        t0, c0 = time.perf_counter(), time.process_time()
+        try:
+            result = execute(root, plan, RunOptions(jobs=jobs), listeners=[view.on_event, count],
+                             on_start=lambda runner, recovered: view.start(runner, 0))
+        finally:
+            view.close()
+        took, cpu = time.perf_counter() - t0, time.process_time() - c0
+        out.close()
+        sink.wait()
+        assert result.exit_code == 0, result.message
+        return took, cpu, events[0]
 
 
 def drain(fd: int, sink: list[int]) -> None:
@@ -158,19 +198,21 @@ def main() -> None:
     args = ap.parse_args()
 
     print(f"load average (1, 5, 15 min) at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    one_run(20, args.jobs, args.agent, True)  # warm-up: imports, the page cache
-    runs: dict[bool, list[tuple[float, float, int]]] = {True: [], False: []}
-    for _ in range(args.runs):
-        for terminal in (True, False):
-            runs[terminal].append(one_run(args.n, args.jobs, args.agent, terminal))
-    (t, tc, ev), (p, pc, _) = ([statistics.median(x[i] for x in runs[k]) for i in range(3)] for k in (True, False))
-    print(f"{args.n} tasks on {args.agent}, -j {args.jobs}, {ev:.0f} events a run; median of {args.runs}:")
-    print(f"  makespan: terminal {t:.2f}s, pipe {p:.2f}s: {100 * (t - p) / p:+.1f}% (target within 3%),"
-          f" {(t - p) / ev * 1e6:+.0f} µs per event")
-    print(f"  CPU of the whole process: terminal {tc:.2f}s, pipe {pc:.2f}s: {100 * (tc - pc) / pc:+.1f}%,"
-          f" {(tc - pc) / ev * 1e6:+.0f} µs per event (the figure a loaded machine disturbs least)")
-    for k, name in ((True, "terminal"), (False, "pipe")):
-        print(f"  {name} runs (makespan/CPU s): {' '.join(f'{m:.2f}/{c:.2f}' for m, c, _ in runs[k])}")
+    in_process_run(20, args.jobs, args.agent, True)  # warm-up: imports, templates
+    for name, measure in (("the run, in-process", in_process_run), ("the whole process", one_run)):
+        runs: dict[bool, list[tuple[float, float, int]]] = {True: [], False: []}
+        for _ in range(args.runs):
+            for terminal in (True, False):
+                runs[terminal].append(measure(args.n, args.jobs, args.agent, terminal))
+        (t, tc, ev), (p, pc, _) = ([statistics.median(x[i] for x in runs[k]) for i in range(3)]
+                                   for k in (True, False))
+        print(f"{name}: {args.n} tasks on {args.agent}, -j {args.jobs}, {ev:.0f} events; median of {args.runs}:")
+        print(f"  makespan: terminal {t:.2f}s, pipe {p:.2f}s: {100 * (t - p) / p:+.1f}% (target within 3%),"
+              f" {(t - p) / ev * 1e6:+.0f} µs per event")
+        print(f"  CPU: terminal {tc:.2f}s, pipe {pc:.2f}s: {100 * (tc - pc) / pc:+.1f}%,"
+              f" {(tc - pc) / ev * 1e6:+.0f} µs per event")
+        for k, label in ((True, "terminal"), (False, "pipe")):
+            print(f"  {label} (makespan/CPU s): {' '.join(f'{m:.2f}/{c:.2f}' for m, c, _ in runs[k])}")
     per_event, per_frame = in_process()
     print(f"in-process: LiveDisplay.on_event {per_event:.1f} µs per event (2,000 tasks); one redraw with 16"
           f" running tasks {per_frame:.2f} ms (x 4 a second = {per_frame * 4 / 10:.1f}% of a core)")
