@@ -260,7 +260,7 @@ class LiveDisplay(Progress):
         lines = [bar, head]
         for row, (_, info) in zip(rows, shown):
             line = Text("  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths)), no_wrap=True, overflow="ellipsis")
-            line.append("  " + visible(info.get("line") or ""), style="dim")
+            line.append("  " + visible((info.get("line") or "")[:LINE_CHARS]), style="dim")  # shown, not obeyed
             lines.append(line)
         if len(running) > self.ROWS:
             lines.append(Text(f"and {len(running) - self.ROWS} more running"))
@@ -291,15 +291,7 @@ class LiveDisplay(Progress):
 
 
 BAR = 40  # characters of the live view's progress bar
-
-# What the live view shows of a line an agent printed: its control characters as escapes
-# (an agent's ESC or backspace must not move the cursor in our view).
-_VISIBLE = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7f, 0xa0))}
-VISIBLE_CHARS = 300  # of an agent's line; the terminal's width cuts it further
-
-
-def visible(line: str) -> str:
-    return line[:VISIBLE_CHARS].translate(_VISIBLE)
+LINE_CHARS = 300  # shown of an agent's last line; the terminal's width cuts it further
 
 
 def make_display(console: Console):

@@ -201,7 +201,7 @@ def test_live_view_shows_the_bar_the_eta_and_each_running_tasks_last_line(tmp_pa
     assert "ETA unknown" in text  # before a task ended, nothing says what a token of estimate takes
     # the running task: its iteration, agent, time so far and the last line its agent printed,
     # its control characters shown as escapes, not obeyed
-    assert re.search(r"slow\s+iteration 1\s+rehearsal\s+\d+s\s+slow: waiting for go \\x1b\[2J", text), text
+    assert re.search(r"slow\s+iteration 1\s+rehearsal\s+\d+s\s+slow: waiting for go \^\[\[2J", text), text
     assert "\x1b[2J" not in raw
     assert re.search(r"1/2 finished: 1 succeeded · 1 running · \$0\.0000 of \$5\.00 budget", text), text
 
