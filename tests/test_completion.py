@@ -79,7 +79,10 @@ def test_agents_and_contracts(project):
     assert complete(project, "harnessc run --agents fast,") == ["fast,careful", "fast,rehearsal"]
     contracts = complete(project, "harnessc validate --contract ")
     assert contracts[0] == "lead_score" and "lead_qualification" in contracts and "code_change" in contracts
-    assert complete(project, "harnessc explain hc41") == ["HC410", "HC411", "HC412", "HC413", "HC414"]
+    from harnessc.diagnostics import CODES
+
+    assert complete(project, "harnessc explain hc41") == sorted(c for c in CODES if c.startswith("HC41"))
+    assert complete(project, "harnessc explain hc41")[:3] == ["HC410", "HC411", "HC412"]
 
 
 def test_the_project_of_dash_c_and_broken_files(project, tmp_path_factory):

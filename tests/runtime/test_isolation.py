@@ -292,6 +292,24 @@ def test_a_landing_that_committed_before_a_crash_counts_once(tmp_path):
     assert [e["task"] for e in events(root, "landing_recovered")] == ["a"]
 
 
+def test_a_fast_forward_the_killed_run_did_not_record_keeps_the_users_branch_following(tmp_path):
+    root = tmp_path / "p"
+    project(root, {"a": [], "b": []}, concurrency=1)
+    assert run(root, "-s", "a").returncode == 0
+    db = sqlite3.connect(root / ".harness" / "state.db")
+    # as if harnessc died after fast-forwarding your branch to a's landing, before recording it
+    rec = json.loads(db.execute("SELECT value FROM meta WHERE key='isolation.integration'").fetchone()[0])
+    start = git(root, "rev-parse", "HEAD~1").strip()
+    db.execute("UPDATE meta SET value=? WHERE key='isolation.integration'",
+               (json.dumps({**rec, "last_set": start, "ended": False}),))
+    db.commit()
+    db.close()
+    r = run(root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "results are on branch" not in r.stdout  # your branch followed b's landing too
+    assert commits(root) == ["harnessc: b: Task b", "harnessc: a: Task a", "start"]
+
+
 def test_stale_git_locks_nobody_holds_are_removed(tmp_path):
     root = tmp_path / "p"
     project(root, {"a": []})

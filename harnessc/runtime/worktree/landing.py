@@ -88,14 +88,22 @@ class Landing:
             tip = self.tip(old.branch)
             if tip and (not old.ended or not self._contains(self.repo.head, tip)):
                 old.ended = False
-                if old.user_branch != self.repo.branch or old.last_set != self.repo.head:
+                if old.user_branch != self.repo.branch or not self._set_by_us(old, tip):
                     old.following = False
                     old.left_because = old.left_because or "your branch moved since the run it resumes"
+                else:
+                    old.last_set = self.repo.head  # a fast-forward the killed run made but did not record
                 old.start = tip
                 return old, True
         branch = BRANCH_PREFIX + run_id
         self.git.run("update-ref", branch, self.repo.head, "", worktree=False)
         return Integration(branch, self.repo.head, self.repo.branch, self.repo.head), False
+
+    def _set_by_us(self, old: Integration, tip: str) -> bool:
+        """The user's branch is where harnessc left it: at the commit it recorded, or further
+        along the integration branch (a run killed between its fast-forward and its record)."""
+        head = self.repo.head
+        return head == old.last_set or (self._contains(head, old.last_set) and self._contains(tip, head))
 
     def tip(self, branch: str) -> str:
         return self.git.run("rev-parse", "-q", "--verify", branch + "^{commit}", worktree=False, ok=(0, 1)).strip()
