@@ -29,6 +29,11 @@ if k in cfg.get("kill", []) and not (marks / "killed").exists():
     (marks / "killed").write_text("x")
     os.kill(os.getppid(), 9)
     time.sleep(5)
+for other in cfg.get("await", {}).get(k, []):  # until that approach's agent has started
+    for _ in range(600):
+        if list(marks.glob(f"*-{other}-*.json")):
+            break
+        time.sleep(0.05)
 if k in cfg.get("wait", {}):
     time.sleep(cfg["wait"][k])
 pathlib.Path("solution.txt").write_text("".join(f"line {i} of approach {k}\\n" for i in range(cfg.get("lines", {}).get(k, 1))))
@@ -114,7 +119,9 @@ def test_approaches_run_at_once_each_in_its_own_worktree_on_the_kth_agent(tmp_pa
 
 def test_select_first_lands_the_first_verified_and_cancels_the_rest_killing_their_processes(tmp_path):
     root = tmp_path / "p"
-    marks = project(root, {"wait": {"2": 60, "3": 60}, "lines": {"1": 2}}, {"select": "first"})
+    # approach 1 verifies once 2 and 3 are at work (on a loaded machine 3 had not started yet)
+    marks = project(root, {"wait": {"2": 60, "3": 60}, "await": {"1": ["2", "3"]}, "lines": {"1": 2}},
+                    {"select": "first"})
     r = run(root, timeout=50)
     assert r.returncode == 0, r.stdout + r.stderr
     assert (root / "solution.txt").read_text() == "line 0 of approach 1\nline 1 of approach 1\n"
