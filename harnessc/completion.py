@@ -9,7 +9,6 @@ A broken or missing file completes nothing from it; completion never fails.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -34,15 +33,14 @@ def _read(root: Path | None, name: str) -> str | None:
 
 
 def _yaml_names(text: str | None, key: str) -> list[str]:
-    """The keys of the top-level mapping `key` of a YAML text ([] when it does not load)."""
+    """The keys of the top-level mapping `key` of a YAML text ([] when it does not load, as
+    lint loads it: no aliases, no tags, size and depth caps)."""
     if not text:
         return []
-    import yaml
+    from .compiler.yamlsafe import load_yaml
+    from .diagnostics import Diagnostics
 
-    try:
-        data: Any = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError:
-        return []
+    data, _ = load_yaml(text, key, Diagnostics())
     section = data.get(key) if isinstance(data, dict) else None
     return [str(k) for k in section] if isinstance(section, dict) else []
 

@@ -90,6 +90,9 @@ def test_the_project_of_dash_c_and_broken_files(project, tmp_path_factory):
     assert complete(other, f"harnessc -C {project} log setup") == ["setup-001"]
     (project / "harness.yaml").write_text("agents: {fast: [\n")  # does not load: only the built-in agent
     assert complete(project, "harnessc run --agent ") == ["rehearsal"]
+    # read as lint reads it: an alias is refused, not expanded
+    (project / "harness.yaml").write_text("base: &b {provider: simulate}\nagents: {fast: *b, slow: *b}\n")
+    assert complete(project, "harnessc run --agent ") == ["rehearsal"]
     assert complete(other, "harnessc log ") == []  # no project here
 
 
