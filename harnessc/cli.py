@@ -73,6 +73,14 @@ class USDParam(click.ParamType):
 USD = USDParam()
 
 
+def _read_input(path: str) -> str:
+    """A file the user named on the command line, as text; unreadable: a usage error."""
+    try:
+        return Path(path).read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        fail_usage(f"cannot read {path}: {e}")
+
+
 def fail_usage(message: str, hint: str | None = None) -> NoReturn:
     click.echo(visible(f"harnessc: error: {message}"), err=True)
     if hint:
@@ -449,10 +457,7 @@ def validate(ctx: Context, contract_name: str, file: str, output: str) -> None:
     entry = contract_plan_entry(contract_name, project.contracts[contract_name],
                                 default_max_retries=d.max_retries,
                                 default_on_failure=getattr(d.on_failure, "value", d.on_failure))
-    try:
-        text = Path(file).read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        fail_usage(f"cannot read {file}: {e}")
+    text = _read_input(file)
     try:
         data = loads_json(text)
     except json.JSONDecodeError as e:
@@ -600,10 +605,7 @@ def _import(ctx: Context, path: str, out: str | None, force: bool, read) -> None
     target = Path(out) if out else Path(ctx.explicit or ".") / "roadmap.md"
     if target.exists() and not force:
         fail_usage(f"{target} exists; not overwritten", "pass --force to replace it, or -o to write elsewhere")
-    try:
-        text = Path(path).read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        fail_usage(f"cannot read {path}: {e}")
+    text = _read_input(path)
     try:
         imported = read(text)
     except NotImportable as e:

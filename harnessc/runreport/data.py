@@ -15,7 +15,7 @@ from typing import Any
 
 from ..workspace import Workspace
 from ..runtime import plan as planmod
-from ..runtime.procs import REDACTED, secret_values
+from ..runtime.procs import scrubbed, secret_values
 from ..runtime.state import STATES, USAGE_COLUMNS, NoState, StateStore
 
 FAILED_ATTEMPTS = ("rejected", "error", "over_limit", "stuck", "interrupted")
@@ -150,8 +150,4 @@ def _by_agent(attempts: list[dict]) -> dict[str, dict[str, Any]]:
 
 def redact(text: str, secrets: list[str]) -> str:
     """`text` without any of `secrets`, plain or HTML-escaped."""
-    for secret in secrets:
-        for form in {secret, html.escape(secret)}:
-            if form in text:
-                text = text.replace(form, REDACTED)
-    return text
+    return scrubbed(text, [form for secret in secrets for form in dict.fromkeys((secret, html.escape(secret)))])

@@ -838,7 +838,7 @@ class StateStore:
         if row is None:
             return None
         d = dict(row)
-        d["checks"] = self._loads(d["checks"], f"attempt {d['id']}'s checks")
+        d["checks"] = self._loads(d["checks"], f"attempt {d['id']}'s checks", list)
         return d
 
     def usage_totals(self) -> dict[str, Any]:
