@@ -69,7 +69,7 @@ def in_process_run(n: int, jobs: int, agent: str, terminal: bool) -> tuple[float
     terminal (LiveDisplay) or a pipe (PlainDisplay), as cli._execute wires it."""
     from rich.console import Console
 
-    from harnessc.runtime.display import LiveDisplay, PlainDisplay
+    from harnessc.runtime.observe.display import LiveDisplay, PlainDisplay
     from harnessc.runtime.scheduler import RunOptions
     from harnessc.runtime.session import execute
 
@@ -154,8 +154,8 @@ def in_process(n: int = 2000, running: int = 16) -> tuple[float, float]:
     """(µs per event of LiveDisplay.on_event, ms per redraw) with a terminal console."""
     from rich.console import Console
 
-    from harnessc.runtime.display import LiveDisplay
-    from harnessc.runtime.eta import Eta
+    from harnessc.runtime.observe.display import LiveDisplay
+    from harnessc.runtime.observe.eta import Eta
 
     with tempfile.TemporaryDirectory(prefix="hc-bench-") as d:
         plan = write_project(Path(d), [node(f"t{i:05d}") for i in range(n)])

@@ -5,11 +5,11 @@
 --tasks loop tasks run on simulate agents (each with a completion promise); a fraction
 (--stuck) of them talk without ever claiming (`progress: none`: the same text each time),
 the rest claim after a few iterations. Every stuck task climbs the recovery ladder
-(runtime/recovery.py: 3 prompt mutations, escalation to a second agent, then blocked).
+(runtime/loop/recovery.py: 3 prompt mutations, escalation to a second agent, then blocked).
 Reported: for each recovery step, the iterations spent since the previous step (target:
 <= stuck_after + 1 per step), the stuck tasks' final states, and the run's wall time. With
 --assist a simulate agent writes the prompt mutations and, every 5 iterations, the memory
-summaries (runtime/assist.py): the assist calls are counted too.
+summaries (runtime/loop/assist.py): the assist calls are counted too.
 """
 
 from __future__ import annotations

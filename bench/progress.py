@@ -1,4 +1,4 @@
-"""What progress scoring costs a loop iteration (runtime/progress.py), per iteration.
+"""What progress scoring costs a loop iteration (runtime/loop/progress.py), per iteration.
 
 A project of --files files (default 2,000, in 100 directories, committed to a new git
 repository) gets --iterations iterations of a loop task's meter; between two iterations an
@@ -33,7 +33,7 @@ import harnessc_env  # noqa: E402  (bench/: this script's directory)
 harnessc_env.require()
 
 from harnessc.planfile import Limits, PlanNode, Retry, Routing  # noqa: E402
-from harnessc.runtime.progress import ProgressMeter, Settings, output_difference  # noqa: E402
+from harnessc.runtime.loop.progress import ProgressMeter, Settings, output_difference  # noqa: E402
 
 
 def make_project(root: Path, files: int, git: bool) -> None:

@@ -37,7 +37,7 @@ import harnessc_env  # noqa: E402  (bench/: this script's directory)
 
 harnessc_env.require()
 
-from harnessc.runtime.display import FINAL  # noqa: E402
+from harnessc.runtime.observe.display import FINAL  # noqa: E402
 from harnessc.runtime.scheduler import RunOptions  # noqa: E402
 from harnessc.runtime.session import execute  # noqa: E402
 from tests.runtime.helpers import CLI, node, write_project  # noqa: E402  (hand-made plans)

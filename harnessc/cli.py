@@ -651,17 +651,17 @@ def _execute(root: Path, plan: dict, opts) -> None:
     """Run with a display, print the summary, exit with the run's code."""
     from rich.console import Console
 
-    from .runtime import display as displaymod
-    from .runtime import prctl
+    from .runtime.observe import display as displaymod
+    from .runtime.children import prctl
 
     # Before any child exists: our environment holds API keys, and a child running as the
     # same user could otherwise read it from /proc/<harnessc>/environ. (Only run and retry
     # start children; other commands keep their start-up cost and stay debuggable.)
     prctl.make_undumpable()
-    from .runtime.lock import Locked
+    from .runtime.store.lock import Locked
     from .runtime.preflight import Refused
     from .runtime.session import execute
-    from .runtime.state import StateError
+    from .runtime.store.state import StateError
     from .runtime.worktree.repo import IsolationError
 
     console = Console()
@@ -700,7 +700,7 @@ def _execute(root: Path, plan: dict, opts) -> None:
     finally:
         view.close()
     from .outcome import next_steps, run_summary_line
-    from .runtime.cachesaving import cache_line
+    from .runtime.observe.cachesaving import cache_line
 
     if result.run_id:
         displaymod.print_summary(console, result.tasks, title=f"run {result.run_id}")
@@ -784,7 +784,7 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
     from .runtime import plan as planmod
     from .runtime.scheduler import RunOptions
 
-    from .runtime.router import Router, RoutingError
+    from .runtime.routing.router import Router, RoutingError
 
     if record and replay:
         fail_usage("--record and --replay cannot be used together")
@@ -829,7 +829,7 @@ def doctor(ctx: Context, output: str) -> None:
     import json
 
     from .runtime import doctor as doctormod
-    from .runtime import prctl
+    from .runtime.children import prctl
 
     root = ctx.root()
     plan = _runtime_plan(root, no_build=False)  # the plan `run` would use (built when stale)
@@ -882,8 +882,8 @@ def _iterations_option(text: str | None) -> int | str | None:
 
 def _dry_run(root: Path, plan: dict, opts) -> NoReturn:
     from .runtime.preview import preview
-    from .runtime.router import Router
-    from .runtime.state import StateError
+    from .runtime.routing.router import Router
+    from .runtime.store.state import StateError
 
     try:
         view = preview(root, plan, opts.select, opts.exclude, opts.rerun, opts.max_cost,
@@ -906,8 +906,8 @@ def status(ctx: Context, output: str, watch: bool, interval: float) -> None:
     """Task states of the current or last run (works while a run goes on)."""
     from rich.console import Console
 
-    from .runtime import report
-    from .runtime.state import StateError
+    from .runtime.observe import report
+    from .runtime.store.state import StateError
 
     root = ctx.root()
     console = Console()
@@ -961,8 +961,8 @@ def _watch_status_live(console, looks, interval: float) -> None:
 def _status_parts(data: dict, terminal: bool) -> list:
     """What `status` prints, in order: lines, and the task table (a rich table on a terminal,
     aligned text otherwise)."""
-    from .runtime import report
-    from .runtime.display import plain_summary, summary_table
+    from .runtime.observe import report
+    from .runtime.observe.display import plain_summary, summary_table
     from .wording import duration
 
     parts: list = []
@@ -1004,7 +1004,7 @@ def _status_parts(data: dict, terminal: bool) -> list:
 
 def _agent_lines(agents: dict[str, dict]) -> list[str]:
     """`status`: agents with a daily limit, or whose breaker is not closed."""
-    from .runtime.health import clock_text
+    from .runtime.routing.health import clock_text
 
     out = []
     for name, a in agents.items():
@@ -1022,7 +1022,7 @@ def _agent_lines(agents: dict[str, dict]) -> list[str]:
 
 
 def _progress_line(p: dict) -> str:
-    """A loop iteration's progress evidence (runtime/progress.py) in one line."""
+    """A loop iteration's progress evidence (runtime/loop/progress.py) in one line."""
     signals = ", ".join(f"{k} {v:.2f}" for k, v in sorted((p.get("signals") or {}).items()))
     files = p.get("files")
     what = [f"{files['files']} file(s) changed" + (f", +{files['added']} -{files['removed']} lines"
@@ -1055,7 +1055,7 @@ def _loop_line(t: dict, duration) -> str:
 @pass_ctx
 def stop(ctx: Context, abort: bool) -> None:
     """Ask the running `harnessc run` to stop (it checkpoints and exits 3)."""
-    from .runtime.lock import holder
+    from .runtime.store.lock import holder
     from .workspace import Workspace
 
     workspace = Workspace(ctx.root())
@@ -1069,7 +1069,7 @@ def stop(ctx: Context, abort: bool) -> None:
 
 def _to_inbox(ctx: Context, kind: str, data: dict, what: str, later: str) -> None:
     """Write one inbox file (runtime/steering.py) and say who will read it."""
-    from .runtime.lock import holder
+    from .runtime.store.lock import holder
     from .runtime.steering import InboxError, write_inbox
     from .workspace import Workspace, WorkspaceError
 
@@ -1136,9 +1136,9 @@ def retry(ctx: Context, tasks, jobs, max_cost, no_build, record, replay) -> None
     """Re-run the failed, blocked and skipped tasks of the last run (or only TASK..., with
     the tasks skipped because of them)."""
     from .diagnostics import did_you_mean
-    from .runtime import report
+    from .runtime.observe import report
     from .runtime.scheduler import RunOptions
-    from .runtime.state import StateError
+    from .runtime.store.state import StateError
 
     root = ctx.root()
     try:
@@ -1187,11 +1187,11 @@ def _with_skipped_dependents(plan, named: set[str], broken: set[str]) -> set[str
 def reset(ctx: Context, tasks, all_: bool, downstream: bool, breakers: bool) -> None:
     """Forget the state of the given tasks (or --all) so they run again."""
     from .diagnostics import did_you_mean
-    from .runtime import reset as resetmod
-    from .runtime.health import clear_breakers
-    from .runtime.lock import Locked, RunLock
-    from .runtime.outputs import forget as forget_outputs
-    from .runtime.state import NoState, StateError, StateStore
+    from .runtime.store import reset as resetmod
+    from .runtime.routing.health import clear_breakers
+    from .runtime.store.lock import Locked, RunLock
+    from .runtime.store.outputs import forget as forget_outputs
+    from .runtime.store.state import NoState, StateError, StateStore
     from .workspace import Workspace, WorkspaceError
 
     if tasks and all_ or not (tasks or all_ or breakers):
@@ -1258,9 +1258,9 @@ def reset(ctx: Context, tasks, all_: bool, downstream: bool, breakers: bool) -> 
 def clean(ctx: Context, keep: int, dry_run: bool) -> None:
     """Remove old .harness/runs/<run-id>/ directories, keeping the newest N (never the run in progress),
     and stale .harness/loop/<task>.index files of earlier versions."""
-    from .runtime.clean import prune, remove_stale_indexes
+    from .runtime.store.clean import prune, remove_stale_indexes
     from .runtime.worktree.isolation import clean_leftovers
-    from .runtime.state import StateError
+    from .runtime.store.state import StateError
     from .workspace import Workspace, WorkspaceError
 
     try:
@@ -1329,9 +1329,9 @@ def _known_task_or_exit(root: Path, task: str) -> None:
 @pass_ctx
 def stats(ctx: Context, output: str) -> None:
     """How each agent has done per task complexity and per contract, across runs."""
-    from .runtime import report
+    from .runtime.observe import report
     from .runtime.plan import PlanError
-    from .runtime.state import StateError
+    from .runtime.store.state import StateError
     from .wording import table
 
     try:
@@ -1372,7 +1372,7 @@ def report_cmd(ctx: Context, run_id: str | None, out: str | None, fmt: str) -> N
     """Write a run's report: summary, plan graph, timeline, cost and tokens, each task's
     verified output and failures, alerts."""
     from . import runreport
-    from .runtime.state import StateError
+    from .runtime.store.state import StateError
     from .workspace import WorkspaceError
 
     root = ctx.root()
@@ -1410,9 +1410,9 @@ def _shown(root: Path, path: Path) -> str:
 def log(ctx: Context, task: str, output: str, last: bool, number: int | None, follow: bool) -> None:
     """Every attempt of TASK, numbered 1, 2, 3...: prompt, raw and parsed output, errors, agent,
     tokens, cost, time."""
-    from .runtime import report
-    from .runtime.scoreboard import lines as scoreboard_lines
-    from .runtime.state import StateError
+    from .runtime.observe import report
+    from .runtime.store.scoreboard import lines as scoreboard_lines
+    from .runtime.store.state import StateError
 
     if last and number is not None:
         fail_usage("give --last or --attempt N, not both")
@@ -1461,7 +1461,7 @@ def _follow_log(root: Path, task: str, last: bool) -> None:
     as it starts and as it ends, until the task ends."""
     import time
 
-    from .runtime import report
+    from .runtime.observe import report
 
     past = len(report.log(root, task))
     skip = max(past - 1, 0) if last else 0  # --last: the attempts before the latest are not shown
@@ -1492,7 +1492,7 @@ def _attempt_lines(a: dict, total: int, events: bool = True) -> list[str]:
     """One attempt as `log` prints it; `events`: with the lines of what came before it."""
     import json as jsonlib
 
-    from .runtime import report
+    from .runtime.observe import report
 
     tokens = (a["input_tokens"] or 0) + (a["output_tokens"] or 0)
     lines = [f"=== attempt {a['attempt']} of {total} · run {a['run_id']} · iteration {a['iteration']}"
@@ -1528,9 +1528,9 @@ def show(ctx: Context, task: str, output: str) -> None:
     import json as jsonlib
 
     from .diagnostics import did_you_mean
-    from .runtime import report
-    from .runtime.outputs import text
-    from .runtime.state import StateError
+    from .runtime.observe import report
+    from .runtime.store.outputs import text
+    from .runtime.store.state import StateError
 
     try:
         rec = report.show(ctx.root(), task)

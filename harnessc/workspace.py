@@ -87,7 +87,7 @@ class Workspace:
         self.cassettes = self.harness / "cassettes"
         self.alerts_log = self.harness / "alerts.log"
         self.loop = self.harness / "loop"  # run.index: the private git index of file evidence (attribution.py)
-        self.outputs = self.harness / "outputs"  # <task>.json: each task's result as it lands (runtime/outputs.py)
+        self.outputs = self.harness / "outputs"  # <task>.json: each task's result as it lands (runtime/store/outputs.py)
 
     def run_dir(self, run_id: str) -> Path:
         return self.runs / run_id
@@ -99,7 +99,7 @@ class Workspace:
         return self.run_dir(run_id) / "run_results.json"
 
     def cassette(self, task_id: str, directory: Path | None = None) -> Path:
-        """A task's recorded agent calls (`run --record`, runtime/cassettes.py), in
+        """A task's recorded agent calls (`run --record`, runtime/agents/cassettes.py), in
         .harness/cassettes/ or in the project directory a replay agent names. A task id
         is its file name; an id the roadmap would refuse becomes task-<hash>."""
         return (directory or self.cassettes) / f"{task_file_name(task_id)}.jsonl"

@@ -9,7 +9,7 @@ refuse, and the files a worktree will not have.
   checks would not see it (unless harness.yaml `worktrees:` links or copies it in).
 
 Nothing here runs, and no git process starts, unless some task works in a worktree: lint
-stays fast for everyone else. git runs through runtime/gitcmd.py (never gitpython).
+stays fast for everyone else. git runs through runtime/worktree/gitcmd.py (never gitpython).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def _named_files(project: Project, task) -> list[tuple[str, str, Span]]:
 
 
 def _check_uncommitted(project: Project, tasks: list, repo) -> None:
-    from ..runtime import gitcmd
+    from ..runtime.worktree import gitcmd
 
     brought = set()
     if not project.config_unreadable:  # harness.yaml `worktrees:` brings these in

@@ -22,7 +22,7 @@ from .staging import PRIORITIES
 
 TEMPLATE_NAMES = ("system.md.j2", "task.md.j2", "refine.md.j2", "memory.md.j2")
 MAX_CONTEXT_FILE = 200_000  # characters of one context file given to the agent
-# A loop task's prompt asks for the markers runtime/progress.py scores, from its first
+# A loop task's prompt asks for the markers runtime/loop/progress.py scores, from its first
 # iteration (later ones repeat it at the end of their memory section, memory.md.j2).
 PROGRESS_REQUEST = "Report each step you complete as `<progress>what you did</progress>`."
 # What task.md.j2's `{{ cache_break }}` prints: the end of a part of the prompt that other tasks
@@ -513,13 +513,13 @@ def render_refinement(plan: dict, node_id: str, base_prompt: str, level: int, er
 
 
 def render_memory(plan: dict, node_id: str, memory: dict, iteration: int, root: Path) -> str:
-    """The memory section of a loop task's next prompt (runtime/memory.py's view of it)."""
+    """The memory section of a loop task's next prompt (runtime/loop/memory.py's view of it)."""
     node = _node_index(plan)[node_id]
     return _render(plan, root, "memory.md.j2", {"task": node, "memory": memory, "iteration": iteration})
 
 
 def render_assist(plan: dict, node_id: str, kind: str, context: dict, root: Path) -> str:
-    """What a cheap agent is asked for a loop task (runtime/assist.py): `mutation.md.j2` (a
+    """What a cheap agent is asked for a loop task (runtime/loop/assist.py): `mutation.md.j2` (a
     rewrite of a stuck task's instructions) or `summary.md.j2` (its running summary)."""
     node = _node_index(plan)[node_id]
     return _render(plan, root, f"{kind}.md.j2", {"task": node, **context})

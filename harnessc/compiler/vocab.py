@@ -138,7 +138,7 @@ def priority_rank(priority: str | None) -> int:
 
 BUILTIN_AGENT = "rehearsal"
 
-# The recovery ladder's rungs (runtime/recovery.py): prompt mutations, branch exploration
+# The recovery ladder's rungs (runtime/loop/recovery.py): prompt mutations, branch exploration
 # (a few approaches from the stuck point, in worktrees), escalation, then an end - a human
 # (the task is blocked) or failure.
 MUTATIONS = ("rephrase", "decompose", "constrain", "examples", "negative")

@@ -108,7 +108,7 @@ def _units() -> dict[str, Provider]:
         Provider("gemini-cli", f"{agents}.cli:GeminiCliAgent", cli=True, windows=gemini.WINDOWS,
                  default_window=gemini.GEMINI_CLI_WINDOW),
         Provider("simulate", f"{agents}.simulate:SimulateAgent"),
-        Provider("replay", "harnessc.runtime.cassettes:ReplayAgent"),
+        Provider("replay", "harnessc.runtime.agents.cassettes:ReplayAgent"),
     )}
 
 

@@ -2,7 +2,7 @@
 optional extra `harnessc[report]`) or as Markdown for a CI job summary.
 
 data.py reads the run from the state; html.py and markdown.py write it; charts.py is the
-only module that imports the chart library. (runtime/report.py is the read-only view of
+only module that imports the chart library. (runtime/observe/report.py is the read-only view of
 `status` and `log`; this package is the run's report file.)
 """
 

@@ -1,4 +1,4 @@
-"""What a run's report shows, read from the state (runtime/state.py's readers) and the plan.
+"""What a run's report shows, read from the state (runtime/store/state.py's readers) and the plan.
 
 Plain dicts and lists, no chart library: the HTML and the Markdown writers both start here.
 Everything read from the state was redacted as it was written; what our own environment
@@ -15,8 +15,8 @@ from typing import Any
 
 from ..workspace import Workspace
 from ..runtime import plan as planmod
-from ..runtime.procs import scrubbed, secret_values
-from ..runtime.state import STATES, USAGE_COLUMNS, NoState, StateStore
+from ..runtime.children.procs import scrubbed, secret_values
+from ..runtime.store.state import STATES, USAGE_COLUMNS, NoState, StateStore
 
 FAILED_ATTEMPTS = ("rejected", "error", "over_limit", "stuck", "interrupted")
 ROUTING = ("routed", "fallback", "escalated")

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from ..package_data import read_text
-from ..runtime.report import routing_line
+from ..runtime.observe.report import routing_line
 from ..wording import duration as duration_text
 from . import charts
 from .data import FAILED_ATTEMPTS

@@ -38,15 +38,16 @@ import time
 from typing import Any
 
 from ..planfile import PlanNode
-from . import procs, scoreboard
+from .children import procs
+from .store import scoreboard
 from .agents.base import Request, Response
 from .iteration import AttemptLog, Done, Progress, TaskContext, TaskRun, conflict_text
-from .loop import TaskLoop
-from .router import Route
+from .loop.loop import TaskLoop
+from .routing.router import Route
 from .verify import DEFAULT_ACCEPT_TIMEOUT, Verdict
 from .worktree import landing as landingmod
 from .worktree.isolation import Conflict, IsolationError, Landed
-from .gitcmd import GitFailed
+from .worktree.gitcmd import GitFailed
 
 ENDINGS = ("degraded", "blocked", "failed")  # a task with no verified approach: the first any approach reached
 

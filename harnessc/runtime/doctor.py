@@ -20,9 +20,10 @@ from .. import providers
 from ..compiler.argv import split_command
 from ..planfile import Plan
 from ..workspace import Workspace
-from . import gitcmd, procs
+from .worktree import gitcmd
+from .children import procs
 from .preflight import RECORD_HINT, Check, Usability, agent_checks, agent_config, check_run, executable
-from .router import Router
+from .routing.router import Router
 
 CONNECT_TIMEOUT = 2.0  # seconds for a base_url's TCP connect
 VERSION_TIMEOUT = 10.0  # seconds for `<cli> --version` (and the git identity)

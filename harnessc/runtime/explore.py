@@ -23,7 +23,7 @@ from typing import Any
 from .agents.base import AgentError
 from .approaches import ApproachRun
 from .iteration import Done
-from .router import Route
+from .routing.router import Route
 from .verify import verify
 
 DEFAULT_BRANCHES = 3

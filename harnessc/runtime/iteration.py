@@ -31,22 +31,22 @@ from ..planfile import Contract, Plan, PlanNode
 from . import plan as planmod
 from .agents.base import AgentError, Request, Response
 from .agents.errors import retry_delay
-from .assist import GRACE, Assistant
-from .attribution import Attribution
-from .budget import Budget
-from .callbounds import CallBounds
-from .gitops import GitCommits
-from .health import Health
-from .loop import TaskLoop
-from .router import Route, Router
-from .state import StateStore
+from .loop.assist import GRACE, Assistant
+from .loop.attribution import Attribution
+from .routing.budget import Budget
+from .routing.callbounds import CallBounds
+from .worktree.gitops import GitCommits
+from .routing.health import Health
+from .loop.loop import TaskLoop
+from .routing.router import Route, Router
+from .store.state import StateStore
 from .steering import Steering
-from .tasklimits import TaskLimits
-from .throttle import Throttle
+from .routing.tasklimits import TaskLimits
+from .routing.throttle import Throttle
 from .verify import Verdict, verified_by, verify
 from .worktree import landing as landingmod
 from .worktree.isolation import Conflict, Isolation, IsolationError, Landed
-from .gitcmd import GitFailed
+from .worktree.gitcmd import GitFailed
 
 TRANSIENT_LIMIT = 5  # consecutive transient errors on one agent before it counts as failing
 

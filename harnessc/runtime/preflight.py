@@ -24,7 +24,7 @@ from .. import providers
 from ..compiler.argv import split_command
 from ..planfile import Plan, PlanNode
 from ..workspace import Workspace
-from .router import REHEARSAL, Router
+from .routing.router import REHEARSAL, Router
 
 SDK_HINT = "pip install 'harnessc[llm]'"
 RECORD_HINT = "record it with `harnessc run --record`"
@@ -115,7 +115,7 @@ def _inside(directory: str) -> bool:
 
 
 def cassette_path(workspace: Workspace, config: dict, task_id: str) -> Path:
-    """The cassette a replayed call of `task_id` is served from (runtime/cassettes.py)."""
+    """The cassette a replayed call of `task_id` is served from (runtime/agents/cassettes.py)."""
     directory = config.get("cassette") if config.get("provider") == "replay" else None
     return workspace.cassette(task_id, workspace.root / directory if directory else None)
 

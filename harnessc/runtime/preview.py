@@ -13,8 +13,8 @@ from ..outcome import NOTHING, money, plural, run_outcome
 from ..planfile import Plan, PlanNode
 from ..workspace import Workspace
 from .preflight import RunCheck, Usability, check_run
-from .router import Router
-from .state import NoState, StateStore
+from .routing.router import Router
+from .store.state import NoState, StateStore
 from .work import Work, plan_work, row_state
 
 

@@ -26,30 +26,30 @@ from ..compiler.vocab import priority_rank
 from ..outcome import RunOutcome
 from ..planfile import Plan, PlanNode
 from ..workspace import Workspace, WorkspaceError
-from . import outputs
+from .store import outputs
 from . import plan as planmod
-from . import reaper
+from .children import reaper
 from .agents.base import AgentError
-from .alerts import Alerts
-from .attribution import Attribution
-from .budget import Budget
-from .callbounds import CallBounds
-from .gitops import GitCommits
+from .observe.alerts import Alerts
+from .loop.attribution import Attribution
+from .routing.budget import Budget
+from .routing.callbounds import CallBounds
+from .worktree.gitops import GitCommits
 from .termination import RunLimits
-from . import loopflags
-from .health import Health
-from .history import History
-from .throttle import Throttle
-from .cassettes import Cassettes
+from .loop import loopflags
+from .routing.health import Health
+from .routing.history import History
+from .routing.throttle import Throttle
+from .agents.cassettes import Cassettes
 from .approaches import Approaches
 from .iteration import TaskRun
 from .preflight import RunCheck
-from .tasklimits import CLOCK_EVERY
-from .router import REHEARSAL, Router
-from .cachesaving import cache_figures
-from .state import TERMINAL_OK, StateError, StateStore
+from .routing.tasklimits import CLOCK_EVERY
+from .routing.router import REHEARSAL, Router
+from .observe.cachesaving import cache_figures
+from .store.state import TERMINAL_OK, StateError, StateStore
 from .steering import Steering
-from .summaries import Summaries
+from .observe.summaries import Summaries
 from .work import Work, plan_work
 from .worktree.isolation import Isolation
 
@@ -67,12 +67,12 @@ class RunOptions:
     only: set[str] | None = None  # explicit task ids (harnessc retry)
     agent: str | None = None  # run --agent: this agent serves every task
     agents: list[str] | None = None  # run --agents: only these agents serve
-    preset: str | None = None  # run --autonomous | --conservative (runtime/loopflags.py)
+    preset: str | None = None  # run --autonomous | --conservative (runtime/loop/loopflags.py)
     max_time: float | None = None  # run --max-time: seconds this run may take, then it stops
     max_iterations: int | str | None = None  # run --max-iterations N | unlimited, for every task
     stuck_after: int | None = None  # run --stuck-after N, for every task
     progress_threshold: float | None = None  # run --progress-threshold X (loop.progress.threshold)
-    cassettes: str | None = None  # record | replay: every agent call (runtime/cassettes.py)
+    cassettes: str | None = None  # record | replay: every agent call (runtime/agents/cassettes.py)
     isolation: str | None = None  # run --isolation worktree|none: every task's, over the plan's
     keep_worktrees: bool = False  # run --keep-worktrees: a task that did not succeed keeps its worktree
 

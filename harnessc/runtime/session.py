@@ -10,10 +10,12 @@ from typing import Callable
 
 from .. import providers
 from ..workspace import Workspace, storage_reason
-from . import preflight, reaper, telemetry
-from .lock import RunLock
+from . import preflight
+from .children import reaper
+from .observe import telemetry
+from .store.lock import RunLock
 from .scheduler import RunOptions, RunResult, Runner, new_run_id, write_results
-from .state import StateError, StateStore
+from .store.state import StateError, StateStore
 
 
 def keep_max_cost(store: StateStore, opts: RunOptions, recovered: dict) -> RunOptions:

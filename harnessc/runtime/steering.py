@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..workspace import Workspace, WorkspaceError
-from .state import StateStore
+from .store.state import StateStore
 
 MAX_FILE_BYTES = 64 * 1024
 TEXT_SUFFIXES = (".txt", ".md")

@@ -21,8 +21,8 @@ from ..compiler.argv import split_command
 from ..compiler.validate import Deadline, OutOfTime
 from ..planfile import AcceptCommand, Contract, PlanNode
 from . import plan as planmod
-from . import procs
-from .progress import passed_count
+from .children import procs
+from .loop.progress import passed_count
 
 _PROMISE = re.compile(r"<promise>\s*(.*?)\s*</promise>", re.S)
 DEFAULT_ACCEPT_TIMEOUT = 600.0

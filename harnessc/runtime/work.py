@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ..planfile import Plan, PlanNode
 from . import plan as planmod
-from .state import TERMINAL_OK
+from .store.state import TERMINAL_OK
 
 
 @dataclass

@@ -8,7 +8,7 @@ import json
 import random
 from pathlib import Path
 
-from harnessc.runtime.state import StateStore
+from harnessc.runtime.store.state import StateStore
 from harnessc.workspace import Workspace
 
 from .helpers import node, write_project

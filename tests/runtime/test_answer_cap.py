@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harnessc.runtime.procs import MAX_OUTPUT
+from harnessc.runtime.children.procs import MAX_OUTPUT
 
 from .helpers import PY, SIMPLE_CONTRACT, env, harnessc, node, write_project
 

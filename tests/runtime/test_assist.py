@@ -1,4 +1,4 @@
-"""Assist calls (runtime/assist.py): a cheap agent writes a stuck task's prompt mutations and a
+"""Assist calls (runtime/loop/assist.py): a cheap agent writes a stuck task's prompt mutations and a
 loop task's running summary; the deterministic text stands in when it fails. Real runs with
 small command agents (scripts), and the simulate agent offline."""
 
@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from harnessc.runtime.state import StateStore
+from harnessc.runtime.store.state import StateStore
 from harnessc.workspace import Workspace
 
 from .helpers import PY, harnessc, node, write_project

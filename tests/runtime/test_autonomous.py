@@ -120,7 +120,7 @@ def rows(root: Path, sql: str, *args) -> list:
 @pytest.mark.parametrize("jobs", [1, 3])
 def test_an_autonomous_run_left_alone_commits_blocks_and_follows_the_inbox(tmp_path, jobs):
     # -j 3: the three tasks share the working tree; each commit still holds its own task's
-    # files (runtime/attribution.py: the builder's goal names src/parser.py). The listener
+    # files (runtime/loop/attribution.py: the builder's goal names src/parser.py). The listener
     # waits as long as the `tell` below takes to arrive (stuck_after: 50): on a loaded machine
     # its repeated notes, shared with the tasks beside it, found it stuck first.
     root = project(tmp_path, jobs)

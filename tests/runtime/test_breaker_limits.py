@@ -1,4 +1,4 @@
-"""A provider's far-off reset time cannot shelve an agent for good (runtime/health.py), and
+"""A provider's far-off reset time cannot shelve an agent for good (runtime/routing/health.py), and
 `reset --breakers` / `reset --all` close breakers."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import time
 
-from harnessc.runtime import health
+from harnessc.runtime.routing import health
 from harnessc.runtime.agents.errors import AgentError, text_reset
-from harnessc.runtime.state import StateStore
+from harnessc.runtime.store.state import StateStore
 from harnessc.workspace import Workspace
 
 from .helpers import harnessc, node, write_project

@@ -115,7 +115,7 @@ def test_stop_during_a_slow_call_ends_it_after_the_grace(tmp_path) -> None:
 
 
 def test_a_bad_stop_grace_falls_back_to_the_default(monkeypatch) -> None:
-    from harnessc.runtime.callbounds import STOP_GRACE, stop_grace
+    from harnessc.runtime.routing.callbounds import STOP_GRACE, stop_grace
 
     for bad in ("soon", "-1", "inf", "nan", ""):
         monkeypatch.setenv("HARNESSC_STOP_GRACE", bad)

@@ -1,4 +1,4 @@
-"""Record / replay (runtime/cassettes.py) through the real CLI: a recorded run replays to the
+"""Record / replay (runtime/agents/cassettes.py) through the real CLI: a recorded run replays to the
 same outputs with its agent gone, a changed request fails naming the cassette and the nearest
 recorded request, recorded errors replay as errors of their kind, keys never reach a cassette,
 and a replay imports no SDK."""
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from harnessc.runtime.agents.base import Request
 from harnessc.runtime.agents.errors import AgentError
-from harnessc.runtime.cassettes import Cassettes, normalized
+from harnessc.runtime.agents.cassettes import Cassettes, normalized
 from harnessc.workspace import Workspace
 
 from .helpers import PY, SIMPLE_CONTRACT, env, harnessc, node, write_project

@@ -531,7 +531,7 @@ def test_a_cli_whose_server_refuses_the_connection_names_its_base_url(tmp_path):
 
 
 def test_recorded_denials_and_unreachable_errors_replay_as_recorded(tmp_path):
-    from harnessc.runtime.cassettes import Cassettes, normalized
+    from harnessc.runtime.agents.cassettes import Cassettes, normalized
     from harnessc.workspace import Workspace
 
     ws = Workspace(tmp_path)

@@ -1,4 +1,4 @@
-"""git: commit — one commit per succeeded task, a dirty tree left alone (runtime/gitops.py)."""
+"""git: commit — one commit per succeeded task, a dirty tree left alone (runtime/worktree/gitops.py)."""
 
 from __future__ import annotations
 

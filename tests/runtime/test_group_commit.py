@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from harnessc.runtime.state import StateStore
+from harnessc.runtime.store.state import StateStore
 from harnessc.workspace import Workspace
 
 

@@ -1,4 +1,4 @@
-"""File evidence outside git (runtime/files.py HashedSnapshots): files are hashed in chunks,
+"""File evidence outside git (runtime/loop/files.py HashedSnapshots): files are hashed in chunks,
 a file over MAX_HASHED_BYTES is never read, and a symbolic link is never followed."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harnessc.runtime.files import MAX_HASHED_BYTES, HashedSnapshots
+from harnessc.runtime.loop.files import MAX_HASHED_BYTES, HashedSnapshots
 
 
 def bytes_read() -> int:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from harnessc import planfile
-from harnessc.runtime.state import StateStore
+from harnessc.runtime.store.state import StateStore
 from harnessc.runtime.worktree.isolation import Conflict, Isolation, Landed
 from harnessc.runtime.worktree.landing import message
 from harnessc.workspace import Workspace

@@ -17,7 +17,7 @@ import pytest
 
 from harnessc.runtime.agents.base import Response, Usage
 from harnessc.runtime.agents.errors import AgentError
-from harnessc.runtime.state import SCHEMA_VERSION, StateStore
+from harnessc.runtime.store.state import SCHEMA_VERSION, StateStore
 from harnessc.workspace import Workspace
 
 from .helpers import PY, SIMPLE_CONTRACT, harnessc, node, write_project

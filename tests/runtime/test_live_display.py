@@ -152,7 +152,7 @@ def test_stuck_and_blocked_are_said_once_each_and_the_commands_stay_on_one_line(
 
 
 def test_a_long_reason_is_cut_between_words_and_its_commands_stay_whole():
-    from harnessc.runtime.display import Progress
+    from harnessc.runtime.observe.display import Progress
 
     why = "the agent answered the same thing again " * 10
     error = (f"blocked: stuck ({why.strip()}) after every recovery step (prompt rewrites: none; agents: weak);"
@@ -207,7 +207,7 @@ def test_live_view_shows_the_bar_the_eta_and_each_running_tasks_last_line(tmp_pa
 
 
 def test_eta_scales_the_estimates_by_the_measured_durations_and_waits_for_the_longest_chain(tmp_path):
-    from harnessc.runtime.eta import Eta
+    from harnessc.runtime.observe.eta import Eta
 
     # a -> b -> d is a chain; c stands alone; every task estimated at 200 tokens; 4 jobs
     unestimated = node("e")

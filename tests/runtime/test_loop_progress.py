@@ -9,7 +9,7 @@ import sqlite3
 import textwrap
 
 from harnessc.compiler.ir import Loop
-from harnessc.runtime.state import SCHEMA_VERSION
+from harnessc.runtime.store.state import SCHEMA_VERSION
 
 from .helpers import PY, git_repo, harnessc, node, write_project
 

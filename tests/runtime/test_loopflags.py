@@ -6,7 +6,7 @@ import json
 import sqlite3
 
 from harnessc.compiler.ir import Loop
-from harnessc.runtime import loopflags
+from harnessc.runtime.loop import loopflags
 
 from .helpers import harnessc, node, write_project
 

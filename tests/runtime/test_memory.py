@@ -8,8 +8,8 @@ import json
 from hypothesis import given, settings, strategies as st
 
 from harnessc.estimates import estimate_tokens
-from harnessc.runtime.memory import Memory, Settings, fit
-from harnessc.runtime.progress import Evidence
+from harnessc.runtime.loop.memory import Memory, Settings, fit
+from harnessc.runtime.loop.progress import Evidence
 
 TEXT = st.text(alphabet="abc xyz\n", max_size=3000)
 ENTRY = st.builds(lambda n, out: {"n": n, "agent": "a", "score": "0.50", "output": out, "markers": [],

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from harnessc.compiler.argv import split_command
-from harnessc.runtime import procs, reaper
+from harnessc.runtime.children import procs, reaper
 
 PY = sys.executable
 
@@ -183,7 +183,7 @@ def test_redaction_catches_reversed_and_base64_forms(tmp_path, monkeypatch):
     secret = "sk-ant-CANARY-7f3a9c1e5b2d4f60?>~"  # '?>~' puts '+' and '/' into base64
     monkeypatch.setenv("ANTHROPIC_API_KEY", secret)
     monkeypatch.setenv("DATABASE_URL", "postgres://app:pw-hunter2-xyz@db:5432/app")
-    from harnessc.runtime.state import StateStore
+    from harnessc.runtime.store.state import StateStore
     from harnessc.workspace import Workspace
 
     store = StateStore(Workspace(tmp_path))

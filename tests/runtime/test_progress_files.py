@@ -1,5 +1,5 @@
-"""File evidence: git snapshots of the working tree (runtime/files.py) and which task changed
-what when tasks run at the same time (runtime/attribution.py)."""
+"""File evidence: git snapshots of the working tree (runtime/loop/files.py) and which task changed
+what when tasks run at the same time (runtime/loop/attribution.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 from git import Repo
 
 from harnessc import planfile
-from harnessc.runtime.attribution import Attribution, naming
-from harnessc.runtime.files import GitSnapshots
-from harnessc.runtime.gitcmd import GitFailed
+from harnessc.runtime.loop.attribution import Attribution, naming
+from harnessc.runtime.loop.files import GitSnapshots
+from harnessc.runtime.worktree.gitcmd import GitFailed
 
 from .helpers import git_repo, node
 

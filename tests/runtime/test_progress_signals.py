@@ -1,4 +1,4 @@
-"""The text signals of progress scoring (runtime/progress.py): how different two outputs are,
+"""The text signals of progress scoring (runtime/loop/progress.py): how different two outputs are,
 in work bounded by the compared length whatever the outputs, computed off the event loop."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harnessc.runtime import progress
-from harnessc.runtime.progress import COMPARED_CHARS, ProgressMeter, Settings, output_difference
+from harnessc.runtime.loop import progress
+from harnessc.runtime.loop.progress import COMPARED_CHARS, ProgressMeter, Settings, output_difference
 
 from harnessc.planfile import Limits, PlanNode, Retry, Routing
 

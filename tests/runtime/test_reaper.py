@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from harnessc.planfile import AcceptCommand
-from harnessc.runtime import prctl, procs, reaper, verify
-from harnessc.runtime.state import SCHEMA_VERSION, StateStore
+from harnessc.runtime.children import prctl, procs, reaper
+from harnessc.runtime import verify
+from harnessc.runtime.store.state import SCHEMA_VERSION, StateStore
 from harnessc.workspace import Workspace
 
 from .helpers import CLI, PY, env, harnessc, node, spawn, write_project
@@ -264,7 +265,7 @@ def test_a_child_dies_with_its_parent(tmp_path, how):
         pytest.skip("no setpriv with --pdeathsig here")
     child_pid = tmp_path / "child.pid"
     code = ("import asyncio, sys\n"
-            "from harnessc.runtime import procs, reaper\n"
+            "from harnessc.runtime.children import procs, reaper\n"
             + ("reaper._setpriv = lambda: None\n" if how == "preexec" else "")
             + f"assert bool(reaper.child().shim) == {how == 'setpriv'}\n"
             "asyncio.run(procs.run([sys.executable, '-c', "
@@ -300,7 +301,7 @@ def test_a_child_whose_parent_died_before_prctl_exits(tmp_path):
     script = tmp_path / "guard.py"
     script.write_text(textwrap.dedent("""
         import os
-        from harnessc.runtime import reaper
+        from harnessc.runtime.children import reaper
         setup = reaper.pdeathsig_preexec()
 
         def fork_and_setup():

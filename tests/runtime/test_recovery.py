@@ -1,11 +1,11 @@
-"""The recovery ladder of a stuck task (runtime/recovery.py): mutations, escalation, a human."""
+"""The recovery ladder of a stuck task (runtime/loop/recovery.py): mutations, escalation, a human."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 
-from harnessc.runtime.recovery import Ladder, rungs_for, switched
+from harnessc.runtime.loop.recovery import Ladder, rungs_for, switched
 
 from .helpers import PY, harnessc, node, write_project
 

@@ -291,7 +291,7 @@ def test_a_state_db_failure_during_a_run_is_one_clear_error(tmp_path, caplog):
 
     from harnessc.runtime.scheduler import RunOptions
     from harnessc.runtime.session import execute
-    from harnessc.runtime.state import StateError
+    from harnessc.runtime.store.state import StateError
 
     plan = write_project(tmp_path, [node("a"), node("b")])
 
@@ -325,7 +325,7 @@ def test_a_non_finite_max_cost_kept_by_an_older_harnessc_is_forgotten_and_the_bu
     write_project(tmp_path, [node(f"t{i}") for i in range(3)], budget={"max_cost_usd": 0.15, "max_tokens": None},
                   agents={"rehearsal": {"provider": "simulate", "price": {"input": 1000.0, "output": 1000.0}}},
                   concurrency=1)
-    from harnessc.runtime.state import StateStore
+    from harnessc.runtime.store.state import StateStore
     from harnessc.workspace import Workspace
 
     store = StateStore(Workspace(tmp_path))

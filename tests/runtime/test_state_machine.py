@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from harnessc.runtime.scheduler import RunOptions, Runner, new_run_id
-from harnessc.runtime.state import STATES, StateStore
+from harnessc.runtime.store.state import STATES, StateStore
 from harnessc.workspace import Workspace
 
 from .helpers import SIMPLE_CONTRACT, node, write_project

@@ -346,7 +346,7 @@ def test_stuck_milestones_and_the_iteration_limit_warning_are_alerts(tmp_path):
     assert alerts.count(("warning", "stuck", "stuck")) == 1
     assert alerts.count(("info", "milestone", "long")) == 2  # iterations 2 and 4
     assert alerts.count(("warning", "no_iteration_limit", "long")) == 1  # once, at iteration 4
-    # the alert says which stuck signal fired, with its evidence (runtime/stuck.py); the run's
+    # the alert says which stuck signal fired, with its evidence (runtime/loop/stuck.py); the run's
     # output says it once, on the stuck iteration's line
     assert "stuck: iteration 3 stuck: 3 iterations in a row with identical output and no file changed" in r.stdout
     assert "alert warning: stuck: stuck:" not in r.stdout
@@ -510,9 +510,9 @@ def test_events_from_other_parts_of_the_runtime_map_to_alerts_in_one_place(tmp_p
     both its event and its attempt is one alert."""
     from types import SimpleNamespace
 
-    from harnessc.runtime.alerts import Alerts
+    from harnessc.runtime.observe.alerts import Alerts
     from harnessc.runtime.plan import loop_settings
-    from harnessc.runtime.state import StateStore
+    from harnessc.runtime.store.state import StateStore
     from harnessc.workspace import Workspace
 
     ws = Workspace(tmp_path)

@@ -6,7 +6,7 @@ import string
 
 from hypothesis import given, strategies as st
 
-from harnessc.runtime.stuck import fingerprint, normalize_error
+from harnessc.runtime.loop.stuck import fingerprint, normalize_error
 
 WORDS = st.text(alphabet=string.ascii_letters + " :,'()=-", min_size=1, max_size=30)
 NUMBERS = st.one_of(st.integers(0, 10**12).map(str),

@@ -317,7 +317,7 @@ def test_the_end_of_a_run_waits_for_a_hanging_collector_at_most_the_bound_given_
     from opentelemetry.exporter.otlp.proto.http import trace_exporter
     from opentelemetry.sdk.trace import export
 
-    from harnessc.runtime import telemetry
+    from harnessc.runtime.observe import telemetry
     from harnessc.runtime.scheduler import RunOptions
     from harnessc.runtime.session import execute
 

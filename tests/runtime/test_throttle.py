@@ -1,11 +1,11 @@
-"""Adaptive concurrency per agent (runtime/throttle.py): AIMD on 429s, agents apart."""
+"""Adaptive concurrency per agent (runtime/routing/throttle.py): AIMD on 429s, agents apart."""
 
 from __future__ import annotations
 
 import asyncio
 
 from harnessc.runtime.agents.errors import AgentError
-from harnessc.runtime.throttle import Slots, Throttle
+from harnessc.runtime.routing.throttle import Slots, Throttle
 
 RATE_LIMITED = AgentError("429", kind="rate_limited")
 OVERLOADED = AgentError("529", kind="overloaded")

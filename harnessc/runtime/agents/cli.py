@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from ...compiler.argv import split_command
-from .. import procs
+from ..children import procs
 from .base import CLI, AgentError, Request, Response, Usage, priced
 from .cli_output import Answer, Failure, parse_claude, parse_codex, parse_gemini
 from .command import SubprocessAgent, full_prompt

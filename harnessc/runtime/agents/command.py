@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ...compiler.argv import split_command
 from ...estimates import estimate_tokens
-from .. import procs
+from ..children import procs
 from .base import AgentError, Request, Response, Usage, priced
 
 DEFAULT_TIMEOUT = 1800.0

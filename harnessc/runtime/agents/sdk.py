@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import providers
-from .. import procs
+from ..children import procs
 from .base import NO_RESPONSE, Request, Response, Usage, charge_reported, priced
 from .errors import AgentError, classify, missing_key
 

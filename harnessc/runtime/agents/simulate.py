@@ -6,7 +6,7 @@ prints the completion promise, and misbehaves on request:
 latency, invalid_first, fail_rate (transient errors, seeded), progress steady/none,
 complete_after (iterations before claiming), skill (by complexity: the chance an attempt
 answers validly, to rehearse routing), seed. Asked to write a prompt mutation or a memory
-summary (runtime/assist.py), it answers with a short fixed text of that kind, without
+summary (runtime/loop/assist.py), it answers with a short fixed text of that kind, without
 counting it as one of the task's answers.
 """
 
@@ -61,7 +61,7 @@ class SimulateAgent:
     def _answer(self, request: Request, n: int) -> str:
         if n <= self.complete_after:
             # Progress work without a claim: steady progress reports a new step each time
-            # (a <progress> marker: evidence, see runtime/progress.py); none repeats itself.
+            # (a <progress> marker: evidence, see runtime/loop/progress.py); none repeats itself.
             if self.progress == "steady":
                 return f"Working on {request.task_id}. <progress>step {n} of {request.task_id}</progress> Not done yet."
             return f"Working on {request.task_id}. Not done yet."

@@ -1,10 +1,11 @@
-"""Isolated work (`isolation: worktree`): each attempt in its own git worktree, verified
-changes landing as one commit each on the run's integration branch.
+"""Git: every git process harnessc starts (gitcmd.py), a commit per succeeded task
+(`git: commit`, gitops.py), and isolated work (`isolation: worktree`): each attempt in its own
+git worktree, verified changes landing as one commit each on the run's integration branch.
 
 * repo.py - the repository checks (a branch, a commit, no submodules or LFS);
 * worktrees.py - an attempt's worktree and ref: create, commit its change, remove, reconcile;
 * landing.py - the integration branch, merge and re-check, the user's fast-forward;
 * isolation.py - what a run asks of them (the Runner holds one `Isolation`).
 
-Every git process goes through runtime/gitcmd.py.
+Every git process goes through gitcmd.py.
 """

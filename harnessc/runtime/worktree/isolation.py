@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from ...planfile import PlanNode
-from ..state import StateStore
+from ..store.state import StateStore
 from .landing import BRANCH_PREFIX, INTEGRATION_KEY, LANDING_KEY, Conflict, Integration, Landed, Landing
 from .repo import IsolationError, Repo, open_repo  # noqa: F401 - IsolationError: for callers
 from .worktrees import REF_ROOT, Attempt, Worktrees
@@ -270,8 +270,8 @@ def clean_leftovers(root: Path, dry_run: bool = False) -> list[str]:
     left, keeping blocked tasks' refs; what was (or would be) removed. Nothing while a run
     holds the lock, or outside a git repository."""
     from ...workspace import Workspace
-    from ..lock import holder
-    from ..state import NoState
+    from ..store.lock import holder
+    from ..store.state import NoState
 
     workspace = Workspace(root)
     there = (workspace.harness / "worktrees").is_dir()

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import gitcmd
+from . import gitcmd
 from .repo import Repo
 
 BRANCH_PREFIX = "refs/heads/harnessc/run/"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import gitcmd
+from . import gitcmd
 
 
 class IsolationError(Exception):

@@ -17,8 +17,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import gitcmd
-from ..gitops import secret_files
+from . import gitcmd
+from .gitops import secret_files
 from .repo import Repo
 
 REF_ROOT = "refs/harnessc"

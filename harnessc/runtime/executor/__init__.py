@@ -1,0 +1,1 @@
+"""Where an attempt runs: local or on a Ray cluster."""

@@ -1,0 +1,348 @@
+"""OpenTelemetry traces of a run, read off its event stream (`pip install 'harnessc[otel]'`).
+
+On when harness.yaml's `telemetry.otlp_endpoint` is set, else when the environment's
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the full URL) or OTEL_EXPORTER_OTLP_ENDPOINT (a base URL,
+/v1/traces added) is; spans go out as OTLP over HTTP/protobuf. Each `harnessc run` is one
+trace (a resumed run is a new trace):
+
+    harnessc run                  the run: id, status, exit code
+      task <id>                   a task's time in this run: its end state, cost, tokens
+        invoke_agent <agent>      an attempt: GenAI attributes (provider, model, usage, cost)
+          verify                  checking an answer: from the answer to the attempt's record
+            accept <id>           one accept command
+
+Spans carry the times the events and attempt rows recorded, so a span is opened when its
+unit starts and closed with the unit's own end time. Names, ids, counts and times only:
+the prompt, the output and error messages (which may quote them) only with
+`telemetry.content: true`, redacted as everything written to disk is. The exporter's
+credentials come from OTEL_EXPORTER_OTLP_HEADERS, never from a file.
+
+Off, nothing here imports opentelemetry. Configured but not installed, or a collector that
+does not take the spans: a warning alert, the run goes on and keeps its exit code; the end
+of a run waits at most FLUSH_TIMEOUT seconds for the collector.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+import time
+from typing import Any
+
+from ...compiler.vocab import otlp_endpoint_problem
+
+FLUSH_TIMEOUT = 5.0  # seconds the end of a run waits for the collector; also each export's limit
+CONTENT_LIMIT = 100_000  # characters of a prompt or an output put on a span (content: true)
+TRACES_PATH = "/v1/traces"
+INSTALL = "pip install 'harnessc[otel]'"
+
+# harnessc's provider -> GenAI semantic conventions' provider name (the others: their own name)
+GENAI_PROVIDERS = {"anthropic": "anthropic", "claude-code": "anthropic", "openai": "openai",
+                   "codex": "openai", "gemini-cli": "gcp.gemini"}
+TASK_ENDS = {"succeeded", "degraded", "failed", "blocked", "skipped", "done", "pending"}
+ANSWERED = {"succeeded", "rejected", "progress", "stuck"}  # attempts whose answer was verified
+USAGE = (("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen_ai.usage.output_tokens"),
+         ("cache_read_tokens", "gen_ai.usage.cache_read.input_tokens"),
+         ("cache_write_tokens", "gen_ai.usage.cache_creation.input_tokens"),
+         ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"))
+
+
+def endpoint(settings: dict | None) -> tuple[str | None, str | None]:
+    """(the traces URL, None) when telemetry is on; (None, why not) when its URL is unusable;
+    (None, None) when it is off."""
+    configured = (settings or {}).get("otlp_endpoint")
+    if configured:  # lint checked it
+        return configured.rstrip("/") + TRACES_PATH, None
+    full = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if full:
+        problem = otlp_endpoint_problem(full.removesuffix("/").removesuffix(TRACES_PATH))
+        return (None, f"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT {problem[0]}") if problem else (full, None)
+    if base:
+        problem = otlp_endpoint_problem(base)
+        return (None, f"OTEL_EXPORTER_OTLP_ENDPOINT {problem[0]}: {problem[1]}") if problem else \
+            (base.rstrip("/") + TRACES_PATH, None)
+    return None, None
+
+
+def tracing(plan, store) -> Tracing | None:
+    """The run's tracer, to add to the store's listeners; None when telemetry is off."""
+    settings = plan.telemetry or {}
+    url, problem = endpoint(settings)
+    if url is None and problem is None:
+        return None
+    return Tracing(plan, store, url, problem, content=bool(settings.get("content")))
+
+
+class Tracing:
+    """Spans from the run's events (a state-store listener); `close` sends what is left."""
+
+    def __init__(self, plan, store, url: str | None, problem: str | None, content: bool):
+        self.plan, self.store, self.url, self.content = plan, store, url, content
+        self.problem = problem  # why there are no traces (said once the run is recorded)
+        self.sdk: _Sdk | None = None
+        self.run = None
+        self.tasks: dict[str, Any] = {}  # task id -> its open span
+        self.task_usage: dict[str, list] = {}  # task id -> [attempts, tokens, USD] in this run
+        self.attempts: dict[int, Any] = {}  # attempt id -> its open span
+
+    def on_event(self, ev: dict) -> None:
+        if ev["kind"] == "run_started":
+            self._start(ev)
+        if self.sdk is None:
+            return
+        try:
+            self._record(ev)
+        except Exception as e:  # noqa: BLE001  a trace is never worth the run: tracing stops, the run goes on
+            self.sdk.log.detach()
+            self.sdk = None
+            self.store.event("telemetry_failed", reason=f"tracing stopped: {type(e).__name__}: {e}")
+
+    def _record(self, ev: dict) -> None:
+        kind, task = ev["kind"], ev.get("task")
+        if kind == "task_running":
+            self._task_span(task, ev["ts"])
+        elif kind == "attempt_started":
+            self._attempt_started(task, ev)
+        elif kind == "attempt_finished":
+            self._attempt_finished(task, ev)
+        elif kind.startswith("task_") and kind[5:] in TASK_ENDS:
+            self._task_ended(task, kind[5:], ev)
+        elif kind == "run_finished":
+            self._run_finished(ev)
+
+    # ------------------------------------------------------------------ spans
+
+    def _start(self, ev: dict) -> None:
+        if self.problem is None:
+            try:
+                self.sdk = _Sdk(self.url)
+            except ImportError as e:
+                self.problem = f"the OpenTelemetry packages are not installed ({e.name}): {INSTALL}"
+            except Exception as e:  # noqa: BLE001  a broken install (protobuf versions that disagree)
+                self.problem = f"OpenTelemetry could not start ({type(e).__name__}: {e})"
+        if self.problem is not None:
+            self.store.event("telemetry_failed", reason=f"no traces for this run: {self.problem}")
+            return
+        project = (self.plan.project or {}).get("title") or (self.plan.metadata or {}).get("root_name")
+        self.run = self.sdk.start("harnessc run", ev["ts"], None, {
+            "harnessc.run.id": ev["run_id"], "harnessc.project": project or ""})
+
+    def _task_span(self, task: str, ts: float):
+        if task not in self.tasks:
+            self.tasks[task] = self.sdk.start(f"task {task}", ts, self.run, {"harnessc.task.id": task})
+            self.task_usage[task] = [0, 0, 0.0]
+        return self.tasks[task]
+
+    def _attempt_started(self, task: str, ev: dict) -> None:
+        agent = ev.get("agent") or ""
+        cfg = self.plan.agents.get(agent) or {}
+        provider = str(cfg.get("provider") or "")
+        genai = GENAI_PROVIDERS.get(provider, provider)
+        self.attempts[ev["attempt"]] = self.sdk.start(f"invoke_agent {agent}", ev["ts"], self._task_span(task, ev["ts"]), {
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
+            "gen_ai.provider.name": genai, "gen_ai.system": genai,
+            "gen_ai.request.model": str(cfg.get("model") or agent),
+            "harnessc.task.id": task, "harnessc.attempt.id": ev["attempt"],
+            "harnessc.attempt.iteration": ev.get("iteration") or 0, "harnessc.attempt.level": ev.get("level") or 0,
+        })
+
+    def _attempt_finished(self, task: str, ev: dict) -> None:
+        span = self.attempts.pop(ev["attempt"], None)
+        if span is None:
+            return  # begun before this run (recovered at its start)
+        row = self.store.attempt(ev["attempt"])
+        if row is None:
+            self.sdk.end(span, ev["ts"])
+            return
+        status = row["status"]
+        attrs: dict[str, Any] = {"harnessc.attempt.status": status, "harnessc.cost_source": row["cost_source"] or "",
+                                 "harnessc.cost_usd": float(row["cost_usd"] or 0.0),
+                                 "gen_ai.usage.cost": float(row["cost_usd"] or 0.0)}
+        attrs.update({name: int(row[col]) for col, name in USAGE if row.get(col) is not None})
+        if row.get("tool_calls") is not None:
+            attrs["harnessc.attempt.tool_calls"] = int(row["tool_calls"])
+        if self.content:
+            attrs["gen_ai.prompt"] = self._text(row.get("prompt"))
+            attrs["gen_ai.completion"] = self._text(row.get("raw_output"))
+        failed = status in ("error", "over_limit", "interrupted")
+        if failed:
+            attrs["error.type"] = status
+        span.set_attributes(attrs)
+        end = row.get("finished_at") or ev["ts"]
+        if status in ANSWERED:
+            self._verify(span, task, row, end)
+        usage = self.task_usage.setdefault(task, [0, 0, 0.0])
+        usage[0] += 1
+        usage[1] += int(row.get("input_tokens") or 0) + int(row.get("output_tokens") or 0)
+        usage[2] += float(row["cost_usd"] or 0.0)
+        self.sdk.end(span, end, error=self._why(status, row.get("errors")) if failed else None)
+
+    def _verify(self, attempt, task: str, row: dict, end: float) -> None:
+        """The verification of an answer, and its accept commands in it."""
+        called = max(row["started_at"], attempt.start_time / 1e9)  # the span opened a moment later
+        answered = min(end, called + float(row.get("latency") or 0.0))
+        passed = row["status"] == "succeeded"
+        span = self.sdk.start("verify", answered, attempt, {"harnessc.task.id": task, "harnessc.verify.passed": passed,
+                                                             "harnessc.verify.errors": len(row.get("errors") or [])})
+        at = answered
+        for check in row.get("checks") or []:
+            at = float(check.get("started") or at)  # older rows: one after the other
+            argv = [str(a) for a in check.get("argv") or []]
+            ok = check.get("returncode") == 0 and not check.get("timed_out")
+            child = self.sdk.start(f"accept {check.get('id') or (argv[:1] or ['?'])[0]}", at, span, {
+                "harnessc.task.id": task, "harnessc.accept.command": self.store.redact(" ".join(argv)),
+                "harnessc.accept.exit_code": -1 if check.get("returncode") is None else int(check["returncode"]),
+                "harnessc.accept.timed_out": bool(check.get("timed_out"))})
+            at += float(check.get("duration") or 0.0)
+            self.sdk.end(child, min(at, end), error=None if ok else "accept command failed")
+        failed = row["status"] == "rejected" or (row["status"] == "stuck" and row.get("errors"))
+        self.sdk.end(span, end, error=self._why("verification failed", row.get("errors")) if failed else None)
+
+    def _task_ended(self, task: str, state: str, ev: dict) -> None:
+        if state == "pending" and task not in self.tasks:
+            return  # set to run, not ended
+        span = self._task_span(task, ev["ts"])  # a task ending without an attempt (skipped): an instant
+        del self.tasks[task]
+        attempts, tokens, cost = self.task_usage.pop(task, [0, 0, 0.0])
+        state = "interrupted" if state == "pending" else state  # an abort sends it back to pending
+        span.set_attributes({"harnessc.task.state": state, "harnessc.task.attempts": attempts,
+                             "harnessc.tokens": tokens, "harnessc.cost_usd": cost})
+        bad = state in ("failed", "blocked", "interrupted")
+        self.sdk.end(span, ev["ts"], error=self._why(state, [ev.get("error")]) if bad else None)
+
+    def _run_finished(self, ev: dict) -> None:
+        self._end_open(ev["ts"])
+        if self.run is not None:
+            self.run.set_attributes({"harnessc.run.status": ev.get("status") or "",
+                                     "harnessc.run.exit_code": int(ev.get("exit_code") or 0)})
+            ok = ev.get("exit_code") in (0, None)
+            self.sdk.end(self.run, ev["ts"], error=None if ok else self._why(ev.get("status") or "", [ev.get("message")]))
+            self.run = None
+
+    def _end_open(self, ts: float) -> None:
+        """Spans whose unit never told its end (a crash, an abort): they end now, unfinished."""
+        for span in [*self.attempts.values(), *self.tasks.values()]:
+            span.set_attribute("harnessc.unfinished", True)
+            self.sdk.end(span, ts, error="unfinished")
+        self.attempts.clear()
+        self.tasks.clear()
+
+    def _why(self, what: str, errors: list | None) -> str:
+        """A span's error description: what ended it, and with content on, the first error."""
+        first = next((e for e in errors or [] if e), None)
+        if not self.content or not first:
+            return what
+        return f"{what}: {self._text(str(first).splitlines()[0])}"
+
+    def _text(self, text: str | None) -> str:
+        text = self.store.redact(text or "")
+        return text if len(text) <= CONTENT_LIMIT else text[:CONTENT_LIMIT] + "\n[truncated]"
+
+    # ------------------------------------------------------------------ the end
+
+    def close(self) -> None:
+        """End what is still open, send every span (waiting at most FLUSH_TIMEOUT seconds), and
+        say so with an alert when the collector did not take them all."""
+        if self.sdk is None:
+            return
+        now = time.time()
+        self._end_open(now)
+        if self.run is not None:
+            self.sdk.end(self.run, now, error="unfinished")
+            self.run = None
+        sdk, self.sdk = self.sdk, None
+        problem = sdk.shutdown()
+        if problem:
+            try:
+                self.store.event("telemetry_failed", reason=f"traces not sent to {self.url}: {problem}")
+            except (sqlite3.Error, OSError):  # the store failed with the run: that error is the one to tell
+                pass
+
+
+class _Sdk:
+    """The OpenTelemetry SDK as the tracer uses it: imported here, only when a run traces."""
+
+    def __init__(self, url: str):
+        from opentelemetry import trace
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
+
+        from .. import __version__
+
+        self.trace, self.failed = trace, 0
+        sdk = self
+
+        class Exporter(OTLPSpanExporter):
+            def export(self, spans):
+                result = super().export(spans)
+                if result is not SpanExportResult.SUCCESS:
+                    sdk.failed += len(spans)
+                return result
+
+        self.exporter = Exporter(endpoint=url, timeout=FLUSH_TIMEOUT)
+        self.processor = BatchSpanProcessor(self.exporter, export_timeout_millis=FLUSH_TIMEOUT * 1000)
+        service = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "harnessc"}
+        self.provider = TracerProvider(resource=Resource.create({**service, "service.version": __version__}),
+                                       shutdown_on_exit=False)
+        self.provider.add_span_processor(self.processor)
+        self.tracer = self.provider.get_tracer("harnessc", __version__)
+        self.log = _LastProblem()  # the SDK's warnings: said in our alert, not printed over the display
+
+    def start(self, name: str, ts: float, parent, attributes: dict):
+        context = self.trace.set_span_in_context(parent) if parent is not None else None
+        return self.tracer.start_span(name, context=context, start_time=_ns(ts), attributes=attributes)
+
+    def end(self, span, ts: float, error: str | None = None) -> None:
+        if error is not None:
+            span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, error))
+        span.end(end_time=max(_ns(ts), span.start_time or 0))
+
+    def shutdown(self) -> str | None:
+        """Send what is queued, in a thread the run waits for at most FLUSH_TIMEOUT seconds (the
+        SDK's own flush does not bound its wait); what went wrong, or None."""
+        worker = threading.Thread(target=self._shutdown, name="harnessc-telemetry", daemon=True)
+        worker.start()
+        worker.join(FLUSH_TIMEOUT)
+        if worker.is_alive():  # left to end with the process (a daemon thread), its warnings unheard
+            return f"the collector did not take them within {FLUSH_TIMEOUT:g}s" + self.log.said()
+        self.log.detach()
+        if self.failed:
+            return f"{self.failed} span(s) refused or undelivered" + self.log.said()
+        return None
+
+    def _shutdown(self) -> None:
+        self.provider.force_flush(int(FLUSH_TIMEOUT * 1000))
+        self.provider.shutdown()
+
+
+class _LastProblem(logging.Handler):
+    """Keeps the SDK's last warning (why an export failed) for the run's alert, in place of
+    the "opentelemetry" logger's output while it is attached."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.last: str | None = None
+        self.logger = logging.getLogger("opentelemetry")
+        self.propagated = self.logger.propagate
+        self.logger.addHandler(self)
+        self.logger.propagate = False
+
+    def detach(self) -> None:
+        self.logger.removeHandler(self)
+        self.logger.propagate = self.propagated
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        self.last = message.splitlines()[0][:300] if message else self.last
+
+    def said(self) -> str:
+        return f" ({self.last})" if self.last else ""
+
+
+def _ns(ts: float) -> int:
+    return int(ts * 1e9)

@@ -1,0 +1,67 @@
+"""Adaptive concurrency per agent (AIMD): a 429 halves how many calls an agent may have in
+flight, each answered call grows it back by 1/limit (about one more slot per round of
+calls), never above the agent's `limits.concurrency` or the run's jobs. Agents are
+throttled separately: one provider's rate limit does not slow the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
+
+from ..agents.errors import AgentError
+
+
+class Slots:
+    """The calls one agent may have in flight."""
+
+    def __init__(self, ceiling: int):
+        self.ceiling = max(1, ceiling)
+        self.limit = float(self.ceiling)
+        self.in_flight = 0
+        self._free = asyncio.Condition()
+
+    async def acquire(self) -> None:
+        async with self._free:
+            await self._free.wait_for(lambda: self.in_flight < int(self.limit))
+            self.in_flight += 1
+
+    async def release(self, error: AgentError | None, answered: bool) -> None:
+        async with self._free:
+            self.in_flight -= 1
+            if error is not None and error.kind == "rate_limited":
+                self.limit = max(1.0, self.limit / 2)
+            elif answered:
+                self.limit = min(float(self.ceiling), self.limit + 1 / self.limit)
+            self._free.notify_all()
+
+
+class Throttle:
+    def __init__(self, agents: dict[str, dict], jobs: int):
+        self.agents, self.jobs = agents, jobs
+        self.slots: dict[str, Slots] = {}
+
+    def of(self, agent: str) -> Slots:
+        if agent not in self.slots:
+            own = ((self.agents.get(agent) or {}).get("limits") or {}).get("concurrency")
+            self.slots[agent] = Slots(min(int(own), self.jobs) if own else self.jobs)
+        return self.slots[agent]
+
+    @asynccontextmanager
+    async def slot(self, agent: str) -> AsyncIterator["Call"]:
+        """Hold one of the agent's slots for one call; say how it went on the yielded Call."""
+        slots = self.of(agent)
+        await slots.acquire()
+        call = Call()
+        try:
+            yield call
+        finally:
+            await asyncio.shield(slots.release(call.error if call.error else None, call.answered))
+
+
+class Call:
+    """How a call went: answered, or failed with `error` (neither: it never finished)."""
+
+    answered = False
+    error: AgentError | None = None

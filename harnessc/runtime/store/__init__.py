@@ -1,0 +1,3 @@
+"""What a run keeps on disk: .harness/state.db (state.py), the run lock (lock.py),
+task results (outputs.py), best-of-N scoreboards (scoreboard.py), and what `reset` and
+`clean` forget (reset.py, clean.py)."""

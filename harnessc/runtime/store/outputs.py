@@ -1,0 +1,111 @@
+"""A task's result, as `harnessc show TASK` prints it and `.harness/outputs/<task>.json` keeps it.
+
+A succeeded task's result is its verified output - the contract's JSON object, or the text of
+the answer when the contract asks for none - with what verified it. A degraded task's is its
+fallback output, marked unverified, with the fields on_failure filled from the contract.
+
+The run writes each result as its task lands, from what state.db holds (secrets are redacted
+there before anything is written), atomically (a temporary file renamed over the old one). A
+write that fails is the run's warning, not its end: state.db keeps the result, and `show`
+reads it from there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterable
+
+from ...planfile import Contract, PlanNode
+from ...wording import plural
+from ...workspace import Workspace, write_atomic_at
+from ..verify import verified_by
+
+LANDED = ("succeeded", "degraded")  # the states whose result is written
+
+
+def result(row: dict, node: PlanNode | None, contract: Contract | None, final: dict | None) -> dict:
+    """A task's result from its state row, its plan node (None: no longer in the plan) and its
+    final answered attempt (state.final_attempt)."""
+    state = row["state"]
+    rec: dict[str, Any] = {"task": row["id"], "title": node.title if node else None, "state": state,
+                           "verified": state == "succeeded", "run_id": row.get("run_id"),
+                           "agent": row.get("agent"), "attempts": row.get("attempts") or 0}
+    if state == "succeeded":
+        checks = (final or {}).get("checks") or []
+        rec["verified_by"] = verified_by(node, contract, checks) if node else [
+            f"accept {c.get('id') or ' '.join(c.get('argv') or ())} (exit {c.get('returncode')})" for c in checks]
+    if state in LANDED:
+        rec["output"] = row.get("output")
+        if rec["output"] is None and final is not None:
+            rec["answer"] = final.get("raw_output") or ""
+    if state == "degraded":
+        rec["filled"] = row.get("filled") or []
+    if state != "succeeded" and row.get("error"):
+        rec["error"] = row["error"]
+    return rec
+
+
+class Writer:
+    """Writes results into .harness/outputs/, opened once (confined, through no link) for a
+    run: a walk from the project directory per file would double a file's cost."""
+
+    def __init__(self, workspace: Workspace, redact):
+        self.workspace, self.redact = workspace, redact
+        self.fd: int | None = None
+
+    def write(self, rec: dict) -> None:
+        """.harness/outputs/<task>.json, all at once. Raises WorkspaceError."""
+        path = self.workspace.output(rec["task"])
+        text = json.dumps(rec, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n"
+        if self.fd is None:
+            self.fd = self.workspace.open_dir(self.workspace.outputs)
+        write_atomic_at(self.fd, path.name, self.redact(text).encode("utf-8"), lambda: self.workspace.rel(path))
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def forget(workspace: Workspace, ids: Iterable[str] | None) -> None:
+    """Remove the result files of `ids` (None: every one): their tasks run again, or were
+    reset. Raises WorkspaceError."""
+    present = {n for n in workspace.list_dir(workspace.outputs) if n.endswith(".json")}
+    names = present if ids is None else present & {workspace.output(tid).name for tid in ids}
+    for name in sorted(names):
+        workspace.unlink(workspace.outputs / name)
+
+
+def text(rec: dict) -> str:
+    """A result as `harnessc show` prints it: a head line, how it was verified (or why it was
+    not), then the output JSON or the answer's text."""
+    from ...compiler.validate import filled_text
+
+    tid, state = rec["task"], rec["state"]
+    title = f" ({rec['title']})" if rec.get("title") else ""
+    where = ", ".join(p for p in (f"agent {rec['agent']}" if rec.get("agent") else "",
+                                  plural(rec["attempts"], "attempt") if rec.get("attempts") else "",
+                                  f"run {rec['run_id']}" if rec.get("run_id") else "") if p)
+    lines = [f"{tid}{title}: {state}" + (f" ({where})" if where and state in LANDED else "")]
+    if state == "succeeded":
+        lines.append("verified by: " + (", ".join(rec.get("verified_by") or ())
+                                        or "nothing: no contract output, promise or accept command checks this task"))
+    elif state == "degraded":
+        lines.append(f"NOT verified: {rec.get('error') or 'a fallback output'}")
+        filled = filled_text(rec.get("filled"))
+        lines.append(f"filled from the contract, not from the agent: {filled or 'nothing'}")
+    elif state == "done":
+        lines.append("checked off in roadmap.md: no output recorded")
+    else:
+        if rec.get("error"):
+            lines.append(f"error: {rec['error']}")
+        lines.append(f"no output{' yet' if state in ('pending', 'ready', 'running') else ''}"
+                     + (f"; `harnessc log {tid}` shows every attempt" if rec.get("attempts") else ""))
+    if state in LANDED:
+        shown = f" ({rec['file']})" if rec.get("file") else ""
+        if rec.get("output") is not None:
+            lines += [f"output{shown}:", json.dumps(rec["output"], indent=2, sort_keys=True, ensure_ascii=False)]
+        else:
+            lines += [f"answer{shown}:", (rec.get("answer") or "").rstrip("\n")]
+    return "\n".join(lines)
