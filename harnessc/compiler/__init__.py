@@ -16,7 +16,7 @@ from ..workspace import Workspace
 from . import check, gitcheck, load
 from . import output
 from .ignore import apply_ignores
-from .output import PromptFiles
+from .promptfiles import PromptFiles
 from .project import Project
 
 __all__ = ["lint_project", "compile_project", "write_build", "build_project", "CHECK_PASSES", "PLAN_PASSES"]

@@ -13,7 +13,7 @@ from .yamlsafe import Marks
 
 if TYPE_CHECKING:
     from .ir import Contract, HarnessConfig
-    from .output import PromptFiles
+    from .promptfiles import PromptFiles
     from .specview import SpecView
 
 ROADMAP = "roadmap.md"

@@ -41,7 +41,8 @@ from ..planfile import PlanNode
 from .children import procs
 from .store import scoreboard
 from .agents.base import Request, Response
-from .iteration import AttemptLog, Done, Progress, TaskContext, TaskRun, conflict_text
+from .context import TaskContext
+from .iteration import AttemptLog, Done, Progress, TaskRun, conflict_text
 from .loop.loop import TaskLoop
 from .routing.router import Route
 from .verify import DEFAULT_ACCEPT_TIMEOUT, Verdict

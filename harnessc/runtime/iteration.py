@@ -24,58 +24,25 @@ import time
 from itertools import accumulate
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from .. import outcome as outcomes
-from ..planfile import Contract, Plan, PlanNode
+from ..planfile import Contract, PlanNode
 from . import plan as planmod
 from .agents.base import AgentError, Request, Response
 from .agents.errors import retry_delay
+from .context import TaskContext
 from .loop.assist import GRACE, Assistant
-from .loop.attribution import Attribution
-from .routing.budget import Budget
-from .routing.callbounds import CallBounds
-from .worktree.gitops import GitCommits
-from .routing.health import Health
 from .loop.loop import TaskLoop
-from .routing.router import Route, Router
+from .routing.router import Route
 from .store.state import StateStore
-from .steering import Steering
 from .routing.tasklimits import TaskLimits
-from .routing.throttle import Throttle
 from .verify import Verdict, verified_by, verify
 from .worktree import landing as landingmod
-from .worktree.isolation import Conflict, Isolation, IsolationError, Landed
+from .worktree.isolation import Conflict, IsolationError, Landed
 from .worktree.gitcmd import GitFailed
 
 TRANSIENT_LIMIT = 5  # consecutive transient errors on one agent before it counts as failing
-
-
-class TaskContext(Protocol):
-    """What one task's iterations need from the run (the Runner implements it)."""
-
-    root: Path
-    plan: Plan
-    store: StateStore
-    budget: Budget
-    health: Health
-    router: Router
-    throttle: Throttle
-    git: GitCommits
-    attribution: Attribution
-    live: dict[str, dict]
-    show_lines: bool  # a display shows each call's last printed line: live[task]["line"]
-    steering: Steering
-    isolation: Isolation
-    calls: CallBounds
-
-    def halting(self) -> bool: ...
-    def halt_run(self, kind: str, why: str) -> bool: ...
-    def agent(self, name: str) -> tuple[Any, dict]: ...
-    def system_prompt(self) -> str: ...
-    def deps(self, node: PlanNode) -> dict[str, dict]: ...
-    def adopt_children(self, attempt_id: int) -> int: ...
-    async def sleep(self, seconds: float, task_id: str | None = None) -> None: ...
 
 
 class Done(Exception):

@@ -26,7 +26,7 @@ from ..agents.base import AgentError, Request, Response
 from .recovery import HEADS, STRATEGIES, mutate
 
 if TYPE_CHECKING:
-    from ..iteration import TaskContext
+    from ..context import TaskContext
     from .loop import TaskLoop
 
 MUTATION_CHARS = 3000  # the most a mutation agent's instructions may take (it is asked for half)

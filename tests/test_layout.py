@@ -1,0 +1,125 @@
+"""The package layout: no import cycle between harnessc's modules, and runtime/'s top level
+stays small (its neighbourhoods are packages: loop/, routing/, store/, ...).
+
+Only imports run when a module is loaded count (module level, TYPE_CHECKING included: a
+cycle there is a cycle in the design); an import inside a function is lazy on purpose.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import harnessc
+
+ROOT = Path(harnessc.__file__).parent
+RUNTIME_TOP_MAX = 20
+
+
+def modules() -> dict[str, tuple[Path, bool]]:
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        parts = ["harnessc", *path.relative_to(ROOT).with_suffix("").parts]
+        is_package = parts[-1] == "__init__"
+        found[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return found
+
+
+def statements(body: list[ast.stmt]):
+    """The import statements run when the module loads (not those inside functions or classes)."""
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If):
+            yield from statements(node.body)
+            yield from statements(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody):
+                yield from statements(block)
+
+
+def imports(name: str, path: Path, is_package: bool, known: set[str]) -> set[str]:
+    package = name if is_package else name.rpartition(".")[0]
+    found = set()
+    for node in statements(ast.parse(path.read_text()).body):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+            continue
+        if node.level:
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            module = ".".join(base + ([node.module] if node.module else []))
+        else:
+            module = node.module
+        for alias in node.names:  # `from pkg import mod` imports pkg.mod, else names in pkg
+            sub = f"{module}.{alias.name}"
+            found.add(sub if sub in known else module)
+    return {m for m in found if m in known and m != name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    found = modules()
+    return {name: imports(name, path, is_pkg, set(found)) for name, (path, is_pkg) in found.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index, low, stack, on_stack, result = {}, {}, [], set(), []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        result.append(sorted(component))
+    return result
+
+
+def test_the_checker_finds_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(graph) == [["a", "b", "c"]]
+
+
+def test_the_import_graph_sees_relative_and_package_imports():
+    graph = import_graph()
+    assert "harnessc.runtime.context" in graph["harnessc.runtime.iteration"]  # from .context import
+    assert "harnessc.runtime.children.procs" in graph["harnessc.runtime.verify"]  # from .children import procs
+    assert "harnessc.runtime.context" in graph["harnessc.runtime.loop.assist"]  # under TYPE_CHECKING
+
+
+def test_no_module_level_import_cycle():
+    graph = import_graph()
+    found = cycles(graph)
+    described = ["; ".join(f"{a} -> {b}" for a in c for b in sorted(graph[a]) if b in c) for c in found]
+    assert found == [], "import cycles (move the shared piece to where it belongs):\n" + "\n".join(described)
+
+
+def test_runtime_top_level_stays_small():
+    top = sorted(p.name for p in (ROOT / "runtime").glob("*.py") if p.name != "__init__.py")
+    assert len(top) <= RUNTIME_TOP_MAX, (
+        f"harnessc/runtime/ has {len(top)} modules at its top (at most {RUNTIME_TOP_MAX}): put new ones in "
+        f"the package of their neighbourhood (loop/, routing/, store/, ...): {top}")
