@@ -647,9 +647,26 @@ def _runtime_plan(root: Path, no_build: bool) -> dict:
         fail_usage(str(e))
 
 
+def _executor_settings(plan, opts, need_ray: bool = False):
+    """The run's executor settings (None: local); exits with a usage error for flags that
+    cannot be used, or, with `need_ray`, when Ray cannot be imported."""
+    from .runtime.executor import ExecutorError
+    from .runtime.executor.rayconfig import require_ray, resolve_executor
+
+    try:
+        settings = resolve_executor(plan, opts.executor, opts.ray_address)
+        if settings is not None and need_ray:
+            require_ray()
+    except ExecutorError as e:
+        fail_usage(e.message, hint=e.hint)
+    return settings
+
+
 def _execute(root: Path, plan: dict, opts) -> None:
     """Run with a display, print the summary, exit with the run's code."""
     from rich.console import Console
+
+    _executor_settings(plan, opts, need_ray=True)  # before anything starts: Ray is importable
 
     from .runtime.observe import display as displaymod
     from .runtime.children import prctl
@@ -776,10 +793,16 @@ def _report_line(root: Path, run_id: str) -> None:
                    "git worktree and lands verified changes on harnessc/run/<run-id>.")
 @click.option("--keep-worktrees", is_flag=True,
               help="Keep the worktree of a task that did not succeed, for inspection (`log` says where).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default=None,
+              help="Where attempts run, over harness.yaml's `executor:`: local (this machine) or ray (a Ray "
+                   "cluster: pip install 'harnessc[ray]').")
+@click.option("--ray-address", "ray_address", default=None, metavar="ADDR",
+              help="The Ray cluster (implies --executor ray): auto, HOST:PORT or ray://HOST:PORT; "
+                   "without one a local cluster is started for the run.")
 @pass_ctx
 def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_build, dry_run,
         record, replay, agent, agents, max_time, max_iterations, stuck_after, progress_threshold,
-        autonomous, conservative, isolation, keep_worktrees) -> None:
+        autonomous, conservative, isolation, keep_worktrees, executor, ray_address) -> None:
     """Run the compiled plan: route, call agents, verify, retry, checkpoint, resume."""
     from .runtime import plan as planmod
     from .runtime.scheduler import RunOptions
@@ -807,7 +830,9 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
                       progress_threshold=progress_threshold,
                       max_time=_duration_option("--max-time", max_time),
                       max_iterations=_iterations_option(max_iterations),
-                      isolation=isolation, keep_worktrees=keep_worktrees)
+                      isolation=isolation, keep_worktrees=keep_worktrees,
+                      executor=executor, ray_address=ray_address)
+    _executor_settings(plan, opts)  # a bad --ray-address or flag pair: a usage error, even for --dry-run
     try:
         planmod.select_ids(plan, opts.select, opts.exclude)
         Router(plan.agents, force=opts.agent, only=opts.agents)

@@ -46,6 +46,7 @@ CODES: dict[str, str] = {
     "HC218": "$ref in a deliverable's schema",
     "HC219": "replay agent's cassette directory outside the project, linked or missing",
     "HC220": "a deliverable's schema is not a valid JSON Schema",
+    "HC230": "executor setting Ray cannot use (address, resource name, clone_url), or one kind: local ignores",
     # rules
     "HC301": "rule syntax error",
     "HC302": "rule does not type-check",
@@ -70,6 +71,7 @@ CODES: dict[str, str] = {
     "HC416": "several approaches in a task that says isolation: none",
     "HC417": "isolation: worktree cannot work in this repository",
     "HC418": "a file a worktree will not have (untracked or modified) named by context, accept or score",
+    "HC419": "task resources with the local executor, which ignores them",
     # templates
     "HC501": "template syntax error",
     "HC502": "undefined variable in template",

@@ -1,7 +1,7 @@
 """plan.json's typed contract: the records the compiler writes and the runtime reads.
 
 One definition of every plan.json entry (Plan, PlanNode, Limits, Retry, Routing, Estimate,
-AcceptCommand, ContextStaging, PromptRef, Contract), with `load` (JSON data -> records) and `dump` (records ->
+AcceptCommand, ContextStaging, PromptRef, Contract, Executor), with `load` (JSON data -> records) and `dump` (records ->
 plan.json's text). The compiler builds these records, the runtime and the test helpers read
 them by attribute, so a key renamed on one side is an error on the other, not a silent `None`.
 
@@ -203,6 +203,7 @@ class PlanNode(Record):
     git: str | None = None  # commit | off; None: not said (off, but `run --autonomous` commits)
     isolation: str | None = None  # worktree | none; None: not said (none)
     approaches: Approaches | None = None  # None: one approach (the task as it is)
+    resources: dict[str, float] | None = None  # roadmap `resources:`: custom Ray resources of its attempts; None: none
     loop: NodeLoop | None = None  # the task's own loop settings; None: the plan's
     context_staging: ContextStaging | None = None  # None: the task has no context files
     wave: int | None = None
@@ -255,6 +256,20 @@ class Assists(Record):
 
 
 @record
+class Executor(Record):
+    """harness.yaml `executor:` when attempts run on a Ray cluster (a local executor is no
+    record: Plan.executor None). `run --executor` / `--ray-address` win over it at run time
+    (runtime/executor/rayconfig.py)."""
+
+    kind: str  # ray
+    address: str | None  # auto | HOST:PORT | ray://HOST:PORT; None: a local cluster started for the run
+    num_cpus_per_attempt: float
+    resources: dict[str, float]  # custom Ray resources every attempt asks for (a node's `resources:` adds)
+    placement: str  # commands: command and CLI agents run on the workers | all: API agents too
+    clone_url: str | None  # the workers clone this URL (cached per node); None: a git bundle of the base commit
+
+
+@record
 class Plan(Record):
     version: int
     harnessc: str
@@ -277,6 +292,7 @@ class Plan(Record):
     git_hooks: bool | None = None  # harness.yaml `git_hooks` (None in a plan built before it existed: false)
     worktrees: dict | None = None  # harness.yaml `worktrees: {link, copy}` (None: nothing brought in)
     telemetry: dict | None = None  # harness.yaml `telemetry:` {otlp_endpoint, content} (None: as unset)
+    executor: Executor | None = None  # harness.yaml `executor:`; None: local (every task on this machine)
 
     def node(self, task_id: str) -> PlanNode:
         return self._by_id()[task_id]
@@ -299,11 +315,12 @@ def load(data: Mapping) -> Plan:
     """Records from plan.json's parsed JSON. Raises PlanFormatError on a malformed entry."""
     try:
         return Plan(
-            **{k: data.get(k) for k in Plan._keys if k not in ("contracts", "nodes", "system", "assists")},
+            **{k: data.get(k) for k in Plan._keys if k not in ("contracts", "nodes", "system", "assists", "executor")},
             contracts={name: load_contract(c) for name, c in (data.get("contracts") or {}).items()},
             nodes=[_node(n) for n in data.get("nodes") or []],
             system=PromptRef.from_json(data["system"]) if data.get("system") else None,
             assists=Assists(**data["assists"]) if data.get("assists") else None,
+            executor=Executor(**data["executor"]) if data.get("executor") else None,
         )
     except (TypeError, KeyError, AttributeError, ValueError) as e:
         raise PlanFormatError(f"plan.json does not match this harnessc's plan format: {e!r}") from None
@@ -342,6 +359,7 @@ def _node(d: Mapping) -> PlanNode:
         git=d.get("git"),
         isolation=d.get("isolation"),
         approaches=_approaches(d["approaches"]) if d.get("approaches") else None,
+        resources=dict(d["resources"]) if d.get("resources") else None,
         loop=NodeLoop(**d["loop"]) if d.get("loop") else None,
         context_staging=_staging(d["context_staging"]) if d.get("context_staging") else None,
         estimate=Estimate(**d["estimate"]) if d.get("estimate") else None,
@@ -350,7 +368,7 @@ def _node(d: Mapping) -> PlanNode:
 
 
 _NODE_REQUIRED = [k for k in PlanNode._keys
-                  if k not in ("accept", "limits", "retry", "routing", "analysis", "git", "isolation", "approaches", "loop", "context_staging",
+                  if k not in ("accept", "limits", "retry", "routing", "analysis", "git", "isolation", "approaches", "resources", "loop", "context_staging",
                                "estimate", "prompt", "wave", "fingerprint")]
 
 

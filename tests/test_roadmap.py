@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harnessc.compiler.vocab import LADDER_ENDS, MUTATIONS
+from harnessc.compiler.vocab import LADDER_ENDS, MIN_RESOURCE, MUTATIONS, RAY_RESERVED_RESOURCES
 from harnessc.compiler.ir import Complexity, FailureStrategy, Priority, Roadmap, Task, parse_duration
 from harnessc.compiler.roadmap import KEY_ALIASES, PROPERTY_KEYS, format_roadmap, parse_roadmap
 from harnessc.diagnostics import CompileError, Diagnostics, Span, render_text
@@ -63,6 +63,8 @@ def assert_typed(t: Task) -> None:
     assert t.max_time is None or type(t.max_time) in (int, float)
     assert t.budget is None or type(t.budget) is float
     assert t.progress_threshold is None or (type(t.progress_threshold) is float and 0 <= t.progress_threshold <= 1)
+    assert t.resources is None or (t.resources and all(
+        isinstance(k, str) and type(v) in (int, float) and v > 0 for k, v in t.resources.items()))
     assert isinstance(t.goal, str) and isinstance(t.done, bool)
 
 
@@ -331,6 +333,9 @@ def tasks(draw, id_: str, phase: str | None) -> Task:
         on_failure=opt(st.sampled_from(FailureStrategy)),
         budget=opt(st.floats(0, 1e6, allow_nan=False, allow_infinity=False)),
         tags=tuple(draw(st.lists(names, max_size=3))),
+        resources=opt(st.dictionaries(st.from_regex(r"[A-Za-z_][A-Za-z0-9_.:/-]{0,12}", fullmatch=True)
+                                      .filter(lambda n: n not in RAY_RESERVED_RESOURCES),
+                                      st.integers(1, 10**6) | st.floats(MIN_RESOURCE, 1e6), min_size=1, max_size=3)),
         goal=draw(st.just("") | goals()), 
     )
 
@@ -373,11 +378,13 @@ def test_every_property_is_formatted() -> None:
                 model="m", complexity="epic", priority="low", max_iterations=3, max_time=5400,
                 stuck_after=2, progress_threshold=0.05, recovery=("negative", "fail"), completion_promise="OK", success="s", accept=("x", "y"),
                 context=("src/**",), max_retries=0, on_failure="fail", budget=1e-7, tags=("t",), git="commit", isolation="worktree",
-                context_tokens=500, approaches=3, select="best", score="python bench.py", min_score=-0.5)
+                context_tokens=500, approaches=3, select="best", score="python bench.py", min_score=-0.5,
+                resources={"gpu_box": 1, "node:10.0.0.5": 0.01})
     text = format_roadmap(Roadmap(path=PATH, tasks=[task]))
     assert "  - max_time: 1h30m\n" in text and "  - budget: 0.0000001\n" in text
     assert "  - progress_threshold: 0.05\n" in text and "  - recovery: negative, fail\n" in text
     assert "  - min_score: -0.5\n" in text and "  - approaches: 3\n" in text
+    assert "  - resources: {gpu_box: 1, node:10.0.0.5: 0.01}\n" in text
     written = {ln.split(":")[0].strip(" -") for ln in text.splitlines() if ln.startswith("  - ")}
     assert written == set(PROPERTY_KEYS)
     assert not set(KEY_ALIASES) & written

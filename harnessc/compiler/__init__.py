@@ -36,6 +36,7 @@ CHECK_PASSES = (
     check.check_recovery_escalation,
     check.check_read_only_changes,
     check.check_approaches,
+    check.check_resources,
     gitcheck.check_worktree_repository,
 )
 

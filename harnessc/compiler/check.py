@@ -157,6 +157,20 @@ def check_approaches(project: Project) -> None:
                                   _value_span(task, "select"), "add `approaches: 3`, or remove select")
 
 
+def check_resources(project: Project) -> None:
+    """A task's `resources:` place its attempts on a Ray cluster; with the local executor
+    nothing reads them (warning HC419, once per task)."""
+    if project.executor_kind != "local":
+        return
+    for task in project.tasks:
+        if task.resources and not task.done:
+            project.diags.warning(
+                "HC419", f"resources do nothing here: task '{task.id}' runs on the local executor",
+                _value_span(task, "resources"),
+                "they place attempts on a Ray cluster: a run reads them with `executor: ray` in harness.yaml or "
+                "`harnessc run --executor ray`; otherwise remove the line")
+
+
 def _walk_deliverables(output: dict, loc: tuple):
     """(path, deliverable) for every deliverable, nested fields and list items included."""
     for name, d in output.items():

@@ -1,5 +1,5 @@
-"""Lint for isolated tasks (`isolation: worktree`, or several `approaches`): what `run` would
-refuse, and the files a worktree will not have.
+"""Lint for isolated tasks (`isolation: worktree`, several `approaches`, or every task with
+`executor: ray`): what `run` would refuse, and the files a worktree will not have.
 
 * HC417 (error): the repository cannot hold worktrees - not a repository, no commit, a
   detached HEAD, a bare one, submodules, LFS - with what to do (runtime/worktree/repo.py's
@@ -22,9 +22,12 @@ PATHS_PER_CALL = 500  # paths per `git status` (argv length)
 
 
 def isolated_tasks(project: Project) -> list:
-    """The tasks (not done) that will work in a worktree, as the plan decides it."""
+    """The tasks (not done) that will work in a worktree, as the plan decides it - all of
+    them with `executor: ray` (a worker's checkout is the task's worktree)."""
     from .tasks import approaches_of
 
+    if project.executor_kind == "ray":
+        return [task for task in project.tasks if not task.done]
     if project.config_unreadable:
         default_mode, default_n = None, 1
     else:
@@ -54,6 +57,11 @@ def check_worktree_repository(project: Project) -> None:
         repo = open_repo(project.root)
     except IsolationError as e:
         message = e.message.replace(str(project.root), "the project")
+        if project.executor_kind == "ray":  # every task: say why, where the executor is set
+            project.diags.error("HC417", message.replace("isolation: worktree", "executor: ray"),
+                                project.config_marks.key(("executor",)),
+                                e.hint.replace("set isolation: none", "use executor: local"))
+            return
         named = ", ".join(t.id for t in tasks[:3]) + (", ..." if len(tasks) > 3 else "")
         project.diags.error("HC417", f"{message} (isolated: {named})", _where(tasks[0]), e.hint)
         return

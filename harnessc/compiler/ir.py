@@ -462,6 +462,31 @@ class Telemetry(_Spec):
         "messages on its span (gen_ai.prompt, gen_ai.completion). false: counts, times and names only.")
 
 
+class Executor(_Spec):
+    """Where attempts run: `local` (this machine, the default) or a Ray cluster (`pip install
+    'harnessc[ray]'`). The driver (`harnessc run`) keeps state.db, routing, budgets and landing;
+    each attempt of a task runs on a worker, in a checkout of its base commit, isolated."""
+
+    kind: Literal["local", "ray"] = Field(..., description="local: attempts run on this machine; ray: each "
+                                          "attempt runs as a Ray task on a cluster.")
+    address: str | None = Field(
+        None, description="The cluster: auto (the one `ray start` runs on this machine), HOST:PORT (its head "
+        "node's GCS port, e.g. 10.0.0.5:6379) or ray://HOST:PORT (Ray Client, e.g. ray://head:10001). "
+        "Unset: a local cluster is started for the run and shut down at its end. `run --ray-address` wins.")
+    num_cpus_per_attempt: float = Field(1, gt=0, description="CPUs each attempt asks Ray for (a fraction "
+                                        "such as 0.5 packs more attempts on a node).")
+    resources: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict, description="Custom Ray resources every attempt asks for, name -> amount, e.g. "
+        "{harnessc_worker: 1}; a task's `resources:` adds to them (its amount wins for a name both give).")
+    placement: Literal["commands", "all"] = Field(
+        "commands", description="commands: command and CLI agents run on the workers, API agents (anthropic, "
+        "openai) answer from the driver; all: API agents run on the workers too.")
+    clone_url: str | None = Field(
+        None, description="A git URL the workers clone the project from (cached per node, then fetched), "
+        "instead of receiving each base commit as a git bundle. No credentials in it: use the workers' "
+        "SSH keys or credential helper.")
+
+
 class HarnessConfig(_Spec):
     """harness.yaml: agents, routing, budgets and defaults."""
 
@@ -485,3 +510,6 @@ class HarnessConfig(_Spec):
         "false: no hook runs for any git command harnessc starts (an agent could have written one)."
     )
     telemetry: Telemetry = Field(default_factory=Telemetry, description="OpenTelemetry traces of each run.")
+    executor: Union[Literal["local", "ray"], Executor] = Field(
+        "local", description="Where attempts run: local (default), ray (a Ray cluster with the defaults: "
+        "the same as {kind: ray}) or a mapping with kind: ray and its settings. `run --executor` wins.")

@@ -16,7 +16,10 @@ from ..package_data import read_text
 from ..diagnostics import Diagnostics, Span, did_you_mean
 from .project import CONTRACTS, HARNESS, ROADMAP, Project
 from .specview import SpecView, bad_places, check_spec, raw, validator
-from .vocab import BUILTIN_AGENT, is_usd_place, otlp_endpoint_problem, parse_usd
+from .vocab import (
+    BUILTIN_AGENT, MIN_RESOURCE, RAY_ADDRESS_FORMS, RAY_RESERVED_RESOURCES, clone_url_problem, is_usd_place,
+    otlp_endpoint_problem, parse_usd, ray_address,
+)
 from .yamlsafe import MAX_BYTES, load_yaml
 
 MAX_ROADMAP_BYTES = 50_000_000  # roadmaps grow with the project; YAML specs stay small
@@ -124,6 +127,7 @@ def load_config(project: Project) -> None:
             elif isinstance(loaded, dict):
                 data = _salvage("harness", loaded, depth=2)
                 project.broken_agents = _cut_entries(loaded.get("agents"), data.get("agents"))
+                project.executor_broken = loaded.get("executor") != data.get("executor")
     agents = data.get("agents") if isinstance(data.get("agents"), dict) else {}
     data = {**data, "agents": {**agents, BUILTIN_AGENT: agents.get(BUILTIN_AGENT, BUILTIN_AGENT_SPEC)}}
     v = validator("harness")
@@ -133,6 +137,7 @@ def load_config(project: Project) -> None:
     _check_templates_dir(project)
     _check_replay_agents(project)
     _check_telemetry(project)
+    _check_executor(project)
 
 
 def _read_usd_text(node, path: tuple = ()) -> None:
@@ -246,6 +251,46 @@ def _check_telemetry(project: Project) -> None:
     if problem:
         project.diags.error("HC211", f"telemetry.otlp_endpoint {problem[0]}",
                             project.config_marks.value(("telemetry", "otlp_endpoint")), problem[1])
+
+
+def _check_executor(project: Project) -> None:
+    """HC230: what the schema cannot say about `executor:` - an address Ray cannot use, Ray's
+    own resource names, credentials in clone_url (plan.json would hold them), settings that
+    `kind: local` ignores (a warning)."""
+    marks, executor = project.config_marks, project.config.executor
+    if marks is None or isinstance(executor, str) or project.executor_broken:
+        return
+    written = executor.raw()
+    if executor.kind == "local":
+        ignored = [key for key in written if key != "kind"]
+        if ignored:
+            project.diags.warning("HC230", f"executor.{ignored[0]} does nothing with kind: local",
+                                  marks.key(("executor", ignored[0])), "set kind: ray to run on a Ray cluster, "
+                                  "or remove the Ray settings")
+        return
+    address = executor.address
+    if isinstance(address, str):
+        try:
+            ray_address(address)
+        except ValueError as e:
+            project.diags.error("HC230", f"executor.address '{address}' {e}", marks.value(("executor", "address")),
+                                f"write {RAY_ADDRESS_FORMS}; or remove it to start a local cluster for each run")
+    for name in written.get("resources") or {}:
+        if name in RAY_RESERVED_RESOURCES:
+            project.diags.error("HC230", f"executor.resources: '{name}' is one of Ray's own resources, not a custom one",
+                                marks.key(("executor", "resources", name)),
+                                "set num_cpus_per_attempt for CPUs" if name == "CPU" else
+                                "name a custom resource the nodes offer (ray start --resources='{\"gpu_box\": 1}')")
+        elif 0 < written["resources"][name] < MIN_RESOURCE:
+            project.diags.error("HC230", f"executor.resources: the amount of {name} is finer than Ray's "
+                                f"precision ({MIN_RESOURCE})", marks.value(("executor", "resources", name)),
+                                f"use {MIN_RESOURCE} or more")
+    url = executor.clone_url
+    if isinstance(url, str):
+        problem = clone_url_problem(url)
+        if problem:
+            project.diags.error("HC230", f"executor.clone_url {problem[0]}", marks.value(("executor", "clone_url")),
+                                problem[1])
 
 
 def _why(e: Exception) -> str:

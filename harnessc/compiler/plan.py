@@ -10,8 +10,8 @@ from functools import lru_cache
 
 from .. import __version__, providers
 from ..planfile import (
-    AcceptCommand, Analysis, Approaches, Assists, ContextStaging, Estimate, Limits, NodeLoop, Plan, PlanNode, Retry,
-    Routing,
+    AcceptCommand, Analysis, Approaches, Assists, ContextStaging, Estimate, Executor, Limits, NodeLoop, Plan, PlanNode,
+    Retry, Routing,
 )
 from .analysis import analyse
 from .staging import choose_budget, stage
@@ -65,6 +65,24 @@ def _isolation(task: Task, defaults, approaches: Approaches | None) -> str | Non
     if approaches is not None and task.isolation is None:  # several, or one with a score
         return "worktree"
     return mode
+
+
+def _executor(setting) -> Executor | None:
+    """plan.json's `executor`: None for local; `ray` alone is {kind: ray} with the defaults."""
+    from .ir import Executor as ExecutorConfig
+
+    config = ExecutorConfig(kind="ray") if setting == "ray" else setting
+    if not isinstance(config, ExecutorConfig) or config.kind != "ray":
+        return None
+    settings = config.model_dump(mode="json")
+    settings["num_cpus_per_attempt"] = _whole(settings["num_cpus_per_attempt"])
+    settings["resources"] = {name: _whole(x) for name, x in settings["resources"].items()}
+    return Executor(**settings)
+
+
+def _whole(x: float) -> int | float:
+    """1.0 as 1: amounts read as written (roadmap.md's are ints when whole)."""
+    return int(x) if float(x).is_integer() else x
 
 
 def _git_mode(mode) -> str | None:
@@ -269,6 +287,7 @@ def build_plan(project: Project) -> None:
             git=_git_mode(task.git or defaults.git),
             isolation=_isolation(task, defaults, approaches),
             approaches=approaches,
+            resources=task.resources,
             loop=shared(_node_loop(task, cfg.loop.recovery.human)),
         )
         nodes.append(node)
@@ -306,6 +325,7 @@ def build_plan(project: Project) -> None:
         git_hooks=cfg.git_hooks,
         worktrees=cfg.worktrees.model_dump(mode="json", by_alias=True),
         telemetry=cfg.telemetry.model_dump(mode="json"),
+        executor=_executor(cfg.executor),
         contracts=entries,
         nodes=nodes,
         edges=Edges(nodes),
@@ -460,9 +480,10 @@ def finish_plan(project: Project) -> None:
 # say how a stuck task is helped along, not what its result must be - and a changed
 # fingerprint would also wipe the memory and recovery position of a task being tuned mid-run.
 # Nor how many approaches run and which lands (`approaches`, `select`); a score and its
-# minimum are what a result must pass, so they are hashed with the accept commands.
+# minimum are what a result must pass, so they are hashed with the accept commands. Nor where
+# its attempts run (`resources`).
 _UNFINGERPRINTED = ("done", "git", "isolation", "context_tokens", "progress_threshold", "recovery",
-                    "approaches", "select", "score", "min_score")
+                    "approaches", "select", "score", "min_score", "resources")
 _fingerprinted_fields = operator.attrgetter(*(key for key in LS_KEYS if key not in _UNFINGERPRINTED))
 
 

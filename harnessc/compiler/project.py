@@ -43,6 +43,7 @@ class Project:
     # them resolve, and checks of what they contain are skipped. One mistake, one error.
     broken_agents: set[str] = field(default_factory=set)
     broken_contracts: set[str] = field(default_factory=set)
+    executor_broken: bool = False  # harness.yaml `executor:` had an error (reported) and was cut out
     context_files: dict[str, list[str]] = field(default_factory=dict)  # task id -> resolved paths, if any
     context_priority: dict[str, dict[str, str]] = field(default_factory=dict)  # task id -> path -> priority
     prompts: dict[str, str] = field(default_factory=dict)  # task id -> first prompt (when kept in memory)
@@ -69,6 +70,15 @@ class Project:
     def agent_names(self) -> list[str]:
         """Every agent harness.yaml defines, broken ones included."""
         return [*self.config.agents, *sorted(self.broken_agents - set(self.config.agents))]
+
+    @property
+    def executor_kind(self) -> str | None:
+        """local or ray, as harness.yaml says; None when harness.yaml or its `executor:` is
+        broken (reported already: no check should guess)."""
+        if self.config_unreadable or self.executor_broken:
+            return None
+        executor = self.config.executor
+        return executor if isinstance(executor, str) else executor.kind
 
     def defines_agent(self, name: str) -> bool:
         return name in self.config.agents or name in self.broken_agents or self.config_unreadable

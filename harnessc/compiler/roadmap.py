@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 from ..diagnostics import CompileError, Diagnostics, Fix, Span, closest, did_you_mean, sole_match
 from .tasks import Roadmap, Task, TaskSource
 from .vocab import (
-    LADDER_ENDS, MAX_APPROACHES, MUTATIONS, RUNGS, USD_FORMAT, Complexity, FailureStrategy, GitMode, IsolationMode,
+    LADDER_ENDS, MAX_APPROACHES, MIN_RESOURCE, MUTATIONS, RAY_RESERVED_RESOURCES, RUNGS, USD_FORMAT, Complexity, FailureStrategy, GitMode, IsolationMode,
     Priority, SelectMode, parse_duration, parse_usd,
 )
 
@@ -80,6 +80,7 @@ PROPERTY_KEYS: dict[str, str] = {
     "select": "enum",
     "score": "text",
     "min_score": "number",
+    "resources": "resources",
 }
 KEY_ALIASES: dict[str, str] = {"after": "depends_on", "cli": "agent", "timeout": "max_time"}
 _ALL_KEYS = [*PROPERTY_KEYS, *KEY_ALIASES]
@@ -787,6 +788,7 @@ _FORMATS = {
     "approaches": f"a whole number from 1 to {MAX_APPROACHES}, like 3",
     "fraction": "a number from 0 to 1, like 0.2",
     "number": "a number, like 0.8 or -120",
+    "resources": "custom Ray resources and amounts, like {gpu_box: 1} or gpu_box=1, big_disk=2",
     "rungs": "recovery steps, comma-separated, in the order tried: prompt mutations (" + ", ".join(MUTATIONS)
              + "), explore and escalate, then " + " or ".join(LADDER_ENDS) + " last",
 }
@@ -1026,6 +1028,63 @@ def _read_rungs(b: _Builder, canon: str, key: str, value: str, no: int, col: int
     return tuple(steps) if ok else None
 
 
+_RESOURCE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/-]*")  # Ray's own include node:10.0.0.5
+
+
+def _resource_items(value: str, col: int) -> list[tuple[str, int]]:
+    """The `name: amount` items of a resources value with their columns; the braces of
+    `{gpu_box: 1, big_disk: 2}` are optional."""
+    if value.startswith("{") and value.endswith("}"):
+        value, col = value[1:-1], col + 1
+    out, at = [], col
+    for piece in value.split(","):
+        text = piece.strip()
+        out.append((text, at + len(piece) - len(piece.lstrip()) if text else at))
+        at += len(piece) + 1
+    return out
+
+
+def _read_resources(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
+    """Custom Ray resources for the task's attempts: `{gpu_box: 1}` or `gpu_box=1, big_disk=2`
+    -> {name: amount}, each amount a positive number (whole numbers as int)."""
+    if value.startswith("{") != value.endswith("}"):
+        _bad(b, key, value, no, col, "write the resources inside one pair of braces, like {gpu_box: 1, big_disk: 2}")
+        return None
+    items = _resource_items(value, col)
+    if items == [("", items[0][1])]:  # {}
+        _bad(b, key, value, no, col, "name at least one, like {gpu_box: 1}, or remove the line")
+        return None
+    found: dict[str, int | float] = {}
+    ok = True
+    for text, c in items:
+        sep = "=" if "=" in text else ":"
+        name, cut, amount = (part.strip() for part in text.rpartition(sep))
+        problem = None
+        if not text:
+            problem = f"empty item in {key}", "expected " + _FORMATS["resources"]
+        elif not cut or not name:
+            problem = f"bad {key} item '{text}'", "write a name and an amount, like gpu_box: 1"
+        elif not _RESOURCE_NAME.fullmatch(name):
+            problem = (f"bad resource name '{name}'",
+                       "a name starts with a letter or '_' and has letters, digits, '_', '.', ':', '/' and '-'")
+        elif name in RAY_RESERVED_RESOURCES:
+            problem = (f"'{name}' is one of Ray's own resources, not a custom one",
+                       "CPUs come from harness.yaml executor.num_cpus_per_attempt; for a GPU, start the GPU "
+                       "nodes with a custom resource (ray start --resources='{\"gpu_box\": 1}') and ask for that")
+        elif name in found:
+            problem = f"resource '{name}' listed twice", "keep one"
+        elif _FRACTION.fullmatch(amount) is None or float(amount) < MIN_RESOURCE or float(amount) > 1e9:
+            problem = (f"bad amount '{amount}' of resource '{name}'",
+                       f"a positive number from {MIN_RESOURCE} up, like 1 or 0.5")
+        if problem is not None:
+            b.error("HC105", problem[0], no, c, max(len(text), 1), problem[1])
+            ok = False
+            continue
+        x = float(amount)
+        found[b.names.setdefault(name, name)] = int(x) if x.is_integer() else x
+    return found if ok else None
+
+
 _READERS: dict[str, Callable[..., Any]] = {
     "ids": _read_list, "agents": _read_list, "paths": _read_list, "words": _read_list,
     "enum": _read_enum,
@@ -1038,6 +1097,7 @@ _READERS: dict[str, Callable[..., Any]] = {
     "number": _read_number,
     "approaches": _read_approaches,
     "rungs": _read_rungs,
+    "resources": _read_resources,
 }
 
 
@@ -1232,6 +1292,8 @@ def _fmt_value(key: str, value: Any) -> str | None:
         return None
     if isinstance(value, (list, tuple)):
         return ", ".join(value)
+    if isinstance(value, dict):  # resources
+        return "{" + ", ".join(f"{name}: {_fmt_number(x)}" for name, x in value.items()) + "}"
     if key == "max_time":
         return _fmt_duration(value)
     if key in ("budget", "progress_threshold", "min_score"):

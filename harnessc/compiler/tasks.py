@@ -46,6 +46,7 @@ class Task:
     select: SelectMode | None = None  # which approach lands; None: best with a score, else first
     score: str | None = None  # a command whose last output line is the approach's score
     min_score: float | None = None
+    resources: dict[str, int | float] | None = None  # custom Ray resources each attempt asks for (executor: ray)
     goal: str = ""
     # the roadmap this task was read from: positions beyond `span` are looked up there
     source: "TaskSource | None" = field(default=None, compare=False, repr=False)

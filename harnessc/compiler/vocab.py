@@ -158,7 +158,7 @@ LS_KEYS = (
     "id", "title", "phase", "done", "depends_on", "contract", "agent", "model", "complexity",
     "priority", "max_iterations", "max_time", "stuck_after", "progress_threshold", "recovery",
     "completion_promise", "success", "accept", "context", "context_tokens", "tags", "git", "isolation",
-    "approaches", "select", "score", "min_score", "goal",
+    "approaches", "select", "score", "min_score", "resources", "goal",
 )
 
 
@@ -183,4 +183,64 @@ def otlp_endpoint_problem(url: str) -> tuple[str, str] | None:
         return "has a query or fragment", example
     if parts.path.rstrip("/").endswith("/v1/traces"):
         return "ends with /v1/traces, which harnessc adds", f"write {url.rstrip('/')[:-len('/v1/traces')] or url}"
+    return None
+
+
+RAY_CLIENT_PORT = 10001  # Ray Client's default port, for a ray:// address without one
+RAY_ADDRESS_FORMS = "auto, HOST:PORT (the head node's GCS port, like 10.0.0.5:6379) or ray://HOST:PORT (like ray://head:10001)"
+# Ray's own resources: `num_cpus_per_attempt` asks for CPUs, and Ray refuses these names in `resources`
+RAY_RESERVED_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+MIN_RESOURCE = 0.0001  # Ray's precision for fractional amounts
+
+
+def ray_address(text: str) -> tuple[str, str | None, int | None]:
+    """harness.yaml `executor.address` / `run --ray-address` -> (form, host, port): form is
+    "auto" (host and port None), "gcs" (HOST:PORT) or "client" (ray://HOST[:PORT], port
+    10001 when not given). Raises ValueError(what is wrong) for anything else."""
+    from urllib.parse import urlsplit
+
+    text = text.strip()
+    if text == "auto":
+        return "auto", None, None
+    if not text or any(c.isspace() for c in text):
+        raise ValueError("is not an address")
+    client = text.startswith("ray://")
+    if "://" in text and not client:
+        raise ValueError(f"has the scheme {text.split('://', 1)[0]}://; Ray addresses are HOST:PORT or ray://HOST:PORT")
+    try:
+        parts = urlsplit(text if client else "//" + text)
+        port = parts.port
+    except ValueError:  # a port that is no number or out of range, a broken [IPv6] host
+        raise ValueError("has a port that is not a number from 1 to 65535") from None
+    if not parts.hostname:
+        raise ValueError("names no host")
+    if parts.username is not None or parts.password is not None or parts.query or parts.fragment \
+            or parts.path not in ("", "/"):
+        raise ValueError("has more than a host and a port")
+    if port is None and not client:
+        raise ValueError("has no port (the head node's GCS port is 6379 unless `ray start --port` said otherwise)")
+    if port == 0:
+        raise ValueError("has port 0")
+    return ("client", parts.hostname, port or RAY_CLIENT_PORT) if client else ("gcs", parts.hostname, port)
+
+
+def clone_url_problem(url: str) -> tuple[str, str] | None:
+    """(what is wrong, what to write) for harness.yaml `executor.clone_url`; None when git
+    can be given it. Credentials are refused: plan.json and Ray's task arguments would show them."""
+    from urllib.parse import urlsplit
+
+    example = "a URL git clones, like https://github.com/acme/app.git or git@github.com:acme/app.git"
+    if not url.strip() or any(c.isspace() for c in url) or url.startswith("-"):
+        return "is not a git URL", example
+    if "://" not in url:  # scp-like user@host:path, or a path on the workers
+        return None
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "is not a git URL", example
+    if parts.password is not None or (parts.username and parts.scheme in ("http", "https")):
+        return "holds credentials", ("give the workers an SSH key or a git credential helper; the URL goes into "
+                                     "plan.json and every attempt's arguments")
+    if parts.scheme not in ("https", "http", "ssh", "git", "file"):
+        return f"has the scheme {parts.scheme}://", example
     return None

@@ -75,6 +75,8 @@ class RunOptions:
     cassettes: str | None = None  # record | replay: every agent call (runtime/agents/cassettes.py)
     isolation: str | None = None  # run --isolation worktree|none: every task's, over the plan's
     keep_worktrees: bool = False  # run --keep-worktrees: a task that did not succeed keeps its worktree
+    executor: str | None = None  # run --executor local|ray: over harness.yaml's (executor/rayconfig.py)
+    ray_address: str | None = None  # run --ray-address: implies ray, over harness.yaml's executor.address
 
 
 @dataclass

@@ -1,1 +1,18 @@
-"""Where an attempt runs: local or on a Ray cluster."""
+"""Executors: where one attempt's agent call and checks run.
+
+`local` (the default) runs them on this machine, as the rest of runtime/ does; `ray` runs
+each attempt on a Ray cluster (harness.yaml `executor:`, `run --executor`). rayconfig.py
+resolves the run's settings; this module holds only what the runtime may import without
+importing Ray.
+"""
+
+from __future__ import annotations
+
+
+class ExecutorError(Exception):
+    """The executor cannot be used (Ray missing, a bad address, ...): the run refuses to
+    start, nothing ran."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message, self.hint = message, hint
