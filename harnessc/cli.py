@@ -648,8 +648,9 @@ def _runtime_plan(root: Path, no_build: bool) -> dict:
 
 
 def _executor_settings(plan, opts, need_ray: bool = False):
-    """The run's executor settings (None: local); exits with a usage error for flags that
-    cannot be used, or, with `need_ray`, when Ray cannot be imported."""
+    """The run's executor settings (None: local) from the plan and `opts.executor` /
+    `opts.ray_address`; exits with a usage error for flags that cannot be used, or, with
+    `need_ray`, when Ray cannot be imported."""
     from .runtime.executor import ExecutorError
     from .runtime.executor.rayconfig import require_ray, resolve_executor
 
@@ -847,19 +848,26 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
 
 @cli.command()
 @output_option("text", "json")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default=None,
+              help="Check this executor instead of harness.yaml's (as `run --executor`).")
+@click.option("--ray-address", "ray_address", default=None, metavar="ADDR",
+              help="Check this Ray cluster (implies --executor ray), as `run --ray-address`.")
 @pass_ctx
-def doctor(ctx: Context, output: str) -> None:
+def doctor(ctx: Context, output: str, executor: str | None, ray_address: str | None) -> None:
     """Check that every agent can be used (keys, SDKs, CLIs and their versions, base_url
-    reachable, replay cassettes) and the git identity when a task commits; calls no agent."""
+    reachable, replay cassettes), the git identity when a task commits and, with the ray
+    executor, Ray, the cluster's address and each node's git and agent CLIs; calls no agent."""
     import json
+    from types import SimpleNamespace
 
     from .runtime import doctor as doctormod
     from .runtime.children import prctl
 
     root = ctx.root()
     plan = _runtime_plan(root, no_build=False)  # the plan `run` would use (built when stale)
+    settings = _executor_settings(plan, SimpleNamespace(executor=executor, ray_address=ray_address))
     prctl.make_undumpable()  # before `<cli> --version` runs: our environment holds the keys
-    result = doctormod.diagnose(root, plan)
+    result = doctormod.diagnose(root, plan, settings)
     if output == "json":
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
@@ -877,6 +885,7 @@ def _doctor_lines(result) -> list[str]:
             for a in result.agents]
     lines = [table(("agent", "provider", "verdict", "checks"), rows)]
     lines += [f"git: {c.detail}" for c in result.git]
+    lines += [f"executor: {c.what}: {c.detail}" for c in result.executor]
     lines += [f"run would refuse: task '{task}' has no usable agent ({', '.join(route)})"
               for task, route in result.stranded.items()]
     lines.append("ok: no problems found" if result.ok else f"{plural(result.problems, 'problem')} found")

@@ -3,7 +3,9 @@
 Runs the pre-flight checks of `run` (preflight.py: key, SDK, executable, cassettes) and
 slower ones: each `base_url` reachable (a TCP connect to its host and port, nothing sent),
 each coding CLI's `--version`, and, when some task commits (`git: commit`), that the project
-is a git repository with an identity to commit as. Calls no agent.
+is a git repository with an identity to commit as. With the ray executor: Ray importable and
+its version, the cluster's address reachable, and on each alive node git and the agents'
+executables (check_workers). Calls no agent.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ from ..planfile import Plan
 from ..workspace import Workspace
 from .worktree import gitcmd
 from .children import procs
+from .executor import ExecutorError
+from .executor.rayconfig import ExecutorSettings, require_ray
 from .preflight import RECORD_HINT, Check, Usability, agent_checks, agent_config, check_run, executable
 from .routing.router import Router
 
-CONNECT_TIMEOUT = 2.0  # seconds for a base_url's TCP connect
+CONNECT_TIMEOUT = 2.0  # seconds for a base_url's (or a Ray address's) TCP connect
+WORKERS_TIMEOUT = 60.0  # seconds for every node's answer to check_workers
 VERSION_TIMEOUT = 10.0  # seconds for `<cli> --version` (and the git identity)
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -50,10 +55,12 @@ class Report:
     agents: list[AgentReport]
     git: list[Check] = field(default_factory=list)  # [] when no task commits
     stranded: dict[str, list[str]] = field(default_factory=dict)  # task -> its route, none usable
+    executor: list[Check] = field(default_factory=list)  # [] with the local executor
 
     @property
     def problems(self) -> int:
-        return sum(not c.ok for a in self.agents for c in a.checks) + sum(not c.ok for c in self.git)
+        return (sum(not c.ok for a in self.agents for c in a.checks) + sum(not c.ok for c in self.git)
+                + sum(not c.ok for c in self.executor))
 
     @property
     def ok(self) -> bool:
@@ -64,6 +71,7 @@ class Report:
                 "agents": [{"agent": a.agent, "provider": a.provider, "verdict": a.verdict,
                             "checks": [_check_json(c) for c in a.checks]} for a in self.agents],
                 "git": [_check_json(c) for c in self.git],
+                "executor": [_check_json(c) for c in self.executor],
                 "refused_tasks": self.stranded}
 
 
@@ -71,12 +79,13 @@ def _check_json(c: Check) -> dict:
     return {"check": c.what, "ok": c.ok, "detail": c.detail}
 
 
-def diagnose(root: Path, plan: Plan) -> Report:
-    """Every agent of the plan checked, the git identity when a task commits."""
-    return asyncio.run(_diagnose(root, plan))
+def diagnose(root: Path, plan: Plan, executor: ExecutorSettings | None = None) -> Report:
+    """Every agent of the plan checked, the git identity when a task commits, the Ray cluster
+    when `executor` (the run's settings, rayconfig.resolve_executor) says ray."""
+    return asyncio.run(_diagnose(root, plan, executor))
 
 
-async def _diagnose(root: Path, plan: Plan) -> Report:
+async def _diagnose(root: Path, plan: Plan, executor: ExecutorSettings | None = None) -> Report:
     workspace = Workspace(root)
     router = Router(plan.agents)
     todo = [n for n in plan.nodes if not n.done]
@@ -87,7 +96,8 @@ async def _diagnose(root: Path, plan: Plan) -> Report:
                                      for name in names))
     git = await _git_checks(root) if any(n.git == "commit" for n in todo) else []
     stranded = check_run(plan, router, [n.id for n in todo], Usability(plan.agents, workspace)).stranded
-    return Report(list(reports), git, stranded)
+    cluster = await _executor_checks(executor, plan) if executor is not None else []
+    return Report(list(reports), git, stranded, cluster)
 
 
 async def _agent(root: Path, workspace: Workspace, name: str, config: dict, tasks: list[str]) -> AgentReport:
@@ -155,22 +165,150 @@ async def _reachable(base_url: str) -> Check:
         return Check("base_url", False, f"base_url {base_url!r} is not a URL ({e})")
     if not host or not port:
         return Check("base_url", False, f"base_url {base_url!r} is not an http(s) URL with a host")
-    where = f"{host}:{port}"
+    return await _connect("base_url", host, port)
+
+
+async def _connect(what: str, host: str, port: int, label: str = "") -> Check:
+    """Check `what`: a TCP connect to host:port, nothing sent."""
+    where = label or (f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
     try:
         _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT)
     except asyncio.TimeoutError:
-        return Check("base_url", False, f"{where} is unreachable (no answer within {CONNECT_TIMEOUT:g}s)")
+        return Check(what, False, f"{where} is unreachable (no answer within {CONNECT_TIMEOUT:g}s)")
     except socket.gaierror:
-        return Check("base_url", False, f"{where} is unreachable (unknown host)")
+        return Check(what, False, f"{where} is unreachable (unknown host)")
     except OSError as e:  # asyncio words it "Connect call failed": say what the errno says
         why = os.strerror(e.errno) if e.errno else str(e)
-        return Check("base_url", False, f"{where} is unreachable ({why[:1].lower() + why[1:]})")
+        return Check(what, False, f"{where} is unreachable ({why[:1].lower() + why[1:]})")
     writer.close()
     try:
         await writer.wait_closed()
     except OSError:
         pass
-    return Check("base_url", True, f"{where} is reachable")
+    return Check(what, True, f"{where} is reachable")
+
+
+# ------------------------------------------------------------------ the ray executor
+
+
+async def _executor_checks(settings: ExecutorSettings, plan: Plan) -> list[Check]:
+    """Ray importable (and its version), the address reachable, then each node's tools."""
+    try:
+        ray = require_ray()
+    except ExecutorError as e:
+        return [Check("ray", False, e.message)]
+    checks = [Check("ray", True, f"ray {ray.__version__} is installed")]
+    if settings.address is None:
+        checks.append(Check("address", True, "none: each run starts a Ray cluster on this machine "
+                                             "(the agent checks above are its worker's)"))
+        return checks
+    address = await _address_check(settings.address)
+    checks.append(address)
+    if address.ok:
+        checks += await asyncio.to_thread(check_workers, ray, settings, plan)
+    return checks
+
+
+async def _address_check(address: str) -> Check:
+    """The cluster's address answers: a TCP connect to the GCS port (HOST:PORT), the Ray
+    Client port (ray://HOST:PORT, 10001 by default), or the cluster `auto` finds."""
+    from ..compiler.vocab import ray_address
+
+    label = address
+    try:
+        form, host, port = ray_address(address)
+    except ValueError as e:
+        return Check("address", False, f"address '{address}' {e}")
+    if form == "auto":
+        found = _auto_address()
+        if found is None:
+            return Check("address", False, "auto: no Ray cluster runs on this machine (start one with "
+                                           "`ray start --head`, or name its address)")
+        form, host, port = ray_address(found)
+        label = f"auto ({found})"
+    return await _connect("address", host, port, label if form == "gcs" and label != address else "")
+
+
+def _auto_address() -> str | None:
+    """The HOST:PORT `ray.init(address="auto")` would connect to (RAY_ADDRESS, or the cluster
+    `ray start` left in Ray's temp directory), or None when there is none."""
+    try:
+        from ray._private.services import get_ray_address_from_environment  # Ray's own lookup
+
+        return get_ray_address_from_environment("auto", None)
+    except Exception:  # ConnectionError: no cluster; anything else: this Ray moved its lookup
+        return None
+
+
+def check_workers(ray, settings: ExecutorSettings, plan: Plan) -> list[Check]:
+    """One check per alive node of the cluster at settings.address, naming it: git and the
+    executables of the agents that run on the workers (command and CLI agents; API agents'
+    SDKs too with `placement: all`), found by a tiny Ray task pinned to the node. Nothing of
+    the agents' configuration but executable and module names leaves the driver."""
+    import logging
+
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    tools, sdks = _worker_needs(plan, settings.placement)
+
+    def probe(tools: dict[str, str], sdks: dict[str, str]) -> dict:  # a closure: pickled by value,
+        import importlib.util  # so the workers need no harnessc
+        import shutil
+
+        return {"missing": sorted(name for name, exe in tools.items() if shutil.which(exe) is None),
+                "missing_sdks": sorted(name for name, module in sdks.items()
+                                       if importlib.util.find_spec(module) is None)}
+
+    try:
+        ray.init(address=settings.address, logging_level=logging.ERROR, log_to_driver=False)
+    except Exception as e:  # a version mismatch, a refused connection: Ray's words, first line
+        return [Check("cluster", False, f"cannot connect to {settings.address}: {_first_line(str(e), 200)}")]
+    try:
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        remote = ray.remote(num_cpus=0, max_retries=0)(probe)
+        refs = [remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+                .remote(tools, sdks) for n in nodes]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=WORKERS_TIMEOUT) if refs else ([], [])
+        checks = []
+        for node, ref in zip(nodes, refs):
+            name = f"node {node.get('NodeName') or node.get('NodeManagerAddress')} ({node['NodeID'][:8]})"
+            if ref not in ready:
+                checks.append(Check("worker", False, f"{name} did not answer within {WORKERS_TIMEOUT:g}s"))
+                ray.cancel(ref, force=True)
+                continue
+            try:
+                found = ray.get(ref)
+            except Exception as e:
+                checks.append(Check("worker", False, f"{name}: the check failed: {_first_line(str(e), 200)}"))
+                continue
+            checks.append(_worker_check(name, found, tools, sdks))
+        return checks or [Check("cluster", False, "the cluster has no alive node")]
+    finally:
+        ray.shutdown()
+
+
+def _worker_needs(plan: Plan, placement: str) -> tuple[dict[str, str], dict[str, str]]:
+    """What an attempt needs on a worker: {what: executable} (git, each command or CLI agent's
+    program) and, with placement all, {agent: SDK module} for the API agents."""
+    tools = {"git": "git"}
+    sdks: dict[str, str] = {}
+    for name, config in sorted(plan.agents.items()):
+        unit = providers.get(config.get("provider") or "")
+        exe = executable(config)
+        if exe and ("/" not in exe or os.path.isabs(exe)):  # ./bin/agent: in the checkout, not on PATH
+            tools[f"agent {name}"] = exe
+        elif unit is not None and unit.sdk and placement == "all":
+            sdks[f"agent {name}"] = unit.sdk
+    return tools, sdks
+
+
+def _worker_check(name: str, found: dict, tools: dict[str, str], sdks: dict[str, str]) -> Check:
+    missing = [f"{tools[what]} ({what})" if what != "git" else "git" for what in found["missing"]]
+    missing += [f"the {sdks[what]} SDK ({what})" for what in found["missing_sdks"]]
+    if missing:
+        return Check("worker", False, f"{name}: no {', no '.join(missing)} on it")
+    has = ", ".join(dict.fromkeys(tools.values()))
+    return Check("worker", True, f"{name}: {has} found" + (", SDKs importable" if sdks else ""))
 
 
 async def _git_checks(root: Path) -> list[Check]:
