@@ -32,6 +32,8 @@ import time
 import zoneinfo
 from typing import Any, Mapping
 
+from .usage import NO_PRICE, NO_RESPONSE, PRICE, checked_charge
+
 RETRIED = frozenset({"rate_limited", "overloaded", "server", "timeout", "connection", "truncated",
                      "bad_output"})
 NOT_RETRIED = frozenset({"quota_exhausted", "auth", "invalid_request", "refusal", "context_too_long",
@@ -60,15 +62,15 @@ class AgentError(Exception):
         self.retry_after = retry_after
         self.reset_at = reset_at  # epoch seconds when a quota or limit resets, when known
         self.stderr = stderr
-        self.usage = usage  # base.Usage of a call that was answered but unusable (e.g. truncated)
+        self.usage = usage  # usage.Usage of a call that was answered but unusable (e.g. truncated)
         self.cost_usd = cost_usd  # what that answer cost; 0 when no response came
         self.retry = retry  # the server's x-should-retry, when it overrules the kind
-        self.cost_source = cost_source  # base.COST_SOURCES; None: no usage, "no_response"
+        self.cost_source = cost_source  # usage.COST_SOURCES; None: no usage, "no_response"
         # Nothing answered at the address (connection refused, no such host): a server that is
         # down or a wrong base_url, which backing off for minutes does not fix. Retried like a
         # failed verification instead: the task's max_retries, with its retry_delays.
         self.unreachable = unreachable
-        self.unreported = list(unreported or [])  # figures not believed (base.checked_charge)
+        self.unreported = list(unreported or [])  # figures not believed (usage.checked_charge)
 
     @property
     def transient(self) -> bool:
@@ -80,11 +82,9 @@ class AgentError(Exception):
         """The attempt's ledger figures (state.finish_attempt's keywords): what an unusable
         answer used and cost, or nothing and "no_response" when no usage was reported."""
         if self.usage is None:
-            return {"usage": None, "cost_usd": 0.0, "cost_source": "no_response"}
-        from .base import checked_charge  # base imports this module
-
+            return {"usage": None, "cost_usd": 0.0, "cost_source": NO_RESPONSE}
         usage, cost, source, unreported = checked_charge(
-            self.usage, self.cost_usd, self.cost_source or ("price" if self.cost_usd else "none"))
+            self.usage, self.cost_usd, self.cost_source or (PRICE if self.cost_usd else NO_PRICE))
         return {"usage": usage, "cost_usd": cost, "cost_source": source,
                 "unreported": [*self.unreported, *unreported]}
 
