@@ -41,7 +41,7 @@ CODEX_WINDOW = 400_000  # codex exec without `model:` runs a gpt-5 codex model
 
 PROVIDER = Provider(
     name="openai",
-    agent="harnessc.runtime.agents.openai_api:make",
+    agent="harnessc.runtime.agents.openai_agent:make",
     schema=SchemaSubset(provider="openai", keep=COMMON_KEEP, all_required=True),
     api_key_env="OPENAI_API_KEY",
     cache_rates=(0.1, 1.0, 1.0),

@@ -22,15 +22,6 @@ from .sdk import DONE, MAX_TOKENS, REFUSAL, UNFINISHED, Answer, SdkAgent
 STRUCTURED = ("json_schema", "json_object", "none")
 
 
-def make(name: str, config: dict, root: Path) -> "OpenAIAgent":
-    """The openai agent for the config's `api:` (chat unless it says responses)."""
-    if config.get("api") == "responses":
-        from .openai_responses import OpenAIResponsesAgent
-
-        return OpenAIResponsesAgent(name, config, root)
-    return OpenAIAgent(name, config, root)
-
-
 class OpenAIAgent(SdkAgent):
     """Chat Completions."""
 
