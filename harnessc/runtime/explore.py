@@ -69,7 +69,7 @@ def branch_line(j: int, m: int) -> str:
             f"from here at once. Try a way forward of your own.\n")
 
 
-async def explore(run: Any, why: str) -> None:
+async def explore_from(run: Any, why: str) -> None:
     """Run the branches from `run`'s stuck point and go on from the best one (see above)."""
     cfg = (run.ctx.plan.loop or {}).get("recovery") or {}
     m = max(2, min(3, int(cfg.get("explore_approaches") or DEFAULT_BRANCHES)))

@@ -573,9 +573,7 @@ class TaskRun:
         await self.log.finish("stuck", **{**attempt, "loop_state": self.loop.state()})
         self.store.event("recovery", self.tid, step=rung.kind, mutation=rung.mutation, reason=why[:500])
         if rung.kind == "explore":
-            from .explore import explore  # explore.py builds on this module
-
-            await explore(self, why)
+            await self.ctx.explore(self, why)  # explore.py builds on this module: the run hands it over
         if rung.kind == "escalate":
             self.escalate(f"stuck: {why}")
         elif rung.kind == "human":

@@ -42,6 +42,7 @@ from .routing.history import History
 from .routing.throttle import Throttle
 from .agents.cassettes import Cassettes
 from .approaches import Approaches
+from .explore import explore_from
 from .iteration import TaskRun
 from .preflight import RunCheck
 from .routing.tasklimits import CLOCK_EVERY
@@ -497,6 +498,10 @@ class Runner:
             except Exception:
                 self._system = ""
         return self._system
+
+    async def explore(self, run: TaskRun, why: str) -> None:
+        """The `explore` recovery rung of a stuck task: branches from its stuck point (explore.py)."""
+        await explore_from(run, why)
 
     def adopt_children(self, attempt_id: int) -> int:
         """Child processes started from here on belong to this attempt (see reaper.py)."""
