@@ -1162,7 +1162,7 @@ def _parse(text: str, path: str, diags: Diagnostics) -> Roadmap:
     # lines as splitlines() cuts them, like render_text, so line numbers agree with the
     # rendered diagnostics
     src = _Source(text)
-    b = _Builder(path, diags, TaskSource(text, path))
+    b = _Builder(path, diags, TaskSource(text, path, locate_spans))
     try:
         tree = _parse_tree(src, b)
         from ..grammar.lark_parsers import Tree  # already imported by _parser()

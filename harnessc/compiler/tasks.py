@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Callable, Literal
 
 from ..diagnostics import Span
 from .vocab import Complexity, FailureStrategy, GitMode, IsolationMode, Priority, SelectMode
@@ -78,8 +78,11 @@ class TaskSource:
 
     LOCATED_KEPT = 8  # tasks whose spans are kept: a check reports a task's problems together
 
-    def __init__(self, text: str, path: str):
+    def __init__(self, text: str, path: str, locate: "Callable[[TaskSource, Task], tuple[dict, dict]]"):
+        """`locate`: (spans, value_spans) of one task read again from the text - the parser's
+        (roadmap.locate_spans), which builds on these classes."""
         self.text, self.path = text, path
+        self.locate = locate
         self._lines: list[str] | None = None
         # task line -> its (spans, value_spans): one diagnostic a value of a long property
         # list re-read the whole list for each (quadratic: 19 s for 4,000 context paths)
@@ -98,11 +101,9 @@ class TaskSource:
         return self._locate(task)[1]
 
     def _locate(self, task: "Task") -> tuple[dict, dict]:
-        from .roadmap import locate_spans
-
         found = self._located.get(task.line)
         if found is None:
-            found = locate_spans(self, task)
+            found = self.locate(self, task)
             if len(self._located) >= self.LOCATED_KEPT:
                 del self._located[next(iter(self._located))]
             self._located[task.line] = found
