@@ -18,18 +18,7 @@ from . import __version__, completion
 from .outcome import BROKEN, Exit, diagnostics_exit, diagnostics_summary
 from .textsafe import json_text, visible
 from .wording import plural
-
-
-PROJECT_MARKERS = ("roadmap.md", "harness.yaml")  # a directory with either is a project
-
-
-def find_project_root(start: Path) -> Path | None:
-    """The nearest directory upward from `start` holding roadmap.md or harness.yaml."""
-    start = start.resolve()
-    for d in (start, *start.parents):
-        if any((d / name).is_file() for name in PROJECT_MARKERS):
-            return d
-    return None
+from .workspace import find_project_root
 
 
 class Context:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import click
 
+from .workspace import find_project_root
+
 
 def _root(ctx: click.Context) -> Path | None:
     """The project directory: `-C DIR` when given, else the nearest one upward."""
-    from .cli import find_project_root  # at Tab time: cli is loaded already
-
     project = ctx.find_root().params.get("project")
     if project:
         return Path(project) if Path(project).is_dir() else None

@@ -1,5 +1,6 @@
-"""The project directory as harnessc writes it: every path under `<project>/.harness/`, and
-the few file operations harnessc performs in the project, each confined to it.
+"""The project directory as harnessc finds it (the nearest one upward holding roadmap.md or
+harness.yaml) and writes it: every path under `<project>/.harness/`, and the few file
+operations harnessc performs in the project, each confined to it.
 
 Confinement is proven at the moment of use, not checked once beforehand: each component
 below the project root is opened relative to its parent's descriptor with O_NOFOLLOW, so a
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 HARNESS = ".harness"
+PROJECT_MARKERS = ("roadmap.md", "harness.yaml")  # a directory with either is a project
 _FILE_NAME_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # a task id (HC106) as a file name
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -35,6 +37,15 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # a regular file); on regular files the flag changes nothing.
 _FILE = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")  # SQLite opens these next to a database
+
+
+def find_project_root(start: Path) -> Path | None:
+    """The nearest directory upward from `start` holding roadmap.md or harness.yaml."""
+    start = start.resolve()
+    for d in (start, *start.parents):
+        if any((d / name).is_file() for name in PROJECT_MARKERS):
+            return d
+    return None
 
 
 def task_file_name(task_id: str) -> str:
