@@ -103,7 +103,7 @@ def test_a_build_stages_the_context_and_the_prompt_names_what_was_left_out(tmp_p
     ("replay", {}, None),
 ])
 def test_context_window_of_an_agent(provider, config, window):
-    assert providers.get(provider).context_window(config) == window
+    assert providers.context_window(providers.get(provider), config) == window
 
 
 HARNESS = """\

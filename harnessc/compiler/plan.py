@@ -160,7 +160,7 @@ def _staged_context(project: Project, task: Task, routing: Routing, windows: "_W
 
 
 class _Windows(dict):
-    """Agent name -> its context window in tokens or None (providers.Provider.context_window),
+    """Agent name -> its context window in tokens or None (providers.context_window),
     looked up on first use in harness.yaml's agents, then in the tasks' implicit ones."""
 
     def __init__(self, *agents: dict[str, AgentConfig]):
@@ -170,7 +170,7 @@ class _Windows(dict):
     def __missing__(self, name: str) -> int | None:
         config = next((agents[name] for agents in self.agents if name in agents), None)
         unit = providers.get(config.provider) if config is not None else None
-        self[name] = window = unit.context_window(config.model_dump(exclude_none=True)) if unit else None
+        self[name] = window = providers.context_window(unit, config.model_dump(exclude_none=True)) if unit else None
         return window
 
 

@@ -14,8 +14,8 @@ generation. Claude Code runs with a 200K window unless asked for `[1m]`.
 
 from __future__ import annotations
 
-from . import Provider
 from .subset import COMMON_KEEP, DRAFT07, SchemaSubset
+from .unit import Provider
 
 # Model-id prefix -> context window in tokens (providers.window_of: the longest prefix wins).
 # Where a family's members differ, the entry is the smallest: a budget too small leaves a

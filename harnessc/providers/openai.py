@@ -13,8 +13,8 @@ the gpt-5 family 400K (its `-chat` models 128K; gpt-5.4 and later offer ~1M, the
 
 from __future__ import annotations
 
-from . import Provider
 from .subset import COMMON_KEEP, SchemaSubset
+from .unit import Provider
 
 # Model-id prefix -> context window in tokens (providers.window_of: the longest prefix wins;
 # where a family's members differ, the entry is the smallest).
