@@ -3,7 +3,7 @@
 Holds runs, task states, every attempt, the budget ledger and events. An attempt row is
 written before the agent is called ('started') and completed after; a task's result and its
 final state commit in one transaction. Nothing is ever reset silently: a foreign, corrupt or
-newer database is an error.
+newer database is an error (schema.py: the tables, their migrations and the checks on open).
 """
 
 from __future__ import annotations
@@ -22,90 +22,12 @@ from json.encoder import encode_basestring_ascii as _encode_str
 
 from ...workspace import Workspace, storage_reason
 from ..children.procs import secret_values
-
-SCHEMA_VERSION = 8
-APP_ID = "harnessc-state"
+from .schema import SCHEMA_VERSION, SET_ASIDE, NoState, StateError, prepare  # noqa: F401 (callers import them here)
 
 TERMINAL_OK = ("succeeded", "degraded", "done")
 MAX_COST_KEY = "max_cost_usd"  # meta: the last explicit --max-cost
 DAILY_KEEP = 2 * 86400.0  # seconds of forgotten calls a reset keeps for the daily limits (a local day, and then some)
 STATES = ("pending", "ready", "running", "succeeded", "degraded", "failed", "blocked", "skipped", "done")
-
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE runs (
-  id TEXT PRIMARY KEY, started_at REAL NOT NULL, ended_at REAL, status TEXT NOT NULL,
-  pid INTEGER, options TEXT, exit_code INTEGER, message TEXT);
-CREATE TABLE tasks (
-  id TEXT PRIMARY KEY, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
-  iterations INTEGER NOT NULL DEFAULT 0, agent TEXT, tokens INTEGER NOT NULL DEFAULT 0,
-  cost_usd REAL NOT NULL DEFAULT 0, error TEXT, output TEXT, fingerprint TEXT, run_id TEXT,
-  started_at REAL, finished_at REAL, updated_at REAL, running_s REAL NOT NULL DEFAULT 0, filled TEXT);
-CREATE TABLE attempts (
-  id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, task_id TEXT NOT NULL,
-  iteration INTEGER NOT NULL, level INTEGER NOT NULL DEFAULT 0, agent TEXT,
-  prompt_hash TEXT, prompt TEXT, raw_output TEXT, parsed_output TEXT, errors TEXT, checks TEXT,
-  input_tokens INTEGER, output_tokens INTEGER, cost_usd REAL, latency REAL,
-  status TEXT NOT NULL, started_at REAL NOT NULL, finished_at REAL,
-  proc_marker TEXT, proc_pid INTEGER, proc_start INTEGER,
-  uncached_input_tokens INTEGER, cache_read_tokens INTEGER, cache_write_tokens INTEGER,
-  reasoning_tokens INTEGER, cost_source TEXT, progress TEXT, denials TEXT, tool_calls INTEGER);
-CREATE INDEX attempts_task ON attempts(task_id, id);
-CREATE TABLE ledger (
-  id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, task_id TEXT NOT NULL,
-  attempt_id INTEGER, reserved REAL NOT NULL, actual REAL, settled INTEGER NOT NULL DEFAULT 0,
-  ts REAL NOT NULL, kind TEXT, agent TEXT, tokens INTEGER);
-CREATE INDEX ledger_task ON ledger(task_id);
-CREATE TABLE events (
-  id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT, ts REAL NOT NULL, kind TEXT NOT NULL,
-  task_id TEXT, data TEXT);
-CREATE TABLE loop_state (task_id TEXT PRIMARY KEY, data TEXT NOT NULL, updated_at REAL NOT NULL);
-CREATE TABLE daily_usage (agent TEXT NOT NULL, ts REAL NOT NULL, calls INTEGER NOT NULL,
-  tokens INTEGER NOT NULL, cost_usd REAL NOT NULL);
-"""
-
-# Each step takes the database from version N to N+1 (the key), in one transaction.
-_MIGRATIONS = {
-    # 1 -> 2: the child process of an attempt (marker, pid, start time), so a resumed run
-    # can end what a killed run left behind (see reaper.py).
-    1: ("ALTER TABLE attempts ADD COLUMN proc_marker TEXT",
-        "ALTER TABLE attempts ADD COLUMN proc_pid INTEGER",
-        "ALTER TABLE attempts ADD COLUMN proc_start INTEGER"),
-    # 2 -> 3: the usage ledger of each attempt. input_tokens stays ALL input; these split it
-    # (uncached + cache read + cache write), count the reasoning part of output_tokens, and
-    # say where cost_usd came from (agents.base.COST_SOURCES). Older attempts keep NULL: their
-    # split was never recorded.
-    2: ("ALTER TABLE attempts ADD COLUMN uncached_input_tokens INTEGER",
-        "ALTER TABLE attempts ADD COLUMN cache_read_tokens INTEGER",
-        "ALTER TABLE attempts ADD COLUMN cache_write_tokens INTEGER",
-        "ALTER TABLE attempts ADD COLUMN reasoning_tokens INTEGER",
-        "ALTER TABLE attempts ADD COLUMN cost_source TEXT"),
-    # 3 -> 4: loop tasks - each attempt's progress evidence (JSON), and per task what the
-    # next iteration carries over (memory, progress history; see runtime/loop/loop.py).
-    3: ("ALTER TABLE attempts ADD COLUMN progress TEXT",
-        "CREATE TABLE IF NOT EXISTS loop_state (task_id TEXT PRIMARY KEY, data TEXT NOT NULL,"
-        " updated_at REAL NOT NULL)"),
-    # 4 -> 5: calls that are not attempts - a cheap agent writing a prompt mutation or a memory
-    # summary (runtime/loop/assist.py) - charged in the ledger with their kind, agent and tokens
-    # (NULL on an attempt's row: the attempt holds those).
-    4: ("ALTER TABLE ledger ADD COLUMN kind TEXT",
-        "ALTER TABLE ledger ADD COLUMN agent TEXT",
-        "ALTER TABLE ledger ADD COLUMN tokens INTEGER"),
-    # 5 -> 6: the tool calls a CLI agent's permissions refused during the attempt (JSON list
-    # of {tool, target}; NULL: none, or recorded before this column).
-    5: ("ALTER TABLE attempts ADD COLUMN denials TEXT",),
-    # 6 -> 7: limits that hold across resets and resumes (runtime/routing/tasklimits.py) - the task's
-    # running time in its current round of runs, each attempt's tool calls as its agent
-    # reported them (NULL: not reported), and the agents' calls of the last days that a
-    # `reset` forgot, still counted by their daily limits.
-    6: ("ALTER TABLE tasks ADD COLUMN running_s REAL NOT NULL DEFAULT 0",
-        "ALTER TABLE attempts ADD COLUMN tool_calls INTEGER",
-        "CREATE TABLE IF NOT EXISTS daily_usage (agent TEXT NOT NULL, ts REAL NOT NULL, calls INTEGER NOT NULL,"
-        " tokens INTEGER NOT NULL, cost_usd REAL NOT NULL)"),
-    # 7 -> 8: a degraded task's fallback output says which fields came from the contract
-    # (default, example) instead of the agent's answer: [{field, from, was}] (JSON).
-    7: ("ALTER TABLE tasks ADD COLUMN filled TEXT",),
-}
 
 # The ledger columns of an attempt, summed by usage_totals() (input_tokens is all input).
 USAGE_COLUMNS = ("input_tokens", "uncached_input_tokens", "cache_read_tokens", "cache_write_tokens",
@@ -127,46 +49,6 @@ def _usage_counts(usage: Any) -> dict[str, int]:
     return {"input_tokens": usage.input_tokens, "uncached_input_tokens": usage.uncached_input_tokens,
             "cache_read_tokens": usage.cache_read_tokens, "cache_write_tokens": usage.cache_write_tokens,
             "output_tokens": usage.output_tokens, "reasoning_tokens": usage.reasoning_tokens}
-
-
-class StateError(Exception):
-    """The state database cannot be used as is; the message says why and what to do."""
-
-
-class NoState(StateError):
-    """Nothing has run yet: no state.db, or one a starting run has not initialised yet."""
-
-
-TABLES = ("meta", "runs", "tasks", "attempts", "ledger", "events")
-# What to do with a state database harnessc cannot use: it never repairs or resets one itself.
-SET_ASIDE = "restore it from a backup, or move it aside to start fresh — it was left untouched"
-
-
-# What each declared column type may hold (NULL where the schema allows it: NOT NULL is
-# SQLite's own check); a number is finite, as harnessc writes them.
-_FINITE = "abs({c}) <= 1e300"
-_TYPE_CHECKS = {
-    "INTEGER": "typeof({c}) IN ('integer', 'null')",
-    "REAL": f"typeof({{c}}) = 'null' OR (typeof({{c}}) IN ('integer', 'real') AND {_FINITE})",
-    "TEXT": "typeof({c}) IN ('text', 'null')",
-}
-
-_KIND_WORDS = {"INTEGER": "an integer", "REAL": "a number", "TEXT": "a text"}
-
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _fits(value: Any, kind: str) -> bool:
-    """The Python side of _TYPE_CHECKS, to name the column at fault."""
-    if value is None:
-        return True
-    if kind == "INTEGER":
-        return type(value) is int
-    if kind == "REAL":
-        return type(value) in (int, float) and abs(value) <= 1e300
-    return type(value) is str
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -206,9 +88,7 @@ class StateStore:
         try:
             self.db = sqlite3.connect(name, isolation_level=None, timeout=10.0)
             self.db.row_factory = sqlite3.Row
-            self._check_and_init(create)
-            self._check_pages()
-            self._check_types()
+            prepare(self.db, self._rel(), create, self.tx)
         except sqlite3.DatabaseError as e:
             if getattr(e, "sqlite_errorname", "").startswith(_STORAGE_ERRORS):
                 raise StateError(f"cannot open {self._rel()}: {storage_reason(self.path.parent, e)}") from None
@@ -218,82 +98,6 @@ class StateStore:
     def _rel(self) -> str:
         parts = self.path.parts
         return str(Path(*parts[-2:])) if len(parts) >= 2 else str(self.path)
-
-    def _check_and_init(self, create: bool) -> None:
-        self.db.execute("PRAGMA busy_timeout=10000")
-        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if not tables:
-            if not create:
-                raise NoState(f"{self._rel()} is empty: nothing has run in this project")
-            self.db.execute("PRAGMA journal_mode=WAL")
-            with self.tx():
-                for stmt in _SCHEMA.strip().split(";"):
-                    if stmt.strip():
-                        self.db.execute(stmt)
-                self.db.execute("INSERT INTO meta VALUES ('app', ?), ('schema_version', ?)",
-                                (APP_ID, str(SCHEMA_VERSION)))
-        elif "meta" not in tables:
-            raise StateError(
-                f"{self._rel()} is not a harnessc state database (no meta table); it was left untouched"
-            )
-        meta = {r[0]: r[1] for r in self.db.execute("SELECT key, value FROM meta")}
-        if meta.get("app") != APP_ID:
-            raise StateError(f"{self._rel()} is not a harnessc state database; it was left untouched")
-        version = meta.get("schema_version", "")
-        if not (isinstance(version, str) and version.isascii() and version.isdigit() and len(version) <= 9
-                and int(version) >= 1):
-            raise StateError(f"{self._rel()} has a bad schema version {version!r}; {SET_ASIDE}")
-        version = int(version)
-        missing = [t for t in TABLES if t not in tables] if tables else []  # [] when just created
-        if missing:
-            raise StateError(f"{self._rel()} has lost its {', '.join(missing)} table(s); {SET_ASIDE}")
-        if version > SCHEMA_VERSION:
-            raise StateError(
-                f"{self._rel()} has schema version {version}, newer than this harnessc understands "
-                f"({SCHEMA_VERSION}); upgrade harnessc"
-            )
-        if version < SCHEMA_VERSION:
-            self._migrate(version)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        # WAL + synchronous=NORMAL: a commit is durable across a process crash (kill -9: the
-        # WAL is in the OS page cache and replayed on open) without an fsync per commit; only
-        # a power loss or OS crash can drop the last commits, never corrupt the database.
-        self.db.execute("PRAGMA synchronous=NORMAL")
-
-    def _check_pages(self) -> None:
-        """PRAGMA quick_check: a damaged table or index page is found now, not as an internal
-        error or a wrong answer mid-run (2-15 ms for the 1.4 MB state.db of a 1,000-task run)."""
-        problems = [r[0] for r in self.db.execute("PRAGMA quick_check(1)")]
-        if problems != ["ok"]:
-            first = " ".join(problems[0].replace("*** in database main ***", "").split())
-            raise StateError(f"{self._rel()} is damaged ({first}); {SET_ASIDE}")
-
-    def _check_types(self) -> None:
-        """Every value of the kind its column holds (SQLite stores text in a REAL column as
-        text): one scan a table, after quick_check read every page anyway. A value harnessc
-        never writes - text in a number column, a number or bytes in a text column, an
-        infinite number - is damage, reported with its row, not a TypeError in `status`."""
-        for table in (*TABLES, "loop_state"):
-            columns = [(r[1], r[2].upper(), r[5]) for r in self.db.execute(f"PRAGMA table_info({table})")]
-            if not columns:
-                continue
-            wrong = [f"NOT ({_TYPE_CHECKS[kind].format(c=_quoted(name))})" for name, kind, _ in columns
-                     if kind in _TYPE_CHECKS]
-            # a TEXT PRIMARY KEY takes NULL in SQLite (a legacy quirk): no row of harnessc's has one
-            wrong += [f"{_quoted(name)} IS NULL" for name, _, pk in columns if pk]
-            key = next((name for name, _, pk in columns if pk == 1), "rowid")
-            row = self.db.execute(f"SELECT rowid, * FROM {table} WHERE {' OR '.join(wrong)} LIMIT 1").fetchone()
-            if row is None:
-                continue
-            label = row[key] if row[key] is not None else f"#{row[0]}"
-            for name, kind, pk in columns:
-                value = row[name]
-                if value is None and pk:
-                    raise StateError(f"{self._rel()}: {table} row {label!r} has no {name}; {SET_ASIDE}")
-                if not _fits(value, kind):
-                    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-                    raise StateError(f"{self._rel()}: {table} row {label!r} holds {type(value).__name__} "
-                                     f"{shown} in {name}, {_KIND_WORDS[kind]} column; {SET_ASIDE}")
 
     def _file_identity(self) -> tuple[int, int] | None:
         try:
@@ -309,19 +113,6 @@ class StateStore:
         if now != self._identity:
             how = "removed" if now is None else "replaced by another file"
             raise StateError(f"{self._rel()} was {how} during the run; this run's results since then are lost")
-
-    def _migrate(self, version: int) -> None:
-        """Bring an older database up to SCHEMA_VERSION, one step per transaction."""
-        while version < SCHEMA_VERSION:
-            steps = _MIGRATIONS.get(version)
-            if steps is None:
-                raise StateError(f"{self._rel()} has schema version {version}, which this harnessc "
-                                 "cannot upgrade; move it aside to start fresh")
-            with self.tx():
-                for stmt in steps:
-                    self.db.execute(stmt)
-                version += 1
-                self.db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(version),))
 
     def close(self) -> None:
         if self.mirror:
