@@ -78,7 +78,7 @@ class TaskSource:
 
     LOCATED_KEPT = 8  # tasks whose spans are kept: a check reports a task's problems together
 
-    def __init__(self, text: str, path: str, locate: "Callable[[TaskSource, Task], tuple[dict, dict]]"):
+    def __init__(self, text: str, path: str, locate: Callable[[TaskSource, Task], tuple[dict, dict]]):
         """`locate`: (spans, value_spans) of one task read again from the text - the parser's
         (roadmap.locate_spans), which builds on these classes."""
         self.text, self.path = text, path
