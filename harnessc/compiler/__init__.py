@@ -6,12 +6,11 @@ checking passes; build runs them all and writes .harness/build/.
 
 from __future__ import annotations
 
-import gc
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
 
 from ..diagnostics import Diagnostics
+from ..nogc import no_cyclic_gc
 from ..workspace import Workspace
 from . import check, gitcheck, load
 from . import output
@@ -79,24 +78,11 @@ def _run(project: Project, passes) -> Project:
     return project
 
 
-@contextmanager
-def _no_cyclic_gc():
-    """No cyclic GC while compiling: the passes allocate millions of long-lived objects and
-    few cycles, and each collection rescans them all (a third of a 10k-task build)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def lint_project(root: Path, diags: Diagnostics | None = None, ignore: Iterable[str] = ()) -> Project:
     """Every check, no output files. User templates are rendered too when the project has them.
     Warnings of the codes in `ignore`, or named by a task's ignore comment, are dropped."""
     project = Project(root=Path(root), diags=diags or Diagnostics())
-    with _no_cyclic_gc():
+    with no_cyclic_gc():
         _run(project, CHECK_PASSES)
         if project.roadmap is not None and project.config.templates and not project.diags.has_errors():
             _run(project, PLAN_PASSES)
@@ -115,7 +101,7 @@ def compile_project(root: Path, diags: Diagnostics | None = None, write_prompts:
     project = Project(root=Path(root), diags=diags or Diagnostics())
     if write_prompts:
         project.prompt_files = PromptFiles(Workspace(project.root))
-    with _no_cyclic_gc():
+    with no_cyclic_gc():
         _run(project, CHECK_PASSES)
         if project.roadmap is not None and not project.diags.has_errors():
             _run(project, PLAN_PASSES)
@@ -130,7 +116,7 @@ def compile_project(root: Path, diags: Diagnostics | None = None, write_prompts:
 def write_build(project: Project) -> Path:
     """Write .harness/build (output.write_build), with the cyclic GC paused as for the passes:
     a 100k-task plan is millions of objects, and a collection while writing rescans them all."""
-    with _no_cyclic_gc():
+    with no_cyclic_gc():
         return output.write_build(project)
 
 

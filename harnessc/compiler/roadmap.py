@@ -20,11 +20,11 @@ Bad input never raises: every problem is a diagnostic (HC101-HC107) and parsing 
 
 from __future__ import annotations
 
-import gc
 import re
 from typing import Any, Callable, Iterator
 
 from ..diagnostics import CompileError, Diagnostics, Fix, Span, closest, did_you_mean, sole_match
+from ..nogc import no_cyclic_gc
 from .tasks import Roadmap, Task, TaskSource
 from .vocab import (
     LADDER_ENDS, MAX_APPROACHES, MIN_RESOURCE, MUTATIONS, RAY_RESERVED_RESOURCES, RUNGS, USD_FORMAT, Complexity, FailureStrategy, GitMode, IsolationMode,
@@ -1147,13 +1147,8 @@ def parse_roadmap(text: str, path: str, diags: Diagnostics) -> Roadmap:
     """
     # The parse allocates many long-lived objects and no cycles: the cyclic GC would only
     # rescan them again and again (it doubles the time of a 10k-task roadmap).
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with no_cyclic_gc():
         return _parse(text, path, diags)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _parse(text: str, path: str, diags: Diagnostics) -> Roadmap:
