@@ -27,6 +27,13 @@ def duration(seconds: float) -> str:
     return "".join(p for p in parts if not p.startswith("00")) or "0s"
 
 
+def routing_line(event: dict) -> str:
+    """One routing decision, as `log` and the report show it."""
+    if event["kind"] == "routed":
+        return "routed (auto): " + " -> ".join(event.get("agents") or [])
+    return f"{event['kind']}: {event.get('agent')} -> {event.get('to')} ({event.get('reason')})"
+
+
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[str] = ()) -> str:
     """Columns aligned with two spaces, a dashed rule under the header; the columns named in
     `right` are right-aligned. No trailing spaces."""

@@ -9,8 +9,7 @@ import json
 from typing import Any
 
 from ..package_data import read_text
-from ..runtime.observe.report import routing_line
-from ..wording import duration as duration_text
+from ..wording import duration as duration_text, routing_line
 from . import charts
 from .data import FAILED_ATTEMPTS
 

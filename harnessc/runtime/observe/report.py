@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ...outcome import BROKEN, COMPLETE
+from ...wording import routing_line
 from ...workspace import Workspace
 from .. import plan as planmod
 from ..store import scoreboard
@@ -328,13 +329,6 @@ def event_line(event: dict) -> str:
         return (str(event.get("error") or "degraded")
                 + (f"; filled from the contract, not from the agent: {filled}" if filled else ""))
     return f"blocked: {str(event.get('error') or '').removeprefix('blocked: ')}"
-
-
-def routing_line(event: dict) -> str:
-    """One routing decision, as `log` shows it."""
-    if event["kind"] == "routed":
-        return "routed (auto): " + " -> ".join(event.get("agents") or [])
-    return f"{event['kind']}: {event.get('agent')} -> {event.get('to')} ({event.get('reason')})"
 
 
 def stats(root: Path) -> list[dict]:
