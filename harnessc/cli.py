@@ -1394,6 +1394,13 @@ def stats(ctx: Context, output: str) -> None:
 def report_cmd(ctx: Context, run_id: str | None, out: str | None, fmt: str) -> None:
     """Write a run's report: summary, plan graph, timeline, cost and tokens, each task's
     verified output and failures, alerts."""
+    from .nogc import no_cyclic_gc
+
+    with no_cyclic_gc(freeze=True):  # the process ends after the report
+        _report(ctx, run_id, out, fmt)
+
+
+def _report(ctx: Context, run_id: str | None, out: str | None, fmt: str) -> None:
     from . import runreport
     from .runtime.store.state import StateError
     from .workspace import WorkspaceError
