@@ -131,6 +131,29 @@ def test_big_run_markdown_fits_a_github_summary(tmp_path):
     assert md.rstrip().endswith("Full report: `.harness/runs/20260101T000000-1/report.html`")
 
 
+
+def test_big_run_charts_name_what_they_show(tmp_path):
+    """2,000 tasks in 20 waves: the timeline names a task every few rows, the bars name the
+    costliest tasks, the plan graph numbers its waves (20 'wave N' labels overlapped) and the
+    token axis needs no offset text."""
+    from harnessc.runreport import charts, data
+
+    root = tmp_path / "big"
+    write_big_run(root, tasks=2000, attempts=6000)
+    report = data.collect(root)
+    colors = charts.agent_colors(list(report["agents"]))
+    texts = {name: re.findall(r"<text[^>]*>([^<]*)</text>", svg) for name, svg in
+             (("dag", charts.dag(report)), ("timeline", charts.timeline(report, colors)),
+              ("spending", charts.spending(report, colors)))}
+    rows = [t for t in texts["timeline"] if t.startswith("t0")]
+    assert rows[:3] == ["t00000", "t00050", "t00100"] and rows[-1] == "t01950" and len(rows) == 40
+    costliest = sorted((t for t in report["tasks"] if t["attempts"]), key=lambda t: (-t["cost_usd"], -t["tokens"]))
+    assert [t["id"] for t in costliest[:25]] == [t for t in texts["spending"] if t.startswith("t0")][:25]
+    assert {"sonnet", "haiku", "codex", "local"} <= set(texts["spending"])
+    assert not any(t.startswith("1e") for t in texts["spending"])
+    assert "wave" in texts["dag"] and "18" in texts["dag"] and not any(t.startswith("wave ") for t in texts["dag"])
+
+
 # ------------------------------------------------------------------ in a real browser
 
 def test_demo_report_in_headless_chromium(tmp_path):
