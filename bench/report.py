@@ -55,28 +55,28 @@ def timed_report(root: Path, repeat: int) -> tuple[float, float, int]:
     return statistics.median(walls), statistics.median(cpus), page.stat().st_size
 
 
-def parts(root: Path) -> dict[str, float]:
-    """Seconds of each step, in this process (the chart library imported first, apart)."""
+def parts(root: Path) -> dict[str, tuple[float, float]]:
+    """Wall and CPU seconds of each step, in this process (the chart library imported first,
+    apart)."""
     from harnessc.runreport import charts, data, html
 
-    out = {}
-    start = time.perf_counter()
-    charts.require()
-    import matplotlib.figure  # noqa: F401
+    def timed(step) -> tuple[float, float]:
+        start, start_cpu = time.perf_counter(), time.process_time()
+        step()
+        return time.perf_counter() - start, time.process_time() - start_cpu
 
-    out["import matplotlib"] = time.perf_counter() - start
-    start = time.perf_counter()
-    report = data.collect(root)
-    out["read the run"] = time.perf_counter() - start
+    def library() -> None:
+        charts.require()
+        import matplotlib.figure  # noqa: F401
+
+    out = {"import matplotlib": timed(library)}
+    report: dict = {}
+    out["read the run"] = timed(lambda: report.update(data.collect(root)))
     colors = charts.agent_colors(list(report["agents"]))
-    for name, draw in (("plan graph", lambda: charts.dag(report)), ("timeline", lambda: charts.timeline(report, colors)),
-                       ("cost and tokens", lambda: charts.spending(report, colors))):
-        start = time.perf_counter()
-        draw()
-        out[name] = time.perf_counter() - start
-    start = time.perf_counter()
-    html.render(report)
-    out["whole page (charts again)"] = time.perf_counter() - start
+    out["plan graph"] = timed(lambda: charts.dag(report))
+    out["timeline"] = timed(lambda: charts.timeline(report, colors))
+    out["cost and tokens"] = timed(lambda: charts.spending(report, colors))
+    out["whole page (charts again)"] = timed(lambda: html.render(report))
     return out
 
 
@@ -100,9 +100,12 @@ def main() -> None:
         shutil.copytree(REPO / "specs" / "demo", demo)
         subprocess.run([*CLI, "-C", str(demo), "run"], capture_output=True, cwd=REPO, timeout=600, check=True)
         print(row("demo", *timed_report(demo, args.repeat)))
+        if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+            print("(PYTHONDONTWRITEBYTECODE is set: each run compiles harnessc's modules, which an"
+                  " installed harnessc's cached bytecode spares)")
         print(f"\nin-process, {args.tasks} tasks:")
-        for name, s in parts(big).items():
-            print(f"  {name:<28} {s:6.2f} s")
+        for name, (wall, cpu) in parts(big).items():
+            print(f"  {name:<28} {wall:6.2f} s wall {cpu:6.2f} s cpu")
 
 
 if __name__ == "__main__":
