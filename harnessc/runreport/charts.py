@@ -22,6 +22,7 @@ INSTALL = "pip install 'harnessc[report]'"
 LABELED_ROWS = 120  # timeline rows (tasks) named one by one; above, a name every few rows
 LABELED_NODES = 60  # DAG nodes named; above, the graph shows states and edges only
 TOP_TASKS = 25  # tasks in the cost and token bars (the task table has every one)
+LABEL_CHARS = 40  # a longer row name is cut in the middle (the task table has it whole)
 
 DARK_STATES = ("succeeded", "failed", "blocked", "running")  # shown with white text
 STATE_COLORS = {
@@ -99,7 +100,7 @@ def _text_width(labels, size: float) -> float:
     from matplotlib.textpath import text_to_path
 
     prop = FontProperties(size=size)
-    longest = heapq.nlargest(5, map(str, labels), key=len)
+    longest = heapq.nlargest(5, map(_label, labels), key=len)
     return max((text_to_path.get_text_width_height_descent(s, prop, ismath=False)[0] for s in longest),
                default=0.0) / 72
 
@@ -220,7 +221,17 @@ def _row_names(ax, rows, size: float) -> None:
     ax.set_yticks([])
     left_of_axes = ax.get_yaxis_transform() + ScaledTranslation(-4 / 72, 0, ax.figure.dpi_scale_trans)
     for row, name in rows:
-        ax.text(0, row, name, transform=left_of_axes, ha="right", va="center", fontsize=size)
+        ax.text(0, row, _label(name), transform=left_of_axes, ha="right", va="center", fontsize=size)
+
+
+def _label(name) -> str:
+    """`name` in at most LABEL_CHARS characters, its start and end kept: ids are unbounded,
+    and the axes are placed right of the longest."""
+    name = str(name)
+    if len(name) <= LABEL_CHARS:
+        return name
+    keep = (LABEL_CHARS - 1) // 2
+    return f"{name[:keep]}\u2026{name[-keep:]}"
 
 
 # The cost and tokens chart, in inches: above each row of bars its title, below its tick labels.

@@ -154,6 +154,25 @@ def test_big_run_charts_name_what_they_show(tmp_path):
     assert "wave" in texts["dag"] and "18" in texts["dag"] and not any(t.startswith("wave ") for t in texts["dag"])
 
 
+
+def test_long_task_ids_and_agent_names_are_cut_in_the_charts(tmp_path):
+    """Ids have no length limit; the axes sit right of the longest row name, so a name is cut
+    in the middle rather than pushing the bars off the chart (that raised before)."""
+    from harnessc.runreport import charts, data
+
+    root = tmp_path / "big"
+    write_big_run(root, tasks=30, attempts=60)
+    report = data.collect(root)
+    for t in report["tasks"]:
+        t["id"] = t["id"] + "-" + "W" * 150
+    report["agents"] = {name + "-" + "W" * 100: figures for name, figures in report["agents"].items()}
+    colors = charts.agent_colors(list(report["agents"]))
+    for svg in (charts.timeline(report, colors), charts.spending(report, colors)):
+        names = [t for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg) if "W" in t]
+        assert names and all(len(n) <= charts.LABEL_CHARS and "\u2026" in n for n in names)
+        assert any(n.startswith("t00000-W") for n in names)
+
+
 # ------------------------------------------------------------------ in a real browser
 
 def test_demo_report_in_headless_chromium(tmp_path):
