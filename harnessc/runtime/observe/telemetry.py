@@ -272,7 +272,7 @@ class _Sdk:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 
-        from .. import __version__
+        from ... import __version__
 
         self.trace, self.failed = trace, 0
         sdk = self
