@@ -15,7 +15,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from .providers.config import AgentConfig
 
 
 class Record(Mapping):
@@ -44,10 +47,14 @@ class Record(Mapping):
     __hash__ = None  # type: ignore[assignment]
 
 
-def record(cls: type) -> type:
-    cls = dataclass(slots=True, eq=False)(cls)
-    cls._keys = {f.name: None for f in fields(cls)}
-    return cls
+def record(cls: type | None = None, /, *, frozen: bool = False) -> Any:
+    """A slots dataclass that reads like a mapping (`@record`, or `@record(frozen=True)`)."""
+    def make(cls: type) -> type:
+        cls = dataclass(slots=True, eq=False, frozen=frozen)(cls)
+        cls._keys = {f.name: None for f in fields(cls)}
+        return cls
+
+    return make if cls is None else make(cls)
 
 
 # ------------------------------------------------------------------ one task
@@ -276,7 +283,7 @@ class Plan(Record):
     metadata: dict
     project: dict
     templates: Any
-    agents: dict[str, dict]  # agent name -> its harness.yaml settings (provider-specific)
+    agents: dict[str, AgentConfig]  # agent name -> its harness.yaml settings, typed by provider (providers.agent_config)
     budget: dict
     defaults: dict
     concurrency: int
@@ -313,9 +320,16 @@ class PlanFormatError(ValueError):
 
 def load(data: Mapping) -> Plan:
     """Records from plan.json's parsed JSON. Raises PlanFormatError on a malformed entry."""
+    from .providers import AgentConfigError, agent_config  # providers' records are planfile Records
+
+    try:
+        agents = {str(name): agent_config(str(name), raw) for name, raw in (data.get("agents") or {}).items()}
+    except (AgentConfigError, AttributeError) as e:
+        raise PlanFormatError(str(e) if isinstance(e, AgentConfigError) else "agents must be a mapping") from None
     try:
         return Plan(
-            **{k: data.get(k) for k in Plan._keys if k not in ("contracts", "nodes", "system", "assists", "executor")},
+            **{k: data.get(k) for k in Plan._keys if k not in ("agents", "contracts", "nodes", "system", "assists", "executor")},
+            agents=agents,
             contracts={name: load_contract(c) for name, c in (data.get("contracts") or {}).items()},
             nodes=[_node(n) for n in data.get("nodes") or []],
             system=PromptRef.from_json(data["system"]) if data.get("system") else None,

@@ -18,6 +18,7 @@ from harnessc.compiler import build_project, compile_project, write_build
 from harnessc.compiler.argv import split_command
 from harnessc.compiler.planjson import plan_json
 from harnessc.estimates import estimate_tokens
+from harnessc.providers import agent_config
 from harnessc.runtime.agents.base import Usage, price_cost
 
 # What plans hold: JSON data with string keys and 64-bit integers (floats are left to the
@@ -159,7 +160,8 @@ def test_plan_estimates_use_the_runtime_token_rule(tmp_path: Path) -> None:
         est = node["estimate"]
         assert est["input_tokens"] == estimate_tokens(project.system_prompt + project.prompts[node["id"]])
         usage = Usage(est["input_tokens"], est["output_tokens"])
-        assert est["cost_usd"] == round(price_cost(plan["agents"][node["routing"]["agent"]], usage), 6)
+        agent = node["routing"]["agent"]
+        assert est["cost_usd"] == round(price_cost(agent_config(agent, plan["agents"][agent]), usage), 6)
 
 
 def test_token_rule_is_about_four_characters_per_token() -> None:

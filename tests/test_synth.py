@@ -15,6 +15,7 @@ from hypothesis import given, settings, strategies as st
 
 from harnessc.compiler.contract_schema import contract_plan_entry, load_builtin_contracts
 from harnessc.compiler.ir import Contract
+from harnessc.providers import agent_config
 from harnessc.compiler.rules.regexgen import RegexTooHard, generate
 from harnessc.compiler.synth import synthesize, synthesize_output
 from harnessc.compiler.validate import deliverable_errors, extract_json, template_output, validate_output
@@ -44,7 +45,7 @@ def without_examples(d: dict) -> dict:
 
 def simulate(contract: dict) -> dict:
     """The JSON the simulate agent answers for a task under `contract`."""
-    agent = SimulateAgent("rehearsal", {}, Path("."))
+    agent = SimulateAgent("rehearsal", agent_config("rehearsal", {"provider": "simulate"}), Path("."))
     request = Request(task_id="t1", prompt="do it", contract=load_contract(contract))
     response = asyncio.run(agent.call(request))
     data, why = extract_json(response.text)

@@ -3,10 +3,10 @@
 A unit (`Provider`, unit.py) holds what harnessc knows about one provider: its structured-output
 JSON-Schema subset (the compiler stores it per contract in plan.json), its defaults (the
 environment variable holding the key, `max_tokens`), the context windows of the models it
-serves (the compiler derives a task's default context budget from them), and where its agent
-class lives. The
-agent class is imported only when a run builds that agent, so `lint` and `build` import no
-SDK and `run` imports only the SDKs of the agents it calls.
+serves (the compiler derives a task's default context budget from them), the typed record
+its agents' settings are read into (`agent_config`, providers/config.py), and where its agent
+class lives. The agent class is imported only when a run builds that agent, so `lint` and
+`build` import no SDK and `run` imports only the SDKs of the agents it calls.
 """
 
 from __future__ import annotations
@@ -15,6 +15,10 @@ from dataclasses import replace
 from functools import lru_cache
 
 from . import anthropic, gemini, openai
+from .config import (  # noqa: F401  (re-exported: the agent config records)
+    AgentConfig, AgentConfigError, AgentLimits, AnthropicConfig, CliConfig, CommandConfig, OpenAIConfig, Price,
+    ProgramConfig, ReplayConfig, SimulateConfig, read_config, shown,
+)
 from .subset import DRAFT07, SchemaSubset
 from .unit import Provider, window_of
 
@@ -24,23 +28,23 @@ def _units() -> dict[str, Provider]:
     return {p.name: p for p in (
         openai.PROVIDER,  # schema providers first, in plan.json's order
         anthropic.PROVIDER,
-        Provider("command", f"{agents}.command:CommandAgent", requires={"command": (
+        Provider("command", f"{agents}.command:CommandAgent", config=CommandConfig, requires={"command": (
             "add the argv to run, e.g. `command: [my-agent, --print, '{prompt}']`"
             " ({prompt} and {prompt_file} are replaced, else the prompt goes to stdin)")}),
         # the CLIs run their vendor's models; without `model:` their own default model.
         # claude's --json-schema: the whole contract as Ajv draft-07 knows it (a non-strict
         # StructuredOutput tool); codex's --output-schema: OpenAI strict json_schema.
-        Provider("claude-code", f"{agents}.cli:ClaudeCodeAgent", cli=True,
+        Provider("claude-code", f"{agents}.cli:ClaudeCodeAgent", config=CliConfig, cli=True,
                  schema=SchemaSubset(provider="claude-code", keep=DRAFT07, strict=False), schema_in_plan=False,
                  windows={**anthropic.WINDOWS, **anthropic.CLAUDE_CODE_ALIASES},
                  default_window=anthropic.CLAUDE_CODE_WINDOW),
-        Provider("codex", f"{agents}.cli:CodexAgent", cli=True,
+        Provider("codex", f"{agents}.cli:CodexAgent", config=CliConfig, cli=True,
                  schema=replace(openai.PROVIDER.schema, provider="codex"), schema_in_plan=False,
                  windows=openai.WINDOWS, default_window=openai.CODEX_WINDOW),
-        Provider("gemini-cli", f"{agents}.cli:GeminiCliAgent", cli=True, windows=gemini.WINDOWS,
+        Provider("gemini-cli", f"{agents}.cli:GeminiCliAgent", config=CliConfig, cli=True, windows=gemini.WINDOWS,
                  default_window=gemini.GEMINI_CLI_WINDOW),
-        Provider("simulate", f"{agents}.simulate:SimulateAgent"),
-        Provider("replay", "harnessc.runtime.agents.cassettes:ReplayAgent"),
+        Provider("simulate", f"{agents}.simulate:SimulateAgent", config=SimulateConfig),
+        Provider("replay", "harnessc.runtime.agents.cassettes:ReplayAgent", config=ReplayConfig),
     )}
 
 
@@ -81,17 +85,25 @@ def names() -> tuple[str, ...]:
     return tuple(REGISTRY)
 
 
-def key_envs(agents: dict[str, dict]) -> set[str]:
-    """The variables holding the keys of `agents` (plan["agents"]), whatever they are called:
+def agent_config(name: str, raw: Mapping) -> AgentConfig:
+    """One agent's settings as the runtime reads them: plan.json's entry (harness.yaml's keys
+    as written) as the record of its provider's kind, each value type-checked and an unset
+    `api_key_env` read as the provider's default. The one place such records are made.
+    Raises AgentConfigError (the agent and the key in its message)."""
+    if not isinstance(raw, Mapping):
+        raise AgentConfigError(f"agent '{name}' must be a mapping of settings, not {shown(raw)}")
+    provider = raw.get("provider")
+    unit = get(provider) if isinstance(provider, str) else None
+    if unit is None:
+        raise AgentConfigError(f"agent '{name}': unknown provider {shown(provider)} (known: {', '.join(names())})")
+    return read_config(unit.config, name, raw, unit.api_key_env)
+
+
+def key_envs(agents: Mapping[str, AgentConfig]) -> set[str]:
+    """The variables holding the keys of `agents` (plan.agents), whatever they are called:
     their values are secrets (redacted before anything is written) even when the name does
     not look like one."""
-    names = set()
-    for config in agents.values():
-        unit = get(config.get("provider"))
-        env = unit.key_env(config) if unit else None
-        if env:
-            names.add(env)
-    return names
+    return {config.api_key_env for config in agents.values() if config.api_key_env}
 
 
 def clis() -> tuple[str, ...]:

@@ -14,6 +14,7 @@ generation. Claude Code runs with a 200K window unless asked for `[1m]`.
 
 from __future__ import annotations
 
+from .config import AnthropicConfig
 from .subset import COMMON_KEEP, DRAFT07, SchemaSubset
 from .unit import Provider
 
@@ -44,8 +45,8 @@ PROVIDER = Provider(
                            "ipv4", "ipv6", "uuid"}),
         min_items=frozenset({0, 1}),
     ),
+    config=AnthropicConfig,
     api_key_env="ANTHROPIC_API_KEY",
-    defaults={"max_tokens": 8192},
     cache_rates=(0.1, 1.25, 2.0),
     windows=WINDOWS,
     sdk="anthropic",

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .config import AgentConfig
 from .subset import SchemaSubset
 
 
@@ -20,8 +21,8 @@ class Provider:
     # plan.json stores this subset per contract (the API providers); a CLI's is computed from
     # the contract's schema when it is called, so adding one changes no task's fingerprint
     schema_in_plan: bool = True
+    config: type[AgentConfig] = AgentConfig  # the record its agents' settings are read into
     api_key_env: str | None = None  # the default variable holding the key
-    defaults: dict[str, Any] = field(default_factory=dict)  # agent settings when unset
     # cache read, write (5 minutes), write (1 hour): fractions of the input price
     cache_rates: tuple[float, float, float] = (1.0, 1.0, 1.0)
     requires: dict[str, str] = field(default_factory=dict)  # agent keys lint insists on (HC215) -> hint
@@ -36,16 +37,6 @@ class Provider:
         module, _, attr = self.agent.partition(":")
         return getattr(importlib.import_module(module), attr)
 
-    def key_env(self, config: dict) -> str | None:
-        """The key variable of one agent: its `api_key_env` ("" = this provider's default,
-        None = no key, e.g. a local server)."""
-        env = config.get("api_key_env", "")
-        return self.api_key_env if env == "" else env
-
-    def setting(self, config: dict, key: str) -> Any:
-        """An agent setting, or this provider's default for it."""
-        value = config.get(key)
-        return self.defaults.get(key) if value is None else value
 
 
 def window_of(model: str, windows: Mapping[str, int]) -> int | None:

@@ -38,6 +38,7 @@ import time
 from typing import Any
 
 from ..planfile import PlanNode
+from ..providers import AgentConfig
 from .children import procs
 from .store import scoreboard
 from .agents.base import Request, Response
@@ -134,7 +135,7 @@ class ApproachRun(TaskRun):
     def render(self) -> str:
         return super().render() + approach_line(self.k, self.n)
 
-    def request(self, cfg: dict) -> Request:
+    def request(self, cfg: AgentConfig) -> Request:
         return dataclasses.replace(super().request(cfg), approach=self.k)
 
     def ended(self, state: str, error: str | None, output: Any = None) -> None:

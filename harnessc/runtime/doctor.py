@@ -19,14 +19,14 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from .. import providers
-from ..compiler.argv import split_command
 from ..planfile import Plan
+from ..providers import AgentConfig, CliConfig
 from ..workspace import Workspace
 from .worktree import gitcmd
 from .children import procs
 from .executor import ExecutorError
 from .executor.rayconfig import ExecutorSettings, require_ray
-from .preflight import RECORD_HINT, Check, Usability, agent_checks, agent_config, check_run, executable
+from .preflight import RECORD_HINT, Check, Usability, agent_checks, check_run, config_of, executable
 from .routing.router import Router
 
 CONNECT_TIMEOUT = 2.0  # seconds for a base_url's (or a Ray address's) TCP connect
@@ -91,7 +91,7 @@ async def _diagnose(root: Path, plan: Plan, executor: ExecutorSettings | None = 
     todo = [n for n in plan.nodes if not n.done]
     routes = {n.id: router.chain(n) for n in todo}
     names = list(dict.fromkeys([*plan.agents, *(a for r in routes.values() for a in r)]))
-    reports = await asyncio.gather(*(_agent(root, workspace, name, agent_config(plan.agents, name) or {},
+    reports = await asyncio.gather(*(_agent(root, workspace, name, config_of(plan.agents, name),
                                             [t for t, r in routes.items() if name in r])
                                      for name in names))
     git = await _git_checks(root) if any(n.git == "commit" for n in todo) else []
@@ -100,17 +100,17 @@ async def _diagnose(root: Path, plan: Plan, executor: ExecutorSettings | None = 
     return Report(list(reports), git, stranded, cluster)
 
 
-async def _agent(root: Path, workspace: Workspace, name: str, config: dict, tasks: list[str]) -> AgentReport:
-    provider = config.get("provider") or "?"
-    if not config:
-        return AgentReport(name, provider, [Check("defined", False, f"agent '{name}' is not defined in harness.yaml")])
+async def _agent(root: Path, workspace: Workspace, name: str, config: AgentConfig | None,
+                 tasks: list[str]) -> AgentReport:
+    if config is None:
+        return AgentReport(name, "?", [Check("defined", False, f"agent '{name}' is not defined in harness.yaml")])
+    provider = config.provider
     checks = [_with_sdk_version(c, provider) for c in agent_checks(config, root)]
-    unit = providers.get(provider)
     slow = []
-    if unit is not None and unit.cli and all(c.ok for c in checks if c.what == "executable"):
+    if isinstance(config, CliConfig) and all(c.ok for c in checks if c.what == "executable"):
         slow.append(_version(root, config))
-    if config.get("base_url"):
-        slow.append(_reachable(config["base_url"]))
+    if config.base_url:
+        slow.append(_reachable(config.base_url))
     checks += await asyncio.gather(*slow)
     if provider == "replay" and all(c.ok for c in checks):
         checks.append(_cassettes(workspace, name, config, tasks))
@@ -128,7 +128,7 @@ def _with_sdk_version(check: Check, provider: str) -> Check:
         return check
 
 
-def _cassettes(workspace: Workspace, name: str, config: dict, tasks: list[str]) -> Check:
+def _cassettes(workspace: Workspace, name: str, config: AgentConfig, tasks: list[str]) -> Check:
     """A replay agent: the cassette of every task it may serve is there."""
     usability = Usability({name: config}, workspace)
     missing = [t for t in tasks if usability.missing_cassette(name, t)]
@@ -139,11 +139,11 @@ def _cassettes(workspace: Workspace, name: str, config: dict, tasks: list[str]) 
                  else "no task routes to it")
 
 
-async def _version(root: Path, config: dict) -> Check:
+async def _version(root: Path, config: CliConfig) -> Check:
     """`<cli> --version` in the agent's restricted environment, with a timeout."""
-    argv = split_command(config["command"]) if config.get("command") else [executable(config)]
+    argv = list(config.command) if config.command else [executable(config)]
     res = await procs.run([*argv, "--version"], cwd=root, timeout=VERSION_TIMEOUT,
-                          env=procs.child_env(config.get("pass_env") or (), config.get("env")))
+                          env=procs.child_env(config.pass_env, config.env))
     first = _first_line(res.stdout) or _first_line(res.stderr)
     if res.ok:
         return Check("version", True, first or f"{argv[0]} --version printed nothing")
@@ -293,11 +293,11 @@ def _worker_needs(plan: Plan, placement: str) -> tuple[dict[str, str], dict[str,
     tools = {"git": "git"}
     sdks: dict[str, str] = {}
     for name, config in sorted(plan.agents.items()):
-        unit = providers.get(config.get("provider") or "")
+        unit = providers.get(config.provider)
         exe = executable(config)
         if exe and ("/" not in exe or os.path.isabs(exe)):  # ./bin/agent: in the checkout, not on PATH
             tools[f"agent {name}"] = exe
-        elif unit is not None and unit.sdk and placement == "all":
+        elif unit.sdk and placement == "all":
             sdks[f"agent {name}"] = unit.sdk
     return tools, sdks
 

@@ -20,6 +20,7 @@ import dataclasses
 import math
 from typing import Any
 
+from ..providers import AgentConfig
 from .agents.base import AgentError
 from .approaches import ApproachRun
 from .iteration import Done
@@ -40,7 +41,7 @@ class Branch(ApproachRun):
         self.p.iteration = parent.p.iteration
         self.progress = -1.0  # its iteration's progress score; inf: it verified
 
-    def request(self, cfg: dict):
+    def request(self, cfg: AgentConfig):
         return dataclasses.replace(super().request(cfg), approach=self.j)  # HARNESSC_APPROACH=j
 
     async def explore(self, snapshot: str) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 
 from .. import outcome as outcomes
 from ..planfile import Contract, PlanNode
+from ..providers import AgentConfig
 from . import plan as planmod
 from .agents.base import AgentError, Request, Response
 from .agents.errors import retry_delay
@@ -273,7 +274,7 @@ class TaskRun:
         self.store.save_running_time(self.tid, used)
         self.limits.near_time(used)
 
-    async def choose_agent(self) -> tuple[str, Any, dict]:
+    async def choose_agent(self) -> tuple[str, Any, AgentConfig]:
         """HARNESSC_AGENT (steering) wins; else the route's agent, unless its breaker is open
         or it is at a daily limit: then the next agent of the chain, or (at the end of the
         chain) a wait until it is back."""
@@ -291,7 +292,7 @@ class TaskRun:
             raise Done(self._finish("failed", e.message)) from None
         return name, agent, cfg
 
-    def reserve(self, cfg: dict) -> tuple[float, tuple[int, int]]:
+    def reserve(self, cfg: AgentConfig) -> tuple[float, tuple[int, int]]:
         """The estimated cost and tokens of a call on this agent, refused past a budget."""
         budget = self.ctx.budget
         cost = budget.estimate(self.node, cfg, self.sent_prompt)
@@ -321,7 +322,7 @@ class TaskRun:
                                    reserve_tokens=tokens)
         self.ctx.adopt_children(aid)
 
-    async def call(self, name: str, agent: Any, cfg: dict, cost: float,
+    async def call(self, name: str, agent: Any, cfg: AgentConfig, cost: float,
                    tokens: tuple[int, int]) -> Response | AgentError:
         """One agent call in one of the agent's slots (throttle.py), recorded as an attempt;
         a failed call's attempt is finished here, with what it was charged."""
@@ -361,7 +362,7 @@ class TaskRun:
         self.store.set_state(self.tid, "pending")
         raise Done("interrupted")
 
-    def request(self, cfg: dict) -> Request:
+    def request(self, cfg: AgentConfig) -> Request:
         prompt = self.sent_prompt
         return Request(task_id=self.tid, prompt=prompt, system=self.ctx.system_prompt(),
                        cache_breaks=tuple(end for end in self.shared_ends if prompt.startswith(self.original[:end])),
@@ -369,7 +370,7 @@ class TaskRun:
                        output_schema=self.contract.output_schema if self.contract else None,
                        promise=self.node.completion_promise, iteration=self.p.iteration,
                        complexity=self.node.complexity,
-                       timeout=self.time_left(), max_tokens=cfg.get("max_tokens"), root=self.ctx.root,
+                       timeout=self.time_left(), max_tokens=cfg.max_tokens, root=self.ctx.root,
                        workdir=self.workdir if self.iso else None,
                        on_line=functools.partial(self.shown.__setitem__, "line") if self.ctx.show_lines else None)
 

@@ -18,10 +18,10 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from .. import providers
-from ..compiler.argv import split_command
+from ..providers import AgentConfig, ProgramConfig, ReplayConfig
 from ..planfile import Plan, PlanNode
 from ..workspace import Workspace
 from .routing.router import REHEARSAL, Router
@@ -39,49 +39,46 @@ class Check:
     detail: str
 
 
-def agent_config(agents: dict[str, dict], name: str) -> dict | None:
+REHEARSAL_CONFIG = providers.agent_config(REHEARSAL, {"provider": "simulate"})
+
+
+def config_of(agents: Mapping[str, AgentConfig], name: str) -> AgentConfig | None:
     """An agent's settings; the built-in rehearsal agent's when it is not defined."""
     if name in agents:
         return agents[name]
-    return {"provider": "simulate"} if name == REHEARSAL else None
+    return REHEARSAL_CONFIG if name == REHEARSAL else None
 
 
-def executable(config: dict) -> str | None:
+def executable(config: AgentConfig) -> str | None:
     """The program a command or CLI agent runs (its argv[0]); None for other providers."""
-    unit = providers.get(config.get("provider"))
-    if unit is None or not (unit.cli or unit.name == "command"):
+    if not isinstance(config, ProgramConfig):
         return None
-    try:
-        argv = split_command(config["command"]) if config.get("command") else []
-    except ValueError:  # unbalanced quotes: lint reports them
-        return None
-    if argv:
-        return argv[0]
+    if config.command:
+        return config.command[0]
+    unit = providers.get(config.provider)
     if unit.cli:  # the CLI's own executable (claude, codex, gemini), as its agent class names it
         return unit.agent_factory().executable
     return None
 
 
-def find_executable(program: str, config: dict, root: Path) -> str | None:
+def find_executable(program: str, config: ProgramConfig, root: Path) -> str | None:
     """Where `program` is found as the agent would run it: on the PATH its environment gets
     (`env: {PATH: ...}` wins), or, as a path, from the project directory it runs in."""
     if os.sep in program:
         path = Path(program) if os.path.isabs(program) else root / program
         return str(path) if path.is_file() and os.access(path, os.X_OK) else None
-    search = (config.get("env") or {}).get("PATH", os.environ.get("PATH", os.defpath))
+    search = config.env.get("PATH", os.environ.get("PATH", os.defpath))
     return shutil.which(program, path=search)
 
 
-def agent_checks(config: dict, root: Path, replaying: bool = False) -> list[Check]:
+def agent_checks(config: AgentConfig, root: Path, replaying: bool = False) -> list[Check]:
     """The cheap checks of one agent, whatever task it serves (`run --replay` needs no key,
     SDK or program: every call is answered from the cassettes)."""
-    unit = providers.get(config.get("provider"))
-    if unit is None:
-        return [Check("provider", False, f"unknown provider '{config.get('provider')}'")]
+    unit = providers.get(config.provider)
     if replaying or unit.name == "replay":
         return cassette_dir_checks(config)
     checks = []
-    env = unit.key_env(config)
+    env = config.api_key_env
     if env:
         ok = bool(os.environ.get(env))
         checks.append(Check("key", ok, f"{env} is {'set' if ok else 'not set'}"))
@@ -101,9 +98,9 @@ def agent_checks(config: dict, root: Path, replaying: bool = False) -> list[Chec
     return checks
 
 
-def cassette_dir_checks(config: dict) -> list[Check]:
+def cassette_dir_checks(config: AgentConfig) -> list[Check]:
     """A replay agent's `cassette:` directory must be inside the project (as ReplayAgent insists)."""
-    directory = config.get("cassette") if config.get("provider") == "replay" else None
+    directory = config.cassette if isinstance(config, ReplayConfig) else None
     if directory and not _inside(directory):
         return [Check("cassettes", False, f"cassette {directory!r} must be a directory inside the project")]
     return []
@@ -114,23 +111,23 @@ def _inside(directory: str) -> bool:
     return not (rel.is_absolute() or ".." in rel.parts or "\0" in directory)
 
 
-def cassette_path(workspace: Workspace, config: dict, task_id: str) -> Path:
+def cassette_path(workspace: Workspace, config: AgentConfig, task_id: str) -> Path:
     """The cassette a replayed call of `task_id` is served from (runtime/agents/cassettes.py)."""
-    directory = config.get("cassette") if config.get("provider") == "replay" else None
+    directory = config.cassette if isinstance(config, ReplayConfig) else None
     return workspace.cassette(task_id, workspace.root / directory if directory else None)
 
 
 class Usability:
     """Which agents can serve which task in this run; the cheap checks, each agent's once."""
 
-    def __init__(self, agents: dict[str, dict], workspace: Workspace, replaying: bool = False):
+    def __init__(self, agents: Mapping[str, AgentConfig], workspace: Workspace, replaying: bool = False):
         self.agents, self.workspace, self.replaying = agents, workspace, replaying
         self._problems: dict[str, list[str]] = {}
 
     def problems(self, agent: str) -> list[str]:
         """Why `agent` cannot serve any task ([] when it can)."""
         if agent not in self._problems:
-            config = agent_config(self.agents, agent)
+            config = config_of(self.agents, agent)
             self._problems[agent] = (
                 [c.detail for c in agent_checks(config, self.workspace.root, self.replaying) if not c.ok]
                 if config is not None else [f"agent '{agent}' is not defined in harness.yaml"])
@@ -138,8 +135,8 @@ class Usability:
 
     def missing_cassette(self, agent: str, task_id: str) -> str | None:
         """For a replayed agent: why `task_id`'s cassette cannot be served (it is missing)."""
-        config = agent_config(self.agents, agent) or {}
-        if not (self.replaying or config.get("provider") == "replay"):
+        config = config_of(self.agents, agent)
+        if config is None or not (self.replaying or isinstance(config, ReplayConfig)):
             return None
         path = cassette_path(self.workspace, config, task_id)
         return None if path.is_file() else f"{self.workspace.rel(path)} does not exist ({RECORD_HINT})"

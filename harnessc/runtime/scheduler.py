@@ -25,6 +25,7 @@ from .. import outcome as outcomes
 from ..compiler.vocab import priority_rank
 from ..outcome import RunOutcome
 from ..planfile import Plan, PlanNode
+from ..providers import AgentConfig
 from ..workspace import Workspace, WorkspaceError
 from .store import outputs
 from . import plan as planmod
@@ -44,9 +45,9 @@ from .agents.cassettes import Cassettes
 from .approaches import Approaches
 from .explore import explore_from
 from .iteration import TaskRun
-from .preflight import RunCheck
+from .preflight import RunCheck, config_of
 from .routing.tasklimits import CLOCK_EVERY
-from .routing.router import REHEARSAL, Router
+from .routing.router import Router
 from .observe.cachesaving import cache_figures
 from .store.state import TERMINAL_OK, StateError, StateStore
 from .steering import Steering
@@ -480,13 +481,11 @@ class Runner:
         self._stop_event.set()
         return True
 
-    def agent(self, name: str) -> tuple[Any, dict]:
+    def agent(self, name: str) -> tuple[Any, AgentConfig]:
         if name not in self.agents:
-            cfg = self.plan.agents.get(name)
+            cfg = config_of(self.plan.agents, name)
             if cfg is None:
-                if name != REHEARSAL:
-                    raise AgentError(f"agent '{name}' is not defined in harness.yaml")
-                cfg = {"provider": "simulate"}
+                raise AgentError(f"agent '{name}' is not defined in harness.yaml")
             self.agents[name] = (self.cassettes.agent(name, cfg), cfg)
         return self.agents[name]
 
@@ -528,7 +527,7 @@ class Runner:
         states = [t["state"] for t in tasks]
         outcome = outcomes.run_outcome(states, *(ending or self._ending()))
         left = [self.nodes[t["id"]] for t in tasks if t["state"] not in (*outcomes.COMPLETE, *outcomes.BROKEN)]
-        providers = {cfg.get("provider") for _, cfg in self.agents.values()}
+        providers = {cfg.provider for _, cfg in self.agents.values()}
         return RunResult(run_id, outcome, tasks, self.stale,
                          elapsed, cost_usd=self.store.run_spent(run_id),
                          total_cost_usd=self.store.spent(),

@@ -51,7 +51,7 @@ def check_agents(runner: Runner, workspace: Workspace, opts: RunOptions) -> None
     runner.preflight = checked
 
 
-def execute(root: Path, plan: dict, opts: RunOptions,
+def execute(root: Path, plan: Plan, opts: RunOptions,
             listeners: list[Callable[[dict], None]] | None = None,
             on_start: Callable[[Runner, dict], None] | None = None) -> RunResult:
     """Run the plan to the end (or a stop). Raises lock.Locked, state.StateError,
@@ -61,7 +61,7 @@ def execute(root: Path, plan: dict, opts: RunOptions,
     lock.acquire()
     store = tracing = None
     try:
-        store = StateStore(workspace, secret_names=providers.key_envs(plan.get("agents") or {}))
+        store = StateStore(workspace, secret_names=providers.key_envs(plan.agents))
         recovered = store.recover()
         ended = reaper.end_leftovers(recovered["leftovers"])  # before any agent starts again
         workspace.unlink(workspace.stop)  # a stop meant for an earlier run

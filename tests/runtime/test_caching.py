@@ -19,6 +19,7 @@ pytest.importorskip("openai")
 
 from harnessc.compiler import compile_project  # noqa: E402
 from harnessc.compiler.prompts import render_prompt_parts  # noqa: E402
+from harnessc.providers import agent_config  # noqa: E402
 from harnessc.runtime.agents.base import Request, Response, make_agent  # noqa: E402
 from .fakeapi import FakeAPI, Reply, ThreadedFakeAPI  # noqa: E402
 from .helpers import env as cli_env, harnessc  # noqa: E402
@@ -45,7 +46,7 @@ def send(provider: str, requests: list[Request], config: dict | None = None,
         api.push(*replies)
         cfg = {"provider": provider, "model": "claude-sonnet-4-5",
                "base_url": base if provider == "anthropic" else base + "/v1", **(config or {})}
-        agent = make_agent("a1", cfg, Path("."))
+        agent = make_agent("a1", agent_config("a1", cfg), Path("."))
         try:
             return [await agent.call(r) for r in requests], api
         finally:

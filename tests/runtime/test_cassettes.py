@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harnessc.providers import agent_config
 from harnessc.runtime.agents.base import Request
 from harnessc.runtime.agents.errors import AgentError
 from harnessc.runtime.agents.cassettes import Cassettes, normalized
@@ -236,7 +237,7 @@ def test_replay_agent_builds_no_live_agent_and_serves_repeats_in_order(tmp_path)
     `command:` would refuse to be built), and identical requests get the recorded answers in
     their order, errors included."""
     ws = Workspace(tmp_path)
-    broken = {"provider": "command"}  # make_agent would raise: no command
+    broken = agent_config("x", {"provider": "command"})  # make_agent would raise: no command
     with pytest.raises(AgentError, match="needs `command:`"):
         Cassettes(ws, "record").agent("x", broken)
     req = Request(task_id="t", prompt="p", system="s")
@@ -275,7 +276,7 @@ def test_a_recorded_x_should_retry_replays_the_same_decision(tmp_path) -> None:
     """An error the server marked x-should-retry: false (a 500, otherwise retried) replays as
     not retried; one it marked true (a 400) as retried; an unreadable value is ignored."""
     ws = Workspace(tmp_path)
-    cfg = {"provider": "openai", "model": "m"}
+    cfg = agent_config("x", {"provider": "openai", "model": "m"})
     req = Request(task_id="t", prompt="p", system="s")
     rec = Cassettes(ws, "record")
     for kind, retry in (("server", False), ("invalid_request", True), ("server", "no")):
@@ -304,7 +305,7 @@ def test_any_recorded_calls_replay_as_recorded(tmp_path_factory, calls) -> None:
     """Whatever the prompts and answers hold (lone surrogates, newlines, quotes), the recorded
     calls of a task are served back as they were, identical prompts in their recorded order."""
     ws = Workspace(tmp_path_factory.mktemp("c"))
-    config = {"provider": "command", "model": None}
+    config = agent_config("x", {"provider": "command", "model": None})
     rec = Cassettes(ws, "record")
     for prompt, text, failed in calls:
         asked = normalized("x", config, Request(task_id="t", prompt=prompt, system="s"))
@@ -332,7 +333,7 @@ def test_any_recorded_calls_replay_as_recorded(tmp_path_factory, calls) -> None:
 def test_a_replay_agent_refuses_a_cassette_directory_lint_refuses(tmp_path, directory) -> None:
     """The same rule as lint's HC219, for a plan.json written by hand: one clear error."""
     with pytest.raises(AgentError) as err:
-        Cassettes(Workspace(tmp_path)).agent("x", {"provider": "replay", "cassette": directory})
+        Cassettes(Workspace(tmp_path)).agent("x", agent_config("x", {"provider": "replay", "cassette": directory}))
     assert err.value.kind == "invalid_request" and "must be a directory inside the project" in err.value.message
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from harnessc.providers import agent_config
 from harnessc.runtime.agents.base import AgentError, Request, make_agent
 from harnessc.runtime.agents.cli import PERMISSIONS
 from harnessc.runtime.agents.cli_output import Answer, Failure, parse_claude, parse_codex, parse_gemini
@@ -132,7 +133,7 @@ def test_claude_usage_limit_with_a_clock_time_carries_its_reset(tmp_path):
     exe = fake_cli(tmp_path / "bin", "claude", rc=1, stdout=_claude_error(
         429, "rate_limit_error", "API Error: Request rejected (429) \u00b7 You\u2019ve hit your usage limit"
                                  " \u00b7 resets 3pm (UTC)"))
-    agent = make_agent("cc", {"provider": "claude-code", "command": [str(exe)]}, tmp_path)
+    agent = make_agent("cc", agent_config("cc", {"provider": "claude-code", "command": [str(exe)]}), tmp_path)
     with pytest.raises(AgentError) as e:
         call(agent)
     assert e.value.kind == "quota_exhausted" and e.value.reset_at is not None
@@ -241,8 +242,8 @@ def test_claude_code_argv_env_and_answer(tmp_path, monkeypatch):
         {**CLAUDE_OK, "structured_output": {"title": "x", "score": 1}}))
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-123456")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-not-for-claude")
-    agent = make_agent("cc", {"provider": "claude-code", "command": [str(exe)], "model": "sonnet",
-                              "permissions": "edit", "base_url": "http://127.0.0.1:9"}, tmp_path)
+    agent = make_agent("cc", agent_config("cc", {"provider": "claude-code", "command": [str(exe)], "model": "sonnet",
+                              "permissions": "edit", "base_url": "http://127.0.0.1:9"}), tmp_path)
     resp = call(agent, output_schema=SIMPLE_CONTRACT["json_schema"])
     assert json.loads(resp.text) == {"title": "x", "score": 1}
     assert resp.cost_usd == 0.000141 and resp.usage.total == 140
@@ -258,7 +259,7 @@ def test_claude_code_argv_env_and_answer(tmp_path, monkeypatch):
 
 def test_claude_code_error_carries_its_kind(tmp_path):
     exe = fake_cli(tmp_path / "bin", "claude", stdout=json.dumps(CLAUDE_429), rc=1)
-    agent = make_agent("cc", {"provider": "claude-code", "command": [str(exe)]}, tmp_path)
+    agent = make_agent("cc", agent_config("cc", {"provider": "claude-code", "command": [str(exe)]}), tmp_path)
     with pytest.raises(AgentError) as e:
         call(agent)
     assert e.value.kind == "rate_limited" and e.value.transient
@@ -269,7 +270,7 @@ def test_claude_code_error_carries_its_kind(tmp_path):
 def test_claude_code_usage_limit_is_final_with_reset(tmp_path):
     exe = fake_cli(tmp_path / "bin", "claude", rc=1, stdout=json.dumps(
         {**CLAUDE_429, "api_error_status": None, "result": "Claude AI usage limit reached|1767225600"}))
-    agent = make_agent("cc", {"provider": "claude-code", "command": [str(exe)]}, tmp_path)
+    agent = make_agent("cc", agent_config("cc", {"provider": "claude-code", "command": [str(exe)]}), tmp_path)
     with pytest.raises(AgentError) as e:
         call(agent)
     assert (e.value.kind, e.value.reset_at, e.value.transient) == ("quota_exhausted", 1767225600.0, False)
@@ -278,9 +279,9 @@ def test_claude_code_usage_limit_is_final_with_reset(tmp_path):
 def test_codex_argv_schema_file_custom_provider_and_price(tmp_path, monkeypatch):
     exe = fake_cli(tmp_path / "bin", "codex", stdout=CODEX_OK)
     monkeypatch.setenv("MY_KEY", "sk-local-abcdef")
-    agent = make_agent("cx", {"provider": "codex", "command": [str(exe)], "model": "gpt-5",
+    agent = make_agent("cx", agent_config("cx", {"provider": "codex", "command": [str(exe)], "model": "gpt-5",
                               "permissions": "edit", "base_url": "http://127.0.0.1:9/v1",
-                              "api_key_env": "MY_KEY", "price": {"input": 1.0, "output": 10.0}},
+                              "api_key_env": "MY_KEY", "price": {"input": 1.0, "output": 10.0}}),
                        tmp_path)
     contract = {**SIMPLE_CONTRACT, "provider_schemas": {"openai": {
         "schema": SIMPLE_CONTRACT["json_schema"], "moved": [], "strict": True}}}
@@ -301,7 +302,7 @@ def test_codex_argv_schema_file_custom_provider_and_price(tmp_path, monkeypatch)
 
 def test_codex_turn_failed_is_quota_exhausted(tmp_path):
     exe = fake_cli(tmp_path / "bin", "codex", stdout=CODEX_LIMIT, rc=1)
-    agent = make_agent("cx", {"provider": "codex", "command": [str(exe)]}, tmp_path)
+    agent = make_agent("cx", agent_config("cx", {"provider": "codex", "command": [str(exe)]}), tmp_path)
     with pytest.raises(AgentError) as e:
         call(agent)
     assert e.value.kind == "quota_exhausted"
@@ -311,8 +312,8 @@ def test_codex_turn_failed_is_quota_exhausted(tmp_path):
 def test_gemini_argv_and_answer(tmp_path, monkeypatch):
     exe = fake_cli(tmp_path / "bin", "gemini", stdout=json.dumps(GEMINI_OK))
     monkeypatch.setenv("GEMINI_API_KEY", "gm-key-123456")
-    agent = make_agent("gm", {"provider": "gemini-cli", "command": [str(exe)], "model": "gemini-2.5-flash",
-                              "permissions": "full"}, tmp_path)
+    agent = make_agent("gm", agent_config("gm", {"provider": "gemini-cli", "command": [str(exe)], "model": "gemini-2.5-flash",
+                              "permissions": "full"}), tmp_path)
     resp = call(agent)
     assert resp.text == "Hello from Gemini" and resp.usage.total == 60 and resp.cost_usd == 0
     got = seen(exe)
@@ -325,7 +326,7 @@ def test_gemini_argv_and_answer(tmp_path, monkeypatch):
                                             (55, "Workspace is not trusted", "invalid_request")])
 def test_gemini_errors(tmp_path, rc, stderr, kind):
     exe = fake_cli(tmp_path / "bin", "gemini", stderr=stderr, rc=rc)
-    agent = make_agent("gm", {"provider": "gemini-cli", "command": [str(exe)]}, tmp_path)
+    agent = make_agent("gm", agent_config("gm", {"provider": "gemini-cli", "command": [str(exe)]}), tmp_path)
     with pytest.raises(AgentError) as e:
         call(agent)
     assert e.value.kind == kind
@@ -333,7 +334,7 @@ def test_gemini_errors(tmp_path, rc, stderr, kind):
 
 def test_missing_cli_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    agent = make_agent("cc", {"provider": "claude-code"}, tmp_path)
+    agent = make_agent("cc", agent_config("cc", {"provider": "claude-code"}), tmp_path)
     with pytest.raises(AgentError, match="command not found: 'claude'"):
         call(agent)
 
@@ -378,8 +379,8 @@ GEMINI_41_STDERR = ('{\n  "session_id": "c8e8cd5e",\n  "error": {\n    "type": "
 
 def test_gemini_base_url_without_api_key_auth_says_what_to_set(tmp_path):
     exe = fake_cli(tmp_path / "bin", "gemini", stderr=GEMINI_41_STDERR, rc=41)
-    agent = make_agent("gm", {"provider": "gemini-cli", "command": [str(exe)],
-                              "base_url": "http://127.0.0.1:9"}, tmp_path)
+    agent = make_agent("gm", agent_config("gm", {"provider": "gemini-cli", "command": [str(exe)],
+                              "base_url": "http://127.0.0.1:9"}), tmp_path)
     with pytest.raises(AgentError) as e:
         call(agent)
     assert e.value.kind == "auth" and not e.value.transient
@@ -390,7 +391,7 @@ def test_gemini_base_url_without_api_key_auth_says_what_to_set(tmp_path):
 
 def test_gemini_invalid_auth_without_base_url_has_no_settings_hint(tmp_path):
     exe = fake_cli(tmp_path / "bin", "gemini", stderr=GEMINI_41_STDERR, rc=41)
-    agent = make_agent("gm", {"provider": "gemini-cli", "command": [str(exe)]}, tmp_path)
+    agent = make_agent("gm", agent_config("gm", {"provider": "gemini-cli", "command": [str(exe)]}), tmp_path)
     with pytest.raises(AgentError) as e:
         call(agent)
     assert e.value.kind == "auth" and "settings.json" not in e.value.message
@@ -414,7 +415,7 @@ def _claude_error(status: int, etype: str, result: str) -> str:
 ])
 def test_claude_api_errors_as_seen(tmp_path, status, etype, result, kind):
     exe = fake_cli(tmp_path / "bin", "claude", stdout=_claude_error(status, etype, result) + "\n", rc=1)
-    agent = make_agent("cc", {"provider": "claude-code", "command": [str(exe)]}, tmp_path)
+    agent = make_agent("cc", agent_config("cc", {"provider": "claude-code", "command": [str(exe)]}), tmp_path)
     with pytest.raises(AgentError) as e:
         call(agent)
     assert e.value.kind == kind and result in e.value.message
@@ -438,7 +439,7 @@ def test_codex_failures_as_seen(tmp_path, message, kind):
     warning = ('WARNING: proceeding, even though we could not create PATH aliases: Refusing to create'
                ' helper binaries under temporary dir "/tmp"\n')
     exe = fake_cli(tmp_path / "bin", "codex", stdout=_codex_failed(message), stderr=warning, rc=1)
-    agent = make_agent("cx", {"provider": "codex", "command": [str(exe)]}, tmp_path)
+    agent = make_agent("cx", agent_config("cx", {"provider": "codex", "command": [str(exe)]}), tmp_path)
     with pytest.raises(AgentError) as e:
         call(agent)
     assert e.value.kind == kind and message in e.value.message
@@ -453,7 +454,7 @@ def test_gemini_daily_quota_as_seen_after_ten_requests(tmp_path):
               + json.dumps({"session_id": "6df384a8", "error": {"type": "Error", "message": quota, "code": 429}},
                            indent=2) + "\n")
     exe = fake_cli(tmp_path / "bin", "gemini", stderr=stderr, rc=173)
-    agent = make_agent("gm", {"provider": "gemini-cli", "command": [str(exe)]}, tmp_path)
+    agent = make_agent("gm", agent_config("gm", {"provider": "gemini-cli", "command": [str(exe)]}), tmp_path)
     with pytest.raises(AgentError) as e:
         call(agent)
     assert e.value.kind == "quota_exhausted" and e.value.message.endswith(quota)
@@ -522,7 +523,7 @@ def test_a_cli_whose_server_refuses_the_connection_names_its_base_url(tmp_path):
     exe = fake_cli(tmp_path / "bin", "claude", rc=1, stdout=json.dumps({
         "type": "result", "subtype": "success", "is_error": True, "terminal_reason": "api_error",
         "result": "API Error: Connection error. (connect ECONNREFUSED 127.0.0.1:9)"}))
-    agent = make_agent("cc", {"provider": "claude-code", "command": [str(exe)], "base_url": "http://127.0.0.1:9"},
+    agent = make_agent("cc", agent_config("cc", {"provider": "claude-code", "command": [str(exe)], "base_url": "http://127.0.0.1:9"}),
                        tmp_path)
     with pytest.raises(AgentError) as e:
         call(agent)
@@ -536,7 +537,7 @@ def test_recorded_denials_and_unreachable_errors_replay_as_recorded(tmp_path):
 
     ws = Workspace(tmp_path)
     exe = fake_cli(tmp_path / "bin", "claude", stdout=json.dumps(CLAUDE_DENIED))
-    cfg = {"provider": "claude-code", "command": [str(exe)]}
+    cfg = agent_config("cc", {"provider": "claude-code", "command": [str(exe)]})
     rec = Cassettes(ws, "record")
     recorded = call(rec.agent("cc", cfg))
     req = Request(task_id="t1", prompt="Again.", system="You are careful.")
@@ -557,7 +558,7 @@ def test_claude_code_schema_too_long_for_an_argument_goes_to_the_prompt(tmp_path
     schema = {"type": "object", "required": ["title"],
               "properties": {f"field_{i}": {"type": "string", "description": "d" * 100} for i in range(2000)}}
     assert len(json.dumps(schema)) > 200_000
-    agent = make_agent("cc", {"provider": "claude-code", "command": [str(exe)]}, tmp_path)
+    agent = make_agent("cc", agent_config("cc", {"provider": "claude-code", "command": [str(exe)]}), tmp_path)
     resp = call(agent, output_schema=schema)
     assert json.loads(resp.text) == {"title": "x", "score": 1}
     got = seen(exe)

@@ -25,6 +25,7 @@ from jsonschema import Draft7Validator
 
 from harnessc.compiler.contract_schema import contract_plan_entry
 from harnessc.compiler.ir import Contract
+from harnessc.providers import agent_config
 from harnessc.runtime.agents.base import Request, make_agent
 
 RULED = Contract.model_validate({
@@ -164,7 +165,7 @@ def call(provider: str, tmp_path: Path, contract: Contract = RULED):
     exe, log = fake(tmp_path / "bin", provider)
     entry = contract_plan_entry("release", contract)
     assert list(x_keys(entry.json_schema)), "the contract's own schema must carry x-from-rules"
-    agent = make_agent("a", {"provider": provider, "command": [str(exe)]}, tmp_path)
+    agent = make_agent("a", agent_config("a", {"provider": provider, "command": [str(exe)]}), tmp_path)
     request = Request(task_id="t", prompt="Write the note.", contract=entry, output_schema=entry.output_schema)
     resp = asyncio.run(agent.call(request))
     return resp, json.loads(log.read_text("utf-8"))
@@ -201,7 +202,7 @@ def test_codex_gets_no_schema_for_a_contract_strict_mode_cannot_express(tmp_path
                                                 "meta": {"type": "dict"}}})
     exe, log = fake(tmp_path / "bin", "codex")
     entry = contract_plan_entry("loose", loose)
-    agent = make_agent("a", {"provider": "codex", "command": [str(exe)]}, tmp_path)
+    agent = make_agent("a", agent_config("a", {"provider": "codex", "command": [str(exe)]}), tmp_path)
     asyncio.run(agent.call(Request(task_id="t", prompt="p", contract=entry, output_schema=entry.output_schema)))
     seen = json.loads(log.read_text("utf-8"))
     assert seen["schema"] is None and "--output-schema" not in seen["argv"]

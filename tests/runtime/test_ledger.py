@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from harnessc.providers import agent_config
 from harnessc.runtime.agents.base import Response, Usage
 from harnessc.runtime.agents.errors import AgentError
 from harnessc.runtime.store.state import SCHEMA_VERSION, StateStore
@@ -280,7 +281,7 @@ def test_cli_agents_cost_source_claude_estimate_codex_price(tmp_path):
     from .test_cli_agents import CLAUDE_429, CLAUDE_OK, CODEX_OK, GEMINI_OK, fake_cli
 
     def call(cfg):
-        agent = make_agent("x", cfg, tmp_path)
+        agent = make_agent("x", agent_config("x", cfg), tmp_path)
         try:
             return asyncio.run(agent.call(Request(task_id="t", prompt="p")))
         except AgentError as err:

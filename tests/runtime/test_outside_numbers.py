@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harnessc.providers import agent_config
 from harnessc.runtime.agents.base import MAX_CALL_COST_USD, MAX_CALL_TOKENS, Request, Usage, make_agent
 from harnessc.textsafe import json_text
 
@@ -104,7 +105,7 @@ def test_a_cli_json_absurd_total_cost_is_priced_from_the_tokens_instead(tmp_path
 
     result = json.dumps({**CLAUDE_OK, "total_cost_usd": 0.25}).replace("0.25", cost)
     exe = fake_cli(tmp_path / "bin", "claude", stdout=result)
-    agent = make_agent("cc", {"provider": "claude-code", "command": [str(exe)], "price": PRICE}, tmp_path)
+    agent = make_agent("cc", agent_config("cc", {"provider": "claude-code", "command": [str(exe)], "price": PRICE}), tmp_path)
     resp = asyncio.run(agent.call(Request(task_id="t1", prompt="Do it.")))
     assert resp.cost_source == "price" and 0 < resp.cost_usd < 1
     assert [n for n in resp.unreported if n.startswith("cost not reported: total_cost_usd=")]

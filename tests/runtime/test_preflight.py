@@ -11,6 +11,7 @@ import sqlite3
 import stat
 import sys
 
+from harnessc.providers import agent_config
 from harnessc.runtime.preflight import agent_checks
 
 from .helpers import PY, SIMPLE_CONTRACT, env, harnessc, node, write_project
@@ -139,16 +140,16 @@ def test_dry_run_says_what_the_run_would_refuse_and_exits_2(tmp_path):
 def test_an_sdk_that_is_not_installed_makes_its_agents_unusable(tmp_path, monkeypatch):
     monkeypatch.setenv("HC_PREFLIGHT_KEY", "sk-test")
     config = {"provider": "openai", "model": "m", "api_key_env": "HC_PREFLIGHT_KEY"}
-    assert all(c.ok for c in agent_checks(config, tmp_path))
+    assert all(c.ok for c in agent_checks(agent_config("o", config), tmp_path))
     monkeypatch.setitem(sys.modules, "openai", None)  # find_spec: not importable
-    assert [(c.what, c.ok, c.detail) for c in agent_checks(config, tmp_path) if not c.ok] == [
+    assert [(c.what, c.ok, c.detail) for c in agent_checks(agent_config("o", config), tmp_path) if not c.ok] == [
         ("sdk", False, "the openai SDK is not installed (pip install 'harnessc[llm]')")]
 
 
 def test_an_agent_without_a_key_variable_needs_none(tmp_path, monkeypatch):
     monkeypatch.delenv(UNSET, raising=False)
     local = {"provider": "openai", "model": "qwen3:8b", "api_key_env": None, "base_url": "http://127.0.0.1:1/v1"}
-    assert [c.what for c in agent_checks(local, tmp_path)] == ["sdk"]
-    assert [c.ok for c in agent_checks({**PAID}, tmp_path) if c.what == "key"] == [False]
+    assert [c.what for c in agent_checks(agent_config("local", local), tmp_path)] == ["sdk"]
+    assert [c.ok for c in agent_checks(agent_config("paid", PAID), tmp_path) if c.what == "key"] == [False]
     # `run --replay` answers from the cassettes: no key, SDK or program is needed
-    assert agent_checks(PAID, tmp_path, replaying=True) == []
+    assert agent_checks(agent_config("paid", PAID), tmp_path, replaying=True) == []

@@ -20,6 +20,7 @@ pytest.importorskip("aiohttp")
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")
 
+from harnessc.providers import agent_config  # noqa: E402
 from harnessc.runtime.agents.base import Request, Response, make_agent  # noqa: E402
 from harnessc.runtime.agents.errors import AgentError  # noqa: E402
 from .fakeapi import FakeAPI, Reply, ThreadedFakeAPI  # noqa: E402
@@ -66,7 +67,7 @@ def call(provider: str, replies: list[Reply], config: dict | None = None,
         api.push(*replies)
         cfg = {"provider": provider, "model": "m-1",
                "base_url": base if provider == "anthropic" else base + "/v1", **(config or {})}
-        agent = make_agent("a1", cfg, Path("."))
+        agent = make_agent("a1", agent_config("a1", cfg), Path("."))
         try:
             return await agent.call(request or _request()), api
         except AgentError as e:
@@ -239,10 +240,11 @@ def test_sdks_are_imported_only_by_the_agents_that_call() -> None:
     code = (
         "import asyncio, sys\n"
         "from pathlib import Path\n"
+        "from harnessc.providers import agent_config\n"
         "from harnessc.runtime.agents.base import Request, make_agent\n"
         "from harnessc.runtime.agents.errors import AgentError\n"
-        "a = make_agent('a', {'provider': 'anthropic', 'model': 'm', 'base_url': 'http://127.0.0.1:9'}, Path('.'))\n"
-        "o = make_agent('o', {'provider': 'openai', 'model': 'm'}, Path('.'))\n"
+        "a = make_agent('a', agent_config('a', {'provider': 'anthropic', 'model': 'm', 'base_url': 'http://127.0.0.1:9'}), Path('.'))\n"
+        "o = make_agent('o', agent_config('o', {'provider': 'openai', 'model': 'm'}), Path('.'))\n"
         "print('BUILT', sorted(m for m in ('anthropic', 'openai') if m in sys.modules))\n"
         "try:\n    asyncio.run(a.call(Request(task_id='t', prompt='p', timeout=5)))\n"
         "except AgentError as e:\n    print('KIND', e.kind)\n"
@@ -372,10 +374,10 @@ def _seed_templates():
 def test_every_seed_template_gets_structured_output_on_both_apis(name, spec) -> None:
     entry = _compiled(name, spec)
     req = _request(contract=entry, output_schema=entry.output_schema)
-    anthropic = make_agent("a", {"provider": "anthropic", "model": "m"}, Path(".")).params(req)
+    anthropic = make_agent("a", agent_config("a", {"provider": "anthropic", "model": "m"}), Path(".")).params(req)
     assert "output_config" in anthropic or anthropic["tool_choice"]["type"] == "tool", name
     for api in ("chat", "responses"):
-        params = make_agent("o", {"provider": "openai", "model": "m", "api": api}, Path(".")).params(req)
+        params = make_agent("o", agent_config("o", {"provider": "openai", "model": "m", "api": api}), Path(".")).params(req)
         fmt = params["response_format"]["json_schema"] if api == "chat" else params["text"]["format"]
         assert fmt["schema"]["type"] == "object" and fmt["name"] == name, (name, api)
 
@@ -395,7 +397,7 @@ def test_refused_connection_names_the_url_and_is_left_to_the_task_retry_policy(p
     url = f"http://127.0.0.1:{_closed_port()}{path}"
 
     async def go():
-        agent = make_agent("a1", {"provider": provider, "model": "m-1", "base_url": url}, Path("."))
+        agent = make_agent("a1", agent_config("a1", {"provider": provider, "model": "m-1", "base_url": url}), Path("."))
         try:
             await agent.call(_request())
         except AgentError as e:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from harnessc.providers import agent_config
 from harnessc.runtime.agents.errors import AgentError
 from harnessc.runtime.routing.throttle import Slots, Throttle
 
@@ -50,8 +51,8 @@ def test_a_429_halves_the_slots_and_answers_grow_them_back():
 
 def test_agents_are_throttled_apart_under_their_own_ceiling():
     async def scenario():
-        throttle = Throttle({"a": {}, "b": {"limits": {"concurrency": 2}}, "c": {"limits": {"concurrency": 9}}},
-                            jobs=4)
+        agents = {"a": {}, "b": {"limits": {"concurrency": 2}}, "c": {"limits": {"concurrency": 9}}}
+        throttle = Throttle({n: agent_config(n, {"provider": "simulate", **c}) for n, c in agents.items()}, jobs=4)
         assert (throttle.of("a").ceiling, throttle.of("b").ceiling, throttle.of("c").ceiling) == (4, 2, 4)
         async with throttle.slot("a") as call:
             call.error = RATE_LIMITED

@@ -16,9 +16,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ...providers import AnthropicConfig
 from ...providers.anthropic import TOOL_SCHEMA
 from .base import Request, Usage
-from .caching import anthropic_messages, cache_ttl
+from .caching import anthropic_messages
 from .sdk import DONE, MAX_TOKENS, REFUSAL, UNFINISHED, Answer, SdkAgent
 
 # The SDK refuses a non-streamed call that may take over 10 minutes (3600 s x max_tokens / 128k).
@@ -31,21 +32,22 @@ class AnthropicAgent(SdkAgent):
     provider = "anthropic"
     terminator = "message_stop"
 
-    def __init__(self, name: str, config: dict, root: Path):
+    config: AnthropicConfig
+
+    def __init__(self, name: str, config: AnthropicConfig, root: Path):
         super().__init__(name, config, root)
-        self.max_tokens = int(self.unit.setting(config, "max_tokens"))
-        stream = config.get("stream")
-        self.stream = self.max_tokens > NON_STREAMED_MAX_TOKENS if stream is None else bool(stream)
+        self.max_tokens = config.output_cap
+        self.stream = self.max_tokens > NON_STREAMED_MAX_TOKENS if config.stream is None else config.stream
 
     def connect(self, key: str) -> Any:
         import anthropic  # only a run that calls this agent pays for the import
 
-        return anthropic.AsyncAnthropic(api_key=key, base_url=self.config.get("base_url"), max_retries=0)
+        return anthropic.AsyncAnthropic(api_key=key, base_url=self.config.base_url, max_retries=0)
 
     def params(self, request: Request) -> dict[str, Any]:
         """The Messages API parameters for one request (no credentials)."""
         system, messages = anthropic_messages(request.system, request.prompt, request.cache_breaks, self.model,
-                                              cache_ttl(self.config))
+                                              self.config.cache_ttl)
         p: dict[str, Any] = {
             "model": self.model,
             "max_tokens": request.max_tokens or self.max_tokens,
@@ -53,8 +55,8 @@ class AnthropicAgent(SdkAgent):
         }
         if system:
             p["system"] = system
-        if self.config.get("temperature") is not None:
-            p["temperature"] = self.config["temperature"]
+        if self.config.temperature is not None:
+            p["temperature"] = self.config.temperature
         if request.output_schema is not None:
             p.update(self.structured(request))
         return p

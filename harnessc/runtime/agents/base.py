@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from ... import providers
+from ...providers import AgentConfig
 from ...planfile import Contract, load_contract
 from ...estimates import cost_usd
 from .errors import AgentError
@@ -94,12 +95,12 @@ class Agent(Protocol):
     async def call(self, request: Request) -> Response: ...
 
 
-def priced(config: dict, usage: Usage, provider: str | None = None) -> tuple[float, str]:
+def priced(config: AgentConfig, usage: Usage, provider: str | None = None) -> tuple[float, str]:
     """(USD, cost source) for `usage` at the agent's price: PRICE, or NO_PRICE (0) without one."""
-    return price_cost(config, usage, provider), (PRICE if config.get("price") else NO_PRICE)
+    return price_cost(config, usage, provider), (PRICE if config.price else NO_PRICE)
 
 
-def charge_reported(error: AgentError, usage: Usage, config: dict, provider: str) -> AgentError:
+def charge_reported(error: AgentError, usage: Usage, config: AgentConfig, provider: str) -> AgentError:
     """`error` charged the usage its stream reported before it failed (a stream cut mid-way
     is charged what it reported), unless the error carries its own."""
     if error.usage is None:
@@ -108,19 +109,18 @@ def charge_reported(error: AgentError, usage: Usage, config: dict, provider: str
     return error
 
 
-def price_cost(config: dict, usage: Usage, provider: str | None = None) -> float:
+def price_cost(config: AgentConfig, usage: Usage, provider: str | None = None) -> float:
     """USD for `usage` at the agent's configured price (0 when no price is set).
 
     Cache reads and writes cost `price.cache_read` / `price.cache_write` (an hour's write:
     `price.cache_write_1h`) when given, else the provider's default fraction of the input
     price (anthropic 0.1x, 1.25x and 2x; openai 0.1x, 1x).
     """
-    price = config.get("price") or {}
-    if not price:
+    if not config.price:
         return 0.0
     rates = cache_prices(config, provider)
     writes_5m = usage.cache_write_tokens - usage.cache_write_1h_tokens
-    return (cost_usd(usage.uncached_input_tokens, usage.output_tokens, rates.input, float(price.get("output", 0)))
+    return (cost_usd(usage.uncached_input_tokens, usage.output_tokens, rates.input, config.price.output)
             + (usage.cache_read_tokens * rates.read + writes_5m * rates.write
                + usage.cache_write_1h_tokens * rates.write_1h) / 1_000_000)
 
@@ -141,20 +141,22 @@ class CachePrices:
         return (read_tokens * (self.input - self.read) - write_tokens * (write - self.input)) / 1_000_000
 
 
-def cache_prices(config: dict, provider: str | None = None) -> CachePrices:
+def cache_prices(config: AgentConfig, provider: str | None = None) -> CachePrices:
     """The agent's input prices with and without the cache (all 0 without `price:`)."""
-    price = config.get("price") or {}
-    unit = providers.get(provider or config.get("provider"))
+    price = config.price
+    if price is None:
+        return CachePrices(0.0, 0.0, 0.0, 0.0)
+    unit = providers.get(provider or config.provider)
     read_rate, write_rate, write_1h_rate = unit.cache_rates if unit else (1.0, 1.0, 1.0)
-    input_price = float(price.get("input", 0))
-    return CachePrices(input_price, float(price.get("cache_read", input_price * read_rate)),
-                       float(price.get("cache_write", input_price * write_rate)),
-                       float(price.get("cache_write_1h", input_price * write_1h_rate)))
+    return CachePrices(price.input, _or(price.cache_read, price.input * read_rate),
+                       _or(price.cache_write, price.input * write_rate),
+                       _or(price.cache_write_1h, price.input * write_1h_rate))
 
 
-def make_agent(name: str, config: dict[str, Any], root: Path) -> Agent:
-    """The agent for one entry of plan["agents"] (its class is imported here, on first use)."""
-    unit = providers.get(config.get("provider"))
-    if unit is None:
-        raise AgentError(f"agent '{name}': unknown provider '{config.get('provider')}'")
-    return unit.agent_factory()(name, config, root)
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+def make_agent(name: str, config: AgentConfig, root: Path) -> Agent:
+    """The agent for one entry of plan.agents (its class is imported here, on first use)."""
+    return providers.get(config.provider).agent_factory()(name, config, root)

@@ -21,7 +21,6 @@ from ...estimates import CHARS_PER_TOKEN
 from ...providers import window_of
 
 MAX_BREAKPOINTS = 4  # Anthropic's limit per request
-TTLS = ("5m", "1h")
 # The shortest prefix (tokens) each Claude model caches, by model-id prefix (the longest one
 # matching wins). Below it the API caches nothing and says nothing.
 CACHE_MINIMUM = {
@@ -68,8 +67,3 @@ def prompt_cache_key(system: str, prompt: str, breaks: tuple[int, ...]) -> str:
     digest = hashlib.sha256(f"{system}\x00{shared}".encode()).hexdigest()
     return f"harnessc-{digest[:32]}"
 
-
-def cache_ttl(config: dict[str, Any]) -> str:
-    """An agent's `cache_ttl` (5m unless it says 1h)."""
-    ttl = config.get("cache_ttl") or "5m"
-    return ttl if ttl in TTLS else "5m"

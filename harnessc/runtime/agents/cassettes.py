@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import providers
+from ...providers import AgentConfig, ReplayConfig
 from ...workspace import Workspace, WorkspaceError
 from .base import COST_SOURCES, NO_PRICE, NO_RESPONSE, PRICE, Agent, Request, Response, Usage, make_agent, reported
 from .errors import KINDS, AgentError
@@ -64,9 +65,9 @@ class Cassettes:
         self._written: dict[Path, list[str]] = {}  # cassette -> the lines this run recorded
         self._tapes: dict[Path, Tape] = {}  # cassette -> what it holds, for replay
 
-    def agent(self, name: str, config: dict) -> Agent:
+    def agent(self, name: str, config: AgentConfig) -> Agent:
         """Agent `name` as this run calls it (the real one is built only when it is called live)."""
-        if config.get("provider") == "replay":
+        if isinstance(config, ReplayConfig):
             return ReplayAgent(name, config, self.workspace.root, self)
         if self.mode == "replay":
             return ReplayAgent(name, config, self.workspace.root, self, match=SAME_CALL)
@@ -111,9 +112,9 @@ class Cassettes:
 
 
 
-def normalized(agent: str, config: dict, request: Request) -> dict:
+def normalized(agent: str, config: AgentConfig, request: Request) -> dict:
     """What an agent was asked, as a cassette stores it (no credentials, no paths)."""
-    return {"agent": agent, "provider": config.get("provider"), "model": config.get("model"),
+    return {"agent": agent, "provider": config.provider, "model": config.model,
             "task": request.task_id, "iteration": request.iteration, "system": request.system,
             "prompt": request.prompt, "output_schema": request.output_schema}
 
@@ -131,7 +132,7 @@ def _usage(u: Usage | None) -> dict[str, int]:
 class Recorder:
     """A live agent whose every call is written to the cassettes."""
 
-    def __init__(self, agent: Agent, name: str, config: dict, cassettes: Cassettes):
+    def __init__(self, agent: Agent, name: str, config: AgentConfig, cassettes: Cassettes):
         self.inner = agent
         self.name = name
         self.config = config
@@ -311,13 +312,13 @@ class ReplayAgent:
     it, in `cassette:` or .harness/cassettes/), and every agent of a `run --replay`
     (matching the agent, provider and model too)."""
 
-    def __init__(self, name: str, config: dict, root: Path, cassettes: Cassettes | None = None,
+    def __init__(self, name: str, config: AgentConfig, root: Path, cassettes: Cassettes | None = None,
                  match: tuple[str, ...] = SAME_QUESTION):
         self.name = name
         self.config = config
         self.cassettes = cassettes or Cassettes(Workspace(root), "replay")
         self.match = match
-        directory = config.get("cassette") if config.get("provider") == "replay" else None
+        directory = config.cassette if isinstance(config, ReplayConfig) else None
         self.directory = None
         if directory:
             rel = Path(directory)

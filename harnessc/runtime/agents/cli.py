@@ -17,7 +17,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from ...compiler.argv import split_command
+from ...providers import CliConfig
 from ..children import procs
 from .base import CLI, AgentError, Request, Response, Usage, priced
 from .cli_output import Answer, Failure, parse_claude, parse_codex, parse_gemini
@@ -41,7 +41,6 @@ PERMISSIONS: dict[str, dict[str, list[str]]] = {
         "full": ["--approval-mode", "yolo"],
     },
 }
-DEFAULT_PERMISSIONS = "read-only"
 
 ENV_VARS: dict[str, tuple[str, ...]] = {
     "claude-code": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
@@ -68,21 +67,22 @@ class CliAgent(SubprocessAgent):
     provider = ""
     executable = ""
 
-    def __init__(self, name: str, config: dict, root: Path):
+    config: CliConfig
+
+    def __init__(self, name: str, config: CliConfig, root: Path):
         super().__init__(name, config, root)
-        cmd = config.get("command")
-        self.base_argv = split_command(cmd) if cmd else [self.executable]
-        self.permissions = config.get("permissions") or DEFAULT_PERMISSIONS
+        self.base_argv = list(config.command) if config.command else [self.executable]
+        self.permissions = config.permissions
 
     def env(self) -> dict[str, str]:
         """The child environment: procs' base list, `pass_env:`, this CLI's variables, then `env:`."""
         extra = {k: os.environ[k] for k in ENV_VARS[self.provider] if k in os.environ}
-        key_env = self.config.get("api_key_env")
+        key_env = self.config.api_key_env
         if key_env and key_env in os.environ:  # the key the user named, under the CLI's name
             extra[self.key_variable()] = os.environ[key_env]
         extra.update(self.settings_env())
-        extra.update({str(k): str(v) for k, v in (self.config.get("env") or {}).items()})
-        return procs.child_env(self.config.get("pass_env") or (), extra)
+        extra.update(self.config.env)
+        return procs.child_env(self.config.pass_env, extra)
 
     def key_variable(self) -> str:
         return ENV_VARS[self.provider][0]
@@ -139,8 +139,8 @@ class CliAgent(SubprocessAgent):
         message = f"agent '{self.name}' ({self.provider}): {failure.kind}: {failure.message}"
         # a refused connection: the CLI's server is down or its base_url is wrong (errors.py)
         unreachable = failure.kind == "connection" and bool(_REFUSED.search(failure.message))
-        if failure.kind == "connection" and self.config.get("base_url"):
-            message += f" (base_url {self.config['base_url']})"
+        if failure.kind == "connection" and self.config.base_url:
+            message += f" (base_url {self.config.base_url})"
         return AgentError(message, kind=failure.kind, retry_after=failure.retry_after,
                           reset_at=failure.reset_at, stderr=stderr[-4000:], unreachable=unreachable,
                           **(self.charge(failure.spent) if failure.spent else {}))
@@ -153,14 +153,14 @@ class ClaudeCodeAgent(CliAgent):
     def settings_env(self) -> dict[str, str]:
         env = {"CLAUDE_CODE_MAX_RETRIES": "0", "DISABLE_AUTOUPDATER": "1",
                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
-        if self.config.get("base_url"):
-            env["ANTHROPIC_BASE_URL"] = self.config["base_url"]
+        if self.config.base_url:
+            env["ANTHROPIC_BASE_URL"] = self.config.base_url
         return env
 
     def argv(self, request, prompt, schema_file):
         argv = self.base_argv + ["-p", "--output-format", "json"]
-        if self.config.get("model"):
-            argv += ["--model", self.config["model"]]
+        if self.config.model:
+            argv += ["--model", self.config.model]
         schema = self.schema(request)
         if schema is not None:
             text = json.dumps(schema, separators=(",", ":"))
@@ -187,18 +187,18 @@ class CodexAgent(CliAgent):
 
     def argv(self, request, prompt, schema_file):
         argv = self.base_argv + ["exec", "--json", "--skip-git-repo-check", "--ephemeral"]
-        if self.config.get("model"):
-            argv += ["-m", self.config["model"]]
+        if self.config.model:
+            argv += ["-m", self.config.model]
         if schema_file:
             argv += ["--output-schema", schema_file]
         argv += PERMISSIONS[self.provider][self.permissions]
-        if self.config.get("base_url"):
+        if self.config.base_url:
             # A custom provider is the only way to turn Codex's own retries off (the built-in
             # one made 30 requests for one 500).
             p = "model_providers.harnessc"
-            env_key = self.config.get("api_key_env") or "OPENAI_API_KEY"
+            env_key = self.config.api_key_env or "OPENAI_API_KEY"
             argv += ["-c", 'model_provider="harnessc"', "-c", f'{p}.name="harnessc"',
-                     "-c", f"{p}.base_url={json.dumps(self.config['base_url'])}",
+                     "-c", f"{p}.base_url={json.dumps(self.config.base_url)}",
                      "-c", f"{p}.env_key={json.dumps(env_key)}",
                      "-c", f'{p}.wire_api="responses"', "-c", f"{p}.supports_websockets=false",
                      "-c", f"{p}.request_max_retries=0", "-c", f"{p}.stream_max_retries=0"]
@@ -206,8 +206,8 @@ class CodexAgent(CliAgent):
 
     def env(self) -> dict[str, str]:
         env = super().env()
-        key_env = self.config.get("api_key_env")
-        if self.config.get("base_url") and key_env and key_env in os.environ:
+        key_env = self.config.api_key_env
+        if self.config.base_url and key_env and key_env in os.environ:
             env[key_env] = os.environ[key_env]  # the custom provider reads it by this name
         return env
 
@@ -220,22 +220,22 @@ class GeminiCliAgent(CliAgent):
     executable = "gemini"
 
     def settings_env(self) -> dict[str, str]:
-        if self.config.get("base_url"):
-            return {"GOOGLE_GEMINI_BASE_URL": self.config["base_url"]}
+        if self.config.base_url:
+            return {"GOOGLE_GEMINI_BASE_URL": self.config.base_url}
         return {}
 
     def argv(self, request, prompt, schema_file):
         # gemini appends stdin to -p; a prompt too long for one argument goes there instead
         long = len(prompt.encode("utf-8")) > _MAX_ARG
         argv = self.base_argv + ["-p", " " if long else prompt, "-o", "json"]
-        if self.config.get("model"):
-            argv += ["-m", self.config["model"]]
+        if self.config.model:
+            argv += ["-m", self.config.model]
         argv += ["--skip-trust"] + PERMISSIONS[self.provider][self.permissions]
         return argv, (prompt.encode("utf-8") if long else None)
 
     def parse(self, stdout, stderr, rc):
         outcome = parse_gemini(stdout, stderr, rc)
-        if (isinstance(outcome, Failure) and outcome.kind == "auth" and self.config.get("base_url")
+        if (isinstance(outcome, Failure) and outcome.kind == "auth" and self.config.base_url
                 and "invalid auth method" in outcome.message.lower()):
             # Seen with gemini 0.61: GOOGLE_GEMINI_BASE_URL alone selects its "gateway" auth,
             # which headless mode rejects; only a settings file can choose the API key instead.

@@ -13,25 +13,23 @@ import os
 import tempfile
 from pathlib import Path
 
-from ...compiler.argv import split_command
 from ...estimates import estimate_tokens
+from ...providers import CommandConfig, ProgramConfig
 from ..children import procs
 from .base import AgentError, Request, Response, Usage, priced
-
-DEFAULT_TIMEOUT = 1800.0
 
 
 class SubprocessAgent:
     """An agent that runs a program per call (the command agent, the CLI agents in cli.py)."""
 
-    def __init__(self, name: str, config: dict, root: Path):
+    def __init__(self, name: str, config: ProgramConfig, root: Path):
         self.name = name
         self.config = config
         self.root = root
 
     def timeout(self, request: Request) -> float:
         """The agent's `timeout:`, bounded by what the task has left."""
-        timeout = float(self.config.get("timeout") or DEFAULT_TIMEOUT)
+        timeout = self.config.call_timeout
         return min(timeout, request.timeout) if request.timeout is not None else timeout
 
     async def run(self, argv: list[str], request: Request, env: dict[str, str],
@@ -62,12 +60,11 @@ def full_prompt(request: Request) -> str:
 
 
 class CommandAgent(SubprocessAgent):
-    def __init__(self, name: str, config: dict, root: Path):
+    def __init__(self, name: str, config: CommandConfig, root: Path):
         super().__init__(name, config, root)
-        cmd = config.get("command")
-        if not cmd:
+        if not config.command:
             raise AgentError(f"agent '{name}': provider command needs `command:` (an argv list)")
-        self.argv = split_command(cmd)
+        self.argv = list(config.command)
 
     async def call(self, request: Request) -> Response:
         prompt = full_prompt(request)
@@ -81,7 +78,7 @@ class CommandAgent(SubprocessAgent):
                     f.write(prompt)
             argv = [a.replace("{prompt_file}", tmp or "").replace("{prompt}", prompt)
                     for a in self.argv]
-            env = procs.child_env(self.config.get("pass_env") or (), self.config.get("env"))
+            env = procs.child_env(self.config.pass_env, self.config.env)
             stdin = None if (uses_file or uses_text) else prompt.encode("utf-8")
             res = await self.run(argv, request, env, stdin)
         finally:

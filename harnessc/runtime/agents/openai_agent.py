@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...providers.config import OpenAIConfig
+
 from .openai_api import OpenAIAgent
 from .openai_responses import OpenAIResponsesAgent
 
 
-def make(name: str, config: dict, root: Path) -> OpenAIAgent:
+def make(name: str, config: OpenAIConfig, root: Path) -> OpenAIAgent:
     """The openai agent for the config's `api:` (chat unless it says responses)."""
-    if config.get("api") == "responses":
+    if config.api == "responses":
         return OpenAIResponsesAgent(name, config, root)
     return OpenAIAgent(name, config, root)

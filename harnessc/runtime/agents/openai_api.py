@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ...providers import OpenAIConfig
 from .base import Request, Usage
 from .caching import prompt_cache_key
 from .sdk import DONE, MAX_TOKENS, REFUSAL, UNFINISHED, Answer, SdkAgent
@@ -28,15 +29,17 @@ class OpenAIAgent(SdkAgent):
     provider = "openai"
     terminator = "its last chunk"
 
-    def __init__(self, name: str, config: dict, root: Path):
+    config: OpenAIConfig
+
+    def __init__(self, name: str, config: OpenAIConfig, root: Path):
         super().__init__(name, config, root)  # max_tokens unset: the server's own limit
-        self.stream = bool(config.get("stream", False))
-        self.structured = config.get("structured") or "json_schema"
+        self.stream = config.stream
+        self.structured = config.structured
 
     def connect(self, key: str) -> Any:
         import openai  # only a run that calls this agent pays for the import
 
-        return openai.AsyncOpenAI(api_key=key, base_url=self.config.get("base_url"), max_retries=0)
+        return openai.AsyncOpenAI(api_key=key, base_url=self.config.base_url, max_retries=0)
 
     def structured_format(self, request: Request) -> dict[str, Any] | None:
         """How the contract's output is asked for: the strict json_schema format (OpenAI subset),
@@ -59,8 +62,8 @@ class OpenAIAgent(SdkAgent):
         max_tokens = request.max_tokens or self.max_tokens
         if max_tokens:
             p["max_completion_tokens"] = max_tokens
-        if self.config.get("temperature") is not None:
-            p["temperature"] = self.config["temperature"]
+        if self.config.temperature is not None:
+            p["temperature"] = self.config.temperature
         fmt = self.structured_format(request)
         if fmt and fmt["type"] == "json_schema":
             p["response_format"] = {"type": "json_schema", "json_schema": {

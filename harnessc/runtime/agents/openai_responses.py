@@ -33,8 +33,8 @@ class OpenAIResponsesAgent(OpenAIAgent):
         max_tokens = request.max_tokens or self.max_tokens
         if max_tokens:
             p["max_output_tokens"] = max_tokens
-        if self.config.get("temperature") is not None:
-            p["temperature"] = self.config["temperature"]
+        if self.config.temperature is not None:
+            p["temperature"] = self.config.temperature
         fmt = self.structured_format(request)
         if fmt:
             p["text"] = {"format": fmt}

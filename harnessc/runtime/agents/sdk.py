@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import providers
+from ...providers import AgentConfig
 from ..children import procs
 from .base import NO_RESPONSE, Request, Response, Usage, charge_reported, priced
 from .errors import AgentError, classify, missing_key
@@ -71,13 +72,13 @@ class SdkAgent:
     provider = ""  # the registry name
     terminator = ""  # what a complete answer ends with, for the truncation message
 
-    def __init__(self, name: str, config: dict, root: Path):
+    def __init__(self, name: str, config: AgentConfig, root: Path):
         self.name = name
         self.config = config
         self.unit = providers.get(self.provider)
-        self.model = config.get("model")
-        self.max_tokens: int | None = config.get("max_tokens")
-        self.key_env = self.unit.key_env(config)
+        self.model = config.model
+        self.max_tokens: int | None = config.max_tokens
+        self.key_env = config.api_key_env
         self._client: Any = None
 
     # ------------------------------------------------------------------ provider specifics

@@ -21,20 +21,21 @@ from pathlib import Path
 from ..plan import simulated_output
 from ...estimates import estimate_tokens
 from ...planfile import Contract, plain
+from ...providers import SimulateConfig
 from .base import AgentError, Request, Response, Usage, priced
 
 
 class SimulateAgent:
-    def __init__(self, name: str, config: dict, root: Path):
+    def __init__(self, name: str, config: SimulateConfig, root: Path):
         self.name = name
         self.config = config
-        self.latency = float(config.get("latency") or 0)
-        self.invalid_first = int(config.get("invalid_first") or 0)
-        self.fail_rate = float(config.get("fail_rate") or 0)
-        self.progress = config.get("progress") or "steady"
-        self.complete_after = int(config.get("complete_after") or 0)
-        self.seed = config.get("seed") or 0
-        self.skill: dict[str, float] = {str(k): float(v) for k, v in (config.get("skill") or {}).items()}
+        self.latency = config.latency
+        self.invalid_first = config.invalid_first
+        self.fail_rate = config.fail_rate
+        self.progress = config.progress
+        self.complete_after = config.complete_after
+        self.seed = config.seed
+        self.skill = config.skill
         self.calls: dict[str, int] = {}  # task id -> answers given (errors excluded)
         self.tries: dict[str, int] = {}  # task id -> calls, for the seeded failure draw
         self.outputs: dict[str, str] = {}  # contract (as JSON) -> the answer's JSON body

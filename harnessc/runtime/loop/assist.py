@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ...estimates import CHARS_PER_TOKEN
 from ...planfile import Assists, PlanNode
+from ...providers import AgentConfig
 from .. import plan as planmod
 from ..agents.base import AgentError, Request, Response
 from .recovery import HEADS, STRATEGIES, mutate
@@ -121,7 +122,7 @@ class Assistant:
         except planmod.TemplateProblem as e:
             raise Fallback(f"could not render {kind}.md.j2: {e.span.path}:{e.span.line}: {e.code}: {e.message}")
 
-    def _agent(self, name: str) -> tuple[Any, dict]:
+    def _agent(self, name: str) -> tuple[Any, AgentConfig]:
         try:
             agent, cfg = self.ctx.agent(name)
         except AgentError as e:
@@ -131,7 +132,7 @@ class Assistant:
             raise Fallback(blocked.reason)
         return agent, cfg
 
-    def _reserve(self, kind: str, name: str, cfg: dict, prompt: str, max_tokens: int) -> tuple[int, tuple[float, int]]:
+    def _reserve(self, kind: str, name: str, cfg: AgentConfig, prompt: str, max_tokens: int) -> tuple[int, tuple[float, int]]:
         """The call's estimated cost and tokens, held in the ledger (its row, and the figures);
         Fallback past a budget."""
         cost, tokens = self.ctx.budget.estimate_assist(cfg, prompt, max_tokens)
@@ -141,11 +142,11 @@ class Assistant:
             raise Fallback(refusal[1])
         return self.ctx.store.begin_assist(self.node.id, kind, name, cost, tokens), (cost, tokens)
 
-    async def _call(self, kind: str, name: str, agent: Any, cfg: dict, prompt: str, iteration: int,
+    async def _call(self, kind: str, name: str, agent: Any, cfg: AgentConfig, prompt: str, iteration: int,
                     max_tokens: int) -> tuple[Response | None, AgentError | None]:
-        timeout = max(0.1, min(float(cfg.get("timeout") or TIMEOUT), self.time_left()))
+        timeout = max(0.1, min(cfg.timeout or TIMEOUT, self.time_left()))
         request = Request(task_id=self.node.id, prompt=prompt, purpose=kind, iteration=iteration, timeout=timeout,
-                          max_tokens=min(int(cfg.get("max_tokens") or max_tokens), max_tokens), root=self.ctx.root)
+                          max_tokens=min(cfg.max_tokens or max_tokens, max_tokens), root=self.ctx.root)
         async with self.ctx.throttle.slot(name) as call:
             try:
                 resp = await asyncio.wait_for(agent.call(request), timeout + GRACE)

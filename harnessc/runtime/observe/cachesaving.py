@@ -3,29 +3,30 @@ saved at the agents' prices (reads cost less than input, writes more)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from ... import providers
+from ...providers import AgentConfig
 from ..agents.base import cache_prices
 from ..store.state import StateStore
 
 
-def cache_figures(store: StateStore, agents: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
+def cache_figures(store: StateStore, agents: Mapping[str, AgentConfig], run_id: str | None = None) -> dict[str, Any]:
     """{input_tokens, cache_read_tokens, cache_write_tokens, share, saved_usd, agents: {name:
     the same per agent}} for the attempts of one run (or all); saved_usd is None when an
     agent with cache activity has no `price:`. Agents that cannot cache (simulate, command,
     replay) and read nothing from one are left out."""
     per_agent = {}
     for name, usage in sorted(store.cache_usage(run_id).items()):
-        config = agents.get(name) or {}
-        unit = providers.get(config.get("provider"))
+        config = agents.get(name)
+        unit = providers.get(config.provider) if config else None
         cached = usage["cache_read_tokens"] or usage["cache_write_tokens"]
         if not cached and not (unit and (unit.sdk or unit.cli)):
             continue
         saved = None
-        if config.get("price"):
+        if config and config.price:
             saved = cache_prices(config).saved(usage["cache_read_tokens"], usage["cache_write_tokens"],
-                                               config.get("cache_ttl") or "5m")
+                                               config.cache_ttl)
         per_agent[name] = _with_share(usage, saved)
     totals = {k: sum(a[k] for a in per_agent.values())
               for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens")}

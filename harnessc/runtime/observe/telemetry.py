@@ -138,13 +138,13 @@ class Tracing:
 
     def _attempt_started(self, task: str, ev: dict) -> None:
         agent = ev.get("agent") or ""
-        cfg = self.plan.agents.get(agent) or {}
-        provider = str(cfg.get("provider") or "")
+        cfg = self.plan.agents.get(agent)
+        provider = cfg.provider if cfg else ""
         genai = GENAI_PROVIDERS.get(provider, provider)
         self.attempts[ev["attempt"]] = self.sdk.start(f"invoke_agent {agent}", ev["ts"], self._task_span(task, ev["ts"]), {
             "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
             "gen_ai.provider.name": genai, "gen_ai.system": genai,
-            "gen_ai.request.model": str(cfg.get("model") or agent),
+            "gen_ai.request.model": (cfg.model if cfg else None) or agent,
             "harnessc.task.id": task, "harnessc.attempt.id": ev["attempt"],
             "harnessc.attempt.iteration": ev.get("iteration") or 0, "harnessc.attempt.level": ev.get("level") or 0,
         })

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from ...estimates import estimate_tokens
 from ...outcome import BudgetStop
 from ...planfile import PlanNode
+from ...providers import AgentConfig
 from ..agents.base import Usage, price_cost
 from ..store.state import StateStore
 
@@ -28,21 +29,21 @@ class Budget:
     token_limit: int | None = None  # plan budget.max_tokens: tokens for the whole run
     refused: str | None = field(default=None, init=False)  # "cost" | "tokens": the run budget that refused a call
 
-    def estimate(self, node: PlanNode, agent_cfg: dict, prompt: str) -> float:
+    def estimate(self, node: PlanNode, agent_cfg: AgentConfig, prompt: str) -> float:
         """Cost to reserve for one call: the compiler's estimate, else the agent's price."""
         if node.estimate is not None and node.estimate.cost_usd is not None:
             return float(node.estimate.cost_usd)
         return price_cost(agent_cfg, Usage(estimate_tokens(prompt), _output_tokens(node)))
 
-    def estimate_tokens(self, node: PlanNode, agent_cfg: dict, prompt: str, system: str = "") -> tuple[int, int]:
+    def estimate_tokens(self, node: PlanNode, agent_cfg: AgentConfig, prompt: str, system: str = "") -> tuple[int, int]:
         """(input, output) tokens to reserve for one call: the prompt's size, and the
         compiler's output estimate capped by the agent's max_tokens."""
         out = _output_tokens(node)
-        if agent_cfg.get("max_tokens"):
-            out = min(out, int(agent_cfg["max_tokens"]))
+        if agent_cfg.max_tokens:
+            out = min(out, agent_cfg.max_tokens)
         return estimate_tokens(system + prompt), out
 
-    def estimate_assist(self, agent_cfg: dict, prompt: str, output_tokens: int) -> tuple[float, int]:
+    def estimate_assist(self, agent_cfg: AgentConfig, prompt: str, output_tokens: int) -> tuple[float, int]:
         """(USD, tokens) to reserve for an assist call (runtime/loop/assist.py): its prompt and at
         most `output_tokens` of answer, at the assist agent's price."""
         tokens_in = estimate_tokens(prompt)

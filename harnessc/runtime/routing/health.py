@@ -20,8 +20,9 @@ import json
 import math
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
+from ...providers import AgentConfig, AgentLimits
 from ..agents.errors import AgentError
 from ..store.state import StateStore
 
@@ -32,6 +33,7 @@ BREAKER_COOLDOWN = 60.0  # seconds an open breaker waits before letting one prob
 # call goes through; `harnessc reset --breakers` closes every breaker at once.
 MAX_BREAKER_OPEN = 7 * 86400.0
 KEY = "breaker:"  # meta key prefix, + the agent's name
+NO_LIMITS = AgentLimits()
 DAILY = (("daily_calls", "calls"), ("daily_tokens", "tokens"), ("daily_cost_usd", "cost_usd"))
 
 
@@ -56,7 +58,7 @@ class Blocked:
 
 
 class Health:
-    def __init__(self, store: StateStore, agents: dict[str, dict], clock: Callable[[], float] = time.time):
+    def __init__(self, store: StateStore, agents: Mapping[str, AgentConfig], clock: Callable[[], float] = time.time):
         self.store, self.agents, self.clock = store, agents, clock
         self.breakers: dict[str, Breaker] = {}
         self.probing: set[str] = set()  # agents whose half-open probe is in flight
@@ -87,13 +89,18 @@ class Health:
         """The call `blocked` let through will not be made after all (its probe is free again)."""
         self.probing.discard(agent)
 
+    def limits(self, agent: str) -> AgentLimits:
+        """The agent's caps (none for an agent the plan does not define: the built-in rehearsal)."""
+        config = self.agents.get(agent)
+        return config.limits if config else NO_LIMITS
+
     def over_daily_limit(self, agent: str) -> str | None:
-        limits = (self.agents.get(agent) or {}).get("limits") or {}
-        if not any(limits.get(key) is not None for key, _ in DAILY):
+        limits = self.limits(agent)
+        if not any(limits[key] is not None for key, _ in DAILY):
             return None
         used = self.store.agent_usage_since(agent, last_midnight(self.clock()))
         for key, field in DAILY:
-            cap = limits.get(key)
+            cap = limits[key]
             if cap is not None and used[field] >= cap:
                 return (f"agent '{agent}' reached its {key.replace('_', ' ')} limit "
                         f"({_amount(used[field])} of {_amount(cap)} today); it is back tomorrow")
@@ -152,7 +159,7 @@ class Health:
         self.store.meta_set(KEY + agent, json.dumps(asdict(b)) if (b.failures or b.is_open) else None)
 
 
-def agent_report(store: StateStore, agents: dict[str, dict], now: float | None = None) -> dict[str, dict]:
+def agent_report(store: StateStore, agents: Mapping[str, AgentConfig], now: float | None = None) -> dict[str, dict]:
     """For `harnessc status`: each agent's breaker and today's usage against its limits."""
     now = time.time() if now is None else now
     health = Health(store, agents, clock=lambda: now)
@@ -161,8 +168,7 @@ def agent_report(store: StateStore, agents: dict[str, dict], now: float | None =
     for name in sorted(agents):
         b = health.breaker(name)
         state = "closed" if not b.is_open else ("open" if now < b.open_until else "half-open")
-        limits = {k: v for k, v in ((agents[name] or {}).get("limits") or {}).items()
-                  if k in dict(DAILY) and v is not None}
+        limits = {k: v for k, v in health.limits(name).items() if k in dict(DAILY) and v is not None}
         out[name] = {"breaker": state, "failures": b.failures, "open_until": b.open_until,
                      "reason": b.reason or None, "today": store.agent_usage_since(name, since), "limits": limits}
     return out

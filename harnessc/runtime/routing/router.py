@@ -26,11 +26,13 @@ are checked before each call (health.py), not here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from dataclasses import dataclass, field
 
 from ...estimates import cost_usd
 from ...planfile import PlanNode
+from ...providers import AgentConfig
 from .history import History
 
 REHEARSAL = "rehearsal"  # the built-in simulate agent of a plan without agents
@@ -98,9 +100,9 @@ class Router:
     agents is allowed the task gets the first of them.
     """
 
-    def __init__(self, agents: dict[str, dict] | Iterable[str] = (), force: str | None = None,
+    def __init__(self, agents: Mapping[str, AgentConfig] = MappingProxyType({}), force: str | None = None,
                  only: Sequence[str] | None = None, history: History | None = None):
-        self.configs = dict(agents) if isinstance(agents, dict) else {a: {} for a in agents}
+        self.configs = dict(agents)
         self.history = history
         self.step_down = False  # the budget left cannot pay for the preferred tiers
         known = set(self.configs) | {REHEARSAL}
@@ -144,7 +146,7 @@ class Router:
         return rank
 
     def expected_success(self, agent: str, node: PlanNode) -> float:
-        have = TIER_RANK.get(self.configs.get(agent, {}).get("tier") or "balanced", 1)
+        have = TIER_RANK[self.tier(agent)]
         prior = PRIOR_BY_GAP.get(max(self.needed_tier(node) - have, 0), 0.2)
         prior = min(prior + STRENGTH_BONUS * self.strengths_matched(agent, node), 0.95)
         return self.history.expected_success(agent, node, prior) if self.history else prior
@@ -153,22 +155,27 @@ class Router:
         needs = set(node.analysis.needs if node.analysis else ())
         if node.estimate is not None and node.estimate.input_tokens >= LARGE_CONTEXT:
             needs.add("large_context")
-        return len(needs & set(self.configs.get(agent, {}).get("strengths") or ()))
+        config = self.configs.get(agent)
+        return len(needs & set(config.strengths if config else ()))
+
+    def tier(self, agent: str) -> str:
+        config = self.configs.get(agent)
+        return config.tier if config else "balanced"
 
     def call_cost(self, agent: str, node: PlanNode) -> float:
         """One call's estimated USD on `agent` (0 without a price: cheapest, so tiers decide)."""
-        price = self.configs.get(agent, {}).get("price") or {}
-        if not price or node.estimate is None:
+        config = self.configs.get(agent)
+        price = config.price if config else None
+        if price is None or node.estimate is None:
             return 0.0
-        return cost_usd(node.estimate.input_tokens, node.estimate.output_tokens,
-                        float(price.get("input", 0)), float(price.get("output", 0)))
+        return cost_usd(node.estimate.input_tokens, node.estimate.output_tokens, price.input, price.output)
 
     def ranked(self, node: PlanNode) -> list[str]:
         """The agents for an auto-routed task: expected to succeed by cost (then weaker tier
         first), then the rest that still stand a chance, most likely first."""
         scored = []
         for agent in [a for a in self.configs if a != REHEARSAL] or [REHEARSAL]:
-            tier = TIER_RANK.get(self.configs[agent].get("tier") or "balanced", 1)
+            tier = TIER_RANK[self.tier(agent)]
             scored.append((agent, self.expected_success(agent, node), self.call_cost(agent, node), tier))
         # equal cost (e.g. no prices): the weaker tier first, then the likelier to succeed
         good = sorted((s for s in scored if s[1] >= EXPECTED), key=lambda s: (s[2], s[3], -s[1]))

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
+from typing import AsyncIterator, Mapping
 
+from ...providers import AgentConfig
 from ..agents.errors import AgentError
 
 
@@ -38,14 +39,15 @@ class Slots:
 
 
 class Throttle:
-    def __init__(self, agents: dict[str, dict], jobs: int):
+    def __init__(self, agents: Mapping[str, AgentConfig], jobs: int):
         self.agents, self.jobs = agents, jobs
         self.slots: dict[str, Slots] = {}
 
     def of(self, agent: str) -> Slots:
         if agent not in self.slots:
-            own = ((self.agents.get(agent) or {}).get("limits") or {}).get("concurrency")
-            self.slots[agent] = Slots(min(int(own), self.jobs) if own else self.jobs)
+            config = self.agents.get(agent)
+            own = config.limits.concurrency if config else None
+            self.slots[agent] = Slots(min(own, self.jobs) if own else self.jobs)
         return self.slots[agent]
 
     @asynccontextmanager
