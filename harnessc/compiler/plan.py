@@ -159,6 +159,15 @@ def _staged_context(project: Project, task: Task, routing: Routing, windows: "_W
     return stage(files, project.context_priority.get(task.id, {}), budget, str(project.root), shared(source))
 
 
+def _agent_entry(agent: AgentConfig) -> dict:
+    """An agent as plan.json holds it: the keys set, and `api_key_env: null` (no key) kept,
+    which left out would read as the provider's default variable."""
+    entry = agent.model_dump(mode="json", exclude_none=True)
+    if agent.api_key_env is None:
+        entry = {k: entry.get(k) for k in type(agent).model_fields if k in entry or k == "api_key_env"}
+    return entry
+
+
 class _Windows(dict):
     """Agent name -> its context window in tokens or None (providers.context_window),
     looked up on first use in harness.yaml's agents, then in the tasks' implicit ones."""
@@ -315,7 +324,7 @@ def build_plan(project: Project) -> None:
         templates=cfg.templates,
         # every agent harness.yaml defines (run --agent and the router may choose any), plus
         # the implicit PROVIDER:MODEL agents the tasks use
-        agents={n: agents[n].model_dump(mode="json", exclude_none=True) for n in sorted(agents)
+        agents={n: _agent_entry(agents[n]) for n in sorted(agents)
                 if n in used_agents or (n in cfg.agents and n != BUILTIN_AGENT)},
         budget=cfg.budget.model_dump(mode="json"),
         defaults=cfg.defaults.model_dump(mode="json"),
