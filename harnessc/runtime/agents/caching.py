@@ -15,7 +15,6 @@ provider's prompt cache up to there:
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 from ...estimates import CHARS_PER_TOKEN
 from ...providers import window_of
