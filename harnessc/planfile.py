@@ -15,10 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Callable
-
-if TYPE_CHECKING:
-    from .providers.config import AgentConfig
+from typing import Any, Callable
 
 
 class Record(Mapping):
@@ -283,7 +280,9 @@ class Plan(Record):
     metadata: dict
     project: dict
     templates: Any
-    agents: dict[str, AgentConfig]  # agent name -> its harness.yaml settings, typed by provider (providers.agent_config)
+    # agent name -> its harness.yaml settings as a providers.AgentConfig record of its provider's
+    # kind (providers.agent_config; not imported here: providers/config.py builds on Record)
+    agents: dict[str, Any]
     budget: dict
     defaults: dict
     concurrency: int
