@@ -14,44 +14,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
 from typing import Any, Callable
 
+from .providers import AgentConfigError, agent_config
+from .records import Record, record  # noqa: F401 - Record: for callers
 
-class Record(Mapping):
-    __slots__ = ()
-    _keys: dict[str, None]  # the field names, in order; set by @record
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in self._keys:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if key not in self._keys:
-            raise KeyError(key)
-        setattr(self, key, value)
-
-    def __iter__(self):
-        return iter(self._keys)
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Mapping) and dict(self) == dict(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-def record(cls: type | None = None, /, *, frozen: bool = False) -> Any:
-    """A slots dataclass that reads like a mapping (`@record`, or `@record(frozen=True)`)."""
-    def make(cls: type) -> type:
-        cls = dataclass(slots=True, eq=False, frozen=frozen)(cls)
-        cls._keys = {f.name: None for f in fields(cls)}
-        return cls
-
-    return make if cls is None else make(cls)
 
 
 # ------------------------------------------------------------------ one task
@@ -281,7 +248,7 @@ class Plan(Record):
     project: dict
     templates: Any
     # agent name -> its harness.yaml settings as a providers.AgentConfig record of its provider's
-    # kind (providers.agent_config; not imported here: providers/config.py builds on Record)
+    # kind (providers.agent_config)
     agents: dict[str, Any]
     budget: dict
     defaults: dict
@@ -319,8 +286,6 @@ class PlanFormatError(ValueError):
 
 def load(data: Mapping) -> Plan:
     """Records from plan.json's parsed JSON. Raises PlanFormatError on a malformed entry."""
-    from .providers import AgentConfigError, agent_config  # providers' records are planfile Records
-
     try:
         agents = {str(name): agent_config(str(name), raw) for name, raw in (data.get("agents") or {}).items()}
     except (AgentConfigError, AttributeError) as e:

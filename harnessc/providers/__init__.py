@@ -11,6 +11,7 @@ class lives. The agent class is imported only when a run builds that agent, so `
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import lru_cache
 

@@ -24,7 +24,7 @@ from dataclasses import MISSING, field, fields
 from functools import lru_cache
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from ..planfile import Record, record
+from ..records import Record, record
 
 Tier = Literal["fast", "balanced", "powerful"]
 Strength = Literal["implementation", "research", "reasoning", "large_context"]

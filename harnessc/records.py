@@ -1,0 +1,45 @@
+"""Records: slots dataclasses that also read like the dicts they are written as
+(`node["id"]`, `node.get("done")`). plan.json's entries (planfile.py) and the agents'
+typed settings (providers/config.py) are records."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+
+class Record(Mapping):
+    __slots__ = ()
+    _keys: dict[str, None]  # the field names, in order; set by @record
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._keys:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key not in self._keys:
+            raise KeyError(key)
+        setattr(self, key, value)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self) == dict(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def record(cls: type | None = None, /, *, frozen: bool = False) -> Any:
+    """A slots dataclass that reads like a mapping (`@record`, or `@record(frozen=True)`)."""
+    def make(cls: type) -> type:
+        cls = dataclass(slots=True, eq=False, frozen=frozen)(cls)
+        cls._keys = {f.name: None for f in fields(cls)}
+        return cls
+
+    return make if cls is None else make(cls)
