@@ -6,7 +6,8 @@ other checks fail.
 
 The checks of the response text (JSON extraction, schema, rules) run in a worker thread
 with a deadline, so a huge output or a costly rule never blocks the event loop: `harnessc
-stop`, abort, SIGTERM and max_time keep working while they run.
+stop`, abort, SIGTERM and max_time keep working while they run. (A short answer with no
+contract output, only a promise to find, is checked on the loop's thread.)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..compiler.validate import Deadline, OutOfTime
 from ..planfile import AcceptCommand, Contract, PlanNode
 from . import plan as planmod
 from .children import procs
-from .loop.progress import passed_count
+from .loop.progress import SMALL_TEXT, passed_count
 
 _PROMISE = re.compile(r"<promise>\s*(.*?)\s*</promise>", re.S)
 DEFAULT_ACCEPT_TIMEOUT = 600.0
@@ -80,7 +81,10 @@ async def verify(node: PlanNode, contract: Contract | None, text: str, root: Pat
         return Verdict(claim=True, errors=[f"{truncated}; a cut answer is not verified (ask for a shorter one)"])
     deadline = Deadline(time_left)
     try:
-        v = await asyncio.to_thread(check_text, node, contract, text, deadline)
+        # a short answer with no contract output to validate is checked on the loop's thread
+        small = len(text) <= SMALL_TEXT and not (contract and contract.output)
+        v = (check_text(node, contract, text) if small
+             else await asyncio.to_thread(check_text, node, contract, text, deadline))
     except asyncio.CancelledError:
         deadline.cancel()  # the worker stops at its next check instead of running on
         raise

@@ -87,3 +87,50 @@ def test_a_fifo_is_not_opened(tmp_path: Path) -> None:
     snap = HashedSnapshots(tmp_path).snapshot()
     assert set(snap.blobs) == {"a.txt", "pipe"}
     assert snap.blobs["a.txt"] == hashlib.sha256(b"a\n").hexdigest()
+
+
+def test_a_small_tree_is_read_on_the_loop_thread_and_a_slow_one_in_a_worker(tmp_path: Path, monkeypatch) -> None:
+    """Outside git, once a snapshot was quick the next ones are taken on the event loop's
+    thread (a hand-off costs more); once one was slow they go back to a worker thread. The
+    evidence is the same either way."""
+    import asyncio
+    import threading
+
+    from harnessc import planfile
+    from harnessc.runtime.loop import files as filesmod
+    from harnessc.runtime.loop.attribution import Attribution
+
+    from .helpers import node
+
+    where: list[str] = []
+    real = HashedSnapshots.snapshot
+
+    def spy(self):
+        where.append(threading.current_thread().name)
+        return real(self)
+
+    monkeypatch.setattr(HashedSnapshots, "snapshot", spy)
+    monkeypatch.setattr(filesmod, "QUICK_SNAPSHOT", 60.0)  # every snapshot is quick (no timing in a test)
+    (tmp_path / "a.txt").write_text("a\n")
+    task = planfile._node(node("t", completion_promise="DONE"))
+    att = Attribution(tmp_path, tmp_path / ".harness" / "loop" / "run.index", [task], jobs=2)
+
+    async def segment(path: str) -> list[str]:
+        await att.begin(task)
+        (tmp_path / path).write_text(path)
+        changes = await att.measure("t")
+        return changes.paths
+
+    async def scenario() -> tuple[list, list, str]:
+        first = await segment("b.txt")  # the first snapshot: how long it takes is not known yet
+        second = await segment("c.txt")  # a task alone: its segment starts where the last ended
+        monkeypatch.setattr(filesmod, "QUICK_SNAPSHOT", 0.0)  # now every snapshot is slow
+        third = await segment("d.txt")
+        return [first, second, third], list(where), threading.current_thread().name
+
+    try:
+        paths, seen, loop_thread = asyncio.run(scenario())
+    finally:
+        att.close()
+    assert paths == [["b.txt"], ["c.txt"], ["d.txt"]]
+    assert len(seen) == 4 and seen[0] != loop_thread and seen[1:3] == [loop_thread] * 2 and seen[3] != loop_thread

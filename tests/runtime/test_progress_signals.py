@@ -75,7 +75,9 @@ def loop_node() -> PlanNode:
                     limits=Limits(50, 3600, 3, None), retry=Retry(2, "retry", [0]), routing=Routing("s", [], ""))
 
 
-def test_text_signals_are_read_off_the_event_loop(tmp_path: Path, monkeypatch) -> None:
+def test_text_signals_of_a_long_answer_are_read_off_the_event_loop(tmp_path: Path, monkeypatch) -> None:
+    """A long answer's signals are read in a worker thread; a short one's on the loop's
+    thread (a hand-off costs more than reading it)."""
     threads: list[str] = []
     real = progress.TextSignals.of
 
@@ -85,18 +87,21 @@ def test_text_signals_are_read_off_the_event_loop(tmp_path: Path, monkeypatch) -
 
     monkeypatch.setattr(progress.TextSignals, "of", staticmethod(spy))
     meter = ProgressMeter(tmp_path, loop_node(), Settings(), tmp_path / "loop")
+    long = "<progress>parser</progress>\n- [x] parser\n" + "x" * progress.SMALL_TEXT
 
     async def main():
         await meter.begin()
-        first = await meter.measure("<progress>parser</progress>\n- [x] parser", [])
-        second = await meter.measure("<progress>parser</progress>\n- [x] parser", [])
-        return first, second, threading.current_thread().name
+        first = await meter.measure(long, [])
+        second = await meter.measure(long, [])
+        short = await meter.measure("<progress>lexer</progress>", [])
+        return first, second, short, threading.current_thread().name
 
     (tmp_path / "loop").mkdir()
     try:
-        first, second, loop_thread = asyncio.run(main())
+        first, second, short, loop_thread = asyncio.run(main())
     finally:
         meter.close()
-    assert threads and loop_thread not in threads
+    assert len(threads) == 3 and loop_thread not in threads[:2] and threads[2] == loop_thread
+    assert short.markers == ["lexer"]
     assert first.markers == ["parser"] and first.done == ["parser"] and first.signals["output"] == 1.0
     assert second.markers == [] and second.done == [] and second.signals["output"] == 0.0

@@ -90,6 +90,13 @@ class Attribution:
                     self.files = await asyncio.to_thread(filesmod.snapshots, self.root, self.index)
         return self.files
 
+    async def _read(self, fn, *args):
+        """fn(*args) of the snapshots in a worker thread, or on the loop's thread when they
+        are quick (files.py: a small tree outside git)."""
+        if self.files is not None and self.files.quick:
+            return fn(*args)
+        return await asyncio.to_thread(fn, *args)
+
     def _prefix(self) -> str:
         """The project's directory inside the repository ("" at its top): snapshot paths start with it."""
         if isinstance(self.files, GitSnapshots):
@@ -131,7 +138,7 @@ class Attribution:
         start = self.last.get(node.id) if self.running == {node.id} else None
         if start is None:
             try:
-                start = await asyncio.to_thread(files.snapshot)
+                start = await self._read(files.snapshot)
             except Exception:  # a git failure is missing evidence, not the task's failure
                 return
             finally:
@@ -147,9 +154,9 @@ class Attribution:
         files = self.files
         self.said[tid] = text[-20000:]
         try:
-            end = await asyncio.to_thread(files.snapshot)
+            end = await self._read(files.snapshot)
             self.last[tid] = end
-            delta = await asyncio.to_thread(files.changes, seg.start, end)
+            delta = await self._read(files.changes, seg.start, end)
         except Exception:  # a git failure is missing evidence, not the task's failure
             self.open.pop(tid, None)
             return None

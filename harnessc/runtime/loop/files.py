@@ -18,7 +18,8 @@ symbolic link by where it points (never followed), anything else (a FIFO, a devi
 
 gitpython is imported by `snapshots()`, by the first task of a run that needs file evidence,
 never by lint or build. A snapshot's methods run in a worker thread; `lock` keeps them one at
-a time (one index, one cat-file process).
+a time (one index, one cat-file process). A HashedSnapshots whose last snapshot was `quick`
+(a small tree) is read on the event loop's thread instead: the hand-off would cost more.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import hashlib
 import os
 import stat
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +42,7 @@ MAX_HASHED_FILES = 5000  # outside git: files hashed per snapshot, at most
 MAX_HASHED_BYTES = 16 << 20  # outside git: a larger file is not read (its size and mtime stand in)
 MAX_COUNTED_BYTES = 1 << 20  # a blob larger than this: its lines are not counted
 MAX_WALKED_COMMITS = 200  # new commits counted per snapshot pair, at most
+QUICK_SNAPSHOT = 0.001  # seconds: outside git, a tree read this fast is read on the event loop's thread
 OWN_COMMIT_PREFIX = b"harnessc: "  # the subject of harnessc's own commits (gitops.py writes it)
 ZERO = "0" * 40
 
@@ -106,6 +109,7 @@ class Delta:
 
 class GitSnapshots:
     source = "git"
+    quick = False  # git processes: always in a worker thread
 
     def __init__(self, repo: Any, root: Path, index: Path):
         """repo: gitpython's Repo, used to find the repository and read refs (files, no
@@ -286,6 +290,12 @@ class HashedSnapshots:
         self.seq = 0
         self.base_blobs: dict[str, str] = {}
         self.lock = threading.Lock()
+        self.took: float | None = None  # seconds the last snapshot took
+
+    @property
+    def quick(self) -> bool:
+        """The last snapshot took under QUICK_SNAPSHOT: the next may be taken on the event loop's thread."""
+        return self.took is not None and self.took < QUICK_SNAPSHOT
 
     def watch(self, paths: list[str]) -> None:
         self.extra.update(paths)
@@ -309,6 +319,7 @@ class HashedSnapshots:
         return not os.path.isabs(rel) and real == os.path.join(os.path.realpath(self.root), parent).rstrip(os.sep)
 
     def snapshot(self) -> Snapshot:
+        started = time.perf_counter()
         with self.lock:
             out = {}
             for rel in self._files():
@@ -327,6 +338,7 @@ class HashedSnapshots:
                 self._cache[rel] = (st.st_size, st.st_mtime_ns, digest)
                 out[rel] = digest
             self.seq += 1
+            self.took = time.perf_counter() - started
             return Snapshot(self.seq, None, out)
 
     def changes(self, before: Snapshot, after: Snapshot) -> Delta:

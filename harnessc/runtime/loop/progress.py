@@ -38,6 +38,9 @@ DONE_ITEM = re.compile(r"^\s*[-*+]\s+\[[xX]\]\s+(.+?)\s*$", re.M)
 PASSED = re.compile(r"\b(\d+)\s+(?:passed|passing)\b", re.I)  # pytest, jest, cargo, mocha
 
 COMPARED_CHARS = 4000  # of each output, for the difference: its head and tail
+# An answer up to this long is read on the event loop's thread: handing it to a worker costs
+# more than reading it, and the worst case of the regexes on it stays around 10 ms.
+SMALL_TEXT = 2048
 SHINGLE = 3  # characters per piece of the difference's multisets
 
 
@@ -224,7 +227,8 @@ class ProgressMeter:
         """After the call and its verification: this iteration's evidence and score."""
         files = await self.files.measure(text)
         # the text's signals in a worker thread: an output may be megabytes
-        read = await asyncio.to_thread(TextSignals.of, text, self.items, self.last_output)
+        read = (TextSignals.of(text, self.items, self.last_output) if len(text) <= SMALL_TEXT
+                else await asyncio.to_thread(TextSignals.of, text, self.items, self.last_output))
         new_markers = [m for m in dict.fromkeys(read.markers) if m not in self.seen]
         if read.markers:
             self.last_marker = read.markers[-1]
