@@ -11,7 +11,7 @@ from typing import Callable
 from .. import providers
 from ..workspace import Workspace, storage_reason
 from . import preflight
-from .children import reaper
+from .children import procs, reaper
 from .observe import telemetry
 from .store.lock import RunLock
 from .scheduler import RunOptions, RunResult, Runner, new_run_id, write_results
@@ -88,7 +88,7 @@ def execute(root: Path, plan: Plan, opts: RunOptions,
                         agents={a: sorted(set(whys.values())) for a, whys in runner.preflight.passed_over.items()})
         if on_start:
             on_start(runner, recovered)
-        with reaper.adopting(store.run_id):
+        with reaper.adopting(store.run_id), procs.child_watching():
             result = asyncio.run(runner.run())
         store.end_run(result.status, result.exit_code, result.message)
         write_results(workspace, result, store.last_run())

@@ -231,3 +231,33 @@ def test_last_line_reads_lines_split_across_chunks():
     # once a chunk, its last line (what is printed of it so far); a blank chunk says nothing;
     # a character cut in two shows as a replacement until its line is whole
     assert seen == ["step 1 of", "step 2", "step 2 of 3", "\ufffd", "é done"], seen
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"),
+                    reason="3.11's asyncio waits for each child in a thread of its own; 3.12+ uses pidfds itself")
+def test_a_run_learns_of_its_commands_exits_without_a_thread_per_child(tmp_path, monkeypatch):
+    """Every spawn waited for the start of asyncio's waitpid thread: a run watches pidfds."""
+    import threading
+
+    from harnessc.runtime.scheduler import RunOptions
+    from harnessc.runtime.session import execute
+
+    from .helpers import node, write_project
+
+    started: list[str] = []
+    real = threading.Thread.start
+
+    def start(self):
+        started.append(self.name)
+        return real(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    nodes = [node(f"t{i}", completion_promise="DONE", routing={"agent": "cmd", "chain": [], "reason": "test"})
+             for i in range(3)]
+    agents = {"cmd": {"provider": "command", "command": ["/bin/sh", "-c", "cat >/dev/null; echo '<promise>DONE</promise>'"]}}
+    plan = write_project(tmp_path, nodes, agents=agents, concurrency=3)
+    result = execute(tmp_path, plan, RunOptions(jobs=3))
+    assert result.exit_code == 0, result.message
+    assert [t["state"] for t in result.tasks] == ["succeeded"] * 3
+    assert not [name for name in started if name.startswith("asyncio-waitpid")], started
+    assert isinstance(asyncio.get_event_loop_policy().get_child_watcher(), asyncio.ThreadedChildWatcher)  # as it was

@@ -188,17 +188,10 @@ def test_in_a_run_only_a_command_leaving_its_group_alive_reads_all_of_proc(tmp_p
 def pidfd_watcher():
     """asyncio learns of a child's exit from the event loop (a pidfd), as it does by default
     from Python 3.12 on: a reaper running in the loop before it takes the status for sure.
-    (3.11's default, a thread per child blocked in waitpid, mostly wins that race.)"""
-    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
+    (3.11's default, a thread per child blocked in waitpid, mostly wins that race.) A run
+    uses it too (procs.child_watching)."""
+    with procs.child_watching():
         yield
-        return
-    policy = asyncio.get_event_loop_policy()
-    was = policy.get_child_watcher()
-    policy.set_child_watcher(asyncio.PidfdChildWatcher())
-    try:
-        yield
-    finally:
-        policy.set_child_watcher(was)
 
 
 def _exited_sh_children() -> list[int]:

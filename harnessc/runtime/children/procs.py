@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import signal
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import urlsplit
 
 from . import reaper
@@ -26,6 +29,33 @@ BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ"
 BASE_ENV_PREFIXES = ("LC_",)
 _SECRET_MARKS = ("API_KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL",
                  "PRIVATE_KEY", "ACCESS_KEY")
+
+
+@contextlib.contextmanager
+def child_watching() -> Iterator[None]:
+    """For a run (its asyncio.run): asyncio learns that a child exited from a pidfd on the
+    event loop, as Python 3.12+ does by itself, instead of from a thread per child, whose
+    start every spawn waits for. Where there are no pidfds (Linux < 5.3), outside the main
+    thread (asyncio attaches a watcher to the main thread's loop only), on 3.12+ (which has
+    it, and deprecates the watcher API) or with a watcher someone chose, nothing changes."""
+    policy = asyncio.get_event_loop_policy()
+    if (sys.version_info >= (3, 12) or threading.current_thread() is not threading.main_thread()
+            or not _has_pidfd() or not isinstance(policy.get_child_watcher(), asyncio.ThreadedChildWatcher)):
+        yield
+        return
+    policy.set_child_watcher(asyncio.PidfdChildWatcher())
+    try:
+        yield
+    finally:
+        policy.set_child_watcher(None)  # the next use makes the default one again
+
+
+def _has_pidfd() -> bool:
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+        return True
+    except (AttributeError, OSError):
+        return False
 
 
 def is_secret_name(name: str) -> bool:
