@@ -184,19 +184,24 @@ class StateStore:
         if not batch:
             return
         outcomes: list[tuple[asyncio.Future, Any, BaseException | None]] = []
+        alone = len(batch) == 1  # its transaction is its savepoint
         try:
             with self.tx():
                 for fn, fut in batch:
-                    self.db.execute("SAVEPOINT item")
+                    if not alone:
+                        self.db.execute("SAVEPOINT item")
                     try:
                         value = fn()
                     except Exception as e:
+                        if alone:
+                            raise
                         self.db.execute("ROLLBACK TO item")
                         self.db.execute("RELEASE item")
                         self._spent = self._tokens = None
                         outcomes.append((fut, None, e))
                         continue
-                    self.db.execute("RELEASE item")
+                    if not alone:
+                        self.db.execute("RELEASE item")
                     outcomes.append((fut, value, None))
         except BaseException as e:  # the commit failed (or the process is going down): nothing held
             self._spent = self._tokens = None
@@ -509,21 +514,20 @@ class StateStore:
         held = self._reserved.get(attempt_id)
         counts = _usage_counts(usage)
         tokens = counts["input_tokens"] + counts["output_tokens"]
+        if final_state and loop_state is not None:  # the task's end leaves its ladder (_end_recovery)
+            loop_state = {k: v for k, v in loop_state.items() if k != "recovery"}
         with self.tx():
+            # progress, denials, tool_calls: kept as they were when not given
             self.db.execute(
                 "UPDATE attempts SET status=?, raw_output=?, parsed_output=?, errors=?, checks=?,"
                 " input_tokens=?, uncached_input_tokens=?, cache_read_tokens=?, cache_write_tokens=?,"
                 " output_tokens=?, reasoning_tokens=?, cost_usd=?, cost_source=?, latency=?,"
-                " finished_at=? WHERE id=?",
+                " finished_at=?, progress=COALESCE(?, progress), denials=COALESCE(?, denials),"
+                " tool_calls=COALESCE(?, tool_calls) WHERE id=?",
                 (status, self.redact(raw), self._json(parsed), self._json(errors or []),
                  self._json(checks or []), *(counts[c] for c in USAGE_COLUMNS), cost_usd, cost_source,
-                 latency, now, attempt_id))
-            if progress is not None:
-                self.db.execute("UPDATE attempts SET progress=? WHERE id=?", (self._json(progress), attempt_id))
-            if denials:
-                self.db.execute("UPDATE attempts SET denials=? WHERE id=?", (self._json(denials), attempt_id))
-            if tool_calls is not None:
-                self.db.execute("UPDATE attempts SET tool_calls=? WHERE id=?", (tool_calls, attempt_id))
+                 latency, now, self._json(progress), self._json(denials) if denials else None, tool_calls,
+                 attempt_id))
             if loop_state is not None:
                 self.db.execute(
                     "INSERT INTO loop_state (task_id, data, updated_at) VALUES (?,?,?) ON CONFLICT(task_id)"
@@ -551,7 +555,8 @@ class StateStore:
                        **({"progress": progress.get("score"), "progressed": bool(progress.get("progressed"))}
                           if progress else {}))
             if final_state:
-                self._end_recovery(task_id)
+                if loop_state is None:  # else it was just written without its ladder
+                    self._end_recovery(task_id)
                 self.event(f"task_{final_state}", task_id, **({"error": error} if error else {}),
                            **({"filled": filled} if filled else {}))
         self._reserved.pop(attempt_id, None)
