@@ -9,7 +9,8 @@ import pytest
 
 from harnessc import planfile, providers
 from harnessc.compiler import build_project, compile_project
-from harnessc.compiler.staging import split_priority, stage
+from harnessc.compiler.contextentry import split_priority
+from harnessc.compiler.staging import stage
 
 
 @pytest.mark.parametrize("entry, expected", [

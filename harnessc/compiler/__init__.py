@@ -11,11 +11,8 @@ from typing import Iterable
 
 from ..diagnostics import Diagnostics
 from ..nogc import no_cyclic_gc
-from ..workspace import Workspace
 from . import check, gitcheck, load
-from . import output
 from .ignore import apply_ignores
-from .promptfiles import PromptFiles
 from .project import Project
 
 __all__ = ["lint_project", "compile_project", "write_build", "build_project", "CHECK_PASSES", "PLAN_PASSES"]
@@ -100,6 +97,9 @@ def compile_project(root: Path, diags: Diagnostics | None = None, write_prompts:
     """
     project = Project(root=Path(root), diags=diags or Diagnostics())
     if write_prompts:
+        from ..workspace import Workspace
+        from .promptfiles import PromptFiles  # build's, as the plan passes (lint stays light)
+
         project.prompt_files = PromptFiles(Workspace(project.root))
     with no_cyclic_gc():
         _run(project, CHECK_PASSES)
@@ -116,6 +116,8 @@ def compile_project(root: Path, diags: Diagnostics | None = None, write_prompts:
 def write_build(project: Project) -> Path:
     """Write .harness/build (output.write_build), with the cyclic GC paused as for the passes:
     a 100k-task plan is millions of objects, and a collection while writing rescans them all."""
+    from . import output
+
     with no_cyclic_gc():
         return output.write_build(project)
 

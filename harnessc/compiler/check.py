@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from ..diagnostics import Span, closest, did_you_mean
-from . import contextglob, staging
+from . import contextentry, contextglob
 from .argv import split_command
 from .project import Project
 from .vocab import BUILTIN_AGENT
@@ -55,7 +55,7 @@ def resolve_context(project: Project) -> None:
         files: list[str] = []
         priority: dict[str, str] = {}  # file -> the highest priority of the entries naming it
         for i, entry in enumerate(task.context):
-            pattern, level = staging.split_priority(entry)
+            pattern, level = contextentry.split_priority(entry)
 
             def span(task=task, i=i) -> Span:  # looked up only for a diagnostic
                 return _value_span(task, "context", i)
@@ -83,17 +83,17 @@ def resolve_context(project: Project) -> None:
                 project.diags.error("HC411", f"context pattern '{pattern}' matches more than "
                                     f"{contextglob.MAX_MATCHES:,} files", span(),
                                     "narrow the pattern: every file goes into the prompt")
-            elif not found.found and (unknown := staging.unknown_priority(entry)):
+            elif not found.found and (unknown := contextentry.unknown_priority(entry)):
                 path, word = unknown
                 project.diags.error("HC105", f"unknown context priority '{word}' in '{entry}'", span(),
-                                    f"did you mean `{path} ({near})`?" if (near := closest(word.lower(), staging.PRIORITIES))
-                                    else f"a priority is one of {', '.join(staging.PRIORITIES)}: `{path} (high)`")
+                                    f"did you mean `{path} ({near})`?" if (near := closest(word.lower(), contextentry.PRIORITIES))
+                                    else f"a priority is one of {', '.join(contextentry.PRIORITIES)}: `{path} (high)`")
             elif not found.found:
                 project.diags.warning("HC406", f"context path '{pattern}' matches no file", span(),
                                       "check the path; it is relative to the project directory")
             files += found.files
             for f in found.files:
-                if f not in priority or staging.PRIORITIES.index(level) < staging.PRIORITIES.index(priority[f]):
+                if f not in priority or contextentry.PRIORITIES.index(level) < contextentry.PRIORITIES.index(priority[f]):
                     priority[f] = level
         if files:
             project.context_files[task.id] = list(dict.fromkeys(files))

@@ -22,14 +22,14 @@ import copy
 import re
 from typing import TYPE_CHECKING, Any
 
-from .. import planfile
 from .. import providers as _providers
 from .argv import split_command
 from ..providers.subset import compact, is_strict  # noqa: F401  (is_strict: re-exported)
 
-if TYPE_CHECKING:  # the pydantic IR is imported only where it is built (lint stays light)
+if TYPE_CHECKING:  # the pydantic IR and plan.json's records: imported where built (lint stays light)
     from collections.abc import Iterator
 
+    from .. import planfile
     from .ir import AcceptCommand, Contract, Deliverable
 
 DRAFT07 = "http://json-schema.org/draft-07/schema#"
@@ -207,6 +207,8 @@ def provider_schema(schema: dict, provider: str) -> tuple[dict, list[dict]]:
 
 
 def _accept_entry(i: int, cmd: str | AcceptCommand) -> "planfile.AcceptCommand":
+    from .. import planfile
+
     if isinstance(cmd, str):
         from .ir import AcceptCommand
 
@@ -221,6 +223,8 @@ def contract_plan_entry(
     default_on_failure: str = "retry",
 ) -> "planfile.Contract":
     """The contract as plan.json holds it (schemas, provider subsets, accept, limits)."""
+    from .. import planfile
+
     entry = planfile.Contract(
         name=name,
         description=contract.description,

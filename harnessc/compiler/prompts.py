@@ -18,7 +18,7 @@ from types import SimpleNamespace
 from ..diagnostics import Diagnostics, Span, did_you_mean
 from ..estimates import CHARS_PER_TOKEN
 from . import sandbox
-from .staging import PRIORITIES
+from .contextentry import PRIORITIES
 
 TEMPLATE_NAMES = ("system.md.j2", "task.md.j2", "refine.md.j2", "memory.md.j2")
 MAX_CONTEXT_FILE = 200_000  # characters of one context file given to the agent

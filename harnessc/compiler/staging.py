@@ -1,7 +1,7 @@
 """Context staging: which of a task's context files fit its token budget (seed 000 §2.3).
 
 A `context:` entry may end with a priority in parentheses — `src/core.py (critical)`,
-`docs/*.md (low)`; without one it is `medium`. The files go in by priority (critical, high,
+`docs/*.md (low)`; without one it is `medium` (the syntax: compiler/contextentry.py). The files go in by priority (critical, high,
 medium, low), then in the order written, while they fit `context_tokens`; a critical file
 that does not fit is cut to what is left, any other is left out. The prompt names what was
 left out, and plan.json records every file's fate (`context_staging`).
@@ -15,31 +15,13 @@ memory and the answer), else the built-in 32000 when no window is known.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable
 
 from ..estimates import tokens_for_chars
 from ..planfile import BudgetSource, ContextStaging, StagedFile
+from .contextentry import PRIORITIES
 
-PRIORITIES = ("critical", "high", "medium", "low")
 WINDOW_SHARE = 0.5  # of the smallest window: the context files' share of a prompt
-_SUFFIX = re.compile(r"^(.*?)\s*\(([A-Za-z]+)\)\s*$")
-
-
-def split_priority(entry: str) -> tuple[str, str]:
-    """'docs/*.md (low)' -> ('docs/*.md', 'low') (any case, as every enum value of the
-    roadmap); no known priority: (entry, 'medium')."""
-    m = _SUFFIX.match(entry)
-    if m and m.group(1) and m.group(2).lower() in PRIORITIES:
-        return m.group(1), m.group(2).lower()
-    return entry, "medium"
-
-
-def unknown_priority(entry: str) -> tuple[str, str] | None:
-    """A trailing '(word)' that is no priority: 'a.py (urgent)' -> ('a.py', 'urgent') - a
-    misspelt priority, unless a file is named so."""
-    m = _SUFFIX.match(entry)
-    return (m.group(1), m.group(2)) if m and m.group(1) and m.group(2).lower() not in PRIORITIES else None
 
 
 def choose_budget(task_tokens: int | None, defaults_tokens: int | None, built_in: int,
