@@ -18,7 +18,6 @@ the project) and the reason; the CLI prints it as `harnessc: error: ...` and exi
 from __future__ import annotations
 
 import errno
-import hashlib
 import io
 import itertools
 import os
@@ -52,6 +51,8 @@ def task_file_name(task_id: str) -> str:
     """A task id as a file name; an id the roadmap would refuse becomes task-<hash>."""
     if _FILE_NAME_ID.fullmatch(task_id):
         return task_id
+    import hashlib  # here: OpenSSL's start-up is ~2 ms of every command (cli imports this module)
+
     return "task-" + hashlib.sha256(task_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
