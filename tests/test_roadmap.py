@@ -196,6 +196,20 @@ def test_generated_parsers_are_up_to_date() -> None:
     assert generate.up_to_date(), "run: python -m harnessc.grammar.generate"
 
 
+def test_generated_runtime_is_what_generate_writes() -> None:
+    """The runtime part of lark_parsers.py (all but the tables, whose state numbers vary) is
+    the generator's text: nobody edited it by hand, and its logger is the quiet one that
+    spares lint the logging import."""
+    from harnessc.grammar import generate
+
+    def runtime(text: str) -> str:
+        return text[: text.index("GRAMMAR_SHA256 = ")]
+
+    committed = runtime(generate.OUT.read_text(encoding="utf-8"))
+    assert committed == runtime(generate.generate()), "run: python -m harnessc.grammar.generate"
+    assert "import logging" not in committed and "logger = _QuietLogger()" in committed
+
+
 def test_generated_parsers_never_unpickle(tmp_path: Path) -> None:
     """The generated runtime keeps Lark's code for cached parsers; it refuses to unpickle."""
     import pickle

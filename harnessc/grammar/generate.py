@@ -49,6 +49,38 @@ pickle = _NoPickle()
 
 '''
 
+# Lark's runtime logs through `logging` at level CRITICAL, which none of its messages reach.
+# Importing logging was ~3 ms of every `harnessc lint`; a logger that drops everything says
+# the same. Each (old, new) must be found: a Lark that words it otherwise fails here.
+QUIET_LOGGER = (
+    ("import logging\n", ""),
+    ('logger: logging.Logger = logging.getLogger("lark")\nlogger.addHandler(logging.StreamHandler())\n',
+     '''
+
+class _QuietLogger:
+    """Lark's logger, at its level CRITICAL: no message of the runtime reaches it."""
+
+    def _drop(self, *args, **kwargs):
+        pass
+
+    debug = info = warning = error = exception = critical = _drop
+
+
+logger = _QuietLogger()
+'''),
+    ("logger.setLevel(logging.CRITICAL)\n", ""),
+)
+
+
+def quiet_logger(runtime: str) -> str:
+    """The runtime's text with QUIET_LOGGER's replacements made."""
+    for old, new in QUIET_LOGGER:
+        if runtime.count(old) != 1:
+            raise SystemExit(f"lark's runtime no longer has {old!r} once: update QUIET_LOGGER")
+        runtime = runtime.replace(old, new)
+    return runtime
+
+
 FOOTER = '''
 def load(tables, **options):
     """A Lark parser from a (data, memo) pair of this module."""
@@ -73,6 +105,7 @@ def generate() -> str:
     gen_standalone(next(iter(parsers.values())), out=runtime)  # the runtime, and one grammar's tables...
     text = runtime.getvalue()
     text = text[: text.index("import pickle, zlib, base64\nDATA = (")]  # ...cut off: each gets its own below
+    text = quiet_logger(text)
     out = [HEADER.format(version=lark.__version__), text, NO_PICKLE, f"GRAMMAR_SHA256 = {grammar_hashes()!r}\n"]
     for name, parser in parsers.items():
         data, memo = parser.memo_serialize([TerminalDef, Rule])

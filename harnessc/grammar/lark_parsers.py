@@ -274,17 +274,25 @@ class MissingVariableError(LarkError):
 
 
 import sys, re
-import logging
 from dataclasses import dataclass
 from typing import Generic, AnyStr
 
-logger: logging.Logger = logging.getLogger("lark")
-logger.addHandler(logging.StreamHandler())
+
+
+class _QuietLogger:
+    """Lark's logger, at its level CRITICAL: no message of the runtime reaches it."""
+
+    def _drop(self, *args, **kwargs):
+        pass
+
+    debug = info = warning = error = exception = critical = _drop
+
+
+logger = _QuietLogger()
 ##
 
 ##
 
-logger.setLevel(logging.CRITICAL)
 
 
 NO_VALUE = object()
