@@ -1,7 +1,8 @@
 """Start-up cost: what `run`, `lint` and `build` import (issue 18 part 3). A 1-task anthropic
 run spends most of its start-up importing the SDK, so a run imports only what its plan needs:
 a simulate-only plan loads no SDK, no HTTP client and no compiler parser; lint and build never
-load an SDK. Checked in a fresh interpreter, from sys.modules after the command."""
+load an SDK, and lint loads only the checking path (imports are most of its time). Checked in a
+fresh interpreter, from sys.modules after the command."""
 
 from __future__ import annotations
 
@@ -25,11 +26,12 @@ try:
     cli.main(sys.argv[1:], standalone_mode=False)
 except SystemExit:
     pass
-print(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
+print(json.dumps(sorted(sys.modules)))
 """
 
 
 def imported(*args: str) -> set[str]:
+    """Every module in sys.modules after `harnessc ARGS` (a package's parents are there too)."""
     quiet = {k: v for k, v in env().items() if not k.startswith("OTEL_")}  # telemetry off
     out = subprocess.run([sys.executable, "-c", SCRIPT, *args], capture_output=True, text=True, timeout=120,
                          env=quiet)
@@ -52,6 +54,30 @@ def test_lint_and_build_import_no_sdk(tmp_path: Path) -> None:
         modules = imported("-C", str(tmp_path / "demo"), command)
         assert "harnessc" in modules and not modules & SDKS, (command, modules & SDKS)
     assert (tmp_path / "demo" / ".harness" / "build" / "plan.json").is_file()
+
+
+# What `harnessc lint` of a project without templates or isolation has no use for (lint's time
+# is mostly imports: each of these was a few ms of it). Build's half of the compiler: the
+# pydantic IR, plan.json's records, prompts and their Jinja templates, the plan's output. The
+# runtime and its SQLite, asyncio and rich output; the report's matplotlib; `explain`'s texts.
+# Real lark (the parsers are stand-alone tables), jsonschema (lint checks schemas itself),
+# GitPython (no isolation). And two stdlib modules it once drifted into: logging (lark's
+# stand-alone runtime logs nothing) and hashlib (OpenSSL; only a run names files by hash).
+NOT_FOR_LINT = SDKS | {
+    "pydantic", "pydantic_core", "jinja2", "harnessc.compiler.ir", "harnessc.planfile",
+    "harnessc.compiler.plan", "harnessc.compiler.prompts", "harnessc.compiler.output",
+    "harnessc.runtime", "sqlite3", "asyncio", "rich", "harnessc.runreport", "matplotlib", "harnessc.explain",
+    "lark", "jsonschema", "git", "logging", "hashlib",
+}
+
+
+def test_lint_imports_only_what_checking_needs(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(REPO / "specs" / "demo", tmp_path / "demo", ignore=shutil.ignore_patterns(".harness"))
+    modules = imported("-C", str(tmp_path / "demo"), "lint")
+    assert {"harnessc.compiler.check", "yaml"} <= modules  # it linted
+    assert not modules & NOT_FOR_LINT, sorted(modules & NOT_FOR_LINT)
 
 
 def test_a_run_with_telemetry_on_imports_opentelemetry(tmp_path: Path) -> None:
