@@ -208,6 +208,7 @@ def test_generated_runtime_is_what_generate_writes() -> None:
     committed = runtime(generate.OUT.read_text(encoding="utf-8"))
     assert committed == runtime(generate.generate()), "run: python -m harnessc.grammar.generate"
     assert "import logging" not in committed and "logger = _QuietLogger()" in committed
+    assert committed.count("from __future__ import annotations") == 1
 
 
 def test_generated_parsers_never_unpickle(tmp_path: Path) -> None:

@@ -72,6 +72,11 @@ logger = _QuietLogger()
 )
 
 
+# Lark's runtime annotates its functions with typing generics (Optional[Dict[str, ...]]), each
+# evaluated at import; as strings they cost nothing, and nothing in the runtime reads them.
+LAZY_ANNOTATIONS = "from __future__ import annotations\n"
+
+
 def quiet_logger(runtime: str) -> str:
     """The runtime's text with QUIET_LOGGER's replacements made."""
     for old, new in QUIET_LOGGER:
@@ -106,7 +111,7 @@ def generate() -> str:
     text = runtime.getvalue()
     text = text[: text.index("import pickle, zlib, base64\nDATA = (")]  # ...cut off: each gets its own below
     text = quiet_logger(text)
-    out = [HEADER.format(version=lark.__version__), text, NO_PICKLE, f"GRAMMAR_SHA256 = {grammar_hashes()!r}\n"]
+    out = [HEADER.format(version=lark.__version__), LAZY_ANNOTATIONS, text, NO_PICKLE, f"GRAMMAR_SHA256 = {grammar_hashes()!r}\n"]
     for name, parser in parsers.items():
         data, memo = parser.memo_serialize([TerminalDef, Rule])
         out.append(f"{name} = (\n{data!r},\n{memo!r},\n)\n")
