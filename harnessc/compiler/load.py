@@ -11,9 +11,8 @@ import os
 from functools import lru_cache
 from pathlib import Path
 from .. import providers
-from ..package_data import read_text
 
-from ..diagnostics import Diagnostics, Span, did_you_mean
+from ..diagnostics import Span, did_you_mean
 from .project import CONTRACTS, HARNESS, ROADMAP, Project
 from .specview import SpecView, bad_places, check_spec, raw, validator
 from .vocab import (
@@ -335,16 +334,13 @@ def _check_routing_names(project: Project) -> None:
                                 did_you_mean(name, names) or fallback)
 
 
-BUILTIN_CONTRACTS = "builtin_contracts.yaml"
-
-
 @lru_cache(maxsize=1)
 def builtin_contract_data() -> dict[str, dict]:
-    """The built-in contract library, safe-loaded like a user's specs, once per process
-    (~3 ms; callers copy what they change)."""
-    text = read_text("compiler", BUILTIN_CONTRACTS)
-    data, _ = load_yaml(text, "<builtin>", Diagnostics(fail_fast=True))
-    return data["contracts"]
+    """The built-in contract library (builtin_library.py: read from its JSON copy), once per
+    process; callers copy what they change."""
+    from .builtin_library import copy_data
+
+    return copy_data()["contracts"]
 
 
 def load_contracts(project: Project) -> None:
