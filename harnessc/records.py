@@ -18,6 +18,14 @@ class Record(Mapping):
             raise KeyError(key)
         return getattr(self, key)
 
+    def get(self, key: str, default: Any = None) -> Any:
+        # Mapping.get would go through __getitem__ and a KeyError: a 10k-task build asks 100k times
+        return getattr(self, key) if key in self._keys else default
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a dict, in order (nested records stay records): what encoders write."""
+        return {key: getattr(self, key) for key in self._keys}
+
     def __setitem__(self, key: str, value: Any) -> None:
         if key not in self._keys:
             raise KeyError(key)

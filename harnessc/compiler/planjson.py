@@ -72,7 +72,8 @@ def _is_array(value: Any) -> bool:
 def _as_json(value: Any) -> Any:
     """What the encoders fall back to: mappings as dicts, sequences as lists, the rest as text."""
     if isinstance(value, Mapping):
-        return dict(value)
+        as_dict = getattr(value, "as_dict", None)  # the plan's records (planfile.Record): field by field
+        return as_dict() if as_dict is not None else dict(value)
     return list(value) if _is_array(value) else str(value)
 
 
