@@ -65,7 +65,7 @@ def test_lint_and_build_import_no_sdk(tmp_path: Path) -> None:
 # stand-alone runtime logs nothing) and hashlib (OpenSSL; only a run names files by hash).
 NOT_FOR_LINT = SDKS | {
     "pydantic", "pydantic_core", "jinja2", "harnessc.compiler.ir", "harnessc.planfile",
-    "harnessc.compiler.plan", "harnessc.compiler.prompts", "harnessc.compiler.output",
+    "harnessc.compiler.plan", "harnessc.compiler.prompts", "harnessc.compiler.output", "harnessc.compiler.promptfiles",
     "harnessc.runtime", "sqlite3", "asyncio", "rich", "harnessc.runreport", "matplotlib", "harnessc.explain",
     "lark", "jsonschema", "git", "logging", "hashlib",
 }
