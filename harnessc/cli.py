@@ -669,6 +669,7 @@ def _execute(root: Path, plan: dict, opts) -> None:
     from .runtime.preflight import Refused
     from .runtime.session import execute
     from .runtime.store.state import StateError
+    from .runtime.executor import ExecutorError
     from .runtime.worktree.repo import IsolationError
 
     console = Console()
@@ -702,7 +703,7 @@ def _execute(root: Path, plan: dict, opts) -> None:
         sys.exit(Exit.USAGE)
     except StateError as e:
         fail_usage(str(e))
-    except IsolationError as e:
+    except (IsolationError, ExecutorError) as e:
         fail_usage(e.message, hint=e.hint)
     finally:
         view.close()

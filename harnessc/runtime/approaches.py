@@ -183,7 +183,9 @@ class ApproachRun(TaskRun):
         spec = self.node.approaches
         if spec is None or spec.score is None:
             return None
-        res = await run_score(spec.score, self.workdir, self.tid, self.k, self.time_left())
+        res = self.remote.take_score() if self.remote is not None else None  # scored on the worker
+        if res is None:
+            res = await run_score(spec.score, self.workdir, self.tid, self.k, self.time_left())
         score, why = parse_score(res)
         if why:
             return why

@@ -38,6 +38,7 @@ class TaskContext(Protocol):
     steering: Steering
     isolation: Isolation
     calls: CallBounds
+    executor: Any  # None: attempts run here; else executor/ray.py's RayExecutor
 
     def halting(self) -> bool: ...
     def halt_run(self, kind: str, why: str) -> bool: ...

@@ -38,12 +38,14 @@ from .loop.loop import TaskLoop
 from .routing.router import Route
 from .store.state import StateStore
 from .routing.tasklimits import TaskLimits
+from .executor import AttemptLost
 from .verify import Verdict, verified_by, verify
 from .worktree import landing as landingmod
 from .worktree.isolation import Conflict, IsolationError, Landed
 from .worktree.gitcmd import GitFailed
 
 TRANSIENT_LIMIT = 5  # consecutive transient errors on one agent before it counts as failing
+LOST_LIMIT = 5  # attempts in a row lost with their worker (executor ray) before the call counts as failed
 
 
 class Done(Exception):
@@ -134,6 +136,10 @@ class TaskRun:
         self.files = None if self.iso else ctx.attribution.task(node)
         self.loop = TaskLoop.of(self.workdir, ctx.plan, node, ctx.store, self.files)  # progress, stuck, memory
         self.assist = Assistant(ctx, node, self.time_left)  # cheap agents' mutations and summaries (assist.py)
+        # executor ray: the attempt's agent call and checks run on a worker (executor/ray.py)
+        executor = getattr(ctx, "executor", None)
+        self.remote = executor.attempts(self) if executor is not None and self.iso else None
+        self.lost = 0  # attempts lost with their worker in a row
 
     async def run(self) -> str:
         if self.node.routing.auto:
@@ -211,6 +217,8 @@ class TaskRun:
         name, agent, cfg = await self.choose_agent()
         cost, tokens = self.reserve(cfg)
         resp = await self.call(name, agent, cfg, cost, tokens)
+        if resp is None:  # lost with its worker: the iteration runs again
+            return
         over = self.limits.count(resp.usage, resp.tool_calls if isinstance(resp, Response) else 0, name)
         if isinstance(resp, AgentError):
             self.p.calls.failed_call(resp.kind, resp.message)
@@ -218,8 +226,7 @@ class TaskRun:
             return
         if over:
             await self.over_limit(resp, over)
-        verdict = await verify(self.node, self.contract, resp.text, self.workdir, max(0.1, self.time_left()),
-                               truncated=resp.truncated)
+        verdict = await self.check(resp)
         self.p.calls.answered(verdict.claim, verdict.errors)
         if not verdict.claim:
             await self.keep_working(resp)
@@ -323,9 +330,11 @@ class TaskRun:
         self.ctx.adopt_children(aid)
 
     async def call(self, name: str, agent: Any, cfg: AgentConfig, cost: float,
-                   tokens: tuple[int, int]) -> Response | AgentError:
+                   tokens: tuple[int, int]) -> Response | AgentError | None:
         """One agent call in one of the agent's slots (throttle.py), recorded as an attempt;
-        a failed call's attempt is finished here, with what it was charged."""
+        a failed call's attempt is finished here, with what it was charged. None: the
+        worker running it was lost (executor ray) and the iteration runs again."""
+        lost = None
         async with self.ctx.throttle.slot(name) as call:
             await self.begin_attempt(name, cost, tokens)
             started = time.monotonic()  # a failed call's latency: an answer brings its own
@@ -333,11 +342,13 @@ class TaskRun:
                 # the agent bounds the call by request.timeout itself; this is the run's bound
                 # for any agent, and the graceful stop's grace (callbounds.py)
                 async with self.ctx.calls.bound(self.time_left() + GRACE) as bound:
-                    resp = await agent.call(self.request(cfg))
+                    resp = await self.ask(name, agent, cfg)
                 self.log.answer_charge = resp.charged()  # kept if the task is aborted during verification
                 call.answered = True
             except AgentError as e:
                 call.error = e
+            except AttemptLost as e:
+                lost = e
             except TimeoutError:
                 if not bound.expired():
                     raise
@@ -345,6 +356,8 @@ class TaskRun:
                     await self.cut_by_stop(started)
                 call.error = AgentError(f"agent '{name}': no answer within the time its task had left of "
                                         f"max_time ({self.max_time:g}s)", kind="timeout")
+        if lost is not None:
+            return await self.lost_attempt(lost, started)
         self.ctx.health.record(name, call.error)
         if call.error is not None:
             e = call.error
@@ -352,7 +365,32 @@ class TaskRun:
                                   latency=time.monotonic() - started, **e.charged())
             return e
         self.p.transient_errors = 0
+        self.lost = 0
         return resp
+
+    async def ask(self, name: str, agent: Any, cfg: AgentConfig) -> Response:
+        """The agent's answer: called here, or on a worker (executor ray)."""
+        if self.remote is not None:
+            return await self.remote.call(name, agent, cfg, self.request(cfg))
+        return await agent.call(self.request(cfg))
+
+    async def check(self, resp: Response) -> Verdict:
+        """The answer's verification, here or on a worker (executor ray)."""
+        if self.remote is not None:
+            return await self.remote.verdict(resp, max(0.1, self.time_left()))
+        return await verify(self.node, self.contract, resp.text, self.workdir, max(0.1, self.time_left()),
+                            truncated=resp.truncated)
+
+    async def lost_attempt(self, lost: AttemptLost, started: float) -> AgentError | None:
+        """A worker or node died with the attempt: it is interrupted (charged nothing: no
+        answer came) and its iteration runs again; LOST_LIMIT in a row fail the call."""
+        await self.log.finish("interrupted", raw=None, errors=[lost.message], latency=time.monotonic() - started)
+        self.p.iteration -= 1
+        self.lost += 1
+        self.store.event("attempt_lost", self.tid, message=lost.message[:500])
+        if self.lost >= LOST_LIMIT:
+            return AgentError(f"{lost.message} ({LOST_LIMIT} attempts in a row)")
+        return None
 
     async def cut_by_stop(self, started: float) -> None:
         """A call still running the stop's grace after a graceful stop was cut: its attempt

@@ -53,7 +53,8 @@ from .store.state import TERMINAL_OK, StateError, StateStore
 from .steering import Steering
 from .observe.summaries import Summaries
 from .work import Work, plan_work
-from .worktree.isolation import Isolation
+from .executor.rayconfig import resolve_executor
+from .worktree.isolation import WORKTREE, Isolation
 
 STOP_POLL = 0.2  # seconds between looks at .harness/stop
 
@@ -142,8 +143,12 @@ class Runner:
         # flight as the widest task has approaches, unless its own limits.concurrency says fewer
         widest = max((n.approaches.n for n in plan.nodes if n.approaches is not None and not n.done), default=1)
         self.throttle = Throttle(plan.agents, max(self.jobs, widest))
+        # executor ray: every attempt runs on a worker, each task isolated whatever isolation: says
+        self.executor_settings = resolve_executor(plan, opts.executor, opts.ray_address)
+        self.executor: Any = None  # started by start_executor (executor/ray.py)
         # isolated tasks work in worktrees and land as commits (worktree/); the others share the tree
-        self.isolation = Isolation(root, plan.nodes, store, opts.isolation, hooks=bool(plan.git_hooks),
+        isolation = WORKTREE if self.executor_settings is not None else opts.isolation
+        self.isolation = Isolation(root, plan.nodes, store, isolation, hooks=bool(plan.git_hooks),
                                    worktrees=plan.worktrees, keep_failed=opts.keep_worktrees)
         shared = [n for n in plan.nodes if not self.isolation.is_isolated(n)]
         self.git = GitCommits(root, store, shared, hooks=bool(plan.git_hooks))
@@ -184,6 +189,22 @@ class Runner:
                              lambda why: self.steering.pause("alert", why))
         self.summaries = Summaries(store, loop_cfg.summary_every, lambda: self.targets)
         store.listeners = [*store.listeners, self.alerts.on_event, self._count_iteration]
+
+    def start_executor(self) -> None:
+        """Connect to the run's Ray cluster (or start a local one) before anything is recorded:
+        raises executor.ExecutorError (the run refuses to start). Needs isolation.check()."""
+        if self.executor_settings is None or not self.isolation.wanted:
+            return
+        from .executor.ray import RayExecutor, forwarded_names  # imports Ray: only for executor ray
+
+        repo = self.isolation.repo
+        self.executor = RayExecutor(self.executor_settings, repo.toplevel, repo.prefix,
+                                    forwarded_names(self.plan.agents))
+        self.executor.start()
+
+    def close_executor(self) -> None:
+        if self.executor is not None:
+            self.executor.close()
 
     # ------------------------------------------------------------------ control
 

@@ -59,7 +59,7 @@ def execute(root: Path, plan: Plan, opts: RunOptions,
     workspace = Workspace(root)
     lock = RunLock(workspace)
     lock.acquire()
-    store = tracing = None
+    store = tracing = runner = None
     try:
         store = StateStore(workspace, secret_names=providers.key_envs(plan.agents))
         recovered = store.recover()
@@ -72,6 +72,7 @@ def execute(root: Path, plan: Plan, opts: RunOptions,
             return idle  # nothing to run: no run recorded, no run directory
         check_agents(runner, workspace, opts)
         runner.isolation.check()  # raises IsolationError: nothing was started
+        runner.start_executor()  # executor ray: raises ExecutorError, nothing was started
         tracing = telemetry.tracing(runner.plan, store)  # None when off: opentelemetry is never imported
         if tracing:
             store.listeners.append(tracing.on_event)
@@ -99,6 +100,8 @@ def execute(root: Path, plan: Plan, opts: RunOptions,
             f"{workspace.rel(path)} failed during the run ({storage_reason(path.parent, e)}); the run"
             " stopped and what was committed is kept: fix the cause, then `harnessc run` resumes") from None
     finally:
+        if runner is not None:
+            runner.close_executor()
         if tracing:
             tracing.close()  # the run's spans, sent within telemetry.FLUSH_TIMEOUT (never raises)
         try:

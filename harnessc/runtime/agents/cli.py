@@ -76,10 +76,11 @@ class CliAgent(SubprocessAgent):
 
     def env(self) -> dict[str, str]:
         """The child environment: procs' base list, `pass_env:`, this CLI's variables, then `env:`."""
-        extra = {k: os.environ[k] for k in ENV_VARS[self.provider] if k in os.environ}
+        source = procs.forwarded_env()
+        extra = {k: source[k] for k in ENV_VARS[self.provider] if k in source}
         key_env = self.config.api_key_env
-        if key_env and key_env in os.environ:  # the key the user named, under the CLI's name
-            extra[self.key_variable()] = os.environ[key_env]
+        if key_env and key_env in source:  # the key the user named, under the CLI's name
+            extra[self.key_variable()] = source[key_env]
         extra.update(self.settings_env())
         extra.update(self.config.env)
         return procs.child_env(self.config.pass_env, extra)
@@ -207,8 +208,9 @@ class CodexAgent(CliAgent):
     def env(self) -> dict[str, str]:
         env = super().env()
         key_env = self.config.api_key_env
-        if self.config.base_url and key_env and key_env in os.environ:
-            env[key_env] = os.environ[key_env]  # the custom provider reads it by this name
+        source = procs.forwarded_env()
+        if self.config.base_url and key_env and key_env in source:
+            env[key_env] = source[key_env]  # the custom provider reads it by this name
         return env
 
     def parse(self, stdout, stderr, rc):

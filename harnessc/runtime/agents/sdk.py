@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,7 +150,7 @@ class SdkAgent:
         """The API key from the environment (None when the agent uses none)."""
         if not self.key_env:
             return None
-        key = os.environ.get(self.key_env, "")
+        key = procs.forwarded_env().get(self.key_env, "")
         if not key:
             raise missing_key(self.name, self.key_env)
         return key

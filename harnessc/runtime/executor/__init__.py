@@ -16,3 +16,12 @@ class ExecutorError(Exception):
     def __init__(self, message: str, hint: str | None = None):
         super().__init__(message)
         self.message, self.hint = message, hint
+
+
+class AttemptLost(Exception):
+    """The worker or node running an attempt died: the attempt is interrupted (nothing known
+    is charged) and its iteration runs again, elsewhere."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message

@@ -1,0 +1,159 @@
+"""Shipping a checkout and a change between the driver and Ray workers, with plain git.
+
+* The driver bundles a base commit once (`bundle_commit`); the Ray executor puts it in the
+  object store once per commit.
+* A worker keeps one bare repository per source on its node (`NodeCache`): bundles are
+  fetched into one, a `clone_url` is cloned once and fetched from; an attempt's checkout is
+  a `--shared` clone of it at the base commit, with the change so far applied.
+* A change is `git diff --binary` from the base commit to the checkout's files, untracked
+  ones included (ignored ones not): file modes and binary files survive; `apply_change`
+  puts one in a driver worktree.
+
+Imports nothing but the standard library: remote.py runs it on workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterator
+
+GIT_TIMEOUT = 600.0
+_QUIET = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+class ShipError(Exception):
+    """A git step of shipping failed (its command and stderr, no more)."""
+
+
+def git(*args: str, cwd: str | Path | None = None, stdin: bytes | None = None,
+        env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,)) -> bytes:
+    """Run git (no hooks, no prompt); its stdout, or ShipError."""
+    full_env = {**os.environ, **_QUIET, **(env or {})}
+    try:
+        res = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *args], cwd=cwd, input=stdin,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env, timeout=GIT_TIMEOUT)
+    except FileNotFoundError:
+        raise ShipError("git is not installed (not found on PATH)") from None
+    except subprocess.TimeoutExpired:
+        raise ShipError(f"git {args[0]} took over {GIT_TIMEOUT:g}s") from None
+    if res.returncode not in ok:
+        err = res.stderr.decode("utf-8", "replace").strip()[-1000:]
+        raise ShipError(f"git {' '.join(args[:2])} failed (exit {res.returncode}): {err}")
+    return res.stdout
+
+
+# ------------------------------------------------------------------ driver side
+
+def bundle_commit(top: Path, sha: str) -> bytes:
+    """A git bundle holding `sha` and its history (a bundle needs a ref: a temporary one)."""
+    ref = f"refs/harnessc/bundle/{sha}"
+    git("update-ref", ref, sha, cwd=top)
+    try:
+        with tempfile.TemporaryDirectory(prefix="harnessc-bundle-") as tmp:
+            path = Path(tmp) / "base.bundle"
+            git("bundle", "create", "-q", str(path), ref, cwd=top)
+            return path.read_bytes()
+    finally:
+        git("update-ref", "-d", ref, cwd=top, ok=(0, 1))
+
+
+def apply_change(top: Path, base: str, change: bytes, keep: tuple[str, ...] = ()) -> None:
+    """Make the worktree at `top` hold `base` plus `change` (what a worker returned): its
+    files reset to `base` first (untracked ones removed, `keep` and ignored ones aside)."""
+    git("reset", "-q", "--hard", base, cwd=top)
+    git("clean", "-fdq", *(a for p in keep for a in ("-e", "/" + p)), cwd=top)
+    if change:
+        git("apply", "--binary", "--whitespace=nowarn", "-", cwd=top, stdin=change)
+
+
+# ------------------------------------------------------------------ worker side
+
+def change_since(top: Path, base: str) -> bytes:
+    """The checkout's files against `base` as one binary diff (untracked files included)."""
+    with tempfile.NamedTemporaryFile(prefix="harnessc-index-") as index:
+        env = {"GIT_INDEX_FILE": index.name}
+        git("read-tree", base, cwd=top, env=env)
+        git("add", "-A", ".", cwd=top, env=env)
+        return git("diff", "--cached", "--binary", "--no-renames", "--full-index", base, cwd=top, env=env)
+
+
+def cache_root() -> Path:
+    """Where this node keeps its repositories (HARNESSC_RAY_CACHE, else under the temp dir)."""
+    return Path(os.environ.get("HARNESSC_RAY_CACHE") or
+                Path(tempfile.gettempdir()) / f"harnessc-ray-cache-{os.getuid()}")
+
+
+class NodeCache:
+    """This node's repositories, one per source; attempt checkouts are made from them."""
+
+    def __init__(self, root: Path | None = None):
+        self.root = root or cache_root()
+
+    @contextlib.contextmanager
+    def _locked(self, name: str) -> Iterator[None]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / f"{name}.lock", "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def _repo(self, name: str, url: str | None = None) -> Path:
+        repo = self.root / f"{name}.git"
+        if not (repo / "HEAD").exists():
+            tmp = self.root / f"{name}.tmp-{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            if url:
+                git("clone", "--bare", "-q", url, str(tmp))
+            else:
+                git("init", "--bare", "-q", str(tmp))
+            os.replace(tmp, repo)
+        return repo
+
+    @staticmethod
+    def has(repo: Path, sha: str) -> bool:
+        return subprocess.run(["git", "cat-file", "-e", f"{sha}^{{commit}}"], cwd=repo, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=GIT_TIMEOUT).returncode == 0
+
+    def from_bundle(self, sha: str, fetch: Callable[[], bytes]) -> Path:
+        """The bundles' repository, holding `sha` (`fetch()` gives its bundle when it does not)."""
+        with self._locked("bundles"):
+            repo = self._repo("bundles")
+            if not self.has(repo, sha):
+                with tempfile.NamedTemporaryFile(prefix="harnessc-", suffix=".bundle", dir=self.root) as f:
+                    f.write(fetch())
+                    f.flush()
+                    git("fetch", "-q", "--no-write-fetch-head", f.name, f"refs/harnessc/bundle/{sha}:refs/base/{sha}",
+                        cwd=repo)
+            return repo
+
+    def from_url(self, url: str, sha: str) -> Path:
+        """A clone of `url` (made once per node) holding `sha` (fetched when it does not)."""
+        name = "url-" + hashlib.sha256(url.encode()).hexdigest()[:16]
+        with self._locked(name):
+            repo = self._repo(name, url)
+            if not self.has(repo, sha):
+                git("fetch", "-q", "--no-write-fetch-head", "origin", sha, cwd=repo)
+            return repo
+
+    def checkout(self, repo: Path, sha: str, change: bytes) -> Path:
+        """A new checkout of `sha` with `change` applied, in its own directory."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        top = Path(tempfile.mkdtemp(prefix="attempt-", dir=self.root))
+        try:
+            git("clone", "--shared", "--no-checkout", "-q", str(repo), str(top))
+            git("-c", "advice.detachedHead=false", "checkout", "-q", "--detach", sha, cwd=top)
+            if change:
+                git("apply", "--binary", "--whitespace=nowarn", "-", cwd=top, stdin=change)
+        except BaseException:
+            shutil.rmtree(top, ignore_errors=True)
+            raise
+        return top

@@ -1,0 +1,260 @@
+"""The Ray executor, driver side: connect, ship base commits, run attempts remotely, cancel.
+
+The remote boundary is one attempt (remote.run_attempt): the agent's call when it is a
+program agent (command, CLI; any agent with `placement: all`), and always the checks of
+its answer (contract, accept commands, `score:`). Everything that decides stays here: the
+TaskRun asks `RemoteAttempts.call` for the answer and `RemoteAttempts.verdict` for its
+verification, and the change the worker returns is applied to the attempt's local
+worktree, which commits and lands it exactly as a local isolated task does.
+
+One retry loop: Ray's retries are off (max_retries=0, retry_exceptions=False); a worker or
+node that dies raises AttemptLost, and the TaskRun runs the iteration again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from ..agents.base import AgentError, Request, Response
+from ..agents.command import SubprocessAgent
+from ..verify import Verdict
+from . import AttemptLost, ExecutorError
+from .bundle import ShipError, apply_change, bundle_commit
+from .rayconfig import ExecutorSettings, require_ray
+from .remote import run_attempt
+
+PROBE_TIMEOUT = 5.0  # seconds an address has to answer before the run refuses to start
+CANCEL_GRACE = 5.0  # seconds a cancelled attempt has to kill its processes before force=True
+LOST_VERIFY_TRIES = 3  # a verification whose worker died runs again up to this many times
+
+
+class RayExecutor:
+    """One run's connection to Ray and what it has shipped there."""
+
+    def __init__(self, settings: ExecutorSettings, top: Path, prefix: str, forwarded: dict[str, list[str]]):
+        self.settings, self.top, self.prefix = settings, Path(top), prefix
+        self.forwarded = forwarded  # agent -> the variable names its calls forward
+        self.ray: Any = None
+        self.owned = False  # we started the cluster (no address): we shut it down
+        self.bundles: dict[str, Any] = {}  # base commit -> [ObjectRef of its bundle]
+        self._bundling: dict[str, asyncio.Lock] = {}
+        self._fns: dict[tuple, Any] = {}
+
+    # ------------------------------------------------------------------ the run's start and end
+
+    def start(self) -> None:
+        """Connect (or start a local cluster); ExecutorError before any task starts."""
+        ray = self.ray = require_ray()
+        address = self.settings.address
+        if address:
+            probe(address)
+        if ray.is_initialized():
+            return  # a caller (tests, an embedding program) connected already: theirs to end
+        try:
+            if address:
+                ray.init(address=address, log_to_driver=False, configure_logging=False)
+            else:
+                ray.init(log_to_driver=False, configure_logging=False, include_dashboard=False)
+                self.owned = True
+        except Exception as e:  # ConnectionError, RuntimeError("Version mismatch ..."), ValueError
+            raise connect_error(address, e) from None
+        self.remote = ray.remote(max_retries=0, retry_exceptions=False)(run_attempt)
+
+    def close(self) -> None:
+        if self.ray is not None and self.owned and self.ray.is_initialized():
+            self.ray.shutdown()
+        self.owned = False
+
+    def _fn(self, resources: dict) -> Any:
+        """The remote function with the attempt's placement (one wrapper per placement)."""
+        key = tuple(sorted(resources.items()))
+        fn = self._fns.get(key)
+        if fn is None:
+            if not hasattr(self, "remote"):
+                self.remote = self.ray.remote(max_retries=0, retry_exceptions=False)(run_attempt)
+            fn = self._fns[key] = self.remote.options(num_cpus=self.settings.num_cpus_per_attempt,
+                                                       resources=resources or None)
+        return fn
+
+    async def source(self, base: str) -> dict:
+        """How a worker gets `base`: the configured clone URL, else its bundle (put in the
+        object store once per commit)."""
+        if self.settings.clone_url:
+            return {"url": self.settings.clone_url}
+        lock = self._bundling.setdefault(base, asyncio.Lock())
+        async with lock:
+            if base not in self.bundles:
+                data = await asyncio.to_thread(bundle_commit, self.top, base)
+                self.bundles[base] = [self.ray.put(data)]  # in a list: workers fetch it only on a cache miss
+        return {"bundle": self.bundles[base]}
+
+    def attempts(self, run: Any) -> "RemoteAttempts":
+        return RemoteAttempts(self, run)
+
+    # ------------------------------------------------------------------ one remote call
+
+    async def submit(self, job: dict, resources: dict) -> dict:
+        """Run one job remotely; its record. Cancelled: Ray's cancel, force after a grace."""
+        ref = self._fn(resources).remote(job)
+        try:
+            return await ref
+        except asyncio.CancelledError:
+            await asyncio.shield(self.cancel(ref))
+            raise
+        except self.ray.exceptions.RayError as e:
+            raise AttemptLost(lost_message(e)) from None
+
+    async def cancel(self, ref: Any) -> None:
+        """ray.cancel without force (the worker kills its processes), force after CANCEL_GRACE."""
+        ray = self.ray
+        try:
+            ray.cancel(ref)
+        except Exception:
+            return
+        done, _ = await asyncio.wait({asyncio.wrap_future(ref.future())}, timeout=CANCEL_GRACE)
+        if not done:
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:
+                pass
+
+
+class RemoteAttempts:
+    """One TaskRun's remote side: what its attempt's worktree holds and its last checks."""
+
+    def __init__(self, executor: RayExecutor, run: Any):
+        self.ex, self.run = executor, run
+        self.applied: tuple[Any, bytes] = (None, b"")  # (the worktree, the change it holds over its base)
+        self.checked: Verdict | None = None  # the last call's verification, done with it remotely
+        self.score: Any = None  # the last call's score command result (procs.ProcResult)
+
+    def runs_agent(self, agent: Any) -> bool:
+        """Whether the agent's call goes to the worker: program agents always; any plain
+        agent (not a cassette's) with `placement: all`."""
+        if isinstance(agent, SubprocessAgent):
+            return True
+        return self.ex.settings.placement == "all" and type(agent).__module__.startswith("harnessc.runtime.agents.")
+
+    async def call(self, name: str, agent: Any, cfg: dict, request: Request) -> Response:
+        """The agent's answer (verified remotely with it when it runs remotely); AgentError,
+        or AttemptLost when the worker died."""
+        self.checked = self.score = None
+        if not self.runs_agent(agent):
+            return await agent.call(request)
+        request = dataclasses.replace(request, on_line=None, root=Path("."), workdir=None)
+        out = await self.send(agent={"name": name, "config": cfg}, request=request,
+                              env=self.env_for(name, cfg), verify=True)
+        if out.get("error"):
+            raise AgentError(**out["error"])
+        self.checked, self.score = out.get("verdict"), out.get("score")
+        return out["response"]
+
+    async def verdict(self, resp: Response, time_left: float) -> Verdict:
+        """The answer's verification: the one made with the call, else a remote check now."""
+        if self.checked is not None:
+            verdict, self.checked = self.checked, None
+            return verdict
+        why = ""
+        for _ in range(LOST_VERIFY_TRIES):
+            try:
+                out = await self.send(answer=resp, verify=True, time_left=time_left)
+            except AttemptLost as e:
+                why = e.message
+                continue
+            self.score = out.get("score")
+            return out["verdict"]
+        return Verdict(claim=True, errors=[f"could not verify the answer: {why}"])
+
+    def take_score(self) -> Any:
+        score, self.score = self.score, None
+        return score
+
+    async def send(self, time_left: float | None = None, **job: Any) -> dict:
+        """Ship the attempt (base commit, change so far) with `job`; apply the change it comes
+        back with to the local worktree. AgentError for a failure of the node or the shipping."""
+        run, attempt = self.run, self.run.attempt
+        base = attempt.base
+        worktree, held = self.applied
+        change = held if worktree is attempt else b""
+        try:
+            source = await self.ex.source(base)
+        except ShipError as e:
+            raise AgentError(f"could not ship the base commit {base[:10]} to Ray: {e}") from None
+        score = getattr(run.node, "approaches", None)
+        job.update(base=base, source=source, change=change, prefix=self.ex.prefix, node=run.node,
+                   contract=run.contract, time_left=max(0.1, time_left if time_left is not None else run.time_left()),
+                   score={"command": score.score, "k": run.k} if score is not None and score.score is not None
+                   and hasattr(run, "k") else None)
+        resources = {**self.ex.settings.resources, **(getattr(run.node, "resources", None) or {})}
+        out = await self.ex.submit(job, resources)
+        if out.get("cancelled"):
+            raise AttemptLost(f"the attempt was cancelled on Ray node {out.get('node')}")
+        if out.get("failure"):
+            raise AgentError(out["failure"])
+        new = out.get("change")
+        if new is not None and (worktree is not attempt or new != held):
+            try:
+                await asyncio.to_thread(apply_change, attempt.path, base, new, attempt.brought)
+            except ShipError as e:
+                raise AgentError(f"could not apply the change from Ray node {out.get('node')}: {e}") from None
+            self.applied = (attempt, new)
+        return out
+
+    def env_for(self, name: str, cfg: dict) -> dict[str, str]:
+        """The values the agent's call forwards, read here (the driver) and shipped in the
+        call's own arguments: never in runtime_env, names or metadata."""
+        import os
+
+        return {k: os.environ[k] for k in self.ex.forwarded.get(name, ()) if k in os.environ}
+
+
+def forwarded_names(agents: dict[str, dict]) -> dict[str, list[str]]:
+    """Agent -> the variables of ours its calls may read: `pass_env:`, its key, and a CLI's
+    own (agents/cli.py ENV_VARS); procs' base list is the worker's own."""
+    from ... import providers
+    from ..agents.cli import ENV_VARS
+    from ..children.procs import BASE_ENV
+
+    out = {}
+    for name, cfg in agents.items():
+        names = set(cfg.get("pass_env") or ()) | providers.key_envs({name: cfg})
+        names |= set(ENV_VARS.get(str(cfg.get("provider")), ()))
+        out[name] = sorted(n for n in names if n not in BASE_ENV)
+    return out
+
+
+def probe(address: str) -> None:
+    """A host:port (or ray://host:port) address answers a TCP connect within PROBE_TIMEOUT:
+    ray.init would otherwise retry an address nobody listens on for a minute."""
+    import socket
+
+    if address == "auto" or ":" not in address:
+        return
+    hostport = address.removeprefix("ray://").rsplit("/", 1)[0]
+    host, _, port = hostport.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=PROBE_TIMEOUT):
+            pass
+    except (OSError, ValueError) as e:
+        raise ExecutorError(f"could not connect to the Ray cluster at {address}: {e}",
+                            "check the address (`ray status` on the head node), or drop it to run a "
+                            "local cluster") from None
+
+
+def connect_error(address: str | None, e: Exception) -> ExecutorError:
+    text = str(e).strip().splitlines()[0][:400] if str(e).strip() else type(e).__name__
+    if "version mismatch" in str(e).lower():
+        return ExecutorError(f"the Ray cluster at {address} runs another Ray or Python version than this "
+                             f"harnessc: {text}", "install the cluster's Ray version here (or the other way round)")
+    where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
+    return ExecutorError(f"could not connect to {where}: {text}",
+                         "check the address (`ray status` on the head node), or drop it to run a local cluster")
+
+
+def lost_message(e: Exception) -> str:
+    """What a Ray failure says, short (its first line; a node's id and address when given)."""
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+    return f"the Ray worker running the attempt was lost ({type(e).__name__}): {first}"

@@ -1,0 +1,147 @@
+"""What runs on a Ray worker: one attempt of one task, in a checkout of its base commit.
+
+`run_attempt(job)` materialises the checkout (bundle.py), runs the agent when the job
+carries one (else takes the driver's answer), verifies a claim (contract, accept commands)
+and scores it (`score:`), and returns what happened with the change the checkout now holds.
+It never raises: a secret could ride an exception's text into Ray's task table and logs,
+so every failure comes back as a record whose text is scrubbed of the forwarded values.
+A cancel (`ray.cancel` without force raises KeyboardInterrupt here) cancels the attempt's
+event loop, which kills the agent's and the checks' process groups (procs.run).
+
+Imports only the standard library at load; harnessc's agents and checks on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from .bundle import NodeCache, ShipError, change_since
+
+
+def node_name() -> str:
+    """This node as messages name it: host and Ray node id (short)."""
+    node_id = ""
+    try:
+        import ray
+
+        node_id = ray.get_runtime_context().get_node_id() or ""
+    except Exception:  # outside a Ray worker (tests call the function directly)
+        pass
+    return f"{socket.gethostname()}" + (f" (node {node_id[:12]})" if node_id else "")
+
+
+def run_attempt(job: dict) -> dict:
+    """The Ray task's body: a result record, never an exception."""
+    where = node_name()
+    from ..children import procs
+
+    secrets = _secret_forms(job.get("env") or {})
+    try:
+        out = asyncio.run(_attempt(job, where))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        return {"node": where, "cancelled": True}
+    except BaseException as e:  # noqa: BLE001 - the record says what, scrubbed
+        if type(e).__name__ == "TaskCancelledError":
+            return {"node": where, "cancelled": True}
+        out = {"failure": f"{type(e).__name__}: {e}"}
+    out["node"] = where
+    for key in ("failure",):
+        if out.get(key):
+            out[key] = procs.scrubbed(out[key], secrets)
+    if out.get("error"):
+        out["error"] = procs.scrubbed(out["error"], secrets)
+    return out
+
+
+def _secret_forms(env: dict[str, str]) -> list[str]:
+    from ..children import procs
+
+    forms: set[str] = set()
+    for value in env.values():
+        if len(value) >= 6:
+            forms |= {value, value[::-1], *procs.base64_forms(value.encode("utf-8"))}
+    return sorted(forms, key=len, reverse=True)
+
+
+async def _attempt(job: dict, where: str) -> dict:
+    if shutil.which("git") is None:
+        return {"failure": f"git is not installed on Ray node {where} (not found on its PATH: "
+                           f"{os.environ.get('PATH', '')})"}
+    sha, cache = job["base"], NodeCache()
+    try:
+        repo = await asyncio.to_thread(_source_repo, cache, job["source"], sha)
+        top = await asyncio.to_thread(cache.checkout, repo, sha, job.get("change") or b"")
+    except ShipError as e:
+        return {"failure": f"could not check out {sha[:10]} on Ray node {where}: {e}"}
+    try:
+        workdir = top / job.get("prefix", "")
+        out = await _work(job, workdir, where)
+        out["change"] = await asyncio.to_thread(change_since, top, sha)
+        return out
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def _source_repo(cache: NodeCache, source: dict, sha: str) -> Path:
+    if source.get("url"):
+        return cache.from_url(source["url"], sha)
+
+    def fetch() -> bytes:
+        import ray
+
+        return ray.get(source["bundle"][0])  # nested in a list: fetched only on a cache miss
+
+    return cache.from_bundle(sha, fetch)
+
+
+async def _work(job: dict, workdir: Path, where: str) -> dict:
+    """The agent's call (when the job carries the agent), then the checks of its answer."""
+    from ..children import procs
+    from ..agents.base import AgentError, make_agent
+
+    token = procs.forwarding(job.get("env") or {})
+    started = time.monotonic()
+    try:
+        out: dict[str, Any] = {}
+        resp = job.get("answer")
+        spec = job.get("agent")
+        if spec is not None:
+            try:
+                agent = make_agent(spec["name"], spec["config"], workdir)
+                request = dataclasses.replace(job["request"], root=workdir, workdir=workdir)
+                resp = await agent.call(request)
+            except AgentError as e:
+                if "command not found" in e.message or "not executable" in e.message:
+                    e.message += f" (on Ray node {where})"
+                out["error"] = vars(e).copy()
+                return out
+            out["response"] = resp
+        if job.get("verify") and resp is not None:
+            job["time_left"] = max(0.1, job["time_left"] - (time.monotonic() - started))
+            out["verdict"] = verdict = await _verify(job, resp, workdir)
+            if verdict.claim and verdict.ok and job.get("score") is not None:
+                out["score"] = await _score(job, workdir)
+        return out
+    finally:
+        procs._forwarded.reset(token)
+
+
+async def _verify(job: dict, resp: Any, workdir: Path) -> Any:
+    from ..verify import verify
+
+    return await verify(job["node"], job["contract"], resp.text, workdir, job["time_left"],
+                        truncated=resp.truncated)
+
+
+async def _score(job: dict, workdir: Path) -> Any:
+    from ..approaches import run_score
+
+    score = job["score"]
+    return await run_score(score["command"], workdir, job["node"].id, score["k"], job["time_left"])

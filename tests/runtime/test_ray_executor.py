@@ -1,0 +1,320 @@
+"""executor ray: every attempt runs on a real multi-node Ray cluster on this machine (one
+`ray.cluster_utils.Cluster` for the module), and lands exactly as with the local executor.
+
+Runs are in-process (session.execute), connected to the module's cluster; the agents are
+real command agents (Python scripts) and the demo's simulate agents."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from harnessc.planfile import Plan  # noqa: E402
+from harnessc.runtime import scheduler  # noqa: E402
+from harnessc.runtime.executor import ExecutorError  # noqa: E402
+from harnessc.runtime.executor.rayconfig import ExecutorSettings  # noqa: E402
+from harnessc.runtime.scheduler import RunOptions  # noqa: E402
+from harnessc.runtime.session import execute  # noqa: E402
+
+from .helpers import PY, REPO, git, git_repo, harnessc, node, write_project  # noqa: E402
+
+pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray")]
+
+# A coding agent: writes text, a binary file and an executable script; task "b" needs two
+# iterations (its accept command wants part1 and part2; the first iteration writes part1
+# only), so its change must carry over from one worker to the next. WAIT makes it wait for
+# a file named <marks>/go (writing <marks>/started-<task> first); SLEEP_CHILD starts a
+# grandchild that sleeps (its argv carries the marker) and waits for it.
+AGENT = """\
+import os, pathlib, subprocess, sys, time, hashlib
+task, it = os.environ["HARNESSC_TASK"], os.environ["HARNESSC_ITERATION"]
+cfg = eval(pathlib.Path(sys.argv[1]).read_text())
+marks = pathlib.Path(cfg.get("marks", "."))
+if task in cfg.get("wait", []) and not (marks / "go").exists():
+    (marks / f"started-{task}-{os.getpid()}").write_text(it)
+    while not (marks / "go").exists():
+        time.sleep(0.05)
+if cfg.get("sleep_child"):
+    (marks / f"sleeping-{task}").write_text("x")
+    subprocess.run([sys.executable, "-c", "import time; time.sleep(300)", cfg["sleep_child"]])
+out = pathlib.Path("out"); out.mkdir(exist_ok=True)
+(out / f"{task}.txt").write_text(f"made by {task}\\n")
+(out / f"{task}.bin").write_bytes(bytes(range(256)) + task.encode())
+script = pathlib.Path("tools", f"{task}.sh"); script.parent.mkdir(exist_ok=True)
+script.write_text("#!/bin/sh\\necho " + task + "\\n"); script.chmod(0o755)
+if task == "c":
+    with open("README.md", "a") as f:
+        f.write("c was here\\n")
+if task == "b":
+    pathlib.Path("part" + it).write_text(it)
+secret = os.environ.get("HARNESSC_TEST_SECRET_TOKEN")
+if secret:
+    (out / f"{task}.secret-hash").write_text(hashlib.sha256(secret.encode()).hexdigest())
+print("done <promise>DONE</promise>")
+"""
+
+FAKE_SECRET = "sk-test-ray-0123456789abcdefSECRET"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head (no CPU for attempts) and two worker nodes, each with 2 slots."""
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    c.add_node(num_cpus=2, resources={"n1": 2, "w": 2})
+    c.add_node(num_cpus=2, resources={"n2": 2, "w": 2})
+    c.wait_for_nodes()
+    ray.init(address=c.address, log_to_driver=False, configure_logging=False)
+    try:
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+@pytest.fixture
+def on_ray(cluster, monkeypatch):
+    """Runs with executor="ray" get these settings (raycfg's harness.yaml `executor:` aside)."""
+    settings = {"value": ExecutorSettings(address=cluster.address, num_cpus_per_attempt=1, resources={"w": 1})}
+
+    def resolve(plan, executor=None, ray_address=None):
+        return settings["value"] if executor == "ray" else None
+
+    monkeypatch.setattr(scheduler, "resolve_executor", resolve)
+    return settings
+
+
+def coding_project(root: Path, tasks: dict[str, list[str]], cfg: dict | None = None, **kw) -> Plan:
+    bot = {"routing": {"agent": "bot"}, "completion_promise": "DONE", "isolation": "worktree"}
+    nodes = []
+    for t, deps in tasks.items():
+        extra = dict(kw.get(t, {}))
+        if t == "b":
+            extra.setdefault("accept", [{"id": "parts", "argv": ["sh", "-c", "test -f part1 && test -f part2"],
+                                         "timeout": 60}])
+        nodes.append(node(t, depends_on=list(deps), **{**bot, **extra}))
+    agents = {"bot": {"provider": "command", "command": [PY, str(root / "agent.py"), str(root / "agent.cfg")],
+                      "pass_env": ["HARNESSC_TEST_SECRET_TOKEN"]}}
+    plan = write_project(root, nodes, agents=agents, concurrency=kw.get("concurrency", 3))
+    (root / "agent.py").write_text(AGENT)
+    marks = root.parent / (root.name + "-marks")
+    marks.mkdir(exist_ok=True)
+    (root / "agent.cfg").write_text(repr({"marks": str(marks), **(cfg or {})}))
+    (root / "README.md").write_text("project\n")
+    git_repo(root)
+    return plan
+
+
+def run(root: Path, plan: Plan, **opts):
+    return execute(root, plan, RunOptions(**opts))
+
+
+def db(root: Path):
+    con = sqlite3.connect(root / ".harness" / "state.db")
+    con.row_factory = sqlite3.Row
+    return con
+
+
+def task_states(root: Path) -> dict[str, tuple]:
+    return {r["id"]: (r["state"], r["output"]) for r in db(root).execute("SELECT id, state, output FROM tasks")}
+
+
+def landed_tree(root: Path, run_id: str) -> list[str]:
+    """The integration branch's files: mode, blob and path of each (agent.cfg names the
+    project's own directory: left out)."""
+    return [line for line in git(root, "ls-tree", "-r", f"harnessc/run/{run_id}").splitlines()
+            if not line.endswith("\tagent.cfg")]
+
+
+def subjects(root: Path, run_id: str) -> list[str]:
+    return git(root, "log", "--format=%s", f"harnessc/run/{run_id}").splitlines()
+
+
+def same_project_twice(tmp_path: Path, make) -> tuple[Path, Path, Plan, Plan]:
+    a, b = tmp_path / "local" / "p", tmp_path / "ray" / "p"
+    return a, b, make(a), make(b)
+
+
+def test_a_coding_project_lands_the_same_commits_files_modes_and_states_as_locally(tmp_path, on_ray):
+    tasks = {"a": [], "b": [], "c": ["a"]}
+    here, there, plan_here, plan_there = same_project_twice(tmp_path, lambda r: coding_project(r, tasks))
+    local = run(here, plan_here, isolation="worktree")
+    remote = run(there, plan_there, executor="ray")
+    assert local.exit_code == remote.exit_code == 0, (local.message, remote.message)
+    assert sorted(subjects(here, local.run_id)) == sorted(subjects(there, remote.run_id))
+    tree = landed_tree(there, remote.run_id)
+    assert tree == landed_tree(here, local.run_id)
+    assert any(line.startswith("100755 ") and line.endswith("tools/a.sh") for line in tree)  # the mode came back
+    assert "c was here" in git(there, "show", f"harnessc/run/{remote.run_id}:README.md")
+    assert git(there, "show", f"harnessc/run/{remote.run_id}:part1") == "1"  # iteration 1's file, kept
+    assert task_states(here) == task_states(there)
+    iterations = {r["id"]: r["iterations"] for r in db(there).execute("SELECT id, iterations FROM tasks")}
+    assert iterations["b"] == 2
+    assert sorted(os.listdir(there / ".harness" / "outputs")) == sorted(os.listdir(here / ".harness" / "outputs"))
+    # the agents ran on the workers: nothing of theirs in the driver's tree but what landed
+    assert not (there / "out").exists() or git(there, "status", "--porcelain") == ""
+
+
+def test_the_demo_lands_the_same_states_and_outputs_as_locally(tmp_path, on_ray):
+    def demo(root: Path) -> Plan:
+        from harnessc.runtime import plan as planmod
+
+        shutil.copytree(REPO / "specs" / "demo", root)
+        git_repo(root)
+        return planmod.ensure_plan(root, False, say=lambda m: None)
+
+    here, there, plan_here, plan_there = same_project_twice(tmp_path, demo)
+    local = run(here, plan_here, isolation="worktree")
+    remote = run(there, plan_there, executor="ray")
+    assert local.exit_code == remote.exit_code == 0, (local.message, remote.message)
+    assert task_states(here) == task_states(there)
+    for name in os.listdir(here / ".harness" / "outputs"):
+        mine = json.loads((here / ".harness" / "outputs" / name).read_text())
+        theirs = json.loads((there / ".harness" / "outputs" / name).read_text())
+        assert mine.get("output") == theirs.get("output"), name
+    # data-001's accept command ran on a worker: its check is recorded with the attempt
+    checks = [json.loads(r["checks"] or "[]") for r in db(there).execute(
+        "SELECT checks FROM attempts WHERE task_id='data-001' AND status='succeeded'")]
+    assert checks and checks[0][0]["returncode"] == 0
+
+
+def test_a_node_removed_mid_run_loses_no_task_and_lands_none_twice(tmp_path, cluster, on_ray):
+    doomed = cluster.add_node(num_cpus=3, resources={"doomed": 3})
+    cluster.wait_for_nodes()
+    on_ray["value"] = ExecutorSettings(address=cluster.address, resources={"doomed": 1})
+    root = tmp_path / "p"
+    marks = tmp_path / "p-marks"
+    plan = coding_project(root, {"a": [], "b": [], "c": [], "d": ["a"]}, {"wait": ["b", "c"]}, concurrency=3)
+    result: dict = {}
+    worker = threading.Thread(target=lambda: result.update(r=run(root, plan, executor="ray")))
+    worker.start()
+    try:
+        wait_for(lambda: len([p for p in os.listdir(marks) if p.startswith("started-")]) >= 2)
+        wait_for(lambda: "harnessc: a: Task a" in git(root, "log", "--all", "--format=%s"))
+        cluster.add_node(num_cpus=3, resources={"doomed": 3})  # where the lost attempts go
+        cluster.remove_node(doomed)
+        time.sleep(1)
+        (marks / "go").write_text("x")
+    finally:
+        worker.join(120)
+    r = result["r"]
+    assert r.exit_code == 0, r.message
+    landed = subjects(root, r.run_id)
+    assert sorted(landed) == sorted(["harnessc: a: Task a", "harnessc: b: Task b", "harnessc: c: Task c",
+                                     "harnessc: d: Task d", "start"])  # each once
+    lost = [r["task_id"] for r in db(root).execute("SELECT task_id FROM attempts WHERE status='interrupted'")]
+    assert sorted(set(lost)) == ["b", "c"]
+    assert all(s == "succeeded" for s, _ in task_states(root).values())
+    assert db(root).execute("SELECT count(*) FROM events WHERE kind='attempt_lost'").fetchone()[0] >= 2
+
+
+def test_abort_leaves_no_agent_process_on_any_node(tmp_path, on_ray):
+    marker = f"harnessc-ray-abort-{os.getpid()}-{time.time_ns()}"
+    root = tmp_path / "p"
+    marks = tmp_path / "p-marks"
+    plan = coding_project(root, {"a": [], "b": [], "c": []}, {"sleep_child": marker})
+    result: dict = {}
+    worker = threading.Thread(target=lambda: result.update(r=run(root, plan, executor="ray")))
+    worker.start()
+    try:
+        wait_for(lambda: len([p for p in os.listdir(marks) if p.startswith("sleeping-")]) >= 3)
+        wait_for(lambda: len(marked(marker)) >= 3)
+        (root / ".harness" / "stop").write_text("abort")
+    finally:
+        worker.join(120)
+    assert result["r"].status == "aborted", result["r"].message
+    assert marked(marker) == []
+    states = {t: s for t, (s, _) in task_states(root).items()}
+    assert set(states.values()) == {"pending"}
+
+
+def test_forwarded_secrets_reach_the_agent_and_nothing_of_ray_shows_them(tmp_path, on_ray, monkeypatch):
+    monkeypatch.setenv("HARNESSC_TEST_SECRET_TOKEN", FAKE_SECRET)
+    root = tmp_path / "p"
+    plan = coding_project(root, {"a": [], "c": []})
+    r = run(root, plan, executor="ray")
+    assert r.exit_code == 0, r.message
+    digest = hashlib.sha256(FAKE_SECRET.encode()).hexdigest()
+    assert git(root, "show", f"harnessc/run/{r.run_id}:out/a.secret-hash") == digest  # it got there
+    from ray.util import state
+
+    shown = json.dumps([state.list_tasks(detail=True, limit=10000), state.list_actors(detail=True),
+                        state.list_jobs(), state.list_workers(detail=True)], default=str)
+    assert FAKE_SECRET not in shown and "ray-0123456789" not in shown
+    session = Path(ray._private.worker._global_node.get_session_dir_path())
+    for path in session.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            assert FAKE_SECRET.encode() not in path.read_bytes(), path
+
+
+def test_a_node_without_git_fails_the_attempt_naming_the_node(on_ray):
+    """A Cluster node cannot be started with its own PATH: the remote function runs in a real
+    worker whose PATH (runtime_env, for this test only) has no git."""
+    from harnessc.runtime.executor.remote import run_attempt
+
+    fn = ray.remote(max_retries=0)(run_attempt).options(runtime_env={"env_vars": {"PATH": "/nonexistent"}})
+    out = ray.get(fn.remote({"base": "0" * 40, "source": {"url": "file:///nowhere"}}), timeout=120)
+    assert "git is not installed on Ray node" in out["failure"]
+    assert "(node " in out["failure"] and out["node"] in out["failure"]
+
+
+def test_an_agent_cli_missing_on_the_worker_fails_the_task_naming_the_node(tmp_path, on_ray):
+    root = tmp_path / "p"
+    plan = coding_project(root, {"a": []})
+    data = json.loads((root / ".harness" / "build" / "plan.json").read_text())
+    data["agents"]["bot"]["command"] = ["harnessc-no-such-cli-on-workers"]
+    (root / ".harness" / "build" / "plan.json").write_text(json.dumps(data))
+    from harnessc import planfile
+
+    r = run(root, planfile.load(data), executor="ray")
+    assert r.exit_code == 1
+    error = db(root).execute("SELECT error FROM tasks WHERE id='a'").fetchone()[0]
+    assert "command not found: 'harnessc-no-such-cli-on-workers'" in error and "on Ray node" in error
+
+
+def test_an_address_nobody_answers_at_refuses_the_run_before_any_task(tmp_path, on_ray):
+    on_ray["value"] = ExecutorSettings(address="127.0.0.1:1")
+    root = tmp_path / "p"
+    plan = coding_project(root, {"a": []})
+    with pytest.raises(ExecutorError, match="could not connect to the Ray cluster at 127.0.0.1:1"):
+        run(root, plan, executor="ray")
+    assert db(root).execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    assert db(root).execute("SELECT count(*) FROM attempts").fetchone()[0] == 0
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def wait_for(check, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.05)
+
+
+def marked(marker: str) -> list[int]:
+    """Live processes whose argv holds `marker` (every node of the cluster is this machine)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        if marker.encode() in argv and "State:\tZ" not in status and int(pid) != os.getpid():
+            found.append(int(pid))
+    return found
