@@ -71,9 +71,12 @@ def find_executable(program: str, config: ProgramConfig, root: Path) -> str | No
     return shutil.which(program, path=search)
 
 
-def agent_checks(config: AgentConfig, root: Path, replaying: bool = False) -> list[Check]:
+def agent_checks(config: AgentConfig, root: Path, replaying: bool = False,
+                 remote_programs: bool = False) -> list[Check]:
     """The cheap checks of one agent, whatever task it serves (`run --replay` needs no key,
-    SDK or program: every call is answered from the cassettes)."""
+    SDK or program: every call is answered from the cassettes). `remote_programs`: program
+    agents run on Ray workers (executor ray), so this machine's PATH does not say; a worker
+    without the program fails its attempt naming the node."""
     unit = providers.get(config.provider)
     if replaying or unit.name == "replay":
         return cassette_dir_checks(config)
@@ -86,7 +89,7 @@ def agent_checks(config: AgentConfig, root: Path, replaying: bool = False) -> li
         ok = importlib.util.find_spec(unit.sdk) is not None
         checks.append(Check("sdk", ok, f"the {unit.sdk} SDK is installed" if ok
                             else f"the {unit.sdk} SDK is not installed ({SDK_HINT})"))
-    program = executable(config)
+    program = None if remote_programs else executable(config)
     if program:
         found = find_executable(program, config, root)
         if found:
@@ -120,8 +123,10 @@ def cassette_path(workspace: Workspace, config: AgentConfig, task_id: str) -> Pa
 class Usability:
     """Which agents can serve which task in this run; the cheap checks, each agent's once."""
 
-    def __init__(self, agents: Mapping[str, AgentConfig], workspace: Workspace, replaying: bool = False):
+    def __init__(self, agents: Mapping[str, AgentConfig], workspace: Workspace, replaying: bool = False,
+                 remote_programs: bool = False):
         self.agents, self.workspace, self.replaying = agents, workspace, replaying
+        self.remote_programs = remote_programs
         self._problems: dict[str, list[str]] = {}
 
     def problems(self, agent: str) -> list[str]:
@@ -129,7 +134,7 @@ class Usability:
         if agent not in self._problems:
             config = config_of(self.agents, agent)
             self._problems[agent] = (
-                [c.detail for c in agent_checks(config, self.workspace.root, self.replaying) if not c.ok]
+                [c.detail for c in agent_checks(config, self.workspace.root, self.replaying, self.remote_programs) if not c.ok]
                 if config is not None else [f"agent '{agent}' is not defined in harness.yaml"])
         return self._problems[agent]
 

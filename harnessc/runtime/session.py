@@ -43,7 +43,8 @@ def keep_max_cost(store: StateStore, opts: RunOptions, recovered: dict) -> RunOp
 def check_agents(runner: Runner, workspace: Workspace, opts: RunOptions) -> None:
     """The pre-flight of the tasks this run would start: raises preflight.Refused when one of
     them has no usable agent, else has the router pass the unusable ones over."""
-    usability = preflight.Usability(runner.plan.agents, workspace, replaying=opts.cassettes == "replay")
+    usability = preflight.Usability(runner.plan.agents, workspace, replaying=opts.cassettes == "replay",
+                                    remote_programs=runner.executor_settings is not None)
     checked = preflight.check_run(runner.plan, runner.router, runner.planned.startable, usability)
     if checked.refused:
         raise preflight.Refused(checked.problem_lines())

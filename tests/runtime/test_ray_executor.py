@@ -71,7 +71,7 @@ def cluster():
     """A head (no CPU for attempts) and two worker nodes, each with 2 slots."""
     from ray.cluster_utils import Cluster
 
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": True})
     c.add_node(num_cpus=2, resources={"n1": 2, "w": 2})
     c.add_node(num_cpus=2, resources={"n2": 2, "w": 2})
     c.wait_for_nodes()
@@ -258,12 +258,21 @@ def test_forwarded_secrets_reach_the_agent_and_nothing_of_ray_shows_them(tmp_pat
             assert FAKE_SECRET.encode() not in path.read_bytes(), path
 
 
-def test_a_node_without_git_fails_the_attempt_naming_the_node(on_ray):
+def test_a_node_without_git_fails_the_attempt_naming_the_node(tmp_path, on_ray):
     """A Cluster node cannot be started with its own PATH: the remote function runs in a real
-    worker whose PATH (runtime_env, for this test only) has no git."""
+    worker whose PATH (runtime_env, for this test only) holds every program of this machine's
+    but git."""
     from harnessc.runtime.executor.remote import run_attempt
 
-    fn = ray.remote(max_retries=0)(run_attempt).options(runtime_env={"env_vars": {"PATH": "/nonexistent"}})
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for d in os.environ["PATH"].split(os.pathsep):
+        if os.path.isdir(d):
+            for name in os.listdir(d):
+                if name != "git" and not (bare / name).exists():
+                    (bare / name).symlink_to(Path(d, name))
+    fn = ray.remote(max_retries=0)(run_attempt).options(resources={"w": 1},
+                                                        runtime_env={"env_vars": {"PATH": str(bare)}})
     out = ray.get(fn.remote({"base": "0" * 40, "source": {"url": "file:///nowhere"}}), timeout=120)
     assert "git is not installed on Ray node" in out["failure"]
     assert "(node " in out["failure"] and out["node"] in out["failure"]
