@@ -75,6 +75,11 @@ def apply_change(top: Path, base: str, change: bytes, keep: tuple[str, ...] = ()
 
 # ------------------------------------------------------------------ worker side
 
+def untouched(top: Path) -> bool:
+    """Nothing in the checkout differs from its commit: no change, no untracked or ignored file."""
+    return not git("status", "--porcelain", "-z", "--ignored=matching", "--untracked-files=all", cwd=top)
+
+
 def change_since(top: Path, base: str) -> bytes:
     """The checkout's files against `base` as one binary diff (untracked files included)."""
     with tempfile.NamedTemporaryFile(prefix="harnessc-index-") as index:
@@ -91,10 +96,13 @@ def cache_root() -> Path:
 
 
 class NodeCache:
-    """This node's repositories, one per source; attempt checkouts are made from them."""
+    """This node's repositories, one per source; attempt checkouts are made from them and
+    kept for the next attempt of this (worker) process, reset to its base."""
 
     def __init__(self, root: Path | None = None):
         self.root = root or cache_root()
+        self.known: set[tuple[Path, str]] = set()  # (repository, commit) it is known to hold
+        self.free: dict[Path, list[tuple[Path, str | None]]] = {}  # repository -> (checkout, commit it is clean at)
 
     @contextlib.contextmanager
     def _locked(self, name: str) -> Iterator[None]:
@@ -125,6 +133,9 @@ class NodeCache:
 
     def from_bundle(self, sha: str, fetch: Callable[[], bytes]) -> Path:
         """The bundles' repository, holding `sha` (`fetch()` gives its bundle when it does not)."""
+        repo = self.root / "bundles.git"
+        if (repo, sha) in self.known:
+            return repo
         with self._locked("bundles"):
             repo = self._repo("bundles")
             if not self.has(repo, sha):
@@ -133,27 +144,45 @@ class NodeCache:
                     f.flush()
                     git("fetch", "-q", "--no-write-fetch-head", f.name, f"refs/harnessc/bundle/{sha}:refs/base/{sha}",
                         cwd=repo)
+            self.known.add((repo, sha))
             return repo
 
     def from_url(self, url: str, sha: str) -> Path:
         """A clone of `url` (made once per node) holding `sha` (fetched when it does not)."""
         name = "url-" + hashlib.sha256(url.encode()).hexdigest()[:16]
+        if (self.root / f"{name}.git", sha) in self.known:
+            return self.root / f"{name}.git"
         with self._locked(name):
             repo = self._repo(name, url)
             if not self.has(repo, sha):
                 git("fetch", "-q", "--no-write-fetch-head", "origin", sha, cwd=repo)
+            self.known.add((repo, sha))
             return repo
 
     def checkout(self, repo: Path, sha: str, change: bytes) -> Path:
-        """A new checkout of `sha` with `change` applied, in its own directory."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        top = Path(tempfile.mkdtemp(prefix="attempt-", dir=self.root))
+        """A checkout of `sha` with `change` applied: a kept one (reset to `sha` unless it is
+        clean there already), else a new `--shared` clone."""
+        free = self.free.setdefault(repo, [])
+        top, clean_at = free.pop() if free else (None, None)
         try:
-            git("clone", "--shared", "--no-checkout", "-q", str(repo), str(top))
-            git("-c", "advice.detachedHead=false", "checkout", "-q", "--detach", sha, cwd=top)
+            if top is None:
+                self.root.mkdir(parents=True, exist_ok=True)
+                top = Path(tempfile.mkdtemp(prefix="attempt-", dir=self.root))
+                git("clone", "--shared", "--no-checkout", "-q", str(repo), str(top))
+            if clean_at != sha:
+                git("-c", "advice.detachedHead=false", "checkout", "-q", "-f", "--detach", sha, cwd=top)
+                git("clean", "-fdxq", cwd=top)
             if change:
                 git("apply", "--binary", "--whitespace=nowarn", "-", cwd=top, stdin=change)
         except BaseException:
-            shutil.rmtree(top, ignore_errors=True)
+            if top is not None:
+                shutil.rmtree(top, ignore_errors=True)
             raise
         return top
+
+    def release(self, repo: Path, top: Path, clean_at: str | None) -> None:
+        """Keep the checkout for the next attempt (`clean_at`: the commit it holds untouched)."""
+        self.free.setdefault(repo, []).append((top, clean_at))
+
+    def drop(self, top: Path) -> None:
+        shutil.rmtree(top, ignore_errors=True)

@@ -22,7 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .bundle import NodeCache, ShipError, change_since
+from .bundle import NodeCache, ShipError, change_since, untouched
+
+_cache: NodeCache | None = None  # this worker process's: its repositories and kept checkouts
 
 
 def node_name() -> str:
@@ -74,19 +76,26 @@ async def _attempt(job: dict, where: str) -> dict:
     if shutil.which("git") is None:
         return {"failure": f"git is not installed on Ray node {where} (not found on its PATH: "
                            f"{os.environ.get('PATH', '')})"}
-    sha, cache = job["base"], NodeCache()
+    global _cache
+    sha = job["base"]
+    cache = _cache = _cache or NodeCache()
     try:
         repo = await asyncio.to_thread(_source_repo, cache, job["source"], sha)
         top = await asyncio.to_thread(cache.checkout, repo, sha, job.get("change") or b"")
     except ShipError as e:
         return {"failure": f"could not check out {sha[:10]} on Ray node {where}: {e}"}
+    kept = False
     try:
         workdir = top / job.get("prefix", "")
         out = await _work(job, workdir, where)
-        out["change"] = await asyncio.to_thread(change_since, top, sha)
+        clean = await asyncio.to_thread(untouched, top)
+        out["change"] = b"" if clean else await asyncio.to_thread(change_since, top, sha)
+        cache.release(repo, top, sha if clean else None)
+        kept = True
         return out
     finally:
-        shutil.rmtree(top, ignore_errors=True)
+        if not kept:  # cancelled or failed: its processes may still write there
+            cache.drop(top)
 
 
 def _source_repo(cache: NodeCache, source: dict, sha: str) -> Path:

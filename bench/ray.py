@@ -1,0 +1,135 @@
+"""executor ray: what running attempts on a Ray cluster costs the driver, and what it buys.
+
+One `ray.cluster_utils.Cluster` on this machine (a head with no CPU for attempts and three
+worker nodes of 2, 2 and 1 CPUs: 5 slots); every run is in-process (`session.execute`), its
+tasks on one command agent, every task isolated (executor ray forces it; the local runs
+use `isolation: worktree` too, so the difference is the executor's):
+
+1. overhead: 500 no-op tasks (the agent prints the promise) at -j 4, local executor vs
+   ray executor: (ray wall - local wall) / tasks. Goal <= 20 ms/attempt.
+2. throughput: 2,000 tasks of 50 ms at -j 5 on the three nodes: makespan against the bound
+   tasks x duration / slots.
+3. makespan: 200 tasks of 1 s at -j 5: against the same bound. Goal <= 1.25x.
+
+    .venv/bin/python bench/ray.py [--noop 500] [--fast 2000] [--slow 200] [--runs 1] [--only overhead|throughput|makespan]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harnessc_env  # noqa: E402  (bench/: this script's directory)
+
+harnessc_env.require()
+# this file is called ray.py: bench/ off the path, or `import ray` would import it
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(harnessc_env.REPO))
+
+PY = sys.executable
+SLOTS = 5
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
+
+
+def project(root: Path, tasks: int, seconds: float):
+    """A git project of `tasks` independent tasks on one command agent that sleeps `seconds`."""
+    from harnessc.runtime import plan as planmod
+
+    root.mkdir(parents=True)
+    lines = [f"- [ ] **t{i:04d}**: Task {i}\n  - agent: bot\n  - completion_promise: DONE\n"
+             "  - isolation: worktree\n" for i in range(tasks)]
+    (root / "roadmap.md").write_text("# Bench\n\n## Tasks\n\n" + "".join(lines))
+    argv = [PY, "-c", f"import time; time.sleep({seconds}); print('<promise>DONE</promise>')"] if seconds \
+        else ["echo", "<promise>DONE</promise>"]
+    (root / "harness.yaml").write_text(json.dumps({"agents": {"bot": {"provider": "command", "command": argv}},
+                                                   "concurrency": 4}))
+    (root / ".gitignore").write_text(".harness/\n")
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "b@example.com")
+    git(root, "config", "user.name", "B")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "specs")
+    return planmod.ensure_plan(root, False, say=lambda m: None)
+
+
+def timed_run(root: Path, plan, jobs: int, executor: str | None) -> float:
+    from harnessc.runtime.scheduler import RunOptions
+    from harnessc.runtime.session import execute
+
+    t0 = time.perf_counter()
+    result = execute(root, plan, RunOptions(jobs=jobs, executor=executor, isolation="worktree"))
+    wall = time.perf_counter() - t0
+    if result.exit_code != 0:
+        raise SystemExit(f"the run failed: {result.message}")
+    return wall
+
+
+def measure(work: Path, name: str, tasks: int, seconds: float, jobs: int, executor: str | None, runs: int) -> float:
+    walls = []
+    for i in range(runs):
+        root = work / f"{name}-{executor or 'local'}-{i}"
+        plan = project(root, tasks, seconds)
+        walls.append(timed_run(root, plan, jobs, executor))
+    return statistics.median(walls)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--noop", type=int, default=500)
+    ap.add_argument("--fast", type=int, default=2000)
+    ap.add_argument("--slow", type=int, default=200)
+    ap.add_argument("--runs", type=int, default=1, help="runs per figure (the median is shown)")
+    ap.add_argument("--only", choices=["overhead", "throughput", "makespan"])
+    args = ap.parse_args()
+
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from harnessc.runtime import scheduler
+    from harnessc.runtime.executor.rayconfig import ExecutorSettings
+
+    t0 = time.perf_counter()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    for cpus in (2, 2, 1):
+        cluster.add_node(num_cpus=cpus)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+    print(f"cluster: a head and 3 nodes ({SLOTS} slots) up in {time.perf_counter() - t0:.1f}s")
+    settings = ExecutorSettings(address=cluster.address)
+    scheduler.resolve_executor = lambda plan, executor=None, ray_address=None: settings if executor == "ray" else None
+    try:
+        with tempfile.TemporaryDirectory(prefix="hc-ray-") as tmp:
+            work = Path(tmp)
+            measure(work, "warm", 10, 0, 4, "ray", 1)  # workers started, harnessc imported on them
+            if args.only in (None, "overhead"):
+                local = measure(work, "noop", args.noop, 0, 4, None, args.runs)
+                remote = measure(work, "noop", args.noop, 0, 4, "ray", args.runs)
+                per = (remote - local) / args.noop * 1000
+                print(f"overhead: {args.noop} no-op tasks at -j 4: local {local:.1f}s, ray {remote:.1f}s = "
+                      f"{per:+.1f} ms/attempt over local (goal <= 20)")
+            for which, tasks, seconds in (("throughput", args.fast, 0.05), ("makespan", args.slow, 1.0)):
+                if args.only not in (None, which):
+                    continue
+                wall = measure(work, which, tasks, seconds, SLOTS, "ray", args.runs)
+                bound = tasks * seconds / SLOTS
+                goal = " (goal <= 1.25x)" if which == "makespan" else ""
+                print(f"{which}: {tasks} tasks of {seconds * 1000:g} ms on {SLOTS} slots: {wall:.1f}s against "
+                      f"the bound {bound:.1f}s = {wall / bound:.2f}x{goal}; {tasks / wall:.1f} tasks/s")
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+if __name__ == "__main__":
+    main()
