@@ -123,7 +123,7 @@ class ApproachRun(TaskRun):
     async def run(self) -> str:
         """Open its worktree and iterate; the worktree stays (the coordinator lands or removes it)."""
         try:
-            self.attempt = await self.iso.open(self.node, k=self.k)
+            self.attempt = await self.open_attempt(k=self.k)
         except (GitFailed, OSError) as e:
             return self._finish("failed", f"could not create its worktree: {e}")
         try:

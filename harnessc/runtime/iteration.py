@@ -148,7 +148,7 @@ class TaskRun:
         try:
             if self.iso:
                 try:
-                    self.attempt = await self.iso.open(self.node)
+                    self.attempt = await self.open_attempt()
                 except (GitFailed, OSError) as e:
                     outcome = self._finish("failed", f"could not create its worktree: {e}")
                     return outcome
@@ -162,6 +162,12 @@ class TaskRun:
         finally:
             if self.iso and self.attempt is not None:
                 await self.iso.close(self.node, outcome)
+
+    async def open_attempt(self, base: str | None = None, k: int = 1) -> Any:
+        """The attempt's worktree. Executor ray: put on disk only when a change comes back
+        (executor/ray.py), unless something here reads it: context files, a loop's evidence."""
+        lazy = self.remote is not None and not self.loop and not self.node.context
+        return await self.iso.open(self.node, base=base, k=k, make=not lazy)
 
     def render(self) -> str:
         """The task's first prompt (an isolated task's context files read in its worktree);
@@ -524,7 +530,7 @@ class TaskRun:
             await self.log.finish("rejected", errors=[why], **attempt)
             self.store.event("conflict", self.tid, paths=result.paths[:200], why=result.why, tip=result.tip,
                              message=f"{why}; running it once more from {result.tip[:10]}")
-            self.attempt = await self.iso.open(self.node, base=result.tip)
+            self.attempt = await self.open_attempt(base=result.tip)
             self.original = self.render()
             self.base = self.prompt = self.original + conflict_prompt(result)
             self.p.failures, self.level = 0, 0

@@ -195,8 +195,9 @@ class RemoteAttempts:
         if out.get("failure"):
             raise AgentError(out["failure"])
         new = out.get("change")
-        if new is not None and (worktree is not attempt or new != held):
+        if new is not None and (worktree is not attempt or new != held) and (new or attempt.made):
             try:
+                await run.iso.make(attempt)  # an attempt's first change: its worktree on disk
                 await asyncio.to_thread(apply_change, attempt.path, base, new, attempt.brought)
             except ShipError as e:
                 raise AgentError(f"could not apply the change from Ray node {out.get('node')}: {e}") from None

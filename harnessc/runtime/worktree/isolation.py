@@ -166,9 +166,14 @@ class Isolation:
                 best, sha = int(rec.get("seq", 0)), rec["sha"]
         return sha
 
-    async def open(self, node: PlanNode, base: str | None = None, k: int = 1) -> Attempt:
-        """A fresh worktree for the task's approach `k` (at its base, or at `base`)."""
-        return await asyncio.to_thread(self.trees.create, self.index[node.id], k, base or self.base(node))
+    async def open(self, node: PlanNode, base: str | None = None, k: int = 1, make: bool = True) -> Attempt:
+        """A fresh worktree for the task's approach `k` (at its base, or at `base`);
+        make=False: put on disk only when `make` is called (worktrees.Worktrees.create)."""
+        return await asyncio.to_thread(self.trees.create, self.index[node.id], k, base or self.base(node), make)
+
+    async def make(self, attempt: Attempt) -> None:
+        if not attempt.made:
+            await asyncio.to_thread(self.trees.make, attempt)
 
     async def commit(self, attempt: Attempt, message: str) -> str | None:
         """Commit the attempt's change (None: it changed nothing)."""

@@ -39,6 +39,7 @@ class Attempt:
     git: gitcmd.Git
     brought: tuple[str, ...] = ()  # paths never committed: .harness, the links and copies
     change: str | None = None  # the commit of its change, once made
+    made: bool = True  # False: not on disk yet (executor ray makes it when a change comes back)
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Worktrees:
         self.git = gitcmd.Git(repo.toplevel, hooks=hooks)
         self.root = self.project / ".harness" / "worktrees"
         self.link, self.copy = list(link or []), list(copy or [])
+        self.unmade: set[Path] = set()  # worktrees handed out with make=False and not made since
 
     def ref(self, n: int, k: int = 1) -> str:
         return f"{REF_ROOT}/{self.run_id}/{n}-{k}"
@@ -67,19 +69,31 @@ class Worktrees:
     def workdir(self, n: int, k: int = 1) -> Path:
         return self.path(n, k) / self.repo.prefix
 
-    def create(self, n: int, k: int, base: str) -> Attempt:
-        """A fresh worktree at `base` (one left at that place is replaced)."""
+    def create(self, n: int, k: int, base: str, make: bool = True) -> Attempt:
+        """A fresh worktree at `base` (one left at that place is replaced). make=False: only
+        its record; `make` puts it on disk when it is needed (an attempt whose change comes
+        from elsewhere, executor ray, and that changed nothing never needs it)."""
         path = self.path(n, k)
+        attempt = Attempt(path, path / self.repo.prefix, self.ref(n, k), base, gitcmd.Git(path, hooks=self.hooks),
+                          made=False)
+        if make:
+            self.make(attempt)
+        else:
+            self.unmade.add(path)
+        return attempt
+
+    def make(self, attempt: Attempt) -> None:
+        """Put the attempt's worktree on disk, at its base, with its ref."""
+        path = attempt.path
+        self.unmade.discard(path)
         if path.exists() or os.path.islink(path):
             self._drop(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         with _ADMIN:
-            self.git.run("worktree", "add", "--detach", "-q", "-f", str(path), base, timeout=300)
-        ref = self.ref(n, k)
-        self.git.run("update-ref", ref, base, worktree=False)
-        attempt = Attempt(path, path / self.repo.prefix, ref, base, gitcmd.Git(path, hooks=self.hooks))
+            self.git.run("worktree", "add", "--detach", "-q", "-f", str(path), attempt.base, timeout=300)
+        self.git.run("update-ref", attempt.ref, attempt.base, worktree=False)
         attempt.brought = self._bring_in(attempt)
-        return attempt
+        attempt.made = True
 
     def _bring_in(self, attempt: Attempt) -> tuple[str, ...]:
         """Link and copy the configured untracked things; the paths (from the worktree's
@@ -115,6 +129,8 @@ class Worktrees:
         """Commit everything the agent changed in the worktree (its excluded paths aside) as
         one commit on the attempt's ref: (its sha or None when nothing changed, paths
         withheld because they hold a secret)."""
+        if not attempt.made:
+            return None, []  # never put on disk: nothing changed
         git = attempt.git
         git.run("add", "-A", "--", ":/", *self._exclusions(attempt))
         staged = [p for p in git.run("diff", "--cached", "--name-only", "-z", "--no-renames").split("\0") if p]
@@ -137,6 +153,9 @@ class Worktrees:
     def remove(self, attempt: Attempt | None, n: int, k: int = 1, keep_ref: bool = False,
                keep_worktree: bool = False) -> None:
         """Remove the worktree (unless kept) and its ref (unless kept)."""
+        if self.path(n, k) in self.unmade:  # never made: neither exists
+            self.unmade.discard(self.path(n, k))
+            return
         if not keep_worktree:
             self._drop(self.path(n, k))
         if not keep_ref:
