@@ -11,7 +11,8 @@ use `isolation: worktree` too, so the difference is the executor's):
    tasks x duration / slots.
 3. makespan: 200 tasks of 1 s at -j 5: against the same bound. Goal <= 1.25x.
 
-    .venv/bin/python bench/ray.py [--noop 500] [--fast 2000] [--slow 200] [--runs 1] [--only overhead|throughput|makespan]
+    .venv/bin/python bench/ray.py [--noop 500] [--fast 2000] [--slow 200] [--runs 1] [--jobs 5]
+                                  [--only overhead|throughput|makespan]
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ def main() -> None:
     ap.add_argument("--fast", type=int, default=2000)
     ap.add_argument("--slow", type=int, default=200)
     ap.add_argument("--runs", type=int, default=1, help="runs per figure (the median is shown)")
+    ap.add_argument("--jobs", type=int, default=SLOTS,
+                    help="-j of the throughput and makespan runs (Ray's 5 slots bound the work either way)")
     ap.add_argument("--only", choices=["overhead", "throughput", "makespan"])
     args = ap.parse_args()
 
@@ -121,10 +124,10 @@ def main() -> None:
             for which, tasks, seconds in (("throughput", args.fast, 0.05), ("makespan", args.slow, 1.0)):
                 if args.only not in (None, which):
                     continue
-                wall = measure(work, which, tasks, seconds, SLOTS, "ray", args.runs)
+                wall = measure(work, which, tasks, seconds, args.jobs, "ray", args.runs)
                 bound = tasks * seconds / SLOTS
                 goal = " (goal <= 1.25x)" if which == "makespan" else ""
-                print(f"{which}: {tasks} tasks of {seconds * 1000:g} ms on {SLOTS} slots: {wall:.1f}s against "
+                print(f"{which}: {tasks} tasks of {seconds * 1000:g} ms on {SLOTS} slots at -j {args.jobs}: {wall:.1f}s against "
                       f"the bound {bound:.1f}s = {wall / bound:.2f}x{goal}; {tasks / wall:.1f} tasks/s")
     finally:
         ray.shutdown()
