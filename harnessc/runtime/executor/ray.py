@@ -188,7 +188,7 @@ class RemoteAttempts:
                    contract=run.contract, time_left=max(0.1, time_left if time_left is not None else run.time_left()),
                    score={"command": score.score, "k": run.k} if score is not None and score.score is not None
                    and hasattr(run, "k") else None)
-        resources = {**self.ex.settings.resources, **(getattr(run.node, "resources", None) or {})}
+        resources = self.ex.settings.resources_for(run.node.resources)
         out = await self.ex.submit(job, resources)
         if out.get("cancelled"):
             raise AttemptLost(f"the attempt was cancelled on Ray node {out.get('node')}")
