@@ -189,6 +189,17 @@ def test_the_demo_lands_the_same_states_and_outputs_as_locally(tmp_path, on_ray)
     assert checks and checks[0][0]["returncode"] == 0
 
 
+def test_with_clone_url_workers_clone_the_repository_and_fetch_each_base(tmp_path, cluster, on_ray):
+    root = tmp_path / "p"
+    plan = coding_project(root, {"a": [], "c": ["a"]})
+    on_ray["value"] = ExecutorSettings(address=cluster.address, resources={"w": 1}, clone_url=root.as_uri())
+    r = run(root, plan, executor="ray")
+    assert r.exit_code == 0, r.message
+    assert sorted(subjects(root, r.run_id)) == ["harnessc: a: Task a", "harnessc: c: Task c", "start"]
+    assert "c was here" in git(root, "show", f"harnessc/run/{r.run_id}:README.md")
+    assert not git(root, "for-each-ref", "refs/harnessc/bundle/")  # nothing was bundled
+
+
 def test_a_node_removed_mid_run_loses_no_task_and_lands_none_twice(tmp_path, cluster, on_ray):
     doomed = cluster.add_node(num_cpus=3, resources={"doomed": 3})
     cluster.wait_for_nodes()
