@@ -22,12 +22,3 @@ def check_golden(path: Path, actual: str) -> None:
         return
     expected = path.read_text(encoding="utf-8")
     assert actual == expected, f"{path} differs (HARNESSC_UPDATE_GOLDEN=1 to accept the new output)"
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config: pytest.Config) -> None:
-    """Under `-n auto` (pytest-xdist), tests marked `xdist_group` run on one worker: the Ray
-    tests share one cluster per module (tests/runtime/test_ray_executor.py), not one per worker.
-    xdist picks its scheduler when the session starts, after this."""
-    if getattr(config.option, "dist", None) == "load":
-        config.option.dist = "loadgroup"

@@ -71,7 +71,9 @@ def cluster():
     """A head (no CPU for attempts) and two worker nodes, each with 2 slots."""
     from ray.cluster_utils import Cluster
 
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": True})
+    # its own dashboard port: under xdist another worker may run a cluster of its own
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": True,
+                                                      "dashboard_port": free_port()})
     c.add_node(num_cpus=2, resources={"n1": 2, "w": 2})
     c.add_node(num_cpus=2, resources={"n2": 2, "w": 2})
     c.wait_for_nodes()
@@ -322,6 +324,14 @@ def wait_for(check, timeout: float = 90.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("timed out waiting")
         time.sleep(0.05)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def marked(marker: str) -> list[int]:
