@@ -138,7 +138,7 @@ class RemoteAttempts:
             return True
         return self.ex.settings.placement == "all" and type(agent).__module__.startswith("harnessc.runtime.agents.")
 
-    async def call(self, name: str, agent: Any, cfg: dict, request: Request) -> Response:
+    async def call(self, name: str, agent: Any, cfg: Any, request: Request) -> Response:
         """The agent's answer (verified remotely with it when it runs remotely); AgentError,
         or AttemptLost when the worker died."""
         self.checked = self.score = None
@@ -204,7 +204,7 @@ class RemoteAttempts:
             self.applied = (attempt, new)
         return out
 
-    def env_for(self, name: str, cfg: dict) -> dict[str, str]:
+    def env_for(self, name: str, cfg: Any) -> dict[str, str]:
         """The values the agent's call forwards, read here (the driver) and shipped in the
         call's own arguments: never in runtime_env, names or metadata."""
         import os
@@ -212,7 +212,7 @@ class RemoteAttempts:
         return {k: os.environ[k] for k in self.ex.forwarded.get(name, ()) if k in os.environ}
 
 
-def forwarded_names(agents: dict[str, dict]) -> dict[str, list[str]]:
+def forwarded_names(agents: Any) -> dict[str, list[str]]:
     """Agent -> the variables of ours its calls may read: `pass_env:`, its key, and a CLI's
     own (agents/cli.py ENV_VARS); procs' base list is the worker's own."""
     from ... import providers
@@ -221,8 +221,8 @@ def forwarded_names(agents: dict[str, dict]) -> dict[str, list[str]]:
 
     out = {}
     for name, cfg in agents.items():
-        names = set(cfg.get("pass_env") or ()) | providers.key_envs({name: cfg})
-        names |= set(ENV_VARS.get(str(cfg.get("provider")), ()))
+        names = set(getattr(cfg, "pass_env", None) or ()) | providers.key_envs({name: cfg})
+        names |= set(ENV_VARS.get(str(cfg.provider), ()))
         out[name] = sorted(n for n in names if n not in BASE_ENV)
     return out
 
