@@ -26,7 +26,7 @@ from harnessc.runtime.executor.rayconfig import ExecutorSettings  # noqa: E402
 from harnessc.runtime.scheduler import RunOptions  # noqa: E402
 from harnessc.runtime.session import execute  # noqa: E402
 
-from .helpers import PY, REPO, git, git_repo, harnessc, node, write_project  # noqa: E402
+from .helpers import PY, REPO, git, git_repo, node, write_project  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray")]
 
