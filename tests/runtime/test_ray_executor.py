@@ -57,6 +57,11 @@ if task == "c":
         f.write("c was here\\n")
 if task == "b":
     pathlib.Path("part" + it).write_text(it)
+if cfg.get("raylet"):  # the raylet above this process: which node of the cluster ran it
+    pid = os.getppid()
+    while pid > 1 and pathlib.Path(f"/proc/{pid}/comm").read_text().strip() != "raylet":
+        pid = int(pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    (out / f"{task}.raylet").write_text(str(pid))
 secret = os.environ.get("HARNESSC_TEST_SECRET_TOKEN")
 if secret:
     (out / f"{task}.secret-hash").write_text(hashlib.sha256(secret.encode()).hexdigest())
@@ -200,6 +205,30 @@ def test_with_clone_url_workers_clone_the_repository_and_fetch_each_base(tmp_pat
     assert sorted(subjects(root, r.run_id)) == ["harnessc: a: Task a", "harnessc: c: Task c", "start"]
     assert "c was here" in git(root, "show", f"harnessc/run/{r.run_id}:README.md")
     assert not git(root, "for-each-ref", "refs/harnessc/bundle/")  # nothing was bundled
+
+
+def test_a_task_with_resources_runs_on_the_node_that_offers_them(tmp_path, cluster, on_ray):
+    raylets = {name: node.all_processes["raylet"][0].process.pid for node in cluster.worker_nodes
+               for name in ("n1", "n2") if name in (node._ray_params.resources or {})}
+    assert raylets.keys() == {"n1", "n2"}
+    root = tmp_path / "p"
+    plan = coding_project(root, {"a": [], "c": []}, {"raylet": True},
+                          a={"resources": {"n2": 1}}, c={"resources": {"n1": 1}})
+    r = run(root, plan, executor="ray")
+    assert r.exit_code == 0, r.message
+    ran_on = {t: int(git(root, "show", f"harnessc/run/{r.run_id}:out/{t}.raylet")) for t in ("a", "c")}
+    assert ran_on == {"a": raylets["n2"], "c": raylets["n1"]}
+
+
+def test_a_task_asking_for_a_resource_no_node_offers_fails_naming_it(tmp_path, on_ray):
+    root = tmp_path / "p"
+    plan = coding_project(root, {"a": [], "c": []}, a={"resources": {"gpu_box": 1}})
+    r = run(root, plan, executor="ray")  # Ray alone would queue the attempt for ever
+    assert r.exit_code == 1, r.message
+    states = task_states(root)
+    assert states["a"][0] == "failed" and states["c"][0] == "succeeded"
+    error = db(root).execute("SELECT error FROM tasks WHERE id='a'").fetchone()[0]
+    assert "no alive node of the Ray cluster offers the resource 'gpu_box'" in error, error
 
 
 def test_a_node_removed_mid_run_loses_no_task_and_lands_none_twice(tmp_path, cluster, on_ray):

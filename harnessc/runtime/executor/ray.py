@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ class RayExecutor:
     def start(self) -> None:
         """Connect (or start a local cluster); ExecutorError before any task starts."""
         ray = self.ray = require_ray()
-        address = self.settings.address
+        address = self.settings.address or os.environ.get("RAY_ADDRESS") or None
         if address:
             probe(address)
         if ray.is_initialized():
@@ -56,8 +57,8 @@ class RayExecutor:
         try:
             if address:
                 ray.init(address=address, log_to_driver=False, configure_logging=False)
-            else:
-                ray.init(log_to_driver=False, configure_logging=False, include_dashboard=False)
+            else:  # "local": a plain ray.init() would join the last `ray start` cluster of this machine
+                ray.init(address="local", log_to_driver=False, configure_logging=False, include_dashboard=False)
                 self.owned = True
         except Exception as e:  # ConnectionError, RuntimeError("Version mismatch ..."), ValueError
             raise connect_error(address, e) from None
@@ -95,6 +96,21 @@ class RayExecutor:
         return RemoteAttempts(self, run)
 
     # ------------------------------------------------------------------ one remote call
+
+    def unplaceable(self, resources: dict) -> str | None:
+        """Why no alive node can run an attempt asking for `resources` (Ray would queue it
+        for ever), or None. Read from the cluster at each submission: nodes come and go."""
+        need = {"CPU": self.settings.num_cpus_per_attempt, **resources}
+        offers = [n.get("Resources") or {} for n in self.ray.nodes() if n.get("Alive")]
+        if any(all(have.get(k, 0) >= v for k, v in need.items() if v) for have in offers):
+            return None
+        asked = ", ".join(f"{k}: {v:g}" for k, v in need.items() if v)
+        missing = [k for k in need if need[k] and not any(k in have for have in offers)]
+        if missing:
+            why = f"no alive node of the Ray cluster offers the resource {', '.join(repr(k) for k in missing)}"
+        else:
+            why = "no alive node of the Ray cluster has all of them at once"
+        return f"an attempt asks Ray for {{{asked}}} and {why} (the task's `resources:` and `executor:` settings)"
 
     async def submit(self, job: dict, resources: dict) -> dict:
         """Run one job remotely; its record. Cancelled: Ray's cancel, force after a grace."""
@@ -179,6 +195,10 @@ class RemoteAttempts:
         base = attempt.base
         worktree, held = self.applied
         change = held if worktree is attempt else b""
+        resources = self.ex.settings.resources_for(run.node.resources)
+        why = await asyncio.to_thread(self.ex.unplaceable, resources)
+        if why:
+            raise AgentError(why, kind="invalid_request")  # final: retrying cannot place it
         try:
             source = await self.ex.source(base)
         except ShipError as e:
@@ -188,7 +208,6 @@ class RemoteAttempts:
                    contract=run.contract, time_left=max(0.1, time_left if time_left is not None else run.time_left()),
                    score={"command": score.score, "k": run.k} if score is not None and score.score is not None
                    and hasattr(run, "k") else None)
-        resources = self.ex.settings.resources_for(run.node.resources)
         out = await self.ex.submit(job, resources)
         if out.get("cancelled"):
             raise AttemptLost(f"the attempt was cancelled on Ray node {out.get('node')}")
@@ -207,8 +226,6 @@ class RemoteAttempts:
     def env_for(self, name: str, cfg: Any) -> dict[str, str]:
         """The values the agent's call forwards, read here (the driver) and shipped in the
         call's own arguments: never in runtime_env, names or metadata."""
-        import os
-
         return {k: os.environ[k] for k in self.ex.forwarded.get(name, ()) if k in os.environ}
 
 
@@ -248,8 +265,11 @@ def probe(address: str) -> None:
 def connect_error(address: str | None, e: Exception) -> ExecutorError:
     text = str(e).strip().splitlines()[0][:400] if str(e).strip() else type(e).__name__
     if "version mismatch" in str(e).lower():
+        # Ray's text spans lines ("The cluster was started with:\n    Ray: 2.x\n ..."): one line here
+        versions = " ".join(str(e).split()).removeprefix("Version mismatch: ")[:400]
         return ExecutorError(f"the Ray cluster at {address} runs another Ray or Python version than this "
-                             f"harnessc: {text}", "install the cluster's Ray version here (or the other way round)")
+                             f"harnessc: {versions}", "install the cluster's Ray and Python versions here "
+                             "(or the other way round)")
     where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
     return ExecutorError(f"could not connect to {where}: {text}",
                          "check the address (`ray status` on the head node), or drop it to run a local cluster")
