@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 import threading
@@ -26,7 +27,7 @@ from harnessc.runtime.executor.rayconfig import ExecutorSettings  # noqa: E402
 from harnessc.runtime.scheduler import RunOptions  # noqa: E402
 from harnessc.runtime.session import execute  # noqa: E402
 
-from .helpers import PY, REPO, git, git_repo, node, write_project  # noqa: E402
+from .helpers import PY, REPO, env, git, git_repo, harnessc, node, spawn, write_project  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray")]
 
@@ -344,7 +345,72 @@ def test_an_address_nobody_answers_at_refuses_the_run_before_any_task(tmp_path, 
     assert db(root).execute("SELECT count(*) FROM attempts").fetchone()[0] == 0
 
 
+def demo_copies(tmp_path: Path) -> tuple[Path, Path]:
+    here, there = tmp_path / "local", tmp_path / "ray"
+    for root in (here, there):
+        shutil.copytree(REPO / "specs" / "demo", root)
+        git_repo(root)
+    return here, there
+
+
+def test_run_without_an_address_starts_a_local_cluster_and_leaves_none_of_it(tmp_path, cluster):
+    """The real CLI, RAY_ADDRESS unset: `run --executor ray` starts its own cluster (not the
+    module's, which is up and is the one a plain ray.init() would join), lands what a local
+    run lands, and shuts its cluster down."""
+    here, there = demo_copies(tmp_path)
+    clean = {k: v for k, v in env().items() if k != "RAY_ADDRESS"}
+    local = harnessc(here, "run", "--isolation", "worktree", env=clean)
+    assert local.returncode == 0, local.stdout + local.stderr
+    proc = spawn(there, "run", "--executor", "ray", env=clean)
+    session = re.compile(rb"session_[0-9_-]+_%d(?![0-9])" % proc.pid)  # Ray names it after its driver
+    seen: set[str] = set()
+    while proc.poll() is None:
+        seen |= {name for _, name in in_session(session)}
+        time.sleep(0.05)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, out + err
+    assert {"raylet", "gcs_server"} <= seen, seen  # it was this run's own cluster
+    assert in_session(session) == []
+    assert task_states(here) == task_states(there)
+    for name in os.listdir(here / ".harness" / "outputs"):
+        mine = json.loads((here / ".harness" / "outputs" / name).read_text())
+        theirs = json.loads((there / ".harness" / "outputs" / name).read_text())
+        assert mine.get("output") == theirs.get("output"), name
+
+
+def test_run_without_an_address_joins_the_cluster_RAY_ADDRESS_names(tmp_path, cluster):
+    _, there = demo_copies(tmp_path)
+    proc = spawn(there, "run", "--executor", "ray", env=env(RAY_ADDRESS=cluster.address))
+    session = re.compile(rb"session_[0-9_-]+_%d(?![0-9])" % proc.pid)
+    seen: set[str] = set()
+    while proc.poll() is None:
+        seen |= {name for _, name in in_session(session)}
+        time.sleep(0.05)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, out + err
+    assert seen == set()  # no cluster of its own
+    drivers = [job["DriverPid"] for job in ray._private.state.jobs()]
+    assert proc.pid in drivers, drivers  # it was a driver of the module's cluster
+    assert "failed" not in {s for s, _ in task_states(there).values()}
+
+
 # ------------------------------------------------------------------ helpers
+
+
+def in_session(session: "re.Pattern[bytes]") -> list[tuple[int, str]]:
+    """Live processes (pid, name) whose argv names a Ray session directory `session` matches."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        if session.search(argv) and "State:\tZ" not in status:
+            found.append((int(pid), status.split("\n", 1)[0].removeprefix("Name:").strip()))
+    return found
 
 
 def wait_for(check, timeout: float = 90.0) -> None:
