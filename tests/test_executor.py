@@ -183,6 +183,29 @@ def test_ray_too_old_is_refused(demo: Path) -> None:
     assert r.stderr.startswith("harnessc: error: executor ray needs Ray 2.50 or later; this one is 2.9.3\n"), r.stderr
 
 
+# ray.init raising what Ray raises when the cluster's Ray or Python differs: Ray's own check
+# (ray._private.utils.check_version_info) builds the exception from the cluster's metadata
+MISMATCH = """
+import ray, ray._private.utils as ray_utils
+def init(*args, **kwargs):
+    ray_utils.check_version_info({"ray_version": "2.49.0", "python_version": "3.10.12"}, "10.0.0.7:6379")
+ray.init = init
+"""
+
+
+def test_a_cluster_of_another_ray_version_is_one_line_and_exit_2(demo: Path) -> None:
+    pytest.importorskip("ray")
+    git_project(demo)
+    assert harnessc(demo, "build").returncode == 0
+    r = harnessc(demo, "run", "--ray-address", "auto", prelude=MISMATCH)
+    assert r.returncode == 2, r.stdout + r.stderr
+    error, hint = r.stderr.splitlines()
+    assert error.startswith("harnessc: error: the Ray cluster at auto runs another Ray or Python version "
+                            "than this harnessc: The cluster was started with: Ray: 2.49.0 Python: 3.10.12 "
+                            "This process on 10.0.0.7:6379 was started with: Ray: "), error
+    assert hint.startswith("  hint: install the cluster's Ray and Python versions here"), hint
+
+
 @pytest.mark.parametrize("args, words", [
     (["--executor", "local", "--ray-address", "head:6379"], "--ray-address needs the ray executor"),
     (["--ray-address", "head"], "--ray-address 'head' has no port"),
