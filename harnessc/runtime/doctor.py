@@ -255,7 +255,14 @@ def check_workers(ray, settings: ExecutorSettings, plan: Plan) -> list[Check]:
         import importlib.util  # so the workers need no harnessc
         import shutil
 
-        return {"missing": sorted(name for name, exe in tools.items() if shutil.which(exe) is None),
+        try:  # the attempt's function is imported there: the driver's harnessc is needed
+            import harnessc
+
+            version = harnessc.__version__
+        except ImportError:
+            version = None
+        return {"harnessc": version,
+                "missing": sorted(name for name, exe in tools.items() if shutil.which(exe) is None),
                 "missing_sdks": sorted(name for name, module in sdks.items()
                                        if importlib.util.find_spec(module) is None)}
 
@@ -303,12 +310,19 @@ def _worker_needs(plan: Plan, placement: str) -> tuple[dict[str, str], dict[str,
 
 
 def _worker_check(name: str, found: dict, tools: dict[str, str], sdks: dict[str, str]) -> Check:
-    missing = [f"{tools[what]} ({what})" if what != "git" else "git" for what in found["missing"]]
+    from .. import __version__
+
+    theirs = found.get("harnessc")
+    missing = [] if theirs else [f"harnessc {__version__} (pip install 'harnessc[ray]' in the Python Ray runs)"]
+    missing += [f"{tools[what]} ({what})" if what != "git" else "git" for what in found["missing"]]
     missing += [f"the {sdks[what]} SDK ({what})" for what in found["missing_sdks"]]
-    if missing:
-        return Check("worker", False, f"{name}: no {', no '.join(missing)} on it")
+    problems = [f"harnessc {theirs} on it, this one is {__version__} (install the same version on every node)"
+                ] if theirs and theirs != __version__ else []
+    problems += [f"no {', no '.join(missing)} on it"] if missing else []
+    if problems:
+        return Check("worker", False, f"{name}: {'; '.join(problems)}")
     has = ", ".join(dict.fromkeys(tools.values()))
-    return Check("worker", True, f"{name}: {has} found" + (", SDKs importable" if sdks else ""))
+    return Check("worker", True, f"{name}: harnessc {theirs}, {has} found" + (", SDKs importable" if sdks else ""))
 
 
 async def _git_checks(root: Path) -> list[Check]:

@@ -80,7 +80,29 @@ def test_each_node_is_checked_for_git_and_the_agents_cli(tmp_path):
         missing = [ln for ln in workers if "no hc-doctor-agent (agent cmd) on it" in ln]
         assert len(missing) == 1 and f"({bare.node_id[:8]})" in missing[0], workers
         (found,) = set(workers) - set(missing)
-        assert found.endswith(": git, hc-doctor-agent found"), found
+        assert found.endswith(": harnessc 0.1.0, git, hc-doctor-agent found"), found
+        assert r.returncode == 1
+    finally:
+        cluster.shutdown()
+
+
+def test_a_node_without_harnessc_or_with_another_version_is_named(tmp_path):
+    """One node's workers import no harnessc (a sitecustomize hides it), another's an older one."""
+    from ray.cluster_utils import Cluster
+
+    hide = tmp_path / "hide"
+    executable(hide / "sitecustomize.py", "import sys\nsys.modules['harnessc'] = None\n")
+    older = tmp_path / "older"  # a module in sys.modules: the editable install's finder comes first
+    executable(older / "sitecustomize.py", "import sys, types\nsys.modules['harnessc'] = types.ModuleType('harnessc')\n"
+                                           "sys.modules['harnessc'].__version__ = '0.0.1'\n")
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    try:
+        without = cluster.add_node(num_cpus=1, env_vars={"PYTHONPATH": str(hide)})
+        old = cluster.add_node(num_cpus=1, env_vars={"PYTHONPATH": str(older)})
+        r = harnessc(project(tmp_path / "p"), "doctor", "--ray-address", cluster.address, env=env(PATH=BASE_PATH))
+        workers = {ln for ln in r.stdout.splitlines() if ln.startswith("executor: worker: ")}
+        assert any(f"({without.node_id[:8]}): no harnessc 0.1.0 (pip install" in ln for ln in workers), workers
+        assert any(f"({old.node_id[:8]}): harnessc 0.0.1 on it, this one is 0.1.0" in ln for ln in workers), workers
         assert r.returncode == 1
     finally:
         cluster.shutdown()
