@@ -443,3 +443,21 @@ def marked(marker: str) -> list[int]:
         if marker.encode() in argv and "State:\tZ" not in status and int(pid) != os.getpid():
             found.append(int(pid))
     return found
+
+
+def test_an_answer_whose_remote_check_cannot_be_placed_is_rejected_not_a_crash(tmp_path, on_ray):
+    """An API-like agent answers on the driver (placement: commands); its checks go to a
+    worker, and none can take them: the answer is unverified (the task fails saying why),
+    never an internal error of the run."""
+    root = tmp_path / "p"
+    nodes = [node("a", routing={"agent": "sim"}, isolation="worktree", resources={"gpu_box": 1}),
+             node("c", routing={"agent": "sim"}, isolation="worktree")]
+    plan = write_project(root, nodes, agents={"sim": {"provider": "simulate"}})
+    (root / "README.md").write_text("project\n")
+    git_repo(root)
+    r = run(root, plan, executor="ray")
+    assert r.exit_code == 1, r.message
+    states = task_states(root)
+    assert states["a"][0] == "failed" and states["c"][0] == "succeeded"
+    error = db(root).execute("SELECT error FROM tasks WHERE id='a'").fetchone()[0]
+    assert "could not verify the answer" in error and "gpu_box" in error, error

@@ -169,7 +169,9 @@ class RemoteAttempts:
         return out["response"]
 
     async def verdict(self, resp: Response, time_left: float) -> Verdict:
-        """The answer's verification: the one made with the call, else a remote check now."""
+        """The answer's verification: the one made with the call, else a remote check now.
+        A check that cannot run (its worker lost again and again, an unplaceable or unshippable
+        attempt) leaves the answer unverified: a rejected answer, never the run's crash."""
         if self.checked is not None:
             verdict, self.checked = self.checked, None
             return verdict
@@ -180,6 +182,9 @@ class RemoteAttempts:
             except AttemptLost as e:
                 why = e.message
                 continue
+            except AgentError as e:  # the node or the shipping failed: the answer stays unverified
+                why = e.message
+                break
             self.score = out.get("score")
             return out["verdict"]
         return Verdict(claim=True, errors=[f"could not verify the answer: {why}"])
