@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from harnessc.planfile import AcceptCommand
-from harnessc.runtime.children import prctl, procs, reaper
+from harnessc.runtime.children import lifeline, prctl, procs, reaper
 from harnessc.runtime import verify
 from harnessc.runtime.store.state import SCHEMA_VERSION, StateStore
 from harnessc.workspace import Workspace
@@ -315,6 +315,115 @@ def test_a_child_whose_parent_died_before_prctl_exits(tmp_path):
     assert r.stdout.split() == ["0", "1"]
 
 
+# ------------------------------------------------------------------ the lifeline (one watcher per run)
+
+
+def _watcher(adopting_pid: int) -> int:
+    """The lifeline watcher among a process's children (its cmdline runs lifeline.py)."""
+    with open(f"/proc/{adopting_pid}/task/{adopting_pid}/children") as f:
+        children = [int(p) for p in f.read().split()]
+    for pid in children:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if lifeline.__file__.encode() in f.read().split(b"\0"):
+                return pid
+    raise AssertionError("no lifeline watcher among our children")
+
+
+def test_in_a_run_commands_start_without_a_shim_and_fall_back_to_it_when_the_watcher_dies(tmp_path):
+    with reaper.adopting(f"test-{os.getpid()}"):
+        first = reaper.child()
+        assert (first.shim, first.preexec) == ([], None) and first.lifeline is not None
+        assert run([PY, "-c", "print('ran')"], cwd=tmp_path, timeout=30).stdout.strip() == "ran"
+        os.kill(_watcher(os.getpid()), signal.SIGKILL)
+        # The next registration finds the pipe broken: that command still runs, and the
+        # ones after it are started under the setpriv shim (or the preexec_fn) again.
+        assert run([PY, "-c", "print('ran')"], cwd=tmp_path, timeout=30).stdout.strip() == "ran"
+        later = reaper.child()
+        assert later.lifeline is None and (later.shim or later.preexec)
+        assert run([PY, "-c", "print('ran')"], cwd=tmp_path, timeout=30).stdout.strip() == "ran"
+
+
+def _spawn_with_pid(pid: int) -> subprocess.Popen | None:
+    """A process started with pid `pid` (the kernel's next pid set as root), or None."""
+    try:
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+    except OSError:
+        return None
+    p = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    if p.pid == pid:
+        return p
+    p.kill()
+    p.wait()
+    return None
+
+
+@pytest.mark.parametrize("told", ["told it ended", "never told"])
+def test_the_watcher_spares_an_unrelated_group_that_reuses_a_registered_pgid(told):
+    # A registered group exits and is reaped; an unrelated process gets the same pid (and
+    # group id), and harnessc dies: the watcher leaves it alone, whether harnessc told it the
+    # group ended ("- pgid") or not (then the leader's start time differs).
+    if os.geteuid() != 0 or not os.access("/proc/sys/kernel/ns_last_pid", os.W_OK):
+        pytest.skip("reusing a pid on purpose needs root (ns_last_pid)")
+    line = lifeline.Lifeline.start()
+    assert line is not None
+    unrelated = None
+    try:
+        for _ in range(50):  # other processes on the machine may take the pid first
+            group = subprocess.Popen(["sleep", "300"], start_new_session=True)
+            assert line.register(group.pid, reaper.start_time(group.pid))
+            group.kill()
+            group.wait()
+            if told == "told it ended":
+                line.gone(group.pid)
+            time.sleep(0.05)  # start times count clock ticks: the next one differs
+            unrelated = _spawn_with_pid(group.pid)
+            if unrelated is not None:
+                break
+        if unrelated is None:
+            pytest.skip("could not get the pid reused")
+        line.close()  # EOF, as when harnessc dies
+        assert line.watcher.returncode == 0
+        assert alive(unrelated.pid), "the watcher killed an unrelated group that reused the pgid"
+    finally:
+        if unrelated is not None:
+            unrelated.kill()
+            unrelated.wait()
+        if line.watcher.poll() is None:
+            line.watcher.kill()
+
+
+def test_the_watcher_kills_a_registered_group_at_eof_and_spares_one_that_ended():
+    line = lifeline.Lifeline.start()
+    assert line is not None
+    groups = [subprocess.Popen(["/bin/sh", "-c", "sleep 300 & sleep 300"], start_new_session=True)
+              for _ in range(2)]
+    try:
+        for g in groups:
+            assert line.register(g.pid, reaper.start_time(g.pid))
+        line.gone(groups[1].pid)  # harnessc ended it (it is left running here, to see)
+        line.close()
+        groups[0].wait(timeout=30)
+        assert groups[0].returncode == -signal.SIGKILL and groups[1].poll() is None
+        wait_until(lambda: not _in_group(groups[0].pid), what="the background sleep of the group to die")
+        assert _in_group(groups[1].pid)
+    finally:
+        for g in groups:
+            os.killpg(g.pid, signal.SIGKILL) if g.poll() is None else None
+            g.wait()
+
+
+def _in_group(pgid: int) -> list[int]:
+    """Live processes in process group `pgid`."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            fields = reaper._stat(int(name))
+            if fields and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                out.append(int(name))
+    return out
+
+
 # ------------------------------------------------------------------ the real CLI
 
 
@@ -374,8 +483,9 @@ def test_kill_9_of_harnessc_kills_its_agent_and_the_resumed_run_ends_the_rest(tm
         p.kill()  # kill -9: harnessc cleans nothing up
         p.communicate(timeout=30)
         wait_until(lambda: not alive(pids["agent"]), 30, "the agent to die with harnessc")
-        # What the agent started is still there: the next run must end it.
-        assert alive(pids["child"]) and alive(pids["grandchild"])
+        wait_until(lambda: not alive(pids["child"]), 30, "the agent's group to die with harnessc")
+        # What the agent started in a session of its own is still there: the next run ends it.
+        assert alive(pids["grandchild"])
         (work / "finish").write_text("yes")
         r = harnessc(root, "run", env=e)
         assert r.returncode == 0, r.stdout + r.stderr
@@ -385,11 +495,56 @@ def test_kill_9_of_harnessc_kills_its_agent_and_the_resumed_run_ends_the_rest(tm
         db = sqlite3.connect(root / ".harness" / "state.db")
         ended = [json.loads(d) for (d,) in db.execute("SELECT data FROM events WHERE kind='leftovers_ended'")]
         db.close()
-        assert len(ended) == 1 and {pids["child"], pids["grandchild"]} <= set(ended[0]["pids"])
+        assert len(ended) == 1 and pids["grandchild"] in ended[0]["pids"]
     finally:
         if p.poll() is None:
             p.kill()
         kill_all(pids.values())
+
+
+def _with_argv(mark: str) -> list[int]:
+    """Live processes whose command line holds `mark`."""
+    out = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                if mark.encode() in f.read() and alive(int(name)):
+                    out.append(int(name))
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def test_kill_9_of_harnessc_leaves_no_process_of_its_command_group_behind(tmp_path):
+    # The agent starts a background child in its own process group and both sleep; harnessc
+    # is killed with -9: its lifeline watcher kills the group, and exits itself.
+    mark = f"lifeline-mark-{os.getpid()}-{time.monotonic_ns()}"
+    ready = tmp_path / "ready"
+    script = tmp_path / "agent.py"
+    script.write_text(textwrap.dedent(f"""
+        import subprocess, sys, time
+        sys.stdin.read()
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", sys.argv[1]])
+        open({str(ready)!r}, "w").write("yes")
+        time.sleep(300)
+    """))
+    root = tmp_path / "proj"
+    write_project(root, [node("t", completion_promise="DONE", routing={"agent": "cli"})],
+                  agents={"cli": {"provider": "command", "command": [PY, str(script), mark], "timeout": 600}})
+    p = spawn(root, "run")
+    left: list[int] = []
+    try:
+        wait_until(ready.exists, 60, "the agent and its background child")
+        left = wait_until(lambda: len(_with_argv(mark)) == 2 and _with_argv(mark), 30, "both marked processes")
+        watcher = _watcher(p.pid)
+        p.kill()  # kill -9: harnessc cleans nothing up
+        p.communicate(timeout=30)
+        wait_until(lambda: not _with_argv(mark), 30, "every process of the agent's group to die")
+        wait_until(lambda: not alive(watcher), 30, "the watcher to exit")
+    finally:
+        if p.poll() is None:
+            p.kill()
+        kill_all(left)
 
 
 def test_an_orphan_that_scrubbed_its_environment_is_ended_with_the_run(tmp_path):

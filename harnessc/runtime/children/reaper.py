@@ -1,12 +1,21 @@
 """Ending what harnessc starts: no child outlives its command, its run, or harnessc itself.
 
-- A child dies with harnessc: PR_SET_PDEATHSIG(SIGKILL). The command is started as
-  `setpriv --pdeathsig KILL -- argv...` (util-linux), which sets it and execs the command, so
-  the spawn stays a vfork; only where no such setpriv exists does a preexec_fn set it, which
-  forces a full fork of harnessc (about 10x the spawn time at harnessc's size). Trade-off:
-  setpriv has no guard for a harnessc that dies within the ~1 ms before setpriv sets the
-  signal; such a child runs on until the next run ends it (below), where the preexec_fn
-  exits when its parent is already gone.
+- A command dies with harnessc, even one killed with -9. During a run, through ONE watcher
+  process per run (lifeline.py): harnessc tells it each command's process group as it
+  starts and ends, and when harnessc dies the watcher's pipe reaches EOF and it SIGKILLs the
+  groups still registered (checking each leader's start time, so a reused pid is spared).
+  Why not per command: the death signal (PR_SET_PDEATHSIG) can only be set by the child
+  itself, so each command had to be started as `setpriv --pdeathsig KILL -- argv...`, an
+  extra exec costing ~1 ms of CPU per command (`sh -c true`: 0.69 ms alone, 1.66 ms under
+  setpriv) that competed with the commands themselves; the watcher costs one exec per run
+  and two small pipe writes per command, and the spawn is a plain vfork with its own
+  session. It also covers the whole group, where the death signal reached only the leader.
+  Outside a run, or where the watcher cannot start or stops reading, a command is started
+  under the setpriv shim as before (and where no such setpriv exists, a preexec_fn sets the
+  signal, which forces a full fork of harnessc, about 10x the spawn time at its size).
+  Neither covers a harnessc that dies in the instant between a spawn and its registration
+  (or before setpriv set the signal); what is left then, and groups whose leader was already
+  gone, are ended by the next run (end_leftovers, below).
 - A child carries HARNESSC_PROC=<scope>.<n> in its environment, and so does everything it
   starts (unless that rewrites its environment). When the command ends, every process that
   carries its marker is killed, wherever it went (setsid, double fork), and nothing else:
@@ -26,7 +35,7 @@
   flight its child may exist unregistered, so no orphan is reaped until none is.
 - When the run ends any orphan still alive is killed, and /proc is scanned for the run's
   markers once.
-- A harnessc killed with -9 cleans nothing up: each attempt records its marker and its
+- Beyond what the watcher kills, a harnessc killed with -9 cleans nothing up: each attempt records its marker and its
   child's pid and start time, and the next run ends whatever still matches (end_leftovers).
 
 Linux only (/proc, prctl); elsewhere the process-group kill in procs.py is all there is.
@@ -47,6 +56,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, Iterable, Iterator, TypeVar
 
 from . import prctl
+from .lifeline import Lifeline
 
 ENV_MARK = "HARNESSC_PROC"
 KILL_WAIT = 5.0  # seconds end_leftovers waits for what it killed to be gone
@@ -66,6 +76,7 @@ _direct: set[int] = set()  # our own children until asyncio reaped them: never r
 _spawning = 0  # spawns in flight: their children may not be in _direct yet
 _reap_owed = False  # an orphan reap was put off while a spawn was in flight
 _adopting = False  # a subreaper now (see adopting): orphans come to us, and we reap them
+_lifeline: Lifeline | None = None  # the run's watcher (see adopting), while it is trusted
 
 
 def enter(marker: str, on_spawn: Callable[[int, int | None], None] | None = None) -> None:
@@ -85,6 +96,7 @@ class Child:
     shim: list[str]  # put before the argv: sets the death signal, then execs the command
     preexec: Callable[[], None] | None  # sets it instead, where there is no shim
     on_spawn: Callable[[int, int | None], None] | None
+    lifeline: Lifeline | None = None  # tells the run's watcher about the group instead
 
     def command(self, argv: list[str]) -> list[str]:
         return [*self.shim, *argv]
@@ -107,8 +119,13 @@ class Child:
         return proc
 
     def started(self, pid: int) -> None:
+        """The child (leader of group `pid`) was spawned: record it, and register its group
+        with the run's watcher."""
+        start = start_time(pid)
         if self.on_spawn is not None:
-            self.on_spawn(pid, start_time(pid))
+            self.on_spawn(pid, start)
+        if self.lifeline is not None and start is not None:
+            self.lifeline.register(pid, start)
 
     def kill(self, group: int | None = None) -> list[int]:
         """SIGKILL `group` (the child's process group) and every process carrying this
@@ -137,6 +154,8 @@ class Child:
         if reaped:
             _direct.discard(pid)
         killed = self.kill(pid)
+        if self.lifeline is not None:
+            self.lifeline.gone(pid)  # after its kill: nothing is left in the group to cover
         reap_orphans()
         return killed
 
@@ -144,11 +163,13 @@ class Child:
 def child() -> Child:
     """A new child of the current scope (see enter)."""
     scope = _scope.get()
-    base = scope.marker if scope else f"h{os.getpid()}"
+    marker = f"{scope.marker if scope else f'h{os.getpid()}'}.{next(_numbers)}"
+    on_spawn = scope.on_spawn if scope else None
+    if _lifeline is not None and _lifeline.alive:
+        return Child(marker, [], None, on_spawn, _lifeline)
     setpriv = _setpriv() if prctl.function() is not None else None
     shim = [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
-    return Child(f"{base}.{next(_numbers)}", shim, None if shim else pdeathsig_preexec(),
-                 scope.on_spawn if scope else None)
+    return Child(marker, shim, None if shim else pdeathsig_preexec(), on_spawn)
 
 
 @functools.cache
@@ -326,15 +347,20 @@ def _wait_gone(pids: list[int], limit: float = KILL_WAIT, poll: float = 0.02) ->
 
 @contextlib.contextmanager
 def adopting(marker_prefix: str) -> Iterator[None]:
-    """For a run: harnessc is a child subreaper; at the end, whatever the run's commands
-    left (markers under `marker_prefix`, and orphans re-parented to us) is killed."""
-    global _adopting
+    """For a run: harnessc is a child subreaper, and a lifeline watcher ends the run's
+    command groups if harnessc dies; at the end, whatever the run's commands left (markers
+    under `marker_prefix`, and orphans re-parented to us) is killed."""
+    global _adopting, _lifeline
     was = prctl.is_subreaper()
     adopted = was or prctl.call(prctl.PR_SET_CHILD_SUBREAPER, 1)
     _adopting = adopted
+    lifeline = _lifeline = Lifeline.start() if prctl.function() is not None else None
+    if lifeline is not None:
+        _direct.add(lifeline.watcher.pid)  # our child, not an orphan to kill or reap
     try:
         yield
     finally:
+        _lifeline = None
         killed = kill_marked(marker_prefix, prefix=True)
         for _ in range(20):  # an orphan's own children become orphans when it dies
             orphans = [p for p in _orphans(_pids()) if _running(p)] if adopted else []
@@ -343,6 +369,9 @@ def adopting(marker_prefix: str) -> Iterator[None]:
             killed += _kill(orphans)
             _wait_gone(orphans, 1.0)
         _wait_gone(killed, 1.0)
+        if lifeline is not None:
+            lifeline.close()
+            _direct.discard(lifeline.watcher.pid)
         _adopting = False
         if adopted and not was:
             prctl.call(prctl.PR_SET_CHILD_SUBREAPER, 0)

@@ -1,0 +1,113 @@
+"""One watcher per run that ends the run's command groups if harnessc dies, even by kill -9.
+
+harnessc starts the watcher once (`python -S -I lifeline.py`, its own session, an empty
+environment) with the read end of a pipe as its stdin, and tells it each command's process
+group as it starts ("+ <pgid> <leader start time>") and when it ended ("- <pgid>"). When
+harnessc dies the kernel closes the write end; at EOF the watcher SIGKILLs every group still
+registered whose leader is the process it was told of (same start time in /proc/<pgid>/stat:
+a pid reused by an unrelated process is left alone), then exits. A run that ends normally
+closes the pipe after every group was ended, so the watcher finds none to kill.
+
+The harnessc side (Lifeline) is imported by reaper.py; the watcher side (watch) runs as a
+script with the standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from typing import BinaryIO
+
+
+class Lifeline:
+    """harnessc's end of the pipe to a running watcher."""
+
+    def __init__(self, watcher: subprocess.Popen):
+        self.watcher = watcher
+        self.fd = watcher.stdin.fileno()  # type: ignore[union-attr]
+        os.set_blocking(self.fd, False)  # a stalled watcher must never stall the run (see _send)
+        self.alive = True
+
+    @classmethod
+    def start(cls) -> Lifeline | None:
+        """A watcher, or None where none could be started (no /proc, no python to run it)."""
+        if not os.path.isdir("/proc/self"):
+            return None
+        try:
+            watcher = subprocess.Popen(
+                [sys.executable, "-S", "-I", os.path.abspath(__file__)], env={},
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True)  # no Ctrl-C or hang-up from our terminal reaches it
+        except OSError:
+            return None
+        return cls(watcher)
+
+    def register(self, pgid: int, start: int) -> bool:
+        """Tell the watcher about a new group; False when it is gone (the group is not covered)."""
+        return self._send(f"+ {pgid} {start}\n")
+
+    def gone(self, pgid: int) -> None:
+        """The group ended: the watcher forgets it, so a later reuse of the number is safe."""
+        self._send(f"- {pgid}\n")
+
+    def _send(self, record: str) -> bool:
+        if not self.alive:
+            return False
+        try:
+            os.write(self.fd, record.encode())  # under PIPE_BUF: all of it or nothing
+            return True
+        except OSError:  # it died, or stalled with a full pipe: no longer trusted
+            self.alive = False
+            self.watcher.kill()  # a stalled watcher would kill live groups at its EOF
+            return False
+
+    def close(self) -> None:
+        """At the run's end (its groups are all ended): EOF for the watcher, and wait for it."""
+        self.watcher.stdin.close()  # type: ignore[union-attr]
+        try:
+            self.watcher.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.watcher.kill()
+            self.watcher.wait()
+
+
+# ------------------------------------------------------------------ the watcher
+
+
+def _start_time(pid: int) -> int | None:
+    """Field 22 of /proc/<pid>/stat (clock ticks since boot), None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def watch(records: BinaryIO) -> list[int]:
+    """Follow `records` to EOF, then SIGKILL the groups still registered whose leader is
+    still the process registered. Returns the groups killed."""
+    groups: dict[int, int] = {}  # pgid -> its leader's start time
+    for line in records:
+        op, pgid, *start = line.split()
+        if op == b"+":
+            groups[int(pgid)] = int(start[0])
+        else:
+            groups.pop(int(pgid), None)
+    killed = []
+    for pgid, start in groups.items():
+        # A group whose leader is gone is left alone: its number may be someone else's
+        # now; what it left is ended by the next run (reaper.end_leftovers).
+        if _start_time(pgid) == start:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+                killed.append(pgid)
+            except OSError:
+                pass
+    return killed
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # only EOF ends it
+    watch(sys.stdin.buffer)
