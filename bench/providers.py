@@ -53,6 +53,7 @@ import harnessc_env  # noqa: E402  (bench/: this script's directory)
 harnessc_env.require("aiohttp", "anthropic", "openai")
 
 from harnessc.compiler.contract_schema import PROVIDERS, is_strict, provider_schema  # noqa: E402
+from harnessc import providers  # noqa: E402
 from harnessc.runtime.agents.base import Request, make_agent  # noqa: E402
 from harnessc.runtime.agents.errors import AgentError, retry_delay  # noqa: E402
 from harnessc.runtime.iteration import TRANSIENT_LIMIT  # noqa: E402
@@ -222,7 +223,7 @@ def agent_config(provider: str, base: str) -> dict:
 
 async def agent_loop(provider: str, base: str, n: int, concurrency: int) -> int:
     """harnessc's agent and its error handling, in the loop the scheduler runs around it."""
-    agent = make_agent("llm", agent_config(provider, base), REPO)
+    agent = make_agent("llm", providers.agent_config("llm", agent_config(provider, base)), REPO)
     c = contract()
     sem = asyncio.Semaphore(concurrency)
     calls = 0
