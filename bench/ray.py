@@ -77,12 +77,24 @@ def timed_run(root: Path, plan, jobs: int, executor: str | None) -> float:
 
 
 def measure(work: Path, name: str, tasks: int, seconds: float, jobs: int, executor: str | None, runs: int) -> float:
+    from harnessc.runtime.executor import ray as rayexec
+
     walls = []
     for i in range(runs):
         root = work / f"{name}-{executor or 'local'}-{i}"
         plan = project(root, tasks, seconds)
+        rayexec.PHASES.clear()
         walls.append(timed_run(root, plan, jobs, executor))
+        if executor and name != "warm":
+            print("  " + phases_line(rayexec.PHASES))
     return statistics.median(walls)
+
+
+def phases_line(phases: dict[str, float]) -> str:
+    """Per remote call: ms per phase, worker's (source .. total) and driver's (placeable, ship, roundtrip, apply)."""
+    calls = phases.get("calls") or 1
+    parts = [f"{k} {v / calls * 1000:.1f}" for k, v in phases.items() if k not in ("calls", "git")]
+    return f"per call ({calls:.0f} calls), ms: " + ", ".join(parts) + f"; git processes {phases.get('git', 0) / calls:.1f}"
 
 
 def main() -> None:

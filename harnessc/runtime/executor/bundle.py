@@ -28,6 +28,9 @@ GIT_TIMEOUT = 600.0
 _QUIET = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
 
 
+git_calls = 0  # git processes this process has run (remote.py reports them per attempt)
+
+
 class ShipError(Exception):
     """A git step of shipping failed (its command and stderr, no more)."""
 
@@ -35,6 +38,8 @@ class ShipError(Exception):
 def git(*args: str, cwd: str | Path | None = None, stdin: bytes | None = None,
         env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,)) -> bytes:
     """Run git (no hooks, no prompt); its stdout, or ShipError."""
+    global git_calls
+    git_calls += 1
     full_env = {**os.environ, **_QUIET, **(env or {})}
     try:
         res = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *args], cwd=cwd, input=stdin,
@@ -128,6 +133,8 @@ class NodeCache:
 
     @staticmethod
     def has(repo: Path, sha: str) -> bool:
+        global git_calls
+        git_calls += 1
         return subprocess.run(["git", "cat-file", "-e", f"{sha}^{{commit}}"], cwd=repo, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, timeout=GIT_TIMEOUT).returncode == 0
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,15 @@ from .remote import run_attempt
 PROBE_TIMEOUT = 5.0  # seconds an address has to answer before the run refuses to start
 CANCEL_GRACE = 5.0  # seconds a cancelled attempt has to kill its processes before force=True
 LOST_VERIFY_TRIES = 3  # a verification whose worker died runs again up to this many times
+
+# seconds per phase summed over this process's remote calls, the workers' (remote.py) and
+# the driver's own ("placeable", "ship", "roundtrip", "apply"); "calls" counts them. bench/ray.py shows it.
+PHASES: dict[str, float] = {}
+
+
+def _count(phases: dict[str, float]) -> None:
+    for k, v in phases.items():
+        PHASES[k] = PHASES.get(k, 0.0) + v
 
 
 class RayExecutor:
@@ -114,9 +124,12 @@ class RayExecutor:
 
     async def submit(self, job: dict, resources: dict) -> dict:
         """Run one job remotely; its record. Cancelled: Ray's cancel, force after a grace."""
+        started = time.perf_counter()
         ref = self._fn(resources).remote(job)
         try:
-            return await ref
+            out = await ref
+            _count({"calls": 1, "roundtrip": time.perf_counter() - started, **(out.get("phases") or {})})
+            return out
         except asyncio.CancelledError:
             await asyncio.shield(self.cancel(ref))
             raise
@@ -201,13 +214,17 @@ class RemoteAttempts:
         worktree, held = self.applied
         change = held if worktree is attempt else b""
         resources = self.ex.settings.resources_for(run.node.resources)
+        started = time.perf_counter()
         why = await asyncio.to_thread(self.ex.unplaceable, resources)
         if why:
             raise AgentError(why, kind="invalid_request")  # final: retrying cannot place it
+        _count({"placeable": time.perf_counter() - started})
+        started = time.perf_counter()
         try:
             source = await self.ex.source(base)
         except ShipError as e:
             raise AgentError(f"could not ship the base commit {base[:10]} to Ray: {e}") from None
+        _count({"ship": time.perf_counter() - started})
         score = getattr(run.node, "approaches", None)
         job.update(base=base, source=source, change=change, prefix=self.ex.prefix, node=run.node,
                    contract=run.contract, time_left=max(0.1, time_left if time_left is not None else run.time_left()),
@@ -220,12 +237,14 @@ class RemoteAttempts:
             raise AgentError(out["failure"])
         new = out.get("change")
         if new is not None and (worktree is not attempt or new != held) and (new or attempt.made):
+            started = time.perf_counter()
             try:
                 await run.iso.make(attempt)  # an attempt's first change: its worktree on disk
                 await asyncio.to_thread(apply_change, attempt.path, base, new, attempt.brought)
             except ShipError as e:
                 raise AgentError(f"could not apply the change from Ray node {out.get('node')}: {e}") from None
             self.applied = (attempt, new)
+            _count({"apply": time.perf_counter() - started})
         return out
 
     def env_for(self, name: str, cfg: Any) -> dict[str, str]:

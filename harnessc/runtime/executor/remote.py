@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import bundle
 from .bundle import NodeCache, ShipError, change_since, untouched
 
 _cache: NodeCache | None = None  # this worker process's: its repositories and kept checkouts
@@ -41,12 +42,14 @@ def node_name() -> str:
 
 def run_attempt(job: dict) -> dict:
     """The Ray task's body: a result record, never an exception."""
+    started, git_before = time.perf_counter(), bundle.git_calls
     where = node_name()
     from ..children import procs
 
     secrets = _secret_forms(job.get("env") or {})
+    phases: dict[str, float] = {}
     try:
-        out = asyncio.run(_attempt(job, where))
+        out = asyncio.run(_attempt(job, where, phases))
     except (KeyboardInterrupt, asyncio.CancelledError):
         return {"node": where, "cancelled": True}
     except BaseException as e:  # noqa: BLE001 - the record says what, scrubbed
@@ -54,6 +57,9 @@ def run_attempt(job: dict) -> dict:
             return {"node": where, "cancelled": True}
         out = {"failure": f"{type(e).__name__}: {e}"}
     out["node"] = where
+    phases["total"] = time.perf_counter() - started
+    phases["git"] = bundle.git_calls - git_before
+    out["phases"] = phases
     for key in ("failure",):
         if out.get(key):
             out[key] = procs.scrubbed(out[key], secrets)
@@ -72,24 +78,40 @@ def _secret_forms(env: dict[str, str]) -> list[str]:
     return sorted(forms, key=len, reverse=True)
 
 
-async def _attempt(job: dict, where: str) -> dict:
+class _Phases:
+    """Seconds per phase of one attempt (the record's `phases`: bench/ray.py sums them)."""
+
+    def __init__(self, into: dict[str, float]):
+        self.into, self.at = into, time.perf_counter()
+
+    def done(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.into[phase] = self.into.get(phase, 0.0) + now - self.at
+        self.at = now
+
+
+async def _attempt(job: dict, where: str, phases: dict[str, float]) -> dict:
     if shutil.which("git") is None:
         return {"failure": f"git is not installed on Ray node {where} (not found on its PATH: "
                            f"{os.environ.get('PATH', '')})"}
     global _cache
     sha = job["base"]
     cache = _cache = _cache or NodeCache()
+    clock = _Phases(phases)
     try:
         repo = await asyncio.to_thread(_source_repo, cache, job["source"], sha)
+        clock.done("source")
         top = await asyncio.to_thread(cache.checkout, repo, sha, job.get("change") or b"")
+        clock.done("checkout")
     except ShipError as e:
         return {"failure": f"could not check out {sha[:10]} on Ray node {where}: {e}"}
     kept = False
     try:
         workdir = top / job.get("prefix", "")
-        out = await _work(job, workdir, where)
+        out = await _work(job, workdir, where, clock)
         clean = await asyncio.to_thread(untouched, top)
         out["change"] = b"" if clean else await asyncio.to_thread(change_since, top, sha)
+        clock.done("diff")
         cache.release(repo, top, sha if clean else None)
         kept = True
         return out
@@ -110,7 +132,7 @@ def _source_repo(cache: NodeCache, source: dict, sha: str) -> Path:
     return cache.from_bundle(sha, fetch)
 
 
-async def _work(job: dict, workdir: Path, where: str) -> dict:
+async def _work(job: dict, workdir: Path, where: str, clock: _Phases) -> dict:
     """The agent's call (when the job carries the agent), then the checks of its answer."""
     from ..children import procs
     from ..agents.base import AgentError, make_agent
@@ -126,6 +148,7 @@ async def _work(job: dict, workdir: Path, where: str) -> dict:
                 agent = make_agent(spec["name"], spec["config"], workdir)
                 request = dataclasses.replace(job["request"], root=workdir, workdir=workdir)
                 resp = await agent.call(request)
+                clock.done("agent")
             except AgentError as e:
                 if "command not found" in e.message or "not executable" in e.message:
                     e.message += f" (on Ray node {where})"
@@ -137,6 +160,7 @@ async def _work(job: dict, workdir: Path, where: str) -> dict:
             out["verdict"] = verdict = await _verify(job, resp, workdir)
             if verdict.claim and verdict.ok and job.get("score") is not None:
                 out["score"] = await _score(job, workdir)
+            clock.done("verify")
         return out
     finally:
         procs._forwarded.reset(token)
