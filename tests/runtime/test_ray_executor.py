@@ -461,3 +461,71 @@ def test_an_answer_whose_remote_check_cannot_be_placed_is_rejected_not_a_crash(t
     assert states["a"][0] == "failed" and states["c"][0] == "succeeded"
     error = db(root).execute("SELECT error FROM tasks WHERE id='a'").fetchone()[0]
     assert "could not verify the answer" in error and "gpu_box" in error, error
+
+
+# Iteration 1 leaves its mark everywhere (an untracked file, an ignored one, a tracked file
+# deleted and one changed) and gives no promise; iteration 2 finds its own change carried
+# over, undoes it and finishes. Whatever an attempt finds at its start that is not its
+# task's own goes to out/<task>.leak; where it ran to out/<task>.where<iteration>.
+LEAK_AGENT = """\
+import os, pathlib
+task, it = os.environ["HARNESSC_TASK"], os.environ["HARNESSC_ITERATION"]
+here, out, scratch = pathlib.Path("."), pathlib.Path("out"), pathlib.Path("scratch")
+seen = [p.name for p in here.glob("wip-*") if p.name != "wip-" + task]
+seen += [str(p) for p in scratch.rglob("*")]
+own = (here / ("wip-" + task)).exists() and not (here / "keep.txt").exists() and \\
+    (here / "README.md").read_text() == "project\\n" + task + "\\n"
+fresh = not (here / ("wip-" + task)).exists() and (here / "keep.txt").read_text() == "keep\\n" and \\
+    (here / "README.md").read_text() == "project\\n"
+if not (fresh if it == "1" else own):
+    seen.append(f"iteration {it} did not start from its own change")
+out.mkdir(exist_ok=True)
+if seen:
+    (out / (task + ".leak")).write_text(repr(seen))
+(out / (task + ".where" + it)).write_text(os.getcwd())
+scratch.mkdir(exist_ok=True)
+(scratch / task).write_text(it)
+if it == "1":
+    (here / ("wip-" + task)).write_text(task)
+    (here / "keep.txt").unlink()
+    with open("README.md", "a") as f:
+        f.write(task + "\\n")
+    print("not yet")
+else:
+    (here / ("wip-" + task)).unlink(missing_ok=True)
+    (here / "keep.txt").write_text("keep\\n")
+    (here / "README.md").write_text("project\\n")
+    print("<promise>DONE</promise>")
+"""
+
+
+def test_a_reused_checkout_carries_nothing_from_one_attempt_into_the_next(tmp_path, on_ray):
+    # one attempt at a time on one node (it has 2 of n1): its worker keeps one checkout and
+    # reuses it, for the same task's next iteration and for the other tasks
+    on_ray["value"] = ExecutorSettings(address=on_ray["value"].address, num_cpus_per_attempt=1, resources={"n1": 2})
+    root = tmp_path / "p"
+    tasks = ["p", "q", "r", "s"]
+    bot = {"routing": {"agent": "bot"}, "completion_promise": "DONE", "isolation": "worktree"}
+    plan = write_project(root, [node(t, **bot) for t in tasks], concurrency=1,
+                         agents={"bot": {"provider": "command", "command": [PY, str(root / "agent.py")]}})
+    (root / "agent.py").write_text(LEAK_AGENT)
+    (root / "README.md").write_text("project\n")
+    (root / "keep.txt").write_text("keep\n")
+    git_repo(root, commit=False)
+    (root / ".gitignore").write_text(".harness/\nscratch/\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "start")
+
+    result = run(root, plan, executor="ray")
+
+    assert result.exit_code == 0, result.message
+    ref = f"harnessc/run/{result.run_id}"
+    files = git(root, "ls-tree", "-r", "--name-only", ref).split()
+    assert not [f for f in files if f.endswith(".leak")], {f: git(root, "show", f"{ref}:{f}")
+                                                          for f in files if f.endswith(".leak")}
+    assert not [f for f in files if f.startswith(("wip-", "scratch/"))]
+    assert git(root, "show", f"{ref}:keep.txt") == "keep\n"
+    assert git(root, "show", f"{ref}:README.md") == "project\n"
+    wheres = [git(root, "show", f"{ref}:out/{t}.where{i}") for t in tasks for i in (1, 2)]
+    assert len(wheres) == 8
+    assert len(set(wheres)) < len(wheres)  # checkouts were reused (else this proves nothing)

@@ -80,18 +80,17 @@ def apply_change(top: Path, base: str, change: bytes, keep: tuple[str, ...] = ()
 
 # ------------------------------------------------------------------ worker side
 
-def untouched(top: Path) -> bool:
-    """Nothing in the checkout differs from its commit: no change, no untracked or ignored file."""
-    return not git("status", "--porcelain", "-z", "--ignored=matching", "--untracked-files=all", cwd=top)
-
-
-def change_since(top: Path, base: str) -> bytes:
-    """The checkout's files against `base` as one binary diff (untracked files included)."""
-    with tempfile.NamedTemporaryFile(prefix="harnessc-index-") as index:
-        env = {"GIT_INDEX_FILE": index.name}
-        git("read-tree", base, cwd=top, env=env)
-        git("add", "-A", ".", cwd=top, env=env)
-        return git("diff", "--cached", "--binary", "--no-renames", "--full-index", base, cwd=top, env=env)
+def change_of(top: Path, base: str) -> tuple[bytes, bool]:
+    """The checkout's files against `base` as one binary diff (untracked files included,
+    ignored ones not), and whether the checkout is clean (nothing differs from `base`, no
+    untracked or ignored file). A clean one costs one git process, a changed one three; the
+    checkout's index is left holding the untracked files as intent-to-add (a checkout that
+    is not clean is reset before its next use: NodeCache.checkout)."""
+    if not git("status", "--porcelain", "-z", "--ignored=matching", "--untracked-files=all", cwd=top):
+        return b"", True
+    git("add", "-A", "-N", ".", cwd=top)  # untracked files show in the diff as new ones
+    return git("diff", "--binary", "--no-renames", "--full-index", "--no-ext-diff", "--no-textconv",
+               "--no-color", base, cwd=top), False
 
 
 def cache_root() -> Path:

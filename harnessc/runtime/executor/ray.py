@@ -236,7 +236,9 @@ class RemoteAttempts:
         if out.get("failure"):
             raise AgentError(out["failure"])
         new = out.get("change")
-        if new is not None and (worktree is not attempt or new != held) and (new or attempt.made):
+        # the attempt's worktree holds `change` (a fresh one, made or not, its base): the same
+        # change back (most often none) leaves nothing to apply
+        if new is not None and new != change:
             started = time.perf_counter()
             try:
                 await run.iso.make(attempt)  # an attempt's first change: its worktree on disk

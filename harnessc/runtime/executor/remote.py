@@ -14,6 +14,7 @@ Imports only the standard library at load; harnessc's agents and checks on first
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from . import bundle
-from .bundle import NodeCache, ShipError, change_since, untouched
+from .bundle import NodeCache, ShipError, change_of
 
 _cache: NodeCache | None = None  # this worker process's: its repositories and kept checkouts
 
@@ -49,7 +50,7 @@ def run_attempt(job: dict) -> dict:
     secrets = _secret_forms(job.get("env") or {})
     phases: dict[str, float] = {}
     try:
-        out = asyncio.run(_attempt(job, where, phases))
+        out = _run(_attempt(job, where, phases))
     except (KeyboardInterrupt, asyncio.CancelledError):
         return {"node": where, "cancelled": True}
     except BaseException as e:  # noqa: BLE001 - the record says what, scrubbed
@@ -66,6 +67,31 @@ def run_attempt(job: dict) -> dict:
     if out.get("error"):
         out["error"] = procs.scrubbed(out["error"], secrets)
     return out
+
+
+_loop: tuple[asyncio.Runner, contextlib.ExitStack] | None = None  # this worker process's, kept between attempts
+
+
+def _run(coro: Any) -> Any:
+    """asyncio.run on a kept loop (its threads and child watcher set up once per worker
+    process). Anything but an answer (a cancel, an error) closes it as asyncio.run would:
+    what is still running is cancelled, which kills its process groups (procs.run)."""
+    global _loop
+    from ..children import procs
+
+    if _loop is None:
+        watching = contextlib.ExitStack()
+        watching.enter_context(procs.child_watching())  # before the loop: it attaches to it
+        _loop = (asyncio.Runner(), watching)
+    try:
+        return _loop[0].run(coro)
+    except BaseException:
+        (runner, watching), _loop = _loop, None
+        try:
+            runner.close()
+        finally:
+            watching.close()
+        raise
 
 
 def _secret_forms(env: dict[str, str]) -> list[str]:
@@ -109,8 +135,7 @@ async def _attempt(job: dict, where: str, phases: dict[str, float]) -> dict:
     try:
         workdir = top / job.get("prefix", "")
         out = await _work(job, workdir, where, clock)
-        clean = await asyncio.to_thread(untouched, top)
-        out["change"] = b"" if clean else await asyncio.to_thread(change_since, top, sha)
+        out["change"], clean = await asyncio.to_thread(change_of, top, sha)
         clock.done("diff")
         cache.release(repo, top, sha if clean else None)
         kept = True
