@@ -11,6 +11,10 @@ use `isolation: worktree` too, so the difference is the executor's):
    tasks x duration / slots.
 3. makespan: 200 tasks of 1 s at -j 5: against the same bound. Goal <= 1.25x.
 
+Each Ray run also prints, per remote call, the milliseconds of each phase on the worker
+(source, checkout, agent, verify, diff, total: remote.run_attempt's record) and on the driver
+(ship, roundtrip, apply), and the git processes the worker ran.
+
     .venv/bin/python bench/ray.py [--noop 500] [--fast 2000] [--slow 200] [--runs 1] [--jobs 5]
                                   [--only overhead|throughput|makespan]
 """
