@@ -27,10 +27,14 @@ from . import bundle
 from .bundle import NodeCache, ShipError, change_of
 
 _cache: NodeCache | None = None  # this worker process's: its repositories and kept checkouts
+_node_name = ""  # this worker process's node, once known (a worker process stays on its node)
 
 
 def node_name() -> str:
     """This node as messages name it: host and Ray node id (short)."""
+    global _node_name
+    if _node_name:
+        return _node_name
     node_id = ""
     try:
         import ray
@@ -38,7 +42,10 @@ def node_name() -> str:
         node_id = ray.get_runtime_context().get_node_id() or ""
     except Exception:  # outside a Ray worker (tests call the function directly)
         pass
-    return f"{socket.gethostname()}" + (f" (node {node_id[:12]})" if node_id else "")
+    name = f"{socket.gethostname()}" + (f" (node {node_id[:12]})" if node_id else "")
+    if node_id:
+        _node_name = name
+    return name
 
 
 def run_attempt(job: dict) -> dict:
