@@ -91,7 +91,7 @@ def _run(coro: Any) -> Any:
         watching.enter_context(procs.child_watching())  # before the loop: it attaches to it
         _loop = (asyncio.Runner(), watching)
     try:
-        return _loop[0].run(coro)
+        return _loop[0].run(_alone(coro))
     except BaseException:
         (runner, watching), _loop = _loop, None
         try:
@@ -99,6 +99,19 @@ def _run(coro: Any) -> Any:
         finally:
             watching.close()
         raise
+
+
+async def _alone(coro: Any) -> Any:
+    """Await `coro`, then cancel whatever it left running: as asyncio.run's end does, no task
+    of one attempt lives on into the next."""
+    try:
+        return await coro
+    finally:
+        left = asyncio.all_tasks() - {asyncio.current_task()}
+        for task in left:
+            task.cancel()
+        if left:
+            await asyncio.gather(*left, return_exceptions=True)
 
 
 def _secret_forms(env: dict[str, str]) -> list[str]:
