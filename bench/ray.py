@@ -13,7 +13,7 @@ use `isolation: worktree` too, so the difference is the executor's):
 
 Each Ray run also prints, per remote call, the milliseconds of each phase on the worker
 (source, checkout, agent, verify, diff, total: remote.run_attempt's record) and on the driver
-(ship, roundtrip, apply), and the git processes the worker ran.
+(placeable, ship, roundtrip, apply), and the git processes the worker ran.
 
     .venv/bin/python bench/ray.py [--noop 500] [--fast 2000] [--slow 200] [--runs 1] [--jobs 5]
                                   [--only overhead|throughput|makespan]
