@@ -238,7 +238,8 @@ def test_budget_stops_the_run_with_exit_3_and_is_kept_across_resumes(tmp_path):
 
 
 def test_stop_file_and_concurrent_run_and_status_during_run(tmp_path):
-    write_project(tmp_path, [node(f"t{i}") for i in range(30)],
+    # work for ~45 s unless stopped: a loaded machine may take seconds to start the second run
+    write_project(tmp_path, [node(f"t{i}") for i in range(300)],
                   agents={"rehearsal": {"provider": "simulate", "latency": 0.3}}, concurrency=2)
     p = spawn(tmp_path, "run")
     try:
@@ -261,7 +262,7 @@ def test_stop_file_and_concurrent_run_and_status_during_run(tmp_path):
     st = status(tmp_path)
     assert st["run"]["status"] == "stopped"
     assert not any(t["state"] == "running" for t in st["tasks"])
-    r = harnessc(tmp_path, "run")
+    r = harnessc(tmp_path, "run", "-j", "64")  # the rest, at once
     assert r.returncode == 0 and set(states(tmp_path).values()) == {"succeeded"}
 
 
