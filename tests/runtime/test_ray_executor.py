@@ -397,20 +397,26 @@ def test_run_without_an_address_joins_the_cluster_RAY_ADDRESS_names(tmp_path, cl
 # ------------------------------------------------------------------ helpers
 
 
-def in_session(session: "re.Pattern[bytes]") -> list[tuple[int, str]]:
-    """Live processes (pid, name) whose argv names a Ray session directory `session` matches."""
+def live(matches) -> list[tuple[int, str]]:
+    """Live processes (pid, name), other than this one, whose argv `matches` (every node of
+    the cluster is this machine)."""
     found = []
     for pid in os.listdir("/proc"):
-        if not pid.isdigit():
+        if not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes()
             status = Path(f"/proc/{pid}/status").read_text()
         except OSError:
             continue
-        if session.search(argv) and "State:\tZ" not in status:
+        if matches(argv) and "State:\tZ" not in status:
             found.append((int(pid), status.split("\n", 1)[0].removeprefix("Name:").strip()))
     return found
+
+
+def in_session(session: "re.Pattern[bytes]") -> list[tuple[int, str]]:
+    """Live processes whose argv names a Ray session directory `session` matches."""
+    return live(session.search)
 
 
 def wait_for(check, timeout: float = 90.0) -> None:
@@ -430,19 +436,8 @@ def free_port() -> int:
 
 
 def marked(marker: str) -> list[int]:
-    """Live processes whose argv holds `marker` (every node of the cluster is this machine)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes()
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            continue
-        if marker.encode() in argv and "State:\tZ" not in status and int(pid) != os.getpid():
-            found.append(int(pid))
-    return found
+    """Live processes whose argv holds `marker`."""
+    return [pid for pid, _ in live(lambda argv: marker.encode() in argv)]
 
 
 def test_an_answer_whose_remote_check_cannot_be_placed_is_rejected_not_a_crash(tmp_path, on_ray):
