@@ -361,14 +361,7 @@ def test_run_without_an_address_starts_a_local_cluster_and_leaves_none_of_it(tmp
     clean = {k: v for k, v in env().items() if k != "RAY_ADDRESS"}
     local = harnessc(here, "run", "--isolation", "worktree", env=clean)
     assert local.returncode == 0, local.stdout + local.stderr
-    proc = spawn(there, "run", "--executor", "ray", env=clean)
-    session = re.compile(rb"session_[0-9_-]+_%d(?![0-9])" % proc.pid)  # Ray names it after its driver
-    seen: set[str] = set()
-    while proc.poll() is None:
-        seen |= {name for _, name in in_session(session)}
-        time.sleep(0.05)
-    out, err = proc.communicate()
-    assert proc.returncode == 0, out + err
+    proc, session, seen = ray_run_watching_its_session(there, clean)
     assert {"raylet", "gcs_server"} <= seen, seen  # it was this run's own cluster
     assert in_session(session) == []
     assert task_states(here) == task_states(there)
@@ -380,14 +373,7 @@ def test_run_without_an_address_starts_a_local_cluster_and_leaves_none_of_it(tmp
 
 def test_run_without_an_address_joins_the_cluster_RAY_ADDRESS_names(tmp_path, cluster):
     _, there = demo_copies(tmp_path)
-    proc = spawn(there, "run", "--executor", "ray", env=env(RAY_ADDRESS=cluster.address))
-    session = re.compile(rb"session_[0-9_-]+_%d(?![0-9])" % proc.pid)
-    seen: set[str] = set()
-    while proc.poll() is None:
-        seen |= {name for _, name in in_session(session)}
-        time.sleep(0.05)
-    out, err = proc.communicate()
-    assert proc.returncode == 0, out + err
+    proc, _, seen = ray_run_watching_its_session(there, env(RAY_ADDRESS=cluster.address))
     assert seen == set()  # no cluster of its own
     drivers = [job["DriverPid"] for job in ray._private.state.jobs()]
     assert proc.pid in drivers, drivers  # it was a driver of the module's cluster
@@ -417,6 +403,20 @@ def live(matches) -> list[tuple[int, str]]:
 def in_session(session: "re.Pattern[bytes]") -> list[tuple[int, str]]:
     """Live processes whose argv names a Ray session directory `session` matches."""
     return live(session.search)
+
+
+def ray_run_watching_its_session(root: Path, environ: dict):
+    """`run --executor ray` in `root` to its end (exit 0), noting the names of the processes
+    of the Ray session it started, if any (Ray names a session after its driver's pid)."""
+    proc = spawn(root, "run", "--executor", "ray", env=environ)
+    session = re.compile(rb"session_[0-9_-]+_%d(?![0-9])" % proc.pid)
+    seen: set[str] = set()
+    while proc.poll() is None:
+        seen |= {name for _, name in in_session(session)}
+        time.sleep(0.05)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, out + err
+    return proc, session, seen
 
 
 def wait_for(check, timeout: float = 90.0) -> None:
