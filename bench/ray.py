@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -47,6 +48,13 @@ def git(root: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
 
 
+def agent_argv(seconds: float) -> list[str]:
+    """The bench agent's command: prints the promise after `seconds`."""
+    if not seconds:
+        return ["echo", "<promise>DONE</promise>"]
+    return [PY, "-c", f"import time; time.sleep({seconds}); print('<promise>DONE</promise>')"]
+
+
 def project(root: Path, tasks: int, seconds: float):
     """A git project of `tasks` independent tasks on one command agent that sleeps `seconds`."""
     from harnessc.runtime import plan as planmod
@@ -55,9 +63,8 @@ def project(root: Path, tasks: int, seconds: float):
     lines = [f"- [ ] **t{i:04d}**: Task {i}\n  - agent: bot\n  - completion_promise: DONE\n"
              "  - isolation: worktree\n" for i in range(tasks)]
     (root / "roadmap.md").write_text("# Bench\n\n## Tasks\n\n" + "".join(lines))
-    argv = [PY, "-c", f"import time; time.sleep({seconds}); print('<promise>DONE</promise>')"] if seconds \
-        else ["echo", "<promise>DONE</promise>"]
-    (root / "harness.yaml").write_text(json.dumps({"agents": {"bot": {"provider": "command", "command": argv}},
+    (root / "harness.yaml").write_text(json.dumps({"agents": {"bot": {"provider": "command",
+                                                                      "command": agent_argv(seconds)}},
                                                    "concurrency": 4}))
     (root / ".gitignore").write_text(".harness/\n")
     git(root, "init", "-q")
@@ -88,10 +95,131 @@ def measure(work: Path, name: str, tasks: int, seconds: float, jobs: int, execut
         root = work / f"{name}-{executor or 'local'}-{i}"
         plan = project(root, tasks, seconds)
         rayexec.PHASES.clear()
+        meter = CpuMeter()
         walls.append(timed_run(root, plan, jobs, executor))
-        if executor and name != "warm":
-            print("  " + phases_line(rayexec.PHASES))
+        cpu = meter.stop()
+        if name != "warm":
+            if executor:
+                print("  " + phases_line(rayexec.PHASES))
+            print("  " + cpu_line(cpu, tasks))
     return statistics.median(walls)
+
+
+# ------------------------------------------------------------------ where the CPU went
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu() -> dict[int, tuple[str, int, int, int]]:
+    """pid -> (who, ppid, own CPU ticks, its reaped children's CPU ticks), every process."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read(200)
+        except (OSError, IndexError):
+            continue
+        out[int(d)] = (cmd.decode("utf-8", "replace"), int(fields[1]), int(fields[11]) + int(fields[12]),
+                       int(fields[13]) + int(fields[14]))
+    return out
+
+
+def _busy_ticks() -> int:
+    with open("/proc/stat") as f:
+        user, nice, system, idle, iowait, irq, softirq, steal = map(int, f.readline().split()[1:9])
+    return user + nice + system + irq + softirq + steal
+
+
+class CpuMeter:
+    """CPU seconds the machine spent while a run was measured, by who spent them: this
+    process (the driver; or the floor's dispatcher) and its reaped children (git, the
+    lifeline), Ray's workers and theirs (agents, git, the shim), Ray's own processes (GCS,
+    raylets, agents), and the rest of the machine (other work: noise)."""
+
+    def __init__(self):
+        self.before, self.busy, self.t0 = _proc_cpu(), _busy_ticks(), time.perf_counter()
+
+    def stop(self) -> dict[str, float]:
+        after, busy, wall = _proc_cpu(), _busy_ticks() - self.busy, time.perf_counter() - self.t0
+        me = os.getpid()
+        mine = {me}  # this process's descendants: the cluster's processes
+        for pid in sorted(after):  # parents mostly have lower pids; a second pass catches the rest
+            if after[pid][1] in mine:
+                mine.add(pid)
+        for pid in sorted(after):
+            if after[pid][1] in mine:
+                mine.add(pid)
+        got = dict.fromkeys(("driver", "driver's children", "workers", "workers' children", "ray"), 0)
+        for pid, (cmd, _, own, kids) in after.items():
+            was = self.before.get(pid)
+            own0, kids0 = (was[2], was[3]) if was and was[0] == cmd else (0, 0)
+            if pid == me:
+                got["driver"] += own - own0
+                got["driver's children"] += kids - kids0
+            elif pid in mine and cmd.startswith("ray::"):
+                got["workers"] += own - own0
+                got["workers' children"] += kids - kids0
+            elif pid in mine:
+                got["ray"] += own + kids - own0 - kids0
+        secs = {k: v / TICK for k, v in got.items()}
+        secs["rest of the machine"] = max(0.0, busy / TICK - sum(secs.values()))
+        secs["busy"], secs["wall"] = busy / TICK, wall
+        return secs
+
+
+def cpu_line(cpu: dict[str, float], tasks: int) -> str:
+    """CPU ms per task by who spent it, and how busy the cores were."""
+    parts = [f"{k} {cpu[k] / tasks * 1000:.1f}" for k in cpu if k not in ("busy", "wall")]
+    cores = os.cpu_count() or 1
+    return (f"CPU ms per task: {', '.join(parts)}; the {cores} cores {cpu['busy'] / (cores * cpu['wall']):.0%} busy, "
+            f"load {os.getloadavg()[0]:.2f}")
+
+
+# ------------------------------------------------------------------ the floor: bare Ray tasks
+
+def bare_attempt(argv: list[str], repo: str | None, base: str | None) -> int:
+    """A Ray task that runs the agent's command and nothing else of harnessc's; with `repo`,
+    also what an isolated attempt must do at least with git: see whether the agent changed
+    anything, one `git status` in a checkout of `base` kept per worker process (as
+    harnessc's workers keep theirs)."""
+    import os
+    import subprocess
+
+    quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "timeout": 60}
+    if repo:
+        top = f"{repo}.floor-{os.getpid()}"
+        if not os.path.isdir(top):
+            subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", repo, top], check=True, **quiet)
+            subprocess.run(["git", "checkout", "-q", "--detach", base], cwd=top, check=True, **quiet)
+    subprocess.run(argv, cwd=top if repo else None, check=True, **quiet)
+    if repo:
+        subprocess.run(["git", "status", "--porcelain", "-z", "--ignored=matching", "--untracked-files=all"],
+                       cwd=top, check=True, **quiet)
+    return 0
+
+
+def floor(tasks: int, argv: list[str], jobs: int, repo: Path | None = None) -> tuple[float, dict]:
+    """Wall seconds and CPU of `tasks` bare Ray tasks (num_cpus=1, as harnessc's), `jobs` in
+    flight at a time, as harnessc's -j keeps them."""
+    import ray
+
+    fn = ray.remote(num_cpus=1, max_retries=0)(bare_attempt)
+    base = git(repo, "rev-parse", "HEAD").strip() if repo else None
+    ray.get([fn.remote(argv, str(repo) if repo else None, base) for _ in range(jobs * 2)])  # workers warm
+    meter = CpuMeter()
+    flying, sent = [], 0
+    while sent < tasks or flying:
+        while sent < tasks and len(flying) < jobs:
+            flying.append(fn.remote(argv, str(repo) if repo else None, base))
+            sent += 1
+        done, flying = ray.wait(flying, num_returns=1)
+        ray.get(done)
+    cpu = meter.stop()
+    return cpu["wall"], cpu
 
 
 def phases_line(phases: dict[str, float]) -> str:
@@ -99,6 +227,18 @@ def phases_line(phases: dict[str, float]) -> str:
     calls = phases.get("calls") or 1
     parts = [f"{k} {v / calls * 1000:.1f}" for k, v in phases.items() if k not in ("calls", "git")]
     return f"per call ({calls:.0f} calls), ms: " + ", ".join(parts) + f"; git processes {phases.get('git', 0) / calls:.1f}"
+
+
+def floors(work: Path, tasks: int, seconds: float, jobs: int, wall: float, bound: float) -> None:
+    """The throughput run's floors, measured right after it on the same cluster: bare Ray
+    tasks running the same agent command, then the same plus one `git status` each."""
+    repo = work / "floor-repo"
+    project(repo, 1, seconds)
+    for name, at in (("bare Ray tasks", None), ("bare Ray tasks + git status", repo)):
+        took, cpu = floor(tasks, agent_argv(seconds), jobs, at)
+        print(f"  floor, {name}: {took:.1f}s = {took / bound:.2f}x the bound; harnessc = {wall / took:.2f}x this floor; "
+              f"load {os.getloadavg()[0]:.2f}")
+        print("    " + cpu_line(cpu, tasks))
 
 
 def main() -> None:
@@ -110,6 +250,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=SLOTS,
                     help="-j of the throughput and makespan runs (Ray's 5 slots bound the work either way)")
     ap.add_argument("--only", choices=["overhead", "throughput", "makespan"])
+    ap.add_argument("--no-floor", action="store_true", help="skip the bare Ray tasks after the throughput run")
     args = ap.parse_args()
 
     import ray
@@ -144,7 +285,10 @@ def main() -> None:
                 bound = tasks * seconds / SLOTS
                 goal = " (goal <= 1.25x)" if which == "makespan" else ""
                 print(f"{which}: {tasks} tasks of {seconds * 1000:g} ms on {SLOTS} slots at -j {args.jobs}: {wall:.1f}s against "
-                      f"the bound {bound:.1f}s = {wall / bound:.2f}x{goal}; {tasks / wall:.1f} tasks/s")
+                      f"the bound {bound:.1f}s = {wall / bound:.2f}x{goal}; {tasks / wall:.1f} tasks/s; "
+                      f"load {os.getloadavg()[0]:.2f}")
+                if which == "throughput" and not args.no_floor:
+                    floors(work, tasks, seconds, args.jobs, wall, bound)
     finally:
         ray.shutdown()
         cluster.shutdown()

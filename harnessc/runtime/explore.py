@@ -75,6 +75,7 @@ async def explore_from(run: Any, why: str) -> None:
     cfg = (run.ctx.plan.loop or {}).get("recovery") or {}
     m = max(2, min(3, int(cfg.get("explore_approaches") or DEFAULT_BRANCHES)))
     iso, attempt = run.iso, run.attempt
+    await iso.make(attempt)  # executor ray makes it only when a change came back: at its base then
     await iso.commit(attempt, f"harnessc: {run.tid}: the stuck point")
     snapshot = await asyncio.to_thread(lambda: attempt.git.run("rev-parse", "HEAD", worktree=False).strip())
     offset = 100 * getattr(run, "k", 1)  # worktrees <n>-<offset + j>, apart from approaches' <n>-<k>
@@ -84,6 +85,8 @@ async def explore_from(run: Any, why: str) -> None:
         best = max(branches, key=lambda b: (b.progress, -b.j))
         chosen = best if best.progress > 0 and best.attempt is not None and best.attempt.change else None
         await asyncio.to_thread(_go_on_from, iso, attempt, chosen.attempt.change if chosen else None)
+        if run.remote is not None:  # executor ray: the task's next call starts from these files
+            await run.remote.took_over()
         run.store.event("explored", run.tid, chosen=chosen.j if chosen else None,
                         progress={b.j: (None if b.progress < 0 else
                                         ("verified" if math.isinf(b.progress) else round(b.progress, 3)))

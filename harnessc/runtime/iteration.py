@@ -165,8 +165,10 @@ class TaskRun:
 
     async def open_attempt(self, base: str | None = None, k: int = 1) -> Any:
         """The attempt's worktree. Executor ray: put on disk only when a change comes back
-        (executor/ray.py), unless something here reads it: context files, a loop's evidence."""
-        lazy = self.remote is not None and not self.loop and not self.node.context
+        (executor/ray.py), or when something here reads it: its context files (the prompt),
+        a stuck loop task's exploration (explore.py makes it). (A loop's file evidence is not
+        read from an isolated task's worktree: progress.py's ledger never opens a segment there.)"""
+        lazy = self.remote is not None and not self.node.context
         return await self.iso.open(self.node, base=base, k=k, make=not lazy)
 
     def render(self) -> str:

@@ -524,3 +524,64 @@ def test_a_reused_checkout_carries_nothing_from_one_attempt_into_the_next(tmp_pa
     wheres = [git(root, "show", f"{ref}:out/{t}.where{i}") for t in tasks for i in (1, 2)]
     assert len(wheres) == 8
     assert len(set(wheres)) < len(wheres)  # checkouts were reused (else this proves nothing)
+
+
+def test_a_loop_task_whose_attempts_change_nothing_costs_the_driver_no_worktree(tmp_path, on_ray, monkeypatch):
+    """A worktree on the driver is made only for a change that comes back: a loop task's
+    no-op attempt (the promise, no file touched) has none, a changing one has its own."""
+    from harnessc.runtime.worktree.worktrees import Worktrees
+
+    made: list[str] = []
+    make = Worktrees.make
+
+    def recording(self, attempt):
+        made.append(attempt.path.name)
+        return make(self, attempt)
+
+    monkeypatch.setattr(Worktrees, "make", recording)
+    root = tmp_path / "p"
+    script = 'if [ "$HARNESSC_TASK" = c ]; then echo c > c.txt; fi; echo "<promise>DONE</promise>"'
+    loop = {"routing": {"agent": "bot"}, "completion_promise": "DONE", "isolation": "worktree"}
+    plan = write_project(root, [node(t, **loop) for t in ("a", "b", "c")],
+                         agents={"bot": {"provider": "command", "command": ["sh", "-c", script]}})
+    (root / "README.md").write_text("project\n")
+    git_repo(root)
+    r = run(root, plan, executor="ray")
+    assert r.exit_code == 0, r.message
+    assert {t: s for t, (s, _) in task_states(root).items()} == dict.fromkeys("abc", "succeeded")
+    assert git(root, "show", f"harnessc/run/{r.run_id}:c.txt") == "c\n"
+    assert made == [f"{[n.id for n in plan.nodes].index('c') + 1}-1"]  # .harness/worktrees/<run>/<n>-<k>
+
+
+# explore.py's project (tests/runtime/test_explore.py): stuck at once, branch 2 finds the way
+EXPLORE_AGENT = """\
+import os, pathlib
+k = os.environ.get("HARNESSC_APPROACH")
+if k == "2":
+    pathlib.Path("way.txt").write_text("the way\\n")
+    print("<progress>found the way</progress>")
+elif k is None and pathlib.Path("way.txt").exists():
+    print("done <promise>DONE</promise>")
+else:
+    print("still thinking")
+"""
+
+
+def test_a_stuck_loop_task_explores_on_workers_and_its_next_call_starts_from_the_chosen_branch(tmp_path, on_ray):
+    """The stuck point had no change (no worktree on the driver yet); the branches run on
+    workers; the task's next call, on a worker, finds the chosen branch's files."""
+    root = tmp_path / "p"
+    task = node("t", routing={"agent": "bot"}, completion_promise="DONE", isolation="worktree",
+                limits={"stuck_after": 1, "max_iterations": 10},
+                loop={"progress_threshold": None, "recovery": ["explore", "human"]})
+    plan = write_project(root, [task], concurrency=1,
+                         agents={"bot": {"provider": "command", "command": [PY, str(root / "agent.py")]}})
+    (root / "agent.py").write_text(EXPLORE_AGENT)
+    git_repo(root)
+    r = run(root, plan, executor="ray")
+    assert r.exit_code == 0, r.message
+    explored = [json.loads(d or "{}") for (d,) in db(root).execute("SELECT data FROM events WHERE kind='explored'")]
+    assert len(explored) == 1 and explored[0]["chosen"] == 2, explored
+    assert git(root, "show", f"harnessc/run/{r.run_id}:way.txt") == "the way\n"
+    statuses = [s for (s,) in db(root).execute("SELECT status FROM attempts WHERE task_id='t' ORDER BY id")]
+    assert statuses == ["stuck", "progress", "progress", "progress", "succeeded"]

@@ -24,7 +24,7 @@ from ..agents.base import AgentError, Request, Response
 from ..agents.command import SubprocessAgent
 from ..verify import Verdict
 from . import AttemptLost, ExecutorError
-from .bundle import ShipError, apply_change, bundle_commit
+from .bundle import ShipError, apply_change, bundle_commit, change_of
 from .rayconfig import ExecutorSettings, require_ray
 from .remote import run_attempt
 
@@ -248,6 +248,13 @@ class RemoteAttempts:
             self.applied = (attempt, new)
             _count({"apply": time.perf_counter() - started})
         return out
+
+    async def took_over(self) -> None:
+        """The attempt's worktree was changed here, not by a worker (explore.py put a branch's
+        files in it): what it holds over its base is what the next remote call starts from."""
+        attempt = self.run.attempt
+        change, _ = await asyncio.to_thread(change_of, attempt.path, attempt.base)
+        self.applied = (attempt, change)
 
     def env_for(self, name: str, cfg: Any) -> dict[str, str]:
         """The values the agent's call forwards, read here (the driver) and shipped in the
