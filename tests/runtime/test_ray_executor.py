@@ -585,3 +585,39 @@ def test_a_stuck_loop_task_explores_on_workers_and_its_next_call_starts_from_the
     assert git(root, "show", f"harnessc/run/{r.run_id}:way.txt") == "the way\n"
     statuses = [s for (s,) in db(root).execute("SELECT status FROM attempts WHERE task_id='t' ORDER BY id")]
     assert statuses == ["stuck", "progress", "progress", "progress", "succeeded"]
+
+
+def test_placement_reads_the_nodes_once_and_again_before_refusing_an_attempt(tmp_path, cluster, on_ray, monkeypatch):
+    """The driver's placement check reuses its read of the cluster's nodes (here for the
+    whole run), and reads them again before it refuses an attempt: a node that joined
+    since takes the attempt asking for what only it offers."""
+    from harnessc.runtime.executor import ray as rayexec
+
+    monkeypatch.setattr(rayexec, "NODES_TTL", float("inf"))
+    reads = []
+    nodes = ray.nodes
+    monkeypatch.setattr(ray, "nodes", lambda: reads.append(1) or nodes())
+    root = tmp_path / "p"
+    marks = tmp_path / "p-marks"
+    plan = coding_project(root, {"a": [], "c": [], "d": [], "e": ["a"]}, {"wait": ["a"], "raylet": True},
+                          e={"resources": {"late": 1}})
+    result: dict = {}
+    worker = threading.Thread(target=lambda: result.update(r=run(root, plan, executor="ray")))
+    worker.start()
+    late = None
+    try:
+        wait_for(lambda: any(p.startswith("started-a") for p in os.listdir(marks)))
+        late = cluster.add_node(num_cpus=1, resources={"late": 1, "w": 1})
+        cluster.wait_for_nodes()
+        raylet = late.all_processes["raylet"][0].process.pid
+        (marks / "go").write_text("x")
+    finally:
+        worker.join(120)
+        if late is not None:
+            cluster.remove_node(late)
+    r = result["r"]
+    assert r.exit_code == 0, r.message
+    assert all(s == "succeeded" for s, _ in task_states(root).values())
+    ran_on = int(git(root, "show", f"harnessc/run/{r.run_id}:out/e.raylet"))
+    assert ran_on == raylet
+    assert len(reads) == 2  # the run's first check; e's, before refusing it

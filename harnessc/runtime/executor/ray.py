@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import os
 import time
 from pathlib import Path
@@ -30,6 +31,7 @@ from .remote import run_attempt
 
 PROBE_TIMEOUT = 5.0  # seconds an address has to answer before the run refuses to start
 CANCEL_GRACE = 5.0  # seconds a cancelled attempt has to kill its processes before force=True
+NODES_TTL = 1.0  # seconds a read of the cluster's nodes serves placement checks
 LOST_VERIFY_TRIES = 3  # a verification whose worker died runs again up to this many times
 
 # seconds per phase summed over this process's remote calls, the workers' (remote.py) and
@@ -53,6 +55,9 @@ class RayExecutor:
         self.bundles: dict[str, Any] = {}  # base commit -> [ObjectRef of its bundle]
         self._bundling: dict[str, asyncio.Lock] = {}
         self._fns: dict[tuple, Any] = {}
+        self._offers: list[dict] = []  # the resources of each alive node, as last read
+        self._nodes_at = -math.inf  # when that read began (monotonic)
+        self._reading = asyncio.Lock()  # one read at a time: the attempts waiting share it
 
     # ------------------------------------------------------------------ the run's start and end
 
@@ -107,20 +112,28 @@ class RayExecutor:
 
     # ------------------------------------------------------------------ one remote call
 
-    def unplaceable(self, resources: dict) -> str | None:
+    async def unplaceable(self, resources: dict) -> str | None:
         """Why no alive node can run an attempt asking for `resources` (Ray would queue it
-        for ever), or None. Read from the cluster at each submission: nodes come and go."""
+        for ever), or None. The cluster's nodes are read at most every NODES_TTL seconds
+        (a read costs the driver and the GCS ~3 ms), again before an attempt is refused (a
+        node may have joined) and after a worker was lost (a node may have gone)."""
         need = {"CPU": self.settings.num_cpus_per_attempt, **resources}
-        offers = [n.get("Resources") or {} for n in self.ray.nodes() if n.get("Alive")]
-        if any(all(have.get(k, 0) >= v for k, v in need.items() if v) for have in offers):
-            return None
-        asked = ", ".join(f"{k}: {v:g}" for k, v in need.items() if v)
-        missing = [k for k in need if need[k] and not any(k in have for have in offers)]
-        if missing:
-            why = f"no alive node of the Ray cluster offers the resource {', '.join(repr(k) for k in missing)}"
-        else:
-            why = "no alive node of the Ray cluster has all of them at once"
-        return f"an attempt asks Ray for {{{asked}}} and {why} (the task's `resources:` and `executor:` settings)"
+        asked = time.monotonic()
+        await self._read_nodes(since=asked - NODES_TTL)
+        why = no_node_offers(need, self._offers)
+        if why:
+            await self._read_nodes(since=asked)
+            why = no_node_offers(need, self._offers)
+        return why
+
+    async def _read_nodes(self, since: float) -> None:
+        """Read the alive nodes' resources, unless a read that began at `since` or later did."""
+        async with self._reading:
+            if self._nodes_at < since:
+                began = time.monotonic()
+                nodes = await asyncio.to_thread(self.ray.nodes)
+                self._offers = [n.get("Resources") or {} for n in nodes if n.get("Alive")]
+                self._nodes_at = began
 
     async def submit(self, job: dict, resources: dict) -> dict:
         """Run one job remotely; its record. Cancelled: Ray's cancel, force after a grace."""
@@ -134,6 +147,7 @@ class RayExecutor:
             await asyncio.shield(self.cancel(ref))
             raise
         except self.ray.exceptions.RayError as e:
+            self._nodes_at = -math.inf  # a node may have gone: the next placement check reads them
             raise AttemptLost(lost_message(e)) from None
 
     async def cancel(self, ref: Any) -> None:
@@ -215,7 +229,7 @@ class RemoteAttempts:
         change = held if worktree is attempt else b""
         resources = self.ex.settings.resources_for(run.node.resources)
         started = time.perf_counter()
-        why = await asyncio.to_thread(self.ex.unplaceable, resources)
+        why = await self.ex.unplaceable(resources)
         if why:
             raise AgentError(why, kind="invalid_request")  # final: retrying cannot place it
         _count({"placeable": time.perf_counter() - started})
@@ -260,6 +274,19 @@ class RemoteAttempts:
         """The values the agent's call forwards, read here (the driver) and shipped in the
         call's own arguments: never in runtime_env, names or metadata."""
         return {k: os.environ[k] for k in self.ex.forwarded.get(name, ()) if k in os.environ}
+
+
+def no_node_offers(need: dict[str, float], offers: list[dict]) -> str | None:
+    """Why none of the nodes' `offers` has all of `need` at once, or None."""
+    if any(all(have.get(k, 0) >= v for k, v in need.items() if v) for have in offers):
+        return None
+    asked = ", ".join(f"{k}: {v:g}" for k, v in need.items() if v)
+    missing = [k for k in need if need[k] and not any(k in have for have in offers)]
+    if missing:
+        why = f"no alive node of the Ray cluster offers the resource {', '.join(repr(k) for k in missing)}"
+    else:
+        why = "no alive node of the Ray cluster has all of them at once"
+    return f"an attempt asks Ray for {{{asked}}} and {why} (the task's `resources:` and `executor:` settings)"
 
 
 def forwarded_names(agents: Any) -> dict[str, list[str]]:
