@@ -48,11 +48,18 @@ def git(root: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
 
 
+AGENT = {"kind": "sh"}  # --agent
+
+
 def agent_argv(seconds: float) -> list[str]:
-    """The bench agent's command: prints the promise after `seconds`."""
+    """The bench agent's command: prints the promise after `seconds`. A shell that sleeps
+    (~3 ms of CPU), or with --agent python a Python that sleeps (~30 ms of CPU to start:
+    on 2 cores, 5 slots of it alone take 1.5x the bound)."""
     if not seconds:
         return ["echo", "<promise>DONE</promise>"]
-    return [PY, "-c", f"import time; time.sleep({seconds}); print('<promise>DONE</promise>')"]
+    if AGENT["kind"] == "python":
+        return [PY, "-c", f"import time; time.sleep({seconds}); print('<promise>DONE</promise>')"]
+    return ["sh", "-c", f"sleep {seconds}; echo '<promise>DONE</promise>'"]
 
 
 def project(root: Path, tasks: int, seconds: float):
@@ -251,7 +258,10 @@ def main() -> None:
                     help="-j of the throughput and makespan runs (Ray's 5 slots bound the work either way)")
     ap.add_argument("--only", choices=["overhead", "throughput", "makespan"])
     ap.add_argument("--no-floor", action="store_true", help="skip the bare Ray tasks after the throughput run")
+    ap.add_argument("--agent", choices=["sh", "python"], default="sh",
+                    help="what the 50 ms and 1 s agents are: a shell that sleeps, or a Python that sleeps")
     args = ap.parse_args()
+    AGENT["kind"] = args.agent
 
     import ray
     from ray.cluster_utils import Cluster
