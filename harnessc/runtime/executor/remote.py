@@ -82,12 +82,19 @@ _loop: tuple[asyncio.Runner, contextlib.ExitStack] | None = None  # this worker 
 def _run(coro: Any) -> Any:
     """asyncio.run on a kept loop (its threads and child watcher set up once per worker
     process). Anything but an answer (a cancel, an error) closes it as asyncio.run would:
-    what is still running is cancelled, which kills its process groups (procs.run)."""
+    what is still running is cancelled, which kills its process groups (procs.run).
+
+    While the loop is kept, the worker process adopts its commands' orphans and a lifeline
+    watcher ends their groups if the worker dies (reaper.adopting, as a run does): a
+    command then starts without the death-signal shim, and its end looks at the worker's
+    own children instead of scanning every process's environment (~100 files a command
+    on a Ray node). Closing the loop kills whatever its commands left."""
     global _loop
-    from ..children import procs
+    from ..children import procs, reaper
 
     if _loop is None:
         watching = contextlib.ExitStack()
+        watching.enter_context(reaper.adopting(f"h{os.getpid()}"))  # the markers of our commands
         watching.enter_context(procs.child_watching())  # before the loop: it attaches to it
         _loop = (asyncio.Runner(), watching)
     try:
