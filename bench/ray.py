@@ -7,16 +7,21 @@ use `isolation: worktree` too, so the difference is the executor's):
 
 1. overhead: 500 no-op tasks (the agent prints the promise) at -j 4, local executor vs
    ray executor: (ray wall - local wall) / tasks. Goal <= 20 ms/attempt.
-2. throughput: 2,000 tasks of 50 ms at -j 5 on the three nodes: makespan against the bound
-   tasks x duration / slots.
+2. throughput: 2,000 tasks of 50 ms (a shell that sleeps; --agent python: a Python that
+   sleeps) at -j 5 on the three nodes: makespan against the bound tasks x duration / slots,
+   then two floors on the same cluster: bare Ray tasks running the same agent command (what
+   Ray itself costs here), and those plus one `git status` each in a kept checkout (the
+   least git an isolated attempt needs).
 3. makespan: 200 tasks of 1 s at -j 5: against the same bound. Goal <= 1.25x.
 
 Each Ray run also prints, per remote call, the milliseconds of each phase on the worker
 (source, checkout, agent, verify, diff, total: remote.run_attempt's record) and on the driver
-(placeable, ship, roundtrip, apply), and the git processes the worker ran.
+(placeable, ship, roundtrip, apply), and the git processes the worker ran; every run, and
+each floor, the CPU each task cost by process (CpuMeter) and the load average. On a 2-core
+machine these figures are CPU-bound: compare harnessc with the floor of the same run.
 
     .venv/bin/python bench/ray.py [--noop 500] [--fast 2000] [--slow 200] [--runs 1] [--jobs 5]
-                                  [--only overhead|throughput|makespan]
+                                  [--only overhead|throughput|makespan] [--no-floor] [--agent sh|python]
 """
 
 from __future__ import annotations
