@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sqlite3
 import threading
 import time
@@ -621,3 +622,56 @@ def test_placement_reads_the_nodes_once_and_again_before_refusing_an_attempt(tmp
     ran_on = int(git(root, "show", f"harnessc/run/{r.run_id}:out/e.raylet"))
     assert ran_on == raylet
     assert len(reads) == 2  # the run's first check; e's, before refusing it
+
+
+# Task t starts a sleeper (and waits for it), unless the worker that ran its first attempt
+# was killed already; the sleeper's argv carries a tag made from argv[1]. Task u waits for
+# argv[1]/go: the run goes on meanwhile (its end would kill what it adopted).
+ORPHAN_AGENT = """\
+import os, pathlib, subprocess, sys, time
+marks = pathlib.Path(sys.argv[1])
+if os.environ["HARNESSC_TASK"] == "u":
+    while not (marks / "go").exists():
+        time.sleep(0.05)
+elif not (marks / "worker-killed").exists():
+    tag = "sleeper-" + str(marks).replace("/", "_")
+    subprocess.run([sys.executable, "-c", "import time; time.sleep(300)", tag])
+print("<promise>DONE</promise>")
+"""
+
+
+def test_a_worker_killed_mid_attempt_leaves_nothing_of_its_agent_running(tmp_path, on_ray):
+    """A worker that dies (a force cancel, a crash) takes its agent's whole process group
+    with it, grandchildren included (a parent-death signal reached only the agent), and the
+    attempt runs again."""
+    root, marks = tmp_path / "p", tmp_path / "marks"
+    marks.mkdir()
+    tag = "sleeper-" + str(marks).replace("/", "_")
+    bot = {"provider": "command", "command": [PY, str(root / "agent.py"), str(marks)]}
+    loop = {"routing": {"agent": "bot"}, "completion_promise": "DONE", "isolation": "worktree"}
+    plan = write_project(root, [node("t", **loop), node("u", **loop)], agents={"bot": bot})
+    (root / "agent.py").write_text(ORPHAN_AGENT)
+    git_repo(root)
+    result: dict = {}
+    driver = threading.Thread(target=lambda: result.update(r=run(root, plan, executor="ray")))
+    driver.start()
+    try:
+        wait_for(lambda: marked(tag))
+        sleeper = marked(tag)[0]
+        agent = parent(sleeper)
+        (marks / "worker-killed").write_text("x")
+        os.kill(parent(agent), signal.SIGKILL)  # the Ray worker running the attempt
+        wait_for(lambda: not marked(tag), timeout=30)  # while the run goes on
+    finally:
+        (marks / "go").write_text("x")
+        driver.join(120)
+        for pid in marked(tag):
+            os.kill(pid, signal.SIGKILL)
+    r = result["r"]
+    assert r.exit_code == 0, r.message
+    statuses = [s for (s,) in db(root).execute("SELECT status FROM attempts WHERE task_id='t' ORDER BY id")]
+    assert statuses == ["interrupted", "succeeded"]
+
+
+def parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
