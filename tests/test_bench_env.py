@@ -3,6 +3,7 @@ figures (bench/routing.py printed 0.0% and $0 for every strategy) or a traceback
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -13,9 +14,17 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = sorted(p for p in (REPO / "bench").glob("*.py") if p.name != "harnessc_env.py")
-sys.path.insert(0, str(REPO / "bench"))
 
-import harnessc_env  # noqa: E402
+
+def _load_harnessc_env():
+    """bench/harnessc_env.py, loaded by path: bench/ on sys.path would let its ray.py shadow Ray."""
+    spec = importlib.util.spec_from_file_location("harnessc_env", REPO / "bench" / "harnessc_env.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+harnessc_env = _load_harnessc_env()
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
