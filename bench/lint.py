@@ -35,7 +35,7 @@ import harnessc_env  # bench/: this script's directory
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "specs" / "demo"
 SCHEMA = REPO / "harnessc" / "schemas" / "contracts.schema.json"  # the package's copy, committed
-TARGET_VS_CHECK_JSONSCHEMA = 0.5
+TARGET_VS_CHECK_JSONSCHEMA = 0.45  # issue 18: it drifted to 0.49-0.54x from 0.43-0.45x
 TARGET_VS_YAMLLINT = 1.5
 
 
