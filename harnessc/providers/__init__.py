@@ -14,14 +14,30 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from . import anthropic, gemini, openai
-from .config import (  # noqa: F401  (re-exported: the agent config records)
-    AgentConfig, AgentConfigError, AgentLimits, AnthropicConfig, CliConfig, CommandConfig, OpenAIConfig, Price,
-    ProgramConfig, ReplayConfig, SimulateConfig, read_config, shown,
-)
 from .subset import DRAFT07, SchemaSubset
 from .unit import Provider, window_of
+
+if TYPE_CHECKING:
+    from .config import AgentConfig
+
+# The agent config records (config.py) are this package's too (`from harnessc.providers import
+# AgentConfig`), but imported only when first asked for: building ten dataclasses is a tenth
+# of `lint`, which reads no agent's settings (tests/runtime/test_startup_imports.py).
+_CONFIG_NAMES = frozenset({
+    "AgentConfig", "AgentConfigError", "AgentLimits", "AnthropicConfig", "CliConfig", "CommandConfig", "OpenAIConfig",
+    "Price", "ProgramConfig", "ReplayConfig", "SimulateConfig", "read_config", "shown",
+})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CONFIG_NAMES:
+        from . import config
+
+        return getattr(config, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _units() -> dict[str, Provider]:
@@ -29,23 +45,23 @@ def _units() -> dict[str, Provider]:
     return {p.name: p for p in (
         openai.PROVIDER,  # schema providers first, in plan.json's order
         anthropic.PROVIDER,
-        Provider("command", f"{agents}.command:CommandAgent", config=CommandConfig, requires={"command": (
+        Provider("command", f"{agents}.command:CommandAgent", config="CommandConfig", requires={"command": (
             "add the argv to run, e.g. `command: [my-agent, --print, '{prompt}']`"
             " ({prompt} and {prompt_file} are replaced, else the prompt goes to stdin)")}),
         # the CLIs run their vendor's models; without `model:` their own default model.
         # claude's --json-schema: the whole contract as Ajv draft-07 knows it (a non-strict
         # StructuredOutput tool); codex's --output-schema: OpenAI strict json_schema.
-        Provider("claude-code", f"{agents}.cli:ClaudeCodeAgent", config=CliConfig, cli=True,
+        Provider("claude-code", f"{agents}.cli:ClaudeCodeAgent", config="CliConfig", cli=True,
                  schema=SchemaSubset(provider="claude-code", keep=DRAFT07, strict=False), schema_in_plan=False,
                  windows={**anthropic.WINDOWS, **anthropic.CLAUDE_CODE_ALIASES},
                  default_window=anthropic.CLAUDE_CODE_WINDOW),
-        Provider("codex", f"{agents}.cli:CodexAgent", config=CliConfig, cli=True,
+        Provider("codex", f"{agents}.cli:CodexAgent", config="CliConfig", cli=True,
                  schema=replace(openai.PROVIDER.schema, provider="codex"), schema_in_plan=False,
                  windows=openai.WINDOWS, default_window=openai.CODEX_WINDOW),
-        Provider("gemini-cli", f"{agents}.cli:GeminiCliAgent", config=CliConfig, cli=True, windows=gemini.WINDOWS,
+        Provider("gemini-cli", f"{agents}.cli:GeminiCliAgent", config="CliConfig", cli=True, windows=gemini.WINDOWS,
                  default_window=gemini.GEMINI_CLI_WINDOW),
-        Provider("simulate", f"{agents}.simulate:SimulateAgent", config=SimulateConfig),
-        Provider("replay", "harnessc.runtime.agents.cassettes:ReplayAgent", config=ReplayConfig),
+        Provider("simulate", f"{agents}.simulate:SimulateAgent", config="SimulateConfig"),
+        Provider("replay", "harnessc.runtime.agents.cassettes:ReplayAgent", config="ReplayConfig"),
     )}
 
 
@@ -91,13 +107,15 @@ def agent_config(name: str, raw: Mapping) -> AgentConfig:
     as written) as the record of its provider's kind, each value type-checked and an unset
     `api_key_env` read as the provider's default. The one place such records are made.
     Raises AgentConfigError (the agent and the key in its message)."""
+    from .config import AgentConfigError, read_config, shown
+
     if not isinstance(raw, Mapping):
         raise AgentConfigError(f"agent '{name}' must be a mapping of settings, not {shown(raw)}")
     provider = raw.get("provider")
     unit = get(provider) if isinstance(provider, str) else None
     if unit is None:
         raise AgentConfigError(f"agent '{name}': unknown provider {shown(provider)} (known: {', '.join(names())})")
-    return read_config(unit.config, name, raw, unit.api_key_env)
+    return read_config(unit.config_record(), name, raw, unit.api_key_env)
 
 
 def key_envs(agents: Mapping[str, AgentConfig]) -> set[str]:

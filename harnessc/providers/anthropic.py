@@ -14,7 +14,6 @@ generation. Claude Code runs with a 200K window unless asked for `[1m]`.
 
 from __future__ import annotations
 
-from .config import AnthropicConfig
 from .subset import COMMON_KEEP, DRAFT07, SchemaSubset
 from .unit import Provider
 
@@ -45,7 +44,7 @@ PROVIDER = Provider(
                            "ipv4", "ipv6", "uuid"}),
         min_items=frozenset({0, 1}),
     ),
-    config=AnthropicConfig,
+    config="AnthropicConfig",
     api_key_env="ANTHROPIC_API_KEY",
     cache_rates=(0.1, 1.25, 2.0),
     windows=WINDOWS,

@@ -13,7 +13,6 @@ the gpt-5 family 400K (its `-chat` models 128K; gpt-5.4 and later offer ~1M, the
 
 from __future__ import annotations
 
-from .config import OpenAIConfig
 from .subset import COMMON_KEEP, SchemaSubset
 from .unit import Provider
 
@@ -44,7 +43,7 @@ PROVIDER = Provider(
     name="openai",
     agent="harnessc.runtime.agents.openai_agent:make",
     schema=SchemaSubset(provider="openai", keep=COMMON_KEEP, all_required=True),
-    config=OpenAIConfig,
+    config="OpenAIConfig",
     api_key_env="OPENAI_API_KEY",
     cache_rates=(0.1, 1.0, 1.0),
     windows=WINDOWS,

@@ -7,10 +7,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .config import AgentConfig
 from .subset import SchemaSubset
+
+if TYPE_CHECKING:
+    from .config import AgentConfig
 
 
 @dataclass(frozen=True)
@@ -21,7 +23,9 @@ class Provider:
     # plan.json stores this subset per contract (the API providers); a CLI's is computed from
     # the contract's schema when it is called, so adding one changes no task's fingerprint
     schema_in_plan: bool = True
-    config: type[AgentConfig] = AgentConfig  # the record its agents' settings are read into
+    # the record its agents' settings are read into: a class of config.py, by name, so that
+    # the registry does not import config.py (its ten dataclasses are a tenth of `lint`)
+    config: str = "AgentConfig"
     api_key_env: str | None = None  # the default variable holding the key
     # cache read, write (5 minutes), write (1 hour): fractions of the input price
     cache_rates: tuple[float, float, float] = (1.0, 1.0, 1.0)
@@ -36,6 +40,12 @@ class Provider:
         function choosing one by the config (openai's `api:`)."""
         module, _, attr = self.agent.partition(":")
         return getattr(importlib.import_module(module), attr)
+
+    def config_record(self) -> type[AgentConfig]:
+        """The record class its agents' settings are read into (`config`)."""
+        from . import config
+
+        return getattr(config, self.config)
 
 
 
