@@ -427,3 +427,39 @@ def test_init_says_the_right_next_command_and_writes_a_real_overview(tmp_path: P
     assert run("build", cwd=here).returncode == 0
     prompt = (here / ".harness" / "build" / "prompts" / "research-001.md").read_text()
     assert "{{" not in prompt and "A starter project made by `harnessc init`" in prompt
+
+
+def test_every_command_is_in_the_lazy_table_and_listed_by_help() -> None:
+    """cli.COMMANDS names each command's module (imported when it is used): a command defined
+    in harnessc/commands/ but missing from the table would never be reachable."""
+    import importlib
+    import pkgutil
+
+    import click
+
+    from harnessc import commands
+    from harnessc.cli import COMMANDS, cli
+
+    defined = {}
+    for info in pkgutil.iter_modules(commands.__path__):
+        module = importlib.import_module(f"harnessc.commands.{info.name}")
+        for attr, value in vars(module).items():
+            if isinstance(value, click.Command) and value.name not in ("taskmaster", "speckit"):  # import's own
+                defined[value.name] = f"{info.name}:{attr}"
+    assert defined == COMMANDS
+    ctx = click.Context(cli)
+    assert all(cli.get_command(ctx, name).name == name for name in COMMANDS)
+    r = run("--help")
+    assert r.returncode == 0
+    listed = r.stdout.split("Commands:\n", 1)[1]
+    for name in COMMANDS:  # each with its short help, taken from the command itself
+        assert f"  {name} " in listed and cli.get_command(ctx, name).get_short_help_str(45)[:20] in listed, name
+
+
+def test_a_misspelt_command_is_offered_the_one_meant() -> None:
+    r = run("stauts")
+    assert r.returncode == 2 and "No such command 'stauts'" in r.stderr
+    import click
+
+    if hasattr(click.exceptions, "NoSuchCommand"):  # click >= 8.2 suggests, among every command
+        assert "Did you mean" in r.stderr and "'status'" in r.stderr

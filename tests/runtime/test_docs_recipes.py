@@ -23,7 +23,7 @@ SYNOPSES = dict(re.findall(r"^## (\S+)\n\n```\n(harnessc [^`]*?)\n```", CLI_MD, 
 
 @pytest.mark.parametrize("name", sorted(SYNOPSES))
 def test_each_synopsis_names_the_options_the_command_has(name):
-    command = cli.commands[name]
+    command = cli.get_command(click.Context(cli), name)
     synopsis = SYNOPSES[name]
     written = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-[a-zA-Z])\b", synopsis))
     commands = list(command.commands.values()) if isinstance(command, click.Group) else [command]  # import

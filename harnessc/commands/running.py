@@ -1,0 +1,368 @@
+"""The commands that run the plan: run (and its --dry-run), retry, doctor."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import click
+
+from .. import completion
+from ..outcome import BROKEN, Exit
+from ..textsafe import visible
+from ..wording import plural
+from .common import SELECTOR_HINT, USD, Context, fail_usage, output_option, pass_ctx, project_relative
+
+
+def _runtime_plan(root: Path, no_build: bool) -> dict:
+    from ..runtime import plan as planmod
+
+    try:
+        return planmod.ensure_plan(root, no_build, say=lambda m: click.echo(f"harnessc: {m}", err=True))
+    except planmod.BuildFailed as e:
+        for line in e.lines:
+            click.echo(line, err=True)
+        click.echo("harnessc: the build failed; fix the errors above and run again", err=True)
+        sys.exit(Exit.PROBLEMS)
+    except planmod.PlanError as e:
+        fail_usage(str(e))
+
+
+def _executor_settings(plan, opts, need_ray: bool = False):
+    """The run's executor settings (None: local) from the plan and `opts.executor` /
+    `opts.ray_address`; exits with a usage error for flags that cannot be used, or, with
+    `need_ray`, when Ray cannot be imported."""
+    from ..runtime.executor import ExecutorError
+    from ..runtime.executor.rayconfig import require_ray, resolve_executor
+
+    try:
+        settings = resolve_executor(plan, opts.executor, opts.ray_address)
+        if settings is not None and need_ray:
+            require_ray()
+    except ExecutorError as e:
+        fail_usage(e.message, hint=e.hint)
+    return settings
+
+
+def _execute(root: Path, plan: dict, opts) -> None:
+    """Run with a display, print the summary, exit with the run's code."""
+    from rich.console import Console
+
+    _executor_settings(plan, opts, need_ray=True)  # before anything starts: Ray is importable
+
+    from ..runtime.observe import display as displaymod
+    from ..runtime.children import prctl
+
+    # Before any child exists: our environment holds API keys, and a child running as the
+    # same user could otherwise read it from /proc/<harnessc>/environ. (Only run and retry
+    # start children; other commands keep their start-up cost and stay debuggable.)
+    prctl.make_undumpable()
+    from ..runtime.store.lock import Locked
+    from ..runtime.preflight import Refused
+    from ..runtime.session import execute
+    from ..runtime.store.state import StateError
+    from ..runtime.executor import ExecutorError
+    from ..runtime.worktree.repo import IsolationError
+
+    console = Console()
+    view = displaymod.make_display(console)
+
+    def on_start(runner, recovered):
+        warning = runner.preflight.warning() if runner.preflight else None
+        if warning:
+            click.echo(f"warning: {warning}", err=True)
+        if recovered["interrupted_attempts"]:
+            n = len(recovered["interrupted_attempts"])
+            click.echo(f"resuming: {plural(n, 'interrupted attempt')} will start again", err=True)
+        if recovered.get("max_cost_kept") is not None:
+            click.echo(f"budget: ${recovered['max_cost_kept']:g} from an earlier --max-cost "
+                       "(pass --max-cost to change it; `harnessc reset --all` forgets it)", err=True)
+        if recovered.get("max_cost_ignored"):
+            click.echo(f"budget: the --max-cost kept from an earlier run was ignored and forgotten "
+                       f"({recovered['max_cost_ignored']}); harness.yaml's budget applies", err=True)
+        view.start(runner, 0)
+
+    try:
+        result = execute(root, plan, opts, listeners=[view.on_event],
+                         on_start=on_start)
+    except Locked as e:
+        fail_usage(str(e), hint="wait for it, or stop it with `harnessc stop`")
+    except Refused as e:  # nothing was called or charged
+        for line in e.lines:
+            click.echo(visible(f"harnessc: error: {line}"), err=True)
+        click.echo("  hint: nothing was run; fix these agents or choose others with --agent/--agents "
+                   "(`harnessc doctor` checks every agent)", err=True)
+        sys.exit(Exit.USAGE)
+    except StateError as e:
+        fail_usage(str(e))
+    except (IsolationError, ExecutorError) as e:
+        fail_usage(e.message, hint=e.hint)
+    finally:
+        view.close()
+    from ..outcome import next_steps, run_summary_line
+    from ..runtime.observe.cachesaving import cache_line
+
+    if result.run_id:
+        displaymod.print_summary(console, result.tasks, title=f"run {result.run_id}")
+    if result.stale:
+        click.echo(f"stale: {', '.join(result.stale)} — use --rerun stale", err=True)
+    if result.outputs:
+        click.echo(f"outputs: {plural(result.outputs, 'result')} in .harness/outputs/<task>.json; "
+                   "`harnessc show TASK` prints one and how it was verified")
+    if result.simulated:
+        click.echo("costs: simulated prices (every call went to a simulate agent); no money was spent")
+    if result.outcome.nothing_to_run:
+        click.echo(visible(result.outcome.headline()))
+    else:
+        click.echo(visible(run_summary_line(result.outcome, result.cost_usd, result.total_cost_usd, result.elapsed)))
+        cached = cache_line(result.cache) if result.cache else None
+        if cached:
+            click.echo(cached)
+    for line in result.notes:  # isolation: a landing's conflict names git's words
+        click.echo(visible(line))
+    for line in next_steps(result.outcome, result.tasks, result.budget_stop):  # skip reasons: agents' words
+        click.echo(visible(line))
+    # status "error": state.db was lost under the run, and no longer holds it to report on
+    if result.run_id and not result.outcome.nothing_to_run and result.status != "error":
+        _report_line(root, result.run_id)
+    sys.exit(result.exit_code)
+
+
+def _report_line(root: Path, run_id: str) -> None:
+    """Where the run's HTML report goes. `run` does not draw it: the chart library costs a
+    second of start-up that a short run (and `run`'s import budget) should not pay."""
+    from ..workspace import Workspace
+
+    click.echo(f"report: `harnessc report` writes {project_relative(root, Workspace(root).run_dir(run_id) / 'report.html')}")
+
+
+@click.command()
+@click.option("-s", "--select", "select", multiple=True, metavar="SELECTOR", help="Tasks to run (repeatable).",
+              shell_complete=completion.selectors)
+@click.option("--exclude", multiple=True, metavar="SELECTOR", help="Tasks to leave out (repeatable).",
+              shell_complete=completion.selectors)
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Tasks at once (default: concurrency).")
+@click.option("--fail-fast", is_flag=True, help="Stop starting tasks after the first failure.")
+@click.option("--rerun", type=click.Choice(["stale", "failed", "all"]), default=None,
+              help="Also re-run tasks that are stale, failed (and skipped), or all.")
+@click.option("--max-cost", type=USD, default=None, metavar="USD",
+              help="Run budget in USD (overrides harness.yaml), kept across resumes.")
+@click.option("--no-build", is_flag=True, help="Refuse to run when the plan is missing or stale.")
+@click.option("--dry-run", is_flag=True,
+              help="Show what would run, on which agent, at what estimated cost; call nothing.")
+@click.option("--record", is_flag=True, help="Store every agent call in .harness/cassettes/ (for --replay).")
+@click.option("--replay", is_flag=True,
+              help="Answer every agent call from .harness/cassettes/: no network, no keys.")
+@click.option("--agent", "agent", default=None, metavar="NAME", shell_complete=completion.agents,
+              help="Serve every task with this agent (one of harness.yaml's agents).")
+@click.option("--agents", "agents", default=None, metavar="A,B", shell_complete=completion.agents,
+              help="Use only these agents: each task's chain keeps the ones listed.")
+@click.option("--max-time", "max_time", default=None, metavar="DURATION",
+              help="Stop the run after this long (e.g. 8h); in-flight work finishes; `run` goes on.")
+@click.option("--max-iterations", "max_iterations", default=None, metavar="N|unlimited",
+              help="Iterations per task for this run, over the plan's.")
+@click.option("--stuck-after", "stuck_after", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Iterations in a row without progress before a loop task is stuck (and climbs the "
+                   "recovery ladder), for this run.")
+@click.option("--progress-threshold", "progress_threshold", type=click.FloatRange(0, 1), default=None,
+              metavar="X", help="A loop iteration scoring below this made no progress (loop.progress.threshold).")
+@click.option("--autonomous", is_flag=True,
+              help="Preset for a run left alone: --max-time 24h, every recovery step, no pause on alerts.")
+@click.option("--conservative", is_flag=True,
+              help="Preset with more oversight: at most 100 iterations a task, milestones every 5, "
+                   "critical alerts pause the run.")
+@click.option("--isolation", type=click.Choice(["worktree", "none"]), default=None,
+              help="Every task's isolation for this run, over the plan's: worktree runs each task in its own "
+                   "git worktree and lands verified changes on harnessc/run/<run-id>.")
+@click.option("--keep-worktrees", is_flag=True,
+              help="Keep the worktree of a task that did not succeed, for inspection (`log` says where).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default=None,
+              help="Where attempts run, over harness.yaml's `executor:`: local (this machine) or ray (a Ray "
+                   "cluster: pip install 'harnessc[ray]').")
+@click.option("--ray-address", "ray_address", default=None, metavar="ADDR",
+              help="The Ray cluster (implies --executor ray): auto, HOST:PORT or ray://HOST:PORT; "
+                   "without one a local cluster is started for the run.")
+@pass_ctx
+def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_build, dry_run,
+        record, replay, agent, agents, max_time, max_iterations, stuck_after, progress_threshold,
+        autonomous, conservative, isolation, keep_worktrees, executor, ray_address) -> None:
+    """Run the compiled plan: route, call agents, verify, retry, checkpoint, resume."""
+    from ..runtime import plan as planmod
+    from ..runtime.scheduler import RunOptions
+
+    from ..runtime.routing.router import Router, RoutingError
+
+    if record and replay:
+        fail_usage("--record and --replay cannot be used together")
+    if agent and agents:
+        fail_usage("--agent and --agents cannot be used together")
+    if autonomous and conservative:
+        fail_usage("--autonomous and --conservative cannot be used together")
+    if progress_threshold is not None and not 0 <= progress_threshold <= 1:  # nan passes FloatRange
+        fail_usage(f"--progress-threshold {progress_threshold}: a number from 0 to 1, like 0.15")
+    preset = "autonomous" if autonomous else "conservative" if conservative else None
+    only = [a.strip() for a in agents.split(",") if a.strip()] if agents is not None else None
+    if only == []:
+        fail_usage("--agents needs at least one agent name (--agents a,b)")
+    root = ctx.root()
+    plan = _runtime_plan(root, no_build)
+    opts = RunOptions(jobs=jobs, fail_fast=fail_fast, rerun=rerun, max_cost=max_cost,
+                      select=list(select), exclude=list(exclude),
+                      cassettes="record" if record else "replay" if replay else None,
+                      agent=agent, agents=only, preset=preset, stuck_after=stuck_after,
+                      progress_threshold=progress_threshold,
+                      max_time=_duration_option("--max-time", max_time),
+                      max_iterations=_iterations_option(max_iterations),
+                      isolation=isolation, keep_worktrees=keep_worktrees,
+                      executor=executor, ray_address=ray_address)
+    _executor_settings(plan, opts)  # a bad --ray-address or flag pair: a usage error, even for --dry-run
+    try:
+        planmod.select_ids(plan, opts.select, opts.exclude)
+        Router(plan.agents, force=opts.agent, only=opts.agents)
+    except RoutingError as e:
+        fail_usage(str(e))
+    except planmod.PlanError as e:  # a selector that matches nothing, or a bad one
+        fail_usage(str(e), e.hint or SELECTOR_HINT)
+    if dry_run:
+        _dry_run(root, plan, opts)
+    _execute(root, plan, opts)
+
+
+@click.command()
+@output_option("text", "json")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default=None,
+              help="Check this executor instead of harness.yaml's (as `run --executor`).")
+@click.option("--ray-address", "ray_address", default=None, metavar="ADDR",
+              help="Check this Ray cluster (implies --executor ray), as `run --ray-address`.")
+@pass_ctx
+def doctor(ctx: Context, output: str, executor: str | None, ray_address: str | None) -> None:
+    """Check that every agent can be used (keys, SDKs, CLIs and their versions, base_url
+    reachable, replay cassettes), the git identity when a task commits and, with the ray
+    executor, Ray, the cluster's address and each node's git and agent CLIs; calls no agent."""
+    import json
+    from types import SimpleNamespace
+
+    from ..runtime import doctor as doctormod
+    from ..runtime.children import prctl
+
+    root = ctx.root()
+    plan = _runtime_plan(root, no_build=False)  # the plan `run` would use (built when stale)
+    settings = _executor_settings(plan, SimpleNamespace(executor=executor, ray_address=ray_address))
+    prctl.make_undumpable()  # before `<cli> --version` runs: our environment holds the keys
+    result = doctormod.diagnose(root, plan, settings)
+    if output == "json":
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        for line in _doctor_lines(result):  # a CLI's --version output, an API's error: shown, not obeyed
+            click.echo(visible(line))
+    sys.exit(Exit.OK if result.ok else Exit.PROBLEMS)
+
+
+def _doctor_lines(result) -> list[str]:
+    """`doctor`: a row per agent (its verdict, then what was checked), git, and what a run
+    would refuse."""
+    from ..wording import table
+
+    rows = [(a.agent, a.provider, a.verdict, "; ".join(c.detail for c in a.checks) or "nothing to check (offline)")
+            for a in result.agents]
+    lines = [table(("agent", "provider", "verdict", "checks"), rows)]
+    lines += [f"git: {c.detail}" for c in result.git]
+    lines += [f"executor: {c.what}: {c.detail}" for c in result.executor]
+    lines += [f"run would refuse: task '{task}' has no usable agent ({', '.join(route)})"
+              for task, route in result.stranded.items()]
+    lines.append("ok: no problems found" if result.ok else f"{plural(result.problems, 'problem')} found")
+    return lines
+
+
+def _duration_option(flag: str, text: str | None) -> float | None:
+    from ..compiler.vocab import parse_duration
+
+    if text is None:
+        return None
+    try:
+        seconds = float(parse_duration(text.strip()))
+    except ValueError as e:
+        fail_usage(f"{flag} {text!r}: {e}")
+    if seconds <= 0:
+        fail_usage(f"{flag} must be more than 0")
+    return seconds
+
+
+def _iterations_option(text: str | None) -> int | str | None:
+    if text is None or text.strip() == "unlimited":
+        return text and "unlimited"
+    if not text.strip().isdigit() or int(text) < 1:
+        fail_usage(f"--max-iterations {text!r}: a whole number of at least 1, or unlimited")
+    return int(text)
+
+
+def _dry_run(root: Path, plan: dict, opts) -> NoReturn:
+    from ..runtime.preview import preview
+    from ..runtime.routing.router import Router
+    from ..runtime.store.state import StateError
+
+    try:
+        view = preview(root, plan, opts.select, opts.exclude, opts.rerun, opts.max_cost,
+                       Router(plan.agents, force=opts.agent, only=opts.agents),
+                       replaying=opts.cassettes == "replay")
+    except StateError as e:
+        fail_usage(str(e))
+    for line in view.lines():
+        click.echo(visible(line))
+    sys.exit(Exit.USAGE if view.check.refused else Exit.OK)  # the run would refuse to start
+
+
+@click.command()
+@click.argument("tasks", nargs=-1, metavar="[TASK]...", shell_complete=completion.task_ids)
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Tasks at once.")
+@click.option("--max-cost", type=USD, default=None, metavar="USD",
+              help="Run budget in USD (overrides harness.yaml), kept across resumes.")
+@click.option("--no-build", is_flag=True, help="Refuse to run when the plan is missing or stale.")
+@click.option("--record", is_flag=True, help="Store every agent call in .harness/cassettes/ (for --replay).")
+@click.option("--replay", is_flag=True,
+              help="Answer every agent call from .harness/cassettes/: no network, no keys.")
+@pass_ctx
+def retry(ctx: Context, tasks, jobs, max_cost, no_build, record, replay) -> None:
+    """Re-run the failed, blocked and skipped tasks of the last run (or only TASK..., with
+    the tasks skipped because of them)."""
+    from ..diagnostics import did_you_mean
+    from ..runtime.observe import report
+    from ..runtime.scheduler import RunOptions
+    from ..runtime.store.state import StateError
+
+    root = ctx.root()
+    try:
+        data = report.status(root)
+    except StateError as e:
+        fail_usage(str(e))
+    if data["run"] is None:
+        fail_usage("nothing to retry: no run yet", hint="use `harnessc run`")
+    if record and replay:
+        fail_usage("--record and --replay cannot be used together")
+    states = {t["id"]: t["state"] for t in data["tasks"] if not t.get("removed")}
+    broken = {tid for tid, state in states.items() if state in BROKEN}
+    for tid in tasks:
+        if tid not in states:
+            fail_usage(f"no task '{tid}' in the plan", did_you_mean(tid, list(states)) or "`harnessc ls` lists the tasks")
+        if tid not in broken:
+            fail_usage(f"'{tid}' is {states[tid]}: retry re-runs failed, blocked and skipped tasks",
+                       f"`harnessc reset {tid}` makes it run again")
+    plan = _runtime_plan(root, no_build) if tasks or broken else None
+    ids = _with_skipped_dependents(plan, set(tasks), broken) if tasks else broken
+    if not ids:
+        click.echo("nothing to retry: no failed, blocked or skipped tasks")
+        return
+    _execute(root, plan, RunOptions(jobs=jobs, max_cost=max_cost, only=ids,
+                                    cassettes="record" if record else "replay" if replay else None))
+
+
+def _with_skipped_dependents(plan, named: set[str], broken: set[str]) -> set[str]:
+    """The named tasks and, transitively, the broken tasks that depend on them (skipped
+    because of them): retrying a blocked task lets its dependents run after it."""
+    ids, grew = set(named), True
+    while grew:
+        more = {n.id for n in plan.nodes if n.id in broken and n.id not in ids and ids & set(n.depends_on)}
+        ids |= more
+        grew = bool(more)
+    return ids
