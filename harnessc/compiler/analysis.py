@@ -34,18 +34,19 @@ TIERS = {"trivial": "fast", "simple": "fast", "medium": "balanced", "complex": "
 _WORD = re.compile(r"[a-z]+")
 
 
-def analyse(title: str, goal: str, success: str | None, written: str | None, contract: Any,
+def analyse(title: str, goal: str, success: str | None, written: str | None, size: tuple[int, int],
             accept: int, fan_in: int) -> Analysis:
     """The task's complexity (written, or scored), the tier it needs, the reasons, and what
-    its wording asks of an agent (`needs`, matched against agents' `strengths`)."""
-    scored = _score(title, goal, success, contract, accept, fan_in)
+    its wording asks of an agent (`needs`, matched against agents' `strengths`). `size` is
+    its contract's contract_size(), measured once per contract however many tasks share it."""
+    scored = _score(title, goal, success, size, accept, fan_in)
     if written:
         return Analysis(written, TIERS[written], None, [f"complexity {written}: written in the roadmap"],
                         scored.needs)
     return scored
 
 
-def _score(title: str, goal: str, success: str | None, contract: Any, accept: int, fan_in: int) -> Analysis:
+def _score(title: str, goal: str, success: str | None, size: tuple[int, int], accept: int, fan_in: int) -> Analysis:
     text = f"{title} {goal} {success or ''}".lower()
     words = _WORD.findall(text)
     present = set(words)
@@ -64,7 +65,7 @@ def _score(title: str, goal: str, success: str | None, contract: Any, accept: in
             if kind in NEEDS:
                 needs.append(NEEDS[kind])
     add(round(min(len(words) / 40, 3.0), 2), plural(len(words), "word"))
-    fields, rules = _contract_size(contract)
+    fields, rules = size
     add(round(min(fields / 5, 2.0), 2), plural(fields, "contract field"))
     add(round(min(rules / 3, 1.0), 2), plural(rules, "contract rule"))
     add(1.0 if accept else 0.0, plural(accept, "accept command"))
@@ -74,8 +75,9 @@ def _score(title: str, goal: str, success: str | None, contract: Any, accept: in
     return Analysis(level, TIERS[level], score, reasons, needs)
 
 
-def _contract_size(contract: Any) -> tuple[int, int]:
-    """(fields, rules) of a contract's output, nested fields and items included."""
+def contract_size(contract: Any) -> tuple[int, int]:
+    """(fields, rules) of a contract's output, nested fields and items included; (0, 0)
+    without a contract."""
     if not contract or not contract.get("output"):
         return 0, 0
     fields = rules = 0

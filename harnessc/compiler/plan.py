@@ -13,7 +13,7 @@ from ..planfile import (
     AcceptCommand, Analysis, Approaches, Assists, ContextStaging, Estimate, Executor, Limits, NodeLoop, Plan, PlanNode,
     Retry, Routing,
 )
-from .analysis import analyse
+from .analysis import analyse, contract_size
 from .staging import choose_budget, stage
 from ..estimates import cost_usd, tokens_for_chars
 from .ir import LS_KEYS, BUILTIN_AGENT, AgentConfig, Task
@@ -240,6 +240,7 @@ def build_plan(project: Project) -> None:
         entries[name] = contract_plan_entry(
             name, project.contracts[name], default_max_retries=defaults.max_retries,
             default_on_failure=getattr(defaults.on_failure, "value", defaults.on_failure))
+    sizes = {name: contract_size(entry) for name, entry in entries.items()}  # shared by many tasks
     extra_agents: dict[str, AgentConfig] = {}
     by_complexity = {getattr(k, "value", k): v for k, v in cfg.routing.by_complexity.items()}
     delays = list(defaults.retry_delays)
@@ -258,7 +259,7 @@ def build_plan(project: Project) -> None:
             entry["max_retries"] if entry else defaults.max_retries)
         on_failure = task.on_failure or (entry["on_failure"] if entry else defaults.on_failure)
         analysis = analyse(task.title, task.goal, task.success, getattr(task.complexity, "value", task.complexity),
-                           entry, len(task.accept) + len(entry.accept if entry else ()), len(task.depends_on))
+                           sizes.get(task.contract, (0, 0)), len(task.accept) + len(entry.accept if entry else ()), len(task.depends_on))
         routing = shared(route(project, task, extra_agents, by_complexity, analysis))
         context, staged = _staged_context(project, task, routing, windows, shared)
         approaches = _approaches(task, defaults.approaches)
