@@ -2,7 +2,7 @@
 harnessc/commands/ (parse flags, call the library, print), each module imported when one of
 its commands is used: `lint` loads the checking code and not run's, status's or report's.
 
-Exit codes and summary lines come from harnessc/outcome.py (the one owner of both).
+Exit codes come from harnessc/exitcodes.py; a run's code and summary lines from outcome.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import click
 
 from . import __version__
 from .commands.common import Context, fail_usage
-from .outcome import Exit
+from .exitcodes import Exit
 
 # Every command: its name -> "module:function" in harnessc/commands/ (one module per area).
 COMMANDS = {

@@ -1,13 +1,9 @@
-"""Exit codes and one-line summaries: the one place that turns what happened into both.
+"""One-line summaries of a run and the code its process exits with.
 
-Like black's `Report`: commands and the runtime say what happened (diagnostics counted, a
-run's task states and how it ended) and this module says what the user is told and which
-code the process exits with. The codes are a user contract (docs/cli.md#exit-codes):
-
-  0  clean; every task succeeded, degraded or done
-  1  spec errors (warnings too with --strict), invalid output, or a task failed
-  2  usage or internal error, or a state.db that cannot be used (also: removed during a run)
-  3  stopped, or a limit or budget reached before the end
+Like black's `Report`: the runtime says what happened (a run's task states and how it ended)
+and this module says what the user is told and which code the process exits with. The codes
+themselves, and the verdict on a lint's or a build's diagnostics, are exitcodes.py's (lint
+imports that small module only).
 
 Degraded is 0 on purpose: on_failure fallback/partial/template is the spec author's choice
 to accept a fallback output, so the run did what the spec asked. The summary says how many
@@ -18,32 +14,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Iterable
 
+from .exitcodes import Exit
 from .wording import plural  # the one pluralising helper (also used as outcome.plural)
-
-
-class Exit(IntEnum):
-    OK = 0
-    PROBLEMS = 1
-    USAGE = 2
-    STOPPED = 3
-
-
-# ------------------------------------------------------------------ diagnostics
-
-
-def diagnostics_exit(errors: int, warnings: int, strict: bool) -> Exit:
-    return Exit.PROBLEMS if errors or (strict and warnings) else Exit.OK
-
-
-def diagnostics_summary(errors: int, warnings: int, strict: bool) -> str | None:
-    """'2 errors, 1 warning' (None when there is nothing to count)."""
-    if not errors and not warnings:
-        return None
-    return (f"{plural(errors, 'error')}, {plural(warnings, 'warning')}"
-            + (" (warnings fail with --strict)" if warnings and strict and not errors else ""))
 
 
 # ------------------------------------------------------------------ one task's calls

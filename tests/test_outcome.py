@@ -1,4 +1,4 @@
-"""harnessc/outcome.py: the one owner of exit codes and summary lines."""
+"""harnessc/outcome.py (a run's code and summary lines) and exitcodes.py (the codes, lint's verdict)."""
 
 from __future__ import annotations
 
@@ -56,11 +56,13 @@ def test_summary_counts_say_degraded_and_pluralise():
 
 
 def test_diagnostics():
-    assert oc.diagnostics_exit(0, 2, strict=False) == Exit.OK
-    assert oc.diagnostics_exit(0, 2, strict=True) == Exit.PROBLEMS
-    assert oc.diagnostics_summary(1, 1, False) == "1 error, 1 warning"
-    assert oc.diagnostics_summary(0, 2, True) == "0 errors, 2 warnings (warnings fail with --strict)"
-    assert oc.diagnostics_summary(0, 0, True) is None
+    from harnessc.exitcodes import diagnostics_exit, diagnostics_summary
+
+    assert diagnostics_exit(0, 2, strict=False) == Exit.OK
+    assert diagnostics_exit(0, 2, strict=True) == Exit.PROBLEMS
+    assert diagnostics_summary(1, 1, False) == "1 error, 1 warning"
+    assert diagnostics_summary(0, 2, True) == "0 errors, 2 warnings (warnings fail with --strict)"
+    assert diagnostics_summary(0, 0, True) is None
 
 
 def test_next_steps_name_the_tasks_and_the_commands():

@@ -11,7 +11,7 @@ from typing import NoReturn
 
 import click
 
-from ..outcome import Exit
+from ..exitcodes import Exit
 from ..textsafe import visible
 from ..workspace import find_project_root
 

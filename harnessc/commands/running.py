@@ -9,7 +9,8 @@ from typing import NoReturn
 import click
 
 from .. import completion
-from ..outcome import BROKEN, Exit
+from ..exitcodes import Exit
+from ..outcome import BROKEN
 from ..textsafe import visible
 from ..wording import plural
 from .common import SELECTOR_HINT, USD, Context, fail_usage, output_option, pass_ctx, project_relative

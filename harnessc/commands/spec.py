@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from .. import __version__, completion
-from ..outcome import Exit, diagnostics_exit, diagnostics_summary
+from ..exitcodes import Exit, diagnostics_exit, diagnostics_summary
 from ..wording import plural
 from .common import SELECTOR_HINT, Context, fail_usage, output_option, pass_ctx, read_input
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from .. import completion
-from ..outcome import Exit
+from ..exitcodes import Exit
 from ..textsafe import json_text, visible
 from ..wording import plural
 from .common import Context, echo_visible, fail_usage, known_task_or_exit, output_option, pass_ctx, project_relative

@@ -65,13 +65,15 @@ def test_lint_and_build_import_no_sdk(tmp_path: Path) -> None:
 # stand-alone runtime logs nothing) and hashlib (OpenSSL; only a run names files by hash).
 # The agents' typed settings (providers/config.py: ten dataclasses, a tenth of lint's time):
 # lint checks harness.yaml against its schema, and only a run reads agents into records.
-# The other commands' modules (cli.py imports a command's module when it is used).
+# The other commands' modules (cli.py imports a command's module when it is used), and a
+# run's outcome and summaries (outcome.py; lint's exit codes are exitcodes.py's).
 NOT_FOR_LINT = SDKS | {
     "pydantic", "pydantic_core", "jinja2", "harnessc.compiler.ir", "harnessc.planfile", "harnessc.providers.config",
     "harnessc.compiler.plan", "harnessc.compiler.prompts", "harnessc.compiler.output", "harnessc.compiler.promptfiles",
     "harnessc.runtime", "sqlite3", "asyncio", "rich", "harnessc.runreport", "matplotlib", "harnessc.explain",
     "lark", "jsonschema", "git", "logging", "hashlib",
     "harnessc.commands.running", "harnessc.commands.state", "harnessc.commands.steering", "harnessc.commands.importing",
+    "harnessc.outcome",
 }
 
 
