@@ -28,10 +28,10 @@ def no_cyclic_gc(freeze: bool = False) -> Iterator[None]:
     finally:
         if freeze:
             gc.freeze()
-        elif was_enabled:  # the outermost pause: to the oldest generation, unscanned
-            # freeze() moves every tracked object to the permanent generation and unfreeze()
-            # moves them all into the oldest one, neither scanning them. (harnessc freezes
-            # only with freeze=True, when its process ends: nothing frozen is thawed here.)
+        elif was_enabled and gc.get_freeze_count() == 0:  # the outermost pause: to the oldest
+            # generation, unscanned. freeze() moves every tracked object to the permanent
+            # generation and unfreeze() all of them into the oldest one, neither scanning them;
+            # skipped when the process froze objects of its own (they stay frozen).
             gc.freeze()
             gc.unfreeze()
         if was_enabled:

@@ -61,3 +61,16 @@ def test_a_cycle_made_inside_is_still_collected():
     del a, b
     gc.collect()
     assert gone() is None
+
+
+def test_objects_the_process_froze_stay_frozen():
+    gc.collect()
+    kept = [[i] for i in range(100)]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with no_cyclic_gc():
+            made = [[i] for i in range(100)]
+        assert gc.get_freeze_count() == frozen and kept and made
+    finally:
+        gc.unfreeze()
