@@ -132,7 +132,8 @@ class TaskRun:
         self.workdir = ctx.isolation.workdir(node) if self.iso else ctx.root
         self.attempt = None  # its worktree (worktree.Attempt), once made
         self.conflict: Conflict | None = None  # the landing conflict it is running again after
-        # which changed files are this task's (None: not tracked; an isolated task's are its worktree's)
+        # which changed files of the shared checkout are this task's (None: not tracked; an
+        # isolated loop task's file evidence is what changes in its worktree: open_attempt)
         self.files = None if self.iso else ctx.attribution.task(node)
         self.loop = TaskLoop.of(self.workdir, ctx.plan, node, ctx.store, self.files)  # progress, stuck, memory
         self.assist = Assistant(ctx, node, self.time_left)  # cheap agents' mutations and summaries (assist.py)
@@ -164,12 +165,23 @@ class TaskRun:
                 await self.iso.close(self.node, outcome)
 
     async def open_attempt(self, base: str | None = None, k: int = 1) -> Any:
-        """The attempt's worktree. Executor ray: put on disk only when a change comes back
-        (executor/ray.py), or when something here reads it: its context files (the prompt),
-        a stuck loop task's exploration (explore.py makes it). (A loop's file evidence is not
-        read from an isolated task's worktree: progress.py's ledger never opens a segment there.)"""
-        lazy = self.remote is not None and not self.node.context
-        return await self.iso.open(self.node, base=base, k=k, make=not lazy)
+        """The attempt's worktree, where a loop task's file evidence is measured from now on.
+        Executor ray: put on disk only when a change comes back (executor/ray.py), or when
+        something here reads it: its context files (the prompt), a loop task's file evidence
+        (the change each call brings back, as it lands there), a stuck loop task's
+        exploration (explore.py makes it)."""
+        lazy = self.remote is not None and not self.node.context and not self.loop
+        attempt = await self.iso.open(self.node, base=base, k=k, make=not lazy)
+        self.measure_in(attempt)
+        return attempt
+
+    def measure_in(self, attempt: Any) -> None:
+        """A loop task's file evidence is what changes in the attempt's worktree, where it is
+        alone (its own ledger and private index, per worktree: approaches and exploration
+        branches run at once), from the files the worktree holds now."""
+        if self.loop:
+            index = self.ctx.store.workspace.loop / f"worktree-{attempt.path.name}.index"
+            self.loop.measure_in(attempt.workdir, index)
 
     def render(self) -> str:
         """The task's first prompt (an isolated task's context files read in its worktree);
@@ -328,8 +340,10 @@ class TaskRun:
         self.p.iteration += 1
         self.ctx.live[self.tid] = self.shown = {"iteration": self.p.iteration, "agent": name}
         self.p.agent = name
-        if self.files:
-            await self.files.begin()  # the files as the call finds them
+        if self.loop:
+            await self.loop.begin()  # the files as the call finds them (a loop task's, for its evidence)
+        elif self.files:
+            await self.files.begin()
         phash = hashlib.sha256(self.sent_prompt.encode()).hexdigest()
         aid = await self.log.begin(iteration=self.p.iteration, level=self.level, agent=name, prompt=self.sent_prompt,
                                    prompt_hash=phash, reserve_usd=cost,
@@ -621,6 +635,7 @@ class TaskRun:
         self.store.event("recovery", self.tid, step=rung.kind, mutation=rung.mutation, reason=why[:500])
         if rung.kind == "explore":
             await self.ctx.explore(self, why)  # explore.py builds on this module: the run hands it over
+            self.measure_in(self.attempt)  # the chosen branch's files were its evidence: not the next iteration's
         if rung.kind == "escalate":
             self.escalate(f"stuck: {why}")
         elif rung.kind == "human":

@@ -20,6 +20,7 @@ AGENT = textwrap.dedent("""
     task = os.environ["HARNESSC_TASK"]
     prompt = sys.stdin.read()
     calls = pathlib.Path(".harness") / f"calls-{task}"
+    calls.parent.mkdir(exist_ok=True)  # an isolated task's worktree has none
     n = int(calls.read_text()) + 1 if calls.exists() else 1
     calls.write_text(str(n))
     pathlib.Path(".harness", f"prompt-{task}-{n}.md").write_text(prompt)
@@ -106,6 +107,42 @@ def test_steady_file_progress_is_not_stuck_and_a_talker_is(tmp_path):
     assert "no file changed" in talker["error"] and "no new <progress> marker" in talker["error"]
     scores = [a["progress"]["score"] for a in attempts(tmp_path, "talker")]
     assert all(s < 0.15 for s in scores[1:]) and attempts(tmp_path, "talker")[-1]["status"] == "stuck"
+    assert r.returncode == 1
+
+
+def test_an_isolated_loop_task_is_measured_in_its_worktree_as_a_shared_one_is(tmp_path):
+    """isolation: worktree - each iteration's files evidence is what it changed in the task's
+    own worktree: the same evidence, scores and verdicts as on the shared checkout (the quiet
+    task's identical output with files changing is progress, not stuck)."""
+    iso = {"isolation": "worktree"}
+    git_project(tmp_path, [loop_node("steady", limits={"stuck_after": 2}, **iso),
+                           loop_node("quiet", limits={"stuck_after": 2}, **iso),
+                           loop_node("talker", limits={"stuck_after": 3}, **iso)], concurrency=1)
+    r = harnessc(tmp_path, "run")
+    rows = task_rows(tmp_path)
+    assert rows["steady"]["state"] == "succeeded", rows["steady"]
+    assert rows["quiet"]["state"] == "succeeded", rows["quiet"]
+    steady = attempts(tmp_path, "steady")
+    assert len(steady) == 5
+    for a in steady[:-1]:
+        p = a["progress"]
+        assert not p["low"] and p["files"]["source"] == "git" and p["files"]["files"] == 1, p
+        assert p["files"]["added"] >= 3 and p["files"]["new"] == 1, p
+        assert p["files"]["paths"] == [f"src/part{a['iteration']}.py"], p  # its iteration's file only
+    assert [a["progress"]["files"]["commits"] for a in steady[:4]] == [0, 1, 0, 1]
+    quiet = attempts(tmp_path, "quiet")
+    assert [a["progress"]["files"]["paths"] for a in quiet] == [["notes.txt"]] * 5, [a["progress"] for a in quiet]
+    # the memory the next prompts are made from carries each iteration's files summary
+    db = sqlite3.connect(tmp_path / ".harness" / "state.db")
+    memory = json.loads(db.execute("SELECT data FROM loop_state WHERE task_id='quiet'").fetchone()[0])["memory"]
+    assert memory["window"] and all(e["files"].startswith("1 file(s) changed, +1 -0 lines")
+                                    for e in memory["window"]), memory["window"]
+    talker = rows["talker"]
+    assert talker["state"] == "failed" and talker["iterations"] == 3, talker
+    assert "no file changed" in talker["error"], talker
+    assert all(a["progress"]["files"]["files"] == 0 for a in attempts(tmp_path, "talker"))
+    # what the tasks changed landed, as ever
+    assert (tmp_path / "src" / "part5.py").exists() and (tmp_path / "notes.txt").read_text() == "line\n" * 5
     assert r.returncode == 1
 
 

@@ -1,9 +1,10 @@
 """What a loop task carries from one iteration to the next: its progress meter
 (progress.py), its stuck detector (stuck.py), its memory (memory.py) and its place on the
 recovery ladder (recovery.py: the rung reached, the rewritten prompt, the agent it escalated
-to), loaded from and saved to state.db together. iteration.TaskRun calls `observe` after
-each answer and `prompt` for the next prompt; the files' snapshot before each call is the
-task's side of the run's file ledger (attribution.py), which the meter measures.
+to), loaded from and saved to state.db together. iteration.TaskRun calls `begin` before each
+call, `observe` after each answer and `prompt` for the next prompt; the meter measures the
+files through the task's side of the run's file ledger (attribution.py), or an isolated
+task's worktree through a ledger of its own (`measure_in`).
 
 All of it is forgotten when the task's fingerprint changes; the recovery part also when the
 task ends (state.py: a task run again after it was blocked or failed - `harnessc retry` -
@@ -61,6 +62,15 @@ class TaskLoop:
         """The task's loop state, or None for a task that is not a loop task. files: the
         task's side of the run's file ledger (attribution.py)."""
         return cls(root, plan, node, store, files) if progressmod.is_loop(node) else None
+
+    async def begin(self) -> None:
+        """Before a call: the files as it finds them."""
+        await self.meter.begin()
+
+    def measure_in(self, worktree: Path, index: Path) -> None:
+        """The task works in `worktree` (isolation: worktree) from now on: its file evidence
+        is what changes there (progress.ProgressMeter.measure_in)."""
+        self.meter.measure_in(worktree, index)
 
     async def observe(self, agent: str, text: str, errors: list[str], checks: list[dict],
                       succeeded: bool = False) -> Seen:

@@ -7,7 +7,8 @@ it did in an iteration is read from evidence, each signal 0..1, weighted by harn
 - output: how different the output is from the previous iteration's;
 - files: what changed in the project's files from the iteration's start to its end - files,
   lines added and removed, new files, new commits (runtime/loop/files.py takes the snapshots) -
-  less what other tasks running at the same time changed (runtime/loop/attribution.py);
+  less what other tasks running at the same time changed (runtime/loop/attribution.py); an
+  isolated task's (`isolation: worktree`), what changed in its own worktree, where it is alone;
 - markers: a `<progress>...</progress>` the agent had not printed before;
 - checklist: a `- [ ] item` of the task's goal reported done (`- [x] item`) for the first time;
 - tests: accept commands passing more than before (more exit 0, or a higher "N passed").
@@ -219,6 +220,15 @@ class ProgressMeter:
         return {"markers": sorted(self.seen)[-200:], "done": sorted(self.done), "best_passed": self.best_passed,
                 "best_ok": self.best_ok, "last_output": self.last_output, "last_marker": self.last_marker}
 
+    def measure_in(self, root: Path, index: Path) -> None:
+        """Measure the files under `root` from now on, the task alone there (an isolated
+        task's worktree): a ledger of their own, `index` its private git index. Called again
+        when the worktree is made afresh or harnessc changed its files: the evidence starts
+        from them."""
+        self.close()
+        self._own = Attribution(root, index, [self.node])
+        self.files = TaskFiles(self._own, self.node)
+
     async def begin(self) -> None:
         """Before the call: the files as they are (attribution.py decides when a snapshot is due)."""
         await self.files.begin()
@@ -259,3 +269,4 @@ class ProgressMeter:
     def close(self) -> None:
         if self._own is not None:
             self._own.close()
+            self._own = None
