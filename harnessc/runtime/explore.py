@@ -45,7 +45,8 @@ class Branch(ApproachRun):
         return dataclasses.replace(super().request(cfg), approach=self.j)  # HARNESSC_APPROACH=j
 
     async def explore(self, snapshot: str) -> None:
-        self.attempt = await self.open_attempt(base=snapshot, k=self.k)
+        self.attempt = await self.iso.open(self.node, base=snapshot, k=self.k)  # made: verified here
+        self.measure_in(self.attempt)
         try:
             name, agent, cfg = await self.choose_agent()
             cost, tokens = self.reserve(cfg)

@@ -167,21 +167,25 @@ class TaskRun:
     async def open_attempt(self, base: str | None = None, k: int = 1) -> Any:
         """The attempt's worktree, where a loop task's file evidence is measured from now on.
         Executor ray: put on disk only when a change comes back (executor/ray.py), or when
-        something here reads it: its context files (the prompt), a loop task's file evidence
-        (the change each call brings back, as it lands there), a stuck loop task's
+        something here reads it: its context files (the prompt), a stuck loop task's
         exploration (explore.py makes it)."""
-        lazy = self.remote is not None and not self.node.context and not self.loop
+        lazy = self.remote is not None and not self.node.context
         attempt = await self.iso.open(self.node, base=base, k=k, make=not lazy)
         self.measure_in(attempt)
         return attempt
 
     def measure_in(self, attempt: Any) -> None:
         """A loop task's file evidence is what changes in the attempt's worktree, where it is
-        alone (its own ledger and private index, per worktree: approaches and exploration
-        branches run at once), from the files the worktree holds now."""
-        if self.loop:
+        alone, from the files it holds now: snapshots of it (its own ledger and private
+        index, per worktree: approaches and exploration branches run at once), or with
+        executor ray the change each call brings back (which the worktree may never hold)."""
+        if not self.loop:
+            return
+        if self.remote is not None:
+            self.loop.meter.measure_with(self.remote.evidence())
+        else:
             index = self.ctx.store.workspace.loop / f"worktree-{attempt.path.name}.index"
-            self.loop.measure_in(attempt.workdir, index)
+            self.loop.meter.measure_in(attempt.workdir, index)
 
     def render(self) -> str:
         """The task's first prompt (an isolated task's context files read in its worktree);

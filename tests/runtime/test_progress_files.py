@@ -93,6 +93,52 @@ def test_lines_new_files_deletions_and_commits_between_any_two_snapshots(tmp_pat
     files.close()
 
 
+def test_a_returned_change_gives_the_evidence_snapshots_of_the_worktree_give(tmp_path):
+    """executor ray: the evidence between two whole changes (binary diffs against one base,
+    as workers return them) is the evidence snapshots of a tree holding them give: paths,
+    lines, new files (a quoted name, a binary file, a mode, a deletion, a file gone back to
+    its base), within the project, its caches aside."""
+    from harnessc.runtime.executor.bundle import change_of
+    from harnessc.runtime.loop import returned
+
+    repo(tmp_path)
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "keep.txt").write_text("1\n2\n3\n")
+    (project / "gone.txt").write_text("x\n")
+    (project / "run.sh").write_text("echo\n")
+    (tmp_path / "outside.txt").write_text("o\n")
+    subprocess.run(["git", "-C", str(tmp_path), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "commit", "-qm", "init"], check=True)
+    base = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    (project / ".harness").mkdir()
+    files = GitSnapshots(Repo(project, search_parent_directories=True), project, project / ".harness" / "idx")
+
+    def step(edit):
+        edit()
+        diff, _ = change_of(tmp_path, base)
+        subprocess.run(["git", "-C", str(tmp_path), "reset", "-q"], check=True)  # change_of's intent-to-add
+        return files.snapshot(), diff
+
+    steps = [step(lambda: None)]
+    steps.append(step(lambda: ((project / "keep.txt").write_text("1\ntwo\n3\n4\n"),
+                               (project / "naïve name.txt").write_text("n\n"),
+                               (tmp_path / "outside.txt").write_text("changed\n"))))
+    steps.append(step(lambda: ((project / "gone.txt").unlink(), (project / "run.sh").chmod(0o755),
+                               (project / "blob.bin").write_bytes(bytes(range(256))),
+                               (project / "__pycache__").mkdir(), (project / "__pycache__" / "m.pyc").write_text("c"))))
+    steps.append(step(lambda: ((project / "keep.txt").write_text("1\n2\n3\n"), (project / "gone.txt").write_text("x\n"))))
+    for (s0, d0), (s1, d1) in zip(steps, steps[1:]):
+        local = files.changes(s0, s1).per_path
+        remote = returned.changes(d0, d1, prefix="proj/")
+        assert remote == returned.filesmod.total("git", local), (local, remote)
+        assert remote.files >= 1
+    assert returned.changes(steps[1][1], steps[2][1], prefix="proj/").paths == \
+        ["proj/blob.bin", "proj/gone.txt", "proj/run.sh"]
+    files.close()
+
+
 def ledger(root, *nodes_, jobs=2):
     plan_nodes = [planfile._node(n) for n in nodes_]
     return Attribution(root, root / ".harness" / "loop" / "run.index", plan_nodes, jobs), plan_nodes

@@ -554,6 +554,51 @@ def test_a_loop_task_whose_attempts_change_nothing_costs_the_driver_no_worktree(
     assert made == [f"{[n.id for n in plan.nodes].index('c') + 1}-1"]  # .harness/worktrees/<run>/<n>-<k>
 
 
+# one more file a call (part<n>.txt, n*3 lines; part1.bin binary), the same words every time
+# until it claims at 4, a file removed at 3
+QUIET_AGENT = """\
+import os, pathlib
+n = int(os.environ["HARNESSC_ITERATION"])
+src = pathlib.Path("src"); src.mkdir(exist_ok=True)
+(src / f"part{n}.txt").write_text("".join(f"line {i}\\n" for i in range(n * 3)))
+if n == 1:
+    (src / "part1.bin").write_bytes(bytes(range(256)))
+if n == 3:
+    pathlib.Path("README.md").unlink()
+print("ok" + (" <promise>DONE</promise>" if n >= 4 else ""))
+"""
+
+
+def test_a_loop_tasks_file_evidence_is_the_change_each_call_brings_back_as_locally(tmp_path, on_ray):
+    """Its worker returns the whole change; the iteration's evidence is what that call added
+    to it, as an isolated run on this machine measures it in the worktree: identical words
+    with files changing is progress, not stuck."""
+    def make(root: Path) -> Plan:
+        task = node("q", routing={"agent": "bot"}, completion_promise="DONE", isolation="worktree",
+                    limits={"stuck_after": 2}, loop={"progress_threshold": None, "recovery": ["fail"]})
+        plan = write_project(root, [task], agents={"bot": {"provider": "command",
+                                                           "command": [PY, str(root / "agent.py")]}})
+        (root / "agent.py").write_text(QUIET_AGENT)
+        (root / "README.md").write_text("project\nabout\n")
+        git_repo(root)
+        return plan
+
+    here, there, plan_here, plan_there = same_project_twice(tmp_path, make)
+    local = run(here, plan_here, isolation="worktree")
+    remote = run(there, plan_there, executor="ray")
+    assert local.exit_code == remote.exit_code == 0, (local.message, remote.message)
+
+    def evidence(root: Path) -> list[dict]:
+        rows = db(root).execute("SELECT progress FROM attempts WHERE task_id='q' ORDER BY id")
+        return [json.loads(p)["files"] for (p,) in rows]
+
+    there_files = evidence(there)
+    assert [f["paths"] for f in there_files] == [["src/part1.bin", "src/part1.txt"], ["src/part2.txt"],
+                                                 ["README.md", "src/part3.txt"], ["src/part4.txt"]], there_files
+    assert [(f["added"], f["removed"], f["new"]) for f in there_files] == [(3, 0, 2), (6, 0, 1), (9, 2, 1), (12, 0, 1)]
+    assert there_files == evidence(here)
+
+
 # explore.py's project (tests/runtime/test_explore.py): stuck at once, branch 2 finds the way
 EXPLORE_AGENT = """\
 import os, pathlib

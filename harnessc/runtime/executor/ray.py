@@ -23,6 +23,7 @@ from typing import Any
 
 from ..agents.base import AgentError, Request, Response
 from ..agents.command import SubprocessAgent
+from ..loop.returned import ReturnedChange
 from ..verify import Verdict
 from . import AttemptLost, ExecutorError
 from .bundle import ShipError, apply_change, bundle_commit, change_of
@@ -216,6 +217,15 @@ class RemoteAttempts:
             return out["verdict"]
         return Verdict(claim=True, errors=[f"could not verify the answer: {why}"])
 
+    def held(self) -> bytes:
+        """The change the attempt's worktree holds over its base (made or not; a fresh one: none)."""
+        worktree, change = self.applied
+        return change if worktree is self.run.attempt else b""
+
+    def evidence(self) -> ReturnedChange:
+        """A loop task's file evidence: what each call's returned change changed (loop/returned.py)."""
+        return ReturnedChange(self.held, self.ex.prefix)
+
     def take_score(self) -> Any:
         score, self.score = self.score, None
         return score
@@ -225,8 +235,7 @@ class RemoteAttempts:
         back with to the local worktree. AgentError for a failure of the node or the shipping."""
         run, attempt = self.run, self.run.attempt
         base = attempt.base
-        worktree, held = self.applied
-        change = held if worktree is attempt else b""
+        change = self.held()
         resources = self.ex.settings.resources_for(run.node.resources)
         started = time.perf_counter()
         why = await self.ex.unplaceable(resources)

@@ -4,7 +4,7 @@ recovery ladder (recovery.py: the rung reached, the rewritten prompt, the agent 
 to), loaded from and saved to state.db together. iteration.TaskRun calls `begin` before each
 call, `observe` after each answer and `prompt` for the next prompt; the meter measures the
 files through the task's side of the run's file ledger (attribution.py), or an isolated
-task's worktree through a ledger of its own (`measure_in`).
+task's worktree its own way (progress.ProgressMeter.measure_in, measure_with).
 
 All of it is forgotten when the task's fingerprint changes; the recovery part also when the
 task ends (state.py: a task run again after it was blocked or failed - `harnessc retry` -
@@ -66,11 +66,6 @@ class TaskLoop:
     async def begin(self) -> None:
         """Before a call: the files as it finds them."""
         await self.meter.begin()
-
-    def measure_in(self, worktree: Path, index: Path) -> None:
-        """The task works in `worktree` (isolation: worktree) from now on: its file evidence
-        is what changes there (progress.ProgressMeter.measure_in)."""
-        self.meter.measure_in(worktree, index)
 
     async def observe(self, agent: str, text: str, errors: list[str], checks: list[dict],
                       succeeded: bool = False) -> Seen:

@@ -8,7 +8,8 @@ it did in an iteration is read from evidence, each signal 0..1, weighted by harn
 - files: what changed in the project's files from the iteration's start to its end - files,
   lines added and removed, new files, new commits (runtime/loop/files.py takes the snapshots) -
   less what other tasks running at the same time changed (runtime/loop/attribution.py); an
-  isolated task's (`isolation: worktree`), what changed in its own worktree, where it is alone;
+  isolated task's (`isolation: worktree`), what changed in its own worktree, where it is alone
+  (with `executor: ray`, in the change its call brings back: runtime/loop/returned.py);
 - markers: a `<progress>...</progress>` the agent had not printed before;
 - checklist: a `- [ ] item` of the task's goal reported done (`- [x] item`) for the first time;
 - tests: accept commands passing more than before (more exit 0, or a higher "N passed").
@@ -28,6 +29,7 @@ from pathlib import Path
 from ...planfile import Plan, PlanNode
 from .attribution import Attribution, TaskFiles
 from .files import FileChanges
+from .returned import ReturnedChange
 
 SIGNALS = ("output", "files", "markers", "checklist", "tests")
 DEFAULT_WEIGHTS = {"output": 0.1, "files": 0.4, "markers": 0.2, "checklist": 0.15, "tests": 0.15}
@@ -225,9 +227,14 @@ class ProgressMeter:
         task's worktree): a ledger of their own, `index` its private git index. Called again
         when the worktree is made afresh or harnessc changed its files: the evidence starts
         from them."""
+        ledger = Attribution(root, index, [self.node])
+        self.measure_with(TaskFiles(ledger, self.node), ledger)
+
+    def measure_with(self, files: "TaskFiles | ReturnedChange", own: Attribution | None = None) -> None:
+        """Measure through `files` from now on (returned.py: a change that comes back from
+        elsewhere); `own`: their ledger, closed with the meter."""
         self.close()
-        self._own = Attribution(root, index, [self.node])
-        self.files = TaskFiles(self._own, self.node)
+        self.files, self._own = files, own
 
     async def begin(self) -> None:
         """Before the call: the files as they are (attribution.py decides when a snapshot is due)."""
