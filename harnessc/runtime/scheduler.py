@@ -159,6 +159,7 @@ class Runner:
         self.agents: dict[str, Any] = {}
         self.outputs_written = 0  # results this run wrote to .harness/outputs/
         self.results = outputs.Writer(self.workspace, store.redact)
+        self.writing: set[asyncio.Future] = set()  # results being written (outputs.Writer.write_soon)
         self.stop_mode: str | None = None  # None | stop | abort
         self.calls = CallBounds()  # every agent call's deadline; a stop's grace cuts them
         self.halt: tuple[str, str] | None = None  # (outcome.BUDGET|FAIL_FAST, why): ends the run early
@@ -297,6 +298,12 @@ class Runner:
                                         rerun=self.opts.rerun, only=self.opts.only)
         if not work.nothing_to_run(rows):
             return None
+        try:
+            self._restore_outputs(rows, (), outputs.present(self.workspace))
+        except WorkspaceError as e:
+            self.store.event("output_not_written", reason=f"results not looked for: {e}")
+        finally:
+            self.results.close()
         self.targets, self.stale = work.targets, work.stale
         return self._result(0.0, (outcomes.NOTHING, None))
 
@@ -313,26 +320,62 @@ class Runner:
                 if rows[tid]["state"] != "pending":
                     self.store.set_state(tid, "pending")
         try:
-            outputs.forget(self.workspace, work.todo)  # results of an earlier run: they run again
+            files = outputs.present(self.workspace)
+            outputs.forget(self.workspace, work.todo, files)  # results of an earlier run: they run again
         except WorkspaceError as e:
             self.store.event("output_not_written", reason=f"earlier results of this run's tasks not removed: {e}")
+        else:
+            self._restore_outputs(rows, work.todo, files)
         self.store.event("run_planned", tasks=len(work.todo), stale=self.stale)
         return work
 
-    def _land_output(self, tid: str) -> None:
-        """Write the result of a task that just succeeded or degraded (outputs.py); a failed
-        write is a warning (state.db keeps the result)."""
+    def _restore_outputs(self, rows: dict[str, dict], todo: set[str] | list[str], files: set[str]) -> None:
+        """Write the result files state.db holds and .harness/outputs/ lacks (a run killed
+        after a task landed, before its file was written), except of the tasks about to run."""
+        landed = {tid: row for tid, row in rows.items() if tid in self.nodes and tid not in todo}
+        for tid in outputs.missing(self.workspace, landed, files):
+            try:
+                self.results.write(self._output_of(tid))
+            except WorkspaceError as e:
+                self._output_not_written(tid, e)
+
+    def _output_of(self, tid: str) -> dict:
+        """The task's result (outputs.result), from state.db."""
         node = self.nodes[tid]
-        row = self.store.tasks([tid]).get(tid)
-        if row is None:
+        row = self.store.tasks([tid])[tid]
+        return outputs.result(row, node, self.plan.contract_of(node), self.store.final_attempt(tid))
+
+    def _output_not_written(self, tid: str, e: WorkspaceError) -> None:
+        self.store.event("output_not_written", tid,
+                         reason=f"{e} (state.db keeps the result: `harnessc show {tid}` prints it)")
+
+    def _land_output(self, tid: str) -> None:
+        """Write the result of a task that just succeeded or degraded (outputs.py), in the
+        writer's thread; a failed write is a warning (state.db keeps the result)."""
+        written = self.results.write_soon(self._output_of(tid))
+        self.writing.add(written)
+        written.add_done_callback(functools.partial(self._output_written, tid))
+
+    def _output_written(self, tid: str, written: asyncio.Future) -> None:
+        if written.cancelled():  # (never: the loop ended under it)
+            self.writing.discard(written)
             return
-        try:
-            self.results.write(outputs.result(row, node, self.plan.contract_of(node), self.store.final_attempt(tid)))
-        except WorkspaceError as e:
-            self.store.event("output_not_written", tid,
-                             reason=f"{e} (state.db keeps the result: `harnessc show {tid}` prints it)")
-            return
-        self.outputs_written += 1
+        e = written.exception()
+        if e is None or isinstance(e, WorkspaceError):
+            self.writing.discard(written)  # else kept: _outputs_written raises it
+        if e is None:
+            self.outputs_written += 1
+        elif isinstance(e, WorkspaceError):
+            self._output_not_written(tid, e)
+
+    async def _outputs_written(self) -> None:
+        """Wait for the results still being written (the run's summary counts them); a write
+        that failed on something else than a file's trouble (a bug) is raised here."""
+        for written in list(self.writing):
+            try:
+                await written
+            except WorkspaceError:
+                pass  # a warning, said by _output_written
 
     # ------------------------------------------------------------------ the loop
 
@@ -355,8 +398,9 @@ class Runner:
             self._check_state_file()  # a removal since the watcher's last look
         finally:
             watcher.cancel()
-            self.results.close()
             await self._settle()
+            await self._outputs_written()
+            self.results.close()
             self.attribution.close()
             self.notes = self.isolation.end()
             for sig in (signal.SIGINT, signal.SIGTERM):

@@ -5,15 +5,20 @@ the answer when the contract asks for none - with what verified it. A degraded t
 fallback output, marked unverified, with the fields on_failure filled from the contract.
 
 The run writes each result as its task lands, from what state.db holds (secrets are redacted
-there before anything is written), atomically (a temporary file renamed over the old one). A
-write that fails is the run's warning, not its end: state.db keeps the result, and `show`
-reads it from there.
+there before anything is written), atomically (a temporary file renamed over the old one), in
+a thread of its own: creating a file can cost the kernel a millisecond (ext4 looking for a
+free inode), which the event loop does not wait for. Dependents read their inputs from
+state.db, never from these files. A write that fails is the run's warning, not its end:
+state.db keeps the result, and `show` reads it from there. A run killed before a result's
+file was written leaves state.db holding it; the next run writes the file (`missing`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable
 
 from ...planfile import Contract, PlanNode
@@ -53,6 +58,14 @@ class Writer:
     def __init__(self, workspace: Workspace, redact):
         self.workspace, self.redact = workspace, redact
         self.fd: int | None = None
+        self._thread: ThreadPoolExecutor | None = None  # one thread: files land in their tasks' order
+
+    def write_soon(self, rec: dict) -> asyncio.Future:
+        """write(rec) in the writer's thread; the future is done once the file is in place
+        (or holds the WorkspaceError). Await every one before close()."""
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="harnessc-outputs")
+        return asyncio.get_running_loop().run_in_executor(self._thread, self.write, rec)
 
     def write(self, rec: dict) -> None:
         """.harness/outputs/<task>.json, all at once. Raises WorkspaceError."""
@@ -63,18 +76,34 @@ class Writer:
         write_atomic_at(self.fd, path.name, self.redact(text).encode("utf-8"), lambda: self.workspace.rel(path))
 
     def close(self) -> None:
+        """After the writes were awaited: the thread ends, the directory is closed."""
+        if self._thread is not None:
+            self._thread.shutdown()
+            self._thread = None
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
 
 
-def forget(workspace: Workspace, ids: Iterable[str] | None) -> None:
+def present(workspace: Workspace) -> set[str]:
+    """The names of the result files in .harness/outputs/. Raises WorkspaceError."""
+    return {n for n in workspace.list_dir(workspace.outputs) if n.endswith(".json")}
+
+
+def forget(workspace: Workspace, ids: Iterable[str] | None, files: set[str] | None = None) -> None:
     """Remove the result files of `ids` (None: every one): their tasks run again, or were
-    reset. Raises WorkspaceError."""
-    present = {n for n in workspace.list_dir(workspace.outputs) if n.endswith(".json")}
-    names = present if ids is None else present & {workspace.output(tid).name for tid in ids}
+    reset. `files`: what `present` found, when the caller has it. Raises WorkspaceError."""
+    files = present(workspace) if files is None else files
+    names = files if ids is None else files & {workspace.output(tid).name for tid in ids}
     for name in sorted(names):
         workspace.unlink(workspace.outputs / name)
+
+
+def missing(workspace: Workspace, rows: dict[str, dict], files: set[str]) -> list[str]:
+    """The tasks (of `rows`, task id -> state row) whose result is in state.db but whose
+    file is not among `files` (`present`): a run killed between the two, or a file deleted."""
+    return sorted(tid for tid, row in rows.items()
+                  if row["state"] in LANDED and workspace.output(tid).name not in files)
 
 
 def text(rec: dict) -> str:

@@ -1,0 +1,99 @@
+"""A task's result file (.harness/outputs/<task>.json) is written after its result commits to
+state.db, in a thread of its own: a run killed in between leaves state.db holding a result
+whose file is missing, and the next run writes it. Real runs, real SIGKILLs, real SQLite."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+from .helpers import PY, SIMPLE_CONTRACT, harnessc, node, spawn, write_project
+
+# Prints the contract's object; task b waits for the file argv[1] to go first.
+AGENT = """
+import json, os, sys, time
+sys.stdin.read()
+while os.environ["HARNESSC_TASK"] == "b" and os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+print(json.dumps({"title": os.environ["HARNESSC_TASK"], "score": 1}))
+"""
+
+
+def project(root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "agent.py").write_text(AGENT)
+    agents = {"cmd": {"provider": "command", "command": [PY, str(root / "agent.py"), str(root / "slow")],
+                      "timeout": 60}}
+    write_project(root, [node("a", contract="summary", routing={"agent": "cmd"}),
+                         node("b", contract="summary", routing={"agent": "cmd"}, order=1)],
+                  agents=agents, contracts={"summary": SIMPLE_CONTRACT}, concurrency=2)
+
+
+def state_of(root: Path, tid: str) -> str | None:
+    db = root / ".harness" / "state.db"
+    if not db.exists():
+        return None
+    con = sqlite3.connect(db, timeout=10)
+    try:
+        row = con.execute("SELECT state FROM tasks WHERE id=?", (tid,)).fetchone()
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return None
+    finally:
+        con.close()
+    return row[0] if row else None
+
+
+def shown(root: Path, tid: str) -> dict:
+    r = harnessc(root, "show", tid, "--output", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)
+
+
+def test_a_result_whose_file_a_kill_cut_is_written_by_the_next_run(tmp_path):
+    """kill -9 while b runs, after a landed; a's file removed to stand for the write the kill
+    cut (between the commit and the file). The resumed run writes a's file from state.db,
+    with what `show` says, and runs b."""
+    root = tmp_path / "proj"
+    project(root)
+    (root / "slow").write_text("b waits for this to go")
+    p = spawn(root, "run")
+    try:
+        deadline = time.monotonic() + 60
+        while state_of(root, "a") != "succeeded":
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+            time.sleep(0.05)
+        assert state_of(root, "b") == "running"
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGKILL)
+        p.communicate(timeout=30)
+    outputs = root / ".harness" / "outputs"
+    (outputs / "a.json").unlink(missing_ok=True)
+    (root / "slow").unlink()
+
+    r = harnessc(root, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for tid in ("a", "b"):
+        on_disk = json.loads((outputs / f"{tid}.json").read_text())
+        assert on_disk["output"] == {"title": tid, "score": 1} and on_disk["state"] == "succeeded"
+        assert {k: v for k, v in shown(root, tid).items() if k != "file"} == on_disk
+    assert not list(outputs.glob(".tmp-*"))
+
+
+def test_a_run_with_nothing_left_to_do_writes_the_missing_result_files(tmp_path):
+    """Every task complete, one file gone (the kill came after the last task landed): the
+    next run has nothing to run, and writes the file."""
+    root = tmp_path / "proj"
+    project(root)
+    assert harnessc(root, "run").returncode == 0
+    outputs = root / ".harness" / "outputs"
+    before = (outputs / "b.json").read_text()
+    (outputs / "b.json").unlink()
+    r = harnessc(root, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (outputs / "b.json").read_text() == before
+    assert shown(root, "b")["file"] == ".harness/outputs/b.json"
