@@ -295,8 +295,8 @@ async def run(
             result.error = why
             return result
     try:
-        proc = await child.spawn(asyncio.create_subprocess_exec(
-            *child.command(argv),
+        proc = await child.spawn(_spawn(
+            child.command(argv),
             cwd=str(cwd),
             env=env,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
@@ -324,6 +324,36 @@ async def run(
         child.ended(proc.pid, reaped=proc.returncode is not None)
 
 
+class _Pipes(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's protocol for a child's pipes, which also says when the child exited
+    (`exited`): its pipes may outlive it, held by a background process."""
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop):
+        super().__init__(limit=limit, loop=loop)
+        self.exited = loop.create_future()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+class _Process(asyncio.subprocess.Process):
+    """asyncio's Process with `exited`: done when the child exited, its pipes closed or not
+    (proc.wait() waits for both)."""
+
+    def __init__(self, transport: Any, protocol: _Pipes, loop: asyncio.AbstractEventLoop):
+        super().__init__(transport, protocol, loop)
+        self.exited: asyncio.Future = protocol.exited
+
+
+async def _spawn(argv: list[str], **kw: Any) -> _Process:
+    """asyncio.create_subprocess_exec, with the child's exit to await (_Process.exited)."""
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.subprocess_exec(lambda: _Pipes(2 ** 16, loop), *argv, **kw)
+    return _Process(transport, protocol, loop)
+
+
 def cannot_start(program: str, env: dict[str, str], cwd: str | os.PathLike) -> str | None:
     """Why `program` cannot be executed, as subprocess would say it (None: it can): looked up
     in the child's PATH unless it holds a slash, relative to the child's directory."""
@@ -337,7 +367,7 @@ def cannot_start(program: str, env: dict[str, str], cwd: str | os.PathLike) -> s
     return f"command {'not executable' if denied else 'not found'}: '{program}'"
 
 
-async def _supervise(proc: asyncio.subprocess.Process, child: reaper.Child, result: ProcResult,
+async def _supervise(proc: _Process, child: reaper.Child, result: ProcResult,
                      stdin: bytes | None, timeout: float | None, max_output: int,
                      start: float, on_line: Callable[[str], None] | None = None) -> ProcResult:
     """Feed, drain and wait for a started child, killing all it started on timeout or cancel."""
@@ -368,23 +398,21 @@ async def _supervise(proc: asyncio.subprocess.Process, child: reaper.Child, resu
     async def body():
         await feed()
         # asyncio's proc.wait() only returns once the pipes close, and a background child can
-        # hold them open forever: watch the leader's exit status instead.
-        while not readers.done():
-            if proc.returncode is not None:
-                if not await _finishes(readers, 0.5):
-                    kill_all()
-                    result.notes.append("background processes still holding output were killed")
-                    if not await _finishes(readers, 0.5):  # a holder out of reach
-                        _stop_reading(proc, readers)
-                        result.notes.append("output held open by a process outside the command was cut")
-                break
-            await asyncio.wait({readers}, timeout=0.05)
+        # hold them open forever: the leader's exit ends the wait too.
+        await asyncio.wait({readers, proc.exited}, return_when=asyncio.FIRST_COMPLETED)
+        if not readers.done() and not await _finishes(readers, 0.5):
+            kill_all()
+            result.notes.append("background processes still holding output were killed")
+            if not await _finishes(readers, 0.5):  # a holder out of reach
+                _stop_reading(proc, readers)
+                result.notes.append("output held open by a process outside the command was cut")
         await proc.wait()
 
     try:
-        await asyncio.wait_for(body(), timeout)  # what it left is ended in run's finally
+        async with asyncio.timeout(timeout):  # what it left is ended in run's finally
+            await body()
         result.returncode = proc.returncode
-    except asyncio.TimeoutError:
+    except TimeoutError:
         result.timed_out = True
         await _kill_group(proc)
         child.kill(proc.pid)
