@@ -1,4 +1,5 @@
-"""The built-in task prompt: builtin_task_prompt (Python) renders exactly what task.md.j2 (Jinja) does."""
+"""The built-in prompts: builtin_task_prompt and builtin_system_prompt (Python) render exactly
+what task.md.j2 and system.md.j2 (Jinja) do."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from conftest import FIXTURES, REPO
 from harnessc.compiler import compile_project
-from harnessc.compiler.prompts import _render, builtin_task_prompt, render_prompt
+from harnessc.compiler.prompts import _render, builtin_system_prompt, builtin_task_prompt, render_prompt
 
 text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
 maybe = lambda s: st.none() | s  # noqa: E731
@@ -43,6 +44,13 @@ def jinja_task_prompt(context: dict, root: Path) -> str:
 @given(contexts)
 def test_builtin_task_prompt_is_the_template(tmp_path_factory, context):
     assert builtin_task_prompt(context) == jinja_task_prompt(context, Path("."))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.fixed_dictionaries({"title": maybe(text | st.integers())}, optional={"overview": text}))
+def test_builtin_system_prompt_is_the_template(project):
+    assert builtin_system_prompt(project) == _render({"templates": None}, Path("."), "system.md.j2",
+                                                     {"project": project})
 
 
 def _own_templates(project: Path) -> bool:

@@ -321,7 +321,21 @@ def _base_context(plan: dict, node: dict, root: Path) -> dict:
 
 
 def render_system(plan: dict, root: Path) -> str:
-    return _render(plan, root, "system.md.j2", {"project": plan.get("project", {})})
+    project = plan.get("project", {})
+    if not _user_template(plan, root, "system.md.j2") and "title" in project:
+        return builtin_system_prompt(project)
+    return _render(plan, root, "system.md.j2", {"project": project})
+
+
+def builtin_system_prompt(project: dict) -> str:
+    """What the built-in system.md.j2 renders, written out in Python: a run whose templates
+    are all built in never imports Jinja (tests/test_prompts.py checks both give the same text)."""
+    title = project.get("title")
+    who = f'the project "{title}"' if title else "a project"
+    return (f"You are an agent working on {who}, driven by harnessc.\n"
+            "Each task states its goal and how your work is verified. Claims are checked: output JSON is\n"
+            "validated against its contract, accept commands are run, and a completion promise counts only\n"
+            "when every other check passes. Do the work; do not claim what you have not done.\n")
 
 
 # What every prompt of one plan shares, computed once per plan (one plan at a time): building

@@ -123,3 +123,18 @@ def test_lint_and_build_run_the_compiler_without_cyclic_collections(tmp_path: Pa
                              capture_output=True, text=True, timeout=120, env=env())
         assert out.returncode == 0, out.stderr
         assert True not in json.loads(out.stdout.strip().splitlines()[-1]), command
+
+
+def test_a_command_run_of_loop_tasks_outside_git_imports_no_jinja_and_no_gitpython(tmp_path: Path) -> None:
+    """Loop tasks (a completion promise) of a `command` agent, with the built-in templates, in
+    a directory no repository holds: their prompts are the built-in ones written out in Python
+    (no Jinja), and their file evidence is hashed (no GitPython to find there is no repository)."""
+    nodes = [node("t1", completion_promise="DONE", routing={"agent": "cmd"}),
+             node("t2", completion_promise="DONE", routing={"agent": "cmd"})]
+    write_project(tmp_path, nodes, agents={"cmd": {"provider": "command", "command": [
+        sys.executable, "-c", "import sys; sys.stdin.read(); print('<promise>DONE</promise>')"]}})
+    modules = imported("-C", str(tmp_path), "run", "--no-build")
+    assert "harnessc.runtime.loop.files" in modules  # its file evidence was taken
+    unwanted = modules & (SDKS | {"jinja2", "git"})
+    assert not unwanted, unwanted
+    assert json.loads((tmp_path / ".harness" / "outputs" / "t2.json").read_text())["state"] == "succeeded"

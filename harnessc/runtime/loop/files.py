@@ -366,6 +366,8 @@ def content_id(path: Path, st: os.stat_result) -> str:
 
 def snapshots(root: Path, index: Path) -> GitSnapshots | HashedSnapshots:
     """GitSnapshots when the project is in a git repository (and git runs), else HashedSnapshots."""
+    if not _maybe_in_repository(root):
+        return HashedSnapshots(root)  # GitPython is not imported for nothing: ~40 ms of a run's start
     try:
         from git import Repo  # raises ImportError when no git executable is found
         from git.exc import GitError
@@ -376,6 +378,18 @@ def snapshots(root: Path, index: Path) -> GitSnapshots | HashedSnapshots:
     except Exception:  # not a repository, no git: hash the files instead
         return HashedSnapshots(root)
     return GitSnapshots(repo, root, index)
+
+
+def _maybe_in_repository(root: Path) -> bool:
+    """False when GitPython would find no repository from `root` (no GIT_DIR, and no `.git`
+    entry nor git directory in it or a parent); True when it may (it decides)."""
+    if os.environ.get("GIT_DIR"):
+        return True
+    top = Path(os.path.abspath(root))
+    for d in (top, *top.parents):
+        if os.path.lexists(d / ".git") or all(os.path.exists(d / n) for n in ("HEAD", "objects", "refs")):
+            return True
+    return False
 
 
 def total(source: str, per_path: dict[str, tuple[int, int, bool]], commits: int = 0) -> FileChanges:
