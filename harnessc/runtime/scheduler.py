@@ -399,6 +399,7 @@ class Runner:
         finally:
             watcher.cancel()
             await self._settle()
+            self.store.flush()  # a record still waiting to ride along with a commit (state.defer)
             await self._outputs_written()
             self.results.close()
             self.attribution.close()

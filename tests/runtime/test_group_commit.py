@@ -74,3 +74,31 @@ def test_a_new_event_loop_after_a_crash_still_flushes(store):
 
     assert asyncio.run(again()) == "ok"
     assert store.tasks()["c"]["state"] == "running"
+
+
+def test_a_child_record_rides_along_with_the_next_commit_or_commits_alone_soon(store):
+    """record_child saves no commit of its own while other writes come: it commits with the
+    next one; alone, it commits within CHILD_RECORD_WITHIN seconds anyway."""
+    commits = []
+    store.db.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+
+    def child_of(aid: int) -> tuple:
+        return tuple(store.db.execute("SELECT proc_pid, proc_start FROM attempts WHERE id=?", (aid,)).fetchone())
+
+    async def main():
+        a = await store.defer(lambda: store.begin_attempt("a", 1, 0, "x", "p", "h", 0.0, start_task=True))
+        b = await store.defer(lambda: store.begin_attempt("b", 1, 0, "x", "p", "h", 0.0, start_task=True))
+        del commits[:]
+        store.record_child(a, 4242, 17)
+        for _ in range(5):
+            await asyncio.sleep(0)  # loop turns: no commit of its own
+        assert commits == [] and child_of(a) == (None, None)
+        await store.defer(lambda: store.set_state("c", "running"))
+        assert commits == ["COMMIT"] and child_of(a) == (4242, 17)  # the one commit held both
+        store.record_child(b, 4343, 18)
+        deadline = asyncio.get_running_loop().time() + 30
+        while child_of(b) != (4343, 18):  # alone: it commits by itself
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.05)
+
+    asyncio.run(main())

@@ -64,6 +64,7 @@ def pid_alive(pid: int | None) -> bool:
 
 
 MIRROR_FLUSH = 0.1  # seconds events.jsonl lines may wait in the buffer (flush_mirror() too)
+CHILD_RECORD_WITHIN = 0.5  # seconds an attempt's child record may wait for another write's commit
 
 
 class StateStore:
@@ -80,6 +81,7 @@ class StateStore:
         self._queue: list[tuple[Callable[[], Any], asyncio.Future]] = []  # group commit
         self._flush_loop = None
         self._flush_handle = None
+        self._flush_due = 0.0  # the loop time the scheduled flush runs at
         self.run_id: str | None = None
         self.listeners: list = []  # callables given every event (the live display)
         if not self.path.exists() and not create:
@@ -159,26 +161,34 @@ class StateStore:
 
     # ------------------------------------------------------------------ group commit
 
-    def defer(self, fn: Callable[[], Any]) -> asyncio.Future:
+    def defer(self, fn: Callable[[], Any], within: float = 0.0) -> asyncio.Future:
         """Run the write `fn()` in the next group commit; the future has its result once committed.
 
         Writes queued by every task during one turn of the event loop share one transaction
         (each in its own savepoint, so one failing write fails only its own future): a task
         awaiting the future knows its write is durable, exactly as with a commit of its own.
-        A cancelled future's write is dropped, never half done.
+        A cancelled future's write is dropped, never half done. `within`: seconds the write
+        may wait to ride along with another write's commit (a record nobody awaits: it saves
+        a commit of its own); the commit comes then at the latest.
         """
         loop = asyncio.get_running_loop()
         if self._flush_loop is not loop:  # leftovers of an event loop that ended (a crash)
             self._queue, self._flush_loop, self._flush_handle = [], loop, None
         fut = loop.create_future()
         self._queue.append((fn, fut))
-        if self._flush_handle is None:
-            self._flush_handle = loop.call_soon(self.flush)
+        due = loop.time() + within
+        if self._flush_handle is None or due < self._flush_due:
+            if self._flush_handle is not None:
+                self._flush_handle.cancel()
+            self._flush_handle = loop.call_later(within, self.flush) if within else loop.call_soon(self.flush)
+            self._flush_due = due
         return fut
 
     def flush(self) -> None:
         """Commit the queued writes now, in one transaction, and settle their futures."""
-        self._flush_handle = None
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()  # (when called directly: the scheduled one has nothing left)
+            self._flush_handle = None
         batch = [(fn, fut) for fn, fut in self._queue if not fut.done()]
         self._queue = []
         if not batch:
@@ -480,13 +490,17 @@ class StateStore:
         return f"{self.run_id}.{attempt_id}"
 
     def record_child(self, attempt_id: int, pid: int, start: int | None) -> None:
-        """Remember the attempt's latest child (pid and start time) in the next group commit."""
+        """Remember the attempt's latest child (pid and start time) in the next group commit,
+        within CHILD_RECORD_WITHIN seconds."""
         def write() -> None:
             self.db.execute("UPDATE attempts SET proc_pid=?, proc_start=? WHERE id=?",
                             (pid, start, attempt_id))
 
-        # Best effort: the marker, committed with the attempt, finds the child anyway.
-        self.defer(write).add_done_callback(lambda f: f.cancelled() or f.exception())
+        # Best effort, so it rides along with another write's commit (with tasks running at
+        # once, one comes within milliseconds): the marker, committed with the attempt before
+        # the child started, finds the child anyway, and the run's watcher ends its group if
+        # harnessc dies (children/lifeline.py).
+        self.defer(write, within=CHILD_RECORD_WITHIN).add_done_callback(lambda f: f.cancelled() or f.exception())
 
     def finish_attempt(self, attempt_id: int, task_id: str, status: str, *, raw: str | None,
                        parsed: Any = None, errors: list[str] | None = None,
