@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gc
 
-from harnessc.nogc import no_cyclic_gc
+from harnessc.nogc import RUN_YOUNG_THRESHOLD, for_a_run, no_cyclic_gc
 
 
 def test_paused_inside_and_restored_after_even_when_nested_or_raising():
@@ -72,5 +72,32 @@ def test_objects_the_process_froze_stay_frozen():
         with no_cyclic_gc():
             made = [[i] for i in range(100)]
         assert gc.get_freeze_count() == frozen and kept and made
+    finally:
+        gc.unfreeze()
+
+
+def test_a_run_freezes_what_is_alive_and_collects_less_often_then_restores_both():
+    gc.unfreeze()
+    threshold = gc.get_threshold()
+    alive = [[i] for i in range(1000)]
+    with for_a_run():
+        assert gc.get_freeze_count() >= len(alive) and gc.isenabled()
+        assert gc.get_threshold() == (RUN_YOUNG_THRESHOLD, *threshold[1:])
+        cycle = []
+        cycle.append(cycle)  # what the run makes in cycles is still collected
+        del cycle
+        assert gc.collect() >= 1
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == threshold
+
+
+def test_a_run_leaves_a_frozen_set_it_did_not_make():
+    gc.unfreeze()
+    try:
+        with no_cyclic_gc(freeze=True):
+            kept = [[i] for i in range(100)]
+        frozen = gc.get_freeze_count()
+        with for_a_run():
+            pass
+        assert gc.get_freeze_count() == frozen >= len(kept)
     finally:
         gc.unfreeze()

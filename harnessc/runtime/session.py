@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Callable
 
-from .. import providers
+from .. import nogc, providers
 from ..workspace import Workspace, storage_reason
 from . import preflight
 from .children import procs, reaper
@@ -90,7 +90,7 @@ def execute(root: Path, plan: Plan, opts: RunOptions,
                         agents={a: sorted(set(whys.values())) for a, whys in runner.preflight.passed_over.items()})
         if on_start:
             on_start(runner, recovered)
-        with reaper.adopting(store.run_id), procs.child_watching():
+        with reaper.adopting(store.run_id), procs.child_watching(), nogc.for_a_run():
             result = asyncio.run(runner.run())
         store.end_run(result.status, result.exit_code, result.message)
         write_results(workspace, result, store.last_run())

@@ -34,6 +34,11 @@ USAGE_COLUMNS = ("input_tokens", "uncached_input_tokens", "cache_read_tokens", "
                  "output_tokens", "reasoning_tokens")
 
 
+# json.dumps(value, sort_keys=True, default=str), with one encoder for every write (dumps
+# makes one per call: a third of the time of a task's small records)
+_encode = json.JSONEncoder(sort_keys=True, default=str).encode
+
+
 def _enc(value: str | None) -> str:
     return "null" if value is None else _encode_str(value)
 
@@ -252,7 +257,7 @@ class StateStore:
         return value
 
     def _json(self, value: Any) -> str | None:
-        return None if value is None else self.redact(json.dumps(value, sort_keys=True, default=str))
+        return None if value is None else self.redact(_encode(value))
 
     def event(self, kind: str, task_id: str | None = None, **data: Any) -> dict:
         """Record an event (in the caller's transaction, if any) and mirror it to events.jsonl.
