@@ -159,7 +159,8 @@ class Runner:
         self.agents: dict[str, Any] = {}
         self.outputs_written = 0  # results this run wrote to .harness/outputs/
         self.results = outputs.Writer(self.workspace, store.redact)
-        self.writing: set[asyncio.Future] = set()  # results being written (outputs.Writer.write_soon)
+        self.writing: dict[asyncio.Future, str] = {}  # results being written -> their task (outputs.Writer.write_soon)
+        self.written: list[asyncio.Future] = []  # writes ended, not yet counted (_count_outputs)
         self.stop_mode: str | None = None  # None | stop | abort
         self.calls = CallBounds()  # every agent call's deadline; a stop's grace cuts them
         self.halt: tuple[str, str] | None = None  # (outcome.BUDGET|FAIL_FAST, why): ends the run early
@@ -353,29 +354,38 @@ class Runner:
         """Write the result of a task that just succeeded or degraded (outputs.py), in the
         writer's thread; a failed write is a warning (state.db keeps the result)."""
         written = self.results.write_soon(self._output_of(tid))
-        self.writing.add(written)
-        written.add_done_callback(functools.partial(self._output_written, tid))
+        self.writing[written] = tid
+        written.add_done_callback(self._output_written)
 
-    def _output_written(self, tid: str, written: asyncio.Future) -> None:
-        if written.cancelled():  # (never: the loop ended under it)
-            self.writing.discard(written)
-            return
-        e = written.exception()
-        if e is None or isinstance(e, WorkspaceError):
-            self.writing.discard(written)  # else kept: _outputs_written raises it
-        if e is None:
-            self.outputs_written += 1
-        elif isinstance(e, WorkspaceError):
-            self._output_not_written(tid, e)
+    def _output_written(self, written: asyncio.Future) -> None:
+        """A write ended: the scheduler counts it (or says it failed) when it next wakes, where
+        a state.db failure ends the run as any other does (not in this callback)."""
+        if not written.cancelled():
+            written.exception()  # retrieved: a run that ends on an error before counting it is not told
+        self.written.append(written)
+        self.wake.set()
+
+    def _count_outputs(self) -> None:
+        """Count the results written since the last look, and warn of those that could not be;
+        a write that failed on something else than a file's trouble (a bug) is raised."""
+        done, self.written = self.written, []
+        for written in done:
+            tid = self.writing.pop(written)
+            if written.cancelled():  # (never: the loop ended under it)
+                continue
+            e = written.exception()
+            if e is None:
+                self.outputs_written += 1
+            elif isinstance(e, WorkspaceError):
+                self._output_not_written(tid, e)
+            else:
+                raise e
 
     async def _outputs_written(self) -> None:
-        """Wait for the results still being written (the run's summary counts them); a write
-        that failed on something else than a file's trouble (a bug) is raised here."""
-        for written in list(self.writing):
-            try:
-                await written
-            except WorkspaceError:
-                pass  # a warning, said by _output_written
+        """Wait for the results still being written, and count them (the run's summary says how many)."""
+        if self.writing:
+            await asyncio.wait(list(self.writing))  # returns after their own done callbacks ran
+        self._count_outputs()
 
     # ------------------------------------------------------------------ the loop
 
@@ -484,6 +494,7 @@ class Runner:
             if not self.finished:
                 self.wake.clear()
                 await self.wake.wait()
+            self._count_outputs()
             batch, self.finished = self.finished, []
             for tid in batch:
                 t = self.running.pop(tid, None)
