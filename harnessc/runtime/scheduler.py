@@ -358,12 +358,12 @@ class Runner:
         written.add_done_callback(self._output_written)
 
     def _output_written(self, written: asyncio.Future) -> None:
-        """A write ended: the scheduler counts it (or says it failed) when it next wakes, where
-        a state.db failure ends the run as any other does (not in this callback)."""
+        """A write ended: the scheduler counts it (or says it failed) when a task next ends, or
+        at the run's end, where a state.db failure ends the run as any other does (not in
+        this callback)."""
         if not written.cancelled():
             written.exception()  # retrieved: a run that ends on an error before counting it is not told
         self.written.append(written)
-        self.wake.set()
 
     def _count_outputs(self) -> None:
         """Count the results written since the last look, and warn of those that could not be;
