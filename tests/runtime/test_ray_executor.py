@@ -29,6 +29,7 @@ from harnessc.runtime.scheduler import RunOptions  # noqa: E402
 from harnessc.runtime.session import execute  # noqa: E402
 
 from .helpers import PY, REPO, env, git, git_repo, harnessc, node, spawn, write_project  # noqa: E402
+from .test_explore import AGENT as EXPLORE_AGENT  # noqa: E402  (stuck at once; branch 2 finds the way)
 
 pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray")]
 
@@ -597,20 +598,6 @@ def test_a_loop_tasks_file_evidence_is_the_change_each_call_brings_back_as_local
                                                  ["README.md", "src/part3.txt"], ["src/part4.txt"]], there_files
     assert [(f["added"], f["removed"], f["new"]) for f in there_files] == [(3, 0, 2), (6, 0, 1), (9, 2, 1), (12, 0, 1)]
     assert there_files == evidence(here)
-
-
-# explore.py's project (tests/runtime/test_explore.py): stuck at once, branch 2 finds the way
-EXPLORE_AGENT = """\
-import os, pathlib
-k = os.environ.get("HARNESSC_APPROACH")
-if k == "2":
-    pathlib.Path("way.txt").write_text("the way\\n")
-    print("<progress>found the way</progress>")
-elif k is None and pathlib.Path("way.txt").exists():
-    print("done <promise>DONE</promise>")
-else:
-    print("still thinking")
-"""
 
 
 def test_a_stuck_loop_task_explores_on_workers_and_its_next_call_starts_from_the_chosen_branch(tmp_path, on_ray):
