@@ -10,7 +10,7 @@ comes with its reason, so `plan.json` and `harnessc ls --output json` can say wh
 
 from __future__ import annotations
 
-import re
+from functools import lru_cache
 from typing import Any
 
 from ..planfile import Analysis
@@ -31,7 +31,10 @@ WORDS: tuple[tuple[str, float, frozenset[str]], ...] = (
 )
 LEVELS = (("trivial", 1.5), ("simple", 3.5), ("medium", 6.0), ("complex", 9.0))  # below the bound
 TIERS = {"trivial": "fast", "simple": "fast", "medium": "balanced", "complex": "powerful", "epic": "powerful"}
-_WORD = re.compile(r"[a-z]+")
+# The [a-z]+ runs of lower-cased text, found by bytes: ASCII letters are their own bytes in
+# UTF-8 and every other character's bytes are >= 0x80, so blanking every byte but a-z and
+# splitting finds the same words as the regex, in half its time (a 10k-task build reads every goal).
+_BLANK_ALL_BUT_A_TO_Z = bytes(b if 97 <= b <= 122 else 32 for b in range(256))
 
 
 def analyse(title: str, goal: str, success: str | None, written: str | None, size: tuple[int, int],
@@ -47,32 +50,43 @@ def analyse(title: str, goal: str, success: str | None, written: str | None, siz
 
 
 def _score(title: str, goal: str, success: str | None, size: tuple[int, int], accept: int, fan_in: int) -> Analysis:
-    text = f"{title} {goal} {success or ''}".lower()
-    words = _WORD.findall(text)
+    words = _words(f"{title} {goal} {success or ''}".lower())
     present = set(words)
-    score, reasons, needs = 0.0, [], []
-
-    def add(points: float, why: str) -> None:
-        nonlocal score
-        if points:
-            score += points
-            reasons.append(f"{points:+g} {why}")
-
+    points: list[tuple[float, str]] = []
+    needs = []
     for kind, weight, vocabulary in WORDS:
         hits = sorted(present & vocabulary)
         if hits:
-            add(weight, f"{kind} wording ({', '.join(hits[:3])})")
+            points.append((weight, f"{weight:+g} {kind} wording ({', '.join(hits[:3])})"))
             if kind in NEEDS:
                 needs.append(NEEDS[kind])
-    add(round(min(len(words) / 40, 3.0), 2), plural(len(words), "word"))
     fields, rules = size
-    add(round(min(fields / 5, 2.0), 2), plural(fields, "contract field"))
-    add(round(min(rules / 3, 1.0), 2), plural(rules, "contract rule"))
-    add(1.0 if accept else 0.0, plural(accept, "accept command"))
-    add(min(fan_in * 0.5, 2.0), plural(fan_in, "dependency", "dependencies"))
+    points += (_for_count(len(words), 40, 3.0, "word"),
+               _for_count(fields, 5, 2.0, "contract field"),
+               _for_count(rules, 3, 1.0, "contract rule"),
+               _for_count(accept, 1, 1.0, "accept command"),
+               _for_count(fan_in, 2, 2.0, "dependency", "dependencies"))
+    score, reasons = 0.0, []
+    for p, why in points:
+        if p:
+            score += p
+            reasons.append(why)
     score = round(max(score, 0.0), 2)
     level = next((name for name, bound in LEVELS if score < bound), "epic")
     return Analysis(level, TIERS[level], score, reasons, needs)
+
+
+def _words(lowered: str) -> list[str]:
+    """The [a-z]+ runs of `lowered` (see _BLANK_ALL_BUT_A_TO_Z)."""
+    return lowered.encode("utf-8", "surrogatepass").translate(_BLANK_ALL_BUT_A_TO_Z).decode("ascii").split()
+
+
+@lru_cache(maxsize=4096)
+def _for_count(n: int, per: float, cap: float, word: str, many: str | None = None) -> tuple[float, str]:
+    """The points for n things (one per `per`, at most `cap`) and their reason; the same for
+    every task with that count, so made once."""
+    points = round(min(n / per, cap), 2)
+    return points, f"{points:+g} {plural(n, word, many)}"
 
 
 def contract_size(contract: Any) -> tuple[int, int]:
