@@ -494,16 +494,18 @@ def check_read_only_changes(project: Project) -> None:
         return
     from ..providers import clis
 
-    agents = project.config.agents
+    agents, cli_providers = project.config.agents, clis()
     for task in project.tasks:
-        if task.done or not task.completion_promise or task.accept or not _asks_for_changes(task):
+        if task.done or not task.completion_promise or task.accept:
             continue
-        contract = project.contracts.get(task.contract) if task.contract else None
-        if contract is not None and _contract_verifies(contract):
-            continue
+        # the agent first, the wording last: most tasks' agent is no read-only CLI, and the
+        # wording's regexes cost the most (a 10k-task build ran them for every task)
         name = _first_agent(project, task)
         config = agents.get(name) if name else None
-        if config is None or config.provider not in clis() or (config.permissions or "read-only") != "read-only":
+        if config is None or config.provider not in cli_providers or (config.permissions or "read-only") != "read-only":
+            continue
+        contract = project.contracts.get(task.contract) if task.contract else None
+        if (contract is not None and _contract_verifies(contract)) or not _asks_for_changes(task):
             continue
         where = _value_span(task, "agent") if task.agent and task.agent[0] == name else task.span
         project.diags.warning(
