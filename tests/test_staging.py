@@ -79,7 +79,7 @@ def test_a_build_stages_the_context_and_the_prompt_names_what_was_left_out(tmp_p
 
 
 @pytest.mark.parametrize("provider, config, window", [
-    ("anthropic", {"model": "claude-sonnet-4-5"}, 200_000),
+    ("anthropic", {"model": "claude-sonnet-4-6"}, 200_000),
     ("anthropic", {"model": "claude-opus-5-5"}, 1_000_000),
     ("openai", {"model": "gpt-4o-mini"}, 128_000),
     ("openai", {"model": "gpt-4.1-nano"}, 1_047_576),
@@ -89,9 +89,9 @@ def test_a_build_stages_the_context_and_the_prompt_names_what_was_left_out(tmp_p
     ("openai", {"model": "o1-mini"}, 128_000),
     ("openai", {"model": "openai/gpt-4o"}, 128_000),  # a gateway's vendor/model id
     ("openai", {"model": "qwen3:8b"}, None),  # a local server's name: unknown
-    ("openai", {"model": "claude-sonnet-4-5"}, 200_000),  # a gateway serving another vendor's model
+    ("openai", {"model": "claude-sonnet-4-6"}, 200_000),  # a gateway serving another vendor's model
     ("openai", {"model": "qwen3:8b", "context_window": 32_768}, 32_768),
-    ("anthropic", {"model": "claude-sonnet-4-5", "context_window": 1_000_000}, 1_000_000),
+    ("anthropic", {"model": "claude-sonnet-4-6", "context_window": 1_000_000}, 1_000_000),
     ("claude-code", {}, 200_000),
     ("claude-code", {"model": "opus[1m]"}, 1_000_000),
     ("codex", {}, 400_000),
@@ -110,7 +110,7 @@ def test_context_window_of_an_agent(provider, config, window):
 HARNESS = """\
 agents:
   small: {provider: openai, model: gpt-4o}
-  large: {provider: anthropic, model: claude-sonnet-4-5}
+  large: {provider: anthropic, model: claude-sonnet-4-6}
   local: {provider: openai, model: "qwen3:8b", base_url: "http://127.0.0.1:11434/v1", api_key_env: null}
   sized: {provider: openai, model: "qwen3:8b", base_url: "http://127.0.0.1:11434/v1", api_key_env: null,
           context_window: 400}

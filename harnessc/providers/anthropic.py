@@ -49,5 +49,5 @@ PROVIDER = Provider(
     cache_rates=(0.1, 1.25, 2.0),
     windows=WINDOWS,
     sdk="anthropic",
-    requires={"model": "add the model id, e.g. `model: claude-sonnet-4-5` (the Messages API has no default model)"},
+    requires={"model": "add the model id, e.g. `model: claude-sonnet-4-6` (the Messages API has no default model)"},
 )

@@ -20,7 +20,7 @@ from .helpers import harnessc, node, write_project
 
 HARNESS = """\
 agents:
-  sonnet: {provider: anthropic, model: claude-sonnet-4-5, tier: powerful, price: {input: 3, output: 15},
+  sonnet: {provider: anthropic, model: claude-sonnet-4-6, tier: powerful, price: {input: 3, output: 15},
            limits: {daily_calls: 50}}
   gpt: {provider: openai, model: gpt-5.2, api: responses, max_tokens: 4000}
   local: {provider: openai, model: "qwen3:8b", base_url: "http://127.0.0.1:11434/v1", api_key_env: null}
@@ -126,7 +126,7 @@ def bad_plan(root: Path) -> Path:
     write_project(root, [node("a", routing={"agent": "bot"})], agents={"bot": {"provider": "simulate"}})
     path = root / ".harness" / "build" / "plan.json"
     plan = json.loads(path.read_text())
-    plan["agents"]["bot"] = {"provider": "anthropic", "model": "claude-sonnet-4-5", "max_tokens": "8k"}
+    plan["agents"]["bot"] = {"provider": "anthropic", "model": "claude-sonnet-4-6", "max_tokens": "8k"}
     path.write_text(json.dumps(plan))
     return root
 

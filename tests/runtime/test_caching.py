@@ -44,7 +44,7 @@ def send(provider: str, requests: list[Request], config: dict | None = None,
         api = FakeAPI()
         base = await api.start()
         api.push(*replies)
-        cfg = {"provider": provider, "model": "claude-sonnet-4-5",
+        cfg = {"provider": provider, "model": "claude-sonnet-4-6",
                "base_url": base if provider == "anthropic" else base + "/v1", **(config or {})}
         agent = make_agent("a1", agent_config("a1", cfg), Path("."))
         try:
@@ -64,7 +64,7 @@ def request(parts: list[str], task: str = "t1", system: str = SYSTEM) -> Request
     return Request(task_id=task, prompt="".join(parts), system=system, timeout=10.0, cache_breaks=tuple(ends))
 
 
-OVERVIEW = "# Project\n\n" + "The overview every task shares. " * 200 + "\n\n"  # ~1,600 tokens
+OVERVIEW = "# Project\n\n" + "The overview every task shares. " * 300 + "\n\n"  # ~2,400 tokens
 CONTEXT = "## Context files\n\n" + "shared context line\n" * 300  # ~1,500 tokens
 FORMAT = "## Required Output Format\n\nA JSON object.\n\n"
 
@@ -82,7 +82,7 @@ def test_anthropic_breakpoints_end_each_shared_part(ttl, control) -> None:
 
 
 def test_anthropic_no_breakpoint_where_the_prefix_is_under_the_models_minimum() -> None:
-    parts = [OVERVIEW, "# Task t1\n"]  # ~1,600 tokens: enough for Sonnet (1,024), not for Haiku 4.5 (4,096)
+    parts = [OVERVIEW, "# Task t1\n"]  # ~2,400 tokens: enough for Sonnet 4.6 (2,048), not for Haiku 4.5 (4,096)
     _, api = send("anthropic", [request(parts)], {"model": "claude-haiku-4-5-20251001"})
     assert api.requests[0].body["messages"] == [{"role": "user", "content": "".join(parts)}]
     _, api = send("anthropic", [request(["# Project\n\nshort\n\n", "# Task t1\n"])])
@@ -90,7 +90,7 @@ def test_anthropic_no_breakpoint_where_the_prefix_is_under_the_models_minimum() 
 
 
 def test_anthropic_at_most_four_breakpoints_the_longest_prefixes_kept() -> None:
-    long_system = "Be careful. " * 500  # ~1,500 tokens: cacheable by itself
+    long_system = "Be careful. " * 800  # ~2,400 tokens: cacheable by itself
     parts = [OVERVIEW, CONTEXT, CONTEXT, CONTEXT, FORMAT, "# Task t1\n"]
     _, api = send("anthropic", [request(parts, system=long_system)])
     body = api.requests[0].body
@@ -177,9 +177,9 @@ def test_a_run_caches_the_shared_prefix_and_reports_the_share_and_savings(tmp_pa
         api.push(Reply.ok('{"title": "n0"}', usage={"input": 50, "output": 10, "cache_write": 2000}),
                  *(Reply.ok(f'{{"title": "n{i}"}}', usage={"input": 50, "output": 10, "cache_read": 3000})
                    for i in (1, 2)))
-        agent = (f"  claude: {{provider: anthropic, model: claude-sonnet-4-5, base_url: '{api.base_url}',"
+        agent = (f"  claude: {{provider: anthropic, model: claude-sonnet-4-6, base_url: '{api.base_url}',"
                  " price: {input: 3.0, output: 15.0}}")
-        write_spec(tmp_path, agent, overview="The overview every task shares. " * 200, concurrency=1)
+        write_spec(tmp_path, agent, overview="The overview every task shares. " * 300, concurrency=1)
         e = {k: v for k, v in cli_env().items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
         e.update(KEYS)
         r = harnessc(tmp_path, "run", env=e, timeout=120)

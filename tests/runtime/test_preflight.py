@@ -17,7 +17,7 @@ from harnessc.runtime.preflight import agent_checks
 from .helpers import PY, SIMPLE_CONTRACT, env, harnessc, node, write_project
 
 UNSET = "HC_PREFLIGHT_UNSET_KEY"
-PAID = {"provider": "anthropic", "model": "claude-sonnet-4-5", "api_key_env": UNSET}
+PAID = {"provider": "anthropic", "model": "claude-sonnet-4-6", "api_key_env": UNSET}
 SIM = {"provider": "simulate"}
 
 

@@ -59,7 +59,7 @@ def test_a_rejected_api_key_fails_a_fallback_task_and_retry_takes_it(tmp_path):
         api.push(*[Reply.error(401, "authentication_error", message="invalid x-api-key")] * 2)
         (tmp_path / "harness.yaml").write_text(textwrap.dedent(f"""\
             agents:
-              claude: {{provider: anthropic, model: claude-sonnet-4-5, api_key_env: HC_TEST_BAD_KEY,
+              claude: {{provider: anthropic, model: claude-sonnet-4-6, api_key_env: HC_TEST_BAD_KEY,
                         base_url: "{api.base_url}"}}
               rehearsal: {{provider: simulate}}
             """))

@@ -30,6 +30,7 @@ CACHE_MINIMUM = {
     "claude-opus-4-5": 4096,
     "claude-opus-4-6": 4096,
     "claude-opus-4-7": 2048,
+    "claude-sonnet-4-6": 2048,
 }
 
 
