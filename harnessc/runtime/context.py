@@ -38,6 +38,7 @@ class TaskContext(Protocol):
     steering: Steering
     isolation: Isolation
     calls: CallBounds
+    deprecations_said: set[str]  # agents whose deprecated model the run has warned of (once each)
     executor: Any  # None: attempts run here; else executor/ray.py's RayExecutor
 
     def halting(self) -> bool: ...

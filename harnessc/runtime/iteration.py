@@ -30,6 +30,7 @@ from .. import outcome as outcomes
 from ..planfile import Contract, PlanNode
 from ..providers import AgentConfig
 from . import plan as planmod
+from .agents import deprecation
 from .agents.base import AgentError, Request, Response
 from .agents.errors import retry_delay
 from .context import TaskContext
@@ -243,6 +244,7 @@ class TaskRun:
         resp = await self.call(name, agent, cfg, cost, tokens)
         if resp is None:  # lost with its worker: the iteration runs again
             return
+        self.say_deprecated(name, cfg, resp)
         over = self.limits.count(resp.usage, resp.tool_calls if isinstance(resp, Response) else 0, name)
         if isinstance(resp, AgentError):
             self.p.calls.failed_call(resp.kind, resp.message)
@@ -260,6 +262,14 @@ class TaskRun:
             await self.succeed(resp, verdict)
         else:
             await self.refine(resp, verdict)
+
+    def say_deprecated(self, name: str, cfg: AgentConfig, resp: Response | AgentError) -> None:
+        """Once per agent and run: its model is deprecated (the SDK said so on this call)."""
+        date = getattr(resp, "deprecated", None)
+        if date and name not in self.ctx.deprecations_said:
+            self.ctx.deprecations_said.add(name)
+            self.store.event("model_deprecated", self.tid, agent=name, model=cfg.model, end_of_life=date,
+                             reason=deprecation.warning(name, cfg.model, date))
 
     async def steer(self) -> None:
         """The operator's say between iterations (steering.py): wait while the run is paused

@@ -139,6 +139,7 @@ class Runner:
         self.budget = Budget(store, limit, int(max_tokens) if max_tokens is not None else None)
         self.router = Router(plan.agents, force=opts.agent, only=opts.agents, history=History(store, plan))
         self.health = Health(store, plan.agents)
+        self.deprecations_said: set[str] = set()
         # a task's approaches run at once (approaches.py): an agent may have as many calls in
         # flight as the widest task has approaches, unless its own limits.concurrency says fewer
         widest = max((n.approaches.n for n in plan.nodes if n.approaches is not None and not n.done), default=1)

@@ -73,6 +73,7 @@ class Response:
     tool_calls: int | None = None  # tools the agent called during the call; None: it does not say
     unreported: list[str] = field(default_factory=list)  # figures not believed (checked_charge)
     truncated: str | None = None  # why the text is only the start of the answer (cut at the output cap)
+    deprecated: str | None = None  # the end-of-life date the SDK gave for the agent's model (deprecation.py)
 
     def __post_init__(self) -> None:
         usage, self.cost_usd, self.cost_source, unreported = checked_charge(self.usage, self.cost_usd,

@@ -71,6 +71,7 @@ class AgentError(Exception):
         # failed verification instead: the task's max_retries, with its retry_delays.
         self.unreachable = unreachable
         self.unreported = list(unreported or [])  # figures not believed (usage.checked_charge)
+        self.deprecated: str | None = None  # the end-of-life date the SDK gave for the model (deprecation.py)
 
     @property
     def transient(self) -> bool:

@@ -16,6 +16,8 @@ A provider subclass supplies only its wire specifics:
 
 Every call's ledger (Usage, cost, cost source) rides on its Response or AgentError: priced
 from the tokens, or charged 0 as `no_response` when no usage came back.
+The SDK's warning that the model is deprecated rides on them too (`deprecated`: its
+end-of-life date; deprecation.py), for the run to say once per agent.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 from ... import providers
 from ...providers import AgentConfig
 from ..children import procs
+from . import deprecation
 from .base import NO_RESPONSE, Request, Response, Usage, charge_reported, priced
 from .errors import AgentError, classify, missing_key
 
@@ -111,8 +114,9 @@ class SdkAgent:
         try:
             # the SDK's timeout is per read: a server that sends a byte now and then would
             # hold the call forever, so the whole call is bounded by the task's time left
-            async with asyncio.timeout(request.timeout) as bound:
-                answer = await self.send(self._client, params, request.timeout)
+            with deprecation.listening() as deprecated:
+                async with asyncio.timeout(request.timeout) as bound:
+                    answer = await self.send(self._client, params, request.timeout)
         except Exception as exc:  # noqa: BLE001 - every SDK failure becomes one classified AgentError
             if isinstance(exc, TimeoutError) and bound.expired():
                 error = AgentError(f"agent '{self.name}': the call was cut after {request.timeout:.1f}s, the time "
@@ -123,6 +127,7 @@ class SdkAgent:
                                  base_url=str(getattr(self._client, "base_url", "") or "") or None)
             if reported:
                 charge_reported(error, self.usage(reported[-1]), self.config, self.provider)
+            error.deprecated = deprecated[0] if deprecated else None
             raise error from None
         if answer.usage is None:  # a stream cut before its usage, a server that sends none
             charge: dict[str, Any] = {"usage": None, "cost_usd": 0.0, "cost_source": NO_RESPONSE}
@@ -133,11 +138,14 @@ class SdkAgent:
         problem = self._incomplete(answer, request)
         if problem:
             kind, what = problem
-            raise AgentError(f"agent '{self.name}': {what}", kind=kind, **charge)
+            error = AgentError(f"agent '{self.name}': {what}", kind=kind, **charge)
+            error.deprecated = deprecated[0] if deprecated else None
+            raise error
         text, cut = capped(answer.text)
         return Response(text=text, usage=charge["usage"] or Usage(), cost_usd=charge["cost_usd"],
                         cost_source=charge["cost_source"], latency=time.monotonic() - start,
-                        tool_calls=0, truncated=cut)  # harnessc gives API models no tools
+                        tool_calls=0, truncated=cut,  # harnessc gives API models no tools
+                        deprecated=deprecated[0] if deprecated else None)
 
     @staticmethod
     def reported(raw: Any) -> None:

@@ -51,6 +51,7 @@ RULES: dict[str, tuple[str, str, Callable[[dict], str]]] = {
     # a task's own limits (tasklimits.py): near one, or one its agent cannot be held to
     "limit_near": ("warning", "approaching_limit", _reason),
     "limit_unchecked": ("warning", "limit_unchecked", _reason),
+    "model_deprecated": ("warning", "model_deprecated", _reason),
     "daily_limit_reached": ("warning", "daily_limit", lambda ev: f"daily limit reached for {ev.get('agent')}: {_reason(ev)}"),
     "breaker_opened": ("warning", "breaker", lambda ev: f"breaker opened for {ev.get('agent')}: {_reason(ev)}"),
     # the operator's say: what reached an agent, what could not be read
