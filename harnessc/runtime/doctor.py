@@ -22,6 +22,7 @@ from .. import providers
 from ..planfile import Plan
 from ..providers import AgentConfig, CliConfig
 from ..workspace import Workspace
+from .agents import deprecation
 from .worktree import gitcmd
 from .children import procs
 from .executor import ExecutorError
@@ -112,6 +113,7 @@ async def _agent(root: Path, workspace: Workspace, name: str, config: AgentConfi
     if config.base_url:
         slow.append(_reachable(config.base_url))
     checks += await asyncio.gather(*slow)
+    checks += _model_deprecated(config, checks)
     if provider == "replay" and all(c.ok for c in checks):
         checks.append(_cassettes(workspace, name, config, tasks))
     return AgentReport(name, provider, checks)
@@ -126,6 +128,19 @@ def _with_sdk_version(check: Check, provider: str) -> Check:
         return Check("sdk", True, f"{sdk} {importlib.metadata.version(sdk)} is installed")
     except importlib.metadata.PackageNotFoundError:  # importable, but not an installed distribution
         return check
+
+
+def _model_deprecated(config: AgentConfig, checks: list[Check]) -> list[Check]:
+    """An anthropic agent whose model the installed SDK calls deprecated: said (not a problem,
+    the model still answers until its end-of-life)."""
+    sdk_ok = any(c.what == "sdk" and c.ok for c in checks)
+    if config.provider != "anthropic" or not config.model or not sdk_ok:
+        return []
+    date = deprecation.end_of_life(config.model)
+    if date is None:
+        return []
+    return [Check("model", True, f"model '{config.model}' is deprecated and reaches end-of-life on {date} "
+                                 f"(the anthropic SDK says so): pick a newer model")]
 
 
 def _cassettes(workspace: Workspace, name: str, config: AgentConfig, tasks: list[str]) -> Check:
