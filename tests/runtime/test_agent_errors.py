@@ -350,3 +350,12 @@ def test_a_quota_error_without_reset_headers_takes_the_reset_from_its_message() 
                       "message": "You've hit your usage limit. Try again at 2099-01-01 00:00 UTC."}}
     e = classify(_api_error(["RateLimitError", "APIStatusError"], 429, body), "a1")
     assert e.kind == "quota_exhausted" and e.reset_at == _utc("2099-01-01T00:00:00+00:00")
+
+
+def test_an_error_rebuilt_from_its_attributes_is_the_same_error() -> None:
+    """A remote attempt (executor/remote.py) sends an error back as `vars(e)` and the driver
+    rebuilds it with `AgentError(**...)`: every attribute must be a constructor argument."""
+    e = AgentError("quota", kind="quota_exhausted", retry_after=3.0, stderr="s", reset_at=1e9, cost_usd=0.5,
+                   retry=False, cost_source="reported", unreported=["cost"], deprecated="November 30th, 2026")
+    again = AgentError(**vars(e))
+    assert vars(again) == vars(e)

@@ -51,7 +51,7 @@ class AgentError(Exception):
                  stderr: str = "", kind: str | None = None, reset_at: float | None = None,
                  usage: Any = None, cost_usd: float = 0.0, retry: bool | None = None,
                  cost_source: str | None = None, unreachable: bool = False,
-                 unreported: list[str] | None = None):
+                 unreported: list[str] | None = None, deprecated: str | None = None):
         super().__init__(message)
         if kind is None:  # callers from before the taxonomy say only transient or not
             kind = "server" if transient else "failed"
@@ -71,7 +71,7 @@ class AgentError(Exception):
         # failed verification instead: the task's max_retries, with its retry_delays.
         self.unreachable = unreachable
         self.unreported = list(unreported or [])  # figures not believed (usage.checked_charge)
-        self.deprecated: str | None = None  # the end-of-life date the SDK gave for the model (deprecation.py)
+        self.deprecated = deprecated  # the end-of-life date the SDK gave for the model (deprecation.py)
 
     @property
     def transient(self) -> bool:
