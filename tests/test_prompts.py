@@ -76,7 +76,7 @@ def test_every_prompt_of_the_fixture_projects(tmp_path: Path, source: Path) -> N
         context = prompts._base_context(project.plan, node, root)
         nodes = prompts._node_index(project.plan)
         context["deps"] = {d: prompts._dep_view(nodes, d, None) for d in node["depends_on"]}
-        files = context["context_files"] = prompts._context_files(node, root)
+        files = context["context_files"] = prompts._context_files(project.plan, node, root)
         context["shared_context"], context["task_context"] = prompts._split_context(project.plan, node, files)
         context["context_left_out"] = prompts._context_left_out(node)
         context["cache_break"] = prompts.CACHE_BREAK

@@ -234,15 +234,15 @@ def _at_name(span: Span, root: Path, name) -> Span:
     return Span(span.path, span.line, m.start() + 1, span.line, m.end() + 1) if m else span
 
 
-def _context_files(node: dict, root: Path) -> list[dict]:
+def _context_files(plan: dict, node: dict, root: Path) -> list[dict]:
     """The task's context files, read again now (a build's check may be old) and without
     following links: a link put in place of a context file since the build raises
     workspace.UnsafePath, which fails the task, instead of handing its target to the agent."""
     if not node.get("context"):
-        return []  # most tasks: no Workspace to make (11 paths each, a third of a 10k build)
-    from ..workspace import UnsafePath, Workspace, WorkspaceError
+        return []  # most tasks: no Workspace to look up
+    from ..workspace import UnsafePath, WorkspaceError
 
-    workspace = Workspace(root)
+    workspace = _workspace(plan, root)
     staged = {f["path"]: f for f in (node.get("context_staging") or {}).get("files", ())}
     out = []
     for rel in node.get("context", []):
@@ -340,20 +340,33 @@ def builtin_system_prompt(project: dict) -> str:
 
 # What every prompt of one plan shares, computed once per plan (one plan at a time): building
 # renders every task, which must stay linear and not redo per-contract work.
-_CACHE = SimpleNamespace(plan=None, nodes={}, formats={}, user_templates={}, shared_context=None)
+_CACHE = SimpleNamespace(plan=None, nodes={}, formats={}, user_templates={}, shared_context=None,
+                         workspaces={})
 
 
 def _plan_cache(plan: dict) -> SimpleNamespace:
     if _CACHE.plan is not plan or len(_CACHE.nodes) != len(plan["nodes"]):
         _CACHE.plan, _CACHE.nodes, _CACHE.formats = plan, {n["id"]: n for n in plan["nodes"]}, {}
-        _CACHE.user_templates, _CACHE.shared_context = {}, None
+        _CACHE.user_templates, _CACHE.shared_context, _CACHE.workspaces = {}, None, {}
     return _CACHE
 
 
 def _forget_plan() -> None:
     """Drop the cache: a build is done with its plan, which must not outlive the project."""
     _CACHE.plan, _CACHE.nodes, _CACHE.formats, _CACHE.user_templates = None, {}, {}, {}
-    _CACHE.shared_context = None
+    _CACHE.shared_context, _CACHE.workspaces = None, {}
+
+
+def _workspace(plan: dict, root: Path):
+    """The Workspace of `root` that reads context files, one per plan and root (a Workspace
+    holds only paths, but makes a dozen of them)."""
+    from ..workspace import Workspace
+
+    workspaces = _plan_cache(plan).workspaces
+    key = str(root)
+    if key not in workspaces:
+        workspaces[key] = Workspace(root)
+    return workspaces[key]
 
 
 def _node_index(plan: dict) -> dict[str, dict]:
@@ -390,7 +403,7 @@ def render_prompt_parts(plan: dict, node_id: str, deps: dict[str, dict] | None, 
     deps = deps or {}
     context = _base_context(plan, node, root)
     context["deps"] = {d: _dep_view(nodes, d, deps.get(d)) for d in node.get("depends_on", [])}
-    files = context["context_files"] = _context_files(node, files_root or root)
+    files = context["context_files"] = _context_files(plan, node, files_root or root)
     context["shared_context"], context["task_context"] = _split_context(plan, node, files)
     context["context_left_out"] = _context_left_out(node)
     context["cache_break"] = CACHE_BREAK
