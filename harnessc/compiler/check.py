@@ -492,17 +492,15 @@ def check_read_only_changes(project: Project) -> None:
     lint is sure runs the task first is checked (compiler/plan.py's route decides the rest)."""
     if project.config_unreadable:
         return
-    from ..providers import clis
-
-    agents, cli_providers = project.config.agents, clis()
+    read_only = _read_only_cli_agents(project)
+    routed = _routed_agent(project)
     for task in project.tasks:
         if task.done or not task.completion_promise or task.accept:
             continue
         # the agent first, the wording last: most tasks' agent is no read-only CLI, and the
         # wording's regexes cost the most (a 10k-task build ran them for every task)
-        name = _first_agent(project, task)
-        config = agents.get(name) if name else None
-        if config is None or config.provider not in cli_providers or (config.permissions or "read-only") != "read-only":
+        name = _first_agent(task, routed)
+        if name not in read_only:
             continue
         contract = project.contracts.get(task.contract) if task.contract else None
         if (contract is not None and _contract_verifies(contract)) or not _asks_for_changes(task):
@@ -515,19 +513,34 @@ def check_read_only_changes(project: Project) -> None:
                    "the change, e.g. `accept: pytest -q`)")
 
 
+def _read_only_cli_agents(project: Project) -> frozenset[str]:
+    """The agents of harness.yaml that are CLI agents with `permissions: read-only` (the default)."""
+    from ..providers import clis
+
+    cli_providers = clis()
+    return frozenset(name for name, config in project.config.agents.items()
+                     if config.provider in cli_providers and (config.permissions or "read-only") == "read-only")
+
+
 def _asks_for_changes(task) -> bool:
     text = f"{task.title} {task.goal}"
     return bool(_CHANGE_ALWAYS.search(text) or (_CHANGE_VERB.search(text) and _FILE_WORDS.search(text)))
 
 
-def _first_agent(project: Project, task) -> str | None:
+def _first_agent(task, routed: str | None) -> str | None:
     """The agent that surely runs `task` first, as compiler/plan.py's route picks it; None
-    when lint cannot tell (`auto`, a task model, routing by complexity)."""
+    when lint cannot tell (`auto`, a task model). routed: _routed_agent(project)."""
     named = [a for a in task.agent if a != "auto"]
     if named:
         return named[0]
+    return None if task.agent or task.model else routed
+
+
+def _routed_agent(project: Project) -> str | None:
+    """The agent routing surely gives a task that names neither agent nor model (once per
+    build: harness.yaml's views are made anew on each read); None when lint cannot tell."""
     routing = project.config.routing
-    if task.agent or task.model or routing.by_complexity:
+    if routing.by_complexity:
         return None
     if routing.default != "auto":
         return routing.default
