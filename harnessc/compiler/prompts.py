@@ -292,6 +292,24 @@ def _dep_view(plan_nodes: dict, dep_id: str, dep: dict | None) -> dict:
             "verified": state != "degraded", "note": _unverified_note(dep_id, dep) if state == "degraded" else ""}
 
 
+def _dep_views(plan: dict, node: dict, deps: dict[str, dict]) -> dict[str, dict]:
+    """dependency id -> _dep_view. A dependency without a result (every one, at build time)
+    looks the same to each task that depends on it: its view is made once per plan (templates
+    cannot change it: their environment is immutable)."""
+    nodes = _node_index(plan)
+    pending = _plan_cache(plan).pending_deps
+    views = {}
+    for dep_id in node.get("depends_on", []):
+        dep = deps.get(dep_id)
+        if dep is not None:
+            views[dep_id] = _dep_view(nodes, dep_id, dep)
+        elif dep_id in pending:
+            views[dep_id] = pending[dep_id]
+        else:
+            views[dep_id] = pending[dep_id] = _dep_view(nodes, dep_id, None)
+    return views
+
+
 def _unverified_note(dep_id: str, dep: dict) -> str:
     """A degraded dependency's output is the fallback on_failure allowed, not a verified
     result: it may break its own contract, and the dependent should know."""
@@ -341,20 +359,21 @@ def builtin_system_prompt(project: dict) -> str:
 # What every prompt of one plan shares, computed once per plan (one plan at a time): building
 # renders every task, which must stay linear and not redo per-contract work.
 _CACHE = SimpleNamespace(plan=None, nodes={}, formats={}, user_templates={}, shared_context=None,
-                         workspaces={})
+                         workspaces={}, pending_deps={})
 
 
 def _plan_cache(plan: dict) -> SimpleNamespace:
     if _CACHE.plan is not plan or len(_CACHE.nodes) != len(plan["nodes"]):
         _CACHE.plan, _CACHE.nodes, _CACHE.formats = plan, {n["id"]: n for n in plan["nodes"]}, {}
         _CACHE.user_templates, _CACHE.shared_context, _CACHE.workspaces = {}, None, {}
+        _CACHE.pending_deps = {}
     return _CACHE
 
 
 def _forget_plan() -> None:
     """Drop the cache: a build is done with its plan, which must not outlive the project."""
     _CACHE.plan, _CACHE.nodes, _CACHE.formats, _CACHE.user_templates = None, {}, {}, {}
-    _CACHE.shared_context, _CACHE.workspaces = None, {}
+    _CACHE.shared_context, _CACHE.workspaces, _CACHE.pending_deps = None, {}, {}
 
 
 def _workspace(plan: dict, root: Path):
@@ -398,11 +417,9 @@ def render_prompt_parts(plan: dict, node_id: str, deps: dict[str, dict] | None, 
     with `{{ cache_break }}` (text other tasks share: the built-in template's overview, shared
     context and contract format), then the rest (the task's own). A provider may cache the
     prompt up to the end of a shared part (runtime/agents: Request.cache_breaks)."""
-    nodes = _node_index(plan)
-    node = nodes[node_id]
-    deps = deps or {}
+    node = _node_index(plan)[node_id]
     context = _base_context(plan, node, root)
-    context["deps"] = {d: _dep_view(nodes, d, deps.get(d)) for d in node.get("depends_on", [])}
+    context["deps"] = _dep_views(plan, node, deps or {})
     files = context["context_files"] = _context_files(plan, node, files_root or root)
     context["shared_context"], context["task_context"] = _split_context(plan, node, files)
     context["context_left_out"] = _context_left_out(node)
