@@ -370,6 +370,8 @@ class _Interned(dict):
     """Equal JSON values as one object: call it with a value, get the first equal one."""
 
     def __call__(self, value):
+        if value is None:  # most tasks' loop settings: nothing to encode
+            return None
         return self.setdefault(canonical(value), value)
 
 
