@@ -19,7 +19,7 @@ from ..estimates import cost_usd, tokens_for_chars
 from .ir import LS_KEYS, BUILTIN_AGENT, AgentConfig, Task
 from .tasks import approaches_of
 from .argv import split_command
-from .planjson import canonical
+from .planjson import canonical, compact
 from .project import PLAN_VERSION, Project
 from .vocab import LADDER_ENDS, priority_rank
 
@@ -367,12 +367,12 @@ class Edges(Sequence):
 
 
 class _Interned(dict):
-    """Equal JSON values as one object: call it with a value, get the first equal one."""
+    """Values plan.json writes alike as one object: call it with a value, get the first such one."""
 
     def __call__(self, value):
         if value is None:  # most tasks' loop settings: nothing to encode
             return None
-        return self.setdefault(canonical(value), value)
+        return self.setdefault(compact(value), value)
 
 
 def _waves(nodes: list[dict], order: list[dict]) -> list[list[str]]:

@@ -296,8 +296,8 @@ def _dep_views(plan: dict, node: dict, deps: dict[str, dict]) -> dict[str, dict]
     """dependency id -> _dep_view. A dependency without a result (every one, at build time)
     looks the same to each task that depends on it: its view is made once per plan (templates
     cannot change it: their environment is immutable)."""
-    nodes = _node_index(plan)
-    pending = _plan_cache(plan).pending_deps
+    cache = _plan_cache(plan)
+    nodes, pending = cache.nodes, cache.pending_deps
     views = {}
     for dep_id in node.get("depends_on", []):
         dep = deps.get(dep_id)
