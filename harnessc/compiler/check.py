@@ -423,6 +423,7 @@ def check_verification(project: Project) -> None:
     A contract verifies only through its output (and output rules) or its accept commands:
     `contract: code_change` alone checks nothing.
     """
+    verifies = _Verifies(project)
     for task in project.tasks:
         if task.done or task.accept or task.completion_promise:
             continue
@@ -431,7 +432,7 @@ def check_verification(project: Project) -> None:
                                   "add a contract:, accept: or completion_promise: so a claim of success is checked")
             continue
         contract = project.contracts.get(task.contract)
-        if contract is not None and task.contract not in project.broken_contracts and not _contract_verifies(contract):
+        if contract is not None and task.contract not in project.broken_contracts and not verifies[task.contract]:
             project.diags.warning(
                 "HC410", f"nothing verifies task '{task.id}': contract '{task.contract}' has no output and no accept commands",
                 _value_span(task, "contract"),
@@ -494,6 +495,7 @@ def check_read_only_changes(project: Project) -> None:
         return
     read_only = _read_only_cli_agents(project)
     routed = _routed_agent(project)
+    verifies = _Verifies(project)
     for task in project.tasks:
         if task.done or not task.completion_promise or task.accept:
             continue
@@ -503,7 +505,7 @@ def check_read_only_changes(project: Project) -> None:
         if name not in read_only:
             continue
         contract = project.contracts.get(task.contract) if task.contract else None
-        if (contract is not None and _contract_verifies(contract)) or not _asks_for_changes(task):
+        if (contract is not None and verifies[task.contract]) or not _asks_for_changes(task):
             continue
         where = _value_span(task, "agent") if task.agent and task.agent[0] == name else task.span
         project.diags.warning(
@@ -560,6 +562,19 @@ def _stronger_agents(task, escalation: list[str], max_fallbacks: int) -> bool | 
         after = [*task.agent[1:], *escalation[escalation.index(first) + 1:]] if first in escalation else task.agent[1:]
         return True if any(a != first for a in after) else None
     return None if not escalation else False
+
+
+class _Verifies(dict):
+    """contract name -> _contract_verifies(the contract), worked out once per contract, not
+    once per task that names it (its views are made anew on each attribute read)."""
+
+    def __init__(self, project: Project):
+        super().__init__()
+        self.contracts = project.contracts
+
+    def __missing__(self, name: str) -> bool:
+        self[name] = verifies = _contract_verifies(self.contracts[name])
+        return verifies
 
 
 def _contract_verifies(contract) -> bool:
