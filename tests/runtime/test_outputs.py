@@ -97,3 +97,40 @@ def test_a_run_with_nothing_left_to_do_writes_the_missing_result_files(tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert (outputs / "b.json").read_text() == before
     assert shown(root, "b")["file"] == ".harness/outputs/b.json"
+
+
+# b's agent reads a's result file as it starts, and fails without it.
+READER = """
+import json, os, sys
+sys.stdin.read()
+if os.environ["HARNESSC_TASK"] == "b":
+    with open(os.path.join(".harness", "outputs", "a.json")) as f:
+        json.load(f)
+print(json.dumps({"title": os.environ["HARNESSC_TASK"], "score": 1}))
+"""
+
+
+def test_a_dependent_starts_once_its_dependencys_result_file_is_written(tmp_path, monkeypatch):
+    """The file is written in the writer's thread; the dependent waits for it, however slow."""
+    from harnessc.runtime.scheduler import RunOptions
+    from harnessc.runtime.session import execute
+    from harnessc.runtime.store import outputs
+
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "reader.py").write_text(READER)
+    agents = {"cmd": {"provider": "command", "command": [PY, str(root / "reader.py")], "timeout": 60}}
+    plan = write_project(root, [node("a", contract="summary", routing={"agent": "cmd"}),
+                                node("b", contract="summary", routing={"agent": "cmd"}, depends_on=["a"])],
+                         agents=agents, contracts={"summary": SIMPLE_CONTRACT}, concurrency=2)
+    write = outputs.Writer.write
+
+    def slow_write(self, rec):  # a slow disk: the file lands well after its task ended
+        time.sleep(0.5)
+        write(self, rec)
+
+    monkeypatch.setattr(outputs.Writer, "write", slow_write)
+    result = execute(root, plan, RunOptions(jobs=2))
+    assert result.exit_code == 0, result.message
+    assert state_of(root, "b") == "succeeded"
+    assert json.loads((root / ".harness/outputs/b.json").read_text())["output"]["title"] == "b"
