@@ -351,14 +351,21 @@ class Runner:
         self.store.event("output_not_written", tid,
                          reason=f"{e} (state.db keeps the result: `harnessc show {tid}` prints it)")
 
-    def _land_output(self, tid: str) -> asyncio.Future:
-        """Write the result of a task that just succeeded or degraded (outputs.py), in the
-        writer's thread; a failed write is a warning (state.db keeps the result). The future
-        is done once the write ended."""
+    def _land_output(self, tid: str, now: bool) -> None:
+        """Write the result of a task that just succeeded or degraded (outputs.py); a failed
+        write is a warning (state.db keeps the result). `now`: before returning, for a task
+        whose dependents start next (their agents or accept commands may read the file);
+        else in the writer's thread, which the loop does not wait for."""
+        if now:
+            try:
+                self.results.write(self._output_of(tid))
+                self.outputs_written += 1
+            except WorkspaceError as e:
+                self._output_not_written(tid, e)
+            return
         written = self.results.write_soon(self._output_of(tid))
         self.writing[written] = tid
         written.add_done_callback(self._output_written)
-        return written
 
     def _output_written(self, written: asyncio.Future) -> None:
         """A write ended: the scheduler counts it (or says it failed) when a task next ends, or
@@ -478,29 +485,13 @@ class Runner:
             if c == 0:
                 heapq.heappush(heap, key(tid) + (tid,))
 
-        def release_dependents(tid: str) -> None:
-            for child in self.children[tid]:
-                if child in waiting:
-                    waiting[child] -= 1
-                    if waiting[child] == 0:
-                        heapq.heappush(heap, key(child) + (child,))
-
         # Event-driven: a task's done callback queues its id and sets `wake`; each wake-up
         # handles exactly the tasks that ended (no polling, no scan of the running set).
         def ended(t: asyncio.Task) -> None:
             self.finished.append(t.get_name())
             self.wake.set()
 
-        # A task's dependents start once its result file is in place (a dependent's agent or
-        # accept command may read .harness/outputs/<dependency>.json): released by the write's end.
-        written_parents: list[str] = []
-        releasing: set[str] = set()
-
-        def written(tid: str) -> None:
-            written_parents.append(tid)
-            self.wake.set()
-
-        while (heap or self.running or releasing) and self.stop_mode != "abort":
+        while (heap or self.running) and self.stop_mode != "abort":
             if self.steering.take_reorder():  # `prioritize` moved a task ahead
                 heap = [key(entry[-1]) + (entry[-1],) for entry in heap]
                 heapq.heapify(heap)
@@ -508,16 +499,12 @@ class Runner:
                 tid = heapq.heappop(heap)[-1]
                 t = self.running[tid] = asyncio.create_task(self._run_task(tid), name=tid)
                 t.add_done_callback(ended)
-            if not self.running and (self.halting() or not (self.steering.paused or releasing)):
-                break  # (a result still being written releases its dependents: wait for it)
-            if not self.finished and not written_parents:
+            if not self.running and (self.halting() or not self.steering.paused):
+                break
+            if not self.finished:
                 self.wake.clear()
                 await self.wake.wait()
             self._count_outputs()
-            parents, written_parents[:] = list(written_parents), []
-            for tid in parents:
-                releasing.discard(tid)
-                release_dependents(tid)
             batch, self.finished = self.finished, []
             for tid in batch:
                 t = self.running.pop(tid, None)
@@ -534,13 +521,14 @@ class Runner:
                                            f"{e.span.path}:{e.span.line}: {e.code}: {e.message}")
                 pending.discard(tid)
                 state[tid] = outcome
-                landing = self._land_output(tid) if outcome in outputs.LANDED else None
+                if outcome in outputs.LANDED:
+                    self._land_output(tid, now=any(child in waiting for child in self.children[tid]))
                 if outcome in TERMINAL_OK:
-                    if landing is not None and any(child in waiting for child in self.children[tid]):
-                        releasing.add(tid)
-                        landing.add_done_callback(lambda _, tid=tid: written(tid))
-                    else:
-                        release_dependents(tid)
+                    for child in self.children[tid]:
+                        if child in waiting:
+                            waiting[child] -= 1
+                            if waiting[child] == 0:
+                                heapq.heappush(heap, key(child) + (child,))
                 elif outcome in ("failed", "blocked", "skipped"):
                     skip_dependents(tid, f"dependency '{tid}' {outcome}")
                     if self.opts.fail_fast and outcome == "failed":

@@ -7,9 +7,10 @@ fallback output, marked unverified, with the fields on_failure filled from the c
 The run writes each result as its task lands, from what state.db holds (secrets are redacted
 there before anything is written), atomically (a temporary file renamed over the old one), in
 a thread of its own: creating a file can cost the kernel a millisecond (ext4 looking for a
-free inode), which the event loop does not wait for. A task's dependents start once its
-file is in place (the scheduler releases them when the write ends). A write that fails is the run's warning, not its end:
-state.db keeps the result, and `show` reads it from there. A run killed before a result's
+free inode), which the event loop does not wait for. A task with dependents waiting has its
+file written on the loop, before they are released (their agents may read it). A write that
+fails is the run's warning, not its end: state.db keeps the result, and `show` reads it from
+there. A run killed before a result's
 file was written leaves state.db holding it; the next run writes the file (`missing`).
 """
 
