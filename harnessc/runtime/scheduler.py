@@ -336,16 +336,22 @@ class Runner:
         after a task landed, before its file was written), except of the tasks about to run."""
         landed = {tid: row for tid, row in rows.items() if tid in self.nodes and tid not in todo}
         for tid in outputs.missing(self.workspace, landed, files):
-            try:
-                self.results.write(self._output_of(tid))
-            except WorkspaceError as e:
-                self._output_not_written(tid, e)
+            self._write_output(tid)
 
     def _output_of(self, tid: str) -> dict:
         """The task's result (outputs.result), from state.db."""
         node = self.nodes[tid]
         row = self.store.tasks([tid])[tid]
         return outputs.result(row, node, self.plan.contract_of(node), self.store.final_attempt(tid))
+
+    def _write_output(self, tid: str) -> bool:
+        """Write the task's result file now; False when it could not be (the run's warning)."""
+        try:
+            self.results.write(self._output_of(tid))
+            return True
+        except WorkspaceError as e:
+            self._output_not_written(tid, e)
+            return False
 
     def _output_not_written(self, tid: str, e: WorkspaceError) -> None:
         self.store.event("output_not_written", tid,
@@ -357,11 +363,7 @@ class Runner:
         whose dependents start next (their agents or accept commands may read the file);
         else in the writer's thread, which the loop does not wait for."""
         if now:
-            try:
-                self.results.write(self._output_of(tid))
-                self.outputs_written += 1
-            except WorkspaceError as e:
-                self._output_not_written(tid, e)
+            self.outputs_written += self._write_output(tid)
             return
         written = self.results.write_soon(self._output_of(tid))
         self.writing[written] = tid

@@ -21,14 +21,23 @@ from typing import Iterator
 SDK_TEXT = re.compile(r"The model '(?P<model>[^']+)' is deprecated and will reach end-of-life on "
                       r"(?P<date>[^\n]+?)\.?(?:\n|$)")
 _FILTER = r"The model '.*' is deprecated and will reach end-of-life"
-_HEARD: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("harnessc_deprecations", default=None)
+_HEARD: contextvars.ContextVar["Heard | None"] = contextvars.ContextVar("harnessc_deprecations", default=None)
+
+
+class Heard(list):
+    """The end-of-life dates the SDK warned of during a call ("DATE" strings)."""
+
+    @property
+    def date(self) -> str | None:
+        """The first one, or None: the model was not said to be deprecated."""
+        return self[0] if self else None
 
 
 @contextmanager
-def listening() -> Iterator[list[str]]:
-    """The model deprecation warnings raised in this task while inside, as "DATE" strings."""
+def listening() -> Iterator[Heard]:
+    """The model deprecation warnings raised in this task while inside."""
     _install()
-    heard: list[str] = []
+    heard = Heard()
     token = _HEARD.set(heard)
     try:
         yield heard

@@ -127,7 +127,7 @@ class SdkAgent:
                                  base_url=str(getattr(self._client, "base_url", "") or "") or None)
             if reported:
                 charge_reported(error, self.usage(reported[-1]), self.config, self.provider)
-            error.deprecated = deprecated[0] if deprecated else None
+            error.deprecated = deprecated.date
             raise error from None
         if answer.usage is None:  # a stream cut before its usage, a server that sends none
             charge: dict[str, Any] = {"usage": None, "cost_usd": 0.0, "cost_source": NO_RESPONSE}
@@ -138,14 +138,12 @@ class SdkAgent:
         problem = self._incomplete(answer, request)
         if problem:
             kind, what = problem
-            error = AgentError(f"agent '{self.name}': {what}", kind=kind, **charge)
-            error.deprecated = deprecated[0] if deprecated else None
-            raise error
+            raise AgentError(f"agent '{self.name}': {what}", kind=kind, deprecated=deprecated.date, **charge)
         text, cut = capped(answer.text)
         return Response(text=text, usage=charge["usage"] or Usage(), cost_usd=charge["cost_usd"],
                         cost_source=charge["cost_source"], latency=time.monotonic() - start,
                         tool_calls=0, truncated=cut,  # harnessc gives API models no tools
-                        deprecated=deprecated[0] if deprecated else None)
+                        deprecated=deprecated.date)
 
     @staticmethod
     def reported(raw: Any) -> None:
