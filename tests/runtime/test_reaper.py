@@ -665,3 +665,33 @@ def test_a_version_1_state_database_is_migrated_in_place(tmp_path):
         assert rec["leftovers"] == [{"attempt": 7, "marker": None, "pid": None, "start": None}]
     finally:
         store.close()
+
+
+def test_the_watcher_ends_a_group_whose_leader_was_killed_alone(tmp_path):
+    """asyncio kills a command's leader alone when its loop closes: what the leader started
+    lives on in its group, and the watcher still ends it at EOF (the number is the group's)."""
+    import io
+
+    leader = subprocess.Popen([PY, "-c", "import subprocess, sys; "
+                               "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); "
+                               "print('started', flush=True); time_ = __import__('time').sleep(300)"],
+                              stdout=subprocess.PIPE, start_new_session=True)
+    assert leader.stdout.readline() == b"started\n"
+    pgid = leader.pid
+    start = lifeline._start_time(pgid)
+    members = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != pgid and _pgid(int(p)) == pgid]
+    assert members, "the leader's child is in its group"
+    leader.kill()
+    leader.wait()
+    assert lifeline.watch(io.BytesIO(f"+ {pgid} {start}\n".encode())) == [pgid]
+    deadline = time.monotonic() + 10
+    while any(_pgid(m) == pgid for m in members) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_pgid(m) == pgid for m in members)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid) if not Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] == b"Z" else None
+    except (OSError, ProcessLookupError):
+        return None

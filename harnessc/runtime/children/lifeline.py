@@ -4,8 +4,8 @@ harnessc starts the watcher once (`python -S -I lifeline.py`, its own session, a
 environment) with the read end of a pipe as its stdin, and tells it each command's process
 group as it starts ("+ <pgid> <leader start time>") and when it ended ("- <pgid>"). When
 harnessc dies the kernel closes the write end; at EOF the watcher SIGKILLs every group still
-registered whose leader is the process it was told of (same start time in /proc/<pgid>/stat:
-a pid reused by an unrelated process is left alone), then exits. A run that ends normally
+registered unless its number now belongs to another process (a leader with another start
+time in /proc/<pgid>/stat: a pid reused by an unrelated process is left alone), then exits. A run that ends normally
 closes the pipe after every group was ended, so the watcher finds none to kill.
 
 The harnessc side (Lifeline) is imported by reaper.py; the watcher side (watch) runs as a
@@ -86,8 +86,8 @@ def _start_time(pid: int) -> int | None:
 
 
 def watch(records: BinaryIO) -> list[int]:
-    """Follow `records` to EOF, then SIGKILL the groups still registered whose leader is
-    still the process registered. Returns the groups killed."""
+    """Follow `records` to EOF, then SIGKILL the groups still registered whose number no other
+    process has taken. Returns the groups killed."""
     groups: dict[int, int] = {}  # pgid -> its leader's start time
     for line in records:
         op, pgid, *start = line.split()
@@ -97,9 +97,10 @@ def watch(records: BinaryIO) -> list[int]:
             groups.pop(int(pgid), None)
     killed = []
     for pgid, start in groups.items():
-        # A group whose leader is gone is left alone: its number may be someone else's
-        # now; what it left is ended by the next run (reaper.end_leftovers).
-        if _start_time(pgid) == start:
+        # Spared only when another process holds the leader's number: Linux gives no new
+        # process a number still in use as a live group's id, so with the leader gone (killed
+        # alone, as asyncio does when its loop closes) what is left of the group is ours.
+        if _start_time(pgid) in (start, None):
             try:
                 os.killpg(pgid, signal.SIGKILL)
                 killed.append(pgid)
