@@ -26,7 +26,7 @@ from harnessc.runtime import verify
 from harnessc.runtime.store.state import SCHEMA_VERSION, StateStore
 from harnessc.workspace import Workspace
 
-from .helpers import CLI, PY, env, harnessc, node, spawn, write_project
+from .helpers import CLI, PY, REPO, env, harnessc, node, spawn, write_project
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc and prctl")
 
@@ -334,7 +334,7 @@ def test_in_a_run_commands_start_without_a_shim_and_fall_back_to_it_when_the_wat
         first = reaper.child()
         assert (first.shim, first.preexec) == ([], None) and first.lifeline is not None
         assert run([PY, "-c", "print('ran')"], cwd=tmp_path, timeout=30).stdout.strip() == "ran"
-        os.kill(_watcher(os.getpid()), signal.SIGKILL)
+        os.killpg(_watcher(os.getpid()), signal.SIGKILL)  # the watcher and its waiting parent
         # The next registration finds the pipe broken: that command still runs, and the
         # ones after it are started under the setpriv shim (or the preexec_fn) again.
         assert run([PY, "-c", "print('ran')"], cwd=tmp_path, timeout=30).stdout.strip() == "ran"
@@ -541,6 +541,42 @@ def test_kill_9_of_harnessc_leaves_no_process_of_its_command_group_behind(tmp_pa
         p.communicate(timeout=30)
         wait_until(lambda: not _with_argv(mark), 30, "every process of the agent's group to die")
         wait_until(lambda: not alive(watcher), 30, "the watcher to exit")
+    finally:
+        if p.poll() is None:
+            p.kill()
+        kill_all(left)
+
+
+ADOPTING_RUNNER = """\
+import asyncio, sys
+from harnessc.runtime.children import procs, reaper
+
+async def main():
+    code = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'import time; time.sleep(300)', sys.argv[1]])"
+    await procs.run([sys.executable, "-c", code, sys.argv[1]], cwd=".", timeout=None)
+
+with reaper.adopting("t"), procs.child_watching():
+    asyncio.run(main())
+"""
+
+
+def test_the_watcher_outlives_a_kill_of_every_child_of_its_process(tmp_path):
+    # Ray, as it ends a worker, SIGKILLs the worker's children (the agent's leader among
+    # them, not the agent's own children) and then the worker. The watcher must not be one of
+    # those children: it ends the agent's group once the worker is gone.
+    mark = f"lifeline-ray-{os.getpid()}-{time.monotonic_ns()}"
+    p = subprocess.Popen([PY, "-c", ADOPTING_RUNNER, mark], cwd=tmp_path, start_new_session=True,
+                         env={**env(), "PYTHONPATH": str(REPO)})
+    left: list[int] = []
+    try:
+        left = wait_until(lambda: len(_with_argv(mark)) == 2 and _with_argv(mark), 30, "the agent and its child")
+        os.kill(p.pid, signal.SIGSTOP)  # as Ray's C++ exit path: the worker's Python runs no more
+        with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+            for child in f.read().split():
+                os.kill(int(child), signal.SIGKILL)
+        p.kill()
+        p.wait(timeout=30)
+        wait_until(lambda: not _with_argv(mark), 30, "the agent's child to die with its group")
     finally:
         if p.poll() is None:
             p.kill()

@@ -1,7 +1,9 @@
 """One watcher per run that ends the run's command groups if harnessc dies, even by kill -9.
 
 harnessc starts the watcher once (`python -S -I lifeline.py`, its own session, an empty
-environment) with the read end of a pipe as its stdin, and tells it each command's process
+environment) with the read end of a pipe as its stdin (the process harnessc starts only
+waits for the watcher, its child: whoever kills harnessc's children as harnessc exits, as Ray
+does a worker's, leaves the watcher be), and tells it each command's process
 group as it starts ("+ <pgid> <leader start time>") and when it ended ("- <pgid>"). When
 harnessc dies the kernel closes the write end; at EOF the watcher SIGKILLs every group still
 registered unless its number now belongs to another process (a leader with another start
@@ -60,7 +62,7 @@ class Lifeline:
             return True
         except OSError:  # it died, or stalled with a full pipe: no longer trusted
             self.alive = False
-            self.watcher.kill()  # a stalled watcher would kill live groups at its EOF
+            self._kill()  # a stalled watcher would kill live groups at its EOF
             return False
 
     def close(self) -> None:
@@ -69,8 +71,15 @@ class Lifeline:
         try:
             self.watcher.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            self.watcher.kill()
+            self._kill()
             self.watcher.wait()
+
+    def _kill(self) -> None:
+        """Kill the watcher and the process waiting for it (its session's group)."""
+        try:
+            os.killpg(self.watcher.pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 # ------------------------------------------------------------------ the watcher
@@ -109,6 +118,18 @@ def watch(records: BinaryIO) -> list[int]:
     return killed
 
 
-if __name__ == "__main__":
+def _main() -> int:
+    """Wait for the watcher in a child: Ray kills a worker's children as the worker exits
+    (all of them, not theirs), and the watcher must outlive that to do its job."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # only EOF ends it
-    watch(sys.stdin.buffer)
+    child = os.fork()
+    if child == 0:
+        watch(sys.stdin.buffer)
+        return 0
+    sys.stdin.close()  # the watcher's copy alone: harnessc's writes fail once it is gone
+    code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -5,8 +5,9 @@ carries one (else takes the driver's answer), verifies a claim (contract, accept
 and scores it (`score:`), and returns what happened with the change the checkout now holds.
 It never raises: a secret could ride an exception's text into Ray's task table and logs,
 so every failure comes back as a record whose text is scrubbed of the forwarded values.
-A cancel (`ray.cancel` without force raises KeyboardInterrupt here) cancels the attempt's
-event loop, which kills the agent's and the checks' process groups (procs.run).
+A cancel (`ray.cancel` without force: `_thread.interrupt_main()`, a SIGINT that no signal
+carries) wakes the attempt's event loop (`_hear_cancels`) and cancels the attempt, which kills
+the agent's and the checks' process groups (procs.run).
 
 Imports only the standard library at load; harnessc's agents and checks on first use.
 """
@@ -18,10 +19,12 @@ import contextlib
 import dataclasses
 import os
 import shutil
+import signal
 import socket
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from . import bundle
 from .bundle import NodeCache, ShipError, change_of
@@ -96,7 +99,9 @@ def _run(coro: Any) -> Any:
         watching = contextlib.ExitStack()
         watching.enter_context(reaper.adopting(f"h{os.getpid()}"))  # the markers of our commands
         watching.enter_context(procs.child_watching())  # before the loop: it attaches to it
-        _loop = (asyncio.Runner(), watching)
+        runner = asyncio.Runner()
+        watching.enter_context(_hear_cancels(runner.get_loop()))
+        _loop = (runner, watching)
     try:
         return _loop[0].run(_alone(coro))
     except BaseException:
@@ -106,6 +111,39 @@ def _run(coro: Any) -> Any:
         finally:
             watching.close()
         raise
+
+
+@contextlib.contextmanager
+def _hear_cancels(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """While the loop is kept, a SIGINT wakes it.
+
+    Ray's cancel is `_thread.interrupt_main()`: it marks SIGINT pending and sends no signal,
+    so a loop asleep in epoll, waiting on an agent that prints nothing, would run the
+    handler (and cancel the attempt) only when something else woke it: after the driver's
+    grace, when Ray force-kills the worker and its children, but not theirs. Python writes
+    a pending signal's number to the wake-up fd; the loop reads it here, and the handler
+    runs (asyncio.Runner's: it cancels the attempt). A stale byte only wakes the loop once.
+    Only the main thread has a wake-up fd (Ray runs tasks there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    ours, its = socket.socketpair()
+    with ours, its:
+        ours.setblocking(False)
+        its.setblocking(False)
+        before = signal.set_wakeup_fd(its.fileno(), warn_on_full_buffer=False)
+        loop.add_reader(ours.fileno(), _drain, ours)
+        try:
+            yield
+        finally:
+            loop.remove_reader(ours.fileno())
+            signal.set_wakeup_fd(before)
+
+
+def _drain(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while sock.recv(4096):
+            pass
 
 
 async def _alone(coro: Any) -> Any:
