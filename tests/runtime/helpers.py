@@ -126,7 +126,12 @@ def spawn(root: Path, *args: str, **kw) -> subprocess.Popen:
 
 def git(root: Path, *args: str) -> str:
     """Run git in `root` (raises on failure); its output."""
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
+    res = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+    if res.returncode:
+        error = subprocess.CalledProcessError(res.returncode, ["git", *args], res.stdout, res.stderr)
+        error.add_note(f"git's stderr: {res.stderr.strip()}")
+        raise error
+    return res.stdout
 
 
 def git_repo(root: Path, commit: bool = True) -> None:
