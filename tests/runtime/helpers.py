@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from harnessc import planfile
@@ -109,6 +110,13 @@ def env(**extra) -> dict:
     e["PYTHONPATH"] = str(REPO) + os.pathsep + e.get("PYTHONPATH", "")
     e.update(extra)
     return e
+
+
+def at_noon() -> dict:
+    """env() with a time zone where it is about noon now: an agent's daily limit, which
+    resets at local midnight, then resets hours after any test ends, whenever the suite runs
+    (a task waits for a reset within its max_time instead of failing)."""
+    return env(TZ=f"HCT{time.gmtime().tm_hour - 12:+d}")  # POSIX: HCT+11 is UTC-11
 
 
 CLI = [PY, "-c", "from harnessc.cli import main; main()"]

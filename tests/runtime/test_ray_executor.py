@@ -297,8 +297,9 @@ def test_forwarded_secrets_reach_the_agent_and_nothing_of_ray_shows_them(tmp_pat
     assert git(root, "show", f"harnessc/run/{r.run_id}:out/a.secret-hash") == digest  # it got there
     from ray.util import state
 
-    shown = json.dumps([state.list_tasks(detail=True, limit=10000), state.list_actors(detail=True),
-                        state.list_jobs(), state.list_workers(detail=True)], default=str)
+    at = on_ray["value"].address  # not the machine's last cluster (/tmp/ray): another test's or run's
+    shown = json.dumps([state.list_tasks(at, detail=True, limit=10000), state.list_actors(at, detail=True),
+                        state.list_jobs(at), state.list_workers(at, detail=True)], default=str)
     assert FAKE_SECRET not in shown and "ray-0123456789" not in shown
     session = Path(ray._private.worker._global_node.get_session_dir_path())
     for path in session.rglob("*"):

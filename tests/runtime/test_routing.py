@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from .helpers import SIMPLE_CONTRACT, harnessc, node, write_project
+from .helpers import SIMPLE_CONTRACT, at_noon, harnessc, node, write_project
 
 
 def first_attempts(root) -> list[str]:
@@ -121,27 +121,27 @@ def test_a_daily_limit_moves_tasks_to_the_next_agent_and_status_shows_it(tmp_pat
     write_project(tmp_path, [node(f"t{i}", routing={"agent": "opus", "chain": ["haiku"]}) for i in range(4)],
                   agents={"opus": {"provider": "simulate", "limits": {"daily_calls": 2}},
                           "haiku": {"provider": "simulate"}}, concurrency=1)
-    r = harnessc(tmp_path, "run")
+    r = harnessc(tmp_path, "run", env=at_noon())
     assert r.returncode == 0, r.stdout + r.stderr
     assert agent_of(tmp_path) == {"t0": "opus", "t1": "opus", "t2": "haiku", "t3": "haiku"}
     events = sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
         "SELECT data FROM events WHERE kind='daily_limit_reached'").fetchall()
     assert len(events) == 1 and "daily calls limit (2 of 2 today)" in events[0][0]
-    st = harnessc(tmp_path, "status")
+    st = harnessc(tmp_path, "status", env=at_noon())
     assert "agent opus: calls today 2/2" in st.stdout, st.stdout
-    data = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)
+    data = json.loads(harnessc(tmp_path, "status", "--output", "json", env=at_noon()).stdout)
     assert data["agents"]["opus"]["today"]["calls"] == 2 and data["agents"]["opus"]["limits"] == {"daily_calls": 2}
     # the count is per day across runs: a new run starts on haiku at once
-    assert harnessc(tmp_path, "run", "--rerun", "all").returncode == 0
+    assert harnessc(tmp_path, "run", "--rerun", "all", env=at_noon()).returncode == 0
     assert set(agent_of(tmp_path).values()) == {"haiku"}
 
 
 def test_a_daily_limit_without_a_fallback_ends_the_task_with_the_reason(tmp_path):
     write_project(tmp_path, [node("a"), node("b")], concurrency=1,
                   agents={"rehearsal": {"provider": "simulate", "limits": {"daily_calls": 1}}})
-    r = harnessc(tmp_path, "run")
+    r = harnessc(tmp_path, "run", env=at_noon())
     assert r.returncode == 1
-    data = {t["id"]: t for t in json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)["tasks"]}
+    data = {t["id"]: t for t in json.loads(harnessc(tmp_path, "status", "--output", "json", env=at_noon()).stdout)["tasks"]}
     assert data["a"]["state"] == "succeeded"
     assert data["b"]["state"] == "failed" and "daily calls limit" in data["b"]["error"]
     assert "past the" in data["b"]["error"] and data["b"]["attempts"] == 0

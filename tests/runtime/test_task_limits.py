@@ -20,7 +20,7 @@ import pytest
 
 from harnessc.runtime.agents.cli_output import parse_claude, parse_codex, parse_gemini
 
-from .helpers import PY, SIMPLE_CONTRACT, env, harnessc, node, spawn, write_project
+from .helpers import PY, SIMPLE_CONTRACT, at_noon, env, harnessc, node, spawn, write_project
 
 
 def _task_rows(root) -> dict[str, dict]:
@@ -42,11 +42,11 @@ def test_a_reset_does_not_give_back_an_agents_daily_calls(tmp_path, reset):
     route = {"agent": "opus", "chain": ["opus"]}
     write_project(tmp_path, [node("a", routing=route, limits={"max_time": 5}),
                              node("b", routing=route, limits={"max_time": 5})], agents=agents)
-    first = harnessc(tmp_path, "run")
+    first = harnessc(tmp_path, "run", env=at_noon())
     assert first.returncode == 0, first.stdout + first.stderr
-    r = harnessc(tmp_path, "reset", *reset)
+    r = harnessc(tmp_path, "reset", *reset, env=at_noon())
     assert r.returncode == 0, r.stderr
-    again = harnessc(tmp_path, "run")
+    again = harnessc(tmp_path, "run", env=at_noon())
     assert again.returncode == 1, again.stdout + again.stderr
     rows = _task_rows(tmp_path)
     for tid in ("a", "b"):  # the third call of the day is refused: the agent is at its limit
