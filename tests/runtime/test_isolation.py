@@ -357,3 +357,28 @@ def test_links_and_copies_bring_untracked_things_into_each_worktree_and_stay_out
     r = run(root)
     assert r.returncode == 0, r.stdout + r.stderr
     assert git(root, "show", "--name-only", "--format=", "HEAD").split() == ["out/a.txt"]
+
+
+def test_the_landing_reads_a_branch_tip_from_its_loose_ref_and_from_git_when_it_is_packed(tmp_path):
+    from harnessc.runtime.worktree.landing import Landing
+    from harnessc.runtime.worktree.repo import open_repo
+
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "f.txt").write_text("x\n")
+    git_repo(root)
+    head = git(root, "rev-parse", "HEAD").strip()
+    git(root, "branch", "harnessc-x/one")
+    landing = Landing(open_repo(root))
+    assert landing.loose_tip("refs/heads/harnessc-x/one") is None  # its git directory is not known yet
+    assert landing.tip("refs/heads/harnessc-x/one") == head
+    assert landing.loose_tip("refs/heads/harnessc-x/one") == head  # from .git/refs/heads/harnessc-x/one
+    assert landing.tip("refs/heads/none") == ""
+    (root / "f.txt").write_text("y\n")
+    git(root, "commit", "-qam", "second")
+    git(root, "update-ref", "refs/heads/harnessc-x/one", "HEAD")
+    git(root, "pack-refs", "--all")  # no loose file left: git reads packed-refs
+    assert not (root / ".git" / "refs" / "heads" / "harnessc-x" / "one").exists()
+    assert landing.loose_tip("refs/heads/harnessc-x/one") is None
+    assert landing.tip("refs/heads/harnessc-x/one") == git(root, "rev-parse", "HEAD").strip() != head
+    assert landing.loose_tip("refs/heads/../../config") is None  # a name outside refs/ is git's to read

@@ -50,6 +50,8 @@ class Isolation:
         self._lock = asyncio.Lock()  # one landing at a time
         self.blocked_refs: dict[str, str] = {}  # task -> its kept ref
         self.kept: dict[str, str] = {}  # task -> its worktree kept by --keep-worktrees
+        self._seq: int | None = None  # the last landing's number (meta isolation.seq), once read
+        self._saved = ""  # the integration record as last written
 
     @property
     def wanted(self) -> bool:
@@ -169,6 +171,8 @@ class Isolation:
     async def open(self, node: PlanNode, base: str | None = None, k: int = 1, make: bool = True) -> Attempt:
         """A fresh worktree for the task's approach `k` (at its base, or at `base`);
         make=False: put on disk only when `make` is called (worktrees.Worktrees.create)."""
+        if not make:  # only its record: no git, no thread
+            return self.trees.create(self.index[node.id], k, base or self.base(node), False)
         return await asyncio.to_thread(self.trees.create, self.index[node.id], k, base or self.base(node), make)
 
     async def make(self, attempt: Attempt) -> None:
@@ -177,6 +181,8 @@ class Isolation:
 
     async def commit(self, attempt: Attempt, message: str) -> str | None:
         """Commit the attempt's change (None: it changed nothing)."""
+        if not attempt.made:
+            return None  # never put on disk: nothing changed
         sha, withheld = await asyncio.to_thread(self.trees.commit, attempt, message, self.store.secrets)
         if withheld:
             self.store.event("git_secret_withheld", paths=withheld[:200], message=(
@@ -189,7 +195,7 @@ class Isolation:
         `recheck`ed on the merged tree when the branch moved since its base)."""
         async with self._lock:
             integ, landing = self.integration, self.landing
-            tip = await asyncio.to_thread(landing.tip, integ.branch)
+            tip = landing.loose_tip(integ.branch) or await asyncio.to_thread(landing.tip, integ.branch)
             change, merged = attempt.change, False
             if change is None:  # nothing to land: the task succeeded where the branch is
                 self._record(node.id, {"state": "landed", "sha": tip, "branch": integ.branch})
@@ -239,6 +245,8 @@ class Isolation:
             self.kept[node.id if k == 1 else f"{node.id} (approach {k})"] = path = \
                 str(self.trees.path(n, k).relative_to(self.root))
             self.store.event("worktree_kept", node.id, path=path, ref=self.trees.ref(n, k))
+        if self.trees.forget_unmade(n, k):
+            return  # never put on disk: neither it nor its ref exists
         try:
             await asyncio.to_thread(self.trees.remove, None, n, k, keep_ref, keep_tree)
         except Exception as e:  # never lose the task's outcome to a cleanup failure
@@ -257,17 +265,26 @@ class Isolation:
         self._save()
 
     def _save(self) -> None:
-        self.store.meta_set(INTEGRATION_KEY, self.integration.to_json())
+        """Write the integration record when it changed (a landing that moved nothing did not)."""
+        saved = self.integration.to_json()
+        if saved != self._saved:
+            self.store.meta_set(INTEGRATION_KEY, saved)
+            self._saved = saved
 
     def _record(self, tid: str, rec: dict) -> None:
-        if rec.get("state") == "landed":
-            rec["seq"] = self._next_seq()
-        self.store.meta_set(LANDING_KEY + tid, json.dumps(rec, sort_keys=True, default=str))
+        """Write the task's landing record; a landed one takes the next landing number, in the same commit."""
+        with self.store.tx():
+            if rec.get("state") == "landed":
+                rec["seq"] = self._next_seq()
+            self.store.meta_set(LANDING_KEY + tid, json.dumps(rec, sort_keys=True, default=str))
 
     def _next_seq(self) -> int:
-        seq = int(self.store.meta_get("isolation.seq") or 0) + 1
-        self.store.meta_set("isolation.seq", str(seq))
-        return seq
+        """The next landing number (read once from state.db: only this run lands, under the run lock)."""
+        if self._seq is None:
+            self._seq = int(self.store.meta_get("isolation.seq") or 0)
+        self.store.meta_set("isolation.seq", str(self._seq + 1))
+        self._seq += 1
+        return self._seq
 
 
 def clean_leftovers(root: Path, dry_run: bool = False) -> list[str]:

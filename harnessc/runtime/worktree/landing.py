@@ -17,7 +17,9 @@ run; the run's end says `git merge harnessc/run/<id>`.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from . import gitcmd
@@ -29,6 +31,7 @@ LANDING_KEY = "isolation.landing."  # + task id: its landing (pending, then land
 TASK_TRAILER = "Harnessc-Task"
 RUN_TRAILER = "Harnessc-Run"
 PATH_CHUNK = 500  # paths per git command (argv length)
+_OBJECT_ID = re.compile(rb"[0-9a-f]{40}([0-9a-f]{24})?\n?")  # a loose ref's content: SHA-1 or SHA-256
 
 
 @dataclass
@@ -76,6 +79,7 @@ class Landing:
     def __init__(self, repo: Repo, hooks: bool = False):
         self.repo = repo
         self.git = gitcmd.Git(repo.toplevel, hooks=hooks)  # the user's tree: its refs, its fast-forward
+        self._common: Path | None = None  # the repository's common git directory, where its refs are
 
     # ------------------------------------------------------------------ the branch
 
@@ -106,7 +110,30 @@ class Landing:
         return head == old.last_set or (self._contains(head, old.last_set) and self._contains(tip, head))
 
     def tip(self, branch: str) -> str:
-        return self.git.run("rev-parse", "-q", "--verify", branch + "^{commit}", worktree=False, ok=(0, 1)).strip()
+        """The commit `branch` (refs/heads/...) is at, or "" when there is no such branch. Read
+        from its loose ref file when it has one (every landing reads the tip: a git process
+        each cost the driver ~1.6 ms of CPU), else with git (a packed ref, a symbolic one,
+        another ref storage)."""
+        if self._common is None:
+            self._common = self.repo.toplevel / self.git.run("rev-parse", "--git-common-dir", worktree=False).strip()
+        return self.loose_tip(branch) or self.git.run("rev-parse", "-q", "--verify", branch + "^{commit}",
+                                                      worktree=False, ok=(0, 1)).strip()
+
+    def loose_tip(self, ref: str) -> str | None:
+        """The object id in `ref`'s loose ref file, or None (no such file, not an object id;
+        where the git directory is not known yet: `tip` finds it). A loose ref wins over
+        packed-refs, and git replaces the file whole (a rename): no git process, no thread."""
+        parts = ref.split("/")
+        if parts[0] != "refs" or any(p in ("", ".", "..") or p.endswith(".lock") for p in parts):
+            return None
+        if self._common is None:
+            return None
+        try:
+            with open(self._common.joinpath(*parts), "rb") as f:
+                data = f.read(100)
+        except OSError:  # none (packed, or reftable's refs/heads file), or not readable: git says
+            return None
+        return data.strip().decode("ascii") if _OBJECT_ID.fullmatch(data) else None
 
     def _contains(self, commit: str, maybe_ancestor: str) -> bool:
         base = self.git.run("merge-base", maybe_ancestor, commit, worktree=False, ok=(0, 1)).strip()

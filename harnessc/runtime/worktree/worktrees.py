@@ -150,11 +150,17 @@ class Worktrees:
         """Put the worktree at `sha` (after its change was committed: nothing is lost)."""
         attempt.git.run("checkout", "-q", "--detach", "-f", sha, timeout=300)
 
+    def forget_unmade(self, n: int, k: int = 1) -> bool:
+        """Forget a worktree handed out with make=False and never made; False when it was made."""
+        if self.path(n, k) not in self.unmade:
+            return False
+        self.unmade.discard(self.path(n, k))
+        return True
+
     def remove(self, attempt: Attempt | None, n: int, k: int = 1, keep_ref: bool = False,
                keep_worktree: bool = False) -> None:
         """Remove the worktree (unless kept) and its ref (unless kept)."""
-        if self.path(n, k) in self.unmade:  # never made: neither exists
-            self.unmade.discard(self.path(n, k))
+        if self.forget_unmade(n, k):  # never made: neither exists
             return
         if not keep_worktree:
             self._drop(self.path(n, k))
