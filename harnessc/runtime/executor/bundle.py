@@ -21,11 +21,14 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
 GIT_TIMEOUT = 600.0
 _QUIET = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
+SNAPSHOT_LIMIT = 5000  # files and directories a checkout may hold for a stat snapshot (more: git status each time)
+RACY_NS = 2_000_000_000  # a file changed this recently could change again within its timestamp's tick, unseen
 
 
 git_calls = 0  # git processes this process has run (remote.py reports them per attempt)
@@ -82,15 +85,53 @@ def apply_change(top: Path, base: str, change: bytes, keep: tuple[str, ...] = ()
 
 def change_of(top: Path, base: str) -> tuple[bytes, bool]:
     """The checkout's files against `base` as one binary diff (untracked files included,
-    ignored ones not), and whether the checkout is clean (nothing differs from `base`, no
-    untracked or ignored file). A clean one costs one git process, a changed one three; the
-    checkout's index is left holding the untracked files as intent-to-add (a checkout that
-    is not clean is reset before its next use: NodeCache.checkout)."""
-    if not git("status", "--porcelain", "-z", "--ignored=matching", "--untracked-files=all", cwd=top):
+    ignored ones not), and whether the checkout is clean (at `base` - an agent may have
+    committed -, nothing differs from it, no untracked or ignored file). A clean one costs
+    one git process, a changed one three; the checkout's index is left holding the untracked
+    files as intent-to-add (a checkout that is not clean is reset before its next use:
+    NodeCache.checkout)."""
+    status = git("status", "--porcelain=v2", "--branch", "-z", "--ignored=matching", "--untracked-files=all",
+                 cwd=top).split(b"\0")
+    # the headers come first ("# branch.oid <sha>", ...), then one entry per path
+    if f"# branch.oid {base}".encode() in status and all(e.startswith(b"# ") for e in status if e):
         return b"", True
     git("add", "-A", "-N", ".", cwd=top)  # untracked files show in the diff as new ones
     return git("diff", "--binary", "--no-renames", "--full-index", "--no-ext-diff", "--no-textconv",
                "--no-color", base, cwd=top), False
+
+
+def snapshot(top: Path) -> dict[str, tuple] | None:
+    """The checkout's files and directories (and its .git's HEAD, index and config) by their
+    stat data: mode, size, inode, mtime, ctime. Two equal snapshots: nothing was written,
+    made, removed or committed there in between, as git status itself trusts the stat data
+    of the files its index holds. None when it has over SNAPSHOT_LIMIT entries, or one
+    changed within RACY_NS (a second change within the same timestamp tick would look the
+    same: git's racy case)."""
+    since = time.time_ns() - RACY_NS
+    out: dict[str, tuple] = {}
+    for name in ("HEAD", "index", "config"):
+        try:
+            st = os.lstat(top / ".git" / name)
+        except FileNotFoundError:
+            continue
+        if st.st_mtime_ns > since or st.st_ctime_ns > since:
+            return None
+        out[f".git/{name}"] = (st.st_mode, st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+    dirs = [(str(top), "")]
+    while dirs:
+        path, rel = dirs.pop()
+        with os.scandir(path) as entries:
+            for entry in entries:
+                name = rel + entry.name
+                if name == ".git":
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                if st.st_mtime_ns > since or st.st_ctime_ns > since or len(out) >= SNAPSHOT_LIMIT:
+                    return None
+                out[name] = (st.st_mode, st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+                if entry.is_dir(follow_symlinks=False):
+                    dirs.append((entry.path, name + "/"))
+    return out
 
 
 def cache_root() -> Path:
@@ -101,12 +142,15 @@ def cache_root() -> Path:
 
 class NodeCache:
     """This node's repositories, one per source; attempt checkouts are made from them and
-    kept for the next attempt of this (worker) process, reset to its base."""
+    kept for the next attempt of this (worker) process, reset to its base. A checkout found
+    clean keeps its snapshot: the next attempt that leaves its files as they were needs no
+    git to say so."""
 
     def __init__(self, root: Path | None = None):
         self.root = root or cache_root()
         self.known: set[tuple[Path, str]] = set()  # (repository, commit) it is known to hold
         self.free: dict[Path, list[tuple[Path, str | None]]] = {}  # repository -> (checkout, commit it is clean at)
+        self.clean: dict[Path, dict] = {}  # checkout -> its snapshot when last found clean (at the commit it holds)
 
     @contextlib.contextmanager
     def _locked(self, name: str) -> Iterator[None]:
@@ -137,6 +181,15 @@ class NodeCache:
         return subprocess.run(["git", "cat-file", "-e", f"{sha}^{{commit}}"], cwd=repo, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, timeout=GIT_TIMEOUT).returncode == 0
 
+    def holding(self, source: dict, sha: str) -> Path | None:
+        """The repository of `source` ({"url"} or {"bundle"}) when it is known to hold `sha`
+        (no git, no lock), else None: from_url or from_bundle gets it."""
+        repo = self._url_repo(source["url"]) if source.get("url") else self.root / "bundles.git"
+        return repo if (repo, sha) in self.known else None
+
+    def _url_repo(self, url: str) -> Path:
+        return self.root / ("url-" + hashlib.sha256(url.encode()).hexdigest()[:16] + ".git")
+
     def from_bundle(self, sha: str, fetch: Callable[[], bytes]) -> Path:
         """The bundles' repository, holding `sha` (`fetch()` gives its bundle when it does not)."""
         repo = self.root / "bundles.git"
@@ -155,9 +208,9 @@ class NodeCache:
 
     def from_url(self, url: str, sha: str) -> Path:
         """A clone of `url` (made once per node) holding `sha` (fetched when it does not)."""
-        name = "url-" + hashlib.sha256(url.encode()).hexdigest()[:16]
-        if (self.root / f"{name}.git", sha) in self.known:
-            return self.root / f"{name}.git"
+        name = self._url_repo(url).stem
+        if (self._url_repo(url), sha) in self.known:
+            return self._url_repo(url)
         with self._locked(name):
             repo = self._repo(name, url)
             if not self.has(repo, sha):
@@ -165,11 +218,20 @@ class NodeCache:
             self.known.add((repo, sha))
             return repo
 
+    def kept(self, repo: Path, sha: str, change: bytes) -> Path | None:
+        """A kept checkout clean at `sha` when there is one and no change is to be applied: no
+        git, no thread (else None: `checkout` makes one)."""
+        free = self.free.get(repo) or []
+        at = next((i for i in range(len(free) - 1, -1, -1) if free[i][1] == sha), None) if not change else None
+        return free.pop(at)[0] if at is not None else None
+
     def checkout(self, repo: Path, sha: str, change: bytes) -> Path:
         """A checkout of `sha` with `change` applied: a kept one (reset to `sha` unless it is
         clean there already), else a new `--shared` clone."""
         free = self.free.setdefault(repo, [])
         top, clean_at = free.pop() if free else (None, None)
+        if change or clean_at != sha:
+            self.clean.pop(top, None)  # its files change here: the snapshot no longer says
         try:
             if top is None:
                 self.root.mkdir(parents=True, exist_ok=True)
@@ -186,9 +248,25 @@ class NodeCache:
             raise
         return top
 
+    def change(self, top: Path, sha: str) -> tuple[bytes, bool]:
+        """change_of the checkout against `sha`, without git when its files are as they were
+        when it was last found clean (equal snapshots); a checkout found clean keeps its
+        snapshot for the next time."""
+        before = self.clean.pop(top, None)
+        if before is not None and snapshot(top) == before:
+            self.clean[top] = before
+            return b"", True
+        change, clean = change_of(top, sha)
+        if clean and (after := snapshot(top)) is not None:  # after git: its status may have refreshed the index
+            self.clean[top] = after
+        return change, clean
+
     def release(self, repo: Path, top: Path, clean_at: str | None) -> None:
         """Keep the checkout for the next attempt (`clean_at`: the commit it holds untouched)."""
+        if clean_at is None:
+            self.clean.pop(top, None)
         self.free.setdefault(repo, []).append((top, clean_at))
 
     def drop(self, top: Path) -> None:
+        self.clean.pop(top, None)
         shutil.rmtree(top, ignore_errors=True)

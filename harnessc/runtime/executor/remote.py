@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from . import bundle
-from .bundle import NodeCache, ShipError, change_of
+from .bundle import NodeCache, ShipError
 
 _cache: NodeCache | None = None  # this worker process's: its repositories and kept checkouts
 _node_name = ""  # this worker process's node, once known (a worker process stays on its node)
+_has_git = False  # git was found on this worker's PATH (looked for again until it is)
 
 
 def node_name() -> str:
@@ -182,17 +183,19 @@ class _Phases:
 
 
 async def _attempt(job: dict, where: str, phases: dict[str, float]) -> dict:
-    if shutil.which("git") is None:
+    global _cache, _has_git
+    if not _has_git and shutil.which("git") is None:
         return {"failure": f"git is not installed on Ray node {where} (not found on its PATH: "
                            f"{os.environ.get('PATH', '')})"}
-    global _cache
-    sha = job["base"]
+    _has_git = True
+    sha, change = job["base"], job.get("change") or b""
     cache = _cache = _cache or NodeCache()
     clock = _Phases(phases)
     try:
-        repo = await asyncio.to_thread(_source_repo, cache, job["source"], sha)
+        # in a thread when git has to run; a commit the node holds and a clean kept checkout need none
+        repo = cache.holding(job["source"], sha) or await asyncio.to_thread(_source_repo, cache, job["source"], sha)
         clock.done("source")
-        top = await asyncio.to_thread(cache.checkout, repo, sha, job.get("change") or b"")
+        top = cache.kept(repo, sha, change) or await asyncio.to_thread(cache.checkout, repo, sha, change)
         clock.done("checkout")
     except ShipError as e:
         return {"failure": f"could not check out {sha[:10]} on Ray node {where}: {e}"}
@@ -200,7 +203,9 @@ async def _attempt(job: dict, where: str, phases: dict[str, float]) -> dict:
     try:
         workdir = top / job.get("prefix", "")
         out = await _work(job, workdir, where, clock)
-        out["change"], clean = await asyncio.to_thread(change_of, top, sha)
+        # here, not in a thread: nothing else runs on this loop now, and most often (the files
+        # as they were) no git runs either
+        out["change"], clean = cache.change(top, sha)
         clock.done("diff")
         cache.release(repo, top, sha if clean else None)
         kept = True
