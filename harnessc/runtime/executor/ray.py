@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import math
 import os
+import pickle
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from ..verify import Verdict
 from . import AttemptLost, ExecutorError
 from .bundle import ShipError, apply_change, bundle_commit, change_of
 from .rayconfig import ExecutorSettings, require_ray
-from .remote import run_attempt
+from .remote import pack, run_packed
 
 PROBE_TIMEOUT = 5.0  # seconds an address has to answer before the run refuses to start
 CANCEL_GRACE = 5.0  # seconds a cancelled attempt has to kill its processes before force=True
@@ -78,7 +79,7 @@ class RayExecutor:
                 self.owned = True
         except Exception as e:  # ConnectionError, RuntimeError("Version mismatch ..."), ValueError
             raise connect_error(address, e) from None
-        self.remote = ray.remote(max_retries=0, retry_exceptions=False)(run_attempt)
+        self.remote = ray.remote(max_retries=0, retry_exceptions=False)(run_packed)
 
     def close(self) -> None:
         if self.ray is not None and self.owned and self.ray.is_initialized():
@@ -91,7 +92,7 @@ class RayExecutor:
         fn = self._fns.get(key)
         if fn is None:
             if not hasattr(self, "remote"):
-                self.remote = self.ray.remote(max_retries=0, retry_exceptions=False)(run_attempt)
+                self.remote = self.ray.remote(max_retries=0, retry_exceptions=False)(run_packed)
             fn = self._fns[key] = self.remote.options(num_cpus=self.settings.num_cpus_per_attempt,
                                                        resources=resources or None)
         return fn
@@ -139,9 +140,10 @@ class RayExecutor:
     async def submit(self, job: dict, resources: dict) -> dict:
         """Run one job remotely; its record. Cancelled: Ray's cancel, force after a grace."""
         started = time.perf_counter()
-        ref = self._fn(resources).remote(job)
+        source = job.pop("source")
+        ref = self._fn(resources).remote(pack(job), source)
         try:
-            out = await ref
+            out = pickle.loads(await ref)
             _count({"calls": 1, "roundtrip": time.perf_counter() - started, **(out.get("phases") or {})})
             return out
         except asyncio.CancelledError:

@@ -1,6 +1,6 @@
 """What runs on a Ray worker: one attempt of one task, in a checkout of its base commit.
 
-`run_attempt(job)` materialises the checkout (bundle.py), runs the agent when the job
+`run_attempt(job)` (the executor calls it as `run_packed`) materialises the checkout (bundle.py), runs the agent when the job
 carries one (else takes the driver's answer), verifies a claim (contract, accept commands)
 and scores it (`score:`), and returns what happened with the change the checkout now holds.
 It never raises: a secret could ride an exception's text into Ray's task table and logs,
@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import pickle
 import shutil
 import signal
 import socket
@@ -50,6 +51,27 @@ def node_name() -> str:
     if node_id:
         _node_name = name
     return name
+
+
+def pack(value: Any) -> bytes:
+    """`value` pickled by the standard pickler (in C: Ray's cloudpickle, in Python, took
+    several times as long for a job or a record), by cloudpickle when that cannot."""
+    try:
+        return pickle.dumps(value, protocol=5)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        from ray import cloudpickle
+
+        return cloudpickle.dumps(value)
+
+
+def run_packed(payload: bytes, source: dict) -> bytes:
+    """run_attempt as the Ray executor calls it: the job pickled (`pack`), but its source,
+    whose object refs travel as Ray's own; the record pickled back."""
+    try:
+        job = pickle.loads(payload)
+    except Exception as e:  # noqa: BLE001 - a record, never an exception (its type only: no value)
+        return pack({"node": node_name(), "failure": f"could not read the attempt's job ({type(e).__name__})"})
+    return pack(run_attempt({**job, "source": source}))
 
 
 def run_attempt(job: dict) -> dict:
