@@ -115,3 +115,16 @@ def test_a_checkout_with_more_files_than_the_limit_has_no_snapshot(tmp_path, mon
     assert snapshot(tmp_path) is not None
     (tmp_path / "f3").write_text("x")
     assert snapshot(tmp_path) is None
+
+
+def test_a_job_the_standard_pickler_cannot_take_travels_by_cloudpickle():
+    """run_packed's payloads: pickled in C when they can be, else by cloudpickle (a lambda);
+    the worker reads either with pickle.loads."""
+    import pickle
+
+    from harnessc.runtime.executor.remote import pack
+
+    plain = {"base": "0" * 40, "change": b"\x00diff", "n": 1}
+    assert pickle.loads(pack(plain)) == plain
+    odd = pickle.loads(pack({"f": lambda x: x + 1}))
+    assert odd["f"](1) == 2
