@@ -1,7 +1,7 @@
 """Command agents: what harnessc adds to running fast commands, against floors measured
 side by side in the same process.
 
-    python bench/commands.py [-n 1000] [--runs 5]
+    python bench/commands.py [-n 1000] [--runs 5] [--skip-chains | --skip-throughput]
 
 1. N tasks of a 50 ms `command` agent at -j 16: the whole `harnessc run` process against a
    bare asyncio loop running the same argv (same stdin, stdout captured) 16 at a time.
@@ -137,19 +137,21 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=1000, help="tasks / commands in figure 1 (1000)")
     ap.add_argument("--runs", type=int, default=5, help="runs per figure; the median counts (5)")
     ap.add_argument("--skip-chains", action="store_true", help="figure 1 only")
+    ap.add_argument("--skip-throughput", action="store_true", help="figure 2 only")
     args = ap.parse_args()
     jobs, seconds = 16, 0.05
 
     print(f"load average (1, 5, 15 min) at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     bare_loop(20, jobs, seconds)  # warm-up: the page cache for sh and sleep
-    bare, hc = [], []
-    for _ in range(args.runs):
-        bare.append(bare_loop(args.n, jobs, seconds))
-        hc.append(harnessc_run(args.n, jobs, seconds))
-    b, h = statistics.median(bare), statistics.median(hc)
-    print(f"{args.n} tasks of a 50 ms command agent, -j {jobs}: harnessc run {h:.2f}s, bare asyncio"
-          f" loop {b:.2f}s = {h / b:.2f}x (target <= 1.3x); ideal {args.n * seconds / jobs:.2f}s")
-    print(f"  runs: harnessc {' '.join(f'{x:.2f}' for x in hc)}; bare {' '.join(f'{x:.2f}' for x in bare)}")
+    if not args.skip_throughput:
+        bare, hc = [], []
+        for _ in range(args.runs):
+            bare.append(bare_loop(args.n, jobs, seconds))
+            hc.append(harnessc_run(args.n, jobs, seconds))
+        b, h = statistics.median(bare), statistics.median(hc)
+        print(f"{args.n} tasks of a 50 ms command agent, -j {jobs}: harnessc run {h:.2f}s, bare asyncio"
+              f" loop {b:.2f}s = {h / b:.2f}x (target <= 1.3x); ideal {args.n * seconds / jobs:.2f}s")
+        print(f"  runs: harnessc {' '.join(f'{x:.2f}' for x in hc)}; bare {' '.join(f'{x:.2f}' for x in bare)}")
 
     if not args.skip_chains:
         spans, bares = [], []
