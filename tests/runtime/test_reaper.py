@@ -548,12 +548,12 @@ def test_kill_9_of_harnessc_leaves_no_process_of_its_command_group_behind(tmp_pa
 
 
 ADOPTING_RUNNER = """\
-import asyncio, sys
+import asyncio, os, sys
 from harnessc.runtime.children import procs, reaper
 
-async def main():
+async def main():  # the mark comes in the environment: only the agent and its child show it
     code = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'import time; time.sleep(300)', sys.argv[1]])"
-    await procs.run([sys.executable, "-c", code, sys.argv[1]], cwd=".", timeout=None)
+    await procs.run([sys.executable, "-c", code, os.environ["MARK"]], cwd=".", timeout=None)
 
 with reaper.adopting("t"), procs.child_watching():
     asyncio.run(main())
@@ -565,8 +565,8 @@ def test_the_watcher_outlives_a_kill_of_every_child_of_its_process(tmp_path):
     # them, not the agent's own children) and then the worker. The watcher must not be one of
     # those children: it ends the agent's group once the worker is gone.
     mark = f"lifeline-ray-{os.getpid()}-{time.monotonic_ns()}"
-    p = subprocess.Popen([PY, "-c", ADOPTING_RUNNER, mark], cwd=tmp_path, start_new_session=True,
-                         env={**env(), "PYTHONPATH": str(REPO)})
+    p = subprocess.Popen([PY, "-c", ADOPTING_RUNNER], cwd=tmp_path, start_new_session=True,
+                         env={**env(), "PYTHONPATH": str(REPO), "MARK": mark})
     left: list[int] = []
     try:
         left = wait_until(lambda: len(_with_argv(mark)) == 2 and _with_argv(mark), 30, "the agent and its child")
