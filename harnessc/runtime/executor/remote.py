@@ -55,7 +55,11 @@ def node_name() -> str:
 
 def pack(value: Any) -> bytes:
     """`value` pickled by the standard pickler (in C: Ray's cloudpickle, in Python, took
-    several times as long for a job or a record), by cloudpickle when that cannot."""
+    several times as long for a job or a record), by cloudpickle when that cannot.
+
+    Only harnessc's driver and its remote function unpickle these, and only from each other
+    through Ray, which unpickles whatever crosses it anyway (its arguments and results are
+    cloudpickled): no bytes a spec or an agent wrote are ever unpickled."""
     try:
         return pickle.dumps(value, protocol=5)
     except (pickle.PicklingError, TypeError, AttributeError):
