@@ -1,8 +1,9 @@
 """What runs on a Ray worker: one attempt of one task, in a checkout of its base commit.
 
-`run_attempt(job)` (the executor calls it as `run_packed`) materialises the checkout (bundle.py), runs the agent when the job
-carries one (else takes the driver's answer), verifies a claim (contract, accept commands)
-and scores it (`score:`), and returns what happened with the change the checkout now holds.
+`run_attempt(job)` (the executor calls it as `run_packed`) materialises the checkout
+(bundle.py), runs the agent when the job carries one (else takes the driver's answer),
+verifies a claim (contract, accept commands) and scores it (`score:`), and returns what
+happened with the change the checkout now holds.
 It never raises: a secret could ride an exception's text into Ray's task table and logs,
 so every failure comes back as a record whose text is scrubbed of the forwarded values.
 A cancel (`ray.cancel` without force: `_thread.interrupt_main()`, a SIGINT that no signal
