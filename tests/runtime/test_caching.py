@@ -128,6 +128,15 @@ def test_one_hour_cache_writes_are_priced_as_billed(price, expected) -> None:
 # ---------------------------------------------------------------- the prompts' order
 
 
+NOTE_CONTRACTS = textwrap.dedent("""\
+    contracts:
+      note:
+        description: A note
+        output:
+          title: {type: str, description: The note's title, example: hello}
+    """)
+
+
 def write_spec(root: Path, agents: str, tasks: int = 3, overview: str = "", concurrency: int = 4) -> None:
     root.mkdir(parents=True, exist_ok=True)
     (root / "docs").mkdir(exist_ok=True)
@@ -141,13 +150,7 @@ def write_spec(root: Path, agents: str, tasks: int = 3, overview: str = "", conc
         lines.append(f"- [ ] **t{i}**: Task number {i}\n  - contract: note\n  - context: {context}\n\n"
                      f"  Goal: Write note {i}.\n")
     (root / "roadmap.md").write_text("\n".join(lines), encoding="utf-8")
-    (root / "contracts.yaml").write_text(textwrap.dedent("""\
-        contracts:
-          note:
-            description: A note
-            output:
-              title: {type: str, description: The note's title, example: hello}
-        """), encoding="utf-8")
+    (root / "contracts.yaml").write_text(NOTE_CONTRACTS, encoding="utf-8")
     (root / "harness.yaml").write_text(f"agents:\n{agents}\nconcurrency: {concurrency}\n", encoding="utf-8")
 
 

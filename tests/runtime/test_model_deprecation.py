@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import textwrap
 import warnings
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from harnessc.providers import agent_config  # noqa: E402
 from harnessc.runtime.agents.base import Request, Response, make_agent  # noqa: E402
 from .fakeapi import FakeAPI, Reply, ThreadedFakeAPI  # noqa: E402
 from .helpers import env as cli_env, harnessc  # noqa: E402
+from .test_caching import NOTE_CONTRACTS  # noqa: E402
 
 KEY = {"ANTHROPIC_API_KEY": "test-anthropic-key-0000"}
 DEPRECATED = "claude-sonnet-4-5"  # end of life November 30th, 2026 in the SDK's table (2.14.0)
@@ -40,13 +40,7 @@ def _project(root: Path, model: str, base_url: str, tasks: int = 3) -> None:
     lines = ["# Notes\n\n## Tasks\n"]
     lines += [f"- [ ] **t{i}**: Note {i}\n  - contract: note\n\n  Goal: Write note {i}.\n" for i in range(tasks)]
     (root / "roadmap.md").write_text("\n".join(lines), encoding="utf-8")
-    (root / "contracts.yaml").write_text(textwrap.dedent("""\
-        contracts:
-          note:
-            description: A note
-            output:
-              title: {type: str, description: The note's title, example: hello}
-        """), encoding="utf-8")
+    (root / "contracts.yaml").write_text(NOTE_CONTRACTS, encoding="utf-8")
     (root / "harness.yaml").write_text(
         f"agents:\n  claude: {{provider: anthropic, model: {model}, base_url: '{base_url}'}}\nconcurrency: 2\n",
         encoding="utf-8")

@@ -208,11 +208,11 @@ class NodeCache:
 
     def from_url(self, url: str, sha: str) -> Path:
         """A clone of `url` (made once per node) holding `sha` (fetched when it does not)."""
-        name = self._url_repo(url).stem
-        if (self._url_repo(url), sha) in self.known:
-            return self._url_repo(url)
-        with self._locked(name):
-            repo = self._repo(name, url)
+        repo = self._url_repo(url)
+        if (repo, sha) in self.known:
+            return repo
+        with self._locked(repo.stem):
+            repo = self._repo(repo.stem, url)
             if not self.has(repo, sha):
                 git("fetch", "-q", "--no-write-fetch-head", "origin", sha, cwd=repo)
             self.known.add((repo, sha))
