@@ -9,14 +9,19 @@ timeline; plotly needs its 3+ MB script in the page (bench/report.py, README the
 
 Each chart is drawn on its own Figure (no pyplot: no GUI backend, no global state) with
 the SVG's ids salted by the chart's name, so charts inlined in one page never share an id.
+Labels are a run's text (task ids, agent names): drawn as plain text, never as mathtext or
+LaTeX (an agent named `$\\frac{a}$` raised), their control characters shown (text.shown).
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import io
 import re
 from typing import Any
+
+from .text import shown
 
 INSTALL = "pip install 'harnessc[report]'"
 LABELED_ROWS = 120  # timeline rows (tasks) named one by one; above, a name every few rows
@@ -47,6 +52,22 @@ def require() -> Any:
     except ImportError:
         raise MissingLibrary(f"the report's charts need matplotlib: {INSTALL}") from None
     return matplotlib
+
+
+# Whatever a matplotlibrc says: `$...$` is not mathtext and no label goes through LaTeX.
+PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False}
+
+
+def _plain_text(draw):
+    """Draw a chart with PLAIN_TEXT in force: from its first text artist (tick labels, titles
+    and legends read it when made) to the SVG written."""
+    @functools.wraps(draw)
+    def drawn(*args, **kw):
+        import matplotlib
+
+        with matplotlib.rc_context(PLAIN_TEXT):
+            return draw(*args, **kw)
+    return drawn
 
 
 def agent_colors(agents: list[str]) -> dict[str, str]:
@@ -139,6 +160,7 @@ def _patch(ax, path, **style) -> None:
     ax.add_artist(PathPatch(path, **style))
 
 
+@_plain_text
 def timeline(report: dict, colors: dict[str, str]) -> str | None:
     """Every attempt of the run per task, coloured by agent: failed attempts outlined red,
     waits between a task's attempts dashed, fallbacks and escalations marked."""
@@ -166,7 +188,7 @@ def timeline(report: dict, colors: dict[str, str]) -> str | None:
         for ev in t["routing"]:
             if ev["kind"] in marks:
                 marks[ev["kind"]].append((ev["ts"] - start, row - 0.45))
-    legend = [Patch(facecolor=c, label=a) for a, c in colors.items() if any(k[0] == a for k in boxes)]
+    legend = [Patch(facecolor=c, label=_label(a)) for a, c in colors.items() if any(k[0] == a for k in boxes)]
     legend.append(Patch(facecolor="white", edgecolor=FAILED_EDGE, label="failed attempt"))
     legend.append(Line2D([], [], color="#777777", linestyle=(0, (2, 2)), label="wait / retry"))
     legend += [Line2D([], [], marker=m, color=c, linestyle="none", label=k)
@@ -225,9 +247,9 @@ def _row_names(ax, rows, size: float) -> None:
 
 
 def _label(name) -> str:
-    """`name` in at most LABEL_CHARS characters, its start and end kept: ids are unbounded,
-    and the axes are placed right of the longest."""
-    name = str(name)
+    """`name` shown (text.shown) in at most LABEL_CHARS characters, its start and end kept:
+    ids are unbounded, and the axes are placed right of the longest."""
+    name = " ".join(shown(name).split())  # one line: a row's name, a legend entry
     if len(name) <= LABEL_CHARS:
         return name
     keep = (LABEL_CHARS - 1) // 2
@@ -238,6 +260,7 @@ def _label(name) -> str:
 TITLE_H, TICKS_H, AGENT_ROW_H, TASK_ROW_H = 0.3, 0.3, 0.3, 0.22
 
 
+@_plain_text
 def spending(report: dict, colors: dict[str, str]) -> str | None:
     """Cost and tokens by agent (top) and by task (the costliest TOP_TASKS)."""
     agents = report["agents"]
@@ -275,6 +298,7 @@ def _bars(ax, names: list[str], values: list[float], colors: list[str], title: s
     ax.tick_params(axis="x", labelsize=8)
 
 
+@_plain_text
 def dag(report: dict) -> str | None:
     """The plan's graph by waves (left to right), each task coloured by its state in the run."""
     from matplotlib.patches import Patch
@@ -311,7 +335,7 @@ def dag(report: dict) -> str | None:
     if labeled:
         for t in tasks:
             x, y = place[t["id"]]
-            ax.text(x, y, t["id"], ha="center", va="center", fontsize=7, clip_on=True)
+            ax.text(x, y, _label(t["id"]), ha="center", va="center", fontsize=7, clip_on=True)
     ax.set_xlim(-0.6, waves - 0.4)
     ax.set_ylim(tallest - 0.4, -0.6)
     _wave_axis(ax, waves, labeled)

@@ -3,6 +3,10 @@
 GitHub takes at most 65,536 characters: the summary and the failures always fit (each
 failure's text is cut to fit), then the task table, as long as it fits; the last line says
 where the full report is.
+
+Everything a run produced is held as text (text.py): ids, agent names and the run's message in
+code spans, each failure's error in a fenced block no line of it can close; nothing of it
+becomes a link, an image, HTML or a comment in a CI summary.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .html import clip, duration, percent, state_counts
+from .text import code, fenced
 
 LIMIT = 65_536
 RESERVE = 600  # for the closing lines
@@ -17,26 +22,28 @@ RESERVE = 600  # for the closing lines
 
 def render(report: dict[str, Any], full_report: str | None) -> str:
     run = report["run"]
-    head = [f"## harnessc run {run['id']}: {run['status']}", "",
-            f"{run.get('message') or ''} (exit {run['exit_code'] if run['exit_code'] is not None else '-'})".strip(), "",
+    exit_code = run["exit_code"] if run["exit_code"] is not None else "-"
+    head = [f"## harnessc run {code(run['id'])}: {run['status']}", "",
+            f"{code(run.get('message') or '')} (exit {exit_code})".strip(), "",
             "| states | cost | tokens | cache share | attempts | duration |",
             "| --- | ---: | ---: | ---: | ---: | ---: |",
             f"| {', '.join(f'{n} {s}' for s, n in state_counts(report['tasks']))} | ${run['cost_usd']:.4f} "
             f"| {run['tokens']:,} | {percent(run['cache_share'])} | {run['attempts']} | {duration(run['duration'])} |", ""]
     failures = [t for t in report["tasks"] if t["state"] in ("failed", "blocked", "degraded", "interrupted")]
-    tail = [f"Full report: `{full_report}`" if full_report
-            else f"Full report: `harnessc report --run {run['id']}` writes it"]
+    tail = [f"Full report: {code(full_report)}" if full_report
+            else f"Full report: {code('harnessc report --run ' + run['id'])} writes it"]
     budget = LIMIT - RESERVE - _size(head) - _size(tail)
     body: list[str] = []
     if failures:
         body += [f"### Failures ({len(failures)})", ""]
         each = max(80, (budget // 2) // len(failures) - 60)
         for t in failures:
-            body.append(f"- **{_cell(t['id'])}** {t['state']}: {_cell(clip(t['error'] or 'no error recorded', each, t['id']) or '')}")
-        body.append("")
+            body += [f"{code(t['id'])} {t['state']}:", "",
+                     fenced(clip(t["error"] or "no error recorded", each, t["id"])), ""]
     table = ["### Tasks", "", "| task | state | agent | attempts | tokens | cost |",
              "| --- | --- | --- | ---: | ---: | ---: |"]
-    rows = [f"| {_cell(t['id'])} | {t['state']} | {_cell(t['agent'] or '-')} | {len(t['attempts'])} | {t['tokens']:,} "
+    rows = [f"| {code(t['id'], cell=True)} | {t['state']} | {code(t['agent'] or '-', cell=True)} "
+            f"| {len(t['attempts'])} | {t['tokens']:,} "
             f"| ${t['cost_usd']:.4f} |" for t in report["tasks"] if t["attempts"] or t["state"] not in ("done", "not run")]
     room = budget - _size(body) - _size(table)
     kept = []
@@ -57,7 +64,3 @@ def render(report: dict[str, Any], full_report: str | None) -> str:
 def _size(lines: list[str]) -> int:
     return sum(len(line) + 1 for line in lines)
 
-
-def _cell(text: str) -> str:
-    """Text safe in one Markdown table cell or list item: one line, no pipes."""
-    return " ".join(str(text).split()).replace("|", "\\|")

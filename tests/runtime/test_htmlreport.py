@@ -82,7 +82,7 @@ def test_report_markdown_and_other_places(tmp_path):
     res = harnessc(root, "report", "--format", "md", "--out", "-", env=env(SERVICE_TOKEN=SECRET))
     assert res.returncode == 0, res.stderr
     md = res.stdout
-    assert md.startswith("## harnessc run ") and "| task | state |" in md and "| beta | succeeded |" in md
+    assert md.startswith("## harnessc run ") and "| task | state |" in md and "| `beta` | succeeded |" in md
     assert "Full report: `harnessc report --run " in md  # no page yet: the command that writes it
     assert SECRET not in md
     assert harnessc(root, "report").returncode == 0
@@ -122,7 +122,7 @@ def test_big_run_markdown_fits_a_github_summary(tmp_path):
     write_big_run(root, tasks=2000, attempts=6000, error_chars=2000)
     md = runreport.render(root, fmt="md")
     assert len(md) <= 65_536
-    assert "### Failures (200)" in md and md.count("failed: rejected 3 times") == 200  # every failure kept
+    assert "### Failures (200)" in md and md.count(" failed:\n\n```text\nrejected 3 times") == 200  # every failure kept
     assert "more tasks: see the full report." in md
     assert md.rstrip().endswith("`harnessc report --run 20260101T000000-1` writes it")
     page = runreport.write(root)
@@ -171,6 +171,112 @@ def test_long_task_ids_and_agent_names_are_cut_in_the_charts(tmp_path):
         names = [t for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg) if "W" in t]
         assert names and all(len(n) <= charts.LABEL_CHARS and "\u2026" in n for n in names)
         assert any(n.startswith("t00000-W") for n in names)
+
+
+# ------------------------------------------------------------------ a run's text stays text
+
+HOSTILE_STDERR = ("boom <!-- the rest of the summary is hidden\n"
+                  "![x](http://evil.example/x.png) [link](http://evil.example) <script>alert(1)</script>\n"
+                  "``````````\n"
+                  "~~~~~~~~~~\n"
+                  "www.evil.example mail@evil.example <b>bold</b> *em* _em_ | pipe\n")
+HOSTILE_AGENT = "ev|il\nname <img src=x> [a](http://evil.example)"
+MATH_AGENT = "$\\frac{a}$"
+
+
+def _hostile_project(tmp_path: Path) -> Path:
+    """Task `bad`: an agent with a hostile name fails, printing hostile Markdown/HTML to its
+    stderr; task `ok`: an agent named like mathtext succeeds."""
+    fail = tmp_path / "fail.py"
+    fail.write_text(f"import sys\nsys.stdin.read()\nsys.stderr.write({HOSTILE_STDERR!r})\nsys.exit(3)\n")
+    ok = tmp_path / "ok.py"
+    ok.write_text("import json, sys\nsys.stdin.read()\nprint(json.dumps({'title': 'fine', 'score': 1}))\n")
+    root = tmp_path / "proj"
+    write_project(root, [node("bad", routing={"agent": HOSTILE_AGENT, "chain": []}, retry={"max_retries": 0}),
+                         node("ok", contract="summary", routing={"agent": MATH_AGENT, "chain": []})],
+                  agents={HOSTILE_AGENT: {"provider": "command", "command": [sys.executable, str(fail)]},
+                          MATH_AGENT: {"provider": "command", "command": [sys.executable, str(ok)]}},
+                  contracts={"summary": SIMPLE_CONTRACT})
+    return root
+
+
+def _tokens(tokens):
+    for t in tokens:
+        yield t
+        yield from _tokens(t.children or ())
+
+
+def test_md_report_holds_an_agents_text_as_text(tmp_path):
+    """Rendered by a real CommonMark parser (raw HTML on, GFM tables): no link, image, raw HTML
+    or comment anywhere; the agent's stderr whole inside a code block that its line of ten
+    backticks does not close; the rest of the summary still there; a pipe and a newline in
+    an agent's name stay in their cell."""
+    from markdown_it import MarkdownIt
+
+    root = _hostile_project(tmp_path)
+    assert harnessc(root, "run").returncode == 1
+    res = harnessc(root, "report", "--format", "md", "--out", "-")
+    assert res.returncode == 0, res.stdout + res.stderr
+    parser = MarkdownIt("commonmark", {"html": True}).enable("table")
+    tokens = list(_tokens(parser.parse(res.stdout)))
+    assert not [t.type for t in tokens if t.type in ("html_block", "html_inline", "link_open", "image")]
+    (block,) = [t for t in tokens if t.type == "fence"]
+    assert HOSTILE_STDERR in block.content  # every line, inside the fence
+    page = parser.render(res.stdout)
+    outside = re.sub(r"<pre>.*?</pre>|<code>.*?</code>", "", page, flags=re.S)
+    for live in ("<img", "<a ", "<!--", "<script", "<b>", "<em>", "http://", "www.", "@"):
+        assert live not in outside, live
+    assert "<h3>Tasks</h3>" in page and "Full report:" in outside  # nothing hidden after the error
+    (bad_row,) = [row for row in re.findall(r"<tr>(.*?)</tr>", page, flags=re.S) if "<td><code>bad</code>" in row]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", bad_row, flags=re.S)
+    assert len(cells) == 6 and cells[2] == "<code>ev|il name &lt;img src=x&gt; [a](http://evil.example)</code>"
+
+
+def test_report_draws_agent_names_as_text_and_the_page_escapes_them(tmp_path):
+    """An agent named `$\\frac{a}$` (mathtext that does not parse) crashed `report`; its name
+    is drawn as it is. The HTML page escapes every run text (Jinja autoescape, SVG text)."""
+    root = _hostile_project(tmp_path)
+    assert harnessc(root, "run").returncode == 1
+    res = harnessc(root, "report")
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stdout + res.stderr
+    page = next((root / ".harness" / "runs").glob("*/report.html")).read_text()
+    svg_texts = re.findall(r"<text[^>]*>([^<]*)</text>", page)
+    assert MATH_AGENT in svg_texts  # the timeline's legend, as written
+    assert "<img src=x>" not in page and "<script>alert" not in page and "<!-- the rest" not in page
+    assert "&lt;img src=x&gt;" in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+@pytest.mark.parametrize("usetex", [False, True])
+def test_charts_draw_hostile_names_as_shown_text(tmp_path, usetex):
+    """Mathtext, a LaTeX setting from the caller's matplotlibrc, control characters, a
+    right-to-left override, a very long name: each drawn as one line of plain text, its
+    controls shown, and without a warning (no missing glyph)."""
+    import warnings
+
+    import matplotlib
+
+    from harnessc.runreport import charts, data
+
+    root = tmp_path / "big"
+    write_big_run(root, tasks=30, attempts=60)
+    report = data.collect(root)
+    names = [MATH_AGENT, "$x^$ \\sqrt{", "esc\x1b[31mred\x00nul rtl\u202eevil\u2066", "L" * 5000 + "$"]
+    assert len(report["agents"]) == len(names)
+    report["agents"] = dict(zip(names, report["agents"].values()))
+    mapping = dict(zip({a["agent"] for t in report["tasks"] for a in t["attempts"]}, names))
+    for t in report["tasks"]:
+        for a in t["attempts"]:
+            a["agent"] = mapping[a["agent"]]
+        t["agent"] = mapping.get(t["agent"], t["agent"])
+    report["tasks"][0]["id"] = "$\\frac{b}$"
+    colors = charts.agent_colors(list(report["agents"]))
+    with warnings.catch_warnings(), matplotlib.rc_context({"text.usetex": usetex}):
+        warnings.simplefilter("error")
+        svgs = [charts.dag(report), charts.timeline(report, colors), charts.spending(report, colors)]
+    texts = {t for svg in svgs for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)}
+    assert {MATH_AGENT, "$x^$ \\sqrt{", "esc^[[31mred^@nul rtl\\u202eevil\\u2066", "$\\frac{b}$"} <= texts
+    assert not any(c in t for t in texts for c in "\x1b\x00\u202e\u2066")
+    assert any(t.startswith("LLLL") and t.endswith("L$") and len(t) <= charts.LABEL_CHARS for t in texts)
 
 
 # ------------------------------------------------------------------ in a real browser
