@@ -1,15 +1,18 @@
 """OpenTelemetry traces of a run (issue 20 part 3), checked at an OTLP/HTTP receiver on
 127.0.0.1 that decodes what arrives with the OTLP protobuf messages: the span tree (run >
 task > attempt > verify > accept), real times, the GenAI attributes, no content and no
-secret unless `telemetry.content: true` (and never a secret), a collector that is down or
-hangs, telemetry configured without its packages, and a bad endpoint in lint."""
+secret unless `telemetry.content: true` (and never a secret, a value given to an agent or a
+URL's credentials), a collector that is down, hangs or answers with a huge body, telemetry
+configured without its packages, and a bad endpoint in lint."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import sqlite3
+import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,13 +25,15 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 from google.protobuf.json_format import MessageToDict  # noqa: E402
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
 
-from .helpers import PY, REPO, SIMPLE_CONTRACT, env, harnessc, node, write_project  # noqa: E402
+from .helpers import CLI, PY, REPO, SIMPLE_CONTRACT, env, harnessc, node, write_project  # noqa: E402
 
 
 class Receiver:
     """An OTLP/HTTP collector: POST /v1/traces bodies decoded into spans (dicts)."""
 
-    def __init__(self, hang: bool = False):
+    def __init__(self, hang: bool = False, error_body: int = 0):
+        """`hang`: never answer; `error_body`: answer 500 with a body of that many bytes (sent
+        a MiB at a time, for as long as the client reads)."""
         self.spans: list[dict] = []
         self.bodies: list[bytes] = []
         self.paths: list[str] = []
@@ -42,10 +47,25 @@ class Receiver:
                     receiver.release.wait(30)
                     return
                 receiver.take(self.path, self.headers.get("Content-Type"), body)
+                if error_body:
+                    self._error_body()
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+
+            def _error_body(self):
+                self.send_response(500)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(error_body))
+                self.end_headers()
+                mib = b"x" * (1 << 20)
+                try:
+                    for _ in range(error_body >> 20):
+                        self.wfile.write(mib)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client read what it wanted and hung up
 
             def log_message(self, *args):
                 pass
@@ -212,7 +232,8 @@ def test_a_run_is_one_trace_of_run_task_attempt_verify_and_accept_spans_with_rea
     assert {s["trace"] for s in again.spans}.isdisjoint({s["trace"] for s in rx.spans})
 
 
-def test_an_api_agent_span_has_its_provider_model_and_cache_tokens_and_no_key(tmp_path):
+@pytest.mark.parametrize("content", [False, True])
+def test_an_api_agent_span_has_its_provider_model_and_cache_tokens_and_no_key(tmp_path, content):
     pytest.importorskip("anthropic")
     from .fakeapi import Reply, ThreadedFakeAPI
     from .test_providers import KEYS
@@ -224,7 +245,7 @@ def test_an_api_agent_span_has_its_provider_model_and_cache_tokens_and_no_key(tm
                  "price": {"input": 3.0, "output": 15.0}}
         write_project(tmp_path, [node("t", contract="summary", routing={"agent": "llm", "chain": ["llm"]})],
                       agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
-        with_telemetry(tmp_path, otlp_endpoint=rx.url)
+        with_telemetry(tmp_path, otlp_endpoint=rx.url, content=content)
         e = {k: v for k, v in otel_env().items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
         r = harnessc(tmp_path, "run", env={**e, **KEYS})
     assert r.returncode == 0, r.stdout + r.stderr
@@ -237,6 +258,7 @@ def test_an_api_agent_span_has_its_provider_model_and_cache_tokens_and_no_key(tm
     assert a["gen_ai.usage.cache_creation.input_tokens"] == 200
     (row,) = rows(tmp_path, "SELECT cost_usd FROM attempts")
     assert a["gen_ai.usage.cost"] == pytest.approx(row["cost_usd"]) and row["cost_usd"] > 0
+    assert ("gen_ai.completion" in a) == content
     assert not any(key.encode() in body for body in rx.bodies for key in KEYS.values())
 
 
@@ -296,6 +318,64 @@ def test_a_failed_call_is_an_error_span_whose_message_is_content(tmp_path, conte
         assert attempt["status"].startswith("error: ") and f"{MARKER} [redacted]" in attempt["status"]
     else:
         assert attempt["status"] == "error" and task["status"] == "failed" and MARKER.encode() not in sent
+
+
+ENV_VALUE = "env-value-8675309"  # given through the agent's `env:`
+PASS_VALUE = "pass-env-value-1123581321"  # given through `pass_env:` (a name that looks like no secret)
+CRED_URL = "https://bob:hunter2pw@api.example/v1?api_key=k3y-value-99&page=2"
+
+
+@pytest.mark.parametrize("outcome", ["answer", "error"])
+def test_content_never_sends_what_an_agent_is_given_nor_a_urls_credentials(tmp_path, outcome):
+    """With `content: true`, a value of the agent's `env:`, the value of a `pass_env:`
+    variable and the credentials of a URL, printed by the agent (its answer, or its error),
+    put in the task's title (the prompt) and in an accept command, reach no span."""
+    stream, code = ("sys.stdout", 0) if outcome == "answer" else ("sys.stderr", 1)
+    script = (f"import os, sys; sys.stdin.read(); print('{MARKER}', os.environ['PLAIN_SETTING'], "
+              f"os.environ['CORP_PLAIN_NAME'], {CRED_URL!r}, file={stream}); sys.exit({code})")
+    accept = [{"id": "smoke", "argv": [PY, "-c", "print('ok')", CRED_URL, ENV_VALUE], "timeout": 60}]
+    write_project(tmp_path, [node("t", title=f"report on {ENV_VALUE}", accept=accept, retry={"max_retries": 0},
+                                  routing={"agent": "cmd", "chain": ["cmd"]})],
+                  agents={"cmd": {"provider": "command", "command": [PY, "-c", script],
+                                  "env": {"PLAIN_SETTING": ENV_VALUE}, "pass_env": ["CORP_PLAIN_NAME"]}})
+    with Receiver() as rx:
+        with_telemetry(tmp_path, otlp_endpoint=rx.url, content=True)
+        r = harnessc(tmp_path, "run", env=otel_env(CORP_PLAIN_NAME=PASS_VALUE))
+    assert r.returncode == code, r.stdout + r.stderr
+    sent = b"".join(rx.bodies)
+    (span,) = rx.named("invoke_agent cmd")
+    text = span["attrs"]["gen_ai.completion"] if outcome == "answer" else span["status"]
+    assert MARKER in text and "api.example/v1?api_key=[redacted]&page=2" in text  # content is on
+    if outcome == "answer":
+        assert "report on [redacted]" in span["attrs"]["gen_ai.prompt"]
+        (check,) = rx.named("accept smoke")
+        assert "https://[redacted]@api.example" in check["attrs"]["harnessc.accept.command"]
+    for leak in (ENV_VALUE, PASS_VALUE, "hunter2pw", "bob:", "k3y-value-99"):
+        assert leak.encode() not in sent and leak[::-1].encode() not in sent, leak
+
+
+def _max_rss_run(root: Path, run_env: dict) -> tuple[int, int]:
+    """`harnessc run` in a child of this process: (its exit code, its peak resident memory in
+    bytes, as the kernel counted it: wait4's ru_maxrss)."""
+    with open(root / "out.txt", "wb") as out:
+        proc = subprocess.Popen([*CLI, "-C", str(root), "run"], stdout=out, stderr=subprocess.STDOUT, env=run_env)
+        _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_maxrss * 1024  # Linux counts it in KiB
+
+
+@pytest.mark.skipif(not hasattr(os, "wait4"), reason="os.wait4 (peak memory of a child) is POSIX only")
+def test_a_collector_answering_500_with_600_mib_reads_at_most_64_kib(tmp_path):
+    """The exporter read a collector's whole answer: 600 MiB took the run to 663 MB."""
+    write_project(tmp_path, [node("a")])
+    with Receiver(error_body=600 << 20) as rx:
+        with_telemetry(tmp_path, otlp_endpoint=rx.url)
+        code, peak = _max_rss_run(tmp_path, otel_env())
+    assert code == 0, (tmp_path / "out.txt").read_text()
+    assert rx.spans  # the collector had the spans, and answered 500
+    assert peak < 300 << 20, f"harnessc's peak memory: {peak >> 20} MiB"
+    (alert,) = [a for a in alerts(tmp_path) if a["kind"] == "telemetry"]
+    assert alert["message"].startswith(f"traces not sent to {rx.url}/v1/traces: ")
 
 
 # ------------------------------------------------------------------ when it cannot send

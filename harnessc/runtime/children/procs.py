@@ -112,8 +112,14 @@ def secret_values(min_len: int = 6, names: Iterable[str] = ()) -> list[str]:
                 found.add(urlsplit(value).password or "")
             except ValueError:
                 pass
+    return secret_forms(found, min_len)
+
+
+def secret_forms(values: Iterable[str], min_len: int = 6) -> list[str]:
+    """The forms of `values` (as secret_values), longest first; a value shorter than
+    `min_len` is none: it would blank ordinary text."""
     forms = set()
-    for value in found:
+    for value in values:
         if len(value) >= min_len:
             forms.add(value)
             forms.add(value[::-1])

@@ -14,8 +14,13 @@ trace (a resumed run is a new trace):
 Spans carry the times the events and attempt rows recorded, so a span is opened when its
 unit starts and closed with the unit's own end time. Names, ids, counts and times only:
 the prompt, the output and error messages (which may quote them) only with
-`telemetry.content: true`, redacted as everything written to disk is. The exporter's
-credentials come from OTEL_EXPORTER_OTLP_HEADERS, never from a file.
+`telemetry.content: true`. Every span name, attribute and status is redacted (`[redacted]`),
+content or not: the secrets redacted on disk (procs.secret_values, the agents' keys), every
+value an agent is given (its `env:` values, the values of the variables its `pass_env:`
+names), the user part of a URL (`https://user:pass@host`) and a URL parameter whose name says
+secret (`?api_key=`, `&access_token=`, `X-Amz-Signature=`). The exporter's credentials come
+from OTEL_EXPORTER_OTLP_HEADERS, never from a file; a collector's answer is read up to
+ANSWER_LIMIT bytes (only its status and headers are used).
 
 Off, nothing here imports opentelemetry. Configured but not installed, or a collector that
 does not take the spans: a warning alert, the run goes on and keeps its exit code; the end
@@ -26,15 +31,18 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sqlite3
 import threading
 import time
 from typing import Any
 
 from ...compiler.vocab import otlp_endpoint_problem
+from ..children.procs import REDACTED, forwarded_env, secret_forms
 
 FLUSH_TIMEOUT = 5.0  # seconds the end of a run waits for the collector; also each export's limit
 CONTENT_LIMIT = 100_000  # characters of a prompt or an output put on a span (content: true)
+ANSWER_LIMIT = 64 * 1024  # bytes of a collector's answer read (a 600 MiB error page was read whole)
 TRACES_PATH = "/v1/traces"
 INSTALL = "pip install 'harnessc[otel]'"
 
@@ -67,6 +75,40 @@ def endpoint(settings: dict | None) -> tuple[str | None, str | None]:
     return None, None
 
 
+# The user part of a URL, up to its last @ before the host (a token is often the user):
+# `https://user:pass@host` -> `https://[redacted]@host`. Linear: a `://` starts each try, and
+# the part ends at the next /, which every other `://` holds.
+_USERINFO = re.compile(r"(?<=://)[^/\s?#]+@")
+# A query or fragment parameter (`?name=value`, `&name=value`, `#access_token=value`); the name
+# bounded so each try is short.
+_PARAM = re.compile(r"([?&#;][^=&#;\s]{1,256}=)([^&#;\s]+)")
+_SECRET_PARAM = re.compile(r"token|key|secret|pass|pwd|sig|auth|credential|session", re.IGNORECASE)
+
+
+def without_url_credentials(text: str) -> str:
+    """`text` with the user part of each URL and each secret-named URL parameter's value redacted."""
+    if "://" in text:
+        text = _USERINFO.sub(REDACTED + "@", text)
+    if "=" in text:
+        text = _PARAM.sub(_param, text)
+    return text
+
+
+def _param(m: re.Match) -> str:
+    return m.group(1) + REDACTED if _SECRET_PARAM.search(m.group(1)) else m.group()
+
+
+def agent_values(agents) -> set[str]:
+    """Every value an agent is given by the plan: its `env:` values and the values of the
+    variables its `pass_env:` names (as they are now)."""
+    environ = forwarded_env()
+    values = set()
+    for config in agents.values():
+        values.update((getattr(config, "env", None) or {}).values())
+        values.update(environ[name] for name in getattr(config, "pass_env", None) or () if name in environ)
+    return values
+
+
 def tracing(plan, store) -> Tracing | None:
     """The run's tracer, to add to the store's listeners; None when telemetry is off."""
     settings = plan.telemetry or {}
@@ -81,6 +123,8 @@ class Tracing:
 
     def __init__(self, plan, store, url: str | None, problem: str | None, content: bool):
         self.plan, self.store, self.url, self.content = plan, store, url, content
+        # what never leaves: the run's secrets (its store's) and every value an agent is given
+        self.secrets = sorted({*store.secrets, *secret_forms(agent_values(plan.agents))}, key=len, reverse=True)
         self.problem = problem  # why there are no traces (said once the run is recorded)
         self.sdk: _Sdk | None = None
         self.run = None
@@ -98,7 +142,7 @@ class Tracing:
         except Exception as e:  # noqa: BLE001  a trace is never worth the run: tracing stops, the run goes on
             self.sdk.log.detach()
             self.sdk = None
-            self.store.event("telemetry_failed", reason=f"tracing stopped: {type(e).__name__}: {e}")
+            self.store.event("telemetry_failed", reason=self.clean(f"tracing stopped: {type(e).__name__}: {e}"))
 
     def _record(self, ev: dict) -> None:
         kind, task = ev["kind"], ev.get("task")
@@ -118,13 +162,13 @@ class Tracing:
     def _start(self, ev: dict) -> None:
         if self.problem is None:
             try:
-                self.sdk = _Sdk(self.url)
+                self.sdk = _Sdk(self.url, self.clean)
             except ImportError as e:
                 self.problem = f"the OpenTelemetry packages are not installed ({e.name}): {INSTALL}"
             except Exception as e:  # noqa: BLE001  a broken install (protobuf versions that disagree)
                 self.problem = f"OpenTelemetry could not start ({type(e).__name__}: {e})"
         if self.problem is not None:
-            self.store.event("telemetry_failed", reason=f"no traces for this run: {self.problem}")
+            self.store.event("telemetry_failed", reason=self.clean(f"no traces for this run: {self.problem}"))
             return
         project = (self.plan.project or {}).get("title") or (self.plan.metadata or {}).get("root_name")
         self.run = self.sdk.start("harnessc run", ev["ts"], None, {
@@ -170,7 +214,7 @@ class Tracing:
         failed = status in ("error", "over_limit", "interrupted")
         if failed:
             attrs["error.type"] = status
-        span.set_attributes(attrs)
+        self.sdk.set(span, attrs)
         end = row.get("finished_at") or ev["ts"]
         if status in ANSWERED:
             self._verify(span, task, row, end)
@@ -193,7 +237,7 @@ class Tracing:
             argv = [str(a) for a in check.get("argv") or []]
             ok = check.get("returncode") == 0 and not check.get("timed_out")
             child = self.sdk.start(f"accept {check.get('id') or (argv[:1] or ['?'])[0]}", at, span, {
-                "harnessc.task.id": task, "harnessc.accept.command": self.store.redact(" ".join(argv)),
+                "harnessc.task.id": task, "harnessc.accept.command": " ".join(argv),
                 "harnessc.accept.exit_code": -1 if check.get("returncode") is None else int(check["returncode"]),
                 "harnessc.accept.timed_out": bool(check.get("timed_out"))})
             at += float(check.get("duration") or 0.0)
@@ -208,16 +252,16 @@ class Tracing:
         del self.tasks[task]
         attempts, tokens, cost = self.task_usage.pop(task, [0, 0, 0.0])
         state = "interrupted" if state == "pending" else state  # an abort sends it back to pending
-        span.set_attributes({"harnessc.task.state": state, "harnessc.task.attempts": attempts,
-                             "harnessc.tokens": tokens, "harnessc.cost_usd": cost})
+        self.sdk.set(span, {"harnessc.task.state": state, "harnessc.task.attempts": attempts,
+                            "harnessc.tokens": tokens, "harnessc.cost_usd": cost})
         bad = state in ("failed", "blocked", "interrupted")
         self.sdk.end(span, ev["ts"], error=self._why(state, [ev.get("error")]) if bad else None)
 
     def _run_finished(self, ev: dict) -> None:
         self._end_open(ev["ts"])
         if self.run is not None:
-            self.run.set_attributes({"harnessc.run.status": ev.get("status") or "",
-                                     "harnessc.run.exit_code": int(ev.get("exit_code") or 0)})
+            self.sdk.set(self.run, {"harnessc.run.status": ev.get("status") or "",
+                                    "harnessc.run.exit_code": int(ev.get("exit_code") or 0)})
             ok = ev.get("exit_code") in (0, None)
             self.sdk.end(self.run, ev["ts"], error=None if ok else self._why(ev.get("status") or "", [ev.get("message")]))
             self.run = None
@@ -225,7 +269,7 @@ class Tracing:
     def _end_open(self, ts: float) -> None:
         """Spans whose unit never told its end (a crash, an abort): they end now, unfinished."""
         for span in [*self.attempts.values(), *self.tasks.values()]:
-            span.set_attribute("harnessc.unfinished", True)
+            self.sdk.set(span, {"harnessc.unfinished": True})
             self.sdk.end(span, ts, error="unfinished")
         self.attempts.clear()
         self.tasks.clear()
@@ -238,8 +282,17 @@ class Tracing:
         return f"{what}: {self._text(str(first).splitlines()[0])}"
 
     def _text(self, text: str | None) -> str:
-        text = self.store.redact(text or "")
+        text = self.clean(text or "")  # before the cut, which could leave a secret's start
         return text if len(text) <= CONTENT_LIMIT else text[:CONTENT_LIMIT] + "\n[truncated]"
+
+    def clean(self, value: Any) -> Any:
+        """`value` redacted when it is text (see the module's docstring)."""
+        if not isinstance(value, str):
+            return value
+        for secret in self.secrets:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return without_url_credentials(value)
 
     # ------------------------------------------------------------------ the end
 
@@ -257,15 +310,16 @@ class Tracing:
         problem = sdk.shutdown()
         if problem:
             try:
-                self.store.event("telemetry_failed", reason=f"traces not sent to {self.url}: {problem}")
+                self.store.event("telemetry_failed", reason=self.clean(f"traces not sent to {self.url}: {problem}"))
             except (sqlite3.Error, OSError):  # the store failed with the run: that error is the one to tell
                 pass
 
 
 class _Sdk:
-    """The OpenTelemetry SDK as the tracer uses it: imported here, only when a run traces."""
+    """The OpenTelemetry SDK as the tracer uses it: imported here, only when a run traces.
+    Every name, attribute and status goes through `clean` (Tracing.clean) on its way in."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, clean):
         from opentelemetry import trace
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
@@ -274,7 +328,7 @@ class _Sdk:
 
         from ... import __version__
 
-        self.trace, self.failed = trace, 0
+        self.trace, self.failed, self.clean = trace, 0, clean
         sdk = self
 
         class Exporter(OTLPSpanExporter):
@@ -284,7 +338,7 @@ class _Sdk:
                     sdk.failed += len(spans)
                 return result
 
-        self.exporter = Exporter(endpoint=url, timeout=FLUSH_TIMEOUT)
+        self.exporter = Exporter(endpoint=url, timeout=FLUSH_TIMEOUT, session=_bounded_session())
         self.processor = BatchSpanProcessor(self.exporter, export_timeout_millis=FLUSH_TIMEOUT * 1000)
         service = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "harnessc"}
         self.provider = TracerProvider(resource=Resource.create({**service, "service.version": __version__}),
@@ -295,11 +349,18 @@ class _Sdk:
 
     def start(self, name: str, ts: float, parent, attributes: dict):
         context = self.trace.set_span_in_context(parent) if parent is not None else None
-        return self.tracer.start_span(name, context=context, start_time=_ns(ts), attributes=attributes)
+        return self.tracer.start_span(self.clean(name), context=context, start_time=_ns(ts),
+                                      attributes=self._cleaned(attributes))
+
+    def set(self, span, attributes: dict) -> None:
+        span.set_attributes(self._cleaned(attributes))
+
+    def _cleaned(self, attributes: dict) -> dict:
+        return {key: self.clean(value) for key, value in attributes.items()}
 
     def end(self, span, ts: float, error: str | None = None) -> None:
         if error is not None:
-            span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, error))
+            span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, self.clean(error)))
         span.end(end_time=max(_ns(ts), span.start_time or 0))
 
     def shutdown(self) -> str | None:
@@ -318,6 +379,27 @@ class _Sdk:
     def _shutdown(self) -> None:
         self.provider.force_flush(int(FLUSH_TIMEOUT * 1000))
         self.provider.shutdown()
+
+
+def _bounded_session():
+    """A requests session for the exporter that reads at most ANSWER_LIMIT bytes of an answer,
+    still encoded (the exporter uses only its status and headers; nothing is decompressed),
+    then closes the connection instead of draining the rest."""
+    import requests
+
+    class BoundedSession(requests.Session):
+        def request(self, *args, **kw):
+            response = super().request(*args, **{**kw, "stream": True})
+            try:
+                body = response.raw.read(ANSWER_LIMIT, decode_content=False)
+            except (OSError, requests.RequestException, ValueError):
+                body = b""  # the answer's status says what happened; its body is no part of it
+            finally:
+                response.close()
+            response._content = body or b""  # what .content returns: nothing reads the stream again
+            return response
+
+    return BoundedSession()
 
 
 class _LastProblem(logging.Handler):
