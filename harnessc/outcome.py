@@ -217,7 +217,7 @@ def _names(tasks: list[dict]) -> str:
 SKIP_REASONS_SHOWN = 5  # lines of skipped tasks, one per reason; the rest are counted
 
 
-def _skipped_lines(skipped: list[dict]) -> list[str]:
+def _skipped_lines(skipped: list[dict], prog: str = "harnessc") -> list[str]:
     """The skipped tasks grouped by why each was skipped (an operator's skip is not a failed
     dependency): `  skipped: b, c (dependency 'a' failed)`."""
     by_reason: dict[str, list[dict]] = {}
@@ -228,13 +228,15 @@ def _skipped_lines(skipped: list[dict]) -> list[str]:
     lines = [f"  skipped: {_names(ts)} ({why})" for why, ts in reasons[:SKIP_REASONS_SHOWN]]
     rest = sum(len(ts) for _, ts in reasons[SKIP_REASONS_SHOWN:])
     if rest:
-        lines.append(f"  skipped: {rest} more, for other reasons (`harnessc status` lists them)")
+        lines.append(f"  skipped: {rest} more, for other reasons (`{prog} status` lists them)")
     return lines
 
 
-def next_steps(outcome: RunOutcome, tasks: list[dict], budget_stop: BudgetStop | None = None) -> list[str]:
+def next_steps(outcome: RunOutcome, tasks: list[dict], budget_stop: BudgetStop | None = None,
+               prog: str = "harnessc") -> list[str]:
     """What to do after a run that did not succeed: the tasks by name, then the commands
-    (as dbt and ruff end a failed run). After a budget stop, a higher budget."""
+    (as dbt and ruff end a failed run). After a budget stop, a higher budget. `prog`: how
+    the commands start where the run was started (`harnessc -C DIR`)."""
     failed = [t for t in tasks if t["state"] == "failed"]
     blocked = [t for t in tasks if t["state"] == "blocked"]
     skipped = [t for t in tasks if t["state"] == "skipped"]
@@ -243,7 +245,7 @@ def next_steps(outcome: RunOutcome, tasks: list[dict], budget_stop: BudgetStop |
         lines.append(f"  failed:  {_names(failed)}")
     if blocked:
         lines.append(f"  blocked: {_names(blocked)} (stuck after every recovery step: a human decides)")
-    lines += _skipped_lines(skipped)
+    lines += _skipped_lines(skipped, prog)
     steps = []
     if failed:
         first = failed[0]["id"]
@@ -259,7 +261,8 @@ def next_steps(outcome: RunOutcome, tasks: list[dict], budget_stop: BudgetStop |
     elif outcome.exit_code == Exit.STOPPED:
         steps.append(("harnessc run", "go on where this run stopped"))
     if steps:
-        width = max(len(cmd) for cmd, _ in steps)
         lines.append("next steps:")
+        steps = [(prog + cmd.removeprefix("harnessc"), what) for cmd, what in steps]
+        width = max(len(cmd) for cmd, _ in steps)
         lines += [f"  {cmd:{width}}  {what}" for cmd, what in steps]
     return lines

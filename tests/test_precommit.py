@@ -1,11 +1,12 @@
-"""The harnessc-lint pre-commit hook, run by the real `pre-commit` tool.
+"""The harnessc-lint pre-commit hook, run by the real `pre-commit` tool, set up as the
+README says.
 
-`pre-commit try-repo <this checkout> harnessc-lint --all-files` inside a temp git repo
-holding a project: exit 0 on a copy of specs/demo, non-zero with the diagnostic code in the
-output when roadmap.md is broken. try-repo builds the hook's virtualenv and pip-installs this
-checkout (its committed state plus uncommitted changes to tracked files), so each run takes
-tens of seconds; the test makes exactly two. try-repo always uses a fresh store of its own,
-so the two runs cannot share one hook environment; pip's cache makes the second one quicker.
+A temp git repo holds a copy of specs/demo and the README's `.pre-commit-config.yaml` snippet,
+its `repo:` a clone of this checkout. The snippet's `rev:` must be a commit of the repository
+(there are no tags to rely on); `pre-commit autoupdate --freeze` moves it to the clone's
+newest commit; then `pre-commit run --all-files` passes on the demo and fails with the
+diagnostic code when roadmap.md is broken. The hook's virtualenv pip-installs the clone's
+committed tree once (tens of seconds); both runs share it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 pytest.importorskip("pre_commit", reason="pre-commit is not installed")
 
@@ -47,14 +49,6 @@ def _git(args: list[str], cwd: Path, env: dict[str, str]) -> None:
                    cwd=cwd, env=env, check=True, capture_output=True, text=True)
 
 
-def _try_repo(project: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pre_commit", "try-repo", str(HOOK_REPO), "harnessc-lint", "--all-files",
-         "--color", "never"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=900,
-    )
-
-
 def _checkout_problem() -> str | None:
     """Why this checkout cannot be tried as a pre-commit repo, or None."""
     if shutil.which("git") is None:
@@ -65,28 +59,50 @@ def _checkout_problem() -> str | None:
                            cwd=HOOK_REPO, capture_output=True, text=True)
     if probe.returncode != 0:
         return f"{HOOK_REPO} is not a git repo with .pre-commit-hooks.yaml committed"
-    # try-repo installs the committed tree plus changes to tracked files; package files that
-    # exist only untracked in this working tree would be missing from the hook's install
-    untracked = subprocess.run(["git", "ls-files", "--others", "--exclude-standard", "--", "harnessc"],
-                               cwd=HOOK_REPO, capture_output=True, text=True).stdout.split()
-    if untracked:
-        return ("untracked package files in this working tree would be left out of try-repo's install: "
-                + ", ".join(untracked[:5]))
     return None
 
 
-def test_precommit_hook_on_good_and_broken_project(tmp_path):
+def _readme_snippet() -> str:
+    """The `.pre-commit-config.yaml` the README gives."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    return text[text.index("Use it in pre-commit:"):].split("```yaml\n", 1)[1].split("```", 1)[0]
+
+
+def _pre_commit(args: list[str], project: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pre_commit", *args, "--color", "never"],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_the_readmes_snippet_installs_and_the_hook_passes_a_good_project_and_fails_a_broken_one(tmp_path):
     problem = _checkout_problem()
     if problem:
         pytest.skip(problem)
     env = _env(tmp_path)
+    clone = tmp_path / "harnessc"
+    _git(["clone", "-q", str(HOOK_REPO), str(clone)], tmp_path, env)
+    snippet = _readme_snippet()
+    rev = yaml.safe_load(snippet)["repos"][0]["rev"]
+    shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=HOOK_REPO,
+                             capture_output=True, text=True).stdout.strip()
+    if shallow == "true":
+        pytest.skip("a shallow clone may not hold the README's rev")
+    has_hook = subprocess.run(["git", "cat-file", "-e", f"{rev}:.pre-commit-hooks.yaml"], cwd=clone)
+    assert has_hook.returncode == 0, f"the README's rev {rev} is no commit of this repository with the hook"
+
     project = tmp_path / "project"
     shutil.copytree(DEMO, project, ignore=shutil.ignore_patterns(".harness"))
+    (project / ".pre-commit-config.yaml").write_text(snippet.replace("<this repository>", str(clone)),
+                                                     encoding="utf-8")
     _git(["init", "-q"], project, env)
+    update = _pre_commit(["autoupdate", "--freeze"], project, env)
+    assert update.returncode == 0, update.stdout + update.stderr
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True).stdout.strip()
+    config = yaml.safe_load((project / ".pre-commit-config.yaml").read_text(encoding="utf-8"))
+    assert config["repos"][0]["rev"] == head, update.stdout
     _git(["add", "."], project, env)
     _git(["commit", "-q", "-m", "good project"], project, env)
 
-    good = _try_repo(project, env)
+    good = _pre_commit(["run", "--all-files"], project, env)
     good_out = good.stdout + good.stderr
     assert good.returncode == 0, good_out
     assert "harnessc lint" in good_out and "Passed" in good_out, good_out
@@ -98,7 +114,7 @@ def test_precommit_hook_on_good_and_broken_project(tmp_path):
     roadmap.write_text(broken, encoding="utf-8")
     _git(["commit", "-q", "-am", "broken roadmap"], project, env)
 
-    bad = _try_repo(project, env)
+    bad = _pre_commit(["run", "--all-files"], project, env)
     bad_out = bad.stdout + bad.stderr
     assert bad.returncode != 0, bad_out
     assert "HC103" in bad_out, bad_out

@@ -13,7 +13,8 @@ from ..exitcodes import Exit
 from ..outcome import BROKEN
 from ..textsafe import visible
 from ..wording import plural
-from .common import SELECTOR_HINT, USD, Context, fail_usage, output_option, pass_ctx, project_relative
+from .common import (SELECTOR_HINT, USD, Context, command_prefix, fail_usage, output_option, pass_ctx,
+                     project_relative, where_from_here)
 
 
 def _runtime_plan(root: Path, no_build: bool) -> dict:
@@ -108,9 +109,10 @@ def _execute(root: Path, plan: dict, opts) -> None:
         displaymod.print_summary(console, result.tasks, title=f"run {result.run_id}")
     if result.stale:
         click.echo(f"stale: {', '.join(result.stale)} — use --rerun stale", err=True)
+    prog = command_prefix(root)
     if result.outputs:
         click.echo(f"outputs: {plural(result.outputs, 'result')} in .harness/outputs/<task>.json; "
-                   "`harnessc show TASK` prints one and how it was verified")
+                   f"`{prog} show TASK` prints one and how it was verified")
     if result.simulated:
         click.echo("costs: simulated prices (every call went to a simulate agent); no money was spent")
     if result.outcome.nothing_to_run:
@@ -122,20 +124,20 @@ def _execute(root: Path, plan: dict, opts) -> None:
             click.echo(cached)
     for line in result.notes:  # isolation: a landing's conflict names git's words
         click.echo(visible(line))
-    for line in next_steps(result.outcome, result.tasks, result.budget_stop):  # skip reasons: agents' words
+    for line in next_steps(result.outcome, result.tasks, result.budget_stop, prog):  # skip reasons: agents' words
         click.echo(visible(line))
     # status "error": state.db was lost under the run, and no longer holds it to report on
     if result.run_id and not result.outcome.nothing_to_run and result.status != "error":
-        _report_line(root, result.run_id)
+        _report_line(root, result.run_id, prog)
     sys.exit(result.exit_code)
 
 
-def _report_line(root: Path, run_id: str) -> None:
+def _report_line(root: Path, run_id: str, prog: str) -> None:
     """Where the run's HTML report goes. `run` does not draw it: the chart library costs a
     second of start-up that a short run (and `run`'s import budget) should not pay."""
     from ..workspace import Workspace
 
-    click.echo(f"report: `harnessc report` writes {project_relative(root, Workspace(root).run_dir(run_id) / 'report.html')}")
+    click.echo(f"report: `{prog} report` writes {where_from_here(Workspace(root).run_dir(run_id) / 'report.html')}")
 
 
 @click.command()

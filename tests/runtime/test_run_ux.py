@@ -7,6 +7,7 @@ import signal
 import sqlite3
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -103,6 +104,25 @@ def test_a_failed_run_ends_with_next_steps_and_a_second_run_has_nothing_to_do(tm
                                " — failed tasks wait for `harnessc retry`"), r.stdout
     assert "harnessc retry" in r.stdout and "task  state" not in r.stdout
     assert _run_dirs(tmp_path) == runs and _status(tmp_path)["run"]["id"] == runs[0]
+
+
+def test_hints_work_where_the_run_was_started(tmp_path):
+    # `harnessc -C specs/demo run` from the repository's top (as the README runs the demo):
+    # every command the run suggests works pasted there, and the report's path opens from there.
+    root = tmp_path / "proj"
+    root.mkdir()
+    write_project(root, [node("a", accept=[{"id": "gate", "argv": ["false"], "timeout": 5}],
+                              retry={"max_retries": 0, "on_failure": "fail", "delays": [0]}), node("b")])
+    r = harnessc(Path("proj"), "run", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert "  harnessc -C proj log a  every attempt of a: prompt, output, errors" in lines, r.stdout
+    assert "  harnessc -C proj retry  re-run the failed and skipped tasks" in lines, r.stdout
+    assert "`harnessc -C proj show TASK` prints one" in r.stdout
+    report = f"proj/.harness/runs/{_run_dirs(root)[0]}/report.html"
+    assert lines[-1] == f"report: `harnessc -C proj report` writes {report}", r.stdout
+    r = harnessc(Path("proj"), "report", cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / report).is_file(), r.stdout + r.stderr
 
 
 def test_the_summary_keeps_each_skipped_tasks_reason(tmp_path):
