@@ -317,10 +317,15 @@ class Runner:
         work = plan_work(self.plan, rows, self.opts.select, self.opts.exclude,
                          rerun=self.opts.rerun, only=self.opts.only)
         self.targets, self.stale = work.targets, work.stale
+        # a task run again from its end (--rerun, or every task with --rerun all) starts its
+        # loop memory afresh: its old iterations are not this round's ("This is iteration 4"
+        # on a round's first call); retry and resume keep it
+        fresh = [tid for tid in work.todo if self.opts.rerun == "all" or rows[tid]["state"] in ("succeeded", "degraded")]
         with self.store.tx():
             for tid in work.todo:
                 if rows[tid]["state"] != "pending":
                     self.store.set_state(tid, "pending")
+            self.store.forget_loop_state(fresh)
         try:
             files = outputs.present(self.workspace)
             outputs.forget(self.workspace, work.todo, files)  # results of an earlier run: they run again

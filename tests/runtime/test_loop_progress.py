@@ -311,6 +311,11 @@ def test_memory_reaches_the_next_prompt_and_survives_kill_9(tmp_path):
     assert "### Decisions taken\n\n- store sessions in sqlite, not files" in resumed
     assert "#### Iteration 1 (script" in resumed and "#### Iteration 2 (script" in resumed
     assert "<progress>tables created</progress>" in resumed and "1 file(s) changed" in resumed
+    r = harnessc(tmp_path, "run", "--rerun", "all")  # a new round: nothing of the last one remembered
+    assert r.returncode == 0, r.stdout + r.stderr
+    rerun = (tmp_path / ".harness" / "prompt-mem-5.md").read_text()
+    assert "earlier iterations" not in rerun and "This is iteration" not in rerun
+    assert "store sessions in sqlite" not in rerun
 
 
 def test_memory_window_summary_and_budget(tmp_path):

@@ -431,6 +431,11 @@ class StateStore:
                 self.db.execute("DELETE FROM loop_state WHERE task_id=?", (tid,))
             return n
 
+    def forget_loop_state(self, ids: list[str]) -> None:
+        """Drop what these loop tasks carried over (memory, progress, ladder): they start a
+        new round from nothing. Inside the caller's transaction."""
+        self.db.executemany("DELETE FROM loop_state WHERE task_id=?", [(tid,) for tid in ids])
+
     def keep_daily_usage(self, ids: list[str] | None) -> None:
         """Copy the calls of the attempts and assist calls about to be forgotten (of tasks
         `ids`; None: all) from the last DAILY_KEEP seconds into daily_usage, which no reset
