@@ -91,8 +91,14 @@ def _status_parts(data: dict, terminal: bool) -> list:
         state = f"running for {duration(run_['elapsed'])}" if run_.get("active") else run_["status"]
         if run_.get("paused"):
             state += ", paused (`harnessc resume` continues)"
+        if run_["status"] == "interrupted":
+            state = "interrupted (harnessc is not running; `harnessc run` goes on)"
         counts = ", ".join(f"{v} {k}" for k, v in sorted(run_["counts"].items()))
-        parts.append(f"run {run_['id']}: {state} (pid {run_['pid']}) — {counts}; ${run_['cost_usd']:.4f}")
+        pid = f" (pid {run_['pid']})" if run_.get("pid") else ""
+        reserved = run_.get("reserved_usd") or 0.0
+        cost = (f"${run_['cost_usd'] - reserved:.4f} spent + ${reserved:.4f} reserved by unsettled calls"
+                if reserved > 0 else f"${run_['cost_usd']:.4f} spent")
+        parts.append(f"run {run_['id']}: {state}{pid} — {counts}; {cost}")
     running = [t for t in data["tasks"] if "elapsed" in t and "loop" not in t]
     if running:
         parts.append("running: " + ", ".join(f"{t['id']} ({duration(t['elapsed'])}, iteration {t['iterations']})"
@@ -106,7 +112,7 @@ def _status_parts(data: dict, terminal: bool) -> list:
         parts.append(summary_table(rows) if terminal else plain_summary(rows))
     totals = data["totals"]
     if totals and totals["attempts"]:
-        sources = ", ".join(f"{n} {src}" for src, n in sorted(totals["cost_sources"].items()))
+        sources = report.cost_sources_text(totals["cost_sources"])
         parts.append(f"total: {totals['tokens']:,} tokens = {report.usage_text(totals)}; "
                      f"${totals['cost_usd']:.4f} over {plural(totals['attempts'], 'attempt')} (cost: {sources})")
     assists = (totals or {}).get("assists") or {}

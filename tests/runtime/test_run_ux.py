@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sqlite3
 import textwrap
@@ -358,3 +359,41 @@ def test_a_non_finite_max_cost_kept_by_an_older_harnessc_is_forgotten_and_the_bu
     assert "the --max-cost kept from an earlier run was ignored and forgotten ('nan' is not an amount of USD)" in r.stderr
     assert not sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
         "SELECT * FROM meta WHERE key='max_cost_usd'").fetchall()
+
+
+SLEEPER = textwrap.dedent("""
+    import pathlib, sys, time
+    sys.stdin.read()
+    pathlib.Path(".harness", "in-call").write_text("")
+    time.sleep(300)
+""")
+
+
+def test_status_labels_reservations_and_shows_a_killed_runs_tasks_as_interrupted(tmp_path):
+    import os
+
+    (tmp_path / "agent.py").write_text(SLEEPER)
+    write_project(tmp_path, [node("a", routing={"agent": "script"}, estimate={"cost_usd": 0.25})],
+                  agents={"script": {"provider": "command", "command": [PY, str(tmp_path / "agent.py")],
+                                     "timeout": 600, "price": {"input": 1000.0, "output": 1000.0}}})
+    proc = spawn(tmp_path, "run", start_new_session=True)
+    try:
+        end = time.monotonic() + 120
+        while not (tmp_path / ".harness" / "in-call").exists():
+            assert proc.poll() is None and time.monotonic() < end, proc.communicate()
+            time.sleep(0.05)
+        during = harnessc(tmp_path, "status")
+        assert during.returncode == 0, during.stderr
+        first = during.stdout.splitlines()[0]
+        assert re.match(r"run \S+: running for \d+s \(pid \d+\) — 1 running; \$0\.0000 spent \+ \$\d+\.\d{4} "
+                        r"reserved by unsettled calls$", first), during.stdout
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # harnessc and its agent, mid-call
+        proc.communicate()
+    after = harnessc(tmp_path, "status")
+    first = after.stdout.splitlines()[0]
+    assert "pid" not in first and ": interrupted (harnessc is not running; `harnessc run` goes on) — 1 interrupted;" \
+        in first, after.stdout
+    data = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)
+    assert data["run"]["pid"] is None and data["run"]["status"] == "interrupted"
+    assert data["tasks"][0]["state"] == "interrupted"

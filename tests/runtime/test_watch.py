@@ -107,7 +107,7 @@ def test_status_watch_redraws_until_the_run_ends_and_ctrl_c_ends_it_cleanly(tmp_
         assert len(blocks) >= 2, out
         assert re.match(r"run \S+: running for \d+s \(pid \d+\) — 1 running; \$0\.0000", blocks[0]), out
         assert re.search(r"^b\s+running\s+1\s+rehearsal", blocks[0], re.M), out
-        assert re.match(r"run \S+: succeeded \(pid \d+\) — 1 succeeded", blocks[-1]), out  # the run's end, then it quits
+        assert re.match(r"run \S+: succeeded — 1 succeeded; \$0\.\d+ spent", blocks[-1]), out  # the run's end, then it quits
         assert re.search(r"^b\s+succeeded\s+1\s+rehearsal", blocks[-1], re.M), out
 
         code, out = as_json.finish()
@@ -145,7 +145,7 @@ def test_status_watch_on_a_terminal_redraws_in_place_and_leaves_the_end_on_scree
     assert code == 0 and (gates / "go-1").exists(), text
     assert re.search(r"b\s*│\s*running\s*│\s*1\s*│\s*rehearsal", text), text  # rich's table, while it ran
     end = text[text.rindex("run "):]
-    assert re.match(r"run \S+: succeeded \(pid \d+\) — 1 succeeded", end), text  # the last look stays
+    assert re.match(r"run \S+: succeeded — 1 succeeded", end), text  # the last look stays
     assert re.search(r"b\s*│\s*succeeded\s*│\s*1\s*│\s*rehearsal", end), text
 
 

@@ -304,7 +304,7 @@ def summary_table(tasks: list[dict], title: str | None = None) -> Table:
                       ("tokens", "right"), ("cost", "right"), ("time", "right")):
         table.add_column(col, justify=just)
     style = {"succeeded": "green", "done": "green", "degraded": "yellow", "failed": "red", "blocked": "red",
-             "skipped": "magenta", "running": "cyan"}
+             "skipped": "magenta", "running": "cyan", "interrupted": "yellow"}
     for t in tasks:
         table.add_row(
             t["id"], Text(t["state"], style=style.get(t["state"], "")), str(t.get("attempts") or 0),

@@ -40,6 +40,7 @@ def status(root: Path) -> dict:
         rows = store.tasks() if store else {}
         run = store.last_run() if store else None
         spent = store.spent() if store else 0.0
+        reserved = store.reserved() if store else 0.0
         totals = store.usage_totals() if store else None
         paused = bool(store and run and paused_run(store, run["id"]))
         agents = agent_report(store, plan.agents) if store and plan else {}
@@ -68,6 +69,8 @@ def status(root: Path) -> dict:
             t["stale"] = row.get("fingerprint") != nodes[tid].fingerprint
         if tid not in nodes and plan:
             t["removed"] = True
+        if t["state"] == "running" and not active:  # its run was killed: `harnessc run` resumes it
+            t["state"] = "interrupted"
         if active and t["state"] == "running" and row.get("started_at"):
             t["elapsed"] = round(max(0.0, now - row["started_at"]), 3)  # so far
             if tid in loops:
@@ -82,7 +85,12 @@ def status(root: Path) -> dict:
         for t in tasks:
             counts[t["state"]] = counts.get(t["state"], 0) + 1
         run["counts"] = counts
-        run["cost_usd"] = round(spent, 6)
+        run["cost_usd"] = round(spent, 6)  # spent, and held by calls that have not settled
+        run["reserved_usd"] = round(reserved, 6)
+        if not active:
+            run["pid"] = None  # an ended run's process is gone (its number may be another's now)
+            if run["status"] == "running":
+                run["status"] = "interrupted"  # killed: nobody holds the run lock
         end = run.get("ended_at") or now
         run["elapsed"] = round(end - run["started_at"], 3)
     return {"run": run, "tasks": tasks, "totals": totals, "agents": agents}
@@ -280,6 +288,22 @@ _COST_SOURCES = {
     "no_response": "no_response: no usage reported, charged 0",
     "reserved": "reserved: the run ended during the call, charged its reservation",
 }
+
+
+# The same, as counts in `status`: "3 with no usage reported"
+_COST_SOURCE_COUNTS = {
+    "price": "priced",
+    "cli": "estimated by their CLI",
+    "none": "with no price set",
+    "no_response": "with no usage reported (charged 0)",
+    "reserved": "charged their reservation (the run ended during the call)",
+    "unrecorded": "from before costs were recorded",
+}
+
+
+def cost_sources_text(counts: dict[str, int]) -> str:
+    """How many attempts' costs came from where, in words (`status`)."""
+    return ", ".join(f"{n} {_COST_SOURCE_COUNTS.get(src, src)}" for src, n in sorted(counts.items()))
 
 
 def cost_source_text(source: str | None) -> str:

@@ -765,6 +765,10 @@ class StateStore:
             self._spent = total
         return total
 
+    def reserved(self) -> float:
+        """USD held by calls that have not settled (in flight, or cut off by a kill)."""
+        return float(self.db.execute("SELECT COALESCE(SUM(reserved), 0) FROM ledger WHERE NOT settled").fetchone()[0])
+
     def remembered_max_cost(self) -> float | None:
         """The last --max-cost given to run or retry, kept for later runs until reset --all.
         Raises ValueError when what is kept is not an amount of USD (a NaN or an infinity an
