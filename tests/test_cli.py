@@ -220,6 +220,22 @@ def test_a_tasks_loop_settings_are_typed_on_its_node_and_not_fingerprinted(demo:
     assert {n.id: n.fingerprint for n in plan.nodes} == {i: n["fingerprint"] for i, n in before.items()}
 
 
+def test_run_that_builds_shows_the_builds_warnings_and_errors_as_build_does(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    shutil.copytree(FIXTURES / "projects" / "unverified", root, ignore=shutil.ignore_patterns("expected.txt"))
+    built = run("-C", str(root), "build", cwd=tmp_path)
+    shutil.rmtree(root / ".harness")
+    r = run("-C", str(root), "run", "--dry-run", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    warnings = built.stdout[:built.stdout.index("0 errors, 2 warnings")]
+    assert "warning[HC410]" in warnings and "hint:" in warnings, built.stdout
+    assert warnings.strip() in r.stderr, r.stderr  # the same lines: source, caret, hint
+    shutil.copy(FIXTURES / "projects" / "cycle" / "roadmap.md", root / "roadmap.md")
+    r = run("-C", str(root), "run", cwd=tmp_path)
+    assert r.returncode == 1 and "error[HC404]" in r.stderr and "hint:" in r.stderr, r.stderr
+    assert r.stderr.rstrip().endswith("harnessc: the build failed; fix the errors above and run again")
+
+
 def test_build_with_errors_writes_nothing(tmp_path: Path) -> None:
     root = tmp_path / "p"
     shutil.copytree(FIXTURES / "projects" / "cycle", root, ignore=shutil.ignore_patterns("expected.txt"))

@@ -21,14 +21,23 @@ def _runtime_plan(root: Path, no_build: bool) -> dict:
     from ..runtime import plan as planmod
 
     try:
-        return planmod.ensure_plan(root, no_build, say=lambda m: click.echo(f"harnessc: {m}", err=True))
-    except planmod.BuildFailed as e:
-        for line in e.lines:
-            click.echo(line, err=True)
+        return planmod.ensure_plan(root, no_build, say=lambda m: click.echo(f"harnessc: {m}", err=True),
+                                   diagnose=_show_build_diagnostics)
+    except planmod.BuildFailed:
         click.echo("harnessc: the build failed; fix the errors above and run again", err=True)
         sys.exit(Exit.PROBLEMS)
     except planmod.PlanError as e:
         fail_usage(str(e))
+
+
+def _show_build_diagnostics(project) -> None:
+    """A build's errors and warnings as `harnessc build` prints them (source line, caret,
+    hint), on stderr: the run's own output follows on stdout."""
+    from ..diagnostics import render_text
+    from .spec import shown_paths
+
+    items = project.diags.sorted()
+    click.echo(render_text(items, project.sources, shown_paths(items, project.root)), nl=False, err=True)
 
 
 def _executor_settings(plan, opts, need_ray: bool = False):

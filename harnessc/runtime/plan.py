@@ -86,14 +86,17 @@ def stale_sources(plan: planfile.Plan, root: Path) -> list[str]:
     return changed
 
 
-def build(root: Path) -> tuple[planfile.Plan | None, list[str]]:
-    """Lint + build through the compiler. Returns (plan or None, rendered diagnostics)."""
-    from ..compiler import build_project
+def build(root: Path) -> tuple[planfile.Plan | None, Any]:
+    """Lint + build through the compiler: (the plan as written, or None; the compiled project,
+    whose `diags` and `sources` the caller shows as `harnessc build` would)."""
+    from ..compiler import compile_project, write_build
 
-    plan, diags = build_project(root)
-    lines = [f"{d.span}: {d.severity}[{d.code}]: {d.message}" for d in diags.items]
+    project = compile_project(Path(root), write_prompts=True)
+    if project.plan is None:
+        return None, project
+    write_build(project)
     # the plan as written, plain JSON: the same a later `harnessc run` would load
-    return (load_plan(root) if plan is not None else None), lines
+    return load_plan(root), project
 
 
 PARTIAL_CHECK_SECONDS = 5.0  # re-validating the best answer runs on the event loop: keep it short
@@ -130,8 +133,10 @@ def select_ids(plan: planfile.Plan, selectors: list[str], exclude: list[str]) ->
         raise PlanError(str(e), e.hint) from None
 
 
-def ensure_plan(root: Path, no_build: bool, say) -> planfile.Plan:
-    """A plan that matches the specs: loaded, or (re)built. `say` prints progress notes.
+def ensure_plan(root: Path, no_build: bool, say, diagnose=None) -> planfile.Plan:
+    """A plan that matches the specs: loaded, or (re)built. `say` prints progress notes;
+    `diagnose(project)` shows a build's diagnostics (its warnings too: they are the build's
+    word on the plan about to run).
 
     Raises PlanError (usage problem: exit 2) or BuildFailed (spec errors: exit 1).
     """
@@ -146,13 +151,15 @@ def ensure_plan(root: Path, no_build: bool, say) -> planfile.Plan:
     if no_build:
         raise PlanError(f"{why}; run `harnessc build` (or drop --no-build)")
     say(f"{why}: building")
-    plan, lines = build(root)
+    plan, project = build(root)
+    if diagnose is not None and project.diags.items:
+        diagnose(project)
     if plan is None:
-        raise BuildFailed(lines)
+        raise BuildFailed(project)
     return plan
 
 
 class BuildFailed(Exception):
-    def __init__(self, lines: list[str]):
+    def __init__(self, project: Any):
         super().__init__("the build failed")
-        self.lines = lines
+        self.project = project  # its diags and sources
