@@ -84,10 +84,13 @@ def _failures(task: dict, limit: int) -> str | None:
 
 
 def _pre_text(text: str):
-    """Text for a <pre>: only & < > escaped (quotes need none there, and JSON is full of them)."""
+    """Text for a <pre>: only & < > escaped (quotes need none there, and JSON is full of them),
+    control and bidirectional characters shown (an RTL override would reorder what follows)."""
     from markupsafe import Markup
 
-    return Markup(html.escape(text, quote=False))
+    from .text import shown
+
+    return Markup(html.escape(shown(text), quote=False))
 
 
 def _text(value: Any) -> str | None:

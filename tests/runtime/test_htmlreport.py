@@ -308,3 +308,10 @@ def test_demo_report_in_headless_chromium(tmp_path):
         from .browser import save_small
 
         save_small(seen.png, shot)
+
+
+def test_pre_text_shows_controls_and_bidi_overrides_instead_of_obeying_them():
+    from harnessc.runreport.html import _pre_text
+
+    shown = str(_pre_text("ok <b>\n\x1b[31mred \u202eevil\u2066"))
+    assert shown == "ok &lt;b&gt;\n^[[31mred \\u202eevil\\u2066"
