@@ -203,7 +203,7 @@ def test_a_budget_refusal_falls_back_without_calling(tmp_path):
     assert "restate the goal below" in sent(tmp_path, "stuck", 3)
     assert not (tmp_path / ".harness" / "cheap-mutation").exists()  # never called
     events = assist_events(tmp_path)
-    assert events[0]["status"] == "fallback" and events[0]["reason"].startswith("task budget reached"), events
+    assert events[0]["status"] == "fallback" and events[0]["reason"].startswith("task budget too small for one call"), events
     assert query(tmp_path, "SELECT COUNT(*) FROM ledger WHERE attempt_id IS NULL")[0][0] == 0
 
 

@@ -356,7 +356,7 @@ def test_transient_errors_are_retried_and_task_budget_fails_the_task(tmp_path):
     data = {t["id"]: t for t in status(tmp_path)["tasks"]}
     assert all(data[f"f{i}"]["state"] == "succeeded" for i in range(8))
     assert sum(data[f"f{i}"]["attempts"] for i in range(8)) > 8  # some calls failed and were retried
-    assert data["pricey"]["state"] == "failed" and "task budget reached" in data["pricey"]["error"]
+    assert data["pricey"]["state"] == "failed" and "task budget too small for one call" in data["pricey"]["error"]
     errors = [a for i in range(8) for a in json.loads(harnessc(tmp_path, "log", f"f{i}", "--json").stdout)
               if a["status"] == "error"]
     assert errors and all("transient" in a["errors"][0] for a in errors)

@@ -397,3 +397,24 @@ def test_status_labels_reservations_and_shows_a_killed_runs_tasks_as_interrupted
     data = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)
     assert data["run"]["pid"] is None and data["run"]["status"] == "interrupted"
     assert data["tasks"][0]["state"] == "interrupted"
+
+
+def test_a_task_budget_counts_from_its_retry_and_one_too_small_for_a_call_says_so(tmp_path):
+    # each call costs $0.02 (100 in + 100 out at $100/M); two failed calls spend $0.04 of 0.05
+    agents = {"pricey": {"provider": "simulate", "price": {"input": 100.0, "output": 100.0}}}
+    gate = [{"id": "gate", "argv": ["false"], "timeout": 5}]
+    write_project(tmp_path, [node("a", routing={"agent": "pricey"}, limits={"budget_usd": 0.05}, accept=gate,
+                                  estimate={"cost_usd": 0.02},
+                                  retry={"max_retries": 1, "on_failure": "fail", "delays": [0]}),
+                             node("tiny", routing={"agent": "pricey"}, limits={"budget_usd": 0.01},
+                                  estimate={"cost_usd": 0.02})], agents=agents)
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 1, r.stdout + r.stderr
+    tasks = {t["id"]: t for t in _status(tmp_path)["tasks"]}
+    assert tasks["a"]["attempts"] == 2 and tasks["a"]["state"] == "failed"
+    assert tasks["tiny"]["attempts"] == 0 and tasks["tiny"]["error"].startswith(
+        "task budget too small for one call: ~$0.0200 needed, the task's budget is $0.0100"), tasks["tiny"]
+    r = harnessc(tmp_path, "retry", "a")  # a new round: the $0.04 spent before does not count
+    assert r.returncode == 1, r.stdout + r.stderr
+    a = {t["id"]: t for t in _status(tmp_path)["tasks"]}["a"]
+    assert a["attempts"] == 4 and "accept" in a["error"] and "budget" not in a["error"], a

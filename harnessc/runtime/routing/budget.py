@@ -1,5 +1,6 @@
 """Budgets: the run's max_cost_usd and max_tokens and each task's budget_usd, checked before
-every call.
+every call. A task's budget counts what it spent since it last started afresh (its first
+run, `retry`, `--rerun`, `reset`): an earlier round's spending does not fail its retry.
 
 The estimated cost and tokens of a call are reserved before the call and settled with the
 actual figures after, so calls in flight count; both are kept across resumes until reset
@@ -65,9 +66,14 @@ class Budget:
                                f"{self.token_limit} (next call needs ~{tokens})")
         task_limit = node.limits.budget_usd
         if task_limit is not None:
-            spent = self.store.spent(node.id)
+            spent = self.store.spent_this_round(node.id)
+            if cost > task_limit:
+                return "task", (f"task budget too small for one call: ~${cost:.4f} needed, the task's "
+                                f"budget is ${float(task_limit):.4f} (raise budget: for it, or route it "
+                                "to a cheaper agent)")
             if spent >= task_limit or spent + cost > task_limit:
-                return "task", (f"task budget reached: ${spent:.4f} of ${float(task_limit):.4f}")
+                return "task", (f"task budget reached: ${spent:.4f} of ${float(task_limit):.4f} spent or "
+                                f"reserved since it started afresh (next call needs ~${cost:.4f})")
         return None
 
     def stop(self, left: list[PlanNode]) -> BudgetStop | None:

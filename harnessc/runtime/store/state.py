@@ -765,6 +765,14 @@ class StateStore:
             self._spent = total
         return total
 
+    def spent_this_round(self, task_id: str) -> float:
+        """USD settled or reserved by the task since it last started afresh (`task_round`)."""
+        row = self.db.execute(
+            "SELECT COALESCE(SUM(CASE WHEN settled THEN actual ELSE reserved END), 0) FROM ledger"
+            " WHERE task_id=? AND ts > COALESCE((SELECT finished_at FROM tasks WHERE id=?), 0)",
+            (task_id, task_id)).fetchone()
+        return float(row[0])
+
     def reserved(self) -> float:
         """USD held by calls that have not settled (in flight, or cut off by a kill)."""
         return float(self.db.execute("SELECT COALESCE(SUM(reserved), 0) FROM ledger WHERE NOT settled").fetchone()[0])
