@@ -45,6 +45,9 @@ def status(root: Path) -> dict:
         paused = bool(store and run and paused_run(store, run["id"]))
         agents = agent_report(store, plan.agents) if store and plan else {}
         active = going_on(run, workspace)
+        if store and run is not None and not active and run["status"] == "running":
+            run = store.last_run()  # it may have ended between the two looks (else it was killed)
+            rows = store.tasks()
         loops = _loops(store, plan, rows) if store and active else {}
         boards = scoreboard.every(store) if store else {}
     finally:
