@@ -72,6 +72,9 @@ CODES: dict[str, str] = {
     "HC417": "isolation: worktree cannot work in this repository",
     "HC418": "a file a worktree will not have (untracked or modified) named by context, accept or score",
     "HC419": "task resources with the local executor, which ignores them",
+    "HC425": "bad min_passed value (a whole number, or base)",
+    "HC426": "junit path outside the project",
+    "HC427": "min_passed on a task with no accept command to count",
     # templates
     "HC501": "template syntax error",
     "HC502": "undefined variable in template",

@@ -86,6 +86,18 @@ class AcceptCommand(Record):
     argv: list[str]
     timeout: float | None
 
+    min_passed = None  # not a field: only a CountedAccept has one (plan.json keeps its form without)
+    junit = None
+
+
+@record
+class CountedAccept(AcceptCommand):
+    """An accept command held to a number of passing tests (`min_passed:` of the entry, the
+    task or the contract), written so only where one is set."""
+
+    min_passed: int | str  # N, or "base": no fewer than pass at the task's base commit
+    junit: str | None  # a JUnit XML file it writes (project-relative), read for the count
+
 
 @record
 class BudgetSource(Record):
@@ -368,4 +380,6 @@ def load_contract(d: Mapping) -> Contract:
 
 
 def _accept(d: Mapping) -> AcceptCommand:
+    if "min_passed" in d:
+        return CountedAccept(d["id"], list(d["argv"]), d.get("timeout"), d["min_passed"], d.get("junit"))
     return AcceptCommand(d["id"], list(d["argv"]), d.get("timeout"))

@@ -33,6 +33,7 @@ CHECK_PASSES = (
     check.check_read_only_changes,
     check.check_approaches,
     check.check_resources,
+    check.check_min_passed,
     gitcheck.check_worktree_repository,
 )
 

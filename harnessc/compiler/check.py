@@ -580,3 +580,49 @@ class _Verifies(dict):
 def _contract_verifies(contract) -> bool:
     """Whether a contract checks anything: a declared output, output rules or accept commands."""
     return bool(contract.output or contract.output_rules or contract.accept)
+
+
+def check_min_passed(project: Project) -> None:
+    """`min_passed:` and `junit:` (bad values are HC425, read with the rest): a JUnit path
+    must stay inside the project (HC426); a task's min_passed with no accept command to
+    count has nothing to hold (HC427, a warning)."""
+    from .specview import raw
+
+    for name in sorted(project.contract_marks):
+        contract = project.contracts.get(name)
+        if contract is None or name in project.broken_contracts:
+            continue  # a contract cut into has lost entries: their places are not where they were written
+        marks = project.contract_marks[name]
+        for i, entry in enumerate(raw(contract.accept)):
+            path = entry.get("junit") if isinstance(entry, dict) else None
+            problem = junit_problem(path) if isinstance(path, str) else None
+            if problem:
+                project.diags.error("HC426", f"junit path '{path[:80]}' {problem}",
+                                    marks.value(project.contract_paths[name] + ("accept", i, "junit")),
+                                    "name the file the command writes, relative to the project, "
+                                    "e.g. `junit: build/junit.xml`")
+    for task in project.tasks:
+        if task.min_passed is None or task.done or task.accept:
+            continue
+        contract = project.contracts.get(task.contract) if task.contract else None
+        if contract is None or not contract.accept:
+            project.diags.warning("HC427", f"min_passed does nothing here: task '{task.id}' has no accept command",
+                                  _value_span(task, "min_passed"),
+                                  "add `accept: pytest -q` (a test run whose passing tests are counted), "
+                                  "or remove min_passed")
+
+
+def junit_problem(path: str) -> str | None:
+    """What keeps a `junit:` path from naming a file inside the project; None when it does."""
+    from pathlib import PurePosixPath
+
+    if not path.strip() or "\0" in path:
+        return "is empty" if not path.strip() else "holds a NUL byte"
+    p = PurePosixPath(path)
+    if p.is_absolute() or path.startswith("~"):
+        return "is absolute: it must be inside the project"
+    if ".." in p.parts:
+        return "goes through `..`: it must stay inside the project"
+    if p.parts and p.parts[0] == ".harness":
+        return "is inside .harness/, harnessc's own directory"
+    return None

@@ -206,14 +206,25 @@ def provider_schema(schema: dict, provider: str) -> tuple[dict, list[dict]]:
 # ------------------------------------------------------------------ plan.json entry
 
 
-def _accept_entry(i: int, cmd: str | AcceptCommand) -> "planfile.AcceptCommand":
+def accept_entries(contract: Contract, min_passed: int | str | None) -> list["planfile.AcceptCommand"]:
+    """The contract's accept commands as plan.json holds them; an entry without its own
+    `min_passed` takes `min_passed` (the task's, else the contract's)."""
+    return [_accept_entry(i, c, min_passed) for i, c in enumerate(contract.accept, 1)]
+
+
+def _accept_entry(i: int, cmd: str | AcceptCommand, min_passed: int | str | None) -> "planfile.AcceptCommand":
     from .. import planfile
 
     if isinstance(cmd, str):
         from .ir import AcceptCommand
 
         cmd = AcceptCommand(run=cmd)
-    return planfile.AcceptCommand(cmd.id or f"accept-{i}", split_command(cmd.run), cmd.timeout)
+    id_, argv = cmd.id or f"accept-{i}", split_command(cmd.run)
+    if cmd.min_passed is not None:
+        min_passed = cmd.min_passed
+    if min_passed:  # 0: no count needed - the plain entry
+        return planfile.CountedAccept(id_, argv, cmd.timeout, min_passed, cmd.junit)
+    return planfile.AcceptCommand(id_, argv, cmd.timeout)
 
 
 def contract_plan_entry(
@@ -233,7 +244,7 @@ def contract_plan_entry(
         provider_schemas=None,
         output=None,
         output_rules=list(contract.output_rules),
-        accept=[_accept_entry(i, c) for i, c in enumerate(contract.accept, 1)],
+        accept=accept_entries(contract, contract.min_passed),
         on_failure=contract.on_failure or default_on_failure,
         max_retries=contract.max_retries if contract.max_retries is not None else default_max_retries,
         constraints=(

@@ -39,6 +39,19 @@ class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, use_enum_values=True)
 
 
+# `min_passed:` (task, contract, accept entry): passing tests a check's runner must report
+MinPassed = Annotated[
+    Union[int, str],
+    WithJsonSchema(
+        {
+            "description": "Passing tests the check's test runner must report: a whole number, or base "
+                           "(no fewer than pass at the task's base commit).",
+            "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "enum": ["base"]}],
+        }
+    ),
+]
+
+
 # ------------------------------------------------------------------ contracts.yaml
 
 
@@ -78,6 +91,12 @@ class AcceptCommand(_Spec):
         ..., description="The command: a string (split like a shell, but no shell runs) or an argv list."
     )
     timeout: Duration | None = Field(None, description="Kill the command after this long.")
+    min_passed: MinPassed | None = Field(
+        None, description="Fail the check when its test runner reports fewer passing tests: N, or base "
+                          "(no fewer than at the task's base commit). 0: no count needed.")
+    junit: str | None = Field(
+        None, description="A JUnit XML file the command writes (relative to the project), read for the "
+                          "passing count instead of the command's output.")
 
 
 class Constraints(_Spec):
@@ -112,6 +131,9 @@ class Contract(_Spec):
         default_factory=list, description="Commands that must exit 0 (tests, linters)."
     )
     constraints: Constraints | None = Field(None, description="Resource limits.")
+    min_passed: MinPassed | None = Field(
+        None, description="For each accept command without its own: passing tests its runner must report "
+                          "(N, or base: no fewer than at the task's base commit).")
     on_failure: FailureStrategy | None = Field(
         None, description="After max_retries failed attempts: retry (then fail), fallback, partial, template, escalate or fail."
     )

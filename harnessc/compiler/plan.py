@@ -10,13 +10,13 @@ from functools import lru_cache
 
 from .. import __version__, providers
 from ..planfile import (
-    AcceptCommand, Analysis, Approaches, Assists, ContextStaging, Estimate, Executor, Limits, NodeLoop, Plan, PlanNode,
+    AcceptCommand, Analysis, Approaches, Assists, CountedAccept, ContextStaging, Estimate, Executor, Limits, NodeLoop, Plan, PlanNode,
     Retry, Routing,
 )
 from .analysis import analyse, contract_size
 from .staging import choose_budget, stage
 from ..estimates import cost_usd, tokens_for_chars
-from .ir import LS_KEYS, BUILTIN_AGENT, AgentConfig, Task
+from .ir import LS_KEYS, BUILTIN_AGENT, AgentConfig, Contract, Task
 from .tasks import approaches_of
 from .argv import split_command
 from .planjson import canonical, compact
@@ -207,15 +207,23 @@ def _estimate(agent: AgentConfig | None, tokens_in: int, structured: bool) -> "E
 
 
 # No quotes, backslashes or whitespace other than shlex's own: shlex.split is str.split.
-def _accept_entries(task: Task, contract_entry: dict | None) -> list:
+def _accept_entries(task: Task, contract: Contract | None, contract_entry: dict | None) -> list:
+    """The task's accept commands, then its contract's; `min_passed` of the task wins over
+    the contract's, an accept entry's own over both."""
+    min_passed = task.min_passed if task.min_passed is not None else (contract.min_passed if contract else None)
     out = []
     for i, cmd in enumerate(task.accept, 1):
         try:
             argv = split_command(cmd)
         except ValueError:
             continue  # reported by check_accept_commands
-        out.append(AcceptCommand(_accept_id(i), argv, None))
-    if contract_entry:
+        out.append(CountedAccept(_accept_id(i), argv, None, min_passed, None) if min_passed
+                   else AcceptCommand(_accept_id(i), argv, None))
+    if contract_entry and task.min_passed is not None and contract is not None:
+        from .contract_schema import accept_entries
+
+        out += accept_entries(contract, task.min_passed)
+    elif contract_entry:
         out += contract_entry.get("accept", [])
     return out or _NONE
 
@@ -280,7 +288,7 @@ def build_plan(project: Project) -> None:
             goal=task.goal,
             success=task.success,
             completion_promise=task.completion_promise,
-            accept=_accept_entries(task, entry),
+            accept=_accept_entries(task, contract, entry),
             context=context or _NONE,
             context_staging=staged,
             # the same settings for most tasks: one dict each, shared (plans are read-only)
@@ -493,9 +501,9 @@ def finish_plan(project: Project) -> None:
 # fingerprint would also wipe the memory and recovery position of a task being tuned mid-run.
 # Nor how many approaches run and which lands (`approaches`, `select`); a score and its
 # minimum are what a result must pass, so they are hashed with the accept commands. Nor where
-# its attempts run (`resources`).
+# its attempts run (`resources`). `min_passed` is hashed with the accept commands it holds.
 _UNFINGERPRINTED = ("done", "git", "isolation", "context_tokens", "progress_threshold", "recovery",
-                    "approaches", "select", "score", "min_score", "resources")
+                    "approaches", "select", "score", "min_score", "resources", "min_passed")
 _fingerprinted_fields = operator.attrgetter(*(key for key in LS_KEYS if key not in _UNFINGERPRINTED))
 
 

@@ -81,6 +81,7 @@ PROPERTY_KEYS: dict[str, str] = {
     "score": "text",
     "min_score": "number",
     "resources": "resources",
+    "min_passed": "min_passed",
 }
 KEY_ALIASES: dict[str, str] = {"after": "depends_on", "cli": "agent", "timeout": "max_time"}
 _ALL_KEYS = [*PROPERTY_KEYS, *KEY_ALIASES]
@@ -774,6 +775,7 @@ _FORMATS = {
     "duration": "a duration like 45s, 30m, 4h, 1d or 1h30m",
     "posint": "a positive whole number, like 3",
     "int0": "a whole number, 0 or more",
+    "min_passed": "a whole number of passing tests, like 5, or base (no fewer than pass at the task's base commit)",
     "word": "one word of letters, digits, '_' and '-', like AUTH_COMPLETE",
     "text": "some text",
     "paths": "files or globs, comma-separated, like src/auth/*.py, docs/api.md",
@@ -979,6 +981,18 @@ def _read_fraction(b: _Builder, canon: str, key: str, value: str, no: int, col: 
     return x
 
 
+def _read_min_passed(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
+    """Passing tests the task's checks must report: a whole number, or `base` (HC425)."""
+    if value.lower() == "base":
+        return "base"
+    n = int(value) if value.isascii() and value.isdigit() and len(value) < 10 else -1
+    if n < 0:
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        b.error("HC425", f"bad min_passed '{shown}'", no, col, len(value), "expected " + _FORMATS["min_passed"])
+        return None
+    return n
+
+
 def _read_approaches(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
     """How many approaches of the task run at once: 1 to MAX_APPROACHES (each is a worktree)."""
     n = int(value) if value.isascii() and value.isdigit() and len(value) < 10 else -1
@@ -1098,6 +1112,7 @@ _READERS: dict[str, Callable[..., Any]] = {
     "approaches": _read_approaches,
     "rungs": _read_rungs,
     "resources": _read_resources,
+    "min_passed": _read_min_passed,
 }
 
 

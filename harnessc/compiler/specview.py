@@ -177,6 +177,10 @@ def report(e: SchemaError, v: Validator, marks: Marks, diags: Diagnostics) -> No
         parent = path[:-1]
         diags.error("HC215", f"missing required key '{key}'", marks.key(parent) if parent else marks.value(()),
                     f"add `{key}:` here")
+    elif key == "min_passed" and len(path) > 2:  # a contract's or an accept entry's
+        diags.error("HC425", f"{where}: {short_json(e.value, 40)} is not a number of passing tests", marks.value(path),
+                    "expected a whole number of passing tests, like 5, or base (no fewer than pass at the "
+                    "task's base commit)")
     elif e.keyword == "enum" and key in ("type", "items") and isinstance(e.value, str) \
             and s.get("enum") and set(s["enum"]) == set(DELIVERABLE_TYPES):
         word = e.value

@@ -47,6 +47,7 @@ class Task:
     score: str | None = None  # a command whose last output line is the approach's score
     min_score: float | None = None
     resources: dict[str, int | float] | None = None  # custom Ray resources each attempt asks for (executor: ray)
+    min_passed: int | Literal["base"] | None = None  # passing tests each accept command's runner must report
     goal: str = ""
     # the roadmap this task was read from: positions beyond `span` are looked up there
     source: "TaskSource | None" = field(default=None, compare=False, repr=False)

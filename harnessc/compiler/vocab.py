@@ -158,7 +158,7 @@ LS_KEYS = (
     "id", "title", "phase", "done", "depends_on", "contract", "agent", "model", "complexity",
     "priority", "max_iterations", "max_time", "stuck_after", "progress_threshold", "recovery",
     "completion_promise", "success", "accept", "context", "context_tokens", "tags", "git", "isolation",
-    "approaches", "select", "score", "min_score", "resources", "goal",
+    "approaches", "select", "score", "min_score", "resources", "min_passed", "goal",
 )
 
 
