@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from ..planfile import Plan, PlanNode
 from ..providers import AgentConfig
+from .baseline import Baselines
 from .loop.attribution import Attribution
 from .routing.budget import Budget
 from .routing.callbounds import CallBounds
@@ -37,6 +38,7 @@ class TaskContext(Protocol):
     show_lines: bool  # a display shows each call's last printed line: live[task]["line"]
     steering: Steering
     isolation: Isolation
+    baselines: Baselines  # min_passed: base - what passed at a task's base
     calls: CallBounds
     deprecations_said: set[str]  # agents whose deprecated model the run has warned of (once each)
     executor: Any  # None: attempts run here; else executor/ray.py's RayExecutor

@@ -41,6 +41,7 @@ from .store.state import StateStore
 from .routing.tasklimits import TaskLimits
 from .executor import AttemptLost
 from .verify import Verdict, verified_by, verify
+from .baseline import base_checks
 from .worktree import landing as landingmod
 from .worktree.isolation import Conflict, IsolationError, Landed
 from .worktree.gitcmd import GitFailed
@@ -159,6 +160,8 @@ class TaskRun:
             except Exception as e:  # a template problem is this task's failure, not the run's
                 outcome = self._finish("failed", f"could not render the prompt: {e}")
                 return outcome
+            if not self.iso and base_checks(self.node):  # the shared tree: before the agent touches it
+                await self.floors()
             outcome = await self.iterations()
             return outcome
         finally:
@@ -415,7 +418,17 @@ class TaskRun:
         if self.remote is not None:
             return await self.remote.verdict(resp, max(0.1, self.time_left()))
         return await verify(self.node, self.contract, resp.text, self.workdir, max(0.1, self.time_left()),
-                            truncated=resp.truncated)
+                            truncated=resp.truncated, floors=await self.floors())
+
+    async def floors(self) -> dict[str, int | None] | None:
+        """What the task's `min_passed: base` checks passed at its base (measured once, kept:
+        baseline.py); None when it has none."""
+        if not base_checks(self.node):
+            return None
+        if self.iso:
+            return await self.ctx.baselines.at_commit(self.node, self.attempt.base, max(0.1, self.time_left()),
+                                                      self.iso.checkout)
+        return await self.ctx.baselines.in_tree(self.node, self.ctx.root, max(0.1, self.time_left()))
 
     async def lost_attempt(self, lost: AttemptLost, started: float) -> AgentError | None:
         """A worker or node died with the attempt: it is interrupted (charged nothing: no
@@ -574,7 +587,8 @@ class TaskRun:
     def recheck(self, text: str):
         """The task's checks again, on the merged tree in its worktree: their errors."""
         async def run(workdir: Path) -> list[str]:
-            verdict = await verify(self.node, self.contract, text, workdir, max(0.1, self.time_left()))
+            verdict = await verify(self.node, self.contract, text, workdir, max(0.1, self.time_left()),
+                                   floors=await self.floors())
             return verdict.errors
         return run
 

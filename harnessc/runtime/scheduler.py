@@ -55,6 +55,7 @@ from .observe.summaries import Summaries
 from .work import Work, plan_work
 from .executor.rayconfig import resolve_executor
 from .worktree.isolation import WORKTREE, Isolation
+from .baseline import Baselines
 
 STOP_POLL = 0.2  # seconds between looks at .harness/stop
 
@@ -151,6 +152,7 @@ class Runner:
         isolation = WORKTREE if self.executor_settings is not None else opts.isolation
         self.isolation = Isolation(root, plan.nodes, store, isolation, hooks=bool(plan.git_hooks),
                                    worktrees=plan.worktrees, keep_failed=opts.keep_worktrees)
+        self.baselines = Baselines(store)  # min_passed: base - each base measured once (baseline.py)
         shared = [n for n in plan.nodes if not self.isolation.is_isolated(n)]
         self.git = GitCommits(root, store, shared, hooks=bool(plan.git_hooks))
         self.workspace = Workspace(root)

@@ -22,6 +22,7 @@ from ..compiler.argv import split_command
 from ..compiler.validate import Deadline, OutOfTime
 from ..planfile import AcceptCommand, Contract, PlanNode
 from . import plan as planmod
+from . import testcounts
 from .children import procs
 from .loop.progress import SMALL_TEXT, passed_count
 
@@ -74,9 +75,12 @@ def is_claim(node: PlanNode, contract: Contract | None, text: str) -> bool:
 
 
 async def verify(node: PlanNode, contract: Contract | None, text: str, root: Path,
-                 time_left: float | None, truncated: str | None = None) -> Verdict:
+                 time_left: float | None, truncated: str | None = None,
+                 floors: dict[str, int | None] | None = None) -> Verdict:
     """`truncated`: why the text is only the start of the answer; a cut answer is a claim
-    that fails, never checked (its JSON is cut, or a part of it could pass for the whole)."""
+    that fails, never checked (its JSON is cut, or a part of it could pass for the whole).
+    `floors`: what each `min_passed: base` check passed at the task's base commit, by
+    check id (baseline.py; None: the base printed no count)."""
     if truncated:
         return Verdict(claim=True, errors=[f"{truncated}; a cut answer is not verified (ask for a shorter one)"])
     deadline = Deadline(time_left)
@@ -101,8 +105,64 @@ async def verify(node: PlanNode, contract: Contract | None, text: str, root: Pat
         if not res.ok:
             msg = f"accept check '{cmd.id or ' '.join(res.argv)}' failed: {res.describe()}"
             v.errors.append(msg + (f"\n{tail}" if tail else ""))
+        elif cmd.min_passed:
+            v.errors += held_to_count(cmd, res, root, floors, v.checks[-1])
     v.ok = not v.errors
     return v
+
+
+def held_to_count(cmd: AcceptCommand, res: procs.ProcResult, root: Path, floors: dict[str, int | None] | None,
+                  check: dict) -> list[str]:
+    """`min_passed`: the errors of a check that exited 0 but whose runner reports fewer
+    passing tests than required, or no count at all (a check that cannot be proven fails)."""
+    name = cmd.id or " ".join(res.argv)
+    if cmd.min_passed == "base":
+        if floors is None or cmd.id not in floors:
+            return [f"accept check '{name}': the count of passing tests at the base commit is not known "
+                    "(min_passed: base), so the check cannot be proven"]
+        required, why = floors[cmd.id] or 0, " (as many as at the base commit)"
+    else:
+        required, why = int(cmd.min_passed), ""
+    count, problem = passed_count_of(cmd, res, root)
+    check.update(min_passed=required, counted=count)
+    if count is None:
+        return [f"accept check '{name}': {problem}"]
+    if count < required:
+        return [f"accept check '{name}': {count} passed, {required} required{why}"]
+    return []
+
+
+def passed_count_of(cmd: AcceptCommand, res: procs.ProcResult, root: Path) -> tuple[int | None, str | None]:
+    """(passing tests, None), or (None, why there is no count): from the check's JUnit XML
+    file when it names one (`junit:`), else from its runner's last summary line."""
+    if cmd.junit:
+        path = junit_path(cmd, root)
+        if path is None:
+            return None, f"its JUnit file {cmd.junit} is not inside the checkout"
+        try:
+            return testcounts.junit_passed(path), None
+        except testcounts.JUnitError as e:
+            return None, f"no test count: {e}"
+    count = testcounts.passed(res.stdout + "\n" + res.stderr)
+    if count is None:
+        cut = " (its output was cut at 1 MiB: have the runner write a JUnit XML file and name it with junit:)" \
+            if res.truncated else ""
+        return None, f"no test count found in the output of {' '.join(res.argv)[:200]}{cut}"
+    return count, None
+
+
+def junit_path(cmd: AcceptCommand, root: Path) -> Path | None:
+    """Where a check's JUnit file is, inside `root` (its directories not reached through a
+    link out of it); None when it would be elsewhere."""
+    path = Path(root) / cmd.junit
+    try:
+        parent = path.parent.resolve()
+        top = Path(root).resolve()
+    except (OSError, RuntimeError):
+        return None
+    if parent != top and top not in parent.parents:
+        return None
+    return parent / path.name
 
 
 def check_text(node: PlanNode, contract: Contract | None, text: str, deadline: Deadline | None = None) -> Verdict:
@@ -150,6 +210,10 @@ def verified_by(node: PlanNode, contract: Contract | None, checks: list[dict]) -
 
 
 async def run_accept(cmd: AcceptCommand, root: Path, time_left: float | None) -> procs.ProcResult:
+    if cmd.junit:  # a file left from before (or planted) is never read as this run's
+        path = junit_path(cmd, root)
+        if path is not None and (path.is_file() or path.is_symlink()):
+            path.unlink()
     argv = split_command(cmd.argv)
     timeout = float(cmd.timeout or DEFAULT_ACCEPT_TIMEOUT)
     if time_left is not None:

@@ -251,6 +251,8 @@ class RemoteAttempts:
             raise AgentError(f"could not ship the base commit {base[:10]} to Ray: {e}") from None
         _count({"ship": time.perf_counter() - started})
         score = getattr(run.node, "approaches", None)
+        if job.get("verify"):  # min_passed: base - measured here, on the driver, once per base
+            job["floors"] = await run.floors()
         job.update(base=base, source=source, change=change, prefix=self.ex.prefix, node=run.node,
                    contract=run.contract, time_left=max(0.1, time_left if time_left is not None else run.time_left()),
                    score={"command": score.score, "k": run.k} if score is not None and score.score is not None

@@ -292,7 +292,7 @@ async def _verify(job: dict, resp: Any, workdir: Path) -> Any:
     from ..verify import verify
 
     return await verify(job["node"], job["contract"], resp.text, workdir, job["time_left"],
-                        truncated=resp.truncated)
+                        truncated=resp.truncated, floors=job.get("floors"))
 
 
 async def _score(job: dict, workdir: Path) -> Any:

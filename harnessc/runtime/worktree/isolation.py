@@ -18,7 +18,9 @@ files nobody holds are removed.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -52,6 +54,7 @@ class Isolation:
         self.kept: dict[str, str] = {}  # task -> its worktree kept by --keep-worktrees
         self._seq: int | None = None  # the last landing's number (meta isolation.seq), once read
         self._saved = ""  # the integration record as last written
+        self._checkouts = itertools.count(1)  # worktrees 0-<k>: checkouts of a base (checkout())
 
     @property
     def wanted(self) -> bool:
@@ -251,6 +254,17 @@ class Isolation:
             await asyncio.to_thread(self.trees.remove, None, n, k, keep_ref, keep_tree)
         except Exception as e:  # never lose the task's outcome to a cleanup failure
             self.store.event("worktree_remove_failed", node.id, message=str(e)[:500])
+
+    @asynccontextmanager
+    async def checkout(self, base: str):
+        """A fresh worktree at commit `base`, removed after: its project directory (to measure
+        `min_passed: base`, baseline.py). Worktree 0-<k>: plan indexes start at 1."""
+        k = next(self._checkouts)
+        attempt = await asyncio.to_thread(self.trees.create, 0, k, base)
+        try:
+            yield attempt.workdir
+        finally:
+            await asyncio.to_thread(self.trees.remove, attempt, 0, k)
 
     # ------------------------------------------------------------------ records
 
