@@ -176,3 +176,33 @@ def test_a_junit_file_gives_the_count_and_a_planted_one_is_not_read(tmp_path: Pa
     assert states(root) == {"cut": "failed", "keep": "succeeded", "plant": "failed"}, r.stdout + r.stderr
     assert "accept check 'junit': 2 passed, 5 required" in errors(root, "cut")
     assert "accept check 'junit': no test count: junit.xml was not written" in errors(root, "plant")
+
+
+def _held(cmd, out: str, root: Path, floors=None) -> list[str]:
+    from harnessc.runtime.children.procs import ProcResult
+    from harnessc.runtime.verify import held_to_count
+
+    return held_to_count(cmd, ProcResult(argv=cmd.argv, returncode=0, stdout=out), root, floors, {})
+
+
+def test_a_junit_path_through_a_link_out_of_the_checkout_is_not_read(tmp_path: Path) -> None:
+    from harnessc.planfile import CountedAccept
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "junit.xml").write_text("<testsuite>" + "<testcase name='t'/>" * 9 + "</testsuite>")
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "build").symlink_to(outside)
+    cmd = CountedAccept("tests", ["pytest"], None, 5, "build/junit.xml")
+    assert _held(cmd, "", root) == ["accept check 'tests': its JUnit file build/junit.xml is not inside the checkout"]
+
+
+def test_base_unknown_fails_as_not_proven_and_a_base_without_count_asks_for_any(tmp_path: Path) -> None:
+    from harnessc.planfile import CountedAccept
+
+    cmd = CountedAccept("tests", ["pytest"], None, "base", None)
+    assert "cannot be proven" in _held(cmd, "5 passed in 0.1s", tmp_path, floors={})[0]
+    assert _held(cmd, "0 passed, 1 skipped in 0.1s", tmp_path, floors={"tests": None}) == []
+    assert _held(cmd, "4 passed in 0.1s", tmp_path, floors={"tests": 5}) == [
+        "accept check 'tests': 4 passed, 5 required (as many as at the base commit)"]
