@@ -40,6 +40,11 @@ class Branch(ApproachRun):
         self.base = self.prompt = parent.prompt + branch_line(j, m)
         self.p.iteration = parent.p.iteration
         self.progress = -1.0  # its iteration's progress score; inf: it verified
+        self.task_floors = parent.floors
+
+    async def floors(self):
+        """min_passed: base counts at the task's base, not at the snapshot (the agent's own work)."""
+        return await self.task_floors()
 
     def request(self, cfg: AgentConfig):
         return dataclasses.replace(super().request(cfg), approach=self.j)  # HARNESSC_APPROACH=j
@@ -53,7 +58,8 @@ class Branch(ApproachRun):
             resp = await self.call(name, agent, cfg, cost, tokens)
             if isinstance(resp, AgentError):
                 return
-            verdict = await verify(self.node, self.contract, resp.text, self.workdir, max(0.1, self.time_left()))
+            verdict = await verify(self.node, self.contract, resp.text, self.workdir, max(0.1, self.time_left()),
+                                   floors=await self.floors())
             seen = await self.loop.observe(name, resp.text, verdict.errors, verdict.checks, succeeded=verdict.ok)
             self.progress = math.inf if verdict.ok else seen.evidence.score
             await self.log.finish("progress", raw=resp.text, errors=verdict.errors, checks=verdict.checks,
