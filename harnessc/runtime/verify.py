@@ -145,8 +145,8 @@ def passed_count_of(cmd: AcceptCommand, res: procs.ProcResult, root: Path) -> tu
             return None, f"no test count: {e}"
     count = testcounts.passed(res.stdout + "\n" + res.stderr)
     if count is None:
-        cut = " (its output was cut at 1 MiB: have the runner write a JUnit XML file and name it with junit:)" \
-            if res.truncated else ""
+        cut = " (only the last 1 MiB of its output was kept: have the runner write a JUnit XML file and name it " \
+              "with junit:)" if res.truncated else ""
         return None, f"no test count found in the output of {' '.join(res.argv)[:200]}{cut}"
     return count, None
 
@@ -218,4 +218,5 @@ async def run_accept(cmd: AcceptCommand, root: Path, time_left: float | None) ->
     timeout = float(cmd.timeout or DEFAULT_ACCEPT_TIMEOUT)
     if time_left is not None:
         timeout = max(0.1, min(timeout, time_left))
-    return await procs.run(argv, cwd=root, timeout=timeout, stdin=None)
+    # a counted check keeps the end of its output: the runner's summary is printed last
+    return await procs.run(argv, cwd=root, timeout=timeout, stdin=None, keep_end=bool(cmd.min_passed))

@@ -206,3 +206,16 @@ def test_base_unknown_fails_as_not_proven_and_a_base_without_count_asks_for_any(
     assert _held(cmd, "0 passed, 1 skipped in 0.1s", tmp_path, floors={"tests": None}) == []
     assert _held(cmd, "4 passed in 0.1s", tmp_path, floors={"tests": 5}) == [
         "accept check 'tests': 4 passed, 5 required (as many as at the base commit)"]
+
+
+def test_a_counted_check_keeps_the_end_of_a_huge_output(tmp_path: Path) -> None:
+    import asyncio
+
+    from harnessc.planfile import CountedAccept
+    from harnessc.runtime.verify import passed_count_of, run_accept
+
+    noisy = "import sys\nfor i in range(100000): sys.stdout.write('x' * 30 + '\\n')\nprint('5 passed in 0.1s')"
+    cmd = CountedAccept("tests", [PY, "-c", noisy], None, 5, None)
+    res = asyncio.run(run_accept(cmd, tmp_path, 300))
+    assert res.ok and res.truncated  # 3 MB printed, the last 1 MiB kept
+    assert passed_count_of(cmd, res, tmp_path) == (5, None)

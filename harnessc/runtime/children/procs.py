@@ -215,15 +215,26 @@ class LastLine:
 
 
 async def _drain(stream: asyncio.StreamReader | None, cap: int, flags: dict, kept: bytearray,
-                 name: str = "", lines: LastLine | None = None) -> None:
-    """Read a stream to EOF, keeping the first `cap` bytes in `kept` (there even if cancelled);
-    a stream cut is named in flags["cut"]. With `lines`, each chunk is told to it."""
+                 name: str = "", lines: LastLine | None = None, keep_end: bool = False) -> None:
+    """Read a stream to EOF, keeping the first `cap` bytes in `kept` (keep_end: the last)
+    (there even if cancelled); a stream cut is named in flags["cut"]. With `lines`, each
+    chunk is told to it."""
     if stream is None:
         return
     while True:
         chunk = await stream.read(65536)
+        if keep_end and (not chunk or len(kept) + len(chunk) > 2 * cap):  # trimmed now and then: linear
+            if len(kept) + len(chunk) > cap:
+                flags["truncated"] = True
+                flags.setdefault("cut", set()).add(name)
+            del kept[:max(0, len(kept) + len(chunk) - cap)]
         if not chunk:
             return
+        if keep_end:
+            kept += chunk[-cap:]
+            if lines is not None:
+                lines.feed(chunk)
+            continue
         room = cap - len(kept)
         if room > 0:
             kept += chunk[:room]
@@ -281,6 +292,7 @@ async def run(
     env: dict[str, str] | None = None,
     max_output: int = MAX_OUTPUT,
     on_line: Callable[[str], None] | None = None,
+    keep_end: bool = False,
 ) -> ProcResult:
     """Run argv to completion (or timeout), never blocking the event loop.
 
@@ -324,7 +336,7 @@ async def run(
     result.pid = proc.pid
     child.started(proc.pid)
     try:
-        return await _supervise(proc, child, result, stdin, timeout, max_output, start, on_line)
+        return await _supervise(proc, child, result, stdin, timeout, max_output, start, on_line, keep_end)
     finally:
         # After it was waited for: the rest of its processes go too.
         child.ended(proc.pid, reaped=proc.returncode is not None)
@@ -375,13 +387,14 @@ def cannot_start(program: str, env: dict[str, str], cwd: str | os.PathLike) -> s
 
 async def _supervise(proc: _Process, child: reaper.Child, result: ProcResult,
                      stdin: bytes | None, timeout: float | None, max_output: int,
-                     start: float, on_line: Callable[[str], None] | None = None) -> ProcResult:
+                     start: float, on_line: Callable[[str], None] | None = None,
+                     keep_end: bool = False) -> ProcResult:
     """Feed, drain and wait for a started child, killing all it started on timeout or cancel."""
     flags: dict = {}
     out, err = bytearray(), bytearray()
     readers = asyncio.gather(
-        _drain(proc.stdout, max_output, flags, out, "stdout", on_line and LastLine(on_line)),
-        _drain(proc.stderr, max_output, flags, err, "stderr", on_line and LastLine(on_line)),
+        _drain(proc.stdout, max_output, flags, out, "stdout", on_line and LastLine(on_line), keep_end),
+        _drain(proc.stderr, max_output, flags, err, "stderr", on_line and LastLine(on_line), keep_end),
     )
     # A cancelled gather ends with a CancelledError set as its exception; asyncio logs
     # "exception was never retrieved" for it unless someone looks. Look, always.
