@@ -12,8 +12,9 @@ are added up over the output. Recognised:
   (xdist prints the same line); `no tests ran in 0.01s` is 0;
 - unittest: `Ran 5 tests in 0.001s` then `OK` / `OK (skipped=1)` / `FAILED (failures=1)`:
   run minus failures, errors, skipped, expected failures and unexpected successes;
-- go test -v: `--- PASS: TestX` lines, counted at each `ok  pkg` / `FAIL pkg` line. Without
-  -v go prints no count (`ok pkg 0.01s` says nothing of how many), so it is not read;
+- go test -v: `--- PASS: TestX` lines, counted at each `ok  pkg` / `FAIL pkg` line; go test
+  -json: its `"Action":"pass"` events of a test. Without -v or -json go prints no count
+  (`ok pkg 0.01s` says nothing of how many), so it is not read;
 - cargo test: `test result: ok. 5 passed; 0 failed; ...` (one per test binary, added up);
 - jest: `Tests:       1 failed, 5 passed, 6 total`; vitest: `Tests  1 failed | 4 passed (5)`;
 - node --test: TAP `# pass 5`, the spec reporter's `ℹ pass 5`; mocha: `5 passing (10ms)`.
@@ -70,6 +71,12 @@ def passed(text: str) -> int | None:
             continue
         if line.startswith("--- PASS: "):
             go += 1
+            continue
+        if line.startswith("{") and '"Action":"' in line:  # go test -json: one event a line
+            if '"Action":"pass"' in line and '"Test":"' in line:
+                go += 1
+            elif go and ('"Action":"pass"' in line or '"Action":"fail"' in line):  # the package's end
+                found = go
             continue
         if _GO_PACKAGE.match(line):
             if go:  # only with -v: the PASS lines are the count

@@ -45,6 +45,12 @@ def test_real_runner_output(name: str, count: int) -> None:
     ("--- PASS: TestA (0.00s)\nPASS\nok  \texample.com/a\t0.002s\n"
      "--- PASS: TestB (0.00s)\nPASS\nok  \texample.com/b\t(cached)", 2),  # two packages: added up
     ("ok  \texample.com/m\t0.002s", None),  # go test without -v: no count
+    ('{"Time":"2024-01-01T00:00:00Z","Action":"run","Package":"m","Test":"TestA"}\n'
+     '{"Time":"2024-01-01T00:00:00Z","Action":"output","Package":"m","Test":"TestA","Output":"--- PASS: TestA (0.00s)\\n"}\n'
+     '{"Time":"2024-01-01T00:00:00Z","Action":"pass","Package":"m","Test":"TestA","Elapsed":0}\n'
+     '{"Time":"2024-01-01T00:00:00Z","Action":"output","Package":"m","Test":"TestB","Output":"{\\"Action\\":\\"pass\\",\\"Test\\":\\"X\\"}"}\n'
+     '{"Time":"2024-01-01T00:00:00Z","Action":"fail","Package":"m","Test":"TestB","Elapsed":0}\n'
+     '{"Time":"2024-01-01T00:00:00Z","Action":"fail","Package":"m","Elapsed":0.01}', 1),  # go test -json
     ("test result: ok. 3 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n"
      "test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.01s", 5),
     ("Tests:       1 failed, 5 passed, 6 total", 5),
