@@ -2,7 +2,8 @@
 
 * `visible(text)`: an agent's output, an API's error message, an operator's note reach the
   terminal with their control characters shown (`^[`, `\\x9b`) instead of obeyed: no OSC 52
-  clipboard write, title change, screen erase or cursor move from someone else's text.
+  clipboard write, title change, screen erase or cursor move from someone else's text, and
+  no bidirectional override that shows text in another order than it is (`\\u202e`).
   Newlines and tabs stay.
 * `json_text(data)`: JSON that is JSON: a NaN or an infinite figure (an old state.db, a
   hand-edited file) is written as null, never as `NaN` / `Infinity`, which no JSON parser
@@ -18,19 +19,23 @@ from typing import Any
 
 # C0 controls but \t and \n, DEL, and the C1 controls (U+0080-U+009F: U+009B is a CSI on
 # terminals that take 8-bit controls, U+009D an OSC).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# The bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): they
+# make a terminal show text in another order than it is ("Trojan Source").
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def _show(m: re.Match) -> str:
     code = ord(m.group())
     if code < 0x20:
         return "^" + chr(code + 0x40)  # ESC -> ^[, BEL -> ^G, CR -> ^M
+    if code > 0xFF:
+        return f"\\u{code:04x}"  # a bidi control
     return "^?" if code == 0x7F else f"\\x{code:02x}"
 
 
 def visible(text: Any) -> str:
-    """`text` with its control characters (all but newline and tab) shown, not obeyed; a
-    Windows line end is a line end."""
+    """`text` with its control characters (all but newline and tab) and bidi controls shown,
+    not obeyed; a Windows line end is a line end."""
     text = text if isinstance(text, str) else str(text)
     return _CONTROL.sub(_show, text.replace("\r\n", "\n"))
 

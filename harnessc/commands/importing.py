@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..wording import plural
-from .common import Context, fail_usage, pass_ctx, read_input
+from .common import Context, echo_visible, fail_usage, pass_ctx
 
 
 @click.group(name="import")
@@ -44,34 +44,74 @@ def import_speckit(ctx: Context, path: str, out: str | None, force: bool) -> Non
 
 
 def _import(ctx: Context, path: str, out: str | None, force: bool, read) -> None:
-    """Read PATH, write the roadmap (never over one without --force), list what did not map,
-    then lint what was written."""
-    from ..compiler.roadmap import parse_roadmap
-    from ..diagnostics import Diagnostics
+    """Read PATH, write the roadmap (never over one without --force, never through a link),
+    list what did not map, then say what to run next."""
     from ..importers import NotImportable
 
     target = Path(out) if out else Path(ctx.explicit or ".") / "roadmap.md"
+    if target.is_symlink():  # a dangling one too: writing would create the file it points to
+        fail_usage(f"{target} is a symbolic link; not written through it (not even with --force)",
+                   "remove the link, or pass -o to write elsewhere")
     if target.exists() and not force:
         fail_usage(f"{target} exists; not overwritten", "pass --force to replace it, or -o to write elsewhere")
-    text = read_input(path)
+    if target.exists() and not target.is_file():
+        fail_usage(f"{target} is not a regular file; not replaced", "pass -o to write elsewhere")
+    text = _read_bounded(path)
     try:
         imported = read(text)
+        roadmap_text = imported.checked_text()  # read back: exactly the imported tasks, or nothing is written
     except NotImportable as e:
-        fail_usage(str(e))
-    roadmap_text = imported.text()
-    check = Diagnostics()
-    parse_roadmap(roadmap_text, "roadmap.md", check)
-    if check.errors:  # an importer bug: say so rather than write a roadmap lint refuses
-        fail_usage(f"the imported roadmap would not parse: {check.errors[0].message} (line {check.errors[0].span.line})",
-                   "please report it with the file you imported")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(roadmap_text, encoding="utf-8")
-    tasks = imported.roadmap.tasks
+        fail_usage(str(e), e.hint)
+    _write(target, roadmap_text, force)
+    tasks = imported.roadmap.tasks  # what the written roadmap holds (checked_text compared them)
     done = sum(t.done for t in tasks)
-    click.echo(f"wrote {target}: {plural(len(tasks), 'task')} ({done} done) from {path}")
+    echo_visible(f"wrote {target}: {plural(len(tasks), 'task')} ({done} done) from {path}")
     if imported.unmapped:
         click.echo(f"not mapped ({len(imported.unmapped)}):")
         for line in imported.unmapped:
-            click.echo(f"  - {line}")
-    click.echo(f"next: harnessc{' -C ' + str(target.parent) if target.parent != Path('.') else ''} lint "
-               "(tasks without accept:, contract: or completion_promise: get warning HC410)")
+            echo_visible(f"  - {line}")
+    echo_visible(f"next: harnessc{' -C ' + str(target.parent) if target.parent != Path('.') else ''} lint "
+                 "(tasks without accept:, contract: or completion_promise: get warning HC410)")
+
+
+def _read_bounded(path: str) -> str:
+    """The file to import as text, at most MAX_IMPORT_BYTES (a usage error beyond, or when
+    it cannot be read)."""
+    from ..importers import MAX_IMPORT_BYTES
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_IMPORT_BYTES + 1)
+    except OSError as e:
+        fail_usage(f"cannot read {path}: {e}")
+    if len(data) > MAX_IMPORT_BYTES:
+        fail_usage(f"{path} is larger than {MAX_IMPORT_BYTES // 1_000_000} MB; not imported",
+                   "a task list that large is not one to import as a roadmap; is this the right file?")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        fail_usage(f"cannot read {path}: not UTF-8 text (byte {e.start})", "save the file as UTF-8")
+
+
+def _write(target: Path, text: str, force: bool) -> None:
+    """Write the roadmap without following a link: a new file is created exclusively (a file
+    or link that appeared since the checks stops it); with --force a file written beside it
+    replaces the old one (a rename replaces a link, never writes through it)."""
+    import os
+
+    data = text.encode("utf-8")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    where = target if not force else target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(where, flags, 0o666)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        if force:
+            os.replace(where, target)
+    except FileExistsError:
+        fail_usage(f"{where} appeared while importing; not overwritten", "run the import again")
+    except OSError as e:
+        if force:
+            where.unlink(missing_ok=True)
+        fail_usage(f"cannot write {target}: {e}")

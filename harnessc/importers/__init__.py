@@ -3,19 +3,35 @@
 Each importer reads its format into Tasks and a list of what did not map (never dropped in
 silence); format_roadmap writes them. The result lints with no errors: ids are valid and
 unique, and dependencies name tasks that exist (others are listed instead).
+
+The files come from outside, so their text is held as text (one_line, goal_text,
+prose_line): a field never becomes more than one roadmap line, whatever line break it holds
+(every one str.splitlines knows), control characters are shown as `log` shows them (^[),
+and nothing in it reads as a task, a heading or a property. Imported.checked_text proves it:
+the roadmap is read back with the compiler's own parser and must hold exactly the tasks
+the importer made.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
-from ..compiler.roadmap import ID_PATTERN, format_roadmap
+from ..compiler.roadmap import ID_PATTERN, IGNORE_COMMENT, _property_line, format_roadmap
 from ..compiler.tasks import Roadmap, Task
+from ..textsafe import visible
+
+MAX_IMPORT_BYTES = 50_000_000  # as a roadmap.md (compiler/load.py): the roadmap written is no smaller
+MAX_DEPTH = 100  # arrays and objects nested deeper: not a task list (Taskmaster's nest about 6 deep)
 
 
 class NotImportable(ValueError):
     """The file cannot be read as the format claims: a one-line reason naming the place."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
 
 
 @dataclass
@@ -25,6 +41,35 @@ class Imported:
 
     def text(self) -> str:
         return format_roadmap(self.roadmap)
+
+    def checked_text(self) -> str:
+        """The roadmap's text, read back with the compiler's parser first: it must hold exactly
+        the imported tasks, nothing more (a planted task), less or different, and parse with
+        no error. Otherwise NotImportable: an importer bug, nothing is written."""
+        from ..compiler.roadmap import parse_roadmap
+        from ..diagnostics import Diagnostics
+
+        text = self.text()
+        diags = Diagnostics()
+        read = parse_roadmap(text, "roadmap.md", diags)
+        hint = "nothing was written; please report it with the file you imported"
+        if diags.errors:
+            e = diags.errors[0]
+            raise NotImportable(f"the imported roadmap would not parse: {e.message} (line {e.span.line})", hint)
+        meant = [_comparable(t) for t in self.roadmap.tasks]
+        got = [_comparable(t) for t in read.tasks]
+        if meant != got:
+            at = next((i for i, (a, b) in enumerate(zip(meant, got)) if a != b), min(len(meant), len(got)))
+            which = got[at].id if at < len(got) else meant[at].id
+            raise NotImportable(f"the imported roadmap would not read back as imported: {len(got)} task(s) "
+                                f"instead of {len(meant)}, first difference at task {visible(which)}", hint)
+        return text
+
+
+def _comparable(t: Task) -> Task:
+    """A task with what writing and reading it back may change made equal: its position,
+    and whitespace in its goal (the written goal is indented)."""
+    return dataclasses.replace(t, line=1, col=1, goal=" ".join(t.goal.split()), source=None)
 
 
 _ID = re.compile(ID_PATTERN)
@@ -38,18 +83,60 @@ def task_id(text: str) -> str:
 
 
 def one_line(text: str) -> str:
-    """Text for a title or a property value: one line, spaces collapsed."""
-    return " ".join(str(text).split())
+    """Text for a title or a property value: one line (every line break and run of white
+    space is one space), control characters shown (^[, ^@), and no ignore comment."""
+    return _no_directive(visible(" ".join(str(text).split())))
+
+
+# the line breaks str.splitlines knows but Markdown (and so a tasks.md line) does not
+_OTHER_BREAKS = re.compile("[\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def prose_line(line: str) -> str:
+    """A line of a Markdown file (split at \\n, \\r\\n, \\r) as one roadmap line: the other
+    line breaks become spaces, control characters are shown; tabs stay."""
+    return visible(_OTHER_BREAKS.sub(" ", line))
+
+
+def _no_directive(text: str) -> str:
+    """Text with a `harnessc: ignore[...]` comment broken, so it silences no warning."""
+    if "harnessc:" in text and IGNORE_COMMENT.search(text):
+        return text.replace("harnessc:", "harnessc\\:")
+    return text
 
 
 def goal_text(*parts: str) -> str:
-    """A goal from paragraphs: tabs expanded (tabs in indentation are an error), line ends
-    made '\\n', and never starting with a list item a reader could take for a property."""
+    """A goal from paragraphs: every line break made '\\n' (each written line is indented
+    under its task, so none can start a task or a heading), control characters shown, tabs
+    expanded (tabs in indentation are an error), and never starting with a line the parser
+    would read as a property ('- accept: ...', an ignore comment)."""
     text = "\n\n".join(p.strip("\n") for p in parts if p and p.strip())
-    text = text.replace("\r\n", "\n").replace("\r", "\n").expandtabs(4)
-    if text.lstrip()[:1] in ("-", "*", "+"):
+    text = visible("\n".join(text.splitlines())).expandtabs(4)
+    first = next((ln for ln in text.split("\n") if ln.strip()), "")
+    if first.lstrip()[:1] in ("-", "*", "+") or _property_line("  " + first, True) is not None:
         text = "Details:\n\n" + text
     return text
+
+
+def bounded_depth(text: str, source: str) -> None:
+    """NotImportable when JSON `text` nests arrays and objects more than MAX_DEPTH deep (the
+    json module would recurse until Python's limit); one pass, strings skipped."""
+    depth = 0
+    for m in _JSON_NESTING.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = text.count("\n", 0, m.start()) + 1
+                col = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+                raise NotImportable(f"{source}:{line}:{col}: arrays and objects nested more than {MAX_DEPTH} deep",
+                                    "a task list nests a few levels deep; is this the right file?")
+        elif c in "]}":
+            depth -= 1
+
+
+# a string (skipped; an unclosed one runs to the end, so no quote is scanned twice) or a bracket
+_JSON_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
 
 
 def keep_known_dependencies(tasks: list[Task], unmapped: list[str]) -> list[Task]:

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import re
 
+from ..compiler.roadmap import _fence
 from ..compiler.tasks import Roadmap, Task
-from . import NotImportable, Imported, keep_known_dependencies, one_line, task_id
+from . import NotImportable, Imported, keep_known_dependencies, one_line, prose_line, task_id
 
 _TASK = re.compile(r"[-*][ \t]+\[([ xX])\][ \t]+(T\d+)\b[ \t]*(.*)")
 _MARK = re.compile(r"\[(P|US\d+)\][ \t]*")
-_DEPENDS = re.compile(r"\(\s*depends on\s+([^)]*)\)", re.IGNORECASE)
+_DEPENDS_START = re.compile(r"\(\s*depends on\s", re.IGNORECASE)  # its ')' is found with str.find
 _BLOCKS = re.compile(r"\b(T\d+)\s+blocks\s+((?:T\d+)(?:\s*(?:,|and)\s*T\d+)*)", re.IGNORECASE)
 _IDS = re.compile(r"\bT\d+\b")
 _PHASE = re.compile(r"##[ \t]+(Phase\b.*)", re.IGNORECASE)
@@ -28,7 +29,7 @@ _TITLE = re.compile(r"#[ \t]+(?:Tasks:?[ \t]*)?(.*)")
 def read(text: str, source: str) -> Imported:
     """The roadmap of a tasks.md text (`source` names it in messages)."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    lines = text.split("\n")
+    lines = text.split("\n")  # Markdown's lines; other breaks inside a line are spaces (prose_line, one_line)
     title, phase = None, None
     tasks: list[Task] = []
     prose: list[str] = []
@@ -37,34 +38,61 @@ def read(text: str, source: str) -> Imported:
     phase_of: dict[str, str | None] = {}
     parallel: set[str] = set()
     blocks: list[tuple[str, str, int]] = []  # (before, after, line)
-    fence = False
+    fence: tuple[str, int] | None = None  # an open fenced code block: (character, length)
+    comment_at = 0  # the line an open HTML comment started on (0: none)
     for no, line in enumerate(lines, 1):
-        stripped = line.strip()
-        if stripped.startswith(("```", "~~~")):
-            fence = not fence
-        m = None if fence else _TASK.match(line)
+        if fence is not None:  # code: never a task, a dependency or a heading
+            if _closes(line, fence):
+                fence = None
+            elif _TASK.match(line):
+                unmapped.append(f"{source}:{no}: a task line inside a fenced code block; left out")
+            prose.append(prose_line(line))
+            continue
+        if comment_at:
+            if _TASK.match(line):
+                unmapped.append(f"{source}:{no}: a task line inside an HTML comment; left out")
+            rest, still_open = _uncommented(line, True)
+            if still_open:
+                continue
+            unmapped.append(f"{source}:{comment_at}-{no}: an HTML comment; left out")
+            comment_at = 0
+            if rest.strip():  # after the comment's end: prose, no more
+                prose.append(_inert(prose_line(rest)))
+            continue
+        if _opens_fence(line):
+            fence = _fence(line.lstrip(" \t"))
+            prose.append(prose_line(line))
+            continue
+        if "<!--" in line:
+            line, still_open = _uncommented(line, False)
+            if still_open:
+                comment_at = no
+            else:
+                unmapped.append(f"{source}:{no}: an HTML comment; left out")
+            if not line.strip():
+                continue
+        m = _TASK.match(line)
         if m is None:
-            if not fence:
-                found = [(b, a, no) for b, rest in _BLOCKS.findall(line) for a in _IDS.findall(rest)]
-                blocks += found
-                if not found and _IDS.search(line):
-                    unmapped.append(f"{source}:{no}: '{one_line(line).lstrip('-* ')}' names tasks but is not "
-                                    "'T001 blocks T002' or '(depends on T001)'; kept in the overview only")
-                h = _PHASE.match(line)
-                if h:
-                    phase = one_line(h.group(1)).rstrip(" 🎯") or None
-                elif title is None and line.startswith("# "):
-                    title = one_line(_TITLE.match(line).group(1))
-                    continue
-                elif line.startswith("## "):
-                    phase = None  # a section that is no phase: tasks there have none
-            prose.append(line)
+            found = [(b, a, no) for b, rest in _BLOCKS.findall(line) for a in _IDS.findall(rest)]
+            blocks += found
+            if not found and _IDS.search(line):
+                unmapped.append(f"{source}:{no}: '{one_line(line).lstrip('-* ')}' names tasks but is not "
+                                "'T001 blocks T002' or '(depends on T001)'; kept in the overview only")
+            h = _PHASE.match(line)
+            if h:
+                phase = one_line(h.group(1)).rstrip(" 🎯") or None
+            elif title is None and line.startswith("# "):
+                title = one_line(_TITLE.match(line).group(1))
+                continue
+            elif line.startswith("## "):
+                phase = None  # a section that is no phase: tasks there have none
+            prose.append(_inert(prose_line(line)))
             continue
         done, tid, rest = m.group(1) != " ", m.group(2), m.group(3)
         marks = _MARK.findall(rest[: _marks_end(rest)])
         rest = rest[_marks_end(rest):]
-        deps = [d for found in _DEPENDS.findall(rest) for d in _IDS.findall(found)]
-        rest = one_line(_DEPENDS.sub("", rest))
+        deps, rest = _dependencies(rest)
+        rest = one_line(rest)
         tid = task_id(tid)
         if tid in order:
             unmapped.append(f"{source}:{no}: a second task {tid}; left out")
@@ -78,6 +106,10 @@ def read(text: str, source: str) -> Imported:
                           line=no))
         if not rest:
             unmapped.append(f"{source}:{no}: {tid} has no description; its title is its id")
+    if comment_at:
+        unmapped.append(f"{source}:{comment_at}: an HTML comment that is never closed; the rest of the file left out")
+    if fence is not None:  # close it, or the roadmap's '## Tasks' would be code
+        prose.append(fence[0] * fence[1])
     if not tasks:
         raise NotImportable(f"{source}: no task lines like '- [ ] T001 Description' found")
     _order_tasks(tasks, parallel)
@@ -92,10 +124,70 @@ def read(text: str, source: str) -> Imported:
         t.line = 1
     overview = "\n".join(prose).strip()
     roadmap = Roadmap(path="roadmap.md", title=title or "Imported from spec-kit",
-                      overview=f"Imported from spec-kit ({source}) by `harnessc import`."
+                      overview=f"Imported from spec-kit ({one_line(source)}) by `harnessc import`."
                                + (f" The text of tasks.md without its task lines:\n\n{overview}" if overview else ""),
                       tasks=keep_known_dependencies(tasks, unmapped))
     return Imported(roadmap, unmapped)
+
+
+def _opens_fence(line: str) -> bool:
+    """Whether a line opens a fenced code block, as the roadmap's own lexer reads it."""
+    s = line.lstrip(" \t")
+    return len(line) - len(s) <= 3 and s[:1] in ("`", "~") and _fence(s) is not None
+
+
+def _closes(line: str, fence: tuple[str, int]) -> bool:
+    """Whether a line closes the fenced block `fence`, as the roadmap's own lexer reads it."""
+    s = line.lstrip(" ")
+    ch, n = fence
+    return len(line) - len(s) <= 3 and s.startswith(ch * n) and not s.lstrip(ch).strip()
+
+
+def _uncommented(line: str, inside: bool) -> tuple[str, bool]:
+    """(the line without its HTML comments, whether one is still open at its end); `inside`:
+    the line starts inside a comment. `<!-->` is a whole comment, as in HTML."""
+    out, at = [], 0
+    while True:
+        if inside:
+            end = line.find("-->", at)
+            if end < 0:
+                return "".join(out), True
+            at, inside = end + 3, False
+        else:
+            start = line.find("<!--", at)
+            if start < 0:
+                out.append(line[at:])
+                return "".join(out), False
+            out.append(line[at:start])
+            at, inside = start + 2, True
+
+
+def _inert(line: str) -> str:
+    """A prose line for the roadmap's overview, escaped if the roadmap would read it as its
+    '## Tasks' heading (what follows would be tasks)."""
+    s = line.lstrip(" \t")
+    if s[:1] == "#" and s.strip("# \t").lower() == "tasks":
+        return line[: len(line) - len(s)] + "\\" + s
+    return line
+
+
+def _dependencies(text: str) -> tuple[list[str], str]:
+    """(ids named in the "(depends on T001, T002)" groups of a task's text, the text without
+    them). One pass: once no ')' follows, no later group can close either."""
+    deps: list[str] = []
+    kept: list[str] = []
+    at = 0
+    for m in _DEPENDS_START.finditer(text):
+        if m.start() < at:
+            continue
+        close = text.find(")", m.end())
+        if close < 0:
+            break
+        deps += _IDS.findall(text, m.end(), close)
+        kept.append(text[at : m.start()])
+        at = close + 1
+    kept.append(text[at:])
+    return deps, "".join(kept)
 
 
 def _marks_end(rest: str) -> int:

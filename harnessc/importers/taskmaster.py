@@ -14,7 +14,7 @@ from typing import Any
 
 from ..compiler.tasks import Roadmap, Task
 from ..compiler.vocab import Priority
-from . import NotImportable, Imported, goal_text, keep_known_dependencies, one_line, task_id
+from . import NotImportable, Imported, bounded_depth, goal_text, keep_known_dependencies, one_line, task_id
 
 PRIORITIES = {"high": Priority.high, "medium": Priority.normal, "low": Priority.low, "critical": Priority.critical}
 # fields read into the roadmap; any other field of a task is listed as not imported
@@ -24,6 +24,7 @@ OPEN = {"pending", "in-progress", "review", "blocked", ""}  # statuses that are 
 
 def read(text: str, source: str, tag: str | None = None) -> Imported:
     """The roadmap of a tasks.json text (`source` names it in messages)."""
+    bounded_depth(text, source)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -39,7 +40,7 @@ def read(text: str, source: str, tag: str | None = None) -> Imported:
         out += _tasks_of(raw, unmapped)
     out = _unique(out, unmapped)
     roadmap = Roadmap(path="roadmap.md", title=title, tasks=keep_known_dependencies(out, unmapped),
-                      overview=f"Imported from Taskmaster ({source}, {layout}) by `harnessc import`.")
+                      overview=f"Imported from Taskmaster ({one_line(source)}, {one_line(layout)}) by `harnessc import`.")
     return Imported(roadmap, unmapped)
 
 
