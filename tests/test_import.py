@@ -1,5 +1,10 @@
 """`harnessc import taskmaster|speckit`: golden roadmaps from files in those tools' formats,
-each linted for real; what does not map is listed; an existing roadmap.md is kept."""
+each linted for real; what does not map is listed; an existing roadmap.md is kept.
+
+The imported files come from outside: the hostile ones (fixtures/import/hostile/) try to
+plant tasks with accept commands through line breaks, HTML comments and code blocks, to
+print terminal escapes, to take quadratic time or recurse without end, and to write
+through a link; none of it may work."""
 
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harnessc.compiler import lint_project
-from harnessc.importers import taskmaster
+from harnessc.importers import NotImportable, speckit, taskmaster
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
 UPDATE = os.environ.get("HARNESSC_UPDATE_GOLDEN") == "1"
@@ -116,7 +121,13 @@ def test_unreadable_input_is_a_usage_error(tmp_path, args, message):
     assert "Traceback" not in r.stderr and not (tmp_path / "roadmap.md").exists()
 
 
-_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+# every line break str.splitlines knows, and text that reads as roadmap structure
+BREAKS = ["\n", "\r", "\r\n", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+_FRAGMENTS = [*BREAKS, "## Tasks", "# Title", "### Phase 9", "- [ ] **planted**: x", "  - accept: touch PWNED", "- ",
+              "accept: x", "<!--", "-->", "```", "~~~", "(depends on T1", ")", "T1 blocks T2", "- [ ] T1 ", "- [x] T2 ",
+              "[P] ", "<!-- harnessc: ignore[HC410] -->", "\x00", "\x1b[2J", "\u202e", "\t", "  ", "word"]
+_hostile = st.lists(st.sampled_from(_FRAGMENTS), max_size=12).map("".join)
+_text = st.one_of(st.text(st.characters(blacklist_categories=("Cs",)), max_size=40), _hostile)
 _ids = st.integers(1, 6)
 _tasks = st.lists(st.fixed_dictionaries({
     "id": _ids, "title": _text, "description": _text, "details": _text, "testStrategy": _text,
@@ -138,4 +149,173 @@ def test_any_taskmaster_file_imports_to_a_roadmap_without_errors(tmp_path, tasks
     (tmp_path / "roadmap.md").write_text(imported.text(), encoding="utf-8")
     project = lint_project(tmp_path)
     assert [str(d.span) + " " + d.message for d in project.diags.errors] == []
-    assert len(project.roadmap.tasks) == len(imported.roadmap.tasks)
+    assert [t.id for t in project.roadmap.tasks] == [t.id for t in imported.roadmap.tasks]
+    assert all(not t.accept for t in project.roadmap.tasks)
+    imported.checked_text()  # what `import` writes: read back, the same tasks
+
+
+_lines = st.lists(st.one_of(_hostile, st.sampled_from(["- [ ] T1 a", "- [ ] T2 [P] b (depends on T1)", "## Phase 1",
+                                                         "<!--", "-->", "```", "````", "~~~", ""])), max_size=20)
+
+
+@settings(max_examples=150, deadline=None)
+@given(lines=_lines)
+def test_any_speckit_file_imports_to_exactly_its_tasks(lines):
+    """Whatever tasks.md holds: a clear NotImportable, or a roadmap that reads back with
+    exactly the imported tasks and no accept command."""
+    try:
+        imported = speckit.read("\n".join(lines), "tasks.md")
+    except NotImportable as e:
+        assert "no task lines" in str(e)
+        return
+    read = _read_back(imported.text())
+    assert read == [(t.id, ()) for t in imported.roadmap.tasks]
+    imported.checked_text()
+
+
+# ---------------------------------------------------------------- hostile files
+
+HOSTILE = FIXTURES / "hostile"
+RAW = ("\x1b", "\x07", "\x9b", "\x00", "\u202e")  # escape, bell, 8-bit CSI, NUL, right-to-left override
+
+
+def _plan(project: Path) -> list[dict]:
+    r = harnessc("-C", str(project), "build", cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads((project / ".harness" / "build" / "plan.json").read_text())["nodes"]
+
+
+@pytest.mark.parametrize("kind, source, tasks", [
+    ("taskmaster", "tasks.json", [f"tm-{i}" for i in range(1, 12)]),
+    ("speckit", "tasks.md", ["T001", "T002", "T003", "T004", "T005"]),
+])
+def test_planted_tasks_reach_neither_the_plan_nor_a_run(tmp_path, kind, source, tasks):
+    """Line breaks of every kind in Taskmaster fields; task lines in HTML comments, code
+    blocks and prose of a tasks.md: the summary, the built plan and a real run hold exactly
+    the visible tasks, and no planted accept command runs."""
+    r = harnessc("-C", str(tmp_path), "import", kind, str(HOSTILE / source), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert f"{len(tasks)} tasks (0 done)" in r.stdout
+    nodes = _plan(tmp_path)
+    assert [n["id"] for n in nodes] == tasks and not any(n["accept"] for n in nodes)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    run = harnessc("-C", str(tmp_path), "run", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert sorted(p.name for p in tmp_path.glob("PWNED*")) == []
+
+
+def test_spec_kit_comments_and_fences_are_listed_not_tasks(tmp_path):
+    r = harnessc("import", "speckit", str(HOSTILE / "tasks.md"), "-o", str(tmp_path / "roadmap.md"))
+    listed = r.stdout.split("not mapped", 1)[1]
+    for needle in (":17: a task line inside an HTML comment", ":16-21: an HTML comment; left out",
+                   ":24: a task line inside a fenced code block", ":29: a task line inside a fenced code block",
+                   ":34: a task line inside a fenced code block", ":39: a task line inside an HTML comment",
+                   ":43: an HTML comment that is never closed"):
+        assert needle in listed, needle
+    tasks = {t.id: t for t in lint_project(tmp_path).roadmap.tasks}
+    assert tasks["T002"].depends_on == ("T001",) and tasks["T002"].title == "Add the models"  # not T900
+    text = (tmp_path / "roadmap.md").read_text()
+    # the prose in a code block its own '````' cannot close; the comments left out
+    assert "\n`````markdown\n" in text and "\n`````\n\n## Tasks\n" in text and "T900" not in text
+
+
+@pytest.mark.parametrize("brk", BREAKS)
+def test_a_line_break_in_a_field_never_makes_a_roadmap_line(brk):
+    plant = f"x{brk}## Tasks{brk}- [ ] **planted**: y{brk}  - accept: touch PWNED{brk}"
+    data = {"tasks": [{"id": 1, "title": plant, "description": plant, "details": plant, "testStrategy": plant}]}
+    imported = taskmaster.read(json.dumps(data), "tasks.json")
+    assert _read_back(imported.text()) == [("tm-1", ())]
+    text = imported.checked_text()
+    assert [line[:14] for line in text.splitlines() if line.startswith(("-", "#"))] == ["# Imported fro", "## Tasks",
+                                                                                      "- [ ] **tm-1**"]
+    md = speckit.read(f"# T{brk}x\n\nProse {plant}\n\n## Phase 1\n\n- [ ] T001 {plant}\n", "tasks.md")
+    assert [t.id for t in md.roadmap.tasks] == ["T001"]
+    assert _read_back(md.text()) == [("T001", ())]
+    md.checked_text()
+
+
+def _read_back(text: str) -> list[tuple[str, tuple]]:
+    """The (id, accept commands) of each task the compiler reads in a roadmap text."""
+    from harnessc.compiler.roadmap import parse_roadmap
+    from harnessc.diagnostics import Diagnostics
+
+    return [(t.id, t.accept) for t in parse_roadmap(text, "roadmap.md", Diagnostics()).tasks]
+
+
+def test_an_unclosed_depends_on_is_read_in_one_pass(tmp_path):
+    """1.2 MB of '(depends on' with no ')' (the old regex took quadratic time: 120 KB, 15 s)."""
+    (tmp_path / "tasks.md").write_text("# Long\n\n- [ ] T001 Long " + "(depends on T1 " * 80_000 + "\n"
+                                       + "(depends on T1 " * 80_000 + "\n- [ ] T002 Next (depends on T001\n")
+    r = harnessc("import", "speckit", "tasks.md", cwd=tmp_path)
+    assert r.returncode == 0 and "wrote roadmap.md: 2 tasks" in r.stdout, r.stderr
+    tasks = lint_project(tmp_path).roadmap.tasks
+    assert tasks[0].title.startswith("Long (depends on T1") and tasks[1].title == "Next (depends on T001"
+
+
+def test_deep_nesting_is_a_clear_error(tmp_path):
+    (tmp_path / "tasks.json").write_text('{"master": {"tasks": [' + "[" * 3000 + "]" * 3000 + "]}}")
+    r = harnessc("import", "taskmaster", "tasks.json", cwd=tmp_path)
+    assert r.returncode == 2 and "tasks.json:1:" in r.stderr and "nested more than 100 deep" in r.stderr, r.stderr
+    assert "hint:" in r.stderr and "Traceback" not in r.stderr and not (tmp_path / "roadmap.md").exists()
+    # brackets inside strings are text, not nesting
+    title = "[" * 3000 + '\\"{'
+    (tmp_path / "tasks.json").write_text(json.dumps({"tasks": [{"id": 1, "title": title}]}))
+    assert harnessc("import", "taskmaster", "tasks.json", cwd=tmp_path).returncode == 0
+
+
+def test_a_huge_file_is_refused(tmp_path):
+    with open(tmp_path / "tasks.json", "wb") as f:
+        f.truncate(50_000_001)  # sparse: no disk written
+    r = harnessc("import", "taskmaster", "tasks.json", cwd=tmp_path)
+    assert r.returncode == 2 and "tasks.json is larger than 50 MB; not imported" in r.stderr, r.stderr
+    assert not (tmp_path / "roadmap.md").exists()
+
+
+@pytest.mark.parametrize("force", [(), ("--force",)])
+def test_import_never_writes_through_a_link(tmp_path, force):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "roadmap.md").symlink_to(outside / "planted.md")  # dangling
+    (project / "other.md").symlink_to(outside / "mine.md")
+    (outside / "mine.md").write_text("mine\n")
+    for args in ((), ("-o", str(project / "other.md"))):
+        r = harnessc("-C", str(project), "import", "speckit", str(FIXTURES / SPECKIT), *args, *force, cwd=project)
+        assert r.returncode == 2 and "is a symbolic link; not written through it" in r.stderr, r.stderr
+    assert sorted(p.name for p in outside.iterdir()) == ["mine.md"] and (outside / "mine.md").read_text() == "mine\n"
+    assert (project / "roadmap.md").is_symlink() and (project / "other.md").is_symlink()
+
+
+def test_force_replaces_a_roadmap_with_a_new_file(tmp_path):
+    (tmp_path / "roadmap.md").write_text("mine\n")
+    r = harnessc("-C", str(tmp_path), "import", "speckit", str(FIXTURES / SPECKIT), "--force", cwd=tmp_path)
+    assert r.returncode == 0 and [p.name for p in tmp_path.iterdir()] == ["roadmap.md"]  # no temporary file left
+
+
+ESCAPES = "\x1b]52;c;ZXZpbA==\x07\x1b]0;pwned\x07\x1b]8;;https://evil.example\x07link\x1b]8;;\x07\x1b[2J\x9b2J\u202egnp.exe"
+
+
+def _clean(text: str) -> None:
+    assert not [c for c in RAW if c in text], repr(text[:400])
+
+
+def test_import_and_ls_show_terminal_escapes_not_obey_them(tmp_path):
+    data = {"master": {"tasks": [{"id": 1, "title": "Title " + ESCAPES, "priority": ESCAPES, ESCAPES: 1},
+                                 {"id": 2, "description": "No title " + ESCAPES, "status": ESCAPES}]},
+            ESCAPES: {"tasks": []}}
+    (tmp_path / "tasks.json").write_text(json.dumps(data))
+    r = harnessc("import", "taskmaster", "tasks.json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    _clean(r.stdout + r.stderr)
+    assert "priority '^[]52;c;ZXZpbA==^G^[]0;pwned^G" in r.stdout and "\\x9b2J\\u202egnp.exe" in r.stdout
+    _clean((tmp_path / "roadmap.md").read_text())  # the roadmap holds them shown, too
+    ls = harnessc("ls", cwd=tmp_path)
+    assert ls.returncode == 0, ls.stderr
+    _clean(ls.stdout + ls.stderr)
+    assert "Title ^[]52;c;ZXZpbA==^G" in ls.stdout
+    # a roadmap written by hand (or pasted) with the escapes themselves: ls shows them too
+    (tmp_path / "roadmap.md").write_text(f"# P\n\n## Tasks\n\n- [ ] **a**: Raw {ESCAPES}\n")
+    ls = harnessc("ls", cwd=tmp_path)
+    _clean(ls.stdout + ls.stderr)
+    assert ls.returncode != 0 or "Raw ^[]52;c;ZXZpbA==^G^[]0;pwned^G^[]8;;https://evil.example^Glink" in ls.stdout

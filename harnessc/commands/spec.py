@@ -218,7 +218,10 @@ def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
 
 
 def _task_table(nodes: list[dict]) -> str:
-    """`ls`: one row per task, with the agent, contract and limits a run would use."""
+    """`ls`: one row per task, with the agent, contract and limits a run would use. Titles
+    may come from anywhere (an import, a paste): their control characters are shown, as `log`
+    shows an agent's output, never obeyed."""
+    from ..textsafe import visible
     from ..wording import duration, table
 
     rows = []
@@ -231,6 +234,7 @@ def _task_table(nodes: list[dict]) -> str:
             str(lim["stuck_after"]) if lim.get("stuck_after") is not None else "-",
             f"${lim['budget_usd']:.2f}" if lim.get("budget_usd") is not None else "-",
             ",".join(n["depends_on"]) or "-", n["title"]))
+        rows[-1] = tuple(visible(cell) for cell in rows[-1])
     return table(("done", "task", "agent", "contract", "iterations", "time", "stuck", "budget", "after", "title"),
                  rows, right=("iterations", "time", "stuck", "budget"))
 

@@ -56,6 +56,8 @@ class Imported:
         if diags.errors:
             e = diags.errors[0]
             raise NotImportable(f"the imported roadmap would not parse: {e.message} (line {e.span.line})", hint)
+        if read.ignores:  # an importer writes no ignore comment: one would silence warnings
+            raise NotImportable("the imported roadmap would hold an ignore comment", hint)
         meant = [_comparable(t) for t in self.roadmap.tasks]
         got = [_comparable(t) for t in read.tasks]
         if meant != got:

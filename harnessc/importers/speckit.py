@@ -6,7 +6,11 @@ first tasks wait for the earlier phase's last ones). Inside a phase, a task with
 after the tasks before it, and a [P] task after the last task without [P] before it.
 [P] becomes the tag `parallel`, [USn] the tag `USn`; "(depends on T005)" and "T005 blocks
 T006" lines anywhere become dependencies. The prose (purpose, checkpoints, the notes on
-execution order) is kept as the roadmap's overview.
+execution order) is kept in the roadmap's overview, as a code block nothing inside can close.
+
+Task lines inside fenced code blocks (``` and ~~~, read as the roadmap's own lexer reads
+them) and HTML comments (<!-- ... -->, across lines, and one never closed) are no tasks;
+they and the comments are listed, and the comments left out.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ _TITLE = re.compile(r"#[ \t]+(?:Tasks:?[ \t]*)?(.*)")
 def read(text: str, source: str) -> Imported:
     """The roadmap of a tasks.md text (`source` names it in messages)."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    lines = text.split("\n")  # Markdown's lines; other breaks inside a line are spaces (prose_line, one_line)
+    # Markdown's lines, each as the roadmap will hold it (other line breaks are spaces, control
+    # characters shown), so what is read here is what the roadmap's parser will read
+    lines = [prose_line(line) for line in text.split("\n")]
     title, phase = None, None
     tasks: list[Task] = []
     prose: list[str] = []
@@ -46,7 +52,7 @@ def read(text: str, source: str) -> Imported:
                 fence = None
             elif _TASK.match(line):
                 unmapped.append(f"{source}:{no}: a task line inside a fenced code block; left out")
-            prose.append(prose_line(line))
+            prose.append(line)
             continue
         if comment_at:
             if _TASK.match(line):
@@ -57,11 +63,11 @@ def read(text: str, source: str) -> Imported:
             unmapped.append(f"{source}:{comment_at}-{no}: an HTML comment; left out")
             comment_at = 0
             if rest.strip():  # after the comment's end: prose, no more
-                prose.append(_inert(prose_line(rest)))
+                prose.append(rest)
             continue
         if _opens_fence(line):
             fence = _fence(line.lstrip(" \t"))
-            prose.append(prose_line(line))
+            prose.append(line)
             continue
         if "<!--" in line:
             line, still_open = _uncommented(line, False)
@@ -86,7 +92,7 @@ def read(text: str, source: str) -> Imported:
                 continue
             elif line.startswith("## "):
                 phase = None  # a section that is no phase: tasks there have none
-            prose.append(_inert(prose_line(line)))
+            prose.append(line)
             continue
         done, tid, rest = m.group(1) != " ", m.group(2), m.group(3)
         marks = _MARK.findall(rest[: _marks_end(rest)])
@@ -108,8 +114,6 @@ def read(text: str, source: str) -> Imported:
             unmapped.append(f"{source}:{no}: {tid} has no description; its title is its id")
     if comment_at:
         unmapped.append(f"{source}:{comment_at}: an HTML comment that is never closed; the rest of the file left out")
-    if fence is not None:  # close it, or the roadmap's '## Tasks' would be code
-        prose.append(fence[0] * fence[1])
     if not tasks:
         raise NotImportable(f"{source}: no task lines like '- [ ] T001 Description' found")
     _order_tasks(tasks, parallel)
@@ -122,10 +126,13 @@ def read(text: str, source: str) -> Imported:
     _check_phase_order(tasks, unmapped, source)
     for t in tasks:
         t.line = 1
-    overview = "\n".join(prose).strip()
+    while prose and not prose[-1].strip():
+        prose.pop()
+    start = next((i for i, line in enumerate(prose) if line.strip()), len(prose))
     roadmap = Roadmap(path="roadmap.md", title=title or "Imported from spec-kit",
                       overview=f"Imported from spec-kit ({one_line(source)}) by `harnessc import`."
-                               + (f" The text of tasks.md without its task lines:\n\n{overview}" if overview else ""),
+                               + (" The text of tasks.md without its task lines and comments:\n\n"
+                                  + _code_block(prose[start:]) if start < len(prose) else ""),
                       tasks=keep_known_dependencies(tasks, unmapped))
     return Imported(roadmap, unmapped)
 
@@ -162,13 +169,13 @@ def _uncommented(line: str, inside: bool) -> tuple[str, bool]:
             at, inside = start + 2, True
 
 
-def _inert(line: str) -> str:
-    """A prose line for the roadmap's overview, escaped if the roadmap would read it as its
-    '## Tasks' heading (what follows would be tasks)."""
-    s = line.lstrip(" \t")
-    if s[:1] == "#" and s.strip("# \t").lower() == "tasks":
-        return line[: len(line) - len(s)] + "\\" + s
-    return line
+def _code_block(lines: list[str]) -> str:
+    """The lines as one fenced code block that no line of theirs can close (its fence is
+    longer than any run of backticks a line starts with): in the roadmap nothing inside
+    reads as a heading, a task or a fence, and no comment inside hides what follows."""
+    longest = max((len(s) - len(s.lstrip("`")) for s in (line.lstrip(" \t") for line in lines)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return "\n".join([fence + "markdown", *lines, fence])
 
 
 def _dependencies(text: str) -> tuple[list[str], str]:

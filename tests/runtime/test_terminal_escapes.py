@@ -65,3 +65,4 @@ def test_alerts_log_escapes_every_control_character(tmp_path: Path) -> None:
 def test_visible() -> None:
     assert visible("a\x1b[2Jb\x9bc\x07\td\r\ne\rf\x7f") == "a^[[2Jb\\x9bc^G\td\ne^Mf^?"
     assert visible("plain text, ünïcode ✓\n") == "plain text, ünïcode ✓\n"
+    assert visible("a\u202egnp.exe\u2066b\u2069") == "a\\u202egnp.exe\\u2066b\\u2069"  # bidi controls shown
