@@ -319,3 +319,8 @@ def test_import_and_ls_show_terminal_escapes_not_obey_them(tmp_path):
     ls = harnessc("ls", cwd=tmp_path)
     _clean(ls.stdout + ls.stderr)
     assert ls.returncode != 0 or "Raw ^[]52;c;ZXZpbA==^G^[]0;pwned^G^[]8;;https://evil.example^Glink" in ls.stdout
+    # and when the roadmap has errors, the diagnostics quote the line with them shown
+    (tmp_path / "roadmap.md").write_text(f"# P\n\n## Tasks\n\n- [ ] **a**: Raw {ESCAPES}\n  - depends_on: nosuch\n")
+    ls = harnessc("ls", cwd=tmp_path)
+    assert ls.returncode == 1 and "unknown dependency 'nosuch'" in ls.stdout, ls.stdout + ls.stderr
+    _clean(ls.stdout + ls.stderr)

@@ -11,6 +11,7 @@ import click
 from .. import __version__, completion
 from ..exitcodes import Exit, diagnostics_exit, diagnostics_summary
 from ..nogc import no_cyclic_gc
+from ..textsafe import visible
 from ..wording import plural
 from .common import SELECTOR_HINT, Context, fail_usage, output_option, pass_ctx, read_input
 
@@ -50,8 +51,8 @@ def report(diags, sources: dict[str, str], fmt: str, strict: bool, quiet_ok: boo
     elif fmt == "sarif":
         click.echo(render_sarif(items, __version__, paths, Path.cwd().as_uri() + "/"), nl=False)
     else:
-        if items:
-            click.echo(render_text(items, sources, paths), nl=False, err=False)
+        if items:  # quoted source lines may hold control characters: shown, as `log` shows them
+            click.echo(visible(render_text(items, sources, paths)), nl=False, err=False)
         line = diagnostics_summary(len(diags.errors), len(diags.warnings), strict)
         if line:
             click.echo(line)
@@ -221,7 +222,6 @@ def _task_table(nodes: list[dict]) -> str:
     """`ls`: one row per task, with the agent, contract and limits a run would use. Titles
     may come from anywhere (an import, a paste): their control characters are shown, as `log`
     shows an agent's output, never obeyed."""
-    from ..textsafe import visible
     from ..wording import duration, table
 
     rows = []
