@@ -16,6 +16,7 @@ they and the comments are listed, and the comments left out.
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 from ..compiler.roadmap import _fence
 from ..compiler.tasks import Roadmap, Task
@@ -44,39 +45,10 @@ def read(text: str, source: str) -> Imported:
     phase_of: dict[str, str | None] = {}
     parallel: set[str] = set()
     blocks: list[tuple[str, str, int]] = []  # (before, after, line)
-    fence: tuple[str, int] | None = None  # an open fenced code block: (character, length)
-    comment_at = 0  # the line an open HTML comment started on (0: none)
-    for no, line in enumerate(lines, 1):
-        if fence is not None:  # code: never a task, a dependency or a heading
-            if _closes(line, fence):
-                fence = None
-            elif _TASK.match(line):
-                unmapped.append(f"{source}:{no}: a task line inside a fenced code block; left out")
+    for no, line, kind in _markdown_lines(lines, source, unmapped):
+        if kind != "text":  # code, or what follows a comment on its last line: never a task or heading
             prose.append(line)
             continue
-        if comment_at:
-            if _TASK.match(line):
-                unmapped.append(f"{source}:{no}: a task line inside an HTML comment; left out")
-            rest, still_open = _uncommented(line, True)
-            if still_open:
-                continue
-            unmapped.append(f"{source}:{comment_at}-{no}: an HTML comment; left out")
-            comment_at = 0
-            if rest.strip():  # after the comment's end: prose, no more
-                prose.append(rest)
-            continue
-        if _opens_fence(line):
-            fence = _fence(line.lstrip(" \t"))
-            prose.append(line)
-            continue
-        if "<!--" in line:
-            line, still_open = _uncommented(line, False)
-            if still_open:
-                comment_at = no
-            else:
-                unmapped.append(f"{source}:{no}: an HTML comment; left out")
-            if not line.strip():
-                continue
         m = _TASK.match(line)
         if m is None:
             found = [(b, a, no) for b, rest in _BLOCKS.findall(line) for a in _IDS.findall(rest)]
@@ -112,8 +84,6 @@ def read(text: str, source: str) -> Imported:
                           line=no))
         if not rest:
             unmapped.append(f"{source}:{no}: {tid} has no description; its title is its id")
-    if comment_at:
-        unmapped.append(f"{source}:{comment_at}: an HTML comment that is never closed; the rest of the file left out")
     if not tasks:
         raise NotImportable(f"{source}: no task lines like '- [ ] T001 Description' found")
     _order_tasks(tasks, parallel)
@@ -135,6 +105,46 @@ def read(text: str, source: str) -> Imported:
                                   + _code_block(prose[start:]) if start < len(prose) else ""),
                       tasks=keep_known_dependencies(tasks, unmapped))
     return Imported(roadmap, unmapped)
+
+
+def _markdown_lines(lines: list[str], source: str, unmapped: list[str]) -> Iterator[tuple[int, str, str]]:
+    """(line number, text, kind) of each line that is not all HTML comment, comments cut out:
+    kind "code" inside a fenced block, "rest" after a comment's end on its last line (prose,
+    as in Markdown), else "text". Task lines in code and comments, and the comments, are
+    listed in `unmapped`."""
+    fence: tuple[str, int] | None = None  # an open fenced code block: (character, length)
+    comment_at = 0  # the line an open HTML comment started on (0: none)
+    for no, line in enumerate(lines, 1):
+        if fence is not None:
+            if _closes(line, fence):
+                fence = None
+            elif _TASK.match(line):
+                unmapped.append(f"{source}:{no}: a task line inside a fenced code block; left out")
+            yield no, line, "code"
+        elif comment_at:
+            if _TASK.match(line):
+                unmapped.append(f"{source}:{no}: a task line inside an HTML comment; left out")
+            rest, still_open = _uncommented(line, True)
+            if not still_open:
+                unmapped.append(f"{source}:{comment_at}-{no}: an HTML comment; left out")
+                comment_at = 0
+                if rest.strip():
+                    yield no, rest, "rest"
+        elif _opens_fence(line):
+            fence = _fence(line.lstrip(" \t"))
+            yield no, line, "code"
+        elif "<!--" in line:
+            text, still_open = _uncommented(line, False)
+            if still_open:
+                comment_at = no
+            else:
+                unmapped.append(f"{source}:{no}: an HTML comment; left out")
+            if text.strip():
+                yield no, text, "text"
+        else:
+            yield no, line, "text"
+    if comment_at:
+        unmapped.append(f"{source}:{comment_at}: an HTML comment that is never closed; the rest of the file left out")
 
 
 def _opens_fence(line: str) -> bool:
