@@ -240,11 +240,18 @@ def _order_tasks(tasks: list[Task], parallel: set[str]) -> None:
 
 def _check_phase_order(tasks: list[Task], unmapped: list[str], source: str) -> None:
     """Drop (and list) a dependency on a later task that already waits for this one: with the
-    phase and sequence order it would close a cycle."""
+    phase and sequence order it would close a cycle.
+
+    Each check walks the graph, so the walks share a budget linear in the tasks: a file with
+    thousands of such dependencies (`T999 blocks T1, ..., T998`) is not checked here past it,
+    and keep_known_dependencies drops what still closes a cycle (listed too)."""
     by_id = {t.id: t for t in tasks}
     at = {t.id: i for i, t in enumerate(tasks)}
+    budget = 100_000 + 20 * sum(len(t.depends_on) + 1 for t in tasks)  # steps of all walks together
 
-    def reaches(start: str, goal: str) -> bool:
+    def reaches(start: str, goal: str) -> bool | None:
+        """Whether `start` waits for `goal`; None once the budget is spent."""
+        nonlocal budget
         seen, todo = set(), [start]
         while todo:
             tid = todo.pop()
@@ -252,12 +259,20 @@ def _check_phase_order(tasks: list[Task], unmapped: list[str], source: str) -> N
                 return True
             if tid not in seen and tid in by_id:
                 seen.add(tid)
+                budget -= 1 + len(by_id[tid].depends_on)
+                if budget < 0:
+                    return None
                 todo += by_id[tid].depends_on
         return False
 
     for t in tasks:
         for d in list(dict.fromkeys(t.depends_on)):
-            if d in at and at[d] > at[t.id] and reaches(d, t.id):
+            if not (d in at and at[d] > at[t.id]):
+                continue
+            found = reaches(d, t.id)
+            if found is None:
+                return
+            if found:
                 t.depends_on = tuple(x for x in t.depends_on if x != d)
                 unmapped.append(f"{t.id}: dependency on {d} left out: {d} comes later in {source} and "
                                 f"already waits for {t.id}")
