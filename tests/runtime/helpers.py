@@ -124,13 +124,15 @@ CLI = [PY, "-c", "from harnessc.cli import main; main()"]
 
 def harnessc(root: Path, *args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
     """harnessc -C root ..., started in root as a user would (its hints then need no -C)."""
-    kw.setdefault("cwd", root)
+    if Path(root).is_dir():
+        kw.setdefault("cwd", root)
     return subprocess.run([*CLI, "-C", str(root), *args], capture_output=True, text=True,
                           timeout=timeout, env=kw.pop("env", None) or env(), **kw)
 
 
 def spawn(root: Path, *args: str, **kw) -> subprocess.Popen:
-    kw.setdefault("cwd", root)
+    if Path(root).is_dir():
+        kw.setdefault("cwd", root)
     return subprocess.Popen([*CLI, "-C", str(root), *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=kw.pop("env", None) or env(), **kw)
 
