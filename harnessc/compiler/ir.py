@@ -238,6 +238,12 @@ class AgentConfig(_Spec):
         "claude / codex / gemini."
     )
     timeout: Duration | None = Field(None, description="Per-call time limit.")
+    sandbox: bool | None = Field(
+        None, description="command, claude-code, codex, gemini-cli (Linux): run the agent under bubblewrap, "
+        "its checkout and a private TMPDIR writable, the rest of the file system read-only, the git "
+        "directory writable only for its objects and the attempt's own worktree records; a run where "
+        "bubblewrap cannot start refuses the agent. Unset: `defaults.sandbox`."
+    )
     env: dict[str, str] | None = Field(
         None, description="command: environment values set for the agent, on top of what it receives."
     )
@@ -305,6 +311,8 @@ class Defaults(_Spec):
     isolation: IsolationMode = Field(IsolationMode.none, description="worktree: each attempt of a task works in "
                                      "its own git worktree and a verified change lands as one commit on the "
                                      "run's integration branch harnessc/run/<run-id>; none: in the project's tree.")
+    sandbox: bool = Field(False, description="Run every command and CLI agent that does not say otherwise "
+                          "under harnessc's sandbox (an agent's own `sandbox:` wins).")
     approaches: int = Field(1, ge=1, le=MAX_APPROACHES, description="Approaches of each task run at once, each "
                             "in its own git worktree (best-of-N; more than 1 implies isolation: worktree); a task's "
                             "`approaches:` wins.")

@@ -178,6 +178,11 @@ def _check_agent_keys(project: Project) -> None:
                     "remove `permissions` (this agent only answers; it never acts in the project)")
             project.diags.error("HC217", f"'permissions' applies to {', '.join(clis[:-1])} and {clis[-1]} agents,"
                                 f" and '{name}' is {unit.name}", marks.key(loc + ("permissions",)), hint)
+        if written.get("sandbox") is True and not providers.runs_programs(unit.name):
+            project.diags.error("HC430", f"'sandbox' applies to agents that run a program on this machine (command,"
+                                f" {', '.join(providers.clis())}), and '{name}' is {unit.name}",
+                                marks.key(loc + ("sandbox",)),
+                                "remove `sandbox: true` (this agent only answers; it runs nothing here to confine)")
 
 
 def _check_templates_dir(project: Project) -> None:

@@ -159,12 +159,16 @@ def _staged_context(project: Project, task: Task, routing: Routing, windows: "_W
     return stage(files, project.context_priority.get(task.id, {}), budget, str(project.root), shared(source))
 
 
-def _agent_entry(agent: AgentConfig) -> dict:
+def _agent_entry(agent: AgentConfig, sandbox: bool = False) -> dict:
     """An agent as plan.json holds it: the keys set, and `api_key_env: null` (no key) kept,
-    which left out would read as the provider's default variable."""
+    which left out would read as the provider's default variable. `sandbox`: harness.yaml's
+    `defaults.sandbox`, written into the entry of each command or CLI agent that leaves it
+    unset (the runtime reads an agent's settings only)."""
     entry = agent.model_dump(mode="json", exclude_none=True)
     if agent.api_key_env is None:
         entry = {k: entry.get(k) for k in type(agent).model_fields if k in entry or k == "api_key_env"}
+    if sandbox and agent.sandbox is None and providers.runs_programs(agent.provider):
+        entry["sandbox"] = True
     return entry
 
 
@@ -333,7 +337,7 @@ def build_plan(project: Project) -> None:
         templates=cfg.templates,
         # every agent harness.yaml defines (run --agent and the router may choose any), plus
         # the implicit PROVIDER:MODEL agents the tasks use
-        agents={n: _agent_entry(agents[n]) for n in sorted(agents)
+        agents={n: _agent_entry(agents[n], cfg.defaults.sandbox) for n in sorted(agents)
                 if n in used_agents or (n in cfg.agents and n != BUILTIN_AGENT)},
         budget=cfg.budget.model_dump(mode="json"),
         defaults=cfg.defaults.model_dump(mode="json"),

@@ -130,6 +130,13 @@ def clis() -> tuple[str, ...]:
     return tuple(p.name for p in REGISTRY.values() if p.cli)
 
 
+def runs_programs(name: str | None) -> bool:
+    """Whether agents of provider `name` run a program on this machine (command and the CLIs):
+    the ones `sandbox:` applies to."""
+    unit = get(name)
+    return unit is not None and (unit.cli or unit.name == "command")
+
+
 def with_schema() -> tuple[Provider, ...]:
     """The providers whose structured-output schema plan.json holds, one per contract."""
     return tuple(p for p in REGISTRY.values() if p.schema is not None and p.schema_in_plan)

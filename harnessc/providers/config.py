@@ -109,6 +109,7 @@ class ProgramConfig(AgentConfig):
     command: tuple[str, ...] | None = None  # argv (a CLI: its executable and leading arguments)
     env: dict[str, str] = field(default_factory=dict)  # set for the program, over what it receives
     pass_env: tuple[str, ...] = ()  # passed through from harnessc's environment, by name
+    sandbox: bool = False  # run under bubblewrap (runtime/children/sandbox.py); plan.json holds defaults' value
 
     @property
     def call_timeout(self) -> float:

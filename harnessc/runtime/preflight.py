@@ -24,6 +24,7 @@ from .. import providers
 from ..providers import AgentConfig, ProgramConfig, ReplayConfig
 from ..planfile import Plan, PlanNode
 from ..workspace import Workspace
+from .children import sandbox
 from .routing.router import REHEARSAL, Router
 
 SDK_HINT = "pip install 'harnessc[llm]'"
@@ -34,7 +35,7 @@ RECORD_HINT = "record it with `harnessc run --record`"
 class Check:
     """One thing checked about an agent: what, whether it passed, and what was found."""
 
-    what: str  # key | sdk | executable | cassettes | version | base_url
+    what: str  # key | sdk | executable | sandbox | cassettes | version | base_url
     ok: bool
     detail: str
 
@@ -89,6 +90,10 @@ def agent_checks(config: AgentConfig, root: Path, replaying: bool = False,
         ok = importlib.util.find_spec(unit.sdk) is not None
         checks.append(Check("sdk", ok, f"the {unit.sdk} SDK is installed" if ok
                             else f"the {unit.sdk} SDK is not installed ({SDK_HINT})"))
+    if isinstance(config, ProgramConfig) and config.sandbox and not remote_programs:
+        why = sandbox.problem()  # never run without it: refused, not passed through unconfined
+        checks.append(Check("sandbox", why is None, "bubblewrap can sandbox it" if why is None
+                            else f"it asks for the sandbox, and {why} ({sandbox.HINT})"))
     program = None if remote_programs else executable(config)
     if program:
         found = find_executable(program, config, root)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ...estimates import estimate_tokens
 from ...providers import CommandConfig, ProgramConfig
-from ..children import procs
+from ..children import procs, sandbox
 from .base import AgentError, Request, Response, Usage, priced
 
 
@@ -42,8 +42,19 @@ class SubprocessAgent:
         if request.approach is not None:
             env["HARNESSC_APPROACH"] = str(request.approach)
         timeout = self.timeout(request)
-        res = await procs.run(argv, cwd=request.workdir or self.root, timeout=timeout, stdin=stdin, env=env,
-                              on_line=request.on_line)
+        if self.config.sandbox:
+            why = sandbox.problem()
+            if why:  # never run without it
+                raise AgentError(f"agent '{self.name}' asks for the sandbox, and {why} ({sandbox.HINT})",
+                                 kind="invalid_request")
+            with sandbox.Call(self.root, request.workdir) as jail:
+                wrapped = jail.wrap(argv, env, self.sandbox_writable())
+                res = await procs.run(wrapped, cwd=request.workdir or self.root, timeout=timeout, stdin=stdin,
+                                      env=env, on_line=request.on_line)
+            res.argv = list(argv)  # messages name the agent's program, not bwrap
+        else:
+            res = await procs.run(argv, cwd=request.workdir or self.root, timeout=timeout, stdin=stdin, env=env,
+                                  on_line=request.on_line)
         if res.error:
             raise AgentError(f"agent '{self.name}': {res.error}")
         if res.timed_out:
@@ -52,6 +63,11 @@ class SubprocessAgent:
                              + (" at the time its task had left of max_time" if cut_by_task else ""),
                              kind="timeout" if cut_by_task else timed_out_kind, stderr=res.stderr[-4000:])
         return res
+
+    def sandbox_writable(self) -> tuple[Path, ...]:
+        """Directories besides its checkout and TMPDIR the agent may write under the sandbox
+        (a CLI's own state directory); none for a command agent."""
+        return ()
 
 
 def full_prompt(request: Request) -> str:

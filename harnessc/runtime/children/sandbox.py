@@ -1,0 +1,195 @@
+"""harnessc's sandbox for command and CLI agents (`sandbox: true`): bubblewrap, Linux only.
+
+An agent's process runs under `bwrap` with the whole file system bound read-only, then
+writable again only where its work goes:
+
+- its checkout: the attempt's worktree (isolation: worktree), or the project directory in a
+  shared tree, with the project's `.harness/` read-only inside it;
+- a private TMPDIR of its own (a directory made per call and removed after it; not a tmpfs
+  over /tmp, so the paths in its `command:`, its prompt file and the project stay readable);
+- of the repository's git directory only `objects/` and, for an attempt, the worktree's own
+  admin directory (`<common>/worktrees/<name>/`: its HEAD, index and reflog). Everything
+  else there - config, hooks, refs, packed-refs, info/, the other worktrees - is read-only,
+  so a `git commit` inside an attempt's worktree works (detached HEAD) and one in a shared
+  tree fails (the index lock lives in the common directory). The attempt's ref
+  (refs/harnessc/...) is written by harnessc after the call, never by the agent.
+
+Also: a new PID namespace (the agent sees and signals only its own processes), every
+capability dropped (root in a container cannot remount the read-only binds writable), a
+fresh /dev and /proc, and `--die-with-parent`. The network is left as it is: CLI agents
+need their APIs. No `--new-session`: harnessc already starts each call in a process group
+of its own, and keeping bwrap's child in it is what lets the timeout's killpg reach the
+agent; the child has no controlling terminal, so the TIOCSTI escape `--new-session` guards
+against has no terminal to push into.
+
+Where the namespaces cannot be made (no bubblewrap, or a container or kernel that forbids
+user namespaces) an agent that asks for the sandbox is refused before any call: never run
+without it (`problem()`, read by the pre-flight, `doctor` and the agent itself).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HINT = "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`)"
+# What every sandboxed call gets (and the probe tries): the namespaces, a fresh /dev and /proc,
+# no capabilities, and an end with harnessc.
+BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
+        "--die-with-parent", "--cap-drop", "ALL")
+WORKTREES = Path(".harness") / "worktrees"  # where attempts' worktrees live (worktree/worktrees.py)
+
+
+def bwrap_path() -> str | None:
+    """The bwrap harnessc would start, from its own PATH (not the agent's)."""
+    return shutil.which("bwrap")
+
+
+def problem() -> str | None:
+    """Why no agent can be sandboxed here, or None when bubblewrap works."""
+    if not sys.platform.startswith("linux"):
+        return f"the sandbox needs Linux (this is {sys.platform})"
+    path = bwrap_path()
+    if path is None:
+        return "the sandbox needs bubblewrap and no `bwrap` is on PATH"
+    return _probe(path)
+
+
+@functools.cache
+def _probe(path: str) -> str | None:
+    """Whether `path` can make the sandbox's namespaces here: `bwrap <BASE> true`, once per process."""
+    try:
+        done = subprocess.run([path, *BASE, "true"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, timeout=30)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"bubblewrap ({path}) could not be started: {e}"
+    if done.returncode == 0:
+        return None
+    said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    return (f"bubblewrap ({path}) cannot create its namespaces here"
+            + (f": {said[-1][:200]}" if said else f" (exit {done.returncode})")
+            + " (a container may forbid user namespaces)")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What one call may write: `writable` on top of the read-only root, then `read_only`
+    again inside them, then `git_writable` (each a directory that exists)."""
+
+    checkout: Path
+    writable: tuple[Path, ...]
+    read_only: tuple[Path, ...] = ()
+    git_writable: tuple[Path, ...] = ()
+    notes: list[str] = field(default_factory=list)
+
+    def argv(self, bwrap: str, argv: list[str], tmpdir: Path, cwd: Path) -> list[str]:
+        """`argv` as bwrap runs it in this layout, with `tmpdir` writable and `cwd` its directory."""
+        out = [bwrap, *BASE]
+        for path in self.writable:
+            out += ["--bind", str(path), str(path)]
+        for path in self.read_only:
+            out += ["--ro-bind", str(path), str(path)]
+        for path in self.git_writable:
+            out += ["--bind", str(path), str(path)]
+        out += ["--bind", str(tmpdir), str(tmpdir), "--chdir", str(cwd), "--", *argv]
+        return out
+
+
+def layout(root: Path, workdir: Path | None) -> Layout:
+    """The layout of a call of project `root`'s agent working in `workdir` (None: the project).
+
+    Read from what harnessc made, not from the checkout: an attempt's worktree is the
+    directory two levels under `.harness/worktrees/`, its admin directory the one whose
+    `gitdir` names that worktree (looked up once, before its first call: an agent that
+    rewrote it later changes nothing)."""
+    root = root.resolve()
+    common = _common_dir(root)
+    work = (workdir or root).resolve()
+    harness = root / ".harness"
+    try:
+        rel = work.relative_to(root / WORKTREES)
+    except ValueError:
+        rel = None
+    if rel is not None and len(rel.parts) >= 2:  # an attempt's worktree
+        top = root / WORKTREES / rel.parts[0] / rel.parts[1]
+        git = [common / "objects"] if common else []
+        admin = _admin_dir(common, top) if common else None
+        if admin is not None:
+            git.append(admin)
+        return Layout(top, (top,), (), tuple(p for p in git if p.is_dir()))
+    # a shared tree: the project, with harnessc's own directory and the git directory read-only
+    inside = [p for p in (harness, common) if p is not None and p.exists() and p.is_relative_to(root)]
+    git = [common / "objects"] if common and (common / "objects").is_dir() else []
+    return Layout(root, (root,), tuple(inside), tuple(git))
+
+
+@functools.cache
+def _common_dir(root: Path) -> Path | None:
+    """The repository's common git directory of the project at `root`, or None outside git."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=root,
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+                              env={**os.environ, "GIT_CEILING_DIRECTORIES": str(root.parent)})
+    except (OSError, subprocess.SubprocessError):
+        return None
+    text = done.stdout.decode("utf-8", "replace").strip()
+    return Path(text).resolve() if done.returncode == 0 and text else None
+
+
+_ADMIN: dict[tuple[Path, Path], Path | None] = {}  # (common dir, worktree) -> its admin directory
+
+
+def _admin_dir(common: Path, top: Path) -> Path | None:
+    """`common`/worktrees/<name>/ of the worktree at `top` (its `gitdir` file names `top`/.git)."""
+    key = (common, top)
+    if key not in _ADMIN:
+        found = []
+        try:
+            entries = list((common / "worktrees").iterdir())
+        except OSError:
+            entries = []
+        for entry in entries:
+            try:
+                named = Path((entry / "gitdir").read_text("utf-8").strip())
+            except (OSError, UnicodeDecodeError):
+                continue
+            if named.parent.resolve() == top and entry.is_dir() and not entry.is_symlink():
+                found.append(entry)
+        _ADMIN[key] = found[0] if len(found) == 1 else None  # two claim it: neither is trusted
+    return _ADMIN[key]
+
+
+class Call:
+    """One sandboxed call: its private TMPDIR, made on entry and removed on exit."""
+
+    def __init__(self, root: Path, workdir: Path | None):
+        self.root, self.workdir = root, workdir
+        self.tmpdir: Path | None = None
+
+    def __enter__(self) -> "Call":
+        self.tmpdir = Path(tempfile.mkdtemp(prefix="harnessc-sandbox-")).resolve()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.tmpdir is not None:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+    def wrap(self, argv: list[str], env: dict[str, str], extra_writable: tuple[Path, ...] = ()) -> list[str]:
+        """`argv` under bwrap in this call's layout; `env` gets the private TMPDIR."""
+        assert self.tmpdir is not None
+        bwrap = bwrap_path()
+        if bwrap is None:
+            raise FileNotFoundError("bwrap")
+        plan = layout(self.root, self.workdir)
+        if extra_writable:
+            plan = Layout(plan.checkout, plan.writable + tuple(p for p in extra_writable if p.is_dir()),
+                          plan.read_only, plan.git_writable)
+        env["TMPDIR"] = str(self.tmpdir)
+        cwd = (self.workdir or self.root).resolve()
+        return plan.argv(bwrap, argv, self.tmpdir, cwd)
