@@ -250,8 +250,8 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
 @pass_ctx
 def doctor(ctx: Context, output: str, executor: str | None, ray_address: str | None) -> None:
     """Check that every agent can be used (keys, SDKs, CLIs and their versions, base_url
-    reachable, replay cassettes), the git identity when a task commits and, with the ray
-    executor, Ray, the cluster's address and each node's git and agent CLIs; calls no agent."""
+    reachable, replay cassettes), the git identity when a task commits, whether the sandbox
+    (bubblewrap) can start and, with the ray executor, Ray, the cluster's address and each node's git and agent CLIs; calls no agent."""
     import json
     from types import SimpleNamespace
 
@@ -281,6 +281,8 @@ def _doctor_lines(result) -> list[str]:
     lines = [table(("agent", "provider", "verdict", "checks"), rows)]
     lines += [f"git: {c.detail}" for c in result.git]
     lines += [f"executor: {c.what}: {c.detail}" for c in result.executor]
+    if result.sandbox is not None and result.asked:  # `--output json` always says
+        lines.append(f"sandbox: {result.sandbox.detail}")
     lines += [f"run would refuse: task '{task}' has no usable agent ({', '.join(route)})"
               for task, route in result.stranded.items()]
     lines.append("ok: no problems found" if result.ok else f"{plural(result.problems, 'problem')} found")

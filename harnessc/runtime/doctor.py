@@ -3,7 +3,8 @@
 Runs the pre-flight checks of `run` (preflight.py: key, SDK, executable, cassettes) and
 slower ones: each `base_url` reachable (a TCP connect to its host and port, nothing sent),
 each coding CLI's `--version`, and, when some task commits (`git: commit`), that the project
-is a git repository with an identity to commit as. With the ray executor: Ray importable and
+is a git repository with an identity to commit as, and whether harnessc's sandbox
+(bubblewrap) can start here. With the ray executor: Ray importable and
 its version, the cluster's address reachable, and on each alive node git and the agents'
 executables (check_workers). Calls no agent.
 """
@@ -24,7 +25,7 @@ from ..providers import AgentConfig, CliConfig
 from ..workspace import Workspace
 from .agents import deprecation
 from .worktree import gitcmd
-from .children import procs
+from .children import procs, sandbox
 from .executor import ExecutorError
 from .executor.rayconfig import ExecutorSettings, require_ray
 from .preflight import RECORD_HINT, Check, Usability, agent_checks, check_run, config_of, executable
@@ -57,6 +58,10 @@ class Report:
     git: list[Check] = field(default_factory=list)  # [] when no task commits
     stranded: dict[str, list[str]] = field(default_factory=dict)  # task -> its route, none usable
     executor: list[Check] = field(default_factory=list)  # [] with the local executor
+    # whether harnessc's sandbox can start here (a problem only for an agent asking for it:
+    # that agent's own checks say so); `asked`: some agent of the plan asks for it
+    sandbox: Check | None = None
+    asked: bool = False
 
     @property
     def problems(self) -> int:
@@ -73,6 +78,7 @@ class Report:
                             "checks": [_check_json(c) for c in a.checks]} for a in self.agents],
                 "git": [_check_json(c) for c in self.git],
                 "executor": [_check_json(c) for c in self.executor],
+                "sandbox": _check_json(self.sandbox) if self.sandbox else None,
                 "refused_tasks": self.stranded}
 
 
@@ -98,7 +104,17 @@ async def _diagnose(root: Path, plan: Plan, executor: ExecutorSettings | None = 
     git = await _git_checks(root) if any(n.git == "commit" for n in todo) else []
     stranded = check_run(plan, router, [n.id for n in todo], Usability(plan.agents, workspace)).stranded
     cluster = await _executor_checks(executor, plan) if executor is not None else []
-    return Report(list(reports), git, stranded, cluster)
+    asked = any(getattr(config, "sandbox", False) for config in plan.agents.values())
+    return Report(list(reports), git, stranded, cluster, sandbox_check(), asked)
+
+
+def sandbox_check() -> Check:
+    """Whether harnessc's sandbox (bubblewrap) can start on this machine."""
+    why = sandbox.problem()
+    if why is None:
+        return Check("sandbox", True, f"available (bubblewrap {sandbox.bwrap_path()}): agents with "
+                     "`sandbox: true` run under it")
+    return Check("sandbox", False, f"not available: {why} ({sandbox.HINT}); agents with `sandbox: true` are refused")
 
 
 async def _agent(root: Path, workspace: Workspace, name: str, config: AgentConfig | None,
