@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -234,3 +236,173 @@ def test_doctor_says_whether_the_sandbox_is_available(tmp_path):
     assert "no `bwrap` is on PATH" in missing.stdout and "install bubblewrap" in missing.stdout
     assert missing.returncode != 0  # an agent that asks for it cannot be used
     assert "sandbox: not available" in missing.stdout
+
+
+# ------------------------------------------------------------------ Codex's own sandbox and ours
+
+ALIAS_WARNING = ('WARNING: proceeding, even though we could not create PATH aliases: Refusing to create helper '
+                 'binaries under temporary dir "/tmp" (codex_home: AbsolutePathBuf("/tmp/x/home"))\n')
+
+
+def _fake_codex(tmp_path: Path, stderr: str = ALIAS_WARNING) -> Path:
+    from .test_cli_agents import CODEX_OK, fake_cli
+
+    return fake_cli(tmp_path / "bin", "codex", stdout=CODEX_OK, stderr=stderr)
+
+
+def _codex(tmp_path: Path, exe: Path, **settings) -> object:
+    from harnessc.runtime.agents.cli import CodexAgent
+
+    config = providers.agent_config("cx", {"provider": "codex", "command": [str(exe)], "permissions": "edit",
+                                           **settings})
+    return CodexAgent("cx", config, tmp_path)
+
+
+def test_codex_whose_own_sandbox_ran_nothing_fails_the_call_saying_why(tmp_path, monkeypatch):
+    """Codex 0.171 with a bwrap on PATH and CODEX_HOME under /tmp: every command it ran failed
+    inside its own sandbox, and it exited 0. The attempt fails, naming the cause and the ways out."""
+    exe = _fake_codex(tmp_path)
+    (tmp_path / "bin" / "bwrap").symlink_to("/bin/true")  # a bwrap on its PATH, real or not
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(AgentError) as e:
+        _call(_codex(tmp_path, exe), None)
+    message = str(e.value)
+    assert e.value.kind == "invalid_request"
+    assert "codex's own sandbox ran no command" in message and "codex-linux-sandbox" in message
+    assert "CODEX_HOME" in message and "sandbox: true" in message
+    assert e.value.usage.input_tokens == 1000  # what the call used is still charged
+
+
+def test_codex_with_full_permissions_or_no_warning_is_not_refused(tmp_path, monkeypatch):
+    exe = _fake_codex(tmp_path)
+    (tmp_path / "bin" / "bwrap").symlink_to("/bin/true")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    assert _call(_codex(tmp_path, exe, permissions="full"), None).text  # its sandbox is off
+    quiet = _fake_codex(tmp_path / "q", stderr="")
+    assert _call(_codex(tmp_path, quiet), None).text
+
+
+@needs_bwrap
+def test_codex_under_our_sandbox_runs_without_its_own(tmp_path, monkeypatch):
+    exe = _fake_codex(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    resp = _call(_codex(tmp_path, exe, sandbox=True), None)
+    assert resp.text  # the alias warning means nothing here: Codex's sandbox is not used
+    from .test_cli_agents import seen
+
+    argv = seen(exe)["argv"]
+    assert "--dangerously-bypass-approvals-and-sandbox" in argv and "-s" not in argv
+    assert (home / ".codex").is_dir()  # its state directory, writable in the sandbox
+
+
+# The real Codex CLI driven through its tool loop by a stand-in model server on 127.0.0.1: the
+# first answer asks it to run a command that writes cx_ops.py (and tries the user's file by its
+# absolute path), the second, after the command's output, ends the turn with the promise.
+CODEX = os.environ.get("HARNESSC_TEST_CODEX") or shutil.which("codex")
+needs_codex = pytest.mark.skipif(CODEX is None, reason="the real Codex CLI is not installed "
+                                 "(npm install -g @openai/codex, or set HARNESSC_TEST_CODEX to its path)")
+
+
+def _tool_loop_server(command: str):
+    from aiohttp import web
+
+    from .fakeapi import ThreadedFakeAPI
+
+    class ToolLoop(ThreadedFakeAPI):
+        def routes(self, app: web.Application) -> None:
+            app.router.add_post("/v1/responses", self._turn)
+
+        async def _turn(self, request: web.Request) -> web.StreamResponse:
+            body = await request.json()
+            self.requests.append(body)
+            ran = [i for i in body.get("input", []) if isinstance(i, dict) and i.get("type") == "function_call_output"]
+            tools = {t.get("name") for t in body.get("tools", []) if isinstance(t, dict)}
+            if not ran:
+                args = ({"cmd": command} if "exec_command" in tools else {"command": ["bash", "-lc", command]})
+                item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "status": "completed",
+                        "name": "exec_command" if "exec_command" in tools else "shell", "arguments": json.dumps(args)}
+            else:
+                item = {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
+                        "content": [{"type": "output_text", "annotations": [],
+                                     "text": "ran it <promise>DONE</promise>\n" + json.dumps(ran)[:2000]}]}
+            usage = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
+                     "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15}
+            done = {"id": "resp_1", "object": "response", "created_at": 0, "model": "gpt-test",
+                    "status": "completed", "output": [item], "usage": usage}
+            events = [("response.created", {"response": {**done, "status": "in_progress", "output": []}}),
+                      ("response.output_item.done", {"output_index": 0, "item": item}),
+                      ("response.completed", {"response": done})]
+            text = "".join(f"event: {n}\ndata: {json.dumps({'type': n, 'sequence_number': i, **d})}\n\n"
+                           for i, (n, d) in enumerate(events))
+            return web.Response(text=text, content_type="text/event-stream")
+
+    return ToolLoop()
+
+
+def _codex_project(root: Path, server: str, codex_home: Path, **settings) -> dict:
+    agent = {"provider": "codex", "command": [CODEX], "model": "gpt-test", "permissions": "edit",
+             "base_url": server + "/v1", "api_key_env": "OPENAI_API_KEY", **settings}
+    tasks = [node(t, routing={"agent": "cx"}, completion_promise="DONE", isolation="worktree",
+                  retry={"max_retries": 0},
+                  accept=[{"id": "made", "argv": ["test", "-f", "cx_ops.py"], "timeout": 60}])
+             for t in ("a", "b")]
+    write_project(root, tasks, agents={"cx": agent}, concurrency=1)
+    (root / "notes.txt").write_text("mine\n")
+    git_repo(root)
+    codex_home.mkdir(exist_ok=True)
+    return env(OPENAI_API_KEY="sk-test-not-a-key", CODEX_HOME=str(codex_home))
+
+
+COMMAND = "printf 'X = 1\\n' > cx_ops.py; echo agent >> {notes} || true"
+
+
+@needs_codex
+def test_real_codex_with_its_home_under_tmp_and_bwrap_on_path_says_its_sandbox_refused(tmp_path):
+    """The issue's check: before, tasks failed only on their accept commands (no cx_ops.py)."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("needs a bwrap on PATH, as on the machine where Codex's sandbox refused")
+    root = tmp_path / "p"
+    with _tool_loop_server(COMMAND.format(notes=root / "notes.txt")) as api:
+        e = _codex_project(root, api.base_url, tmp_path / "codex-home")
+        res = harnessc(root, "run", "--no-build", env=e, timeout=600)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "invalid_request: codex's own sandbox" in out, out
+    assert "set CODEX_HOME outside the temporary directory" in out
+    log = harnessc(root, "log", "a", env=e).stdout  # the attempt's error in full
+    assert "codex's own sandbox ran no command" in log and "codex-linux-sandbox" in log
+    assert "missing" not in out or "cx_ops.py" not in out
+    assert (root / "notes.txt").read_text() == "mine\n"
+
+
+@needs_codex
+def test_real_codex_with_its_home_outside_tmp_writes_its_worktree_under_its_own_sandbox(tmp_path):
+    """Codex's workspace-write lets it write its worktree, /tmp and $TMPDIR (a project under
+    /tmp is writable to it): the user's file here lies outside all three."""
+    home = Path(tempfile.mkdtemp(prefix="harnessc-test-codex-", dir="/var/tmp"))
+    try:
+        root = tmp_path / "p"
+        theirs = home / "users-file.txt"
+        theirs.write_text("mine\n")
+        with _tool_loop_server(COMMAND.format(notes=theirs)) as api:
+            e = _codex_project(root, api.base_url, home / "codex")
+            res = harnessc(root, "run", "--no-build", env=e, timeout=600)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert (root / "cx_ops.py").read_text() == "X = 1\n"  # landed
+        assert theirs.read_text() == "mine\n"  # its sandbox kept it to its worktree
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@needs_codex
+@needs_bwrap
+def test_real_codex_under_our_sandbox_with_its_home_under_tmp_lands_and_touches_nothing_else(tmp_path):
+    root = tmp_path / "p"
+    with _tool_loop_server(COMMAND.format(notes=root / "notes.txt")) as api:
+        e = _codex_project(root, api.base_url, tmp_path / "codex-home", sandbox=True)
+        res = harnessc(root, "run", "--no-build", env=e, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (root / "cx_ops.py").read_text() == "X = 1\n"
+    assert (root / "notes.txt").read_text() == "mine\n"
+    assert git(root, "log", "--format=%s", "-2").count("harnessc: ") == 2

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -114,7 +115,8 @@ class CliAgent(SubprocessAgent):
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
                     json.dump(schema, f)
             argv, stdin = self.argv(request, prompt, schema_file)
-            res = await self.run(argv, request, self.env(), stdin, timed_out_kind="timeout")
+            env = self.env()
+            res = await self.run(argv, request, env, stdin, timed_out_kind="timeout")
         finally:
             if schema_file:
                 try:
@@ -122,10 +124,36 @@ class CliAgent(SubprocessAgent):
                 except OSError:
                     pass
         outcome = self.parse(res.stdout, res.stderr, res.returncode)
+        refused = self.own_sandbox_refused(res.stderr, env)
+        if refused and not isinstance(outcome, Failure):
+            outcome = Failure("invalid_request", refused, spent=outcome)
         if isinstance(outcome, Failure):
             raise self.error(outcome, res.stderr)
         return Response(text=outcome.text, latency=res.duration, notes=res.notes + outcome.notes,
                         denials=outcome.denials, tool_calls=outcome.tool_calls, **self.charge(outcome))
+
+    def own_sandbox_refused(self, stderr: str, env: dict[str, str]) -> str | None:
+        """Why the CLI's own sandbox ran none of its commands, seen after the call (None: no
+        sign of it)."""
+        return None
+
+    def read_only(self) -> bool:
+        """Under harnessc's sandbox: `permissions: read-only` leaves the checkout read-only too."""
+        return self.permissions == "read-only"
+
+    def state_dir(self, env: dict[str, str]) -> Path | None:
+        """The CLI's own state directory (sessions, logs, login), writable under harnessc's sandbox."""
+        return None
+
+    def sandbox_writable(self) -> tuple[Path, ...]:
+        state = self.state_dir(self.env())
+        if state is None:
+            return ()
+        try:  # the CLI would make it itself; under the sandbox its HOME is read-only
+            state.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return ()
+        return (state,)
 
     def charge(self, used: Answer) -> dict:
         """Usage, cost and its source: the CLI's own cost when it reports one, else `price:`."""
@@ -156,7 +184,12 @@ class ClaudeCodeAgent(CliAgent):
                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
         if self.config.base_url:
             env["ANTHROPIC_BASE_URL"] = self.config.base_url
+        if self.config.sandbox:  # it is: claude then accepts `full` as root
+            env["IS_SANDBOX"] = "1"
         return env
+
+    def state_dir(self, env):
+        return _home_dir(env, "CLAUDE_CONFIG_DIR", ".claude")
 
     def argv(self, request, prompt, schema_file):
         argv = self.base_argv + ["-p", "--output-format", "json"]
@@ -192,7 +225,12 @@ class CodexAgent(CliAgent):
             argv += ["-m", self.config.model]
         if schema_file:
             argv += ["--output-schema", schema_file]
-        argv += PERMISSIONS[self.provider][self.permissions]
+        if self.config.sandbox:
+            # harnessc's sandbox replaces Codex's own (its bubblewrap cannot start inside ours:
+            # every capability is dropped); read-only is a read-only checkout there.
+            argv += ["--dangerously-bypass-approvals-and-sandbox"]
+        else:
+            argv += PERMISSIONS[self.provider][self.permissions]
         if self.config.base_url:
             # A custom provider is the only way to turn Codex's own retries off (the built-in
             # one made 30 requests for one 500).
@@ -215,6 +253,29 @@ class CodexAgent(CliAgent):
 
     def parse(self, stdout, stderr, rc):
         return parse_codex(stdout, stderr, rc)
+
+    def state_dir(self, env):
+        return _home_dir(env, "CODEX_HOME", ".codex")
+
+    def own_sandbox_refused(self, stderr, env):
+        # Codex (0.171) runs each command of `-s read-only|workspace-write` through bubblewrap:
+        # a `bwrap` on PATH first, its bundled one else. The system bwrap execs the helper
+        # `codex-linux-sandbox` by name, from PATH aliases Codex makes under CODEX_HOME, and
+        # it refuses to make them when CODEX_HOME is under the temporary directory. Then
+        # every command fails ("bwrap: execvp codex-linux-sandbox: No such file or
+        # directory"), the model is told so, and codex still exits 0 (with bwrap moved
+        # aside, its bundled bwrap needs no alias: it worked).
+        if self.config.sandbox or self.permissions == "full" or "could not create PATH aliases" not in stderr:
+            return None
+        bwrap = shutil.which("bwrap", path=env.get("PATH", os.defpath))
+        if bwrap is None:
+            return None
+        home = self.state_dir(env)
+        return (f"codex's own sandbox ran no command: with {bwrap} on PATH it needs its helper "
+                f"codex-linux-sandbox, which it would not create with CODEX_HOME ({home}) under the "
+                "temporary directory, so every command failed though codex exited 0 (set CODEX_HOME "
+                "outside the temporary directory, or `sandbox: true`: harnessc's sandbox replaces "
+                "Codex's own, or `permissions: full`)")
 
 
 class GeminiCliAgent(CliAgent):
@@ -244,6 +305,13 @@ class GeminiCliAgent(CliAgent):
             outcome.message += (" (with base_url, gemini needs `\"security\": {\"auth\": {\"selectedType\":"
                                 " \"gemini-api-key\"}}` in ~/.gemini/settings.json and GEMINI_API_KEY set)")
         return outcome
+
+
+def _home_dir(env: dict[str, str], variable: str, default: str) -> Path | None:
+    """A CLI's state directory: `variable` when set, else `default` in the HOME it gets."""
+    if env.get(variable):
+        return Path(env[variable]).resolve()
+    return (Path(env["HOME"]) / default).resolve() if env.get("HOME") else None
 
 
 CLI_AGENTS = {cls.provider: cls for cls in (ClaudeCodeAgent, CodexAgent, GeminiCliAgent)}

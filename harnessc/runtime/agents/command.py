@@ -48,7 +48,7 @@ class SubprocessAgent:
                 raise AgentError(f"agent '{self.name}' asks for the sandbox, and {why} ({sandbox.HINT})",
                                  kind="invalid_request")
             with sandbox.Call(self.root, request.workdir) as jail:
-                wrapped = jail.wrap(argv, env, self.sandbox_writable())
+                wrapped = jail.wrap(argv, env, self.sandbox_writable(), read_only=self.read_only())
                 res = await procs.run(wrapped, cwd=request.workdir or self.root, timeout=timeout, stdin=stdin,
                                       env=env, on_line=request.on_line)
             res.argv = list(argv)  # messages name the agent's program, not bwrap
@@ -68,6 +68,10 @@ class SubprocessAgent:
         """Directories besides its checkout and TMPDIR the agent may write under the sandbox
         (a CLI's own state directory); none for a command agent."""
         return ()
+
+    def read_only(self) -> bool:
+        """Under the sandbox, whether the checkout is read-only too (a read-only CLI)."""
+        return False
 
 
 def full_prompt(request: Request) -> str:

@@ -180,13 +180,17 @@ class Call:
         if self.tmpdir is not None:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
 
-    def wrap(self, argv: list[str], env: dict[str, str], extra_writable: tuple[Path, ...] = ()) -> list[str]:
-        """`argv` under bwrap in this call's layout; `env` gets the private TMPDIR."""
+    def wrap(self, argv: list[str], env: dict[str, str], extra_writable: tuple[Path, ...] = (),
+             read_only: bool = False) -> list[str]:
+        """`argv` under bwrap in this call's layout; `env` gets the private TMPDIR. `extra_writable`:
+        directories it may write too (a CLI's state); `read_only`: not even its checkout."""
         assert self.tmpdir is not None
         bwrap = bwrap_path()
         if bwrap is None:
             raise FileNotFoundError("bwrap")
         plan = layout(self.root, self.workdir)
+        if read_only:
+            plan = Layout(plan.checkout, ())
         if extra_writable:
             plan = Layout(plan.checkout, plan.writable + tuple(p for p in extra_writable if p.is_dir()),
                           plan.read_only, plan.git_writable)
