@@ -75,6 +75,7 @@ CODES: dict[str, str] = {
     "HC425": "bad min_passed value (a whole number, or base)",
     "HC426": "junit path outside the project",
     "HC427": "min_passed on a task with no accept command to count",
+    "HC430": "sandbox on an agent that runs no program (an API agent)",
     # templates
     "HC501": "template syntax error",
     "HC502": "undefined variable in template",
