@@ -296,6 +296,9 @@ class GeminiCliAgent(CliAgent):
         argv += ["--skip-trust"] + PERMISSIONS[self.provider][self.permissions]
         return argv, (prompt.encode("utf-8") if long else None)
 
+    def state_dir(self, env):
+        return _home_dir(env, None, ".gemini")
+
     def parse(self, stdout, stderr, rc):
         outcome = parse_gemini(stdout, stderr, rc)
         if (isinstance(outcome, Failure) and outcome.kind == "auth" and self.config.base_url
@@ -307,9 +310,9 @@ class GeminiCliAgent(CliAgent):
         return outcome
 
 
-def _home_dir(env: dict[str, str], variable: str, default: str) -> Path | None:
+def _home_dir(env: dict[str, str], variable: str | None, default: str) -> Path | None:
     """A CLI's state directory: `variable` when set, else `default` in the HOME it gets."""
-    if env.get(variable):
+    if variable and env.get(variable):
         return Path(env[variable]).resolve()
     return (Path(env["HOME"]) / default).resolve() if env.get("HOME") else None
 
