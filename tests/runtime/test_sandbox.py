@@ -184,6 +184,19 @@ def test_a_timeout_kills_everything_the_sandboxed_agent_started(tmp_path):
     assert left == []
 
 
+@needs_bwrap
+def test_a_timeout_in_a_run_leaves_no_process_of_the_sandboxed_agent(tmp_path):
+    """The same inside a run, where the run's lifeline and subreaper are on."""
+    root = tmp_path / "p"
+    tag = str(800000 + os.getpid() % 99999)
+    agent = {"provider": "command", "command": ["sh", "-c", f"setsid sleep {tag} & sleep {tag}"],
+             "sandbox": True, "timeout": 1}
+    write_project(root, [node("a", routing={"agent": "bot"}, retry={"max_retries": 0})], agents={"bot": agent})
+    res = harnessc(root, "run", "--no-build")
+    assert res.returncode != 0 and "timed out" in res.stdout, res.stdout + res.stderr
+    assert [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).endswith(f"sleep\0{tag}\0")] == []
+
+
 def _cmdline(pid: str) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_text("utf-8", "replace")
