@@ -239,6 +239,18 @@ def test_the_agent_itself_refuses_to_run_unconfined(tmp_path, monkeypatch):
     assert not marker.exists()
 
 
+def test_a_bwrap_that_cannot_make_namespaces_is_no_sandbox(tmp_path, monkeypatch):
+    """Root in a container may not be allowed user namespaces: the probe says so in one line."""
+    fake = tmp_path / "bin" / "bwrap"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace, likely because the kernel"
+                    " does not allow non-privileged user namespaces.' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    why = sandbox.problem()
+    assert why is not None and "cannot create its namespaces" in why and "No permissions" in why
+
+
 def test_doctor_says_whether_the_sandbox_is_available(tmp_path):
     root = tmp_path / "p"
     e = hostile_project(root, isolation=None)
