@@ -2,8 +2,9 @@
 
     python bench/sandbox.py [-n 200]
 
-In one process, on an attempt's worktree of a real repository, alternating round by round
-(so a change in the machine's load hits every figure alike), the median seconds of:
+In one process, on an attempt's worktree of a real repository, as a run starts its commands
+(harnessc a subreaper with the run's lifeline watcher), alternating round by round (so a
+change in the machine's load hits every figure alike), the median milliseconds of:
 
 1. `true`                         - a bare spawn (subprocess.run);
 2. `bwrap <its flags> true`       - the floor: bubblewrap alone, as harnessc starts it but
@@ -41,7 +42,7 @@ harnessc_env.require()
 from harnessc import providers  # noqa: E402
 from harnessc.runtime.agents.base import Request  # noqa: E402
 from harnessc.runtime.agents.command import CommandAgent  # noqa: E402
-from harnessc.runtime.children import sandbox  # noqa: E402
+from harnessc.runtime.children import reaper, sandbox  # noqa: E402
 
 
 def git(cwd: Path, *args: str) -> None:
@@ -98,12 +99,14 @@ def main() -> None:
             "agent call": lambda: loop.run_until_complete(plain.call(request)),
             "agent call, sandbox": lambda: loop.run_until_complete(jailed.call(request)),
         }
-        for fn in cases.values():  # warm: imports, the probe, git's first look
-            fn()
         times: dict[str, list[float]] = {name: [] for name in cases}
-        for _ in range(args.n):
-            for name, fn in cases.items():
-                times[name].append(timed(fn))
+        with reaper.adopting("hbench"):  # as in a run: subreaper and lifeline, no setpriv shim
+            reaper.enter("hbench")
+            for fn in cases.values():  # warm: imports, the probe, git's first look
+                fn()
+            for _ in range(args.n):
+                for name, fn in cases.items():
+                    times[name].append(timed(fn))
         loop.close()
         med = {name: statistics.median(t) * 1000 for name, t in times.items()}
         print(f"sandbox start-up per agent call ({args.n} rounds, medians, load {os.getloadavg()[0]:.2f}, {bwrap})")

@@ -41,7 +41,12 @@ from pathlib import Path
 HINT = "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`)"
 # What every sandboxed call gets (and the probe tries): the namespaces, a fresh /dev and /proc,
 # no capabilities, and an end with harnessc.
-BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
+# `--as-pid-1`: the agent is its namespace's first process and bwrap waits for it itself. With
+# bwrap's own init in between, bwrap reported the exit while that init was still ending, so
+# every call's end found the group not yet empty and swept /proc for it (13 ms a call, see
+# bench/sandbox.py). As pid 1 the agent ignores signals it has no handler for when they come
+# from inside its namespace; harnessc's SIGKILL, and bwrap's end, still end it and all of it.
+BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--as-pid-1",
         "--die-with-parent", "--cap-drop", "ALL")
 WORKTREES = Path(".harness") / "worktrees"  # where attempts' worktrees live (worktree/worktrees.py)
 
