@@ -49,6 +49,11 @@ attempt("home", lambda: append(os.path.join(os.environ["HOME"], "agent-was-here"
 attempt("hook", lambda: append(os.path.join(cfg["git"], "hooks", "post-commit"), "#!/bin/sh\\ntrue\\n"))
 attempt("git_config", lambda: append(os.path.join(cfg["git"], "config"), "# agent was here\\n"))
 attempt("harness_state", lambda: append(cfg["state"], "x"))
+if cfg["break_git"]:  # what would break the repository for harnessc too, were it written
+    attempt("alternates", lambda: append(os.path.join(cfg["git"], "objects", "info", "alternates"), "/tmp\\n"))
+if cfg["break_git"] and os.path.isfile(".git"):  # an attempt's worktree: its admin directory's pointer
+    admin = pathlib.Path(".git").read_text().split(":", 1)[1].strip()
+    attempt("commondir", lambda: append(os.path.join(admin, "commondir"), "x"))
 moved = subprocess.run(["git", "update-ref", cfg["branch"], "HEAD"], capture_output=True, text=True)
 report["move_branch"] = "written" if moved.returncode == 0 else "refused: " + moved.stderr.strip()[-200:]
 tmp = os.environ.get("TMPDIR", "/tmp")
@@ -79,7 +84,7 @@ def hostile_project(root: Path, isolation: str | None = "worktree", sandboxed: b
     (root / "agent.json").write_text(json.dumps({
         "users_file": str(root / "notes.txt"), "git": str(root / ".git"),
         "state": str(root / ".harness" / "build" / "plan.json"),
-        "branch": git(root, "symbolic-ref", "HEAD").strip()}))
+        "branch": git(root, "symbolic-ref", "HEAD").strip(), "break_git": sandboxed}))
     return env(HOME=str(home))
 
 
@@ -97,7 +102,8 @@ def test_a_sandboxed_agent_writes_its_checkout_and_tmpdir_and_nothing_of_the_use
     res = harnessc(root, "run", "--no-build", env=e)
     assert res.returncode == 0, res.stdout + res.stderr
     report = landed_report(root)
-    for name in ("users_file", "home", "hook", "git_config", "harness_state", "move_branch"):
+    for name in ("users_file", "home", "hook", "git_config", "harness_state", "move_branch", "alternates",
+                 "commondir"):
         assert report[name].startswith("refused"), (name, report)
     assert "Read-only file system" in report["users_file"]
     assert report["checkout"] == report["tmpdir"] == "written" and report["tmpdir_is_private"] is True
@@ -133,7 +139,7 @@ def test_in_a_shared_tree_the_project_is_writable_and_its_git_directory_and_stat
     report = json.loads((root / "out" / "report.json").read_text())
     assert report["checkout"] == report["tmpdir"] == "written"
     assert report["users_file"] == "written"  # the project is its checkout here
-    for name in ("home", "hook", "git_config", "harness_state", "move_branch"):
+    for name in ("home", "hook", "git_config", "harness_state", "move_branch", "alternates"):
         assert report[name].startswith("refused"), (name, report)
 
 

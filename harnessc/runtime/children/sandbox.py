@@ -7,9 +7,11 @@ writable again only where its work goes:
   shared tree, with the project's `.harness/` read-only inside it;
 - a private TMPDIR of its own (a directory made per call and removed after it; not a tmpfs
   over /tmp, so the paths in its `command:`, its prompt file and the project stay readable);
-- of the repository's git directory only `objects/` and, for an attempt, the worktree's own
-  admin directory (`<common>/worktrees/<name>/`: its HEAD, index and reflog). Everything
-  else there - config, hooks, refs, packed-refs, info/, the other worktrees - is read-only,
+- of the repository's git directory only `objects/` (not `objects/info/`, where alternates
+  would be) and, for an attempt, the worktree's own admin directory
+  (`<common>/worktrees/<name>/`: its HEAD, index and reflog; not its `commondir` and
+  `gitdir`). Everything else there - config, hooks, refs, packed-refs, info/, the other
+  worktrees - is read-only,
   so a `git commit` inside an attempt's worktree works (detached HEAD) and one in a shared
   tree fails (the index lock lives in the common directory). The attempt's ref
   (refs/harnessc/...) is written by harnessc after the call, never by the agent.
@@ -29,13 +31,14 @@ without it (`problem()`, read by the pre-flight, `doctor` and the agent itself).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 HINT = "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`)"
@@ -85,25 +88,37 @@ def _probe(path: str) -> str | None:
 @dataclass(frozen=True)
 class Layout:
     """What one call may write: `writable` on top of the read-only root, then `read_only`
-    again inside them, then `git_writable` (each a directory that exists)."""
+    again inside them, then `git_writable`, then `git_read_only` inside those (each a path
+    that exists)."""
 
     checkout: Path
     writable: tuple[Path, ...]
     read_only: tuple[Path, ...] = ()
     git_writable: tuple[Path, ...] = ()
-    notes: list[str] = field(default_factory=list)
+    git_read_only: tuple[Path, ...] = ()
 
     def argv(self, bwrap: str, argv: list[str], tmpdir: Path, cwd: Path) -> list[str]:
         """`argv` as bwrap runs it in this layout, with `tmpdir` writable and `cwd` its directory."""
         out = [bwrap, *BASE]
-        for path in self.writable:
-            out += ["--bind", str(path), str(path)]
-        for path in self.read_only:
-            out += ["--ro-bind", str(path), str(path)]
-        for path in self.git_writable:
-            out += ["--bind", str(path), str(path)]
+        for flag, paths in (("--bind", self.writable), ("--ro-bind", self.read_only),
+                            ("--bind", self.git_writable), ("--ro-bind", self.git_read_only)):
+            for path in paths:
+                out += [flag, str(path), str(path)]
         out += ["--bind", str(tmpdir), str(tmpdir), "--chdir", str(cwd), "--", *argv]
         return out
+
+
+def _git_parts(common: Path | None, admin: Path | None) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """The git paths a call may write (objects/, the worktree's admin directory) and those kept
+    read-only inside them: objects/info/ (alternates: objects read from elsewhere) and the
+    admin directory's `commondir` and `gitdir` (where that worktree's git directory is; a
+    mounted file cannot be renamed over)."""
+    if common is None:
+        return (), ()
+    writable = [common / "objects"] + ([admin] if admin is not None else [])
+    kept = [common / "objects" / "info"] + ([admin / "commondir", admin / "gitdir"] if admin is not None else [])
+    writable = [p for p in writable if p.is_dir()]
+    return tuple(writable), tuple(p for p in kept if p.exists() and any(p.is_relative_to(w) for w in writable))
 
 
 def layout(root: Path, workdir: Path | None) -> Layout:
@@ -123,15 +138,11 @@ def layout(root: Path, workdir: Path | None) -> Layout:
         rel = None
     if rel is not None and len(rel.parts) >= 2:  # an attempt's worktree
         top = root / WORKTREES / rel.parts[0] / rel.parts[1]
-        git = [common / "objects"] if common else []
         admin = _admin_dir(common, top) if common else None
-        if admin is not None:
-            git.append(admin)
-        return Layout(top, (top,), (), tuple(p for p in git if p.is_dir()))
+        return Layout(top, (top,), (), *_git_parts(common, admin))
     # a shared tree: the project, with harnessc's own directory and the git directory read-only
     inside = [p for p in (harness, common) if p is not None and p.exists() and p.is_relative_to(root)]
-    git = [common / "objects"] if common and (common / "objects").is_dir() else []
-    return Layout(root, (root,), tuple(inside), tuple(git))
+    return Layout(root, (root,), tuple(inside), *_git_parts(common, None))
 
 
 @functools.cache
@@ -190,15 +201,12 @@ class Call:
         """`argv` under bwrap in this call's layout; `env` gets the private TMPDIR. `extra_writable`:
         directories it may write too (a CLI's state); `read_only`: not even its checkout."""
         assert self.tmpdir is not None
-        bwrap = bwrap_path()
-        if bwrap is None:
-            raise FileNotFoundError("bwrap")
+        bwrap = bwrap_path() or "bwrap"  # gone since it was checked: procs says "command not found"
         plan = layout(self.root, self.workdir)
         if read_only:
             plan = Layout(plan.checkout, ())
         if extra_writable:
-            plan = Layout(plan.checkout, plan.writable + tuple(p for p in extra_writable if p.is_dir()),
-                          plan.read_only, plan.git_writable)
+            plan = dataclasses.replace(plan, writable=plan.writable + tuple(p for p in extra_writable if p.is_dir()))
         env["TMPDIR"] = str(self.tmpdir)
         cwd = (self.workdir or self.root).resolve()
         return plan.argv(bwrap, argv, self.tmpdir, cwd)
