@@ -24,6 +24,7 @@ from ..planfile import Plan
 from ..providers import AgentConfig, CliConfig
 from ..workspace import Workspace
 from .agents import deprecation
+from .agents.cli import CodexAgent
 from .worktree import gitcmd
 from .children import procs, sandbox
 from .executor import ExecutorError
@@ -129,6 +130,10 @@ async def _agent(root: Path, workspace: Workspace, name: str, config: AgentConfi
     if config.base_url:
         slow.append(_reachable(config.base_url))
     checks += await asyncio.gather(*slow)
+    if provider == "codex" and all(c.ok for c in checks if c.what == "executable"):
+        why = CodexAgent(name, config, root).own_sandbox_problem()
+        if why:
+            checks.append(Check("sandbox", False, why))
     checks += _model_deprecated(config, checks)
     if provider == "replay" and all(c.ok for c in checks):
         checks.append(_cassettes(workspace, name, config, tasks))

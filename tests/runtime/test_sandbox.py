@@ -327,6 +327,20 @@ def test_codex_under_our_sandbox_runs_without_its_own(tmp_path, monkeypatch):
     assert (home / ".codex").is_dir()  # its state directory, writable in the sandbox
 
 
+def test_doctor_names_a_codex_whose_own_sandbox_would_run_nothing(tmp_path):
+    root = tmp_path / "p"
+    exe = _fake_codex(tmp_path)
+    (tmp_path / "bin" / "bwrap").symlink_to("/bin/true")
+    write_project(root, [node("a", routing={"agent": "cx"})],
+                  agents={"cx": {"provider": "codex", "command": [str(exe)], "permissions": "edit"}})
+    e = env(HOME=str(tmp_path), CODEX_HOME=str(tmp_path / "codex-home"), TMPDIR=str(tmp_path),
+            PATH=f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    res = harnessc(root, "doctor", env=e)
+    assert res.returncode != 0 and "its own sandbox would run no command" in res.stdout, res.stdout
+    e["CODEX_HOME"] = str(tmp_path.parent)  # outside TMPDIR: nothing to say
+    assert "its own sandbox" not in harnessc(root, "doctor", env=e).stdout
+
+
 # The real Codex CLI driven through its tool loop by a stand-in model server on 127.0.0.1: the
 # first answer asks it to run a command that writes cx_ops.py (and tries the user's file by its
 # absolute path), the second, after the command's output, ends the turn with the promise.

@@ -257,6 +257,22 @@ class CodexAgent(CliAgent):
     def state_dir(self, env):
         return _home_dir(env, "CODEX_HOME", ".codex")
 
+    def own_sandbox_problem(self) -> str | None:
+        """Before any call (`doctor`): why Codex's own sandbox would run no command here, as
+        own_sandbox_refused finds it after a call (None: no reason to think so)."""
+        if self.config.sandbox or self.permissions == "full":
+            return None
+        env = self.env()
+        bwrap = shutil.which("bwrap", path=env.get("PATH", os.defpath))
+        home = self.state_dir(env)
+        tmp = Path(env.get("TMPDIR") or "/tmp").resolve()  # Rust's temp_dir(), as Codex reads it
+        if bwrap is None or home is None or not home.is_relative_to(tmp):
+            return None
+        return (f"its own sandbox would run no command: CODEX_HOME ({home}) is under the temporary "
+                f"directory and {bwrap} is on PATH, so Codex will not create its codex-linux-sandbox "
+                "helper (set CODEX_HOME outside the temporary directory, or `sandbox: true`, or "
+                "`permissions: full`)")
+
     def own_sandbox_refused(self, stderr, env):
         # Codex (0.171) runs each command of `-s read-only|workspace-write` through bubblewrap:
         # a `bwrap` on PATH first, its bundled one else. The system bwrap execs the helper
