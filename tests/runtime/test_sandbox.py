@@ -450,3 +450,25 @@ def test_real_codex_under_our_sandbox_with_its_home_under_tmp_lands_and_touches_
     assert (root / "cx_ops.py").read_text() == "X = 1\n"
     assert (root / "notes.txt").read_text() == "mine\n"
     assert git(root, "log", "--format=%s", "-2").count("harnessc: ") == 2
+
+
+# ------------------------------------------------------------------ harness.yaml
+
+def test_defaults_sandbox_reaches_command_and_cli_agents_and_an_api_agent_cannot_ask(tmp_path):
+    (tmp_path / "roadmap.md").write_text("# P\n\n## Tasks\n\n- [ ] **a**: Do it\n  - accept: true\n")
+    (tmp_path / "harness.yaml").write_text(
+        "defaults:\n  sandbox: true\n"
+        "agents:\n"
+        "  bot: {provider: command, command: [echo, hi]}\n"
+        "  free: {provider: command, command: [echo, hi], sandbox: false}\n"
+        "  cx: {provider: codex}\n"
+        "  sonnet: {provider: anthropic, model: claude-sonnet-4-6}\n")
+    res = harnessc(tmp_path, "build")
+    assert res.returncode == 0, res.stdout + res.stderr
+    agents = json.loads((tmp_path / ".harness" / "build" / "plan.json").read_text())["agents"]
+    assert agents["bot"]["sandbox"] is True and agents["cx"]["sandbox"] is True
+    assert agents["free"]["sandbox"] is False and "sandbox" not in agents["sonnet"]
+    (tmp_path / "harness.yaml").write_text(
+        "agents:\n  sonnet: {provider: anthropic, model: claude-sonnet-4-6, sandbox: true}\n")
+    res = harnessc(tmp_path, "lint")
+    assert res.returncode == 1 and "harness.yaml:2:" in res.stdout + res.stderr and "error[HC430]" in res.stdout + res.stderr
