@@ -25,6 +25,7 @@ from typing import Any
 
 from ...planfile import PlanNode
 from . import gitcmd
+from .commitmsg import headline, message_file
 from ..loop.files import OWN_COMMIT_PREFIX
 from ..store.state import StateStore
 
@@ -79,7 +80,8 @@ class GitCommits:
         shares with tasks still running wait for them (`task_ended`)."""
         if self.repo is None or node.git != "commit":
             return
-        message = (f"{OWN_COMMIT_PREFIX.decode()}{node.id}: {node.title}\n\nVerified: {verified}\n"
+        subject, whole = headline(f"{OWN_COMMIT_PREFIX.decode()}{node.id}: ", node.title)
+        message = (f"{subject}\n\n{whole}Verified: {verified}\n"
                    f"Attempt {attempt} on agent {agent}, run {self.store.run_id}.\n")
         async with self._lock:
             paths = files.commit_paths() if files else None
@@ -123,9 +125,9 @@ class GitCommits:
         prefix, run = OWN_COMMIT_PREFIX.decode(), self.store.run_id
         if len(tasks) == 1:
             (tid,) = tasks
-            return (f"{prefix}{tid}: {self.titles.get(tid, tid)} (files it shared with tasks that did not "
-                    f"succeed)\n\nChanged while other tasks ran beside it; they ended without a verified "
-                    f"result, run {run}.\n")
+            subject, whole = headline(f"{prefix}{tid}: ", self.titles.get(tid, tid))
+            return (f"{subject} (files it shared with tasks that did not succeed)\n\n{whole}Changed while "
+                    f"other tasks ran beside it; they ended without a verified result, run {run}.\n")
         return (f"{prefix}shared by {', '.join(sorted(tasks))}\n\nChanged while these tasks ran side by side "
                 f"(harnessc cannot tell which one made each change); committed once none of them was "
                 f"running, run {run}.\n")
@@ -152,7 +154,8 @@ class GitCommits:
                 self.git.run("add", "--", *present)
             if gone:
                 self.git.run("rm", "--cached", "--quiet", "--ignore-unmatch", "--", *gone)
-            self.git.run("commit", "--no-verify", "--no-gpg-sign", "-m", message, "--", *paths)
+            with message_file(message) as path:  # by file: a long title would be too long for argv
+                self.git.run("commit", "--no-verify", "--no-gpg-sign", "-F", path, "--", *paths)
             sha = self.repo.head.commit.hexsha
         except (gitcmd.GitFailed, OSError, ValueError) as e:
             return "git_commit_failed", {"message": str(e)[:500]}
@@ -206,4 +209,44 @@ def secret_files(root: Path, paths: list[str], secrets: list[str]) -> dict[str, 
                     tail = window[-overlap:] if overlap else b""
         except OSError as e:
             out[rel] = f"could not be read to check it for secrets ({e.strerror or e})"
+    return out
+
+
+LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}  # a path is a path (no glob, no magic)
+PATH_CHUNK = 500  # paths per git command (argv length)
+
+
+def secret_blobs(git: gitcmd.Git, tree: str, paths: list[str], secrets: list[str]) -> dict[str, str]:
+    """secret_files for what `tree` (a tree or commit id) holds at `paths`, read from git's
+    objects: what would be committed, whatever the files on disk say now (an index entry
+    marked assume-unchanged or skip-worktree hides its file from `git add`)."""
+    if not secrets or not paths:
+        return {}
+    needles = [s.encode("utf-8", "surrogatepass") for s in secrets]
+    blobs: list[tuple[str, str, str, int]] = []  # (path, mode, object id, size)
+    for i in range(0, len(paths), PATH_CHUNK):
+        out = git.run("ls-tree", "-r", "-l", "-z", tree, "--", *paths[i:i + PATH_CHUNK], env=LITERAL,
+                      worktree=False)
+        for entry in out.split("\0"):
+            meta, _, path = entry.partition("\t")
+            fields = meta.split()
+            if len(fields) == 4 and fields[1] == "blob":
+                blobs.append((path, fields[0], fields[2], int(fields[3]) if fields[3].isdigit() else 0))
+    out: dict[str, str] = {}
+    objects = git.objects()
+    try:
+        for path, mode, sha, size in blobs:
+            if size > MAX_SCANNED_BYTES:
+                out[path] = f"larger than {MAX_SCANNED_BYTES >> 20} MiB: not checked for secrets"
+                continue
+            try:
+                data = objects.read(sha)
+            except KeyError:
+                out[path] = "its content is missing from the repository: not checked for secrets"
+                continue
+            if any(n in data for n in needles):
+                out[path] = "its link target holds a secret" if mode == "120000" else \
+                    "it holds the value of a secret harnessc redacts"
+    finally:
+        objects.close()
     return out

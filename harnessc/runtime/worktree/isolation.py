@@ -183,13 +183,16 @@ class Isolation:
             await asyncio.to_thread(self.trees.make, attempt)
 
     async def commit(self, attempt: Attempt, message: str) -> str | None:
-        """Commit the attempt's change (None: it changed nothing)."""
+        """Commit the attempt's change - its base against its checkout's final tree, whatever
+        the agent committed itself - (None: it changed nothing)."""
         if not attempt.made:
             return None  # never put on disk: nothing changed
         sha, withheld = await asyncio.to_thread(self.trees.commit, attempt, message, self.store.secrets)
         if withheld:
-            self.store.event("git_secret_withheld", paths=withheld[:200], message=(
-                f"not committed: {', '.join(withheld[:5])} (it holds the value of a secret harnessc redacts)"))
+            shown = sorted(withheld.items())
+            self.store.event("git_secret_withheld", paths=[p for p, _ in shown][:200], message=(
+                "not committed: " + "; ".join(f"{p} ({why})" for p, why in shown[:5])
+                + (", ..." if len(shown) > 5 else "") + " - it stays out of the attempt's change"))
         return sha
 
     async def land(self, node: PlanNode, attempt: Attempt, output: Any,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import gitcmd
+from .commitmsg import headline, message_file
 from .repo import Repo
 
 BRANCH_PREFIX = "refs/heads/harnessc/run/"
@@ -69,9 +70,10 @@ class Integration:
 
 
 def message(task_id: str, title: str, verified: str, attempt: int, agent: str, run_id: str) -> str:
-    """A landed commit's message: `harnessc: <id>: <title>`, the verification, and trailers a
-    resumed run finds it by."""
-    return (f"harnessc: {task_id}: {title}\n\nVerified: {verified}\nAttempt {attempt} on agent {agent}, "
+    """A landed commit's message: `harnessc: <id>: <title>` (a long title cut, whole in the
+    body: commitmsg.py), the verification, and trailers a resumed run finds it by."""
+    subject, whole = headline(f"harnessc: {task_id}: ", title)
+    return (f"{subject}\n\n{whole}Verified: {verified}\nAttempt {attempt} on agent {agent}, "
             f"run {run_id}.\n\n{TASK_TRAILER}: {task_id}\n{RUN_TRAILER}: {run_id}\n")
 
 
@@ -150,7 +152,8 @@ class Landing:
         if conflicted:
             return None, conflicted
         text = self.git.run("log", "-1", "--format=%B", change, worktree=False)
-        sha = self.git.run("commit-tree", tree, "-p", tip, "-m", text.rstrip("\n") + "\n", worktree=False).strip()
+        with message_file(text.rstrip("\n") + "\n") as path:  # by file: a message can be longer than argv allows
+            sha = self.git.run("commit-tree", tree, "-p", tip, "-F", path, worktree=False).strip()
         return sha, []
 
     def changed(self, old: str, new: str) -> list[str]:

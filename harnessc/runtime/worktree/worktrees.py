@@ -3,7 +3,9 @@ and reconcile what a killed run left behind.
 
 An attempt of task `<n>` (its index in the plan), approach `<k>` works in
 `.harness/worktrees/<run>/<n>-<k>` (detached) and its change is kept on the ref
-`refs/harnessc/<run>/<n>-<k>` (not a branch). A worktree holds committed files only;
+`refs/harnessc/<run>/<n>-<k>` (not a branch). Its change is its base commit against its
+checkout's final tree, committed by the agent or not (`changes`), made one commit whose only
+parent is the base. A worktree holds committed files only;
 harness.yaml `worktrees: {link, copy}` brings untracked or ignored things of the user's tree
 in (a symbolic link, or a read-only copy), and they are never part of the change.
 """
@@ -18,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import gitcmd
-from .gitops import secret_files
+from .commitmsg import message_file
+from .gitops import LITERAL, PATH_CHUNK, secret_blobs
 from .repo import Repo
 
 REF_ROOT = "refs/harnessc"
@@ -39,7 +42,21 @@ class Attempt:
     git: gitcmd.Git
     brought: tuple[str, ...] = ()  # paths never committed: .harness, the links and copies
     change: str | None = None  # the commit of its change, once made
+    paths: list[str] = field(default_factory=list)  # the paths that commit changes (from the top)
     made: bool = True  # False: not on disk yet (executor ray makes it when a change comes back)
+
+
+@dataclass(frozen=True)
+class Changed:
+    """One path of an attempt's change (Worktrees.changes)."""
+
+    path: str  # from the worktree's top
+    mode: str  # its mode in the final tree; "000000": deleted
+    blob: str  # its object id in the final tree
+
+    @property
+    def deleted(self) -> bool:
+        return self.mode == "000000"
 
 
 @dataclass
@@ -125,26 +142,51 @@ class Worktrees:
         ignored = set(attempt.git.run("check-ignore", "--no-index", "--", *there, ok=(0, 1)).splitlines())
         return [f":(exclude,top,literal){p}" for p in there if p not in ignored]
 
-    def commit(self, attempt: Attempt, message: str, secrets: list[str] | None = None) -> tuple[str | None, list[str]]:
-        """Commit everything the agent changed in the worktree (its excluded paths aside) as
-        one commit on the attempt's ref: (its sha or None when nothing changed, paths
-        withheld because they hold a secret)."""
-        if not attempt.made:
-            return None, []  # never put on disk: nothing changed
+    def changes(self, attempt: Attempt) -> list[Changed]:
+        """The attempt's change: its base commit against its checkout's final tree, which is
+        its files whatever the agent did with git (committed them or not, amended, reset,
+        moved HEAD to another branch or an unrelated root). The checkout's index is made to
+        hold that tree (`git add -A`), the brought-in paths as they are at the base: the
+        single list the checks on an attempt's change read."""
         git = attempt.git
         git.run("add", "-A", "--", ":/", *self._exclusions(attempt))
-        staged = [p for p in git.run("diff", "--cached", "--name-only", "-z", "--no-renames").split("\0") if p]
-        withheld = secret_files(attempt.path, staged, secrets or [])
+        changed = _raw_diff(git.run("diff-index", "--cached", "-z", "--no-renames", attempt.base, worktree=False))
+        brought = [c.path for c in changed if _under(c.path, attempt.brought)]  # an agent's own `git add -f`
+        if brought:
+            self._back_to_base(attempt, brought)
+            changed = [c for c in changed if c.path not in set(brought)]
+        return changed
+
+    def commit(self, attempt: Attempt, message: str, secrets: list[str] | None = None) -> tuple[str | None, dict]:
+        """Commit the attempt's change (`changes`) as one commit whose only parent is its
+        base, on the attempt's ref and as its checkout's HEAD: (its sha, or None when it
+        changed nothing; path -> why, for the paths withheld because they hold a secret or
+        are too large to check). The message goes by file: it can be longer than argv allows."""
+        if not attempt.made:
+            return None, {}  # never put on disk: nothing changed
+        git = attempt.git
+        changed = self.changes(attempt)
+        tree = git.run("write-tree", worktree=False).strip()
+        withheld = secret_blobs(git, tree, [c.path for c in changed if not c.deleted], secrets or [])
         if withheld:
-            git.run("reset", "-q", "--", *(f":(literal){p}" for p in withheld))
-            staged = [p for p in staged if p not in withheld]
-        if not staged:
-            return None, sorted(withheld)
-        git.run("commit", "-q", "--no-verify", "--no-gpg-sign", "-m", message)
-        sha = git.run("rev-parse", "HEAD", worktree=False).strip()
-        self.git.run("update-ref", attempt.ref, sha, worktree=False)
-        attempt.change = sha
-        return sha, sorted(withheld)
+            self._back_to_base(attempt, sorted(withheld))
+            changed = [c for c in changed if c.path not in withheld]
+            tree = git.run("write-tree", worktree=False).strip()
+        sha = None
+        if changed:
+            with message_file(message) as path:
+                sha = git.run("commit-tree", tree, "-p", attempt.base, "-F", path, worktree=False).strip()
+        # the checkout's HEAD at the commit (detached: a branch the agent checked out stays as it is)
+        git.run("update-ref", "--no-deref", "-m", "harnessc: the attempt's change", "HEAD", sha or attempt.base,
+                worktree=False)
+        self.git.run("update-ref", attempt.ref, sha or attempt.base, worktree=False)
+        attempt.change, attempt.paths = sha, [c.path for c in changed]
+        return sha, withheld
+
+    def _back_to_base(self, attempt: Attempt, paths: list[str]) -> None:
+        """Put `paths` in the checkout's index as they are at its base (gone when not there)."""
+        for i in range(0, len(paths), PATH_CHUNK):
+            attempt.git.run("reset", "-q", attempt.base, "--", *paths[i:i + PATH_CHUNK], env=LITERAL)
 
     def checkout(self, attempt: Attempt, sha: str) -> None:
         """Put the worktree at `sha` (after its change was committed: nothing is lost)."""
@@ -228,6 +270,21 @@ class Worktrees:
             except OSError:
                 left.append(str(lock))
         return removed, left
+
+
+def _raw_diff(out: str) -> list[Changed]:
+    """The entries of `git diff-* -z --no-renames` raw output (`:old new old-id new-id X`, path)."""
+    fields = out.split("\0")
+    changed = []
+    for meta, path in zip(fields[0::2], fields[1::2]):
+        parts = meta.split()
+        if len(parts) == 5 and path:
+            changed.append(Changed(path, parts[1], parts[3]))
+    return changed
+
+
+def _under(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path == r or path.startswith(r + "/") for r in roots)
 
 
 def _open_files() -> set[str] | None:
