@@ -28,6 +28,7 @@ CODES: dict[str, str] = {
     "HC105": "bad property value",
     "HC106": "bad task id",
     "HC107": "duplicate task id",
+    "HC108": "control character or line break in a task title",
     # YAML and its models
     "HC201": "YAML syntax error",
     "HC202": "tab used for indentation",

@@ -109,7 +109,7 @@ def test_golden(case: Path) -> None:
 
 def test_golden_cases_cover_every_roadmap_code() -> None:
     seen = "".join((c / "expected.txt").read_text() for c in CASES)
-    for code in ("HC101", "HC102", "HC103", "HC104", "HC105", "HC106", "HC107"):
+    for code in ("HC101", "HC102", "HC103", "HC104", "HC105", "HC106", "HC107", "HC108"):
         assert f"[{code}]" in seen, code
 
 
@@ -131,6 +131,20 @@ def test_seed_roadmaps_keep_their_meaning() -> None:
 
 
 # ------------------------------------------------------------------ details
+
+
+def test_a_lone_carriage_return_in_a_title_is_hc108_where_lines_end_in_newlines() -> None:
+    """The golden case title-controls reads its file with newline translation: a lone CR is
+    checked here. It cuts the title and plants the rest as a line of its own; a file whose
+    lines all end in CR (classic Mac) or CRLF is no mistake."""
+    roadmap, diags = parse("## Tasks\n\n- [ ] **a**: Carriage\r- [ ] **b**: planted\n  - accept: true\n")
+    assert [(d.code, d.span.line, d.span.col) for d in diags.items] == [("HC108", 3, 22)]
+    assert "U+000D (CR) ends the line of task 'a'" in diags.items[0].message
+    for text in ("## Tasks\r\r- [ ] **a**: Old\r  - accept: true\r",
+                 "## Tasks\r\n\r\n- [ ] **a**: Windows\r\n  - accept: true\r\n"):
+        roadmap, diags = parse(text)
+        assert not diags.items and [t.title for t in roadmap.tasks] in (["Old"], ["Windows"])
+
 
 
 def test_value_spans_point_at_each_list_item() -> None:

@@ -15,7 +15,7 @@ held as lines or tokens, only as its text and its tasks):
    (one span per value, per list element for comma lists) are found again on demand by
    locate_spans, which reads the task's lines through the same builder code.
 
-Bad input never raises: every problem is a diagnostic (HC101-HC107) and parsing goes on.
+Bad input never raises: every problem is a diagnostic (HC101-HC108) and parsing goes on.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 
 from ..diagnostics import CompileError, Diagnostics, Fix, Span, closest, did_you_mean, sole_match
 from ..nogc import no_cyclic_gc
+from ..textsafe import char_name, title_flaw
 from .tasks import Roadmap, Task, TaskSource
 from .vocab import (
     LADDER_ENDS, MAX_APPROACHES, MIN_RESOURCE, MUTATIONS, RAY_RESERVED_RESOURCES, RUNGS, USD_FORMAT, Complexity, FailureStrategy, GitMode, IsolationMode,
@@ -170,6 +171,26 @@ def _iter_lines(text: str) -> Iterator[str]:
         end = n if end < 0 else end + 1
         yield from text[start:end].splitlines()
         start = end
+
+
+# The line breaks str.splitlines() knows besides \n and \r\n (and \r alone in a file whose
+# lines end in \n): a title holding one is cut there, and the rest of it read as a line of
+# its own (a task line, even).
+_ODD_BREAK = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]|\r(?!\n)")
+
+
+def _odd_breaks(text: str) -> dict[int, str]:
+    """Line number -> the odd line break ending that line (lines as _iter_lines counts them);
+    one scan of the text, and no more when it holds none (the usual case)."""
+    if _ODD_BREAK.search(text) is None:
+        return {}
+    lone_cr = "\n" in text  # a file of \r line ends (classic Mac) means them
+    out: dict[int, str] = {}
+    for no, line in enumerate(text.splitlines(keepends=True), 1):
+        end = line[-1:]
+        if (end == "\r" and lone_cr) or (end and end != "\r" and _ODD_BREAK.fullmatch(end)):
+            out[no] = end
+    return out
 
 
 class _Misformed:
@@ -488,6 +509,7 @@ class _Builder:
         self.path = path
         self.diags = diags
         self.source = source
+        self.odd_breaks: dict[int, str] = {}  # line -> the line break other than \n, \r\n, \r ending it
 
     def span(self, line: int, col: int, length: int) -> Span:
         return Span(self.path, line, col, line, col + max(length, 1))
@@ -511,6 +533,7 @@ class _Builder:
             return None
         id_, id_col, title, title_col, done = parsed
         id_ = self.names.setdefault(id_, id_)
+        self.check_title(id_, title, head.line, title_col, len(head.value))
         fields: dict[str, Any] = {}
         first_line: dict[str, tuple[int, str]] = {}
         if "harnessc:" in title:  # an ignore comment at the end of the task line
@@ -620,6 +643,18 @@ class _Builder:
                 f"write '- [ ] **{id_}**: What to do'",
             )
         return id_, id_col, title, self.col_of(line, title_at), done
+
+    def check_title(self, id_: str, title: str, no: int, col: int, end: int) -> None:
+        """HC108: a title is one line of plain text (it becomes a commit's subject, a line of
+        the terminal): no control character, no line break other than the line's end."""
+        flaw = title_flaw(title)
+        if flaw is not None:
+            self.error("HC108", f"the title of task '{id_}' holds {flaw[1]}", no, col + flaw[0], 1,
+                       "remove it: a title is one line of plain text")
+        if no in self.odd_breaks:
+            self.error("HC108", f"{char_name(self.odd_breaks[no])} ends the line of task '{id_}': what follows "
+                       "it is read as another line", no, end + 1, 1,
+                       "remove it, or end the line with a plain line break")
 
     @staticmethod
     def col_of(line: str, i: int) -> int:
@@ -1156,7 +1191,7 @@ def locate_spans(source: TaskSource, task: Task) -> tuple[dict[str, Span], dict[
 
 
 def parse_roadmap(text: str, path: str, diags: Diagnostics) -> Roadmap:
-    """Parse roadmap.md text; problems go to diags (HC101-HC107), never raised.
+    """Parse roadmap.md text; problems go to diags (HC101-HC108), never raised.
 
     (A fail-fast Diagnostics raises CompileError at the first error, by its own design.)
     """
@@ -1173,6 +1208,7 @@ def _parse(text: str, path: str, diags: Diagnostics) -> Roadmap:
     # rendered diagnostics
     src = _Source(text)
     b = _Builder(path, diags, TaskSource(text, path, locate_spans))
+    b.odd_breaks = _odd_breaks(text)
     try:
         tree = _parse_tree(src, b)
         from ..grammar.lark_parsers import Tree  # already imported by _parser()

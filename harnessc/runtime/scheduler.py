@@ -26,6 +26,7 @@ from ..compiler.vocab import priority_rank
 from ..outcome import RunOutcome
 from ..planfile import Plan, PlanNode
 from ..providers import AgentConfig
+from ..textsafe import title_flaw
 from ..workspace import Workspace, WorkspaceError
 from .store import outputs
 from . import plan as planmod
@@ -551,6 +552,12 @@ class Runner:
 
     async def _run_task(self, tid: str) -> str:
         node = self.nodes[tid]
+        flaw = title_flaw(node.title)
+        if flaw is not None:  # the lint refuses it (HC108): a plan.json edited by hand
+            self.store.finish_task(tid, "failed", error=(
+                f"its title holds {flaw[1]} at character {flaw[0] + 1}: a title is one line of plain text "
+                "(it becomes a commit's subject); fix it in roadmap.md and build again"))
+            return "failed"
         route = self.router.route(node)
         if node.approaches is not None and self.isolation.is_isolated(node):
             run = self.task_runs[tid] = Approaches(self, node, route)  # best-of-N (approaches.py)
