@@ -24,7 +24,7 @@ def sh(*argv):
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
 def write(path, text):
     pathlib.Path(path).write_text(text + "\\n")
-how = sys.argv[1]
+how = sys.argv[1] if len(sys.argv) > 1 else os.environ["HARNESSC_TASK"]  # (the Ray test: by task)
 if how == "write":  # commits nothing
     write("code.py", "print('the work')")
 elif how == "secret":  # commits the key it was given (and its work), leaves more uncommitted
@@ -33,6 +33,18 @@ elif how == "secret":  # commits the key it was given (and its work), leaves mor
     sh("git", "add", "-A")
     sh("git", "commit", "-qm", "my work and my key")
     write("more.py", "print('more work')")
+elif how == "hidden":  # commits the key, then hides that from `git add`: the file gone, its entry kept
+    write("token.txt", os.environ["OPENAI_API_KEY"])
+    write("code.py", "print('the work')")
+    sh("git", "add", "-A")
+    sh("git", "commit", "-qm", "my work")
+    sh("git", "update-index", "--skip-worktree", "token.txt")
+    os.unlink("token.txt")
+elif how == "brought":  # commits the copy harnessc brought in (git add -f: it is ignored)
+    write("code.py", "print('the work')")
+    sh("git", "add", "-A")
+    sh("git", "add", "-f", ".env.test")
+    sh("git", "commit", "-qm", "my work")
 elif how == "all":  # commits everything it did
     write("code.py", "print('the work')")
     sh("git", "rm", "-q", "old.txt")
@@ -115,6 +127,35 @@ def test_a_key_the_agent_committed_is_withheld_as_if_it_had_not(tmp_path):
     alerts = (root / ".harness" / "alerts.log").read_text()
     assert "git_secret_withheld" in alerts and ".env (it holds the value of a secret" in alerts
     assert SECRET not in alerts
+
+
+def test_a_committed_key_hidden_from_git_add_is_found_in_what_would_land(tmp_path):
+    """skip-worktree on its entry and the file deleted: `git add -A` does not see it, the
+    final tree holds it; the check reads the tree, not the disk."""
+    root = tmp_path / "p"
+    project(root, "hidden")
+    r = run(root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert SECRET not in git(root, "log", "-p", "--all")
+    assert landed(root)[1] == ["A code.py"]
+    assert "token.txt (it holds the value of a secret" in (root / ".harness" / "alerts.log").read_text()
+
+
+def test_a_brought_in_copy_the_agent_committed_stays_out_of_the_change(tmp_path):
+    """harness.yaml `worktrees: copy:` brings an ignored file in; `git add -f` and a commit
+    do not make it part of the change."""
+    root = tmp_path / "p"
+    project(root, "brought")
+    (root / ".gitignore").write_text(".harness/\n.env.test\n")
+    git(root, "commit", "-qam", "ignore")
+    (root / ".env.test").write_text("X=1\n")
+    plan_path = root / ".harness" / "build" / "plan.json"
+    plan = json.loads(plan_path.read_text())
+    plan["worktrees"] = {"copy": [".env.test"]}
+    plan_path.write_text(json.dumps(plan))
+    r = run(root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert landed(root)[1] == ["A code.py"]
 
 
 def test_an_agent_that_commits_everything_has_its_work_landed(tmp_path):

@@ -711,3 +711,31 @@ def test_a_worker_killed_mid_attempt_leaves_nothing_of_its_agent_running(tmp_pat
 
 def parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_what_an_agent_commits_on_a_worker_lands_as_locally(tmp_path, on_ray, monkeypatch):
+    """The change a worker brings back is its base against the checkout's files, whatever
+    the agent committed there (test_agent_commits.py's agent: a task named `secret` commits
+    the key it was given, `root` makes an unrelated root, `several` commits and amends on a
+    branch of its own); the driver commits it with the same checks: the key is withheld."""
+    from .test_agent_commits import AGENT as COMMITTING_AGENT, SECRET
+
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    root = tmp_path / "p"
+    bot = {"routing": {"agent": "bot"}, "completion_promise": "DONE", "isolation": "worktree"}
+    plan = write_project(root, [node(t, **bot) for t in ("secret", "root", "several")], concurrency=3,
+                         agents={"bot": {"provider": "command", "command": [PY, str(root / "agent.py")],
+                                         "pass_env": ["OPENAI_API_KEY"]}})
+    (root / "agent.py").write_text(COMMITTING_AGENT)
+    (root / "old.txt").write_text("old\n")
+    git_repo(root)
+    base = git(root, "rev-parse", "HEAD").strip()
+    r = run(root, plan, executor="ray")
+    assert r.exit_code == 0, r.message
+    ref = f"harnessc/run/{r.run_id}"
+    assert SECRET not in git(root, "log", "-p", "--all")
+    changed = {line.split()[0]: git(root, "show", "--name-only", "--format=", line.split()[0]).split()
+               for line in git(root, "log", "--format=%H %s", f"{base}..{ref}").splitlines()}
+    assert sorted(changed.values()) == [["a.txt", "b.txt", "c.txt", "d.txt"], ["code.py", "more.py"], ["new.txt"]]
+    assert all(len(git(root, "log", "-1", "--format=%P", sha).split()) == 1 for sha in changed)
+    assert ".env (it holds the value of a secret" in (root / ".harness" / "alerts.log").read_text()
