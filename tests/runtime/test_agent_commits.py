@@ -230,3 +230,32 @@ def test_a_nul_in_a_hand_edited_plan_title_fails_the_task_with_a_clear_line(tmp_
     assert "a failed: its title holds U+0000 (NUL) at character 4" in r.stdout + r.stderr
     assert tasks(root)["a"]["state"] == "failed"
     assert git(root, "log", "--format=%s", "HEAD").splitlines() == ["second", "start"]
+
+
+def test_a_140000_character_title_is_committed_in_a_shared_tree_too(tmp_path):
+    """`git: commit` without isolation: the same subject and body, by file."""
+    root = tmp_path / "p"
+    title = "Make it " + "very " * 28000 + "long"
+    write_project(root, [node("a", routing={"agent": "bot"}, completion_promise="DONE", git="commit", title=title)],
+                  agents={"bot": {"provider": "command", "command": [PY, str(root / "agent.py"), "write"]}},
+                  concurrency=1)
+    (root / "agent.py").write_text(AGENT)
+    git_repo(root)
+    r = run(root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    subject = git(root, "log", "-1", "--format=%s", "HEAD").rstrip("\n")
+    assert subject.startswith("harnessc: a: Make it very ") and subject.endswith("\u2026") and len(subject) <= 100
+    assert f"Title: {title}\n" in git(root, "log", "-1", "--format=%b", "HEAD")
+    assert git(root, "show", "--name-only", "--format=", "HEAD").split() == ["code.py"]
+
+
+def test_a_subject_keeps_its_prefix_and_shows_what_a_line_cannot_hold():
+    from harnessc.runtime.worktree.commitmsg import SUBJECT_LIMIT, TITLE_MIN, headline
+
+    assert headline("harnessc: a: ", "Short title") == ("harnessc: a: Short title", "")
+    subject, body = headline("harnessc: a: ", "x" * 200)
+    assert len(subject) == SUBJECT_LIMIT and subject.endswith("x\u2026") and body == f"Title: {'x' * 200}\n\n"
+    long_id = "harnessc: " + "i" * 128 + ": "  # a prefix over the limit keeps TITLE_MIN of the title
+    subject, _ = headline(long_id, "y" * 200)
+    assert subject.startswith(long_id) and len(subject) == len(long_id) + TITLE_MIN
+    assert headline("p: ", "a\tb\x00c\x1b[2J\u2028d") == ("p: a b\\x00c\\x1b[2J\\u2028d", "")
