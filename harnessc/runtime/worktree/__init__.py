@@ -3,7 +3,9 @@
 git worktree, verified changes landing as one commit each on the run's integration branch.
 
 * repo.py - the repository checks (a branch, a commit, no submodules or LFS);
-* worktrees.py - an attempt's worktree and ref: create, commit its change, remove, reconcile;
+* worktrees.py - an attempt's worktree and ref: create, its change (base against the final
+  tree, whatever the agent committed) and its commit, remove, reconcile;
+* commitmsg.py - the messages of harnessc's commits: the subject, passed by file;
 * landing.py - the integration branch, merge and re-check, the user's fast-forward;
 * isolation.py - what a run asks of them (the Runner holds one `Isolation`).
 
