@@ -133,30 +133,6 @@ class Worktrees:
             out.append(f"{prefix}{rel.rstrip('/')}")
         return tuple(out)
 
-    def _exclusions(self, attempt: Attempt) -> list[str]:
-        """Pathspecs leaving the brought-in paths out of `git add -A`: only those there and not
-        ignored (git refuses a pathspec naming an ignored path, and ignores them anyway)."""
-        there = [p for p in attempt.brought if os.path.lexists(attempt.path / p)]
-        if not there:
-            return []
-        ignored = set(attempt.git.run("check-ignore", "--no-index", "--", *there, ok=(0, 1)).splitlines())
-        return [f":(exclude,top,literal){p}" for p in there if p not in ignored]
-
-    def changes(self, attempt: Attempt) -> list[Changed]:
-        """The attempt's change: its base commit against its checkout's final tree, which is
-        its files whatever the agent did with git (committed them or not, amended, reset,
-        moved HEAD to another branch or an unrelated root). The checkout's index is made to
-        hold that tree (`git add -A`), the brought-in paths as they are at the base: the
-        single list the checks on an attempt's change read."""
-        git = attempt.git
-        git.run("add", "-A", "--", ":/", *self._exclusions(attempt))
-        changed = _raw_diff(git.run("diff-index", "--cached", "-z", "--no-renames", attempt.base, worktree=False))
-        brought = [c.path for c in changed if _under(c.path, attempt.brought)]  # an agent's own `git add -f`
-        if brought:
-            self._back_to_base(attempt, brought)
-            changed = [c for c in changed if c.path not in set(brought)]
-        return changed
-
     def commit(self, attempt: Attempt, message: str, secrets: list[str] | None = None) -> tuple[str | None, dict]:
         """Commit the attempt's change (`changes`) as one commit whose only parent is its
         base, on the attempt's ref and as its checkout's HEAD: (its sha, or None when it
@@ -165,11 +141,11 @@ class Worktrees:
         if not attempt.made:
             return None, {}  # never put on disk: nothing changed
         git = attempt.git
-        changed = self.changes(attempt)
+        changed = changes(attempt)
         tree = git.run("write-tree", worktree=False).strip()
         withheld = secret_blobs(git, tree, [c.path for c in changed if not c.deleted], secrets or [])
         if withheld:
-            self._back_to_base(attempt, sorted(withheld))
+            _back_to_base(attempt, sorted(withheld))
             changed = [c for c in changed if c.path not in withheld]
             tree = git.run("write-tree", worktree=False).strip()
         sha = None
@@ -182,11 +158,6 @@ class Worktrees:
         self.git.run("update-ref", attempt.ref, sha or attempt.base, worktree=False)
         attempt.change, attempt.paths = sha, [c.path for c in changed]
         return sha, withheld
-
-    def _back_to_base(self, attempt: Attempt, paths: list[str]) -> None:
-        """Put `paths` in the checkout's index as they are at its base (gone when not there)."""
-        for i in range(0, len(paths), PATH_CHUNK):
-            attempt.git.run("reset", "-q", attempt.base, "--", *paths[i:i + PATH_CHUNK], env=LITERAL)
 
     def checkout(self, attempt: Attempt, sha: str) -> None:
         """Put the worktree at `sha` (after its change was committed: nothing is lost)."""
@@ -270,6 +241,38 @@ class Worktrees:
             except OSError:
                 left.append(str(lock))
         return removed, left
+
+
+def changes(attempt: Attempt) -> list[Changed]:
+    """The attempt's change: its base commit against its checkout's final tree, which is its
+    files whatever the agent did with git (committed them or not, amended, reset, moved HEAD
+    to another branch or an unrelated root). The checkout's index is made to hold that tree
+    (`git add -A`), the brought-in paths as they are at the base. The one list every check
+    on an attempt's change reads (secrets and size here; protected paths)."""
+    git = attempt.git
+    git.run("add", "-A", "--", ":/", *_exclusions(attempt))
+    changed = _raw_diff(git.run("diff-index", "--cached", "-z", "--no-renames", attempt.base, worktree=False))
+    brought = {c.path for c in changed if _under(c.path, attempt.brought)}  # an agent's own `git add -f`
+    if brought:
+        _back_to_base(attempt, sorted(brought))
+        changed = [c for c in changed if c.path not in brought]
+    return changed
+
+
+def _exclusions(attempt: Attempt) -> list[str]:
+    """Pathspecs leaving the brought-in paths out of `git add -A`: only those there and not
+    ignored (git refuses a pathspec naming an ignored path, and ignores them anyway)."""
+    there = [p for p in attempt.brought if os.path.lexists(attempt.path / p)]
+    if not there:
+        return []
+    ignored = set(attempt.git.run("check-ignore", "--no-index", "--", *there, ok=(0, 1)).splitlines())
+    return [f":(exclude,top,literal){p}" for p in there if p not in ignored]
+
+
+def _back_to_base(attempt: Attempt, paths: list[str]) -> None:
+    """Put `paths` in the checkout's index as they are at its base (gone when not there)."""
+    for i in range(0, len(paths), PATH_CHUNK):
+        attempt.git.run("reset", "-q", attempt.base, "--", *paths[i:i + PATH_CHUNK], env=LITERAL)
 
 
 def _raw_diff(out: str) -> list[Changed]:
