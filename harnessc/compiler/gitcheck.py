@@ -102,7 +102,7 @@ def _check_uncommitted(project: Project, tasks: list, repo) -> None:
     if not named:
         return
     paths = sorted({p for p, *_ in named})
-    git = gitcmd.Git(project.root)
+    git = repo.git()
     status: dict[str, str] = {}
     try:
         for i in range(0, len(paths), PATHS_PER_CALL):

@@ -161,7 +161,7 @@ class ApproachRun(TaskRun):
         try:
             await self.iso.commit(self.attempt, message)
             self.diff = await asyncio.to_thread(diff_size, self.attempt)
-        except (GitFailed, OSError) as e:
+        except (GitFailed, OSError, IsolationError) as e:
             await self.log.finish("rejected", errors=[f"could not commit its change: {e}"], raw=resp.text,
                                   **resp.charged())
             self.ended("failed", f"could not commit its change: {e}")

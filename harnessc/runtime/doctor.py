@@ -367,7 +367,13 @@ async def _git_checks(root: Path) -> list[Check]:
     if not (root / ".git").exists():
         return [Check("repository", False, "the project is not a git repository "
                       "(a `git: commit` task needs one: run `git init`)")]
-    git = gitcmd.Git(root)  # the argv and environment of the run's own git (no hook, no key)
+    # the argv and environment of the run's own git (no hook, no key; the identity read as a run reads it)
+    try:
+        place = gitcmd.locate(root)
+    except gitcmd.GitFailed as e:
+        return [Check("identity", False, "git is not on PATH" if e.returncode is None else
+                      f"git cannot read the repository: {e.stderr.strip()[:200]}")]
+    git = gitcmd.Git(place.top, git_dir=place.git_dir, ident=gitcmd.identity(place.git_dir))
     res = await procs.run(git.argv("var", "GIT_COMMITTER_IDENT"), cwd=root, timeout=VERSION_TIMEOUT, env=git.env())
     if res.error:
         return [Check("identity", False, "git is not on PATH" if "not found" in res.error else res.error)]

@@ -26,6 +26,7 @@ from .approaches import ApproachRun
 from .iteration import Done
 from .routing.router import Route
 from .verify import verify
+from .worktree.repo import IsolationError
 
 DEFAULT_BRANCHES = 3
 
@@ -67,6 +68,9 @@ class Branch(ApproachRun):
             await self.iso.commit(self.attempt, f"harnessc: {self.tid}: exploration branch {self.j}")
         except Done:
             return  # refused by a budget: this branch made no progress
+        except IsolationError as e:  # tampered with its checkout: this branch counts for nothing
+            self.progress = -math.inf
+            self.store.event("exploration_rejected", self.tid, message=str(e)[:500])
         except asyncio.CancelledError:
             self.log.interrupted()
             raise

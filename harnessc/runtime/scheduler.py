@@ -205,7 +205,7 @@ class Runner:
 
         repo = self.isolation.repo
         self.executor = RayExecutor(self.executor_settings, repo.toplevel, repo.prefix,
-                                    forwarded_names(self.plan.agents))
+                                    forwarded_names(self.plan.agents), repo.git_dir)
         self.executor.start()
 
     def close_executor(self) -> None:

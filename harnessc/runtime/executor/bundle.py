@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 GIT_TIMEOUT = 600.0
-_QUIET = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
+_QUIET = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_NO_REPLACE_OBJECTS": "1"}
 SNAPSHOT_LIMIT = 5000  # files and directories a checkout may hold for a stat snapshot (more: git status each time)
 RACY_NS = 2_000_000_000  # a file changed this recently could change again within its timestamp's tick, unseen
 
@@ -39,11 +39,17 @@ class ShipError(Exception):
 
 
 def git(*args: str, cwd: str | Path | None = None, stdin: bytes | None = None,
-        env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,)) -> bytes:
-    """Run git (no hooks, no prompt); its stdout, or ShipError."""
+        env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,), git_dir: Path | None = None) -> bytes:
+    """Run git (no hooks, no prompt); its stdout, or ShipError. git_dir: the repository's git
+    directory, `cwd` its work tree (the driver's worktrees: never found by walking up); else
+    git looks in `cwd` only, never above it."""
     global git_calls
     git_calls += 1
     full_env = {**os.environ, **_QUIET, **(env or {})}
+    if cwd is not None:
+        full_env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).absolute().parent)
+    if git_dir is not None:
+        full_env.update(GIT_DIR=str(git_dir), GIT_WORK_TREE=str(cwd))
     try:
         res = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *args], cwd=cwd, input=stdin,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env, timeout=GIT_TIMEOUT)
@@ -59,31 +65,32 @@ def git(*args: str, cwd: str | Path | None = None, stdin: bytes | None = None,
 
 # ------------------------------------------------------------------ driver side
 
-def bundle_commit(top: Path, sha: str) -> bytes:
+def bundle_commit(top: Path, sha: str, git_dir: Path | None = None) -> bytes:
     """A git bundle holding `sha` and its history (a bundle needs a ref: a temporary one)."""
     ref = f"refs/harnessc/bundle/{sha}"
-    git("update-ref", ref, sha, cwd=top)
+    git("update-ref", ref, sha, cwd=top, git_dir=git_dir)
     try:
         with tempfile.TemporaryDirectory(prefix="harnessc-bundle-") as tmp:
             path = Path(tmp) / "base.bundle"
-            git("bundle", "create", "-q", str(path), ref, cwd=top)
+            git("bundle", "create", "-q", str(path), ref, cwd=top, git_dir=git_dir)
             return path.read_bytes()
     finally:
-        git("update-ref", "-d", ref, cwd=top, ok=(0, 1))
+        git("update-ref", "-d", ref, cwd=top, ok=(0, 1), git_dir=git_dir)
 
 
-def apply_change(top: Path, base: str, change: bytes, keep: tuple[str, ...] = ()) -> None:
+def apply_change(top: Path, base: str, change: bytes, keep: tuple[str, ...] = (),
+                 git_dir: Path | None = None) -> None:
     """Make the worktree at `top` hold `base` plus `change` (what a worker returned): its
     files reset to `base` first (untracked ones removed, `keep` and ignored ones aside)."""
-    git("reset", "-q", "--hard", base, cwd=top)
-    git("clean", "-fdq", *(a for p in keep for a in ("-e", "/" + p)), cwd=top)
+    git("reset", "-q", "--hard", base, cwd=top, git_dir=git_dir)
+    git("clean", "-fdq", *(a for p in keep for a in ("-e", "/" + p)), cwd=top, git_dir=git_dir)
     if change:
-        git("apply", "--binary", "--whitespace=nowarn", "-", cwd=top, stdin=change)
+        git("apply", "--binary", "--whitespace=nowarn", "-", cwd=top, stdin=change, git_dir=git_dir)
 
 
 # ------------------------------------------------------------------ worker side
 
-def change_of(top: Path, base: str) -> tuple[bytes, bool]:
+def change_of(top: Path, base: str, git_dir: Path | None = None) -> tuple[bytes, bool]:
     """The checkout's files against `base` as one binary diff (untracked files included,
     ignored ones not), and whether the checkout is clean (at `base` - an agent may have
     committed -, nothing differs from it, no untracked or ignored file). A clean one costs
@@ -91,13 +98,13 @@ def change_of(top: Path, base: str) -> tuple[bytes, bool]:
     files as intent-to-add (a checkout that is not clean is reset before its next use:
     NodeCache.checkout)."""
     status = git("status", "--porcelain=v2", "--branch", "-z", "--ignored=matching", "--untracked-files=all",
-                 cwd=top).split(b"\0")
+                 cwd=top, git_dir=git_dir).split(b"\0")
     # the headers come first ("# branch.oid <sha>", ...), then one entry per path
     if f"# branch.oid {base}".encode() in status and all(e.startswith(b"# ") for e in status if e):
         return b"", True
-    git("add", "-A", "-N", ".", cwd=top)  # untracked files show in the diff as new ones
+    git("add", "-A", "-N", ".", cwd=top, git_dir=git_dir)  # untracked files show in the diff as new ones
     return git("diff", "--binary", "--no-renames", "--full-index", "--no-ext-diff", "--no-textconv",
-               "--no-color", base, cwd=top), False
+               "--no-color", base, cwd=top, git_dir=git_dir), False
 
 
 def snapshot(top: Path) -> dict[str, tuple] | None:

@@ -49,8 +49,10 @@ def _count(phases: dict[str, float]) -> None:
 class RayExecutor:
     """One run's connection to Ray and what it has shipped there."""
 
-    def __init__(self, settings: ExecutorSettings, top: Path, prefix: str, forwarded: dict[str, list[str]]):
+    def __init__(self, settings: ExecutorSettings, top: Path, prefix: str, forwarded: dict[str, list[str]],
+                 git_dir: Path | None = None):
         self.settings, self.top, self.prefix = settings, Path(top), prefix
+        self.git_dir = git_dir  # the user's tree's git directory (repo.py found it once)
         self.forwarded = forwarded  # agent -> the variable names its calls forward
         self.ray: Any = None
         self.owned = False  # we started the cluster (no address): we shut it down
@@ -105,7 +107,7 @@ class RayExecutor:
         lock = self._bundling.setdefault(base, asyncio.Lock())
         async with lock:
             if base not in self.bundles:
-                data = await asyncio.to_thread(bundle_commit, self.top, base)
+                data = await asyncio.to_thread(bundle_commit, self.top, base, self.git_dir)
                 self.bundles[base] = [self.ray.put(data)]  # in a list: workers fetch it only on a cache miss
         return {"bundle": self.bundles[base]}
 
@@ -269,7 +271,8 @@ class RemoteAttempts:
             started = time.perf_counter()
             try:
                 await run.iso.make(attempt)  # an attempt's first change: its worktree on disk
-                await asyncio.to_thread(apply_change, attempt.path, base, new, attempt.brought)
+                await asyncio.to_thread(apply_change, attempt.path, base, new, attempt.brought,
+                                        attempt.git.git_dir)
             except ShipError as e:
                 raise AgentError(f"could not apply the change from Ray node {out.get('node')}: {e}") from None
             self.applied = (attempt, new)
@@ -280,7 +283,7 @@ class RemoteAttempts:
         """The attempt's worktree was changed here, not by a worker (explore.py put a branch's
         files in it): what it holds over its base is what the next remote call starts from."""
         attempt = self.run.attempt
-        change, _ = await asyncio.to_thread(change_of, attempt.path, attempt.base)
+        change, _ = await asyncio.to_thread(change_of, attempt.path, attempt.base, attempt.git.git_dir)
         self.applied = (attempt, change)
 
     def env_for(self, name: str, cfg: Any) -> dict[str, str]:

@@ -118,7 +118,7 @@ class GitSnapshots:
         self.env = {"GIT_INDEX_FILE": str(index)}
         # git runs at the repository's top: the project may be a directory inside it
         top = Path(repo.working_tree_dir).resolve()
-        self.git = gitcmd.Git(top)
+        self.git = gitcmd.Git(top, git_dir=Path(repo.git_dir).resolve())  # found once, then named
         self.objects = self.git.objects()
         self.notes: list[tuple[str, dict]] = []  # events for the run, taken by attribution.py
         project = os.path.relpath(Path(root).resolve(), top)

@@ -21,6 +21,18 @@ with harnessc's environment (API keys included). So every git process gets
 `git_hooks: true` (harness.yaml) keeps the repository's hooks for harnessc's commits; they
 run with the same restricted environment. Snapshots never run hooks.
 
+Where: a Git made with `git_dir` (every one a run makes: `locate` finds the repository once,
+at the start, before any agent ran) names its repository and work tree (GIT_DIR,
+GIT_WORK_TREE; GIT_CEILING_DIRECTORIES too) and never walks up from a directory an agent can
+change: an attempt's checkout whose `.git` file was deleted or rewritten cannot send
+harnessc's `git add` or `commit` into the user's repository. An explicit work tree wins over
+`core.worktree`. What configuration: the repository's own only (GIT_CONFIG_NOSYSTEM,
+GIT_CONFIG_GLOBAL=/dev/null), with replace refs ignored (GIT_NO_REPLACE_OBJECTS); the
+identity a commit is made as is read once (`identity`, from the user's usual configuration,
+global included) and passed on as GIT_AUTHOR_*/GIT_COMMITTER_*. harnessc runs git's
+built-in commands only, never an alias (`alias.*` can name no built-in), so `-c` inside an
+alias never applies.
+
 Processes run in harnessc's session (reaper.py leaves them to us) but their own process
 group, killed on timeout. No preexec step (PR_SET_PDEATHSIG): it would double the cost of
 every start (fork instead of vfork), and a git outlives a killed harnessc by at most its
@@ -32,20 +44,26 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..children import procs
 
 GIT_TIMEOUT = 30.0  # seconds for one git command
 # What git takes from harnessc's environment besides the base list: who commits.
-IDENTITY_ENV = ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
-                "XDG_CONFIG_HOME")
+IDENTITY_ENV = ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL")
+# No configuration git would find by itself beyond the repository's; no object replaced.
+CONFINED = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_NO_REPLACE_OBJECTS": "1",
+            "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 NO_HOOKS = ("core.hooksPath=/dev/null",)  # a path under /dev/null is no file: no hook is found
 NEUTRAL = (
     "core.fsmonitor=false", "core.pager=cat", "core.editor=:", "sequence.editor=:",
     "core.sshCommand=ssh", "core.askPass=", "credential.helper=", "diff.external=",
     "commit.gpgSign=false", "tag.gpgSign=false", "gc.auto=0", "maintenance.auto=false",
     "submodule.recurse=false", "diff.ignoreSubmodules=all",
+    # signatures: never shown (log.showSignature runs gpg), and no program to verify or sign with
+    "log.showSignature=false", "gpg.program=", "gpg.openpgp.program=", "gpg.x509.program=",
+    "gpg.ssh.program=", "gpg.ssh.defaultKeyCommand=", "core.alternateRefsCommand=",
 )
 # The drivers a configuration may name, and the keys of each that run a command.
 DRIVERS = {"filter": ("clean", "smudge", "process"), "diff": ("command", "textconv"), "merge": ("driver",)}
@@ -61,10 +79,20 @@ class GitFailed(Exception):
 
 
 class Git:
-    """git in one working tree (`cwd`), the safe way (see the module docstring)."""
+    """git in one working tree (`cwd`), the safe way (see the module docstring). git_dir:
+    the repository's git directory (absolute), named to every process with `cwd` as its
+    work tree; None only to find it (`locate`). ident: GIT_AUTHOR_*/GIT_COMMITTER_* values
+    (`identity`)."""
 
-    def __init__(self, cwd: Path, hooks: bool = False):
+    def __init__(self, cwd: Path, hooks: bool = False, git_dir: Path | None = None,
+                 ident: dict[str, str] | None = None):
         self.cwd, self.hooks = Path(cwd), hooks
+        self.git_dir = Path(git_dir) if git_dir is not None else None
+        self.where = dict(CONFINED)
+        if self.git_dir is not None:
+            self.where.update(GIT_DIR=str(self.git_dir), GIT_WORK_TREE=str(self.cwd),
+                              GIT_CEILING_DIRECTORIES=str(self.cwd.parent))
+        self.ident = dict(ident or {})
         self._watched: set[str] | None = None  # the config files git reads (or would, were they there)
         self._stamp: tuple | None = None  # their stat data when _blanks was read
         self._blanks: list[tuple[str, str]] = []
@@ -74,7 +102,9 @@ class Git:
         return ["git", "--no-pager", *(x for s in settings for x in ("-c", s)), *args]
 
     def env(self, extra: dict[str, str] | None = None, drivers: bool = False) -> dict[str, str]:
-        env = procs.child_env(IDENTITY_ENV, {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(extra or {})})
+        env = procs.child_env(IDENTITY_ENV, {**self.where, **(extra or {})})
+        for key, value in self.ident.items():
+            env.setdefault(key, value)  # harnessc's own GIT_AUTHOR_* (when set) win, as in git
         if drivers:
             blanks = self.driver_blanks()
             env["GIT_CONFIG_COUNT"] = str(len(blanks))
@@ -119,15 +149,15 @@ class Git:
         return self._blanks
 
     def _candidates(self) -> set[str]:
-        """The configuration files git may read here, whether they exist now or not."""
-        out = self._run(("rev-parse", "--absolute-git-dir", "--git-common-dir"), self.env(), GIT_TIMEOUT)
-        git_dir, common = (out.decode("utf-8", "surrogateescape").splitlines() + ["", ""])[:2]
-        home = Path(os.path.expanduser("~"))
-        xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
-        dirs = {self.cwd / git_dir, self.cwd / git_dir / common} if git_dir else set()
-        return {str(p) for p in (home / ".gitconfig", xdg / "git" / "config", Path("/etc/gitconfig"),
-                                 Path("/usr/local/etc/gitconfig"),
-                                 *(d / name for d in dirs for name in ("config", "config.worktree")))}
+        """The configuration files git may read here, whether they exist now or not (the
+        repository's only: no system or global file is read)."""
+        if self.git_dir is not None:
+            git_dir = self.git_dir
+        else:
+            out = self._run(("rev-parse", "--absolute-git-dir"), self.env(), GIT_TIMEOUT)
+            git_dir = Path(out.decode("utf-8", "surrogateescape").strip())
+        dirs = {git_dir, common_dir(git_dir)}
+        return {str(d / name) for d in dirs for name in ("config", "config.worktree")}
 
     def run(self, *args: str, env: dict[str, str] | None = None, worktree: bool = True,
             timeout: float = GIT_TIMEOUT, ok: tuple[int, ...] = (0,)) -> str:
@@ -155,6 +185,74 @@ class Git:
 
     def objects(self) -> "CatFile":
         return CatFile(self)
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a repository is, found once: its git directory, common directory (where refs,
+    objects and the shared config are), work tree and the project's place in it."""
+
+    git_dir: Path
+    common: Path
+    top: Path
+    prefix: str  # '' or 'sub/dir/'
+
+
+def locate(path: Path) -> Place:
+    """The repository holding `path` (git's own discovery, once, before any agent runs:
+    every later git process names what this found); GitFailed outside a work tree."""
+    git = Git(path)
+    # the user's global config may hold safe.directory, which discovery needs (nothing else is read)
+    env = {k: v for k, v in git.env().items() if k not in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM")}
+    out = git._run(("rev-parse", "--absolute-git-dir", "--show-toplevel", "--show-prefix"), env, GIT_TIMEOUT)
+    git_dir, top, prefix = (out.decode("utf-8", "surrogateescape").split("\n") + ["", "", ""])[:3]
+    if not top:
+        raise GitFailed("rev-parse", 128, f"{path} is not in a git work tree")
+    return Place(Path(git_dir), common_dir(Path(git_dir)), Path(top), prefix)
+
+
+def common_dir(git_dir: Path) -> Path:
+    """A linked worktree's git directory names the common one in its `commondir` file."""
+    try:
+        rel = (git_dir / "commondir").read_text().strip()
+    except OSError:
+        return git_dir
+    return Path(os.path.normpath(git_dir / rel)) if rel else git_dir
+
+
+_IDENTITY: dict[str, dict[str, str]] = {}
+_IDENTITY_KEYS = {"user.name": ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"),
+                  "user.email": ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"),
+                  "author.name": ("GIT_AUTHOR_NAME",), "author.email": ("GIT_AUTHOR_EMAIL",),
+                  "committer.name": ("GIT_COMMITTER_NAME",), "committer.email": ("GIT_COMMITTER_EMAIL",)}
+
+
+def identity(git_dir: Path) -> dict[str, str]:
+    """Whom harnessc commits as in this repository: GIT_AUTHOR_*/GIT_COMMITTER_* from the
+    user's usual configuration (system, global and the repository's), read once per
+    process in a git process of its own - the only one that reads a global file. {} when
+    none is configured: git then makes one up as it always does, or says who to set."""
+    key = str(common_dir(Path(git_dir)))
+    if key not in _IDENTITY:
+        env = procs.child_env(("XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM"),
+                              {"GIT_DIR": str(git_dir), "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"})
+        try:
+            res = subprocess.run(["git", "config", "-z", "--get-regexp", r"^(user|author|committer)\.(name|email)$"],
+                                 env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=GIT_TIMEOUT)
+            out = res.stdout.decode("utf-8", "surrogateescape") if res.returncode == 0 else ""
+        except (OSError, subprocess.TimeoutExpired):
+            out = ""
+        found: dict[str, str] = {}
+        for entry in out.split("\0"):
+            name, _, value = entry.partition("\n")
+            if name.lower() in _IDENTITY_KEYS and value:
+                found[name.lower()] = value  # the last one wins, as in git
+        ident: dict[str, str] = {}
+        for name in ("user.name", "user.email", "author.name", "author.email", "committer.name", "committer.email"):
+            for var in _IDENTITY_KEYS[name] if name in found else ():
+                ident[var] = found[name]
+        _IDENTITY[key] = ident
+    return dict(_IDENTITY[key])
 
 
 class CatFile:

@@ -40,7 +40,8 @@ class GitCommits:
         self.root, self.store = root, store
         self.wanted = any(n.git == "commit" and not n.done for n in nodes)
         self.repo: Any = None
-        self.git = gitcmd.Git(root, hooks=hooks)
+        self.hooks = hooks
+        self.git = gitcmd.Git(root, hooks=hooks, git_dir=root / ".git")  # named again once found (start)
         self.dirty_at_start: set[str] = set()
         self._lock = asyncio.Lock()  # one commit at a time: git's index is one file
         # succeeded tasks whose commit left out paths shared with tasks still running
@@ -60,6 +61,9 @@ class GitCommits:
             return
         try:
             self.repo = git.Repo(self.root, search_parent_directories=False)
+            # its git directory, found once before any agent ran: every git process names it
+            git_dir = Path(self.repo.git_dir).resolve()
+            self.git = gitcmd.Git(self.root, hooks=self.hooks, git_dir=git_dir, ident=gitcmd.identity(git_dir))
             self.dirty_at_start = self._changed()
         except (git.InvalidGitRepositoryError, git.NoSuchPathError, gitcmd.GitFailed) as e:
             self.repo = None

@@ -27,6 +27,7 @@ from typing import Any, Awaitable, Callable
 from ...planfile import PlanNode
 from ..store.state import StateStore
 from .landing import BRANCH_PREFIX, INTEGRATION_KEY, LANDING_KEY, Conflict, Integration, Landed, Landing
+from . import repo as repomod
 from .repo import IsolationError, Repo, open_repo  # noqa: F401 - IsolationError: for callers
 from .worktrees import REF_ROOT, Attempt, Worktrees
 
@@ -176,17 +177,25 @@ class Isolation:
         make=False: put on disk only when `make` is called (worktrees.Worktrees.create)."""
         if not make:  # only its record: no git, no thread
             return self.trees.create(self.index[node.id], k, base or self.base(node), False)
-        return await asyncio.to_thread(self.trees.create, self.index[node.id], k, base or self.base(node), make)
+        attempt = await asyncio.to_thread(self.trees.create, self.index[node.id], k, base or self.base(node), make)
+        self._warn(node.id)
+        return attempt
 
     async def make(self, attempt: Attempt) -> None:
         if not attempt.made:
             await asyncio.to_thread(self.trees.make, attempt)
+            self._warn(None)
+
+    def _warn(self, tid: str | None) -> None:
+        while self.trees.warnings:
+            self.store.event("worktree_not_brought", tid, message=self.trees.warnings.pop(0))
 
     async def commit(self, attempt: Attempt, message: str) -> str | None:
         """Commit the attempt's change - its base against its checkout's final tree, whatever
         the agent committed itself - (None: it changed nothing)."""
         if not attempt.made:
             return None  # never put on disk: nothing changed
+        self.trees.verify(attempt)  # Tampered: the attempt is rejected, nothing of it lands
         sha, withheld = await asyncio.to_thread(self.trees.commit, attempt, message, self.store.secrets)
         if withheld:
             shown = sorted(withheld.items())
@@ -315,13 +324,11 @@ def clean_leftovers(root: Path, dry_run: bool = False) -> list[str]:
     workspace = Workspace(root)
     there = (workspace.harness / "worktrees").is_dir()
     try:
-        git = Landing(Repo(Path(root), "", "", ""), False).git
-        top = git.run("rev-parse", "--show-toplevel", worktree=False).strip()
-        prefix = git.run("rev-parse", "--show-prefix", worktree=False).strip()
-        refs = git.run("for-each-ref", "--format=%(refname)", REF_ROOT + "/", worktree=False).split()
-    except Exception:  # not a repository: nothing of ours in git; a directory is removed below
-        top, prefix, refs = "", "", []
-    if holder(workspace) or not (there or refs) or not top:
+        trees = Worktrees(repomod.find(Path(root)), root, "clean")
+        refs = trees.own_refs()
+    except Exception:  # not a repository: nothing of ours in git
+        return []
+    if holder(workspace) or not (there or refs):
         return []
     keep: set[str] = set()
     try:
@@ -333,10 +340,9 @@ def clean_leftovers(root: Path, dry_run: bool = False) -> list[str]:
             keep = set(Isolation(root, [], store)._blocked_refs().values())
         finally:
             store.close()
-    trees = Worktrees(Repo(Path(top), prefix, "", ""), root, "clean")
     if dry_run:
-        listed = [str(p.relative_to(root)) for d in trees.root.iterdir() if d.is_dir() for p in d.iterdir()] \
-            if there else []
+        listed = [str(p.relative_to(root)) for d in trees.root.iterdir() if d.is_dir() and not d.is_symlink()
+                  for p in d.iterdir()] if there and not trees.root.is_symlink() else []
         return listed + [r for r in refs if r not in keep]
     done = trees.reconcile(keep)
     return done.removed_worktrees + done.removed_refs

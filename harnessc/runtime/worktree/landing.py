@@ -80,7 +80,7 @@ def message(task_id: str, title: str, verified: str, attempt: int, agent: str, r
 class Landing:
     def __init__(self, repo: Repo, hooks: bool = False):
         self.repo = repo
-        self.git = gitcmd.Git(repo.toplevel, hooks=hooks)  # the user's tree: its refs, its fast-forward
+        self.git = repo.git(hooks)  # the user's tree (its git directory named): its refs, its fast-forward
         self._common: Path | None = None  # the repository's common git directory, where its refs are
 
     # ------------------------------------------------------------------ the branch
@@ -117,7 +117,8 @@ class Landing:
         each cost the driver ~1.6 ms of CPU), else with git (a packed ref, a symbolic one,
         another ref storage)."""
         if self._common is None:
-            self._common = self.repo.toplevel / self.git.run("rev-parse", "--git-common-dir", worktree=False).strip()
+            self._common = self.repo.common or self.repo.toplevel / self.git.run(
+                "rev-parse", "--git-common-dir", worktree=False).strip()
         return self.loose_tip(branch) or self.git.run("rev-parse", "-q", "--verify", branch + "^{commit}",
                                                       worktree=False, ok=(0, 1)).strip()
 

@@ -32,22 +32,34 @@ class Repo:
     prefix: str  # the project directory inside it ('' or 'sub/dir/')
     branch: str  # the user's checked-out branch, refs/heads/...
     head: str  # the commit it was at when checked
+    git_dir: Path | None = None  # the user's tree's git directory (found once: gitcmd.locate)
+    common: Path | None = None  # where refs, objects, worktrees/ and the shared config are
+    ident: tuple[tuple[str, str], ...] = ()  # whom harnessc commits as (gitcmd.identity)
+
+    def git(self, hooks: bool = False) -> gitcmd.Git:
+        """git in the user's tree, its git directory named (never discovered again)."""
+        return gitcmd.Git(self.toplevel, hooks=hooks, git_dir=self.git_dir, ident=dict(self.ident))
+
+
+def find(root: Path) -> Repo:
+    """The repository holding `root`, found once (no branch or head read): for cleaning up."""
+    place = gitcmd.locate(root)
+    return Repo(place.top, place.prefix, "", "", place.git_dir, place.common)
 
 
 def open_repo(root: Path, hooks: bool = False) -> Repo:
     """The repository holding project `root`, or IsolationError saying what to do."""
-    git = gitcmd.Git(root, hooks=hooks)
     try:
-        inside = git.run("rev-parse", "--is-bare-repository", "--is-inside-work-tree", worktree=False).split()
+        place = gitcmd.locate(root)
     except gitcmd.GitFailed as e:
         if e.returncode is None:
             raise IsolationError(f"isolation: worktree needs git ({e.stderr.strip()})", "install git") from None
+        if "must be run in a work tree" in e.stderr:  # a bare repository (or inside a git directory)
+            raise IsolationError("isolation: worktree needs a working tree; this repository is bare",
+                                 "run harnessc in a clone with a working tree (`git clone <bare> work`)") from None
         raise IsolationError(f"isolation: worktree needs a git repository; {root} is not in one",
                              "run `git init && git add -A && git commit -m init`, or set isolation: none") from None
-    if inside[:1] == ["true"] or inside[1:2] != ["true"]:
-        raise IsolationError("isolation: worktree needs a working tree; this repository is bare",
-                             "run harnessc in a clone with a working tree (`git clone <bare> work`)")
-    top, prefix = git.run("rev-parse", "--show-toplevel", "--show-prefix", worktree=False).split("\n")[:2]
+    git = gitcmd.Git(place.top, hooks=hooks, git_dir=place.git_dir)
     branch = git.run("symbolic-ref", "-q", "HEAD", worktree=False, ok=(0, 1)).strip()
     head = git.run("rev-parse", "-q", "--verify", "HEAD^{commit}", worktree=False, ok=(0, 1)).strip()
     if not head:
@@ -71,8 +83,10 @@ def open_repo(root: Path, hooks: bool = False) -> Repo:
         raise IsolationError(f"isolation: worktree does not support Git LFS files ({lfs.splitlines()[0]} "
                              "names filter=lfs): a worktree would hold pointers, not the files",
                              "set isolation: none for this project")
-    return Repo(Path(top), prefix, branch, head)
+    ident = tuple(sorted(gitcmd.identity(place.git_dir).items()))
+    return Repo(place.top, place.prefix, branch, head, place.git_dir, place.common, ident)
 
 
 def _exists(git: gitcmd.Git, rev: str) -> bool:
     return bool(git.run("rev-parse", "-q", "--verify", rev, worktree=False, ok=(0, 1)).strip())
+

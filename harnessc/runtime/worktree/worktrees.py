@@ -8,11 +8,28 @@ checkout's final tree, committed by the agent or not (`changes`), made one commi
 parent is the base. A worktree holds committed files only;
 harness.yaml `worktrees: {link, copy}` brings untracked or ignored things of the user's tree
 in (a symbolic link, or a read-only copy), and they are never part of the change.
+
+The agent can write anywhere in its checkout and, without a sandbox, beside it. So:
+
+* every git process names its git directory: the user's tree's (found once, repo.py), or
+  the attempt's `<common>/worktrees/<name>`, read from the `.git` file git wrote when the
+  worktree was made; before harnessc uses a checkout it checks that file still says so
+  (`verify`: an agent that deleted or rewrote it is rejected, `tampered with .git`);
+* a path is removed only once it is known to be a real directory under
+  `.harness/worktrees/` (no link on the way) that git registered as a worktree there; a
+  link is removed as a link, never followed (`_drop`);
+* `link:`/`copy:` never write through a link in the checkout (one the agent landed earlier):
+  that entry is skipped with a warning;
+* a project in a directory of a bigger repository keeps its refs under
+  `refs/harnessc/projects/<key>/` (`ref_root`), and cleans up only there and in its own
+  `.harness/worktrees/`: two projects in one repository leave each other's refs alone.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shutil
 import stat
 import threading
@@ -22,9 +39,10 @@ from pathlib import Path
 from . import gitcmd
 from .commitmsg import message_file
 from .gitops import LITERAL, PATH_CHUNK, secret_blobs
-from .repo import Repo
+from .repo import IsolationError, Repo
 
 REF_ROOT = "refs/harnessc"
+PROJECTS = REF_ROOT + "/projects"  # + /<key>: the refs of a project inside the repository
 # git's worktree bookkeeping (.git/worktrees/) is not safe against itself: an add reads the
 # others' half-made entries, a prune removes them. One add/remove/prune at a time, per process.
 _ADMIN = threading.Lock()
@@ -40,6 +58,7 @@ class Attempt:
     ref: str  # refs/harnessc/<run>/<n>-<k>
     base: str  # the commit it started from
     git: gitcmd.Git
+    gitfile: str = ""  # what git wrote in the checkout's `.git` file: `gitdir: <its git directory>`
     brought: tuple[str, ...] = ()  # paths never committed: .harness, the links and copies
     change: str | None = None  # the commit of its change, once made
     paths: list[str] = field(default_factory=list)  # the paths that commit changes (from the top)
@@ -66,19 +85,39 @@ class Reconciled:
     kept_refs: list[str] = field(default_factory=list)
 
 
+def ref_root(prefix: str) -> str:
+    """Where a project's refs go: refs/harnessc for one at the repository's top (as always),
+    refs/harnessc/projects/<key> for one in directory `prefix` (its path made a valid ref
+    name, plus a hash of it: two directories never share a key)."""
+    if not prefix:
+        return REF_ROOT
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", prefix.strip("/")).strip("-")[:40] or "project"
+    return f"{PROJECTS}/{name}-{hashlib.sha256(prefix.encode()).hexdigest()[:8]}"
+
+
+class Tampered(IsolationError):
+    """The agent changed something harnessc's git relies on in its checkout."""
+
+    def __init__(self, what: str, why: str):
+        super().__init__(f"tampered with {what}: {why}; nothing of this attempt lands",
+                         f"an agent must leave its checkout's {what} as harnessc made it")
+
+
 class Worktrees:
     """The worktrees and refs of one run of one project."""
 
     def __init__(self, repo: Repo, project: Path, run_id: str, hooks: bool = False,
                  link: list[str] | None = None, copy: list[str] | None = None):
         self.repo, self.project, self.run_id, self.hooks = repo, Path(project), run_id, hooks
-        self.git = gitcmd.Git(repo.toplevel, hooks=hooks)
+        self.git = repo.git(hooks)
+        self.refs = ref_root(repo.prefix)
         self.root = self.project / ".harness" / "worktrees"
+        self.warnings: list[str] = []  # for the run's events (isolation.py takes them)
         self.link, self.copy = list(link or []), list(copy or [])
         self.unmade: set[Path] = set()  # worktrees handed out with make=False and not made since
 
     def ref(self, n: int, k: int = 1) -> str:
-        return f"{REF_ROOT}/{self.run_id}/{n}-{k}"
+        return f"{self.refs}/{self.run_id}/{n}-{k}"
 
     def path(self, n: int, k: int = 1) -> Path:
         return self.root / self.run_id / f"{n}-{k}"
@@ -91,8 +130,9 @@ class Worktrees:
         its record; `make` puts it on disk when it is needed (an attempt whose change comes
         from elsewhere, executor ray, and that changed nothing never needs it)."""
         path = self.path(n, k)
-        attempt = Attempt(path, path / self.repo.prefix, self.ref(n, k), base, gitcmd.Git(path, hooks=self.hooks),
-                          made=False)
+        # no git directory yet (made by `make`): a git run before then fails, never walks up
+        unmade = gitcmd.Git(path, git_dir=self._admin() / "(not made)")
+        attempt = Attempt(path, path / self.repo.prefix, self.ref(n, k), base, unmade, made=False)
         if make:
             self.make(attempt)
         else:
@@ -105,9 +145,11 @@ class Worktrees:
         self.unmade.discard(path)
         if path.exists() or os.path.islink(path):
             self._drop(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self._check_inside(path.parent, mkdir=True)
         with _ADMIN:
             self.git.run("worktree", "add", "--detach", "-q", "-f", str(path), attempt.base, timeout=300)
+        attempt.gitfile, git_dir = self._registered(path)
+        attempt.git = gitcmd.Git(path, hooks=self.hooks, git_dir=git_dir, ident=dict(self.repo.ident))
         self.git.run("update-ref", attempt.ref, attempt.base, worktree=False)
         attempt.brought = self._bring_in(attempt)
         attempt.made = True
@@ -121,6 +163,12 @@ class Worktrees:
             source, target = self.project / rel, attempt.workdir / rel
             if not os.path.lexists(source) or os.path.lexists(target):
                 continue  # nothing to bring, or a committed file is there already
+            link = _link_on_the_way(attempt.path, target.parent)
+            if link is not None:
+                self.warnings.append(f"worktrees: {how}: {rel} not brought into {attempt.path.name}: "
+                                     f"{link} in the checkout is a symbolic link (committed there), "
+                                     "and harnessc never writes through one")
+                continue
             target.parent.mkdir(parents=True, exist_ok=True)
             if how == "link":
                 os.symlink(source.resolve(), target)
@@ -161,6 +209,7 @@ class Worktrees:
 
     def checkout(self, attempt: Attempt, sha: str) -> None:
         """Put the worktree at `sha` (after its change was committed: nothing is lost)."""
+        self.verify(attempt)
         attempt.git.run("checkout", "-q", "--detach", "-f", sha, timeout=300)
 
     def forget_unmade(self, n: int, k: int = 1) -> bool:
@@ -180,15 +229,70 @@ class Worktrees:
         if not keep_ref:
             self.git.run("update-ref", "-d", self.ref(n, k), worktree=False, ok=(0, 1))
 
+    def verify(self, attempt: Attempt) -> None:
+        """Tampered when the checkout's `.git` is no longer the file git wrote (deleted, a
+        link, a directory, or naming another git directory). harnessc's git names the git
+        directory anyway; this says what the agent did, and its attempt does not land."""
+        if not attempt.made:
+            return
+        dotgit = attempt.path / ".git"
+        try:
+            st = os.lstat(dotgit)
+        except FileNotFoundError:
+            raise Tampered(".git", "the checkout's .git file was deleted") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise Tampered(".git", "the checkout's .git file was replaced (by a link or a directory)")
+        if _read_small(dotgit) != attempt.gitfile:
+            raise Tampered(".git", "the checkout's .git file was rewritten")
+
+    def _admin(self) -> Path:
+        """The repository's worktrees/ directory, where git keeps each worktree's git directory."""
+        return (self.repo.common or self.repo.toplevel / ".git") / "worktrees"
+
+    def _registered(self, path: Path) -> tuple[str, Path]:
+        """(the `.git` file's text, the git directory it names) of the worktree git just
+        registered at `path`: that directory must be `<common>/worktrees/<name>`, and name
+        `path` back in its `gitdir` file."""
+        text = _read_small(path / ".git")
+        git_dir = Path(text.removeprefix("gitdir: ").strip()) if text.startswith("gitdir: ") else None
+        if git_dir is None or git_dir.parent != self._admin() \
+                or _read_small(git_dir / "gitdir").strip() != str(path / ".git"):
+            raise IsolationError(f"git did not register the worktree at {path} as expected (its .git says "
+                                 f"{text.strip()[:200]!r})", "run `git worktree prune` and try again")
+        return text, git_dir
+
+    def _check_inside(self, path: Path, mkdir: bool = False) -> None:
+        """IsolationError unless every component from the project's `.harness/` down to
+        `path` is a real directory (mkdir: made where missing), never a link."""
+        top = self.project / ".harness"
+        link = _link_on_the_way(top, path, mkdir)
+        if link is not None:
+            raise IsolationError(f"{link} is a symbolic link where harnessc keeps its worktrees",
+                                 f"remove it (`rm {link}`) and run again")
+
+    def _is_worktree(self, path: Path) -> bool:
+        """`path` is a directory git registered as a worktree at that very place."""
+        try:
+            self._registered(path)
+        except (IsolationError, OSError):
+            return False
+        return True
+
     def _drop(self, path: Path) -> None:
+        """Remove what is at `path` (under .harness/worktrees/): a link as a link (never
+        followed: it may point at the user's other worktree), a worktree git registered
+        there with git, any other directory with rmtree (no link on the way to it)."""
         with _ADMIN:
-            try:
-                self.git.run("worktree", "remove", "--force", "--force", str(path), timeout=300)
-                if not os.path.lexists(path):
-                    return  # git removed it and its bookkeeping
-            except gitcmd.GitFailed:
-                pass  # not a registered worktree (any more): remove the directory and prune
-            if os.path.lexists(path):
+            if _link_on_the_way(self.project / ".harness", path.parent) is not None:
+                return  # a link above it: what it points at is not ours to remove
+            if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
+                os.unlink(path)
+            elif os.path.lexists(path) and self._is_worktree(path):
+                try:
+                    self.git.run("worktree", "remove", "--force", "--force", str(path), timeout=300)
+                except gitcmd.GitFailed:
+                    pass  # its files are removed below
+            if os.path.isdir(path) and not os.path.islink(path):
                 _make_writable(path)
                 shutil.rmtree(path, ignore_errors=True)
             self.git.run("worktree", "prune", worktree=False)
@@ -196,22 +300,24 @@ class Worktrees:
     # ------------------------------------------------------------------ after a crash
 
     def reconcile(self, keep_refs: set[str]) -> Reconciled:
-        """Remove every worktree under .harness/worktrees/ (no run holds them: the caller
-        has the run lock) and every ref under refs/harnessc/ but `keep_refs` (blocked
-        tasks' changes)."""
+        """Remove every worktree under this project's .harness/worktrees/ (no run holds them:
+        the caller has the run lock) and every ref under its ref root but `keep_refs`
+        (blocked tasks' changes); another project's refs are not touched."""
         done = Reconciled()
-        if self.root.exists():
+        if os.path.islink(self.root):
+            os.unlink(self.root)  # not ours to follow
+        elif self.root.is_dir() and _link_on_the_way(self.project / ".harness", self.root) is None:
             for run_dir in sorted(self.root.iterdir()):
-                for wt in sorted(run_dir.iterdir()) if run_dir.is_dir() and not run_dir.is_symlink() else []:
-                    self._drop(wt)
-                    done.removed_worktrees.append(str(wt.relative_to(self.project)))
-                if os.path.lexists(run_dir):
-                    shutil.rmtree(run_dir, ignore_errors=True) if run_dir.is_dir() and not run_dir.is_symlink() \
-                        else os.unlink(run_dir)
+                if run_dir.is_dir() and not run_dir.is_symlink():
+                    for wt in sorted(run_dir.iterdir()):
+                        self._drop(wt)
+                        done.removed_worktrees.append(str(wt.relative_to(self.project)))
+                    shutil.rmtree(run_dir, ignore_errors=True)
+                else:
+                    os.unlink(run_dir)
         with _ADMIN:
             self.git.run("worktree", "prune", worktree=False)
-        refs = self.git.run("for-each-ref", "--format=%(refname)", REF_ROOT + "/", worktree=False).split()
-        for ref in refs:
+        for ref in self.own_refs():
             if ref in keep_refs:
                 done.kept_refs.append(ref)
             else:
@@ -219,11 +325,15 @@ class Worktrees:
                 done.removed_refs.append(ref)
         return done
 
+    def own_refs(self) -> list[str]:
+        """This project's refs (a top project's leave the ones under refs/harnessc/projects/ out)."""
+        refs = self.git.run("for-each-ref", "--format=%(refname)", self.refs + "/", worktree=False).split()
+        return [r for r in refs if self.refs != REF_ROOT or not r.startswith(PROJECTS + "/")]
+
     def stale_locks(self) -> tuple[list[str], list[str]]:
         """(removed, left) `.git/*.lock` files: removed when no live process has them open
         (a killed git leaves its lock), reported when one does or we cannot tell."""
-        common = Path(self.git.run("rev-parse", "--git-common-dir", worktree=False).strip())
-        common = common if common.is_absolute() else self.repo.toplevel / common
+        common = self._admin().parent
         found = [common / name for name in LOCK_NAMES if (common / name).exists()]
         found += [p for p in (common / "refs").rglob("*.lock")] if (common / "refs").is_dir() else []
         found += [p for p in (common / "worktrees").glob("*/*.lock")] if (common / "worktrees").is_dir() else []
@@ -308,6 +418,36 @@ def _open_files() -> set[str] | None:
         except OSError:
             pass
     return out
+
+
+def _read_small(path: Path) -> str:
+    """A small file's text ("" when it cannot be read), never through a final link."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        return f.read(4096).decode("utf-8", "surrogateescape")
+
+
+def _link_on_the_way(top: Path, path: Path, mkdir: bool = False) -> Path | None:
+    """The first symbolic link (or non-directory) among `path` and its parents below `top`
+    (`path` inside `top`), or None; mkdir: missing directories are made on the way."""
+    here = top
+    for part in Path(os.path.relpath(path, top)).parts:
+        if part in ("..", "."):
+            return path
+        here = here / part
+        try:
+            st = os.lstat(here)
+        except FileNotFoundError:
+            if not mkdir:
+                return None  # nothing further exists
+            os.mkdir(here)
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            return here
+    return None
 
 
 def _read_only(path: Path) -> None:
