@@ -68,6 +68,9 @@ RULES: dict[str, tuple[str, str, Callable[[dict], str]]] = {
     "git_commit_failed": ("warning", "git_commit_failed", _reason),
     "git_stale_lock_removed": ("warning", "git_stale_lock", _reason),
     "git_secret_withheld": ("warning", "git_secret_withheld", _reason),
+    # isolation: what harnessc would not do in an agent's checkout (worktree/worktrees.py)
+    "worktree_not_brought": ("warning", "worktree_not_brought", _reason),
+    "exploration_rejected": ("warning", "exploration_rejected", _reason),
     "telemetry_failed": ("warning", "telemetry", _reason),
     "run_finished": ("info", "run_finished", lambda ev: f"run {ev.get('status')}: {_reason(ev)}"),
 }

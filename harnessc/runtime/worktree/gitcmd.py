@@ -162,9 +162,11 @@ class Git:
     def run(self, *args: str, env: dict[str, str] | None = None, worktree: bool = True,
             timeout: float = GIT_TIMEOUT, ok: tuple[int, ...] = (0,)) -> str:
         """The command's stdout (text); raises GitFailed (on an exit code not in `ok`).
-        worktree: the command may read the working tree's files (filters apply), so the
-        drivers are blanked first."""
-        out = self._run(args, self.env(env, drivers=worktree), timeout, ok)
+        worktree: the command may read the working tree's files. Every command gets the
+        drivers blanked all the same (a stat of the config files while they stay as they
+        were): one that reads no file by name still runs a filter now and then (`diff
+        --cached` on an index entry it must check against its file)."""
+        out = self._run(args, self.env(env, drivers=True), timeout, ok)
         return out.decode("utf-8", "surrogateescape")
 
     def _run(self, args: tuple[str, ...], env: dict[str, str], timeout: float, ok: tuple[int, ...] = (0,)) -> bytes:
