@@ -124,7 +124,7 @@ class ApproachRun(TaskRun):
         """Open its worktree and iterate; the worktree stays (the coordinator lands or removes it)."""
         try:
             self.attempt = await self.open_attempt(k=self.k)
-        except (GitFailed, OSError) as e:
+        except (GitFailed, OSError, IsolationError) as e:
             return self._finish("failed", f"could not create its worktree: {e}")
         try:
             self.original = self.base = self.prompt = self.render()

@@ -152,7 +152,7 @@ class TaskRun:
             if self.iso:
                 try:
                     self.attempt = await self.open_attempt()
-                except (GitFailed, OSError) as e:
+                except (GitFailed, OSError, IsolationError) as e:
                     outcome = self._finish("failed", f"could not create its worktree: {e}")
                     return outcome
             try:
