@@ -262,9 +262,9 @@ class Worktrees:
         return text, git_dir
 
     def _check_inside(self, path: Path, mkdir: bool = False) -> None:
-        """IsolationError unless every component from the project's `.harness/` down to
+        """IsolationError unless every component below the project's directory down to
         `path` is a real directory (mkdir: made where missing), never a link."""
-        top = self.project / ".harness"
+        top = self.project
         link = _link_on_the_way(top, path, mkdir)
         if link is not None:
             raise IsolationError(f"{link} is a symbolic link where harnessc keeps its worktrees",
@@ -283,13 +283,15 @@ class Worktrees:
         followed: it may point at the user's other worktree), a worktree git registered
         there with git, any other directory with rmtree (no link on the way to it)."""
         with _ADMIN:
-            if _link_on_the_way(self.project / ".harness", path.parent) is not None:
+            if _link_on_the_way(self.project, path.parent) is not None:
                 return  # a link above it: what it points at is not ours to remove
             if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
                 os.unlink(path)
             elif os.path.lexists(path) and self._is_worktree(path):
                 try:
                     self.git.run("worktree", "remove", "--force", "--force", str(path), timeout=300)
+                    if not os.path.lexists(path):
+                        return  # git removed it and its bookkeeping
                 except gitcmd.GitFailed:
                     pass  # its files are removed below
             if os.path.isdir(path) and not os.path.islink(path):
@@ -306,7 +308,7 @@ class Worktrees:
         done = Reconciled()
         if os.path.islink(self.root):
             os.unlink(self.root)  # not ours to follow
-        elif self.root.is_dir() and _link_on_the_way(self.project / ".harness", self.root) is None:
+        elif self.root.is_dir() and _link_on_the_way(self.project, self.root) is None:
             for run_dir in sorted(self.root.iterdir()):
                 if run_dir.is_dir() and not run_dir.is_symlink():
                     for wt in sorted(run_dir.iterdir()):
