@@ -12,9 +12,9 @@ with harnessc's environment (API keys included). So every git process gets
   `diff.external`, gpg signing, credential helpers, the pager and editor, ssh, auto gc and
   submodule recursion;
 * every filter, diff and merge driver the configuration names blanked (`filter.<name>.clean
-  / smudge / process`, `diff.<name>.command / textconv`, `merge.<name>.driver`), read with
-  `git config` before a command that may read the working tree (again whenever a config
-  file changed) and passed as
+  / smudge / process`, `diff.<name>.command / textconv`, `merge.<name>.driver`; in the
+  repository's config or any file an include or includeIf reaches), read with `git config`
+  before the first command (again whenever a config file changed) and passed as
   GIT_CONFIG_KEY_<n>/GIT_CONFIG_VALUE_<n> (a driver's name may hold `=`, which `-c` cannot
   say; git >= 2.31 reads them).
 
