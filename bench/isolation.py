@@ -12,13 +12,22 @@
    approach is a draw of its own): success rate and cost against a single attempt
    (max_retries 0) and against three sequential attempts (max_retries 2), one agent.
 
-    .venv/bin/python bench/isolation.py [--files 5000] [--tasks 20] [--best-of-tasks 60] [--only best-of]
+4. The tripwire (worktree/tripwire.py) on the same 5,000-file repository (with --refs loose
+   branches and git's sample hooks): what its calls of one landing cost - a check at the
+   checkout, one at the landing and one at the end of the last running attempt, the record
+   following harnessc's own worktree and refs - and the whole
+   create+commit+land+fast-forward+remove cycle with it and without it (interleaved,
+   median of --cycles). Goal: <= 2 ms per landing.
+
+    .venv/bin/python bench/isolation.py [--files 5000] [--tasks 20] [--best-of-tasks 60]
+                                        [--only best-of|tripwire] [--refs 200] [--cycles 15]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -33,6 +42,7 @@ harnessc_env.require()
 sys.path.insert(0, str(harnessc_env.REPO))
 
 from harnessc.runtime.worktree.landing import Landing  # noqa: E402
+from harnessc.runtime.worktree.tripwire import Tripwire  # noqa: E402
 from harnessc.runtime.worktree.repo import open_repo  # noqa: E402
 from harnessc.runtime.worktree.worktrees import Worktrees  # noqa: E402
 
@@ -83,6 +93,83 @@ def overhead(files: int) -> None:
         floor, mine = statistics.median(floors), statistics.median(ours)
         print(f"overhead, {files} files: git worktree add+remove {floor * 1000:.0f} ms; harnessc create+commit+"
               f"land+fast-forward+remove {mine * 1000:.0f} ms = {mine / floor:.2f}x the floor (goal <= 1.5x)")
+
+
+def tripwire(files: int, refs: int, cycles: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "repo"
+        make_repo(root, files)
+        for i in range(refs):
+            git(root, "branch", f"topic/b{i:04d}")
+        git(root, "status", "--porcelain")
+        repo = open_repo(root)
+        trees, landing = Worktrees(repo, root, "bench"), Landing(repo)
+        integration, _ = landing.open("bench", None)
+        tw = Tripwire(root / ".git", ".git/", "refs/harnessc/bench/", lambda ref, value: None,
+                      root / ".harness" / "tampered")
+        t0 = time.perf_counter()
+        tw.record()
+        recorded = time.perf_counter() - t0
+
+        def check() -> None:  # as the run does it (on its event loop, the record's lock being free)
+            assert tw.check() is None
+
+        def cycle(i: int, armed: bool) -> tuple[float, float]:
+            """One task's create+commit+land+fast-forward+remove: (its time, the tripwire's share)."""
+            spent = 0.0
+
+            def timed(fn, *args) -> None:
+                nonlocal spent
+                if armed:
+                    t = time.perf_counter()
+                    fn(*args)
+                    spent += time.perf_counter() - t
+                    calls.setdefault(getattr(fn, "__name__", "?"), []).append(time.perf_counter() - t)
+            t0 = time.perf_counter()
+            tip = integration.last_set
+            timed(check)  # before the checkout
+            attempt = trees.create(1, 1, tip)
+            timed(tw.adopt_worktree, attempt.path)
+            timed(tw.begin, str(attempt.path), "t")
+            (attempt.workdir / "src" / "pkg000" / "mod00000.py").write_text(f"changed {i} {armed}\n")
+            trees.commit(attempt, f"harnessc: t{i}: bench\n")
+            timed(check)  # before the landing
+            assert landing.advance(integration, attempt.change, tip)
+            timed(tw.refresh_refs, [integration.branch])
+            assert landing.follow(integration, attempt.change), integration.left_because
+            timed(tw.refresh_refs, [integration.user_branch])
+            timed(tw.end, str(attempt.path))
+            timed(check)  # the last running attempt's end (here: each one's, tasks one at a time)
+            trees.remove(attempt, 1, 1)
+            timed(tw.forget_worktree, str(attempt.path))
+            took = time.perf_counter() - t0
+            if not armed:
+                tw.record()  # what the cycle changed (out of its measure)
+            return took, spent
+
+        calls: dict[str, list[float]] = {}
+        cycle(-1, True)  # warm
+        with_tw, without, shares = [], [], []
+        for i in range(cycles):
+            took, share = cycle(2 * i, True)
+            with_tw.append(took)
+            shares.append(share)
+            without.append(cycle(2 * i + 1, False)[0])
+        med = statistics.median
+        print(f"tripwire, {files} files, {refs} loose branches: {len(tw.files)} files and {len(tw.refs)} refs "
+              f"recorded (the record: {recorded * 1000:.1f} ms, once per run)")
+        print(f"  its calls per landing (3 checks: the checkout, the landing, the end; the record following harnessc): "
+              f"median {med(shares) * 1000:.2f} ms, max {max(shares) * 1000:.2f} ms (goal <= 2 ms)")
+        print("  by call (median): " + ", ".join(f"{name} {med(ts) * 1e6:.0f} us" for name, ts in calls.items()))
+        checks = []
+        for _ in range(1000):
+            t = time.perf_counter()
+            tw.check()
+            checks.append(time.perf_counter() - t)
+        print(f"  a check alone, 1000 times: median {med(checks) * 1e6:.0f} us, 99th percentile "
+              f"{sorted(checks)[989] * 1e6:.0f} us")
+        print(f"  the whole cycle: with it {med(with_tw) * 1000:.1f} ms, without {med(without) * 1000:.1f} ms "
+              f"(median of {cycles}, interleaved; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
 
 
 AGENT = """\
@@ -182,12 +269,18 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=20)
     ap.add_argument("--best-of-tasks", type=int, default=60)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--only", choices=["best-of"], default=None, help="run only this part")
+    ap.add_argument("--only", choices=["best-of", "tripwire"], default=None, help="run only this part")
+    ap.add_argument("--refs", type=int, default=20, help="tripwire: loose branches in the repository")
+    ap.add_argument("--cycles", type=int, default=15, help="tripwire: landings measured with it and without")
     args = ap.parse_args()
+    if args.only == "tripwire":
+        tripwire(args.files, args.refs, args.cycles)
+        return
     if args.only == "best-of":
         best_of_table(args.best_of_tasks, args.seed)
         return
     overhead(args.files)
+    tripwire(args.files, args.refs, args.cycles)
     with tempfile.TemporaryDirectory() as tmp:
         shared, shared_wrong = coding(args.tasks, False, Path(tmp))
         iso, iso_wrong = coding(args.tasks, True, Path(tmp))

@@ -48,7 +48,7 @@ from .loop.loop import TaskLoop
 from .routing.router import Route
 from .verify import DEFAULT_ACCEPT_TIMEOUT, Verdict
 from .worktree import landing as landingmod
-from .worktree.isolation import Conflict, IsolationError, Landed
+from .worktree.isolation import Conflict, IsolationError, Landed, Tampered
 from .worktree.gitcmd import GitFailed
 
 ENDINGS = ("degraded", "blocked", "failed")  # a task with no verified approach: the first any approach reached
@@ -334,10 +334,15 @@ class Approaches:
                                      f"approach {run.k} ({run.route.agent}) landed"
                                      + (f" with score {run.score:g}" if run.score is not None else "")))
                 return "succeeded"
+            if isinstance(result, Tampered):  # it never lands: the next verified approach may
+                run.outcome, run.why = "failed", result.why
+                continue
             run.why = conflict_text(result)
             conflicts.append((run, result))
             self.store.event("conflict", self.tid, approach=run.k, paths=result.paths[:200], why=result.why,
                              tip=result.tip, message=f"approach {run.k}: {run.why}")
+        if not conflicts:  # every verified approach ran while the git directory was tampered with
+            return self.none_verified()
         run, _ = conflicts[0]
         run.outcome = "blocked"
         ref = self.ctx.isolation.blocked(self.node, run.attempt)

@@ -43,7 +43,7 @@ from .executor import AttemptLost
 from .verify import Verdict, verified_by, verify
 from .baseline import base_checks
 from .worktree import landing as landingmod
-from .worktree.isolation import Conflict, IsolationError, Landed
+from .worktree.isolation import Conflict, IsolationError, Landed, Tampered
 from .worktree.gitcmd import GitFailed
 
 TRANSIENT_LIMIT = 5  # consecutive transient errors on one agent before it counts as failing
@@ -567,6 +567,12 @@ class TaskRun:
                                   fingerprint=self.node.fingerprint, **attempt)
             self.iso.landed(self.node, result)
             raise Done("succeeded")
+        if isinstance(result, Tampered):  # a failed attempt: tried again in a fresh worktree, told why
+            verdict.ok, verdict.errors = False, [result.why]
+            self.p.calls.answered(True, [result.why])  # iteration() counted it as verified
+            self.attempt = await self.open_attempt(base=self.attempt.base)
+            await self.refine(resp, verdict)
+            return
         why = conflict_text(result)
         if self.conflict is None:
             self.conflict = result

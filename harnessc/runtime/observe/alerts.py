@@ -71,6 +71,9 @@ RULES: dict[str, tuple[str, str, Callable[[dict], str]]] = {
     # isolation: what harnessc would not do in an agent's checkout (worktree/worktrees.py)
     "worktree_not_brought": ("warning", "worktree_not_brought", _reason),
     "exploration_rejected": ("warning", "exploration_rejected", _reason),
+    # the shared git directory (worktree/tripwire.py): changed while agents ran, or by someone else
+    "git_tampered": ("critical", "git_tampered", _reason),
+    "git_changed": ("warning", "git_changed", _reason),
     "telemetry_failed": ("warning", "telemetry", _reason),
     "run_finished": ("info", "run_finished", lambda ev: f"run {ev.get('status')}: {_reason(ev)}"),
 }

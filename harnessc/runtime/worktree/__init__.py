@@ -7,6 +7,7 @@ git worktree, verified changes landing as one commit each on the run's integrati
   tree, whatever the agent committed) and its commit, remove, reconcile;
 * commitmsg.py - the messages of harnessc's commits: the subject, passed by file;
 * landing.py - the integration branch, merge and re-check, the user's fast-forward;
+* tripwire.py - the shared git directory recorded; what agents change there put back;
 * isolation.py - what a run asks of them (the Runner holds one `Isolation`).
 
 Every git process goes through gitcmd.py.

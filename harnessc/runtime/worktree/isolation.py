@@ -12,26 +12,48 @@ back when they end (`close`). Everything durable is in state.db's meta table:
 
 At the start of a run (under the run lock) every worktree and ref a killed run left is
 removed, but the refs of blocked tasks (their changes, kept and named); stale `.git/*.lock`
-files nobody holds are removed.
+files nobody holds are removed. Then the tripwire (tripwire.py) records the shared git
+directory; it is checked before each landing and each new checkout, when the last running
+attempt ends and at the run's end, and moves with what harnessc itself changes (its worktrees, the integration
+branch, the user's fast-forward). An attempt that ran while the git directory was tampered
+with does not land (`Tampered`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
+import os
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from ...planfile import PlanNode
 from ..store.state import StateStore
+from . import gitcmd
 from .landing import BRANCH_PREFIX, INTEGRATION_KEY, LANDING_KEY, Conflict, Integration, Landed, Landing
 from . import repo as repomod
 from .repo import IsolationError, Repo, open_repo  # noqa: F401 - IsolationError: for callers
+from .tripwire import Finding, Tripwire
 from .worktrees import REF_ROOT, Attempt, Worktrees
 
 WORKTREE, NONE = "worktree", "none"
+
+
+@dataclass
+class Tampered:
+    """The attempt ran while the shared git directory was changed: it does not land."""
+
+    files: list[str]
+
+    @property
+    def why(self) -> str:
+        shown = ", ".join(self.files[:5]) + (f" and {len(self.files) - 5} more" if len(self.files) > 5 else "")
+        return (f"tampered with {shown} (in the repository's shared git directory, while this attempt ran): "
+                "put back, and nothing of the attempt lands; change only the files of your checkout")
 
 
 def isolated(node: PlanNode, override: str | None = None) -> bool:
@@ -56,6 +78,7 @@ class Isolation:
         self._seq: int | None = None  # the last landing's number (meta isolation.seq), once read
         self._saved = ""  # the integration record as last written
         self._checkouts = itertools.count(1)  # worktrees 0-<k>: checkouts of a base (checkout())
+        self.tripwire: Tripwire | None = None  # the shared git directory's record (tripwire.py), once started
 
     @property
     def wanted(self) -> bool:
@@ -107,6 +130,84 @@ class Isolation:
                          resumed=resumed, user_branch=self.integration.user_branch)
         self._recover_landings()
         self._follow(self.landing.tip(self.integration.branch))
+        self._arm(run_id)
+
+    def _arm(self, run_id: str) -> None:
+        """Record the shared git directory (tripwire.py), harnessc's own changes so far made."""
+        top = self.repo.toplevel
+        common = self.repo.common or Path(os.path.normpath(top / self.landing.git.run(
+            "rev-parse", "--git-common-dir", worktree=False).strip()))
+        try:
+            shown = common.relative_to(top).as_posix() + "/"
+        except ValueError:
+            shown = str(common) + "/"
+        own = self.trees.ref(1, 1).rsplit("/", 1)[0] + "/"  # refs/harnessc/<run>/: the attempts' own
+        self.tripwire = Tripwire(common, shown, own, self._put_ref, self.root / ".harness" / "tampered" / run_id)
+        self.tripwire.mine = {self.integration.branch}
+        self.tripwire.record()
+
+    def _put_ref(self, ref: str, value: str | None) -> None:
+        """The tripwire puts a ref back as it was (None: it was not there)."""
+        git = self.landing.git
+        if value is None:
+            try:
+                git.run("update-ref", "--no-deref", "-d", ref, worktree=False)
+            except gitcmd.GitFailed:  # not a ref git reads (garbage in a loose file): the file goes
+                os.unlink(self.tripwire.common / ref)
+        elif value.startswith("ref: "):
+            git.run("symbolic-ref", ref, value[5:].strip(), worktree=False)
+        elif value.startswith("link:"):
+            raise OSError("it was a symbolic link")
+        else:
+            git.run("update-ref", "--no-deref", ref, value, worktree=False)
+
+    def _own(self):
+        """Held while harnessc changes what the tripwire records (no check sees it half made)."""
+        return self.tripwire.lock if self.tripwire is not None else contextlib.nullcontext()
+
+    async def _check(self) -> None:
+        """A check: here when no thread changes the record (a fraction of a millisecond; a
+        thread's start costs more on a loaded machine), else in a thread."""
+        tw = self.tripwire
+        if tw is None:
+            return
+        if tw.lock.acquire(blocking=False):
+            try:
+                found = self._checked()
+            finally:
+                tw.lock.release()
+        else:
+            found = await asyncio.to_thread(self._checked)
+        self._say(found)
+
+    def _checked(self) -> Finding | str | None:
+        try:
+            return self.tripwire.check()
+        except Exception as e:  # noqa: BLE001 - said (_say), never the run's end; the next check tries again
+            return f"could not check the repository's git directory: {type(e).__name__}: {e}"[:500]
+
+    def _say(self, found: Finding | str | None) -> None:
+        """A check's finding, as an event (alerts.py: critical for tampering, else a warning)."""
+        if found is None:
+            return
+        if isinstance(found, str):  # the check failed
+            self.store.event("git_tampered", message=found)
+            return
+        if found.other_run:  # another harnessc run in this repository: logged, no alert
+            self.store.event("git_other_run", files=found.changed[:200])
+            return
+        names = ", ".join(found.changed[:10]) + (f" and {len(found.changed) - 10} more" if len(found.changed) > 10 else "")
+        if not found.tampering:
+            self.store.event("git_changed", files=found.changed[:200], details=found.details[:200], message=(
+                f"{names} changed in the repository's git directory while no agent ran: taken as its state"))
+            return
+        failed = f"; could not put back: {', '.join(found.not_restored[:10])}" if found.not_restored else ""
+        self.store.event("git_tampered", files=found.changed[:200], details=found.details[:200],
+                         attempts=found.attempts, not_restored=found.not_restored[:200], message=(
+                             f"tampered with {names} while {', '.join(found.attempts)} ran "
+                             f"({'; '.join(found.details[:10])}): put back{failed}; "
+                             f"what ran meanwhile does not land and runs again. What was there is kept in "
+                             f"{self.tripwire.aside.relative_to(self.root)}/ (a ref: the commit named above)"))
 
     def _blocked_refs(self) -> dict[str, str]:
         """Task -> the ref a blocked task's change is kept on (from its landing record)."""
@@ -145,6 +246,8 @@ class Isolation:
         if not self.wanted or self.integration is None:
             return []
         integ, lines = self.integration, []
+        if self.tripwire is not None:
+            self._say(self._checked())  # what the last attempts changed and no landing saw
         integ.ended = True
         self._save()
         tip = self.landing.tip(integ.branch)
@@ -175,16 +278,38 @@ class Isolation:
     async def open(self, node: PlanNode, base: str | None = None, k: int = 1, make: bool = True) -> Attempt:
         """A fresh worktree for the task's approach `k` (at its base, or at `base`);
         make=False: put on disk only when `make` is called (worktrees.Worktrees.create)."""
+        n = self.index[node.id]
         if not make:  # only its record: no git, no thread
-            return self.trees.create(self.index[node.id], k, base or self.base(node), False)
-        attempt = await asyncio.to_thread(self.trees.create, self.index[node.id], k, base or self.base(node), make)
-        self._warn(node.id)
+            attempt = self.trees.create(n, k, base or self.base(node), False)
+        else:
+            await self._check()  # before each new checkout
+            attempt = await asyncio.to_thread(self._create, n, k, base or self.base(node))
+            self._warn(node.id)
+        if self.tripwire is not None:
+            self.tripwire.begin(str(attempt.path), node.id if k == 1 else f"{node.id} (approach {k})")
         return attempt
+
+    def _create(self, n: int, k: int, base: str) -> Attempt:
+        with self._own():
+            attempt = self.trees.create(n, k, base, True)
+            self._adopt(attempt)
+        return attempt
+
+    def _adopt(self, attempt: Attempt) -> None:
+        if self.tripwire is not None:
+            self.tripwire.forget_worktree(str(attempt.path))  # the one it replaced, if any
+            self.tripwire.adopt_worktree(attempt.path)
 
     async def make(self, attempt: Attempt) -> None:
         if not attempt.made:
-            await asyncio.to_thread(self.trees.make, attempt)
+            await self._check()
+            await asyncio.to_thread(self._make, attempt)
             self._warn(None)
+
+    def _make(self, attempt: Attempt) -> None:
+        with self._own():
+            self.trees.make(attempt)
+            self._adopt(attempt)
 
     def _warn(self, tid: str | None) -> None:
         while self.trees.warnings:
@@ -196,6 +321,8 @@ class Isolation:
         if not attempt.made:
             return None  # never put on disk: nothing changed
         self.trees.verify(attempt)  # Tampered: the attempt is rejected, nothing of it lands
+        if self.hooks:  # git_hooks: true - the commit runs the repository's hooks: none an agent planted
+            await self._check()
         sha, withheld = await asyncio.to_thread(self.trees.commit, attempt, message, self.store.secrets)
         if withheld:
             shown = sorted(withheld.items())
@@ -205,10 +332,13 @@ class Isolation:
         return sha
 
     async def land(self, node: PlanNode, attempt: Attempt, output: Any,
-                   recheck: Callable[[Path], Awaitable[list[str]]]) -> Landed | Conflict:
+                   recheck: Callable[[Path], Awaitable[list[str]]]) -> Landed | Conflict | Tampered:
         """Land the attempt's committed change on the integration branch (merged and
-        `recheck`ed on the merged tree when the branch moved since its base)."""
+        `recheck`ed on the merged tree when the branch moved since its base); not when the
+        shared git directory was tampered with while it ran."""
         async with self._lock:
+            if (tampered := await self._tampered(attempt)) is not None:
+                return tampered
             integ, landing = self.integration, self.landing
             tip = landing.loose_tip(integ.branch) or await asyncio.to_thread(landing.tip, integ.branch)
             change, merged = attempt.change, False
@@ -228,15 +358,31 @@ class Isolation:
                     theirs = set(await asyncio.to_thread(landing.changed, attempt.base, tip))
                     return Conflict(sorted(mine & theirs) or sorted(mine), "checks", tip, errors, others)
                 merged = True
+                if (tampered := await self._tampered(attempt)) is not None:  # while its checks ran again
+                    return tampered
             self._record(node.id, {"state": "pending", "since": tip, "branch": integ.branch,
                                    "output": output, "fingerprint": node.fingerprint})
-            if not await asyncio.to_thread(landing.advance, integ, new, tip):
+            if not await asyncio.to_thread(self._advance, integ, new, tip):
                 self.store.meta_set(LANDING_KEY + node.id, None)
                 raise IsolationError(f"the integration branch {integ.name} moved under the run",
                                      "do not move harnessc/run/* branches while a run lands on them")
             paths = await asyncio.to_thread(landing.changed, tip, new)
             self.store.event("landed", node.id, sha=new, merged=merged, branch=integ.name, paths=paths[:200])
             return Landed(new, merged, paths)
+
+    async def _tampered(self, attempt: Attempt) -> Tampered | None:
+        if self.tripwire is None:
+            return None
+        await self._check()
+        files = self.tripwire.taken(str(attempt.path))
+        return Tampered(files) if files else None
+
+    def _advance(self, integ: Integration, new: str, old: str) -> bool:
+        with self._own():
+            moved = self.landing.advance(integ, new, old)
+            if self.tripwire is not None:
+                self.tripwire.refresh_refs([integ.branch])
+        return moved
 
     def landed(self, node: PlanNode, landed: Landed) -> None:
         """After the task's success is recorded: the landing is done; the user's branch follows."""
@@ -260,30 +406,48 @@ class Isolation:
             self.kept[node.id if k == 1 else f"{node.id} (approach {k})"] = path = \
                 str(self.trees.path(n, k).relative_to(self.root))
             self.store.event("worktree_kept", node.id, path=path, ref=self.trees.ref(n, k))
+        key = str(self.trees.path(n, k))
+        if self.tripwire is not None:
+            self.tripwire.end(key)  # in the window until the next check, which finds what it changed
+            if not self.tripwire.active:  # the last one: checked now, so what changes next is no agent's
+                await self._check()
         if self.trees.forget_unmade(n, k):
             return  # never put on disk: neither it nor its ref exists
         try:
-            await asyncio.to_thread(self.trees.remove, None, n, k, keep_ref, keep_tree)
+            await asyncio.to_thread(self._remove, n, k, keep_ref, keep_tree)
         except Exception as e:  # never lose the task's outcome to a cleanup failure
             self.store.event("worktree_remove_failed", node.id, message=str(e)[:500])
+
+    def _remove(self, n: int, k: int, keep_ref: bool, keep_tree: bool) -> None:
+        with self._own():
+            try:
+                self.trees.remove(None, n, k, keep_ref, keep_tree)
+            finally:
+                if self.tripwire is not None and not keep_tree:
+                    self.tripwire.forget_worktree(str(self.trees.path(n, k)))
 
     @asynccontextmanager
     async def checkout(self, base: str):
         """A fresh worktree at commit `base`, removed after: its project directory (to measure
         `min_passed: base`, baseline.py). Worktree 0-<k>: plan indexes start at 1."""
         k = next(self._checkouts)
-        attempt = await asyncio.to_thread(self.trees.create, 0, k, base)
+        await self._check()  # before each new checkout
+        attempt = await asyncio.to_thread(self._create, 0, k, base)
         try:
             yield attempt.workdir
         finally:
-            await asyncio.to_thread(self.trees.remove, attempt, 0, k)
+            await asyncio.to_thread(self._remove, 0, k, False, False)
 
     # ------------------------------------------------------------------ records
 
     def _follow(self, tip: str) -> None:
         integ = self.integration
         was = integ.following
-        if tip and self.landing.follow(integ, tip):
+        with self._own():
+            moved = bool(tip) and self.landing.follow(integ, tip)
+            if moved and self.tripwire is not None:
+                self.tripwire.refresh_refs([integ.user_branch])
+        if moved:
             self.store.event("user_branch_followed", sha=tip, branch=integ.user_branch)
         elif was and not integ.following:
             self.store.event("user_branch_left", message=(
@@ -356,4 +520,4 @@ def _load(text: str | None) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-__all__ = ["Isolation", "IsolationError", "Attempt", "Landed", "Conflict", "REF_ROOT", "isolated", "WORKTREE", "NONE"]
+__all__ = ["Isolation", "IsolationError", "Attempt", "Landed", "Conflict", "Tampered", "REF_ROOT", "isolated", "WORKTREE", "NONE"]
