@@ -153,65 +153,74 @@ def marks(tmp_path):
     return found
 
 
-@pytest.mark.parametrize("how", ["plain", "includeIf"])
-def test_a_filter_the_agent_configures_never_runs_in_harnessc_s_git(tmp_path, user, how):
-    """clean and smudge, named in the shared config (or in a file an includeIf reaches):
-    harnessc's `git add` in the checkout, the landing, the user's fast-forward and the next
-    task's checkout all leave them blank."""
-    driver = (f'[filter "evil"]\n\tclean = "sh -c \'touch {tmp_path}/MARK-clean; cat\'"\n'
-              f'\tsmudge = "sh -c \'touch {tmp_path}/MARK-smudge; cat\'"\n')
-    steps = [["write", ".gitattributes", "*.txt filter=evil\n"], ["write", "data.txt", "the agent's data\n"]]
-    if how == "plain":
-        steps = [["config", "filter.evil.clean", f"sh -c 'tr \"\\\\0\" \" \" < /proc/$PPID/cmdline >> {tmp_path}/MARK-clean; env | grep GIT >> {tmp_path}/MARK-clean; cat'"],
-                 ["config", "filter.evil.smudge", f"sh -c 'touch {tmp_path}/MARK-smudge; cat'"], *steps]
-    else:
-        (tmp_path / "evil.cfg").write_text(driver)
-        steps = [["config", "includeIf.gitdir:/.path", str(tmp_path / "evil.cfg")], *steps]
+def test_a_filter_the_agent_puts_in_the_shared_config_never_runs_and_the_config_is_put_back(tmp_path, user):
+    """clean and smudge, named in the shared config: the tripwire puts the config back before
+    harnessc's git reads it again, and no attempt of that agent lands; no filter ever ran."""
+    steps = [["config", "filter.evil.clean", f"sh -c 'touch {tmp_path}/MARK-clean; cat'"],
+             ["config", "filter.evil.smudge", f"sh -c 'touch {tmp_path}/MARK-smudge; cat'"],
+             ["write", ".gitattributes", "*.txt filter=evil\n"], ["write", "data.txt", "the agent's data\n"]]
     project(user, {"a": [], "b": ["a"]}, {"a": steps})
     u = User(user, tmp_path)
+    config = (user / ".git" / "config").read_text()
+    r = run(user)
+    assert r.returncode == 1 and "tampered with .git/config" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert marks(tmp_path) == []  # neither clean nor smudge ran
+    assert (user / ".git" / "config").read_text() == config
+    u.same()
+
+
+def test_a_filter_in_a_file_the_users_config_includes_never_runs_in_harnessc_s_git(tmp_path, user):
+    """The user's config includes a file outside .git (the tripwire does not watch it); the
+    agent writes clean and smudge there. harnessc's `git add` in the checkout, the landing,
+    the user's fast-forward and the next task's checkout all leave them blank."""
+    evil = tmp_path / "included.cfg"
+    evil.write_text("")
+    driver = (f'[filter "evil"]\n\tclean = "sh -c \'touch {tmp_path}/MARK-clean; cat\'"\n'
+              f'\tsmudge = "sh -c \'touch {tmp_path}/MARK-smudge; cat\'"\n')
+    steps = [["write", str(evil), driver], ["write", ".gitattributes", "*.txt filter=evil\n"],
+             ["write", "data.txt", "the agent's data\n"]]
+    project(user, {"a": [], "b": ["a"]}, {"a": steps})
+    u = User(user, tmp_path)
+    git(user, "config", "include.path", str(evil))  # the user's own include, before the run
+    u.state = u.read()
     r = run(user)
     assert r.returncode == 0, r.stdout + r.stderr
     assert marks(tmp_path) == []  # neither clean nor smudge ran
     assert git(user, "show", "HEAD:out/b.txt") == "made by b\n"  # both landed, the user's branch followed
     assert git(user, "show", "HEAD:data.txt") == "the agent's data\n"
-    git(user, "config", "--remove-section", "filter.evil") if how == "plain" else None
+    evil.write_text("")
     u.same()
 
 
 def test_a_gpg_program_with_log_show_signature_never_runs(tmp_path, user):
     """The agent signs a commit (a fake signature) and sets gpg.program + log.showSignature:
-    harnessc's `git log` over it (a's commits, when b's change is merged) never verifies it."""
+    no git of harnessc's verifies it, and the config is put back (tripwire)."""
     gpg = tmp_path / "gpg.sh"
     gpg.write_text(f"#!/bin/sh\ntouch {tmp_path}/MARK-gpg\nexit 1\n")
     gpg.chmod(0o755)
     project(user, {"a": [], "b": []}, {
         "a": [["config", "gpg.program", str(gpg)], ["config", "log.showSignature", "true"],
-              ["write", "signed.txt", "signed\n"], ["signed_commit"]],
-        "b": [["wait_landed", "a"]]}, concurrency=2)
+              ["write", "signed.txt", "signed\n"], ["signed_commit"]]})  # b after a
     u = User(user, tmp_path)
     r = run(user)
-    assert r.returncode == 0, r.stdout + r.stderr
-    git(user, "config", "--unset", "log.showSignature")
+    assert r.returncode == 1 and "tampered with .git/config" in r.stdout + r.stderr, r.stdout + r.stderr
     assert marks(tmp_path) == []
-    assert git(user, "show", "HEAD:out/b.txt") == "made by b\n"  # b was merged onto a's commits and landed
+    assert git(user, "show", "HEAD:out/b.txt") == "made by b\n"  # b landed
     u.same()
 
 
 def test_core_worktree_cannot_send_harnessc_s_checkouts_outside_the_project(tmp_path, user):
-    """core.worktree in the shared config: the explicit work tree wins - the agent's work is
-    committed from its checkout, and the fast-forward puts the landed files in the user's tree
-    and nowhere else."""
+    """core.worktree in the shared config: put back by the tripwire, and harnessc's explicit
+    work tree wins meanwhile - nothing is ever checked out in the other directory."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    project(user, {"a": [], "b": ["a"]}, {"a": [["config", "core.worktree", str(elsewhere)]]})
+    project(user, {"a": [], "b": []}, {"a": [["config", "core.worktree", str(elsewhere)]]})  # b after a
     u = User(user, tmp_path)
     r = run(user)
-    git(user / ".git", "config", "--unset", "core.worktree")  # the user's own git reads it too
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == 1 and "tampered with .git/config" in r.stdout + r.stderr, r.stdout + r.stderr
     assert list(elsewhere.iterdir()) == []
-    assert (user / "out" / "a.txt").read_text() == "made by a\n"  # checked out in the user's tree
-    assert (user / "out" / "b.txt").read_text() == "made by b\n"
-    assert git(user, "show", "--name-only", "--format=", "HEAD~1").split() == ["out/a.txt"]
+    assert (user / "out" / "b.txt").read_text() == "made by b\n", r.stdout  # checked out in the user's tree
+    assert "core.worktree" not in (user / ".git" / "config").read_text()
     u.same()
 
 

@@ -120,14 +120,18 @@ def test_a_sandboxed_agent_writes_its_checkout_and_tmpdir_and_nothing_of_the_use
 
 def test_without_the_sandbox_the_same_agent_reaches_the_users_files(tmp_path):
     """What the sandbox stops: the same agent, `sandbox` unset, writes the user's file by its
-    absolute path, $HOME and the shared .git (so the test above fails without it)."""
+    absolute path, $HOME and the shared .git (so the test above fails without it). The
+    tripwire puts the shared .git back and lands none of its attempts; the rest stays written."""
     root = tmp_path / "p"
     e = hostile_project(root, sandboxed=False)
+    config = (root / ".git" / "config").read_text()
     res = harnessc(root, "run", "--no-build", env=e)
-    report = landed_report(root) if res.returncode == 0 else {}
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert report["users_file"] == report["home"] == report["hook"] == report["git_config"] == "written"
-    assert (root / "notes.txt").read_text() == "mine\nagent was here\n"
+    out = res.stdout + res.stderr
+    assert res.returncode == 1 and "tampered with" in out and "Traceback" not in out, out
+    assert (root / "notes.txt").read_text().startswith("mine\nagent was here\n")  # by absolute path
+    assert list((tmp_path / "p-home").iterdir())  # its $HOME
+    assert not (root / ".git" / "hooks" / "post-commit").exists()  # put back
+    assert (root / ".git" / "config").read_text() == config
 
 
 @needs_bwrap

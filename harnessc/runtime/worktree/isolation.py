@@ -193,8 +193,12 @@ class Isolation:
         if isinstance(found, str):  # the check failed
             self.store.event("git_tampered", message=found)
             return
+        if found.branches_removed:  # agents' own branches: deleted again, no alert
+            self.store.event("git_branches_removed", refs=found.branches_removed[:200])
+            if not found.tampering and found.changed == found.branches_removed:
+                return
         if found.other_run:  # another harnessc run in this repository: logged, no alert
-            self.store.event("git_other_run", files=found.changed[:200])
+            self.store.event("git_other_run", files=[f for f in found.changed if f not in found.branches_removed][:200])
             return
         names = ", ".join(found.changed[:10]) + (f" and {len(found.changed) - 10} more" if len(found.changed) > 10 else "")
         if not found.tampering:

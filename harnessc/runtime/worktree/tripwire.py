@@ -11,7 +11,9 @@ the tripwire records them (`record`):
   own worktrees, which their agents move by committing);
 * refs: every loose ref under `refs/` and every ref in `packed-refs`, but the attempts' own
   (`refs/harnessc/<run>/...`): the user's branches and tags, `refs/replace/`, other runs'
-  refs, the integration branch.
+  refs, the integration branch. A branch that did not exist and was created while attempts
+  ran (an agent's `git checkout -b` in its checkout) is deleted again, without tainting
+  anything: its commits are in the attempt's change, and nothing of it stays.
 
 Another harnessc run working in the same repository (another project) at the same time adds
 and removes worktrees under its `.harness/worktrees/` and moves refs under `refs/harnessc/`
@@ -75,6 +77,7 @@ class Finding:
     details: list[str] = field(default_factory=list)  # one line each: what was there, what was done
     not_restored: list[str] = field(default_factory=list)
     other_run: bool = False  # only another harnessc run's branches, refs and worktrees changed
+    branches_removed: list[str] = field(default_factory=list)  # branches agents created, deleted again
 
 
 class Tripwire:
@@ -188,9 +191,23 @@ class Tripwire:
                     self._take(k, now_files, now_refs)
                 files = [k for k in files if k not in others]
                 refs = [k for k in refs if k not in others]
+            # a branch an agent created (`git checkout -b` in its checkout) is ordinary git use,
+            # not tampering: its commits are in the attempt's change anyway. Deleted again, so
+            # nothing of it stays in the user's repository; the attempt is not rejected for it.
+            created = [k for k in refs if ran and k.startswith("refs/heads/") and k not in self.refs]
+            for k in created:
+                try:
+                    self.put_ref(k, None)
+                except Exception:  # noqa: BLE001 - then it is what it is: taken below like a change of ours
+                    pass
+                self.refs.pop(k, None)
+            refs = [k for k in refs if k not in created]
             if not files and not refs:
                 self.files = now_files  # the same content (or another run's, taken); newer stat data
+                self.refs = self._scan_refs() if created else self.refs
                 shown = [k if k.startswith("refs/") else self.shown + k for k in others]
+                if created:
+                    return Finding(shown + created, False, branches_removed=created, other_run=bool(others))
                 return Finding(shown, False, other_run=True) if others else None
             details = [self._file_line(k, now_files.get(k)) for k in files] + \
                       [_ref_line(k, self.refs.get(k), now_refs.get(k)) for k in refs]
