@@ -77,6 +77,8 @@ CODES: dict[str, str] = {
     "HC426": "junit path outside the project",
     "HC427": "min_passed on a task with no accept command to count",
     "HC430": "sandbox on an agent that runs no program (an API agent)",
+    # budgets and retries
+    "HC450": "a task budget smaller than one call's estimate",
     # templates
     "HC501": "template syntax error",
     "HC502": "undefined variable in template",

@@ -302,6 +302,8 @@ class Defaults(_Spec):
     max_time: Duration = Field(3600, description="Wall time per task.")
     stuck_after: int = Field(3, ge=1, description="No-progress iterations before recovery.")
     on_failure: FailureStrategy = Field(FailureStrategy.retry, description="See contracts.")
+    budget: float | None = Field(None, ge=0, description="USD each task may spend since it last started afresh "
+                                 "(as a task's `budget:`, which wins); unset: no per-task ceiling.")
     context_tokens: int = Field(32_000, ge=1, description="Token budget for a task's context files: the "
                                 "lowest priority go first when they do not fit. Unset: half the smallest "
                                 "context window among the task's agents, or 32000 when none is known.")

@@ -240,6 +240,14 @@ def _accept_id(i: int) -> str:
     return f"task-accept-{i}"  # one string per number, however many tasks use it
 
 
+def _defaults_entry(defaults) -> dict:
+    """plan.json's `defaults`; `budget` only when set, so a plan without it is as before."""
+    entry = defaults.model_dump(mode="json")
+    if entry.get("budget") is None:
+        entry.pop("budget", None)
+    return entry
+
+
 def build_plan(project: Project) -> None:
     """Assemble plan.json's content (prompts and fingerprints come in later passes)."""
     from .contract_schema import contract_plan_entry
@@ -300,7 +308,7 @@ def build_plan(project: Project) -> None:
                 max_iterations=max_iter,
                 max_time=max_time if max_time is not None else defaults.max_time,
                 stuck_after=task.stuck_after or defaults.stuck_after,
-                budget_usd=task.budget,
+                budget_usd=task.budget if task.budget is not None else defaults.budget,
             )),
             retry=shared(Retry(max_retries=max_retries, on_failure=getattr(on_failure, "value", on_failure),
                                delays=delays)),
@@ -340,7 +348,7 @@ def build_plan(project: Project) -> None:
         agents={n: _agent_entry(agents[n], cfg.defaults.sandbox) for n in sorted(agents)
                 if n in used_agents or (n in cfg.agents and n != BUILTIN_AGENT)},
         budget=cfg.budget.model_dump(mode="json"),
-        defaults=cfg.defaults.model_dump(mode="json"),
+        defaults=_defaults_entry(cfg.defaults),
         concurrency=cfg.concurrency,
         loop=cfg.loop.model_dump(mode="json"),
         assists=assists,
@@ -480,7 +488,9 @@ def finish_plan(project: Project) -> None:
                 agent_cfg = AgentConfig.model_validate(plan["agents"][agent])
             estimate = estimates[key] = _estimate(agent_cfg, key[1], key[2])
         node["estimate"] = estimate
-        spec = _fingerprinted_fields(task_by_id[node["id"]])
+        task = task_by_id[node["id"]]
+        _check_affordable(project, task, node, estimate)
+        spec = _fingerprinted_fields(task)
         if node["contract"] not in contract_sha:
             contract_sha[node["contract"]] = hashlib.sha256(canonical(contract)).hexdigest()
         checks = node["accept"]
@@ -495,6 +505,24 @@ def finish_plan(project: Project) -> None:
         "input_tokens": sum(n["estimate"]["input_tokens"] for n in plan["nodes"] if not n["done"]),
         "output_tokens": sum(n["estimate"]["output_tokens"] for n in plan["nodes"] if not n["done"]),
     }
+
+
+def _check_affordable(project: Project, task: Task, node: dict, estimate: Estimate) -> None:
+    """HC450: a task budget smaller than one call's estimate fails the task at its first call.
+    Build's pass, not lint's: the estimate needs the task's routed agent and its rendered prompt."""
+    budget = node["limits"]["budget_usd"]
+    cost = estimate["cost_usd"]
+    if budget is None or cost is None or node["done"] or cost <= budget:
+        return
+    own = task.budget is not None
+    span = task.spans.get("budget", task.span) if own else task.span
+    where = "its budget" if own else "defaults.budget in harness.yaml"
+    project.diags.warning(
+        "HC450", f"task '{task.id}' cannot afford one call: ~${cost:.4f} estimated for agent "
+        f"'{node['routing']['agent']}', {where} is ${float(budget):.4f}", span,
+        hint=(f"raise its budget: to at least ${cost:.4f}" if own else
+              f"give the task its own budget: of at least ${cost:.4f} (it wins over defaults.budget) or raise "
+              "defaults.budget") + ", or route it to a cheaper agent; `harnessc run --dry-run` lists such tasks")
 
 
 # What a fingerprint covers of the task as written: what `ls` shows but `done` (checking a

@@ -58,8 +58,9 @@ def parse_usd(text: str) -> float | None:
 
 
 def is_usd_place(path: tuple) -> bool:
-    """Whether a harness.yaml path holds US dollars: budget.max_cost_usd, agents.*.price.*."""
-    return path == ("budget", "max_cost_usd") or (
+    """Whether a harness.yaml path holds US dollars: budget.max_cost_usd, defaults.budget,
+    agents.*.price.*."""
+    return path in (("budget", "max_cost_usd"), ("defaults", "budget")) or (
         len(path) == 4 and path[0] == "agents" and path[2] == "price" and path[3] in ("input", "output"))
 
 

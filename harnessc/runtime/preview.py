@@ -49,6 +49,8 @@ class Preview:
                                              for i, (c, w) in enumerate(zip(r, widths))).rstrip())
         if not self.work.nothing_to_run(self.rows):
             out += [f"would skip: {tid} ({why})" for tid, why in self.work.blocked.items()]
+        out += [f"cannot afford one call, would fail without a call: {tid} (~{money(cost)} per call, "
+                f"task budget {money(limit)}; raise its budget:)" for tid, cost, limit in _unaffordable(nodes, start)]
         if self.check is not None and self.check.refused:
             out += [f"would refuse to start: {line}" for line in self.check.problem_lines()]
         elif self.check is not None and self.check.warning():
@@ -80,6 +82,17 @@ class Preview:
 def _attempts(node: PlanNode) -> int:
     """Calls a task may make when every verification fails: 1 + max_retries."""
     return 1 + int(node.retry.max_retries)
+
+
+def _unaffordable(nodes: dict[str, PlanNode], start: list[str]) -> list[tuple[str, float, float]]:
+    """(task, one call's estimate, its budget) of each task whose budget is below one call
+    (the run's budget.py refuses its first call; build warns HC450)."""
+    out = []
+    for tid in start:
+        cost, limit = _cost(nodes[tid]), nodes[tid].limits.budget_usd
+        if cost is not None and limit is not None and cost > float(limit):
+            out.append((tid, cost, float(limit)))
+    return out
 
 
 def _cost(node: PlanNode) -> float | None:

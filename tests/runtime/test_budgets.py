@@ -1,0 +1,95 @@
+"""Budgets that mean what users think (issue 27 item 4): `defaults.budget` gives every task a
+ceiling, a budget too small for one call is warned of before any call (HC450, `run
+--dry-run`), and a call cut off by kill -9 is recorded as cost unknown, never charged.
+
+Real projects built from roadmap.md and harness.yaml, a real command agent with a price, real
+processes and the real state.db."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+from .helpers import PY, harnessc, spawn
+
+# The agent: writes a file of its own and prints the promise; with SLEEP set it first marks
+# that it started and sleeps (to be killed mid-call).
+AGENT = """\
+import os, pathlib, sys, time
+task = os.environ["HARNESSC_TASK"]
+if os.environ.get("SLEEP_MARK"):
+    pathlib.Path(os.environ["SLEEP_MARK"]).write_text(task)
+    time.sleep(600)
+pathlib.Path(task + ".txt").write_text("made by " + task + "\\n")
+print("done <promise>DONE</promise>")
+"""
+
+PRICE = "{input: 100, output: 100}"  # $100 per million tokens: a call costs ~$0.16
+
+
+def project(root: Path, tasks: dict[str, dict], defaults: str = "", price: str = PRICE) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "agent.py").write_text(AGENT)
+    (root / "harness.yaml").write_text(
+        f"agents:\n  bot:\n    provider: command\n    command: [{json.dumps(PY)}, agent.py]\n"
+        f"    price: {price}\n"
+        f"routing:\n  default: bot\ndefaults:\n  max_retries: 0\n{defaults}")
+    lines = ["# Budgets", "", "## Tasks", ""]
+    for tid, props in tasks.items():
+        lines.append(f"- [ ] **{tid}**: Task {tid}")
+        lines += [f"  - {key}: {value}" for key, value in {"completion_promise": "DONE", **props}.items()]
+    (root / "roadmap.md").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def rows(root: Path) -> dict[str, dict]:
+    db = sqlite3.connect(root / ".harness" / "state.db")
+    db.row_factory = sqlite3.Row
+    return {r["id"]: dict(r) for r in db.execute("SELECT * FROM tasks")}
+
+
+def test_defaults_budget_caps_every_task_and_a_task_budget_wins(tmp_path):
+    root = project(tmp_path / "p", {"plain": {}, "own": {"budget": "$5"}}, defaults="  budget: $0.01\n")
+    r = harnessc(root, "run")
+    assert r.returncode == 1, r.stdout + r.stderr
+    tasks = rows(root)
+    assert tasks["own"]["state"] == "succeeded" and (root / "own.txt").exists()
+    assert tasks["plain"]["state"] == "failed" and not (root / "plain.txt").exists()
+    assert "task budget too small for one call" in tasks["plain"]["error"], tasks["plain"]
+    assert "the task's budget is $0.0100" in tasks["plain"]["error"]
+    plan = json.loads((root / ".harness" / "build" / "plan.json").read_text())
+    limits = {n["id"]: n["limits"]["budget_usd"] for n in plan["nodes"]}
+    assert limits == {"plain": 0.01, "own": 5.0} and plan["defaults"]["budget"] == 0.01
+
+
+def test_without_defaults_budget_the_plan_has_no_budget_key(tmp_path):
+    root = project(tmp_path / "p", {"plain": {}})
+    r = harnessc(root, "build")
+    assert r.returncode == 0, r.stdout + r.stderr
+    plan = json.loads((root / ".harness" / "build" / "plan.json").read_text())
+    assert "budget" not in plan["defaults"] and plan["nodes"][0]["limits"]["budget_usd"] is None
+
+
+def test_a_budget_below_one_call_is_warned_by_build_run_and_dry_run(tmp_path):
+    root = project(tmp_path / "p", {"tiny": {"budget": "$0.001"}, "rich": {"budget": "$5"}, "plain": {}},
+                   defaults="  budget: $0.002\n")
+    r = harnessc(root, "build")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout + r.stderr
+    # at the task's budget: line, and at the task itself for defaults.budget
+    assert "roadmap.md:7:5: warning[HC450]: task 'tiny' cannot afford one call" in out, out
+    assert "its budget is $0.0010" in out and "hint: raise its budget: to at least $0." in out
+    assert "roadmap.md:11:9: warning[HC450]: task 'plain' cannot afford one call" in out, out
+    assert "defaults.budget in harness.yaml is $0.0020" in out
+    assert "'rich'" not in out
+    r = harnessc(root, "run", "--dry-run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [x for x in r.stdout.splitlines() if x.startswith("cannot afford one call")]
+    assert [x.split(": ", 1)[1].split(" ")[0] for x in lines] == ["tiny", "plain"], r.stdout
+    (root / "roadmap.md").write_text((root / "roadmap.md").read_text() + "\n")  # run builds again
+    r = harnessc(root, "run")
+    assert "warning[HC450]: task 'tiny' cannot afford one call" in r.stdout + r.stderr
