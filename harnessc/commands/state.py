@@ -115,6 +115,9 @@ def _status_parts(data: dict, terminal: bool) -> list:
         sources = report.cost_sources_text(totals["cost_sources"])
         parts.append(f"total: {totals['tokens']:,} tokens = {report.usage_text(totals)}; "
                      f"${totals['cost_usd']:.4f} over {plural(totals['attempts'], 'attempt')} (cost: {sources})")
+    unknown = (totals or {}).get("unknown") or {}
+    if unknown.get("calls"):
+        parts.append(report.unknown_text(unknown["calls"], unknown["estimated_usd"]))
     assists = (totals or {}).get("assists") or {}
     if assists.get("calls"):
         parts.append(f"assist calls: {assists['tokens']:,} tokens; ${assists['cost_usd']:.4f} over "
@@ -447,6 +450,13 @@ def _follow_log(root: Path, task: str, last: bool) -> None:
 FOLLOW_POLL = 0.5  # seconds between two looks at state.db for `log --follow`
 
 
+def _attempt_cost(a: dict) -> str:
+    """An attempt's cost for `log`: a call cut off by a killed run has none, only its estimate."""
+    if a["cost_source"] == "unknown":
+        return f"cost unknown, ~${a.get('estimated_usd') or 0:.6f} estimated"
+    return f"${a['cost_usd'] or 0:.6f}"
+
+
 def _attempt_lines(a: dict, total: int, events: bool = True) -> list[str]:
     """One attempt as `log` prints it; `events`: with the lines of what came before it."""
     import json as jsonlib
@@ -457,7 +467,7 @@ def _attempt_lines(a: dict, total: int, events: bool = True) -> list[str]:
     lines = [f"=== attempt {a['attempt']} of {total} · run {a['run_id']} · iteration {a['iteration']}"
              f" · level {a['level']} · {a['agent']} · {a['status']} · {tokens} tokens"
              f" · ${a['cost_usd'] or 0:.4f} · {a['latency'] or 0:.2f}s",
-             f"ledger: {report.usage_text(a)}; ${a['cost_usd'] or 0:.6f} ({report.cost_source_text(a['cost_source'])})"]
+             f"ledger: {report.usage_text(a)}; {_attempt_cost(a)} ({report.cost_source_text(a['cost_source'])})"]
     if events:
         lines += [f"--- {line}" for line in a.get("events") or ()]
     lines += ["--- prompt", a["prompt"] or "", "--- raw output",

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from .helpers import PY, harnessc, spawn
 
-# The agent: writes a file of its own and prints the promise; with SLEEP set it first marks
-# that it started and sleeps (to be killed mid-call).
+# The agent: writes a file of its own and prints the promise; while sleep.flag exists it
+# first writes its pid to the file sleep.flag names and sleeps (to be killed mid-call).
 AGENT = """\
 import os, pathlib, sys, time
 task = os.environ["HARNESSC_TASK"]
-if os.environ.get("SLEEP_MARK"):
-    pathlib.Path(os.environ["SLEEP_MARK"]).write_text(task)
+if pathlib.Path("sleep.flag").exists():
+    pathlib.Path(pathlib.Path("sleep.flag").read_text()).write_text(str(os.getpid()))
     time.sleep(600)
 pathlib.Path(task + ".txt").write_text("made by " + task + "\\n")
 print("done <promise>DONE</promise>")
@@ -93,3 +93,47 @@ def test_a_budget_below_one_call_is_warned_by_build_run_and_dry_run(tmp_path):
     (root / "roadmap.md").write_text((root / "roadmap.md").read_text() + "\n")  # run builds again
     r = harnessc(root, "run")
     assert "warning[HC450]: task 'tiny' cannot afford one call" in r.stdout + r.stderr
+
+
+def _wait_for(path: Path, proc) -> None:
+    """Poll (no timed assertion) until the agent marks that its call started."""
+    while not path.exists() or not path.read_text():
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+
+
+def test_a_call_cut_off_by_kill_9_is_cost_unknown_never_charged_its_estimate(tmp_path):
+    root = project(tmp_path / "p", {"slow": {}})
+    mark = tmp_path / "started"
+    (root / "sleep.flag").write_text(str(mark))
+    proc = spawn(root, "run")
+    try:
+        _wait_for(mark, proc)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)  # harnessc dies mid-call; its agent sleeps on
+        proc.communicate()
+    agent_pid = int(mark.read_text())
+    (root / "sleep.flag").unlink()
+    try:
+        r = harnessc(root, "run")  # resumes: settles the cut-off call, runs the task again
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        try:
+            os.kill(agent_pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # the resume ended it (reaper.py)
+    db = sqlite3.connect(root / ".harness" / "state.db")
+    attempts = db.execute("SELECT status, cost_source, cost_usd FROM attempts ORDER BY id").fetchall()
+    assert [a[:2] for a in attempts] == [("interrupted", "unknown"), ("succeeded", "price")], attempts
+    assert attempts[0][2] == 0.0 and attempts[1][2] > 0
+    ledger = db.execute("SELECT reserved, actual, settled FROM ledger ORDER BY id").fetchall()
+    assert ledger[0][0] > 0.1 and ledger[0][1:] == (None, 1), ledger
+    # spent is the one call that reported; the cut-off one is shown apart, as an estimate
+    status = json.loads(harnessc(root, "status", "--output", "json").stdout)
+    assert status["run"]["cost_usd"] == round(attempts[1][2], 6), status["run"]
+    assert status["totals"]["unknown"] == {"calls": 1, "estimated_usd": round(ledger[0][0], 6)}
+    text = harnessc(root, "status").stdout
+    assert f"1 call cut off: cost unknown, ~${ledger[0][0]:.4f} estimated (not counted in spent)" in text, text
+    assert "1 cut off with cost unknown" in text, text
+    log = harnessc(root, "log", "slow").stdout
+    assert f"cost unknown, ~${ledger[0][0]:.6f} estimated (unknown: the run ended during the call" in log, log

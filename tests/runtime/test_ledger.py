@@ -90,9 +90,10 @@ def test_failed_attempts_are_charged_what_they_reported_or_zero_and_say_why(tmp_
         store.close()
 
 
-def test_recover_charges_an_interrupted_call_its_reservation_everywhere(tmp_path):
-    """A run that died during a call: the attempt, its task and the ledger all carry the
-    reservation, marked 'reserved' (the call may have happened)."""
+def test_recover_charges_an_interrupted_call_nothing_and_keeps_its_estimate_apart(tmp_path):
+    """A run that died during a call: no usage was reported, so its cost is unknown - charged 0
+    on the attempt, its task and the ledger, marked 'unknown', the estimate kept apart. The
+    tokens reserved stay counted (the token budget errs on the safe side)."""
     store = _store(tmp_path)
     try:
         store.begin_attempt("t", 1, 0, "llm", "p", "h", 0.02, start_task=True, reserve_tokens=(300, 200))
@@ -103,10 +104,13 @@ def test_recover_charges_an_interrupted_call_its_reservation_everywhere(tmp_path
         store.recover()
         row = store.attempts("t")[0]
         assert (row["status"], row["cost_usd"], row["cost_source"], row["input_tokens"] + row["output_tokens"]) == (
-            "interrupted", 0.02, "reserved", 500)
+            "interrupted", 0.0, "unknown", 500)
+        assert row["estimated_usd"] == pytest.approx(0.02)
         task = store.tasks()["t"]
-        assert (task["tokens"], task["cost_usd"]) == (500, 0.02)
-        assert store.spent() == pytest.approx(0.02) and _ledger(store)[0][2:] == (0.02, 1)
+        assert (task["tokens"], task["cost_usd"]) == (500, 0.0)
+        assert store.spent() == 0.0 and store.spent_this_round("t") == 0.0 and _ledger(store)[0][2:] == (None, 1)
+        assert store.unknown_calls() == (1, pytest.approx(0.02)) and store.reserved() == 0.0
+        assert store.usage_totals()["unknown"] == {"calls": 1, "estimated_usd": 0.02}
     finally:
         store.close()
 

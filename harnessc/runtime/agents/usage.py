@@ -35,8 +35,9 @@ PRICE = "price"  # computed from the reported tokens and the agent's `price:`
 CLI = "cli"  # the CLI's own estimate (Claude Code's total_cost_usd)
 NO_PRICE = "none"  # tokens recorded, no `price:` set: charged 0
 NO_RESPONSE = "no_response"  # no response (or none that reported usage): charged 0
-RESERVED = "reserved"  # the run died during the call: charged its reservation (state.recover)
-COST_SOURCES = (PRICE, CLI, NO_PRICE, NO_RESPONSE, RESERVED)
+RESERVED = "reserved"  # older runs: the run died during the call, charged its reservation
+UNKNOWN = "unknown"  # the run died during the call: charged 0, its estimate kept apart (state.recover)
+COST_SOURCES = (PRICE, CLI, NO_PRICE, NO_RESPONSE, RESERVED, UNKNOWN)
 
 
 # The most one call may report, per token count and in cost: a figure past these (or NaN,

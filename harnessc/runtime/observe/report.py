@@ -290,6 +290,7 @@ _COST_SOURCES = {
     "none": "none: no price set",
     "no_response": "no_response: no usage reported, charged 0",
     "reserved": "reserved: the run ended during the call, charged its reservation",
+    "unknown": "unknown: the run ended during the call, no usage reported; not counted in spent",
 }
 
 
@@ -300,6 +301,7 @@ _COST_SOURCE_COUNTS = {
     "none": "with no price set",
     "no_response": "with no usage reported (charged 0)",
     "reserved": "charged their reservation (the run ended during the call)",
+    "unknown": "cut off with cost unknown (the run ended during the call)",
     "unrecorded": "from before costs were recorded",
 }
 
@@ -307,6 +309,12 @@ _COST_SOURCE_COUNTS = {
 def cost_sources_text(counts: dict[str, int]) -> str:
     """How many attempts' costs came from where, in words (`status`)."""
     return ", ".join(f"{n} {_COST_SOURCE_COUNTS.get(src, src)}" for src, n in sorted(counts.items()))
+
+
+def unknown_text(calls: int, estimated_usd: float) -> str:
+    """Calls a killed run cut off, in words: "1 call cut off: cost unknown, ~$0.0300 estimated"."""
+    return (f"{calls} call{'' if calls == 1 else 's'} cut off: cost unknown, ~${estimated_usd:.4f} estimated"
+            " (not counted in spent)")
 
 
 def cost_source_text(source: str | None) -> str:

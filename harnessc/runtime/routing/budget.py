@@ -6,7 +6,9 @@ The estimated cost and tokens of a call are reserved before the call and settled
 actual figures after, so calls in flight count; both are kept across resumes until reset
 (cost in the ledger; tokens in the attempts' token columns, which hold the reservation
 until the attempt finishes). An assist call (a cheap agent writing a prompt mutation or a
-summary, assist.py) is reserved and settled the same way, in its ledger row.
+summary, assist.py) is reserved and settled the same way, in its ledger row. A call a
+killed run cut off is settled on resuming as cost unknown (StateStore.recover): it counts
+in no cost sum, its tokens stay reserved.
 """
 
 from __future__ import annotations

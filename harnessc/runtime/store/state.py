@@ -313,9 +313,11 @@ class StateStore:
     def recover(self) -> dict:
         """Clean up after a run that died: called under the run lock, before a new run.
 
-        Attempts left 'started' become 'interrupted' (their reservation is charged in full:
-        the call may have happened); tasks left running go back to pending. "leftovers" are
-        their child processes' records (marker, pid, start time) for reaper.end_leftovers.
+        Attempts left 'started' become 'interrupted' with cost_source 'unknown': no provider
+        reported the call's usage, so nothing is charged for it; its ledger row is settled with
+        actual NULL (sums leave it out) and keeps its estimate in `reserved` (`unknown_calls`).
+        Tasks left running go back to pending. "leftovers" are their child processes' records
+        (marker, pid, start time) for reaper.end_leftovers.
         """
         now = time.time()
         self._spent = self._tokens = None
@@ -324,24 +326,20 @@ class StateStore:
                 "SELECT id, proc_marker, proc_pid, proc_start FROM attempts WHERE status='started'"
             ).fetchall()
             stuck = [r[0] for r in rows]
-            # The call may have happened: each is charged its reservation (tokens and USD), on
-            # the attempt, its task and the ledger alike, and says so (cost_source 'reserved').
-            # (an assist call in flight, runtime/loop/assist.py, likewise: its ledger row holds its tokens)
+            # The tokens reserved stay counted (the token budget errs on the safe side; an
+            # assist call in flight, runtime/loop/assist.py, likewise: its ledger row holds
+            # its tokens); the cost does not: it is unknown, never a guess added to spent.
             self.db.execute(
                 "UPDATE tasks SET tokens=tokens+(SELECT COALESCE(SUM(COALESCE(input_tokens, 0)"
                 " + COALESCE(output_tokens, 0)), 0) FROM attempts WHERE task_id=tasks.id AND status='started')"
                 " + (SELECT COALESCE(SUM(tokens), 0) FROM ledger WHERE task_id=tasks.id AND settled=0"
-                " AND attempt_id IS NULL),"
-                " cost_usd=cost_usd+(SELECT COALESCE(SUM(reserved), 0) FROM ledger"
-                " WHERE task_id=tasks.id AND settled=0)"
+                " AND attempt_id IS NULL)"
                 " WHERE id IN (SELECT task_id FROM ledger WHERE settled=0)")
             self.db.execute(
-                "UPDATE attempts SET status='interrupted', finished_at=?, cost_source='reserved',"
+                "UPDATE attempts SET status='interrupted', finished_at=?, cost_source='unknown',"
                 " uncached_input_tokens=input_tokens, cache_read_tokens=0, cache_write_tokens=0,"
-                " reasoning_tokens=0, cost_usd=(SELECT reserved FROM ledger"
-                " WHERE ledger.task_id=attempts.task_id AND ledger.attempt_id=attempts.id)"
-                " WHERE status='started'", (now,))
-            self.db.execute("UPDATE ledger SET actual=reserved, settled=1 WHERE settled=0")
+                " reasoning_tokens=0, cost_usd=0 WHERE status='started'", (now,))
+            self.db.execute("UPDATE ledger SET actual=NULL, settled=1 WHERE settled=0")
             running = [r[0] for r in self.db.execute("SELECT id FROM tasks WHERE state='running'")]
             self.db.execute("UPDATE tasks SET state='pending', updated_at=? WHERE state='running'", (now,))
             self.db.execute(
@@ -633,8 +631,10 @@ class StateStore:
             self.db.execute("UPDATE tasks SET running_s=? WHERE id=? AND state='running'", (seconds, task_id))
 
     def attempts(self, task_id: str) -> list[dict]:
+        """The task's attempts in order; `estimated_usd`: what was reserved for the call."""
         rows = []
-        for row in self.db.execute("SELECT * FROM attempts WHERE task_id=? ORDER BY id", (task_id,)):
+        for row in self.db.execute("SELECT *, (SELECT reserved FROM ledger WHERE ledger.attempt_id=attempts.id)"
+                                   " AS estimated_usd FROM attempts WHERE task_id=? ORDER BY id", (task_id,)):
             rows.append(self._attempt(row))
         return rows
 
@@ -683,6 +683,8 @@ class StateStore:
             "SELECT COUNT(*), COALESCE(SUM(tokens), 0), COALESCE(SUM(actual), 0) FROM ledger"
             " WHERE attempt_id IS NULL AND settled").fetchone()
         totals["assists"] = {"calls": calls, "tokens": tokens, "cost_usd": round(cost, 6)}  # runtime/loop/assist.py
+        calls, usd = self.unknown_calls()
+        totals["unknown"] = {"calls": calls, "estimated_usd": round(usd, 6)}  # cut off by a killed run
         return totals
 
     def cache_usage(self, run_id: str | None = None) -> dict[str, dict[str, int]]:
@@ -772,6 +774,14 @@ class StateStore:
             " WHERE task_id=? AND ts > COALESCE((SELECT finished_at FROM tasks WHERE id=?), 0)",
             (task_id, task_id)).fetchone()
         return float(row[0])
+
+    def unknown_calls(self, task_id: str | None = None) -> tuple[int, float]:
+        """(calls, USD estimated) of the calls a killed run cut off: their cost is unknown and
+        counts in no sum; the estimate reserved for them is shown apart (`status`, `log`)."""
+        q = "SELECT COUNT(*), COALESCE(SUM(reserved), 0) FROM ledger WHERE settled AND actual IS NULL"
+        calls, usd = self.db.execute(q + (" AND task_id=?" if task_id else ""),
+                                     (task_id,) if task_id else ()).fetchone()
+        return int(calls), float(usd)
 
     def reserved(self) -> float:
         """USD held by calls that have not settled (in flight, or cut off by a kill)."""
