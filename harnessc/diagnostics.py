@@ -79,6 +79,7 @@ CODES: dict[str, str] = {
     "HC430": "sandbox on an agent that runs no program (an API agent)",
     # budgets and retries
     "HC450": "a task budget smaller than one call's estimate",
+    "HC451": "unknown error kind in retry_on or dont_retry",
     # templates
     "HC501": "template syntax error",
     "HC502": "undefined variable in template",

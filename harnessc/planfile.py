@@ -13,7 +13,7 @@ dict costs four times the memory; encoders write a record as an object, fields i
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Callable
 
 from .providers import AgentConfigError, agent_config
@@ -37,6 +37,22 @@ class Retry(Record):
     max_retries: int
     on_failure: str  # retry | fallback | partial | template | escalate
     delays: list[float]
+    retry_on: list[str] | None = None  # kinds of failure retried (vocab.ERROR_KINDS); None: every kind
+    dont_retry: list[str] | None = None  # kinds never retried: on_failure at once
+    start_level: int = 1  # the first retry's refinement level
+
+    def not_retried(self, kinds: Iterable[str]) -> str | None:
+        """Why a failure of these kinds is not retried (retry_on / dont_retry), or None."""
+        for kind in kinds:
+            if self.dont_retry and kind in self.dont_retry:
+                return f"{kind} is in dont_retry"
+            if self.retry_on is not None and kind not in self.retry_on:
+                return f"{kind} is not in retry_on ({', '.join(self.retry_on)})"
+        return None
+
+    def level(self, failures: int) -> int:
+        """The refinement level of the retry after `failures` failed claims (1-3)."""
+        return min(self.start_level + max(failures, 1) - 1, 3)
 
     def delay(self, failures: int) -> float:
         """Seconds to wait before the retry after `failures` failed claims (the last delay repeats)."""

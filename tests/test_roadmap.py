@@ -408,12 +408,14 @@ def test_every_property_is_formatted() -> None:
                 stuck_after=2, progress_threshold=0.05, recovery=("negative", "fail"), completion_promise="OK", success="s", accept=("x", "y"),
                 context=("src/**",), max_retries=0, on_failure="fail", budget=1e-7, tags=("t",), git="commit", isolation="worktree",
                 context_tokens=500, approaches=3, select="best", score="python bench.py", min_score=-0.5,
-                resources={"gpu_box": 1, "node:10.0.0.5": 0.01}, min_passed="base")
+                resources={"gpu_box": 1, "node:10.0.0.5": 0.01}, min_passed="base",
+                retry_on=("contract", "accept"), dont_retry=("missing_file",), start_level=2)
     text = format_roadmap(Roadmap(path=PATH, tasks=[task]))
     assert "  - max_time: 1h30m\n" in text and "  - budget: 0.0000001\n" in text
     assert "  - progress_threshold: 0.05\n" in text and "  - recovery: negative, fail\n" in text
     assert "  - min_score: -0.5\n" in text and "  - approaches: 3\n" in text
     assert "  - resources: {gpu_box: 1, node:10.0.0.5: 0.01}\n" in text
+    assert "  - retry_on: contract, accept\n" in text and "  - start_level: 2\n" in text
     written = {ln.split(":")[0].strip(" -") for ln in text.splitlines() if ln.startswith("  - ")}
     assert written == set(PROPERTY_KEYS)
     assert not set(KEY_ALIASES) & written

@@ -34,6 +34,7 @@ CHECK_PASSES = (
     check.check_approaches,
     check.check_resources,
     check.check_min_passed,
+    check.check_retry_kinds,
     gitcheck.check_worktree_repository,
 )
 

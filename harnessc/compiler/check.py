@@ -612,6 +612,28 @@ def check_min_passed(project: Project) -> None:
                                   "or remove min_passed")
 
 
+def check_retry_kinds(project: Project) -> None:
+    """A contract's `retry_on` / `dont_retry` name kinds of failure the runtime tells apart
+    (HC451; a task's are read with the roadmap, roadmap.py)."""
+    from .specview import raw
+    from .vocab import ERROR_KINDS
+
+    for name in sorted(project.contract_marks):
+        contract = project.contracts.get(name)
+        if contract is None or name in project.broken_contracts:
+            continue
+        marks = project.contract_marks[name]
+        for key in ("retry_on", "dont_retry"):
+            for i, kind in enumerate(raw(getattr(contract, key, None)) or ()):
+                if not isinstance(kind, str) or kind.lower() in ERROR_KINDS:
+                    continue
+                near = did_you_mean(kind, list(ERROR_KINDS))
+                allowed = "kinds: " + ", ".join(ERROR_KINDS) + " (`harnessc explain HC451`)"
+                project.diags.error("HC451", f"unknown error kind '{kind[:80]}' in {key}",
+                                    marks.value(project.contract_paths[name] + (key, i)),
+                                    f"{near} {allowed}" if near else allowed)
+
+
 def junit_problem(path: str) -> str | None:
     """What keeps a `junit:` path from naming a file inside the project; None when it does."""
     from pathlib import PurePosixPath

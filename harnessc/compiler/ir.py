@@ -140,6 +140,15 @@ class Contract(_Spec):
     max_retries: int | None = Field(
         None, ge=0, description="Retries after the first attempt (2 means up to 3 attempts)."
     )
+    retry_on: list[str] | None = Field(
+        None, description="Kinds of failure that are retried (contract, promise, truncated, accept, missing_file, "
+        "permission, timeout, min_passed, tool_denied, crash); any other goes to on_failure at once. Unset: every kind. "
+        "A task's own wins.")
+    dont_retry: list[str] | None = Field(
+        None, description="Kinds of failure never retried: the task goes to on_failure at once. A task's own wins.")
+    start_level: int | None = Field(
+        None, ge=1, le=3, description="The first retry's refinement level: 1 (the errors), 2 (+ the output "
+        "format), 3 (+ the exact structure). Unset: 1. A task's own wins.")
     tags: list[str] = Field(default_factory=list, description="Free-form labels.")
 
 

@@ -240,6 +240,20 @@ def _accept_id(i: int) -> str:
     return f"task-accept-{i}"  # one string per number, however many tasks use it
 
 
+def _retry_policy(task: Task, contract: Contract | None) -> dict:
+    """retry_on, dont_retry and start_level: the task's own, else its contract's."""
+    def pick(key: str, empty):
+        own = getattr(task, key)
+        if own != empty:
+            return list(own) if isinstance(own, tuple) else own
+        value = getattr(contract, key, None) if contract is not None else None
+        return [k.lower() for k in value] if isinstance(value, list) else value
+
+    level = pick("start_level", None)
+    return {"retry_on": pick("retry_on", ()), "dont_retry": pick("dont_retry", ()),
+            "start_level": level if level is not None else 1}
+
+
 def _defaults_entry(defaults) -> dict:
     """plan.json's `defaults`; `budget` only when set, so a plan without it is as before."""
     entry = defaults.model_dump(mode="json")
@@ -311,7 +325,7 @@ def build_plan(project: Project) -> None:
                 budget_usd=task.budget if task.budget is not None else defaults.budget,
             )),
             retry=shared(Retry(max_retries=max_retries, on_failure=getattr(on_failure, "value", on_failure),
-                               delays=delays)),
+                               delays=delays, **_retry_policy(task, contract))),
             routing=routing,
             analysis=analysis,
             git=_git_mode(task.git or defaults.git),
@@ -534,8 +548,10 @@ def _check_affordable(project: Project, task: Task, node: dict, estimate: Estima
 # Nor how many approaches run and which lands (`approaches`, `select`); a score and its
 # minimum are what a result must pass, so they are hashed with the accept commands. Nor where
 # its attempts run (`resources`). `min_passed` is hashed with the accept commands it holds.
+# Nor how failures are retried (`retry_on`, `dont_retry`, `start_level`): not what a result must be.
 _UNFINGERPRINTED = ("done", "git", "isolation", "context_tokens", "progress_threshold", "recovery",
-                    "approaches", "select", "score", "min_score", "resources", "min_passed")
+                    "approaches", "select", "score", "min_score", "resources", "min_passed",
+                    "retry_on", "dont_retry", "start_level")
 _fingerprinted_fields = operator.attrgetter(*(key for key in LS_KEYS if key not in _UNFINGERPRINTED))
 
 

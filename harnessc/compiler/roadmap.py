@@ -28,7 +28,7 @@ from ..nogc import no_cyclic_gc
 from ..textsafe import char_name, title_flaw
 from .tasks import Roadmap, Task, TaskSource
 from .vocab import (
-    LADDER_ENDS, MAX_APPROACHES, MIN_RESOURCE, MUTATIONS, RAY_RESERVED_RESOURCES, RUNGS, USD_FORMAT, Complexity, FailureStrategy, GitMode, IsolationMode,
+    ERROR_KINDS, START_LEVELS, LADDER_ENDS, MAX_APPROACHES, MIN_RESOURCE, MUTATIONS, RAY_RESERVED_RESOURCES, RUNGS, USD_FORMAT, Complexity, FailureStrategy, GitMode, IsolationMode,
     Priority, SelectMode, parse_duration, parse_usd,
 )
 
@@ -83,6 +83,9 @@ PROPERTY_KEYS: dict[str, str] = {
     "min_score": "number",
     "resources": "resources",
     "min_passed": "min_passed",
+    "retry_on": "errkinds",
+    "dont_retry": "errkinds",
+    "start_level": "level",
 }
 KEY_ALIASES: dict[str, str] = {"after": "depends_on", "cli": "agent", "timeout": "max_time"}
 _ALL_KEYS = [*PROPERTY_KEYS, *KEY_ALIASES]
@@ -826,6 +829,8 @@ _FORMATS = {
     "fraction": "a number from 0 to 1, like 0.2",
     "number": "a number, like 0.8 or -120",
     "resources": "custom Ray resources and amounts, like {gpu_box: 1} or gpu_box=1, big_disk=2",
+    "errkinds": "kinds of failure, comma-separated: " + ", ".join(ERROR_KINDS),
+    "level": "a refinement level: 1, 2 or 3",
     "rungs": "recovery steps, comma-separated, in the order tried: prompt mutations (" + ", ".join(MUTATIONS)
              + "), explore and escalate, then " + " or ".join(LADDER_ENDS) + " last",
 }
@@ -1077,6 +1082,33 @@ def _read_rungs(b: _Builder, canon: str, key: str, value: str, no: int, col: int
     return tuple(steps) if ok else None
 
 
+def _read_errkinds(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
+    """retry_on / dont_retry: kinds of failure (vocab.ERROR_KINDS), each known (HC451), once."""
+    kinds: list[str] = []
+    ok = True
+    for text, c in _split(value, col):
+        word = text.lower()
+        if not text:
+            b.error("HC105", f"empty item in {key}", no, c, 1, "expected " + _FORMATS["errkinds"])
+            ok = False
+        elif word not in ERROR_KINDS:
+            near = did_you_mean(word, list(ERROR_KINDS))
+            allowed = "kinds: " + ", ".join(ERROR_KINDS) + " (`harnessc explain HC451`)"
+            b.error("HC451", f"unknown error kind '{text}' in {key}", no, c, len(text),
+                    f"{near} {allowed}" if near else allowed)
+            ok = False
+        elif word not in kinds:
+            kinds.append(b.names.setdefault(word, word))
+    return tuple(kinds) if ok else None
+
+
+def _read_level(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
+    if not (value.isascii() and value.isdigit() and len(value) < 3 and int(value) in START_LEVELS):
+        _bad(b, key, value, no, col, "expected " + _FORMATS["level"])
+        return None
+    return int(value)
+
+
 _RESOURCE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:/-]*")  # Ray's own include node:10.0.0.5
 
 
@@ -1146,6 +1178,8 @@ _READERS: dict[str, Callable[..., Any]] = {
     "number": _read_number,
     "approaches": _read_approaches,
     "rungs": _read_rungs,
+    "errkinds": _read_errkinds,
+    "level": _read_level,
     "resources": _read_resources,
     "min_passed": _read_min_passed,
 }
@@ -1158,7 +1192,7 @@ def _value_spans(path: str, kind: str, value: str, no: int, col: int) -> list[Sp
     return [Span(path, no, col, no, col + len(value))]
 
 
-_LIST_KINDS = {kind for kind, reader in _READERS.items() if reader in (_read_list, _read_rungs)}
+_LIST_KINDS = {kind for kind, reader in _READERS.items() if reader in (_read_list, _read_rungs, _read_errkinds)}
 
 
 def locate_spans(source: TaskSource, task: Task) -> tuple[dict[str, Span], dict[str, list[Span]]]:

@@ -48,6 +48,9 @@ class Task:
     min_score: float | None = None
     resources: dict[str, int | float] | None = None  # custom Ray resources each attempt asks for (executor: ray)
     min_passed: int | Literal["base"] | None = None  # passing tests each accept command's runner must report
+    retry_on: tuple[str, ...] = ()  # kinds of failure retried (vocab.ERROR_KINDS); (): every kind
+    dont_retry: tuple[str, ...] = ()  # kinds of failure never retried: on_failure at once
+    start_level: int | None = None  # the first retry's refinement level (1-3); None: 1
     goal: str = ""
     # the roadmap this task was read from: positions beyond `span` are looked up there
     source: "TaskSource | None" = field(default=None, compare=False, repr=False)

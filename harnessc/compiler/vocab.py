@@ -148,6 +148,26 @@ EXPLORE = "explore"
 RUNGS = (*MUTATIONS, EXPLORE, "escalate", *LADDER_ENDS)
 
 
+# The kinds of failed attempt `retry_on:` and `dont_retry:` name (tasks and contracts): what
+# the runtime tells apart when an answer is rejected (runtime/verify.py) or a call fails
+# (runtime/iteration.py). No kind is left out of retries by default: each has a common case
+# an agent's next try fixes (the file or script it was to make, a mode it was to set).
+ERROR_KINDS = {
+    "contract": "the answer's output JSON is missing or breaks the contract",
+    "promise": "the answer is empty, or its completion promise is missing or wrong",
+    "truncated": "the answer was cut off (max_tokens)",
+    "accept": "an accept command exited non-zero (not for one of the reasons below)",
+    "missing_file": "an accept command's program or a file it reads does not exist "
+                    "(command not found, exit 127, 'No such file or directory')",
+    "permission": "an accept command was refused permission (not executable, exit 126, 'Permission denied')",
+    "timeout": "an accept command or the agent call timed out",
+    "min_passed": "an accept command's test runner reported too few passing tests, or none",
+    "tool_denied": "the agent's tool calls were refused by its permissions",
+    "crash": "the agent call failed without an answer (a command agent's non-zero exit, an API error)",
+}
+START_LEVELS = (1, 2, 3)  # refinement levels of a retry's prompt (templates/refine.md.j2)
+
+
 def ladder_rungs(prompt_mutations: int, escalate: bool, human: bool, explore: bool = False) -> tuple[str, ...]:
     """harness.yaml's `loop.recovery` as the rungs a task's `recovery:` lists."""
     n = max(0, min(int(prompt_mutations), len(MUTATIONS)))
@@ -159,7 +179,8 @@ LS_KEYS = (
     "id", "title", "phase", "done", "depends_on", "contract", "agent", "model", "complexity",
     "priority", "max_iterations", "max_time", "stuck_after", "progress_threshold", "recovery",
     "completion_promise", "success", "accept", "context", "context_tokens", "tags", "git", "isolation",
-    "approaches", "select", "score", "min_score", "resources", "min_passed", "goal",
+    "approaches", "select", "score", "min_score", "resources", "min_passed", "retry_on", "dont_retry",
+    "start_level", "goal",
 )
 
 

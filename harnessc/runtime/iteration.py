@@ -469,6 +469,14 @@ class TaskRun:
         answers that failed verification)."""
         if self.time_left() <= 0:
             self.give_up(f"max_time ({self.max_time:g}s) reached")
+        # retry_on / dont_retry judge a call that timed out or failed for good ("crash"); a rate
+        # limit, an overloaded or unreachable server is waited out or passed on as before
+        kind = "timeout" if e.kind == "timeout" else None if e.transient or e.unreachable else "crash"
+        not_retried = self.node.retry.not_retried([kind]) if kind else None
+        if not_retried:  # the next agent of its chain, else the task fails
+            if not self.fall_back(e.message):
+                self.calls_failed(f"not retried ({not_retried})")
+            return
         if e.transient:
             self.p.transient_errors += 1
             delay = retry_delay(e, self.p.transient_errors)
@@ -491,11 +499,13 @@ class TaskRun:
             return
         await self.wait(self.node.retry.delay(self.p.failures), f"{name}: {e.kind}")
 
-    def calls_failed(self) -> None:
+    def calls_failed(self, why: str = "") -> None:
         """End a task whose last call failed and no agent is left: failed, whatever on_failure
         says (its fallback, partial and template outputs stand in for answers that failed
         verification, not for an answer that never came). `harnessc retry` takes it."""
         error = self.p.calls.story()
+        if why:
+            error = f"{why}; {error}" if error else why
         strategy = self.node.retry.on_failure
         if strategy in ("fallback", "partial", "template") and self.contract and self.contract.output:
             error += f" (on_failure {strategy} not applied: the last call produced no answer)"
@@ -612,10 +622,14 @@ class TaskRun:
             if self.loop else None
         rejected = dict(raw=resp.text, parsed=verdict.parsed, errors=verdict.errors, checks=verdict.checks,
                         **(seen.saved if seen else {}), **resp.charged())
-        if self.p.failures > self.node.retry.max_retries:
+        kinds = [*verdict.kinds, *(["tool_denied"] if resp.denials else [])]
+        not_retried = self.node.retry.not_retried(kinds)  # retry_on / dont_retry: on_failure at once
+        if self.p.failures > self.node.retry.max_retries or not_retried:
             # auto-routed tasks escalate whatever on_failure says; on_failure applies at the top
             escalates = self.node.retry.on_failure == "escalate" or self.node.routing.auto
             failed = f"{outcomes.plural(self.p.failures, 'failed verification')}: " + "; ".join(verdict.errors)
+            if not_retried:
+                failed = f"not retried ({not_retried}): {failed}"
             if escalates and self.escalate(failed):
                 if self.loop:
                     rejected["loop_state"] = self.loop.state()  # with the agent it escalated to
@@ -623,6 +637,8 @@ class TaskRun:
                 self.prompt, self.level = await self.next_prompt(), 0
                 return
             state, output, error, filled = self.on_failure()
+            if not_retried:
+                error = f"not retried ({not_retried}); {error}"
             await self.log.finish("rejected", final_state=state, output=output, filled=filled,
                                   fingerprint=self.node.fingerprint, error=error, **rejected)
             raise Done(state)
@@ -631,7 +647,7 @@ class TaskRun:
             self.prompt, self.level = await self.next_prompt(), 0
             return
         await self.log.finish("rejected", **rejected)
-        self.level = min(self.p.failures, 3)
+        self.level = self.node.retry.level(self.p.failures)
         self.prompt = planmod.render_refinement(self.ctx.plan, self.tid, await self.next_prompt(), self.level,
                                                 verdict.errors, resp.text, self.ctx.root)
         await self.wait(self.node.retry.delay(self.p.failures), "retry delay")

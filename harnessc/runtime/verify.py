@@ -57,6 +57,13 @@ class Verdict:
     parsed: object = None  # whatever JSON was found, valid or not (for partial fallbacks)
     contract_errors: int | None = None  # how far `parsed` is from the contract (None: no JSON)
     checks: list[dict] = field(default_factory=list)  # accept command results
+    kinds: list[str] = field(default_factory=list)  # what kinds of failure the errors are (vocab.ERROR_KINDS)
+
+    def failed(self, kind: str, *errors: str) -> None:
+        """Add errors of one kind of failure (retry_on / dont_retry read the kinds)."""
+        self.errors += errors
+        if kind not in self.kinds:
+            self.kinds.append(kind)
 
 
 def is_claim(node: PlanNode, contract: Contract | None, text: str) -> bool:
@@ -82,7 +89,8 @@ async def verify(node: PlanNode, contract: Contract | None, text: str, root: Pat
     `floors`: what each `min_passed: base` check passed at the task's base commit, by
     check id (baseline.py; None: the base printed no count)."""
     if truncated:
-        return Verdict(claim=True, errors=[f"{truncated}; a cut answer is not verified (ask for a shorter one)"])
+        return Verdict(claim=True, errors=[f"{truncated}; a cut answer is not verified (ask for a shorter one)"],
+                       kinds=["truncated"])
     deadline = Deadline(time_left)
     try:
         # a short answer with no contract output to validate is checked on the loop's thread
@@ -104,11 +112,34 @@ async def verify(node: PlanNode, contract: Contract | None, text: str, root: Pat
                          "passed": passed_count(res.stdout + res.stderr), "tail": tail})
         if not res.ok:
             msg = f"accept check '{cmd.id or ' '.join(res.argv)}' failed: {res.describe()}"
-            v.errors.append(msg + (f"\n{tail}" if tail else ""))
+            v.failed(accept_kind(res, tail), msg + (f"\n{tail}" if tail else ""))
         elif cmd.min_passed:
-            v.errors += held_to_count(cmd, res, root, floors, v.checks[-1])
+            counted = held_to_count(cmd, res, root, floors, v.checks[-1])
+            if counted:
+                v.failed("min_passed", *counted)
     v.ok = not v.errors
     return v
+
+
+_NO_FILE = re.compile(r"No such file or directory|FileNotFoundError|can't open file|cannot find the (file|path)"
+                      r"|command not found", re.I)
+_DENIED = re.compile(r"Permission denied|PermissionError|Operation not permitted", re.I)
+
+
+def accept_kind(res: procs.ProcResult, tail: str) -> str:
+    """The kind of an accept command's failure (vocab.ERROR_KINDS), from how it ended and the
+    end of its output: timeout, missing_file, permission, else accept."""
+    if res.timed_out:
+        return "timeout"
+    if (res.error or "").startswith("command not found") or res.returncode == 127:
+        return "missing_file"
+    if (res.error or "").startswith("command not executable") or res.returncode == 126:
+        return "permission"
+    if _DENIED.search(tail):
+        return "permission"
+    if _NO_FILE.search(tail):
+        return "missing_file"
+    return "accept"
 
 
 def held_to_count(cmd: AcceptCommand, res: procs.ProcResult, root: Path, floors: dict[str, int | None] | None,
@@ -171,7 +202,7 @@ def check_text(node: PlanNode, contract: Contract | None, text: str, deadline: D
         return Verdict(claim=False)
     v = Verdict(claim=True)
     if not text.strip():
-        v.errors.append("the agent printed nothing")
+        v.failed("promise", "the agent printed nothing")
         return v
     if contract and contract.output:
         try:
@@ -180,21 +211,21 @@ def check_text(node: PlanNode, contract: Contract | None, text: str, deadline: D
             problems = planmod.validate_output(contract, data, deadline)
             for e in problems:
                 path, msg = e.get("path") or "$", str(e.get("message"))
-                v.errors.append(msg if msg.startswith(path) else f"{path}: {msg}")
+                v.failed("contract", msg if msg.startswith(path) else f"{path}: {msg}")
             v.contract_errors = len(problems)
             if not v.errors:
                 v.output = data
         except NoJSON as e:
-            v.errors.append(str(e))
+            v.failed("contract", str(e))
         except OutOfTime as e:
-            v.errors.append(str(e))
+            v.failed("contract", str(e))
     promise = node.completion_promise
     if promise:
         got = find_promise(text)
         if got is None:
-            v.errors.append(f"completion promise missing: print <promise>{promise}</promise> when done")
+            v.failed("promise", f"completion promise missing: print <promise>{promise}</promise> when done")
         elif got != promise:
-            v.errors.append(f"completion promise is '{got}', expected <promise>{promise}</promise>")
+            v.failed("promise", f"completion promise is '{got}', expected <promise>{promise}</promise>")
     v.ok = not v.errors
     return v
 
