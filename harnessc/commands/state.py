@@ -464,9 +464,10 @@ def _attempt_lines(a: dict, total: int, events: bool = True) -> list[str]:
     from ..runtime.observe import report
 
     tokens = (a["input_tokens"] or 0) + (a["output_tokens"] or 0)
+    cost = "cost unknown" if a["cost_source"] == "unknown" else f"${a['cost_usd'] or 0:.4f}"
     lines = [f"=== attempt {a['attempt']} of {total} · run {a['run_id']} · iteration {a['iteration']}"
              f" · level {a['level']} · {a['agent']} · {a['status']} · {tokens} tokens"
-             f" · ${a['cost_usd'] or 0:.4f} · {a['latency'] or 0:.2f}s",
+             f" · {cost} · {a['latency'] or 0:.2f}s",
              f"ledger: {report.usage_text(a)}; {_attempt_cost(a)} ({report.cost_source_text(a['cost_source'])})"]
     if events:
         lines += [f"--- {line}" for line in a.get("events") or ()]

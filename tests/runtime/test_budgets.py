@@ -136,4 +136,5 @@ def test_a_call_cut_off_by_kill_9_is_cost_unknown_never_charged_its_estimate(tmp
     assert f"1 call cut off: cost unknown, ~${ledger[0][0]:.4f} estimated (not counted in spent)" in text, text
     assert "1 cut off with cost unknown" in text, text
     log = harnessc(root, "log", "slow").stdout
+    assert " · interrupted · " in log and " · cost unknown · " in log, log
     assert f"cost unknown, ~${ledger[0][0]:.6f} estimated (unknown: the run ended during the call" in log, log
