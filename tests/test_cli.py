@@ -247,7 +247,8 @@ def test_build_with_errors_writes_nothing(tmp_path: Path) -> None:
 LS_KEYS = ["id", "title", "phase", "done", "depends_on", "contract", "agent", "model", "complexity",
            "priority", "max_iterations", "max_time", "stuck_after", "progress_threshold", "recovery",
            "completion_promise", "success", "accept", "context", "context_tokens", "tags", "git", "isolation",
-           "approaches", "select", "score", "min_score", "resources", "min_passed", "goal"]
+           "approaches", "select", "score", "min_score", "resources", "min_passed", "retry_on", "dont_retry",
+           "start_level", "goal"]
 
 
 def test_ls_json_seed_roadmap_keeps_its_meaning(seed: Path) -> None:
