@@ -77,6 +77,11 @@ CODES: dict[str, str] = {
     "HC426": "junit path outside the project",
     "HC427": "min_passed on a task with no accept command to count",
     "HC430": "sandbox on an agent that runs no program (an API agent)",
+    "HC440": "notify.on names an event harnessc does not notify of",
+    "HC441": "notify.webhook is not an http(s) URL or holds credentials",
+    "HC442": "notify.command is empty",
+    "HC443": "notify sends nothing (no command or webhook, empty on, zero timeout)",
+    "HC444": "notify.pass_env names a provider's key",
     # budgets and retries
     "HC450": "a task budget smaller than one call's estimate",
     "HC451": "unknown error kind in retry_on or dont_retry",

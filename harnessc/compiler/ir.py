@@ -13,7 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 from .tasks import Roadmap, Task  # noqa: F401  (re-exported: the IR in one place)
 from .vocab import (  # noqa: F401  (re-exported)
     BUILTIN_AGENT, DELIVERABLE_TYPES, DURATION_PATTERN, ENV_NAME_PATTERN, LS_KEYS, PRIORITY_RANK, Complexity,
-    DeliverableType, FailureStrategy, GitMode, IsolationMode, MAX_APPROACHES, Priority, parse_duration,
+    DeliverableType, FailureStrategy, GitMode, IsolationMode, MAX_APPROACHES, NOTIFY_KINDS, Priority, parse_duration,
 )
 
 # ------------------------------------------------------------------ scalar types
@@ -503,6 +503,31 @@ class Telemetry(_Spec):
         "messages on its span (gen_ai.prompt, gen_ai.completion). false: counts, times and names only.")
 
 
+class Notify(_Spec):
+    """Tell someone when a run needs a person: each event of the kinds in `on` calls
+    `command` with one JSON object on stdin and/or POSTs it to `webhook`."""
+
+    command: list[str] | None = Field(
+        None, description="A program and its arguments (no shell), given one JSON object on stdin per event: "
+        "{run, task, kind, message, look}. It gets the environment command agents get plus pass_env, never a "
+        "provider's API key.")
+    webhook: str | None = Field(
+        None, description="An http:// or https:// URL the same JSON object is POSTed to (redirects are not "
+        "followed). It goes into plan.json: a URL that is itself a secret (a Slack webhook) belongs in a "
+        "command notifier's environment instead (pass_env).")
+    on: list[str] = Field(
+        default_factory=lambda: list(NOTIFY_KINDS),
+        description="The events that notify: blocked (a task ended blocked), failed (a task failed), review "
+        "(a result waits for a person), budget (a budget stopped work), stuck (a loop task made no progress), "
+        "run_end (the run ended, with its outcome and exit code). Default: all of them.")
+    timeout: Duration = Field(
+        10, description="Time for all tries of one event together (a failed try is retried at most twice "
+        "within it); a notifier still running then is killed with its process group.")
+    pass_env: list[Annotated[str, Field(pattern=ENV_NAME_PATTERN)]] = Field(
+        default_factory=list, description="Variables of harnessc's environment the command also gets (e.g. "
+        "SLACK_WEBHOOK_URL); a provider's API key never.")
+
+
 class Executor(_Spec):
     """Where attempts run: `local` (this machine, the default) or a Ray cluster (`pip install
     'harnessc[ray]'`). The driver (`harnessc run`) keeps state.db, routing, budgets and landing;
@@ -551,6 +576,8 @@ class HarnessConfig(_Spec):
         "false: no hook runs for any git command harnessc starts (an agent could have written one)."
     )
     telemetry: Telemetry = Field(default_factory=Telemetry, description="OpenTelemetry traces of each run.")
+    notify: Notify | None = Field(None, description="Tell someone when a run needs a person: a command and/or a "
+                                  "webhook given one JSON object per event.")
     executor: Union[Literal["local", "ray"], Executor] = Field(
         "local", description="Where attempts run: local (default), ray (a Ray cluster with the defaults: "
         "the same as {kind: ray}) or a mapping with kind: ray and its settings. `run --executor` wins.")

@@ -136,6 +136,7 @@ def load_config(project: Project) -> None:
     _check_templates_dir(project)
     _check_replay_agents(project)
     _check_telemetry(project)
+    _check_notify(project)
     _check_executor(project)
 
 
@@ -255,6 +256,77 @@ def _check_telemetry(project: Project) -> None:
     if problem:
         project.diags.error("HC211", f"telemetry.otlp_endpoint {problem[0]}",
                             project.config_marks.value(("telemetry", "otlp_endpoint")), problem[1])
+
+
+def _check_notify(project: Project) -> None:
+    """HC440-HC444: what the schema cannot say about `notify:` - an event kind that does not
+    exist, a webhook that is no http(s) URL, a command that is empty, a notifier that sends
+    nothing, a provider's key in its pass_env."""
+    from .vocab import NOTIFY_KINDS
+
+    marks, written = project.config_marks, project.config.raw().get("notify")
+    if marks is None or not isinstance(written, dict):
+        return
+    where = lambda *loc: marks.value(("notify", *loc))  # noqa: E731
+    on = written.get("on", list(NOTIFY_KINDS))
+    for i, kind in enumerate(on if isinstance(on, list) else []):
+        if isinstance(kind, str) and kind not in NOTIFY_KINDS:
+            project.diags.error("HC440", f"notify.on: '{kind}' is no event harnessc notifies of", where("on", i),
+                                did_you_mean(kind, NOTIFY_KINDS) or f"use {', '.join(NOTIFY_KINDS)}")
+    url = written.get("webhook")
+    if isinstance(url, str):
+        problem = _webhook_problem(url)
+        if problem:
+            project.diags.error("HC441", f"notify.webhook {problem[0]}", where("webhook"), problem[1])
+    command = written.get("command")
+    if isinstance(command, list) and (not command or not str(command[0]).strip()):
+        project.diags.error("HC442", "notify.command " + ("is empty" if not command else "has no program"),
+                            where("command"), "write the program and its arguments, e.g. [notify-send, harnessc]")
+    if not command and not url:
+        project.diags.warning("HC443", "notify has neither a command nor a webhook: nothing is sent",
+                              marks.key(("notify",)), "add command: [PROGRAM, ARGS...] or webhook: URL")
+    elif isinstance(on, list) and not on:
+        project.diags.warning("HC443", "notify.on is empty: nothing is sent", where("on"),
+                              f"list the events, e.g. [{', '.join(NOTIFY_KINDS)}], or leave `on` out for all")
+    if _seconds(written.get("timeout")) == 0:
+        project.diags.error("HC443", "notify.timeout is 0: every notification would be killed at once",
+                            where("timeout"), "leave it out (10s) or give the time one event may take, e.g. 30s")
+    agents = {name: body.get("api_key_env") for name, body in (project.config.raw().get("agents") or {}).items()
+              if isinstance(body, dict)}
+    keys = providers.provider_key_names() | {k for k in agents.values() if isinstance(k, str)}
+    pass_env = written.get("pass_env")
+    for i, name in enumerate(pass_env if isinstance(pass_env, list) else []):
+        if name in keys:
+            project.diags.error("HC444", f"notify.pass_env: {name} holds a provider's key, which a notifier "
+                                "never gets", where("pass_env", i), "remove it: a notifier needs no model key")
+
+
+def _seconds(value) -> float | None:
+    """A duration as written, in seconds; None when it is none (the schema says so)."""
+    from .vocab import parse_duration
+
+    try:
+        return None if value is None or isinstance(value, bool) else float(parse_duration(value))
+    except (ValueError, TypeError):
+        return None
+
+
+def _webhook_problem(url: str) -> tuple[str, str] | None:
+    """(what is wrong, what to write) for `notify.webhook`; None when it can be used."""
+    from urllib.parse import urlsplit
+
+    example = "an http:// or https:// URL, e.g. https://hooks.example.com/harnessc"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises on a port that is no number)
+    except ValueError:
+        return "is not a URL", example
+    if any(c.isspace() for c in url) or parts.scheme not in ("http", "https") or not parts.hostname:
+        return "is not an http:// or https:// URL", example
+    if parts.username is not None or parts.password is not None:
+        return "holds credentials", ("harness.yaml and plan.json would hold them: use a command notifier that reads "
+                                     "them from its environment (notify.pass_env)")
+    return None
 
 
 def _check_executor(project: Project) -> None:

@@ -369,6 +369,7 @@ def build_plan(project: Project) -> None:
         git_hooks=cfg.git_hooks,
         worktrees=cfg.worktrees.model_dump(mode="json", by_alias=True),
         telemetry=cfg.telemetry.model_dump(mode="json"),
+        notify=cfg.notify.model_dump(mode="json") if cfg.notify else None,
         executor=_executor(cfg.executor),
         contracts=entries,
         nodes=nodes,

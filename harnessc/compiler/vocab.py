@@ -184,6 +184,10 @@ LS_KEYS = (
 )
 
 
+# harness.yaml `notify.on`: the events a notifier is told of (runtime/observe/notify.py)
+NOTIFY_KINDS = ("blocked", "failed", "review", "budget", "stuck", "run_end")
+
+
 def otlp_endpoint_problem(url: str) -> tuple[str, str] | None:
     """(what is wrong, what to write) for an OTLP/HTTP base URL (harness.yaml's
     `telemetry.otlp_endpoint`, OTEL_EXPORTER_OTLP_ENDPOINT); None when it can be used."""

@@ -125,6 +125,15 @@ def key_envs(agents: Mapping[str, AgentConfig]) -> set[str]:
     return {config.api_key_env for config in agents.values() if config.api_key_env}
 
 
+def provider_key_names(agents: Mapping[str, AgentConfig] | None = None) -> set[str]:
+    """Every variable known to hold a provider's key: each provider's default (ANTHROPIC_API_KEY,
+    OPENAI_API_KEY, ...), the coding CLIs' and `agents`' api_key_env. A notifier never gets one."""
+    names = {unit.api_key_env for unit in REGISTRY.values() if unit.api_key_env}
+    names |= {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "CODEX_API_KEY",
+              "GEMINI_API_KEY", "GOOGLE_API_KEY"}
+    return names | (key_envs(agents) if agents else set())
+
+
 def clis() -> tuple[str, ...]:
     """The providers that take `permissions:` (the coding CLIs)."""
     return tuple(p.name for p in REGISTRY.values() if p.cli)
