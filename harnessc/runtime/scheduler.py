@@ -33,6 +33,7 @@ from . import plan as planmod
 from .children import reaper
 from .agents.base import AgentError
 from .observe.alerts import Alerts
+from .observe.notify import Notifier
 from .loop.attribution import Attribution
 from .routing.budget import Budget
 from .routing.callbounds import CallBounds
@@ -194,7 +195,9 @@ class Runner:
         self.alerts = Alerts(self.workspace, store, loop_cfg, self.budget, self._max_iterations,
                              lambda why: self.steering.pause("alert", why))
         self.summaries = Summaries(store, loop_cfg.summary_every, lambda: self.targets)
-        store.listeners = [*store.listeners, self.alerts.on_event, self._count_iteration]
+        # after the alerts: it is told of theirs (notify.py); `self.notifier.send` is the emitter
+        self.notifier = Notifier(plan.notify, root, store, self.alerts.alert, plan.agents)
+        store.listeners = [*store.listeners, self.alerts.on_event, self.notifier.on_event, self._count_iteration]
 
     def start_executor(self) -> None:
         """Connect to the run's Ray cluster (or start a local one) before anything is recorded:
@@ -431,6 +434,7 @@ class Runner:
             await self._settle()
             self.store.flush()  # a record still waiting to ride along with a commit (state.defer)
             await self._outputs_written()
+            await self.notifier.settle()  # the one in flight ends (within notify.timeout); close() sends the rest
             self.results.close()
             self.attribution.close()
             self.notes = self.isolation.end()

@@ -102,6 +102,10 @@ def execute(root: Path, plan: Plan, opts: RunOptions,
             " stopped and what was committed is kept: fix the cause, then `harnessc run` resumes") from None
     finally:
         if runner is not None:
+            try:  # run_end (and what is pending) is delivered before we exit, within notify.timeout
+                runner.notifier.close()
+            except (sqlite3.Error, OSError):  # its failure alerts could not be recorded: not the run's
+                pass
             runner.close_executor()
         if tracing:
             tracing.close()  # the run's spans, sent within telemetry.FLUSH_TIMEOUT (never raises)
