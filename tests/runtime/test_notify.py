@@ -222,3 +222,33 @@ def test_a_run_budget_stop_is_one_budget_notification(tmp_path):
     assert kinds.count("budget") == 1 and kinds[-1] == "run_end", kinds
     end = recorded(out)[-1]["payload"]
     assert end["outcome"] == "budget" and end["exit_code"] == r.returncode
+
+
+def test_the_cookbook_slack_recipe_posts_text_and_lints_clean(tmp_path):
+    """docs/cookbook.md recipe 19, as written: its script reformats the object into Slack's
+    {"text": ...}; the webhook URL reaches it through pass_env only."""
+    import re
+
+    from .helpers import REPO
+
+    section = (REPO / "docs" / "cookbook.md").read_text().split("## 19. ", 1)[1]
+    blocks = re.findall(r"```(\w+)\n(.*?)```", section, re.S)
+    script = next(body for lang, body in blocks if lang == "python" and "SLACK_WEBHOOK_URL" in body)
+    yaml_text = next(body for lang, body in blocks if lang == "yaml" and "notify_slack" in body)
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "notify_slack.py").write_text(script)
+    (tmp_path / "harness.yaml").write_text(yaml_text)
+    (tmp_path / "roadmap.md").write_text("## Tasks\n\n- [ ] **t1**: Say hello\n  - accept: true\n")
+    lint = harnessc(tmp_path, "lint")
+    assert lint.returncode == 0 and "HC44" not in lint.stdout + lint.stderr, lint.stdout + lint.stderr
+    with Hook() as hook:
+        assert harnessc(tmp_path, "build").returncode == 0
+        plan = json.loads((tmp_path / ".harness" / "build" / "plan.json").read_text())
+        plan["notify"]["command"] = [PY, *plan["notify"]["command"][1:]]  # this interpreter, not python3 on PATH
+        (tmp_path / ".harness" / "build" / "plan.json").write_text(json.dumps(plan))
+        r = harnessc(tmp_path, "run", env=no_proxy_env(SLACK_WEBHOOK_URL=hook.url))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (post,) = hook.posts
+    text = json.loads(post[2])["text"]
+    assert text.startswith("*harnessc run_end*") and "harnessc status" in text
+    assert alerts(tmp_path) == []
