@@ -127,8 +127,8 @@ class Hook:
 
 
 def no_proxy_env(**extra) -> dict:
-    e = {k: v for k, v in run_env(**extra).items() if "proxy" not in k.lower()}
-    return e
+    """run_env without proxy settings: the webhook is on 127.0.0.1."""
+    return {k: v for k, v in run_env(**extra).items() if "proxy" not in k.lower()}
 
 
 def test_a_webhook_gets_the_same_object_as_a_post(tmp_path):
@@ -166,7 +166,8 @@ def test_a_webhook_that_redirects_is_not_followed_and_is_an_alert(tmp_path):
 
 def test_a_notifier_that_exits_1_is_an_alert_after_three_tries(tmp_path):
     tries = tmp_path / "tries"
-    script = f"import sys; sys.stdin.read(); open({str(tries)!r}, 'a').write('x'); print('no luck', file=sys.stderr); sys.exit(1)"
+    script = (f"import sys; sys.stdin.read(); open({str(tries)!r}, 'a').write('x'); "
+              "print('no luck', file=sys.stderr); sys.exit(1)")
     write_project(tmp_path, [node("t")])
     with_notify(tmp_path, command=[PY, "-c", script], on=["run_end"])
     r = harnessc(tmp_path, "run", env=run_env())
