@@ -104,6 +104,8 @@ def execute(root: Path, plan: Plan, opts: RunOptions,
         if runner is not None:
             try:  # run_end (and what is pending) is delivered before we exit, within notify.timeout
                 runner.notifier.close()
+            except KeyboardInterrupt:  # Ctrl-C while it waits: stop waiting, end as the run ended
+                pass
             except (sqlite3.Error, OSError):  # its failure alerts could not be recorded: not the run's
                 pass
             runner.close_executor()

@@ -93,9 +93,10 @@ def test_only_the_kinds_in_on_are_sent(tmp_path):
 class Hook:
     """An HTTP server on 127.0.0.1: records each POST, answers `status` (a 3xx with a Location)."""
 
-    def __init__(self, status: int = 200):
+    def __init__(self, status: int = 200, hang: bool = False):
         self.posts: list[tuple[str, dict, bytes]] = []
         self.lock = threading.Lock()
+        self.release = threading.Event()
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -103,6 +104,9 @@ class Hook:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with hook.lock:
                     hook.posts.append((self.path, dict(self.headers), body))
+                if hang:
+                    hook.release.wait(300)
+                    return
                 self.send_response(status)
                 if 300 <= status < 400:
                     self.send_header("Location", f"http://127.0.0.1:{hook.port}/elsewhere")
@@ -122,6 +126,7 @@ class Hook:
         return self
 
     def __exit__(self, *exc):
+        self.release.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -162,6 +167,16 @@ def test_a_webhook_that_redirects_is_not_followed_and_is_an_alert(tmp_path):
     assert {p[0] for p in hook.posts} == {"/hook"} and len(hook.posts) <= 3  # /elsewhere never asked
     (alert,) = alerts(tmp_path)
     assert "302" in alert["message"] and "redirect" in alert["message"]
+
+
+def test_a_webhook_that_never_answers_is_given_up_at_its_timeout(tmp_path):
+    with Hook(hang=True) as hook:
+        failing_project(tmp_path, webhook=hook.url, on=["run_end"], timeout=3)
+        r = harnessc(tmp_path, "run", env=no_proxy_env(), timeout=120)  # the server would hang 300 s
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert len(hook.posts) == 1  # the one try took the whole timeout
+    (alert,) = alerts(tmp_path)
+    assert "run_end" in alert["message"]
 
 
 def test_a_notifier_that_exits_1_is_an_alert_after_three_tries(tmp_path):

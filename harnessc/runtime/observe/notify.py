@@ -24,6 +24,7 @@ provider's key; messages pass through the store's redaction first.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 import time
@@ -51,6 +52,12 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
+@dataclasses.dataclass(eq=False)
+class _Event:
+    payload: dict
+    done: set[str] = dataclasses.field(default_factory=set)  # the notifiers that took it (after a cut delivery)
+
+
 class Notifier:
     """Sends the run's notifications (see the module docstring). Inert when `settings` is None."""
 
@@ -68,8 +75,7 @@ class Notifier:
             from ...commands.common import command_prefix
 
             self.look = command_prefix(root)
-        self.pending: list[dict] = []  # events not delivered yet (a cut delivery stays)
-        self.done: dict[int, set[str]] = {}  # id(payload) -> the notifiers that took it
+        self.pending: list[_Event] = []  # events not delivered yet (a cut delivery stays)
         self.tasks: set[asyncio.Task] = set()
         self.serial: asyncio.Lock | None = None  # one event at a time, in order, on the run's loop
         self.dropped = 0
@@ -110,7 +116,8 @@ class Notifier:
         look = f"{self.look} show {task}" if task else f"{self.look} status"
         payload = {"run": self.store.run_id, "task": task, "kind": kind,
                    "message": self.store.redact(message), "look": look, **extra}
-        self.pending.append(payload)
+        event = _Event(payload)
+        self.pending.append(event)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -119,7 +126,7 @@ class Notifier:
             return
         if self.serial is None:
             self.serial = asyncio.Lock()
-        task_ = loop.create_task(self._in_turn(payload))
+        task_ = loop.create_task(self._in_turn(event))
         self.tasks.add(task_)
         task_.add_done_callback(self.tasks.discard)
 
@@ -150,24 +157,24 @@ class Notifier:
 
     # ------------------------------------------------------------------ delivering
 
-    async def _in_turn(self, payload: dict) -> None:
+    async def _in_turn(self, event: _Event) -> None:
         """One event on the run's loop, after those before it, within notify.timeout from its turn."""
         async with self.serial:
             if self.closing:
                 return  # close() sends it
-            await self._deliver(payload, time.monotonic() + self.timeout)
-        self.pending.remove(payload)  # not when cancelled: close() delivers it then
+            await self._deliver(event, time.monotonic() + self.timeout)
+        self.pending.remove(event)  # not when cancelled: close() delivers it then
 
-    async def _all(self, pending: list[dict], deadline: float) -> None:
-        await asyncio.gather(*(self._deliver(p, deadline) for p in pending))
+    async def _all(self, pending: list[_Event], deadline: float) -> None:
+        await asyncio.gather(*(self._deliver(event, deadline) for event in pending))
 
-    async def _deliver(self, payload: dict, deadline: float) -> None:
+    async def _deliver(self, event: _Event, deadline: float) -> None:
         """Every notifier of one event, tried up to TRIES times before `deadline`; a failure is
         an alert. A notifier that took the event is not given it again (after a cut delivery)."""
+        payload = event.payload
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-        done = self.done.setdefault(id(payload), set())
         for name, attempt in (("command", self._command), ("webhook", self._post)):
-            if not self.settings.get(name) or name in done:
+            if not self.settings.get(name) or name in event.done:
                 continue
             why, tries, pause = "", 0, RETRY_PAUSE
             while tries < TRIES:
@@ -177,7 +184,7 @@ class Notifier:
                     break
                 await asyncio.sleep(pause)
                 pause *= 2
-            done.add(name)
+            event.done.add(name)
             if why:
                 of = f" of {payload['task']}" if payload.get("task") else ""
                 self.alert("warning", "notify_failed", payload.get("task"),
