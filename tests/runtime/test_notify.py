@@ -268,3 +268,17 @@ def test_the_cookbook_slack_recipe_posts_text_and_lints_clean(tmp_path):
     text = json.loads(post[2])["text"]
     assert text.startswith("*harnessc run_end*") and "harnessc status" in text
     assert alerts(tmp_path) == []
+
+
+def test_a_stuck_loop_task_notifies_stuck_once_then_its_end(tmp_path):
+    out = tmp_path / "got.jsonl"
+    write_project(tmp_path, [node("idle", completion_promise="DONE", routing={"agent": "idle"},
+                                  limits={"stuck_after": 2})],
+                  agents={"idle": {"provider": "simulate", "complete_after": 6, "progress": "none"}},
+                  loop={"recovery": {"prompt_mutations": 0, "escalate": False, "human": False}})
+    with_notify(tmp_path, command=[PY, "-c", RECORDER, str(out)])
+    r = harnessc(tmp_path, "run", env=run_env())
+    assert r.returncode == 1, r.stdout + r.stderr
+    got = [g["payload"] for g in recorded(out)]
+    assert [(g["kind"], g["task"]) for g in got] == [("stuck", "idle"), ("failed", "idle"), ("run_end", None)]
+    assert got[0]["message"].startswith("stuck") and got[0]["look"] == "harnessc show idle"

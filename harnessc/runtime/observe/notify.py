@@ -14,8 +14,10 @@ in order); a command runs through procs.run (process group, bounded output, the 
 environment), a webhook POST on a daemon thread. `notify.timeout` bounds all tries of one
 event together (a failure is retried at most twice inside it); a command still running
 then is killed with its process group. A notifier that fails is an alert
-(`notify_failed`), never a failed run. `close()` at the run's end delivers what is left -
-run_end, and events the loop's end cut - all at once, within one `notify.timeout`.
+(`notify_failed`), never a failed run. At the end of the run's loop, `settle()` lets the
+waiting events go out in order (for up to notify.timeout, then the one in flight ends);
+`close()`, after the loop, delivers what is left - run_end, and events not sent yet - all
+at once, within one more `notify.timeout`.
 
 The command gets the environment command agents get plus `notify.pass_env`, never a
 provider's key; messages pass through the store's redaction first.
@@ -131,9 +133,12 @@ class Notifier:
         task_.add_done_callback(self.tasks.discard)
 
     async def settle(self) -> None:
-        """At the end of the run's loop: let the delivery in flight end (within its deadline),
-        start no other (close() sends what is left, at once); cancelling a command as it
-        starts can hang asyncio's shutdown, cancelling it once started kills its group."""
+        """At the end of the run's loop: the events waiting are delivered in order for up to
+        notify.timeout; then none starts (close() sends what is left, at once) and the one in
+        flight ends within its own deadline. Never cancelled as it starts: cancelling a command
+        while it is being spawned can hang asyncio's shutdown (once started, it kills its group)."""
+        if self.tasks:
+            await asyncio.wait(set(self.tasks), timeout=self.timeout)
         self.closing = True
         if self.tasks:
             await asyncio.wait(set(self.tasks), timeout=self.timeout + procs.KILL_GRACE + 5)
