@@ -177,6 +177,15 @@ class Approaches(Record):
 
 
 @record
+class Protected(Record):
+    """A file, directory or glob the task's agent may not change (compiler/protect.py), and why."""
+
+    path: str  # a glob, or a path a command names (a directory ends with '/')
+    why: str  # "a spec file", "named in the accept command", "protect: in roadmap.md", ...
+    new: bool = True  # False: only the files there at the task's base (a directory a command names)
+
+
+@record
 class PlanNode(Record):
     """One task of the plan; the field order is plan.json's key order."""
 
@@ -203,6 +212,9 @@ class PlanNode(Record):
     isolation: str | None = None  # worktree | none; None: not said (none)
     approaches: Approaches | None = None  # None: one approach (the task as it is)
     resources: dict[str, float] | None = None  # roadmap `resources:`: custom Ray resources of its attempts; None: none
+    protect: list[Protected] = ()  # what its agent may not change besides the plan's `protect`
+    allow_edit: list[str] = ()  # globs lifting protection (defaults' and the task's; never of .harness/)
+    write_scope: list[str] | None = None  # globs: a change outside them rejects the attempt; None: anywhere
     loop: NodeLoop | None = None  # the task's own loop settings; None: the plan's
     context_staging: ContextStaging | None = None  # None: the task has no context files
     wave: int | None = None
@@ -295,6 +307,9 @@ class Plan(Record):
     telemetry: dict | None = None  # harness.yaml `telemetry:` {otlp_endpoint, content} (None: as unset)
     notify: dict | None = None  # harness.yaml `notify:` {command, webhook, on, timeout, pass_env} (None: no notifier)
     executor: Executor | None = None  # harness.yaml `executor:`; None: local (every task on this machine)
+    # what every task's agent may not change (the spec files, .harness/, CI configuration,
+    # defaults.protect); a node's `protect` adds its own (None in a plan built before it existed)
+    protect: list[Protected] | None = None
 
     def node(self, task_id: str) -> PlanNode:
         return self._by_id()[task_id]
@@ -321,13 +336,14 @@ def load(data: Mapping) -> Plan:
         raise PlanFormatError(str(e) if isinstance(e, AgentConfigError) else "agents must be a mapping") from None
     try:
         return Plan(
-            **{k: data.get(k) for k in Plan._keys if k not in ("agents", "contracts", "nodes", "system", "assists", "executor")},
+            **{k: data.get(k) for k in Plan._keys if k not in ("agents", "contracts", "nodes", "system", "assists", "executor", "protect")},
             agents=agents,
             contracts={name: load_contract(c) for name, c in (data.get("contracts") or {}).items()},
             nodes=[_node(n) for n in data.get("nodes") or []],
             system=PromptRef.from_json(data["system"]) if data.get("system") else None,
             assists=Assists(**data["assists"]) if data.get("assists") else None,
             executor=Executor(**data["executor"]) if data.get("executor") else None,
+            protect=[Protected(**p) for p in data["protect"]] if data.get("protect") is not None else None,
         )
     except (TypeError, KeyError, AttributeError, ValueError) as e:
         raise PlanFormatError(f"plan.json does not match this harnessc's plan format: {e!r}") from None
@@ -367,6 +383,9 @@ def _node(d: Mapping) -> PlanNode:
         isolation=d.get("isolation"),
         approaches=_approaches(d["approaches"]) if d.get("approaches") else None,
         resources=dict(d["resources"]) if d.get("resources") else None,
+        protect=[Protected(**p) for p in d.get("protect") or ()],
+        allow_edit=list(d.get("allow_edit") or ()),
+        write_scope=list(d["write_scope"]) if d.get("write_scope") is not None else None,
         loop=NodeLoop(**d["loop"]) if d.get("loop") else None,
         context_staging=_staging(d["context_staging"]) if d.get("context_staging") else None,
         estimate=Estimate(**d["estimate"]) if d.get("estimate") else None,
@@ -376,7 +395,7 @@ def _node(d: Mapping) -> PlanNode:
 
 _NODE_REQUIRED = [k for k in PlanNode._keys
                   if k not in ("accept", "limits", "retry", "routing", "analysis", "git", "isolation", "approaches", "resources", "loop", "context_staging",
-                               "estimate", "prompt", "wave", "fingerprint")]
+                               "estimate", "prompt", "wave", "fingerprint", "protect", "allow_edit", "write_scope")]
 
 
 def _approaches(d: Mapping) -> Approaches:

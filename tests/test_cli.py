@@ -248,14 +248,16 @@ LS_KEYS = ["id", "title", "phase", "done", "depends_on", "contract", "agent", "m
            "priority", "max_iterations", "max_time", "stuck_after", "progress_threshold", "recovery",
            "completion_promise", "success", "accept", "context", "context_tokens", "tags", "git", "isolation",
            "approaches", "select", "score", "min_score", "resources", "min_passed", "retry_on", "dont_retry",
-           "start_level", "goal"]
+           "start_level", "protect", "allow_edit", "write_scope", "goal"]
 
 
 def test_ls_json_seed_roadmap_keeps_its_meaning(seed: Path) -> None:
     r = run("-C", str(seed), "ls", "--output", "json")
     assert r.returncode == 0, r.stdout + r.stderr
     tasks = json.loads(r.stdout)
-    assert [list(t) for t in tasks] == [LS_KEYS + ["analysis"]] * 2
+    assert [list(t) for t in tasks] == [LS_KEYS + ["analysis", "protected"]] * 2
+    assert {"path": "tests/test_auth.py", "why": "named in the accept command", "new": True} not in tasks[0]["protected"]
+    assert {"path": "roadmap.md", "why": "a spec file", "new": True} in tasks[0]["protected"]
     auth, perf = tasks
     assert auth["agent"] == ["codex", "gemini"]
     assert auth["max_time"] == 4 * 3600 and auth["max_iterations"] == 200 and auth["stuck_after"] == 5

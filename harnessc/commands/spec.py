@@ -207,8 +207,11 @@ def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
     views = [v for v in views if v["id"] in chosen]
     if output == "json":
         nodes = {n.id: n for n in project.plan.nodes}
+        common = list(project.plan.protect or ())
         for v in views:
             v["analysis"] = dict(nodes[v["id"]].analysis)
+            # what its agent may not change, and why (compiler/protect.py; allow_edit lifts per path)
+            v["protected"] = [dict(e) for e in (*common, *nodes[v["id"]].protect)]
         click.echo(json.dumps(views, indent=2))
         return
     nodes = {n["id"]: n for n in project.plan["nodes"]}

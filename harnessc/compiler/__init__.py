@@ -33,6 +33,7 @@ CHECK_PASSES = (
     check.check_read_only_changes,
     check.check_approaches,
     check.check_resources,
+    check.check_protect,
     check.check_min_passed,
     check.check_retry_kinds,
     gitcheck.check_worktree_repository,

@@ -171,6 +171,71 @@ def check_resources(project: Project) -> None:
                 "`harnessc run --executor ray`; otherwise remove the line")
 
 
+def check_protect(project: Project) -> None:
+    """`protect:`, `allow_edit:` and `write_scope:` (compiler/protect.py): every item a glob
+    inside the project (HC420, in roadmap.md and harness.yaml `defaults`); an allow_edit that
+    lifts nothing (HC421) or names harnessc's own `.harness/`, which stays protected (HC422);
+    a write_scope where nothing checks it, a task in the shared tree (HC423). Warnings but HC420."""
+    from . import protect
+    from .tasks import approaches_of
+
+    defaults = None if project.config_unreadable else project.config.defaults
+    marks = project.config_marks
+    for key in ("protect", "allow_edit", "write_scope"):
+        for i, pattern in enumerate((getattr(defaults, key, None) or ()) if defaults is not None else ()):
+            if isinstance(pattern, str) and (why := protect.glob_problem(pattern)) is not None:
+                project.diags.error("HC420", f"defaults.{key} item {pattern!r} {why}",
+                                    marks.value(("defaults", key, i)) if marks else Span("harness.yaml", 1, 1),
+                                    "write a glob relative to the project, like tests/** or src/*.py")
+    common = protect.plan_entries(None if project.config_unreadable else project.config.templates,
+                                  [p for p in (defaults.protect if defaults is not None else ()) if isinstance(p, str)])
+    isolation = getattr(getattr(defaults, "isolation", None), "value", getattr(defaults, "isolation", None))
+    n_default = 1 if defaults is None else defaults.approaches
+    for task in project.tasks:
+        if task.done or not (task.protect or task.allow_edit or task.write_scope):
+            continue
+        bad = False
+        for key in ("protect", "allow_edit", "write_scope"):
+            for i, pattern in enumerate(getattr(task, key)):
+                if (why := protect.glob_problem(pattern)) is not None:
+                    bad = True
+                    project.diags.error("HC420", f"{key} item {pattern!r} {why}", _value_span(task, key, i),
+                                        "write a glob relative to the project, like tests/** or src/*.py")
+        if bad:
+            continue
+        if task.allow_edit:
+            accept = []
+            for cmd in task.accept:
+                try:
+                    accept.append(split_command(cmd))
+                except ValueError:
+                    pass  # HC105, reported by check_accept_commands
+            try:
+                score = split_command(task.score) if task.score else None
+            except ValueError:
+                score = None
+            entries = [*common, *protect.task_entries(task.protect, accept, score, project.root, common)]
+            for i, allow in enumerate(task.allow_edit):
+                if any(e.why == protect.OWN and protect.overlaps(allow, e.path) for e in entries) \
+                        and protect.matches(protect.HARNESS_DIR, protect.normal(allow) or "."):
+                    project.diags.warning("HC422", f"allow_edit '{allow}' names harnessc's own .harness/, which stays "
+                                          "protected", _value_span(task, "allow_edit", i),
+                                          "an agent never changes .harness/: remove the item")
+                elif not any(protect.overlaps(allow, e.path) for e in entries if e.why != protect.OWN):
+                    project.diags.warning("HC421", f"allow_edit '{allow}' lifts nothing: no protected file of task "
+                                          f"'{task.id}' is there", _value_span(task, "allow_edit", i),
+                                          "protected are the spec files, CI configuration, the files its accept and "
+                                          "score commands name and `protect:` globs; remove the item or fix the path")
+        worktree = getattr(task.isolation, "value", task.isolation) == "worktree" or (
+            task.isolation is None and (isolation == "worktree" or approaches_of(task, n_default) > 1
+                                        or task.score is not None))
+        if task.write_scope and not worktree:
+            project.diags.warning("HC423", f"write_scope is not checked here: task '{task.id}' works in the "
+                                  "project's own tree", _value_span(task, "write_scope"),
+                                  "add `isolation: worktree` (an isolated attempt's change is known exactly), "
+                                  "or remove the line")
+
+
 def _walk_deliverables(output: dict, loc: tuple):
     """(path, deliverable) for every deliverable, nested fields and list items included."""
     for name, d in output.items():

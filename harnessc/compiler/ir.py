@@ -327,6 +327,23 @@ class Defaults(_Spec):
     approaches: int = Field(1, ge=1, le=MAX_APPROACHES, description="Approaches of each task run at once, each "
                             "in its own git worktree (best-of-N; more than 1 implies isolation: worktree); a task's "
                             "`approaches:` wins.")
+    protect: list[str] = Field(default_factory=list, description="Globs every task's agent may not change, besides "
+                               "what is protected anyway (the spec files, .harness/, CI configuration and the files "
+                               "a task's accept and score commands name); a task's `protect:` adds to them.")
+    allow_edit: list[str] = Field(default_factory=list, description="Globs lifting that protection for every task "
+                                  "(files an agent must edit, like tests it writes); a task's `allow_edit:` adds to them.")
+    write_scope: list[str] | None = Field(None, description="Globs: an attempt that changes a file outside them is "
+                                          "rejected; a task's `write_scope:` replaces them. Unset: anywhere.")
+
+    @field_validator("protect", "allow_edit", "write_scope")
+    @classmethod
+    def _globs(cls, patterns: list[str] | None) -> list[str] | None:
+        from .protect import glob_problem
+
+        for p in patterns or ():
+            if (why := glob_problem(p)) is not None:
+                raise ValueError(f"'{p}' {why}: write a glob relative to the project, like tests/** or src/*.py")
+        return patterns
 
 
 class Alerts(_Spec):

@@ -11,8 +11,9 @@ from functools import lru_cache
 from .. import __version__, providers
 from ..planfile import (
     AcceptCommand, Analysis, Approaches, Assists, CountedAccept, ContextStaging, Estimate, Executor, Limits, NodeLoop, Plan, PlanNode,
-    Retry, Routing,
+    Protected, Retry, Routing,
 )
+from . import protect as protectmod
 from .analysis import analyse, contract_size
 from .staging import choose_budget, stage
 from ..estimates import cost_usd, tokens_for_chars
@@ -262,6 +263,14 @@ def _defaults_entry(defaults) -> dict:
     return entry
 
 
+def _protected(task: Task, accept: list, approaches: Approaches | None, common: list[protectmod.Entry],
+               kind) -> list[Protected]:
+    """The task's own protected entries (compiler/protect.py): plan.json's `protect` holds the common ones."""
+    score = approaches.score.argv if approaches is not None and approaches.score is not None else None
+    entries = protectmod.task_entries(task.protect, [a["argv"] for a in accept], score, None, common, kind)
+    return [Protected(e.path, e.why, e.new) for e in entries] or _NONE
+
+
 def build_plan(project: Project) -> None:
     """Assemble plan.json's content (prompts and fingerprints come in later passes)."""
     from .contract_schema import contract_plan_entry
@@ -280,6 +289,8 @@ def build_plan(project: Project) -> None:
     delays = list(defaults.retry_delays)
     shared = _Interned()
     windows = _Windows(cfg.agents, extra_agents)
+    common = protectmod.plan_entries(cfg.templates, defaults.protect)
+    kind = protectmod.kind_in(project.root)  # what the tasks' commands name, looked up once each
     nodes = []
     for order, task in enumerate(project.tasks):
         contract = project.contracts.get(task.contract) if task.contract else None
@@ -297,6 +308,10 @@ def build_plan(project: Project) -> None:
         routing = shared(route(project, task, extra_agents, by_complexity, analysis))
         context, staged = _staged_context(project, task, routing, windows, shared)
         approaches = _approaches(task, defaults.approaches)
+        accept = _accept_entries(task, contract, entry)
+        allow_edit = [*defaults.allow_edit, *task.allow_edit]
+        write_scope = list(task.write_scope) if task.write_scope else (
+            list(defaults.write_scope) if defaults.write_scope is not None else None)
         max_time = task.max_time
         if max_time is None and contract and contract.constraints and contract.constraints.timeout:
             max_time = contract.constraints.timeout * (max_retries + 1)
@@ -314,7 +329,7 @@ def build_plan(project: Project) -> None:
             goal=task.goal,
             success=task.success,
             completion_promise=task.completion_promise,
-            accept=_accept_entries(task, contract, entry),
+            accept=accept,
             context=context or _NONE,
             context_staging=staged,
             # the same settings for most tasks: one dict each, shared (plans are read-only)
@@ -332,6 +347,9 @@ def build_plan(project: Project) -> None:
             isolation=_isolation(task, defaults, approaches),
             approaches=approaches,
             resources=task.resources,
+            protect=shared(_protected(task, accept, approaches, common, kind)),
+            allow_edit=shared(allow_edit) or _NONE,
+            write_scope=write_scope,
             loop=shared(_node_loop(task, cfg.loop.recovery.human)),
         )
         nodes.append(node)
@@ -371,6 +389,7 @@ def build_plan(project: Project) -> None:
         telemetry=cfg.telemetry.model_dump(mode="json"),
         notify=cfg.notify.model_dump(mode="json") if cfg.notify else None,
         executor=_executor(cfg.executor),
+        protect=[Protected(e.path, e.why, e.new) for e in common],
         contracts=entries,
         nodes=nodes,
         edges=Edges(nodes),
@@ -548,11 +567,13 @@ def _check_affordable(project: Project, task: Task, node: dict, estimate: Estima
 # fingerprint would also wipe the memory and recovery position of a task being tuned mid-run.
 # Nor how many approaches run and which lands (`approaches`, `select`); a score and its
 # minimum are what a result must pass, so they are hashed with the accept commands. Nor where
-# its attempts run (`resources`). `min_passed` is hashed with the accept commands it holds.
-# Nor how failures are retried (`retry_on`, `dont_retry`, `start_level`): not what a result must be.
+# its attempts run (`resources`), nor what its agent may not change (`protect`, `allow_edit`,
+# `write_scope`): they bound how an attempt works, and a result that passed stays good.
+# `min_passed` is hashed with the accept commands it holds. Nor how failures are retried
+# (`retry_on`, `dont_retry`, `start_level`): not what a result must be.
 _UNFINGERPRINTED = ("done", "git", "isolation", "context_tokens", "progress_threshold", "recovery",
                     "approaches", "select", "score", "min_score", "resources", "min_passed",
-                    "retry_on", "dont_retry", "start_level")
+                    "retry_on", "dont_retry", "start_level", "protect", "allow_edit", "write_scope")
 _fingerprinted_fields = operator.attrgetter(*(key for key in LS_KEYS if key not in _UNFINGERPRINTED))
 
 

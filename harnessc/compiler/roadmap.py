@@ -86,6 +86,9 @@ PROPERTY_KEYS: dict[str, str] = {
     "retry_on": "errkinds",
     "dont_retry": "errkinds",
     "start_level": "level",
+    "protect": "paths",
+    "allow_edit": "paths",
+    "write_scope": "paths",
 }
 KEY_ALIASES: dict[str, str] = {"after": "depends_on", "cli": "agent", "timeout": "max_time"}
 _ALL_KEYS = [*PROPERTY_KEYS, *KEY_ALIASES]

@@ -51,6 +51,9 @@ class Task:
     retry_on: tuple[str, ...] = ()  # kinds of failure retried (vocab.ERROR_KINDS); (): every kind
     dont_retry: tuple[str, ...] = ()  # kinds of failure never retried: on_failure at once
     start_level: int | None = None  # the first retry's refinement level (1-3); None: 1
+    protect: tuple[str, ...] = ()  # globs the agent may not change (besides the defaults: compiler/protect.py)
+    allow_edit: tuple[str, ...] = ()  # globs lifting protection
+    write_scope: tuple[str, ...] = ()  # globs: a change outside them is rejected; (): anywhere
     goal: str = ""
     # the roadmap this task was read from: positions beyond `span` are looked up there
     source: "TaskSource | None" = field(default=None, compare=False, repr=False)

@@ -46,7 +46,7 @@ from .context import TaskContext
 from .iteration import AttemptLog, Done, Progress, TaskRun, conflict_text
 from .loop.loop import TaskLoop
 from .routing.router import Route
-from .verify import DEFAULT_ACCEPT_TIMEOUT, Verdict
+from .verify import DEFAULT_ACCEPT_TIMEOUT, Verdict, fresh_pycache
 from .worktree import landing as landingmod
 from .worktree.isolation import Conflict, IsolationError, Landed, Tampered
 from .worktree.gitcmd import GitFailed
@@ -154,6 +154,10 @@ class ApproachRun(TaskRun):
             self.p.calls.answered(True, [why])  # iteration() counted it as verified
             await self.refine(resp, verdict)
             return
+        if errors := await self.guarded():  # what its checks changed: never lands
+            verdict.ok, verdict.errors = False, errors
+            await self.refine(resp, verdict)
+            return
         seen = await self.loop.observe(self.p.agent, resp.text, [], verdict.checks, succeeded=True) \
             if self.loop else None
         message = landingmod.message(self.tid, self.node.title, self.how_verified(verdict), self.p.iteration,
@@ -202,8 +206,9 @@ def approach_line(k: int, n: int) -> str:
 
 async def run_score(cmd: Any, workdir: Any, task_id: str, k: int, time_left: float) -> procs.ProcResult:
     timeout = max(0.1, min(float(cmd.timeout or DEFAULT_ACCEPT_TIMEOUT), time_left))
-    env = procs.child_env(extra={"HARNESSC_TASK": task_id, "HARNESSC_APPROACH": str(k)})
-    return await procs.run(list(cmd.argv), cwd=workdir, timeout=timeout, stdin=None, env=env)
+    with fresh_pycache() as pycache:  # verify.py: no bytecode an agent planted runs
+        env = procs.child_env(extra={"HARNESSC_TASK": task_id, "HARNESSC_APPROACH": str(k), **pycache})
+        return await procs.run(list(cmd.argv), cwd=workdir, timeout=timeout, stdin=None, env=env)
 
 
 def parse_score(res: procs.ProcResult) -> tuple[float | None, str | None]:

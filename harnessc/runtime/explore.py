@@ -25,7 +25,7 @@ from .agents.base import AgentError
 from .approaches import ApproachRun
 from .iteration import Done
 from .routing.router import Route
-from .verify import verify
+from .verify import Verdict, verify
 from .worktree.repo import IsolationError
 
 DEFAULT_BRANCHES = 3
@@ -59,8 +59,10 @@ class Branch(ApproachRun):
             resp = await self.call(name, agent, cfg, cost, tokens)
             if isinstance(resp, AgentError):
                 return
-            verdict = await verify(self.node, self.contract, resp.text, self.workdir, max(0.1, self.time_left()),
-                                   floors=await self.floors())
+            errors = await self.guarded()  # a protected file changed: put back, never verified (protect.py)
+            verdict = Verdict(claim=True, errors=errors) if errors else \
+                await verify(self.node, self.contract, resp.text, self.workdir, max(0.1, self.time_left()),
+                             floors=await self.floors())
             seen = await self.loop.observe(name, resp.text, verdict.errors, verdict.checks, succeeded=verdict.ok)
             self.progress = math.inf if verdict.ok else seen.evidence.score
             await self.log.finish("progress", raw=resp.text, errors=verdict.errors, checks=verdict.checks,

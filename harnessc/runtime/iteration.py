@@ -30,6 +30,8 @@ from .. import outcome as outcomes
 from ..planfile import Contract, PlanNode
 from ..providers import AgentConfig
 from . import plan as planmod
+from . import protect
+from ..workspace import WorkspaceError
 from .agents import deprecation
 from .agents.base import AgentError, Request, Response
 from .agents.errors import retry_delay
@@ -143,6 +145,8 @@ class TaskRun:
         executor = getattr(ctx, "executor", None)
         self.remote = executor.attempts(self) if executor is not None and self.iso else None
         self.lost = 0  # attempts lost with their worker in a row
+        # what its agent may not change (protect.py): checked after each call, before verification
+        self.guard = protect.guard(ctx.plan, node, ctx.root, self.iso)
 
     async def run(self) -> str:
         if self.node.routing.auto:
@@ -222,6 +226,10 @@ class TaskRun:
                 self.files.forget()
             if self.loop:
                 self.loop.close()
+            try:
+                self.guard.close()  # a shared tree's copies of the protected files
+            except (OSError, WorkspaceError):
+                pass  # left in .harness/protected/: the next run of the task replaces them
 
     def resume_recovery(self) -> None:
         """A loop task stopped on its recovery ladder goes on where it was (loop.py saved it):
@@ -244,12 +252,14 @@ class TaskRun:
         self.check_limits()
         name, agent, cfg = await self.choose_agent()
         cost, tokens = self.reserve(cfg)
+        await self.guard_before()
         resp = await self.call(name, agent, cfg, cost, tokens)
         if resp is None:  # lost with its worker: the iteration runs again
             return
         self.say_deprecated(name, cfg, resp)
         over = self.limits.count(resp.usage, resp.tool_calls if isinstance(resp, Response) else 0, name)
         if isinstance(resp, AgentError):
+            await self.guarded()  # a failed call's changes to protected files are put back too
             self.p.calls.failed_call(resp.kind, resp.message)
             await self.recover(name, resp)
             return
@@ -413,8 +423,30 @@ class TaskRun:
             return await self.remote.call(name, agent, cfg, self.request(cfg))
         return await agent.call(self.request(cfg))
 
+    async def guard_before(self) -> None:
+        """Record the protected files before the agent's call (a shared tree's; protect.py)."""
+        try:
+            await asyncio.to_thread(self.guard.before)
+        except (OSError, WorkspaceError) as e:
+            raise Done(self._finish("failed", f"could not record its protected files: {e}")) from None
+
+    async def guarded(self) -> list[str]:
+        """What the attempt changed that its agent may not (protected files, outside
+        write_scope), put back (protect.py): the errors that reject it; empty when none."""
+        try:
+            errors = await asyncio.to_thread(self.guard.after, self.attempt)
+        except (GitFailed, OSError, WorkspaceError, IsolationError) as e:
+            errors = [f"its protected files could not be checked: {e}"]
+        if errors:
+            self.store.event("protected", self.tid, errors=errors[:20], message="; ".join(errors)[:500])
+        return errors
+
     async def check(self, resp: Response) -> Verdict:
-        """The answer's verification, here or on a worker (executor ray)."""
+        """The answer's verification, here or on a worker (executor ray); an attempt that
+        changed a protected file is rejected first, whatever its checks said (they would
+        have judged the change; a worker's change is in the worktree by now)."""
+        if errors := await self.guarded():
+            return Verdict(claim=True, errors=errors)
         if self.remote is not None:
             return await self.remote.verdict(resp, max(0.1, self.time_left()))
         return await verify(self.node, self.contract, resp.text, self.workdir, max(0.1, self.time_left()),
@@ -565,6 +597,9 @@ class TaskRun:
         attempt = dict(raw=resp.text, parsed=verdict.output, checks=verdict.checks, **saved, **resp.charged())
         message = landingmod.message(self.tid, self.node.title, self.how_verified(verdict), self.p.iteration,
                                      self.route.agent, self.store.run_id or "")
+        if errors := await self.guarded():  # what its checks changed: never lands
+            await self.refine(resp, Verdict(claim=True, errors=errors))
+            return
         try:
             await self.iso.commit(self.attempt, message)
             result = await self.iso.land(self.node, self.attempt, verdict.output, self.recheck(resp.text))

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
+import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -250,4 +253,19 @@ async def run_accept(cmd: AcceptCommand, root: Path, time_left: float | None) ->
     if time_left is not None:
         timeout = max(0.1, min(timeout, time_left))
     # a counted check keeps the end of its output: the runner's summary is printed last
-    return await procs.run(argv, cwd=root, timeout=timeout, stdin=None, keep_end=bool(cmd.min_passed))
+    with fresh_pycache() as extra:
+        return await procs.run(argv, cwd=root, timeout=timeout, stdin=None, env=procs.child_env(extra=extra),
+                               keep_end=bool(cmd.min_passed))
+
+
+@contextmanager
+def fresh_pycache():
+    """A check's environment: Python's bytecode cache in a new, empty directory of its own
+    (PYTHONPYCACHEPREFIX; pytest's rewritten tests go there too). A `__pycache__` an agent
+    wrote next to a protected test - compiled from other source, stamped with the test's
+    time and size - would otherwise run in its place."""
+    path = tempfile.mkdtemp(prefix="harnessc-pycache-")
+    try:
+        yield {"PYTHONPYCACHEPREFIX": path}
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
