@@ -24,7 +24,7 @@ COMMANDS = {
     "import": "importing:import_cmd",
     **{name: f"running:{name}" for name in ("run", "retry", "doctor")},
     **{name: f"steering:{name}" for name in ("stop", "tell", "pause", "resume")},
-    **{name: f"state:{name}" for name in ("status", "log", "show", "stats", "reset", "clean")},
+    **{name: f"state:{name}" for name in ("status", "log", "runs", "show", "stats", "reset", "clean")},
     "report": "state:report_cmd",
 }
 

@@ -110,6 +110,10 @@ class Workspace:
     def run_results(self, run_id: str) -> Path:
         return self.run_dir(run_id) / "run_results.json"
 
+    def run_log(self, run_id: str) -> Path:
+        """What the run said, as plain lines (runtime/observe/runlog.py)."""
+        return self.run_dir(run_id) / "run.log"
+
     def cassette(self, task_id: str, directory: Path | None = None) -> Path:
         """A task's recorded agent calls (`run --record`, runtime/agents/cassettes.py), in
         .harness/cassettes/ or in the project directory a replay agent names. A task id

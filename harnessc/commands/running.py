@@ -56,13 +56,16 @@ def _executor_settings(plan, opts, need_ray: bool = False):
     return settings
 
 
-def _execute(root: Path, plan: dict, opts) -> None:
-    """Run with a display, print the summary, exit with the run's code."""
+def _execute(root: Path, plan: dict, opts, detached_fd: int | None = None) -> None:
+    """Run with a display, print the summary, exit with the run's code. Everything said
+    once the run started also goes to its run.log (observe/runlog.py). `detached_fd`: this
+    is the child of `run --detach`, reporting on that pipe once the run started (detach.py)."""
     from rich.console import Console
 
     _executor_settings(plan, opts, need_ray=True)  # before anything starts: Ray is importable
 
     from ..runtime.observe import display as displaymod
+    from ..runtime.observe.runlog import RunLog
     from ..runtime.children import prctl
 
     # Before any child exists: our environment holds API keys, and a child running as the
@@ -75,27 +78,35 @@ def _execute(root: Path, plan: dict, opts) -> None:
     from ..runtime.store.state import StateError
     from ..runtime.executor import ExecutorError
     from ..runtime.worktree.repo import IsolationError
+    from ..workspace import Workspace
 
-    console = Console()
+    _leave_out_redirected_output(root)
+    # detached: the terminal is only borrowed until the run starts; the log is never live
+    console = Console(force_terminal=False) if detached_fd is not None else Console()
     view = displaymod.make_display(console)
+    log = RunLog()
+
+    def say(text: str, err: bool = False) -> None:
+        """A line on the terminal and in the run's log."""
+        click.echo(text, err=err)
+        log.line(text)
 
     def on_start(runner, recovered):
-        warning = runner.preflight.warning() if runner.preflight else None
-        if warning:
-            click.echo(f"warning: {warning}", err=True)
-        if recovered["interrupted_attempts"]:
-            n = len(recovered["interrupted_attempts"])
-            click.echo(f"resuming: {plural(n, 'interrupted attempt')} will start again", err=True)
-        if recovered.get("max_cost_kept") is not None:
-            click.echo(f"budget: ${recovered['max_cost_kept']:g} from an earlier --max-cost "
-                       "(pass --max-cost to change it; `harnessc reset --all` forgets it)", err=True)
-        if recovered.get("max_cost_ignored"):
-            click.echo(f"budget: the --max-cost kept from an earlier run was ignored and forgotten "
-                       f"({recovered['max_cost_ignored']}); harness.yaml's budget applies", err=True)
+        lines = _start_lines(runner, recovered)
+        workspace = Workspace(root)
+        if detached_fd is not None:
+            for line in lines:  # on the user's terminal too, before it is let go
+                click.echo(line, err=True)
+            from ..runtime.detach import hand_off
+
+            hand_off(detached_fd, workspace, runner.store.run_id)
+        log.open(workspace, runner, runner.store.run_id)
+        for line in lines:
+            say(line, err=True)
         view.start(runner, 0)
 
     try:
-        result = execute(root, plan, opts, listeners=[view.on_event],
+        result = execute(root, plan, opts, listeners=[view.on_event, log.on_event],
                          on_start=on_start)
     except Locked as e:
         fail_usage(str(e), hint="wait for it, or stop it with `harnessc stop`")
@@ -106,6 +117,8 @@ def _execute(root: Path, plan: dict, opts) -> None:
                    "(`harnessc doctor` checks every agent)", err=True)
         sys.exit(Exit.USAGE)
     except StateError as e:
+        log.line(f"harnessc: error: {e}")
+        log.close()
         fail_usage(str(e))
     except (IsolationError, ExecutorError) as e:
         fail_usage(e.message, hint=e.hint)
@@ -116,37 +129,72 @@ def _execute(root: Path, plan: dict, opts) -> None:
 
     if result.run_id:
         displaymod.print_summary(console, result.tasks, title=f"run {result.run_id}")
+        log.line(displaymod.plain_summary(result.tasks, title=f"run {result.run_id}"))
     if result.stale:
-        click.echo(f"stale: {', '.join(result.stale)} — use --rerun stale", err=True)
+        say(f"stale: {', '.join(result.stale)} — use --rerun stale", err=True)
     prog = command_prefix(root)
     if result.outputs:
-        click.echo(f"outputs: {plural(result.outputs, 'result')} in .harness/outputs/<task>.json; "
-                   f"`{prog} show TASK` prints one and how it was verified")
+        say(f"outputs: {plural(result.outputs, 'result')} in .harness/outputs/<task>.json; "
+            f"`{prog} show TASK` prints one and how it was verified")
     if result.simulated:
-        click.echo("costs: simulated prices (every call went to a simulate agent); no money was spent")
+        say("costs: simulated prices (every call went to a simulate agent); no money was spent")
     if result.outcome.nothing_to_run:
-        click.echo(visible(result.outcome.headline()))
+        say(visible(result.outcome.headline()))
     else:
-        click.echo(visible(run_summary_line(result.outcome, result.cost_usd, result.total_cost_usd, result.elapsed)))
+        say(visible(run_summary_line(result.outcome, result.cost_usd, result.total_cost_usd, result.elapsed)))
         cached = cache_line(result.cache) if result.cache else None
         if cached:
-            click.echo(cached)
+            say(cached)
     for line in result.notes:  # isolation: a landing's conflict names git's words
-        click.echo(visible(line))
+        say(visible(line))
     for line in next_steps(result.outcome, result.tasks, result.budget_stop, prog):  # skip reasons: agents' words
-        click.echo(visible(line))
+        say(visible(line))
     # status "error": state.db was lost under the run, and no longer holds it to report on
     if result.run_id and not result.outcome.nothing_to_run and result.status != "error":
-        _report_line(root, result.run_id, prog)
+        say(_report_line(root, result.run_id, prog))
+    log.close()
     sys.exit(result.exit_code)
 
 
-def _report_line(root: Path, run_id: str, prog: str) -> None:
+def _start_lines(runner, recovered: dict) -> list[str]:
+    """What a run says as it starts (on stderr): the pre-flight's warning, what it resumes,
+    the budget it kept."""
+    lines = []
+    warning = runner.preflight.warning() if runner.preflight else None
+    if warning:
+        lines.append(f"warning: {warning}")
+    if recovered["interrupted_attempts"]:
+        n = len(recovered["interrupted_attempts"])
+        lines.append(f"resuming: {plural(n, 'interrupted attempt')} will start again")
+    if recovered.get("max_cost_kept") is not None:
+        lines.append(f"budget: ${recovered['max_cost_kept']:g} from an earlier --max-cost "
+                     "(pass --max-cost to change it; `harnessc reset --all` forgets it)")
+    if recovered.get("max_cost_ignored"):
+        lines.append(f"budget: the --max-cost kept from an earlier run was ignored and forgotten "
+                     f"({recovered['max_cost_ignored']}); harness.yaml's budget applies")
+    return lines
+
+
+def _leave_out_redirected_output(root: Path) -> None:
+    """`harnessc run > run.log` inside the project: that file grows with every line the run
+    prints, and would count as file progress for every loop task (a task repeating itself
+    would never be found stuck). It is left out of progress evidence, with a warning."""
+    from ..runtime.loop import files
+
+    for path in files.redirected_output(root):
+        files.leave_out(path)
+        click.echo(f"warning: this run's output goes to {project_relative(root, path)}, inside the project: "
+                   "it is left out of progress evidence", err=True)
+        click.echo("  hint: `harnessc run --detach` runs in the background and logs to "
+                   ".harness/runs/<id>/run.log", err=True)
+
+
+def _report_line(root: Path, run_id: str, prog: str) -> str:
     """Where the run's HTML report goes. `run` does not draw it: the chart library costs a
     second of start-up that a short run (and `run`'s import budget) should not pay."""
     from ..workspace import Workspace
 
-    click.echo(f"report: `{prog} report` writes {where_from_here(Workspace(root).run_dir(run_id) / 'report.html')}")
+    return f"report: `{prog} report` writes {where_from_here(Workspace(root).run_dir(run_id) / 'report.html')}"
 
 
 @click.command()
@@ -195,10 +243,14 @@ def _report_line(root: Path, run_id: str, prog: str) -> None:
 @click.option("--ray-address", "ray_address", default=None, metavar="ADDR",
               help="The Ray cluster (implies --executor ray): auto, HOST:PORT or ray://HOST:PORT; "
                    "without one a local cluster is started for the run.")
+@click.option("--detach", is_flag=True,
+              help="Run in the background (its own session: closing the terminal does not end it); "
+                   "print the run id, its pid and its log, and return.")
+@click.option("--detached-fd", "detached_fd", type=int, default=None, hidden=True)  # runtime/detach.py
 @pass_ctx
 def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_build, dry_run,
         record, replay, agent, agents, max_time, max_iterations, stuck_after, progress_threshold,
-        autonomous, conservative, isolation, keep_worktrees, executor, ray_address) -> None:
+        autonomous, conservative, isolation, keep_worktrees, executor, ray_address, detach, detached_fd) -> None:
     """Run the compiled plan: route, call agents, verify, retry, checkpoint, resume."""
     from ..runtime import plan as planmod
     from ..runtime.scheduler import RunOptions
@@ -207,6 +259,8 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
 
     if record and replay:
         fail_usage("--record and --replay cannot be used together")
+    if detach and dry_run:
+        fail_usage("--dry-run calls nothing: it has nothing to run in the background (--detach)")
     if agent and agents:
         fail_usage("--agent and --agents cannot be used together")
     if autonomous and conservative:
@@ -238,7 +292,46 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
         fail_usage(str(e), e.hint or SELECTOR_HINT)
     if dry_run:
         _dry_run(root, plan, opts)
-    _execute(root, plan, opts)
+    if detach:
+        _detach(root)
+    if detached_fd is not None:
+        import os
+
+        os.set_inheritable(detached_fd, False)  # no agent or tool the run starts holds the parent waiting
+    _execute(root, plan, opts, detached_fd)
+
+
+def _detach(root: Path) -> NoReturn:
+    """`run --detach`: the same run (this command's flags but --detach) in the background,
+    once it has started; its id, pid, log and how to follow it (runtime/detach.py)."""
+    from ..runtime import detach
+
+    ctx = click.get_current_context()
+    started = detach.start(root, _flags_again(ctx, leave=("detach", "detached_fd")))
+    if isinstance(started, int):  # it ended before a run started, and said why
+        sys.exit(started)
+    prog = command_prefix(root)
+    click.echo(f"run {started.run_id} started in the background (pid {started.pid})")
+    click.echo(f"log: {where_from_here(Path(started.log))}")
+    click.echo(f"follow it: `{prog} log --run {started.run_id} --follow` or `{prog} status --watch`; "
+               f"stop it: `{prog} stop`")
+    sys.exit(Exit.OK)
+
+
+def _flags_again(ctx: click.Context, leave: tuple[str, ...]) -> list[str]:
+    """The command's options as given (parsed values back into flags), but those in `leave`."""
+    out: list[str] = []
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if not isinstance(param, click.Option) or param.name in leave or value in (None, False, ()):
+            continue
+        flag = max(param.opts, key=len)
+        if param.is_flag:
+            out.append(flag)
+        else:
+            for v in (value if param.multiple else (value,)):
+                out += [flag, str(v)]
+    return out
 
 
 @click.command()

@@ -1,4 +1,4 @@
-"""What runs left behind: status, log, show, stats, report; reset and clean."""
+"""What runs left behind: status, log, runs, show, stats, report; reset and clean."""
 
 from __future__ import annotations
 
@@ -361,21 +361,34 @@ def _report(ctx: Context, run_id: str | None, out: str | None, fmt: str) -> None
 
 
 @click.command()
-@click.argument("task", shell_complete=completion.task_ids)
+@click.argument("task", required=False, shell_complete=completion.task_ids)
 @output_option("text", "json", old="--json")
 @click.option("--last", is_flag=True, help="Only the task's latest attempt.")
 @click.option("--attempt", "number", type=click.IntRange(min=1), default=None, metavar="N",
               help="Only the task's N-th attempt (1 is its first).")
 @click.option("-f", "--follow", is_flag=True,
-              help="Then print new attempts and events as they are recorded, until the task ends (Ctrl-C quits).")
+              help="Then print new attempts and events as they are recorded, until the task ends (Ctrl-C quits); "
+                   "with --run, the run's log as it grows, until the run ends.")
+@click.option("--run", "run_id", default=None, metavar="ID|last",
+              help="Instead of a task: the run's log (.harness/runs/ID/run.log); `harnessc runs` lists the runs.")
 @pass_ctx
-def log(ctx: Context, task: str, output: str, last: bool, number: int | None, follow: bool) -> None:
+def log(ctx: Context, task: str | None, output: str, last: bool, number: int | None, follow: bool,
+        run_id: str | None) -> None:
     """Every attempt of TASK, numbered 1, 2, 3...: prompt, raw and parsed output, errors, agent,
-    tokens, cost, time."""
+    tokens, cost, time. With --run ID instead: what that run printed (its run.log)."""
     from ..runtime.observe import report
     from ..runtime.store.scoreboard import lines as scoreboard_lines
     from ..runtime.store.state import StateError
 
+    if run_id is not None:
+        if task is not None or last or number is not None or output == "json":
+            fail_usage("--run shows a run's log: it takes no TASK, --last, --attempt or --output json",
+                       hint="`harnessc log TASK` shows a task's attempts across runs")
+        _run_log(ctx.root(), run_id, follow)
+        return
+    if task is None:
+        fail_usage("give a TASK, or --run ID for a run's log", hint="`harnessc ls` lists the tasks, "
+                   "`harnessc runs` the runs")
     if last and number is not None:
         fail_usage("give --last or --attempt N, not both")
     if follow and (number is not None or output == "json"):
@@ -416,6 +429,85 @@ def log(ctx: Context, task: str, output: str, last: bool, number: int | None, fo
     if board is not None:  # best-of-N: which approach did what, and which landed
         for line in scoreboard_lines(board):
             echo_visible(line)  # an approach's why quotes agent output: shown, never obeyed
+
+
+def _run_log(root: Path, run_id: str, follow: bool) -> None:
+    """`log --run ID [--follow]`: the run's run.log; following, what is added to it until the
+    run ends (a log deleted under the run: following goes on while the run does)."""
+    import time
+
+    from ..runtime.observe import report
+    from ..runtime.store.state import StateError
+    from ..workspace import Workspace
+
+    try:
+        runs = report.runs(root)
+    except StateError as e:
+        fail_usage(str(e))
+    if run_id == "last" and runs:
+        run_id = runs[-1]["id"]
+    if run_id not in {r["id"] for r in runs}:
+        fail_usage(f"no run '{run_id}' recorded", hint="`harnessc runs` lists the runs")
+    path = Workspace(root).run_log(run_id)
+    offset = 0
+    try:
+        while True:
+            going = follow and report.run_going_on(root, run_id)  # before reading: no line is missed at the end
+            offset = _print_from(path, offset)
+            if not going:
+                break
+            time.sleep(FOLLOW_POLL)
+    except KeyboardInterrupt:
+        sys.exit(Exit.OK)  # Ctrl-C is how following ends
+    if offset == 0 and not path.is_file():
+        click.echo(f"no log for run {run_id} (.harness/runs/{run_id}/run.log: runs before this harnessc "
+                   "wrote none, or it was removed)")
+
+
+def _print_from(path: Path, offset: int) -> int:
+    """Print the whole lines of `path` from byte `offset`; the offset after them."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except OSError:
+        return offset
+    end = data.rfind(b"\n") + 1  # a line still being written waits for its end
+    if end:
+        for line in data[:end].decode("utf-8", "replace").splitlines():
+            echo_visible(line)  # agents' words are in it: shown, never obeyed
+    return offset + end
+
+
+@click.command()
+@output_option("text", "json")
+@pass_ctx
+def runs(ctx: Context, output: str) -> None:
+    """Every recorded run, oldest first: id, start, end, state, tasks attempted, cost."""
+    import time
+
+    from ..runtime.observe import report
+    from ..runtime.store.state import StateError
+    from ..wording import table
+
+    try:
+        rows = report.runs(ctx.root())
+    except StateError as e:
+        fail_usage(str(e))
+    if output == "json":
+        click.echo(json_text(rows, indent=2, sort_keys=True))
+        return
+    if not rows:
+        click.echo("no runs yet: `harnessc run` starts one")
+        return
+
+    def when(t):
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
+
+    cells = [(r["id"], when(r["started_at"]), when(r["ended_at"]),
+              r["status"] + (f" (pid {r['pid']})" if r["pid"] else ""), str(r["tasks"]), f"${r['cost_usd']:.4f}")
+             for r in rows]
+    echo_visible(table(("run", "started", "ended", "state", "tasks", "cost"), cells, right=("tasks", "cost")))
 
 
 def _follow_log(root: Path, task: str, last: bool) -> None:

@@ -46,6 +46,35 @@ QUICK_SNAPSHOT = 0.001  # seconds: outside git, a tree read this fast is read on
 OWN_COMMIT_PREFIX = b"harnessc: "  # the subject of harnessc's own commits (gitops.py writes it)
 ZERO = "0" * 40
 
+# Files of the project that are never evidence either, for this process: `harnessc run >
+# out.log` inside the project (a log that grows with each line the run prints). Absolute, real.
+LEFT_OUT: set[str] = set()
+
+
+def leave_out(path: Path | str) -> None:
+    LEFT_OUT.add(os.path.realpath(path))
+
+
+def redirected_output(root: Path) -> list[Path]:
+    """The regular files inside the project (its `.harness/` aside) that this process's
+    stdout or stderr write to. Found through /proc/self/fd (Linux); elsewhere none is found."""
+    top = os.path.realpath(root)
+    found: list[Path] = []
+    for fd in (1, 2):
+        try:
+            st = os.fstat(fd)
+            path = os.path.realpath(os.readlink(f"/proc/self/fd/{fd}"))
+            same = os.stat(path)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode) or (same.st_dev, same.st_ino) != (st.st_dev, st.st_ino):
+            continue
+        rel = os.path.relpath(path, top)
+        if rel.startswith(os.pardir) or rel.split(os.sep)[0] == ".harness" or Path(path) in found:
+            continue
+        found.append(Path(path))
+    return found
+
 
 @dataclass
 class FileChanges:
@@ -123,6 +152,8 @@ class GitSnapshots:
         self.notes: list[tuple[str, dict]] = []  # events for the run, taken by attribution.py
         project = os.path.relpath(Path(root).resolve(), top)
         self.pathspec = ["--", project] + [f":(exclude,glob)**/{name}/**" for name in EXCLUDED]
+        self.pathspec += [f":(exclude,literal){os.path.relpath(p, top)}" for p in sorted(LEFT_OUT)
+                          if not os.path.relpath(p, top).startswith(os.pardir)]
         self.base: str | None = None
         self.base_blobs: dict[str, str] = {}  # path -> its blob in the base, for listed paths
         self.seq = 0
@@ -291,6 +322,7 @@ class HashedSnapshots:
         self.base_blobs: dict[str, str] = {}
         self.lock = threading.Lock()
         self.took: float | None = None  # seconds the last snapshot took
+        self.left_out = {os.path.relpath(p, os.path.realpath(root)) for p in LEFT_OUT}
 
     @property
     def quick(self) -> bool:
@@ -301,7 +333,7 @@ class HashedSnapshots:
         self.extra.update(paths)
 
     def _files(self):
-        yield from (rel for rel in sorted(self.extra) if self._inside(rel))
+        yield from (rel for rel in sorted(self.extra) if self._inside(rel) and os.path.normpath(rel) not in self.left_out)
         n = 0
         for top, dirs, files in os.walk(self.root):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in EXCLUDED)
@@ -309,7 +341,9 @@ class HashedSnapshots:
                 n += 1
                 if n > MAX_HASHED_FILES:
                     return
-                yield os.path.relpath(os.path.join(top, name), self.root)
+                rel = os.path.relpath(os.path.join(top, name), self.root)
+                if rel not in self.left_out:
+                    yield rel
 
     def _inside(self, rel: str) -> bool:
         """A named file's directory is inside the project, through no symbolic link (the walk

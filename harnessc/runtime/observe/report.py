@@ -99,6 +99,42 @@ def status(root: Path) -> dict:
     return {"run": run, "tasks": tasks, "totals": totals, "agents": agents}
 
 
+def runs(root: Path) -> list[dict]:
+    """`harnessc runs`: every recorded run, oldest first: id, started_at, ended_at, status
+    (a run killed is `interrupted`), pid (while it goes on), tasks, cost_usd, exit_code, log
+    (its run.log, relative to the project, when there is one)."""
+    workspace = Workspace(root)
+    store = _open_state(workspace)
+    try:
+        rows = store.runs() if store else []
+    finally:
+        if store:
+            store.close()
+    active = going_on(rows[-1], workspace) if rows else False
+    out = []
+    for n, run in enumerate(rows):
+        going = active and n == len(rows) - 1
+        status = "interrupted" if run["status"] == "running" and not going else run["status"]
+        log = workspace.run_log(run["id"])
+        out.append({"id": run["id"], "started_at": run["started_at"], "ended_at": run["ended_at"],
+                    "status": status, "pid": run["pid"] if going else None, "tasks": run["tasks"],
+                    "cost_usd": run["cost_usd"], "exit_code": run["exit_code"],
+                    "log": workspace.rel(log) if log.is_file() else None})
+    return out
+
+
+def run_going_on(root: Path, run_id: str) -> bool:
+    """Whether the run `run_id` is the one going on (recorded running, run lock held)."""
+    workspace = Workspace(root)
+    store = _open_state(workspace)
+    try:
+        run = store.last_run() if store else None
+    finally:
+        if store:
+            store.close()
+    return run is not None and run["id"] == run_id and going_on(run, workspace)
+
+
 def going_on(run: dict | None, workspace: Workspace) -> bool:
     """Whether the last run (`store.last_run()`) is going on: recorded running, lock held."""
     return run is not None and run["status"] == "running" and holder(workspace) is not None

@@ -364,6 +364,22 @@ class StateStore:
         row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
         return self._run_row(row) if row is not None else None
 
+    def runs(self) -> list[dict]:
+        """Every recorded run, oldest first (as last_run gives them), with `tasks` (the tasks
+        it made an attempt at) and `cost_usd` (settled or reserved by its calls)."""
+        rows = self.db.execute("SELECT * FROM runs ORDER BY started_at, rowid").fetchall()
+        tasks = dict(self.db.execute("SELECT run_id, COUNT(DISTINCT task_id) FROM attempts GROUP BY run_id"))
+        costs = dict(self.db.execute(
+            "SELECT run_id, COALESCE(SUM(CASE WHEN settled THEN actual ELSE reserved END), 0) FROM ledger"
+            " GROUP BY run_id"))
+        out = []
+        for row in rows:
+            run = self._run_row(row)
+            run["tasks"] = tasks.get(run["id"], 0)
+            run["cost_usd"] = round(float(costs.get(run["id"]) or 0.0), 6)
+            out.append(run)
+        return out
+
     def run_starts(self) -> dict[str, float]:
         """Every recorded run's id -> its start time."""
         return {r[0]: r[1] for r in self.db.execute("SELECT id, started_at FROM runs")}
