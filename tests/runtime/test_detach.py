@@ -153,7 +153,7 @@ def test_a_log_redirected_into_the_project_is_no_progress(tmp_path):
         r = subprocess.run([*CLI, "-C", str(tmp_path), "run"], cwd=tmp_path, env=env(), stdout=out,
                            stderr=subprocess.STDOUT, timeout=300)
     text = (tmp_path / "run.log").read_text()
-    assert r.returncode == 1, text
-    assert "warning: this run's output goes to run.log, inside the project" in text and "--detach" in text
     talker = task_rows(tmp_path)["talker"]
     assert talker["iterations"] == 3 and talker["error"].startswith("stuck: 3 iterations in a row"), talker
+    assert r.returncode == 1, text
+    assert "warning: this run's output goes to run.log, inside the project" in text and "--detach" in text
