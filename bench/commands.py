@@ -1,7 +1,7 @@
 """Command agents: what harnessc adds to running fast commands, against floors measured
 side by side in the same process.
 
-    python bench/commands.py [-n 1000] [--runs 5] [--skip-chains | --skip-throughput]
+    python bench/commands.py [-n 1000] [--runs 5] [--skip-chains | --skip-throughput] [--run-log]
 
 1. N tasks of a 50 ms `command` agent at -j 16: the whole `harnessc run` process against a
    bare asyncio loop running the same argv (same stdin, stdout captured) 16 at a time.
@@ -11,6 +11,13 @@ side by side in the same process.
    Target: <= 1.10x. Printed next to it: a bare asyncio loop running the same 10 chains
    (what the commands themselves cost beyond their sleep).
 
+3. With --run-log (figures 1 and 2 are then skipped): figure 1's `harnessc run` process with
+   its `.harness/runs/<id>/run.log` against the same process with that log turned off (a
+   `python -c` that makes RunLog.open do nothing): wall time and CPU time (the process and
+   its agents). Target: <= 1.02x. On a loaded machine the wall times vary more than 2% from
+   run to run, so the log's own cost is measured too: the run's events (its events.jsonl)
+   written again through the run log's writer, against the run's wall time.
+
 Each figure is the median of --runs; the runs alternate (bare, harnessc, bare, ...) so a
 change in the machine's load hits both alike. The load average is printed with the figures.
 """
@@ -19,7 +26,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -97,19 +106,51 @@ def command_project(root: Path, nodes: list[dict], seconds: float, jobs: int):
                   concurrency=jobs)
 
 
-def harnessc_run(n: int, jobs: int, seconds: float) -> float:
-    """Seconds the `harnessc run -j jobs` process takes on n independent command-agent tasks."""
+# harnessc's CLI with the run's run.log turned off (figure 3's floor)
+NO_RUN_LOG = [CLI[0], "-c", "from harnessc.runtime.observe.runlog import RunLog; RunLog.open = lambda *a: None; "
+              "from harnessc.cli import main; main()"]
+
+
+def harnessc_run(n: int, jobs: int, seconds: float, run_log: bool = True, keep: dict | None = None) -> float:
+    """Seconds the `harnessc run -j jobs` process takes on n independent command-agent tasks
+    (without `run_log`: with its run.log turned off). `keep`: gets the CPU seconds of the
+    process and its agents ("cpu") and the run's events ("events")."""
     with tempfile.TemporaryDirectory(prefix="hc-bench-") as d:
         root = Path(d)
         command_project(root, [node(f"t{i:05d}") for i in range(n)], seconds, jobs)
         env = {**os.environ, "PYTHONPATH": str(REPO)}
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         # cwd: `python -c` puts it first on sys.path, so it decides which harnessc runs
-        r = subprocess.run([*CLI, "-C", str(root), "run", "-j", str(jobs)], capture_output=True,
-                           text=True, env=env, cwd=REPO)
+        r = subprocess.run([*(CLI if run_log else NO_RUN_LOG), "-C", str(root), "run", "-j", str(jobs)],
+                           capture_output=True, text=True, env=env, cwd=REPO)
         took = time.perf_counter() - t0
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        logs = list(root.glob(".harness/runs/*/run.log"))
+        assert bool(logs) == run_log, logs
+        if keep is not None:
+            keep["cpu"] = cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime
+            keep["events"] = [json.loads(line) for f in root.glob(".harness/runs/*/events.jsonl")
+                              for line in f.read_text().splitlines()]
         return took
+
+
+def run_log_cost(events: list[dict], tasks: list[dict]) -> float:
+    """Seconds the run log's writer takes over a run's events and its summary (observe/runlog.py)."""
+    from harnessc.runtime.observe.display import plain_summary
+    from harnessc.runtime.observe.runlog import RunLog
+    from harnessc.workspace import Workspace
+
+    with tempfile.TemporaryDirectory(prefix="hc-bench-") as d:
+        log = RunLog()
+        t0 = time.perf_counter()
+        log.open(Workspace(d), None, "bench")
+        for ev in events:
+            log.on_event(ev)
+        log.line(plain_summary(tasks, "run bench"))
+        log.close()
+        return time.perf_counter() - t0
 
 
 def chains_makespan(chains: int = 10, length: int = 10, seconds: float = 0.1) -> float:
@@ -138,8 +179,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5, help="runs per figure; the median counts (5)")
     ap.add_argument("--skip-chains", action="store_true", help="figure 1 only")
     ap.add_argument("--skip-throughput", action="store_true", help="figure 2 only")
+    ap.add_argument("--run-log", action="store_true", help="figure 3 only: what run.log costs figure 1's run")
     args = ap.parse_args()
     jobs, seconds = 16, 0.05
+    if args.run_log:
+        args.skip_throughput = args.skip_chains = True
 
     print(f"load average (1, 5, 15 min) at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     bare_loop(20, jobs, seconds)  # warm-up: the page cache for sh and sleep
@@ -162,6 +206,23 @@ def main() -> None:
         print(f"10 chains x 10 tasks of a 100 ms command agent, jobs 10: makespan {m:.3f}s vs bound"
               f" 1.00s = {m:.3f}x (target <= 1.10x); a bare asyncio loop: {b:.3f}s; harnessc / bare = {m / b:.3f}x")
         print(f"  runs: harnessc {' '.join(f'{x:.3f}' for x in spans)}; bare {' '.join(f'{x:.3f}' for x in bares)}")
+    if args.run_log:
+        with_log, without, cpu_with, cpu_without, own = [], [], [], [], []
+        for _ in range(args.runs):
+            kept: dict = {}
+            without.append(harnessc_run(args.n, jobs, seconds, run_log=False, keep=kept))
+            cpu_without.append(kept["cpu"])
+            with_log.append(harnessc_run(args.n, jobs, seconds, keep=kept))
+            cpu_with.append(kept["cpu"])
+            tasks = [{"id": f"t{i:05d}", "state": "succeeded", "attempts": 1, "agent": "cmd", "tokens": 131,
+                      "cost_usd": 0.0, "duration": 0.06} for i in range(args.n)]
+            own.append(run_log_cost(kept["events"], tasks) / with_log[-1])
+        w, o = statistics.median(with_log), statistics.median(without)
+        cw, co = statistics.median(cpu_with), statistics.median(cpu_without)
+        print(f"{args.n} tasks of a 50 ms command agent, -j {jobs}: harnessc run with run.log {w:.2f}s, without"
+              f" {o:.2f}s = {w / o:.3f}x wall; CPU {cw:.2f}s vs {co:.2f}s = {cw / co:.3f}x (target <= 1.02x)")
+        print(f"  run.log's own writing: {100 * statistics.median(own):.2f}% of the run's wall time")
+        print(f"  runs: with {' '.join(f'{x:.2f}' for x in with_log)}; without {' '.join(f'{x:.2f}' for x in without)}")
     print(f"load average (1, 5, 15 min) at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

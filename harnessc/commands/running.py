@@ -59,7 +59,7 @@ def _executor_settings(plan, opts, need_ray: bool = False):
 def _execute(root: Path, plan: dict, opts, detached_fd: int | None = None) -> None:
     """Run with a display, print the summary, exit with the run's code. Everything said
     once the run started also goes to its run.log (observe/runlog.py). `detached_fd`: this
-    is the child of `run --detach`, reporting on that pipe once the run started (detach.py)."""
+    is the child of `run --detach`, reporting on that pipe once the run started (children/detach.py)."""
     from rich.console import Console
 
     _executor_settings(plan, opts, need_ray=True)  # before anything starts: Ray is importable
@@ -97,7 +97,7 @@ def _execute(root: Path, plan: dict, opts, detached_fd: int | None = None) -> No
         if detached_fd is not None:
             for line in lines:  # on the user's terminal too, before it is let go
                 click.echo(line, err=True)
-            from ..runtime.detach import hand_off
+            from ..runtime.children.detach import hand_off
 
             hand_off(detached_fd, workspace, runner.store.run_id)
         log.open(workspace, runner, runner.store.run_id)
@@ -246,7 +246,7 @@ def _report_line(root: Path, run_id: str, prog: str) -> str:
 @click.option("--detach", is_flag=True,
               help="Run in the background (its own session: closing the terminal does not end it); "
                    "print the run id, its pid and its log, and return.")
-@click.option("--detached-fd", "detached_fd", type=int, default=None, hidden=True)  # runtime/detach.py
+@click.option("--detached-fd", "detached_fd", type=int, default=None, hidden=True)  # runtime/children/detach.py
 @pass_ctx
 def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_build, dry_run,
         record, replay, agent, agents, max_time, max_iterations, stuck_after, progress_threshold,
@@ -303,8 +303,8 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
 
 def _detach(root: Path) -> NoReturn:
     """`run --detach`: the same run (this command's flags but --detach) in the background,
-    once it has started; its id, pid, log and how to follow it (runtime/detach.py)."""
-    from ..runtime import detach
+    once it has started; its id, pid, log and how to follow it (runtime/children/detach.py)."""
+    from ..runtime.children import detach
 
     ctx = click.get_current_context()
     started = detach.start(root, _flags_again(ctx, leave=("detach", "detached_fd")))

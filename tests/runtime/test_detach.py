@@ -157,3 +157,15 @@ def test_a_log_redirected_into_the_project_is_no_progress(tmp_path):
     assert talker["iterations"] == 3 and talker["error"].startswith("stuck: 3 iterations in a row"), talker
     assert r.returncode == 1, text
     assert "warning: this run's output goes to run.log, inside the project" in text and "--detach" in text
+
+
+def test_bad_uses_are_one_line_errors(tmp_path):
+    root, _, e = gated_project(tmp_path)
+    r = harnessc(root, "runs", env=e)
+    assert r.returncode == 0 and "no runs yet" in r.stdout, r
+    for args, words in ((("run", "--detach", "--dry-run"), "--dry-run calls nothing"),
+                        (("log",), "give a TASK, or --run ID"),
+                        (("log", "--run", "nope"), "no run 'nope' recorded"),
+                        (("log", "t0", "--run", "last"), "--run shows a run's log")):
+        r = harnessc(root, *args, env=e)
+        assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)

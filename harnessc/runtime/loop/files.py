@@ -333,7 +333,8 @@ class HashedSnapshots:
         self.extra.update(paths)
 
     def _files(self):
-        yield from (rel for rel in sorted(self.extra) if self._inside(rel) and os.path.normpath(rel) not in self.left_out)
+        yield from (rel for rel in sorted(self.extra)
+                    if self._inside(rel) and os.path.normpath(rel) not in self.left_out)
         n = 0
         for top, dirs, files in os.walk(self.root):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in EXCLUDED)

@@ -3,7 +3,7 @@
 Every run writes it (detached or not): the lines of the plain view (display.PlainDisplay:
 no colour, no progress bar, heartbeats for long calls), the warnings said when the run
 started and the summary printed when it ended. A detached run's stdout and stderr are this
-file itself (detach.py), so it is then not written twice (`RunLog.same_as_stdout`).
+file itself (children/detach.py), so it is then not written twice (`same_file`).
 
 A log that cannot be written (a full disk, its directory removed) never stops the run: the
 log goes quiet and the run goes on (state.db and events.jsonl hold the run).

@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..workspace import Workspace, WorkspaceError
+from ...workspace import Workspace, WorkspaceError
 
 FD_OPTION = "--detached-fd"  # hidden `run` option: the pipe to report on
 
