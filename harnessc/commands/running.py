@@ -252,11 +252,6 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
         record, replay, agent, agents, max_time, max_iterations, stuck_after, progress_threshold,
         autonomous, conservative, isolation, keep_worktrees, executor, ray_address, detach, detached_fd) -> None:
     """Run the compiled plan: route, call agents, verify, retry, checkpoint, resume."""
-    from ..runtime import plan as planmod
-    from ..runtime.scheduler import RunOptions
-
-    from ..runtime.routing.router import Router, RoutingError
-
     if record and replay:
         fail_usage("--record and --replay cannot be used together")
     if detach and dry_run:
@@ -273,6 +268,14 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
         fail_usage("--agents needs at least one agent name (--agents a,b)")
     root = ctx.root()
     plan = _runtime_plan(root, no_build)
+    if detach:  # the run itself checks the rest, on this terminal still, and starts sooner without our imports
+        _duration_option("--max-time", max_time)
+        _iterations_option(max_iterations)
+        _detach(root)
+    from ..runtime import plan as planmod
+    from ..runtime.routing.router import Router, RoutingError
+    from ..runtime.scheduler import RunOptions
+
     opts = RunOptions(jobs=jobs, fail_fast=fail_fast, rerun=rerun, max_cost=max_cost,
                       select=list(select), exclude=list(exclude),
                       cassettes="record" if record else "replay" if replay else None,
@@ -292,8 +295,6 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
         fail_usage(str(e), e.hint or SELECTOR_HINT)
     if dry_run:
         _dry_run(root, plan, opts)
-    if detach:
-        _detach(root)
     if detached_fd is not None:
         import os
 
