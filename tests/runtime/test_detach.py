@@ -166,6 +166,9 @@ def test_bad_uses_are_one_line_errors(tmp_path):
     for args, words in ((("run", "--detach", "--dry-run"), "--dry-run calls nothing"),
                         (("log",), "give a TASK, or --run ID"),
                         (("log", "--run", "nope"), "no run 'nope' recorded"),
-                        (("log", "t0", "--run", "last"), "--run shows a run's log")):
+                        (("log", "t0", "--run", "last"), "--run shows a run's log"),
+                        # checked by the run it starts, said on the same terminal before it lets go
+                        (("run", "--detach", "--agent", "nope"), "agent 'nope' is not defined"),
+                        (("run", "--detach", "-s", "zzz"), "no task matches 'zzz'")):
         r = harnessc(root, *args, env=e)
         assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
