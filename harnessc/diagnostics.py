@@ -89,6 +89,7 @@ CODES: dict[str, str] = {
     # budgets and retries
     "HC450": "a task budget smaller than one call's estimate",
     "HC451": "unknown error kind in retry_on or dont_retry",
+    "HC460": "review: true on a task in the shared tree (review only holds its dependents)",
     # templates
     "HC501": "template syntax error",
     "HC502": "undefined variable in template",

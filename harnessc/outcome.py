@@ -82,7 +82,8 @@ class CallTally:
 
 COMPLETE = ("succeeded", "degraded", "done")  # a dependent may start after these
 BROKEN = ("failed", "blocked", "skipped")  # what `harnessc retry` re-runs
-COUNT_ORDER = ("succeeded", "degraded", "done", "failed", "blocked", "skipped")
+COUNT_ORDER = ("succeeded", "degraded", "done", "review", "failed", "blocked", "skipped")
+REVIEW = "review"  # verified, waiting for `harnessc approve` (not complete: its dependents wait)
 UNFINISHED = "left"  # how the summary names tasks that are neither complete nor broken
 
 # How a run ended, as the runner saw it (the task states tell the rest).
@@ -128,6 +129,7 @@ def describe_counts(counts: dict[str, int]) -> str:
     parts = [(counts[k], k) for k in order if counts.get(k)]
     if not parts:
         return "no tasks selected"
+    parts = [(n, "in review" if k == REVIEW else k) for n, k in parts]
     (n, first), rest = parts[0], parts[1:]
     return ", ".join([f"{plural(n, 'task')} {first}"] + [f"{n} {k}" for n, k in rest])
 
@@ -158,6 +160,10 @@ def run_outcome(states: Iterable[str], ending: str = FINISHED, why: str | None =
         return outcome(status, Exit.STOPPED, why or reason)
     if broken:
         return outcome("failed", Exit.PROBLEMS, _waiting(counts) if ending == NOTHING else None)
+    if counts[REVIEW]:  # a person's turn: not a failure, not the end either
+        n = counts[REVIEW]
+        return outcome("review", Exit.STOPPED, f"{plural(n, 'task')} {'waits' if n == 1 else 'wait'} for review "
+                       "(`harnessc review`, then `harnessc approve TASK` or `harnessc reject TASK \"why\"`)")
     if left and ending != NOTHING:
         return outcome("stopped", Exit.STOPPED, why or "the run ended before every task finished")
     return outcome("succeeded", Exit.OK)
@@ -240,7 +246,10 @@ def next_steps(outcome: RunOutcome, tasks: list[dict], budget_stop: BudgetStop |
     failed = [t for t in tasks if t["state"] == "failed"]
     blocked = [t for t in tasks if t["state"] == "blocked"]
     skipped = [t for t in tasks if t["state"] == "skipped"]
+    review = [t for t in tasks if t["state"] == REVIEW]
     lines = []
+    if review:
+        lines.append(f"  review:  {_names(review)} (verified; a person approves before it lands)")
     if failed:
         lines.append(f"  failed:  {_names(failed)}")
     if blocked:
@@ -256,6 +265,9 @@ def next_steps(outcome: RunOutcome, tasks: list[dict], budget_stop: BudgetStop |
     if failed or blocked or skipped:
         steps.append(("harnessc retry", "re-run the failed, blocked and skipped tasks" if blocked
                       else "re-run the failed and skipped tasks"))
+    if review:
+        steps.append(("harnessc review", "what waits for review, with the command to see each diff"))
+        steps.append((f"harnessc approve {review[0]['id']}", "land it; its dependents run in the next run"))
     if outcome.status == "budget" and budget_stop is not None:
         steps.append(budget_stop.step())
     elif outcome.exit_code == Exit.STOPPED:

@@ -235,6 +235,8 @@ def _report_line(root: Path, run_id: str, prog: str) -> str:
 @click.option("--isolation", type=click.Choice(["worktree", "none"]), default=None,
               help="Every task's isolation for this run, over the plan's: worktree runs each task in its own "
                    "git worktree and lands verified changes on harnessc/run/<run-id>.")
+@click.option("--auto-approve", "auto_approve", is_flag=True,
+              help="Unattended runs: `review: true` tasks land when verified, as any other.")
 @click.option("--keep-worktrees", is_flag=True,
               help="Keep the worktree of a task that did not succeed, for inspection (`log` says where).")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default=None,
@@ -250,7 +252,8 @@ def _report_line(root: Path, run_id: str, prog: str) -> str:
 @pass_ctx
 def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_build, dry_run,
         record, replay, agent, agents, max_time, max_iterations, stuck_after, progress_threshold,
-        autonomous, conservative, isolation, keep_worktrees, executor, ray_address, detach, detached_fd) -> None:
+        autonomous, conservative, isolation, auto_approve, keep_worktrees, executor, ray_address, detach,
+        detached_fd) -> None:
     """Run the compiled plan: route, call agents, verify, retry, checkpoint, resume."""
     if record and replay:
         fail_usage("--record and --replay cannot be used together")
@@ -283,7 +286,7 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
                       progress_threshold=progress_threshold,
                       max_time=_duration_option("--max-time", max_time),
                       max_iterations=_iterations_option(max_iterations),
-                      isolation=isolation, keep_worktrees=keep_worktrees,
+                      isolation=isolation, keep_worktrees=keep_worktrees, auto_approve=auto_approve,
                       executor=executor, ray_address=ray_address)
     _executor_settings(plan, opts)  # a bad --ray-address or flag pair: a usage error, even for --dry-run
     try:

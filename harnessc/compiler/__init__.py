@@ -36,6 +36,7 @@ CHECK_PASSES = (
     check.check_protect,
     check.check_min_passed,
     check.check_retry_kinds,
+    check.check_review,
     gitcheck.check_worktree_repository,
 )
 

@@ -157,6 +157,24 @@ def check_approaches(project: Project) -> None:
                                   _value_span(task, "select"), "add `approaches: 3`, or remove select")
 
 
+def check_review(project: Project) -> None:
+    """`review: true` (the task's, else its contract's) on a task that shares the working tree
+    (HC460, a warning): its change is in the tree once verified; review only holds its dependents."""
+    default = None if project.config_unreadable else project.config.defaults.isolation
+    for task in project.tasks:
+        contract = project.contracts.get(task.contract) if task.contract else None
+        said = task.review if task.review is not None else getattr(contract, "review", None)
+        if task.done or not said or task.approaches or task.score:  # approaches and a score imply worktree
+            continue
+        mode = getattr(task.isolation or default, "value", task.isolation or default)
+        if mode != "worktree":
+            span = _value_span(task, "review") if task.review is not None else task.span
+            project.diags.warning(
+                "HC460", f"task '{task.id}' waits for review, but works in the shared tree: its change is there "
+                "as soon as it is verified, and review only holds its dependents", span,
+                "add `isolation: worktree` to land its change only when approved (`harnessc approve`)")
+
+
 def check_resources(project: Project) -> None:
     """A task's `resources:` place its attempts on a Ray cluster; with the local executor
     nothing reads them (warning HC419, once per task)."""

@@ -137,6 +137,9 @@ class Contract(_Spec):
     on_failure: FailureStrategy | None = Field(
         None, description="After max_retries failed attempts: retry (then fail), fallback, partial, template, escalate or fail."
     )
+    review: bool | None = Field(
+        None, description="true: a task's verified result waits in state review until `harnessc approve` "
+                          "(isolated tasks land only then); a task's own `review:` wins.")
     max_retries: int | None = Field(
         None, ge=0, description="Retries after the first attempt (2 means up to 3 attempts)."
     )

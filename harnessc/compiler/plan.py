@@ -271,6 +271,12 @@ def _protected(task: Task, accept: list, approaches: Approaches | None, common: 
     return [Protected(e.path, e.why, e.new) for e in entries] or _NONE
 
 
+def _review(task, contract) -> bool | None:
+    """`review:` of the task, else of its contract; None (not said) when neither says true."""
+    said = task.review if task.review is not None else getattr(contract, "review", None)
+    return True if said else None
+
+
 def build_plan(project: Project) -> None:
     """Assemble plan.json's content (prompts and fingerprints come in later passes)."""
     from .contract_schema import contract_plan_entry
@@ -350,6 +356,7 @@ def build_plan(project: Project) -> None:
             protect=shared(_protected(task, accept, approaches, common, kind)),
             allow_edit=shared(allow_edit) or _NONE,
             write_scope=write_scope,
+            review=_review(task, contract),
             loop=shared(_node_loop(task, cfg.loop.recovery.human)),
         )
         nodes.append(node)
@@ -573,7 +580,7 @@ def _check_affordable(project: Project, task: Task, node: dict, estimate: Estima
 # (`retry_on`, `dont_retry`, `start_level`): not what a result must be.
 _UNFINGERPRINTED = ("done", "git", "isolation", "context_tokens", "progress_threshold", "recovery",
                     "approaches", "select", "score", "min_score", "resources", "min_passed",
-                    "retry_on", "dont_retry", "start_level", "protect", "allow_edit", "write_scope")
+                    "retry_on", "dont_retry", "start_level", "protect", "allow_edit", "write_scope", "review")
 _fingerprinted_fields = operator.attrgetter(*(key for key in LS_KEYS if key not in _UNFINGERPRINTED))
 
 

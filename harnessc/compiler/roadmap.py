@@ -89,6 +89,7 @@ PROPERTY_KEYS: dict[str, str] = {
     "protect": "paths",
     "allow_edit": "paths",
     "write_scope": "paths",
+    "review": "bool",
 }
 KEY_ALIASES: dict[str, str] = {"after": "depends_on", "cli": "agent", "timeout": "max_time"}
 _ALL_KEYS = [*PROPERTY_KEYS, *KEY_ALIASES]
@@ -831,6 +832,7 @@ _FORMATS = {
     "approaches": f"a whole number from 1 to {MAX_APPROACHES}, like 3",
     "fraction": "a number from 0 to 1, like 0.2",
     "number": "a number, like 0.8 or -120",
+    "bool": "true or false",
     "resources": "custom Ray resources and amounts, like {gpu_box: 1} or gpu_box=1, big_disk=2",
     "errkinds": "kinds of failure, comma-separated: " + ", ".join(ERROR_KINDS),
     "level": "a refinement level: 1, 2 or 3",
@@ -1057,6 +1059,16 @@ def _read_number(b: _Builder, canon: str, key: str, value: str, no: int, col: in
     return float(value)
 
 
+def _read_bool(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
+    word = value.strip().lower()
+    if word in ("true", "yes"):
+        return True
+    if word in ("false", "no"):
+        return False
+    _bad(b, key, value, no, col, "expected " + _FORMATS["bool"])
+    return None
+
+
 def _read_rungs(b: _Builder, canon: str, key: str, value: str, no: int, col: int):
     """The recovery ladder's steps, in order: each known, once, and nothing after human or fail."""
     steps: list[str] = []
@@ -1185,6 +1197,7 @@ _READERS: dict[str, Callable[..., Any]] = {
     "level": _read_level,
     "resources": _read_resources,
     "min_passed": _read_min_passed,
+    "bool": _read_bool,
 }
 
 
@@ -1375,6 +1388,8 @@ def _fmt_value(key: str, value: Any) -> str | None:
         return None
     if isinstance(value, (list, tuple)):
         return ", ".join(value)
+    if isinstance(value, bool):  # review
+        return "true" if value else "false"
     if isinstance(value, dict):  # resources
         return "{" + ", ".join(f"{name}: {_fmt_number(x)}" for name, x in value.items()) + "}"
     if key == "max_time":

@@ -54,6 +54,7 @@ class Task:
     protect: tuple[str, ...] = ()  # globs the agent may not change (besides the defaults: compiler/protect.py)
     allow_edit: tuple[str, ...] = ()  # globs lifting protection
     write_scope: tuple[str, ...] = ()  # globs: a change outside them is rejected; (): anywhere
+    review: bool | None = None  # a person approves its verified result before it lands (None: the contract's)
     goal: str = ""
     # the roadmap this task was read from: positions beyond `span` are looked up there
     source: "TaskSource | None" = field(default=None, compare=False, repr=False)

@@ -33,7 +33,7 @@ DARK_STATES = ("succeeded", "failed", "blocked", "running")  # shown with white 
 STATE_COLORS = {
     "succeeded": "#2e9e44", "done": "#8cc99a", "degraded": "#e0a100", "failed": "#d62728",
     "blocked": "#8c1c13", "skipped": "#9e9e9e", "interrupted": "#ff7f0e", "running": "#1f77b4",
-    "ready": "#c6dbef", "pending": "#d9d9d9", "not run": "#eeeeee",
+    "ready": "#c6dbef", "pending": "#d9d9d9", "not run": "#eeeeee", "review": "#9467bd",
 }
 FAILED_EDGE = "#d62728"
 AGENT_PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#72b7b2", "#eeca3b", "#9d755d",

@@ -323,6 +323,12 @@ class Approaches:
                 self.store.set_state(self.tid, "pending", running_s=self.runs[0].used_time())
                 return "interrupted"
             return self.none_verified()
+        if self.ctx.reviewed(self.node) and await self.ctx.isolation.hold(self.node, ranking[0].attempt,
+                                                                          ranking[0].output) is None:
+            run = self.selected = ranking[0]  # review: true - the best waits on its ref until approved
+            run.outcome = "review"
+            self.store.finish_task(self.tid, "review", output=run.output, fingerprint=self.node.fingerprint)
+            return "review"
         conflicts: list[tuple[ApproachRun, Conflict]] = []
         for run in ranking:
             try:

@@ -581,14 +581,15 @@ class TaskRun:
         if self.iso:
             await self.land(resp, verdict, seen.saved if seen else {})
             return
+        ending = "review" if self.ctx.reviewed(self.node) else "succeeded"  # shared tree: the work is there already
         await self.log.finish("succeeded", raw=resp.text, parsed=verdict.output, checks=verdict.checks,
-                              final_state="succeeded", output=verdict.output,
+                              final_state=ending, output=verdict.output,
                               fingerprint=self.node.fingerprint, **(seen.saved if seen else {}), **resp.charged())
         if self.files and not self.loop:
             await self.files.end(text=resp.text)
         await self.ctx.git.commit(self.node, self.how_verified(verdict), self.p.iteration, self.route.agent,
                                   self.files)
-        raise Done("succeeded")
+        raise Done(ending)
 
     async def land(self, resp: Response, verdict: Verdict, saved: dict) -> None:
         """An isolated task's verified change: committed in its worktree, then landed on the
@@ -602,7 +603,14 @@ class TaskRun:
             return
         try:
             await self.iso.commit(self.attempt, message)
-            result = await self.iso.land(self.node, self.attempt, verdict.output, self.recheck(resp.text))
+            if self.ctx.reviewed(self.node):  # review: true - kept on its ref until approved
+                result = await self.iso.hold(self.node, self.attempt, verdict.output)
+                if result is None:
+                    await self.log.finish("succeeded", final_state="review", output=verdict.output,
+                                          fingerprint=self.node.fingerprint, **attempt)
+                    raise Done("review")
+            else:
+                result = await self.iso.land(self.node, self.attempt, verdict.output, self.recheck(resp.text))
         except (GitFailed, OSError, IsolationError) as e:
             await self.log.finish("rejected", errors=[f"could not land its change: {e}"], final_state="failed",
                                   error=f"could not land its change: {e}", **attempt)

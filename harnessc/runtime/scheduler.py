@@ -51,12 +51,12 @@ from .preflight import RunCheck, config_of
 from .routing.tasklimits import CLOCK_EVERY
 from .routing.router import Router
 from .observe.cachesaving import cache_figures
-from .store.state import TERMINAL_OK, StateError, StateStore
+from .store.state import REVIEW_KEY, TERMINAL_OK, StateError, StateStore
 from .steering import Steering
 from .observe.summaries import Summaries
 from .work import Work, plan_work
 from .executor.rayconfig import resolve_executor
-from .worktree.isolation import WORKTREE, Isolation
+from .worktree.isolation import WORKTREE, Isolation, Landed
 from .baseline import Baselines
 
 STOP_POLL = 0.2  # seconds between looks at .harness/stop
@@ -83,6 +83,7 @@ class RunOptions:
     keep_worktrees: bool = False  # run --keep-worktrees: a task that did not succeed keeps its worktree
     executor: str | None = None  # run --executor local|ray: over harness.yaml's (executor/rayconfig.py)
     ray_address: str | None = None  # run --ray-address: implies ray, over harness.yaml's executor.address
+    auto_approve: bool = False  # run --auto-approve: `review: true` tasks land as any other
 
 
 @dataclass
@@ -304,7 +305,7 @@ class Runner:
         rows = self.store.tasks()
         work = self.planned = plan_work(self.plan, rows, self.opts.select, self.opts.exclude,
                                         rerun=self.opts.rerun, only=self.opts.only)
-        if not work.nothing_to_run(rows):
+        if not work.nothing_to_run(rows) or self._decisions():  # an approval lands in a run
             return None
         try:
             self._restore_outputs(rows, (), outputs.present(self.workspace))
@@ -424,6 +425,7 @@ class Runner:
         watcher = asyncio.create_task(self._watch_stop_file())
         try:
             self.isolation.start()  # first: a landing a killed run committed completes its task
+            await self._take_reviews()  # then what was approved or rejected while no run went on
             work = self._prepare()
             self._step_down_if_short(work)
             self.git.start()
@@ -494,7 +496,7 @@ class Runner:
             state[tid] = "skipped"
             self.store.set_state(tid, "skipped", error=why)
         for tid in pending:
-            waiting[tid] = sum(d in pending for d in self.nodes[tid].depends_on)
+            waiting[tid] = sum(d in pending or state.get(d) == "review" for d in self.nodes[tid].depends_on)
         for tid, c in waiting.items():
             if c == 0:
                 heapq.heappush(heap, key(tid) + (tid,))
@@ -506,6 +508,20 @@ class Runner:
             self.wake.set()
 
         while (heap or self.running) and self.stop_mode != "abort":
+            if self.steering.take_reviews():  # `harnessc approve` / `reject`: this run lands, never the command
+                for tid, outcome in (await self._take_reviews()).items():
+                    state[tid] = outcome
+                    if outcome == "pending":  # rejected: runs again, its feedback in the prompt
+                        pending.add(tid)
+                        heapq.heappush(heap, key(tid) + (tid,))
+                    elif outcome == "blocked":
+                        skip_dependents(tid, f"dependency '{tid}' blocked")
+                    else:
+                        for child in self.children[tid]:
+                            if child in waiting:
+                                waiting[child] -= 1
+                                if waiting[child] == 0:
+                                    heapq.heappush(heap, key(child) + (child,))
             if self.steering.take_reorder():  # `prioritize` moved a task ahead
                 heap = [key(entry[-1]) + (entry[-1],) for entry in heap]
                 heapq.heapify(heap)
@@ -575,6 +591,66 @@ class Runner:
             return await run.run()
         finally:
             self.task_runs.pop(tid, None)
+
+    # ------------------------------------------------------------------ review (`review: true`)
+
+    def reviewed(self, node: PlanNode) -> bool:
+        """Whether the task's verified result waits for a person (not with run --auto-approve)."""
+        return bool(getattr(node, "review", None)) and not self.opts.auto_approve
+
+    def _decisions(self) -> dict[str, dict]:
+        """Task in review -> the decision `harnessc approve` / `reject` recorded for it."""
+        rows = self.store.tasks()
+        out = {}
+        for key in self.store.meta_keys(REVIEW_KEY):
+            tid = key.removeprefix(REVIEW_KEY)
+            try:
+                rec = json.loads(self.store.meta_get(key) or "{}")
+            except ValueError:
+                rec = {}
+            if tid in self.nodes and rows.get(tid, {}).get("state") == "review" and isinstance(rec, dict):
+                out[tid] = rec
+            else:  # decided already, or damaged: nothing to do
+                self.store.meta_set(key, None)
+        return out
+
+    async def _take_reviews(self) -> dict[str, str]:
+        """Apply the recorded decisions: an approved task lands (isolated) and succeeds, a
+        conflict blocks it; a rejected one goes back to pending with the reason as a
+        reviewer's feedback in its prompts. Task -> its new state."""
+        done = {}
+        for tid, rec in sorted(self._decisions().items()):
+            node, row = self.nodes[tid], self.store.tasks([tid])[tid]
+            if rec.get("decision") == "rejected":
+                why = str(rec.get("why") or "")
+                self.steering.feedback(tid, f"A reviewer rejected your last result (`harnessc reject`): {why}")
+                with self.store.tx():
+                    self.store.set_state(tid, "pending")
+                    self.store.meta_set(REVIEW_KEY + tid, None)
+                    self.store.event("review_rejected", tid, why=why, message=f"{tid}: rejected in review: {why}")
+                done[tid] = "pending"
+                continue
+            result = await self.isolation.approve(node) if tid in self.isolation.held() else None
+            if result is not None and not isinstance(result, Landed):
+                error = (f"approved, but its change no longer merges ({', '.join(result.paths[:5])}); it is kept at "
+                         f"{self.isolation.blocked_refs.get(tid, '')}: merge it by hand, or `harnessc retry {tid}`")
+                self.isolation._record(tid, {"state": "blocked", "ref": self.isolation.blocked_refs.get(tid, ""),
+                                             "branch": self.isolation.integration.branch})
+                with self.store.tx():
+                    self.store.finish_task(tid, "blocked", error=error)
+                    self.store.meta_set(REVIEW_KEY + tid, None)
+                done[tid] = "blocked"
+                continue
+            with self.store.tx():
+                self.store.finish_task(tid, "succeeded", output=row["output"], fingerprint=row.get("fingerprint"))
+                self.store.meta_set(REVIEW_KEY + tid, None)
+                self.store.event("review_approved", tid, message=f"{tid}: approved in review"
+                                 + (f"; landed {result.sha[:10]}" if result is not None else ""))
+            if result is not None:
+                self.isolation.landed(node, result)
+            self._land_output(tid, now=True)
+            done[tid] = "succeeded"
+        return done
 
     def halting(self) -> bool:
         return self.stop_mode is not None or self.halt is not None

@@ -43,6 +43,7 @@ from .store.state import StateStore
 MAX_FILE_BYTES = 64 * 1024
 TEXT_SUFFIXES = (".txt", ".md")
 COMMANDS = ("pause", "resume", "skip", "prioritize")
+REVIEW = "review"  # written by `harnessc approve/reject`: a decision is in state.db (a wake-up, not for hands)
 ENV_PAUSE, ENV_MAX_COST, ENV_AGENT = "HARNESSC_PAUSE", "HARNESSC_MAX_COST", "HARNESSC_AGENT"
 
 
@@ -109,9 +110,9 @@ def parse(name: str, data: bytes, task_ids: set[str]) -> Instruction | tuple[str
     if "command" in obj:
         _only(obj, {"command", "task"})
         command = obj["command"]
-        if command not in COMMANDS:
+        if command not in COMMANDS and command != REVIEW:
             raise InboxError(f"unknown command {command!r} (one of: {', '.join(COMMANDS)})")
-        if command in ("skip", "prioritize") and task is None:
+        if command in ("skip", "prioritize", REVIEW) and task is None:
             raise InboxError(f"'{command}' needs a task")
         if command in ("pause", "resume") and "task" in obj:  # not one task's: refuse, not widen
             raise InboxError(f"'{command}' is for the whole run and takes no task "
@@ -158,6 +159,7 @@ class Steering:
         self.skips: set[str] = set()
         self.priority: set[str] = set()
         self.reordered = False  # a prioritize since the scheduler last looked
+        self.reviews = False  # an approve/reject since the scheduler last looked (the decision: state.db)
         self.agent: str | None = None  # HARNESSC_AGENT, once checked
         self._paused_by: str | None = None  # why the run is paused (None: it is not)
         self._resumed = False  # `resume` overrides HARNESSC_PAUSE for the rest of the run
@@ -223,6 +225,8 @@ class Steering:
             self.resume("inbox")
         elif command == "skip":
             self.skips.add(task)
+        elif command == REVIEW:
+            self.reviews = True
         else:
             self.priority.add(task)
             self.reordered = True
@@ -339,6 +343,14 @@ class Steering:
         """0 for a prioritized task (it starts first), else 1."""
         return 0 if task_id in self.priority else 1
 
+    def take_reviews(self) -> bool:
+        reviews, self.reviews = self.reviews, False
+        return reviews
+
+    def feedback(self, task_id: str, text: str) -> None:
+        """A reviewer's `harnessc reject` reason: an instruction for the task's next prompts."""
+        self.instructions.append(Instruction("", text, task_id))
+
     def take_reorder(self) -> bool:
         reordered, self.reordered = self.reordered, False
         return reordered
@@ -350,7 +362,7 @@ class Steering:
             if task_id not in ins.delivered:
                 ins.delivered.add(task_id)
                 self.store.event("instruction_delivered", task_id, file=ins.name)
-                if ins.task is not None:
+                if ins.task is not None and ins.name:  # a reviewer's feedback has no file
                     self._processed(ins.name)
         return found
 

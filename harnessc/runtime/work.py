@@ -58,6 +58,8 @@ def plan_work(plan: Plan, rows: dict[str, dict], select: list[str], exclude: lis
             elif changed:
                 stale.append(tid)
             continue
+        if state == "review":  # waits for `harnessc approve` / `reject`, not for a run
+            continue
         if state in ("failed", "blocked") and not (rerun in ("failed", "all") or only is not None):
             continue
         todo.append(tid)
@@ -95,7 +97,7 @@ def blocked_at_start(nodes: dict[str, PlanNode], rows: dict[str, dict], todo: li
             if d in pending:
                 continue
             ds = "skipped" if d in blocked else row_state(nodes, rows, d)
-            if ds in TERMINAL_OK:
+            if ds in TERMINAL_OK or ds == "review":  # review: it waits in the run for the approval
                 continue
             block(tid, f"dependency '{d}' {ds}" if ds in ("failed", "blocked", "skipped")
                   else f"dependency '{d}' is not complete and not selected")

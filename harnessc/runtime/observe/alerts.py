@@ -48,6 +48,9 @@ RULES: dict[str, tuple[str, str, Callable[[dict], str]]] = {
     "task_blocked": ("warning", "blocked", lambda ev: _ended("blocked", ev)),
     "task_failed": ("warning", "failed", lambda ev: _ended("failed", ev)),
     "task_degraded": ("warning", "degraded", lambda ev: _ended("degraded", ev)),
+    # a person's turn (`review: true`); notify sends it as kind `review` (observe/notify.py)
+    "task_review": ("info", "review", lambda ev: f"verified; waits for review (`harnessc review`, then "
+                                                 f"`harnessc approve {ev.get('task')}`)"),
     # a task's own limits (tasklimits.py): near one, or one its agent cannot be held to
     "limit_near": ("warning", "approaching_limit", _reason),
     "limit_unchecked": ("warning", "limit_unchecked", _reason),

@@ -25,7 +25,7 @@ from . import summaries
 from .eta import Eta
 
 FINAL = {"task_succeeded": "succeeded", "task_degraded": "degraded", "task_failed": "failed",
-         "task_blocked": "blocked", "task_skipped": "skipped"}
+         "task_blocked": "blocked", "task_skipped": "skipped", "task_review": "review"}
 HEARTBEAT_SECONDS = 30.0  # a call running longer than this gets a "still running" line
 HEARTBEAT_ENV = "HARNESSC_HEARTBEAT"  # overrides it, in seconds (tests lower it)
 ATTEMPT_WORDS = {"rejected": "rejected", "error": "agent call failed", "progress": "no claim yet",
@@ -304,7 +304,7 @@ def summary_table(tasks: list[dict], title: str | None = None) -> Table:
                       ("tokens", "right"), ("cost", "right"), ("time", "right")):
         table.add_column(col, justify=just)
     style = {"succeeded": "green", "done": "green", "degraded": "yellow", "failed": "red", "blocked": "red",
-             "skipped": "magenta", "running": "cyan", "interrupted": "yellow"}
+             "skipped": "magenta", "running": "cyan", "interrupted": "yellow", "review": "blue"}
     for t in tasks:
         table.add_row(
             t["id"], Text(t["state"], style=style.get(t["state"], "")), str(t.get("attempts") or 0),

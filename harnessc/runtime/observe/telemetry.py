@@ -49,7 +49,7 @@ INSTALL = "pip install 'harnessc[otel]'"
 # harnessc's provider -> GenAI semantic conventions' provider name (the others: their own name)
 GENAI_PROVIDERS = {"anthropic": "anthropic", "claude-code": "anthropic", "openai": "openai",
                    "codex": "openai", "gemini-cli": "gcp.gemini"}
-TASK_ENDS = {"succeeded", "degraded", "failed", "blocked", "skipped", "done", "pending"}
+TASK_ENDS = {"succeeded", "degraded", "failed", "blocked", "skipped", "done", "pending", "review"}
 ANSWERED = {"succeeded", "rejected", "progress", "stuck"}  # attempts whose answer was verified
 USAGE = (("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen_ai.usage.output_tokens"),
          ("cache_read_tokens", "gen_ai.usage.cache_read.input_tokens"),

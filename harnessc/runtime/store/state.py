@@ -27,7 +27,8 @@ from .schema import SCHEMA_VERSION, SET_ASIDE, NoState, StateError, prepare  # n
 TERMINAL_OK = ("succeeded", "degraded", "done")
 MAX_COST_KEY = "max_cost_usd"  # meta: the last explicit --max-cost
 DAILY_KEEP = 2 * 86400.0  # seconds of forgotten calls a reset keeps for the daily limits (a local day, and then some)
-STATES = ("pending", "ready", "running", "succeeded", "degraded", "failed", "blocked", "skipped", "done")
+STATES = ("pending", "ready", "running", "succeeded", "degraded", "failed", "blocked", "skipped", "done", "review")
+REVIEW_KEY = "review."  # meta: review.<task> = {"decision": "approved" | "rejected", "why": ...} (`harnessc approve/reject`)
 
 # The ledger columns of an attempt, summed by usage_totals() (input_tokens is all input).
 USAGE_COLUMNS = ("input_tokens", "uncached_input_tokens", "cache_read_tokens", "cache_write_tokens",

@@ -102,7 +102,7 @@ class GitCommits:
         nobody's work to keep), and what is left is one commit per set of tasks, naming them
         (harnessc cannot tell which of them made each change) - no verified work is left
         uncommitted because another task ran beside it."""
-        if outcome not in ("succeeded", "degraded"):
+        if outcome not in ("succeeded", "degraded", "review"):  # review: verified, its work is in the tree
             self.unverified.add(tid)
         if self.repo is None or not self.waiting:
             return

@@ -11,12 +11,14 @@ back when they end (`close`). Everything durable is in state.db's meta table:
   on the branch (its `Harnessc-Task` trailer) and counts it once, never landing it twice.
 
 At the start of a run (under the run lock) every worktree and ref a killed run left is
-removed, but the refs of blocked tasks (their changes, kept and named); stale `.git/*.lock`
-files nobody holds are removed. Then the tripwire (tripwire.py) records the shared git
+removed, but the refs of blocked tasks and of tasks in review (their changes, kept and
+named); stale `.git/*.lock` files nobody holds are removed. Then the tripwire (tripwire.py) records the shared git
 directory; it is checked before each landing and each new checkout, when the last running
 attempt ends and at the run's end, and moves with what harnessc itself changes (its worktrees, the integration
 branch, the user's fast-forward). An attempt that ran while the git directory was tampered
-with does not land (`Tampered`).
+with does not land (`Tampered`). A task in review (`review: true`) is recorded `review` with
+its change's commit and base; `approve` lands it when a person approved it (the running run
+does, never the `approve` command itself).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from .tripwire import Finding, Tripwire
 from .worktrees import REF_ROOT, Attempt, Worktrees
 
 WORKTREE, NONE = "worktree", "none"
+KEPT = ("blocked", "review")  # the task states whose change stays on its ref
 
 
 @dataclass
@@ -220,7 +223,7 @@ class Isolation:
         for key in self.store.meta_keys(LANDING_KEY):
             rec = _load(self.store.meta_get(key))
             tid = key.removeprefix(LANDING_KEY)
-            if rec.get("state") == "blocked" and rows.get(tid, {}).get("state") == "blocked":
+            if rec.get("state") in KEPT and rows.get(tid, {}).get("state") == rec.get("state"):
                 out[tid] = rec.get("ref", "")
         return out
 
@@ -259,8 +262,13 @@ class Isolation:
             if tip and tip != self.landing.tip(integ.user_branch):
                 lines.append(f"results are on branch {integ.name} ({integ.left_because or 'your branch was not moved'})"
                              f"; take them with `git merge {integ.name}`")
+        held = self.held()
         for tid, ref in sorted(self.blocked_refs.items()):
-            lines.append(f"blocked: {tid}: its change is kept at {ref} (`git show {ref}`)")
+            if tid in held:
+                lines.append(f"review: {tid}: its change waits at {ref} (`harnessc review`, then "
+                             f"`harnessc approve {tid}` or `harnessc reject {tid} \"why\"`)")
+            else:
+                lines.append(f"blocked: {tid}: its change is kept at {ref} (`git show {ref}`)")
         for tid, path in sorted(self.kept.items()):
             lines.append(f"kept worktree of {tid}: {path} (--keep-worktrees; `harnessc clean` removes it)")
         for line in lines:
@@ -400,12 +408,64 @@ class Isolation:
         self.blocked_refs[node.id] = ref
         return ref
 
+    async def hold(self, node: PlanNode, attempt: Attempt, output: Any) -> Tampered | None:
+        """The task's verified change waits for review: kept on its ref, not landed; not when
+        the shared git directory was tampered with while it ran (as `land`)."""
+        async with self._lock:
+            if (tampered := await self._tampered(attempt)) is not None:
+                return tampered
+        self._record(node.id, {"state": "review", "ref": attempt.ref, "change": attempt.change,
+                               "base": attempt.base, "branch": self.integration.branch,
+                               "output": output, "fingerprint": node.fingerprint})
+        self.blocked_refs[node.id] = attempt.ref
+        return None
+
+    def held(self) -> dict[str, dict]:
+        """Task -> its review record, for the tasks whose change waits for review."""
+        rows = self.store.tasks()
+        out = {}
+        for key in self.store.meta_keys(LANDING_KEY):
+            rec = _load(self.store.meta_get(key))
+            tid = key.removeprefix(LANDING_KEY)
+            if rec.get("state") == "review" and rows.get(tid, {}).get("state") == "review":
+                out[tid] = rec
+        return out
+
+    async def approve(self, node: PlanNode) -> Landed | Conflict:
+        """Land an approved change kept for review on the integration branch (merged when the
+        branch moved since its base; a conflict is returned, nothing lands)."""
+        rec = self.held().get(node.id) or {}
+        async with self._lock:
+            await self._check()  # the shared git directory, as before any landing (tripwire.py)
+            integ, landing = self.integration, self.landing
+            tip = landing.loose_tip(integ.branch) or await asyncio.to_thread(landing.tip, integ.branch)
+            change, base = rec.get("change"), rec.get("base") or tip
+            if not change:  # it changed nothing
+                self._record(node.id, {"state": "landed", "sha": tip, "branch": integ.branch})
+                return Landed(tip, False, [])
+            new, merged = change, False
+            if tip != base:
+                new, paths = await asyncio.to_thread(landing.merge, tip, change, base)
+                if new is None:
+                    return Conflict(paths, "merge", tip, others=await asyncio.to_thread(landing.subjects, base, tip))
+                merged = True
+            self._record(node.id, {"state": "pending", "since": tip, "branch": integ.branch,
+                                   "output": rec.get("output"), "fingerprint": rec.get("fingerprint")})
+            if not await asyncio.to_thread(self._advance, integ, new, tip):
+                self.store.meta_set(LANDING_KEY + node.id, None)
+                raise IsolationError(f"the integration branch {integ.name} moved under the run",
+                                     "do not move harnessc/run/* branches while a run lands on them")
+            paths = await asyncio.to_thread(landing.changed, tip, new)
+            self.store.event("landed", node.id, sha=new, merged=merged, branch=integ.name, paths=paths[:200])
+            self.blocked_refs.pop(node.id, None)
+            return Landed(new, merged, paths)
+
     async def close(self, node: PlanNode, outcome: str, k: int = 1) -> None:
         """The task (its approach `k`) ended: its worktree goes (kept with --keep-worktrees
         when it did not succeed), its ref too (kept when it is blocked)."""
         n = self.index[node.id]
         keep_tree = self.keep_failed and outcome not in ("succeeded", "degraded", "cancelled")
-        keep_ref = outcome == "blocked" or keep_tree
+        keep_ref = outcome in KEPT or keep_tree
         if keep_tree:
             self.kept[node.id if k == 1 else f"{node.id} (approach {k})"] = path = \
                 str(self.trees.path(n, k).relative_to(self.root))

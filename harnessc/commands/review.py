@@ -1,0 +1,164 @@
+"""The review gate (`review: true`): `harnessc review`, `approve TASK...`, `reject TASK "why"`.
+
+A decision is recorded in state.db (meta `review.<task>`, under BEGIN IMMEDIATE: two
+`approve`s at once record one decision) and an inbox command wakes the running run, which
+applies it (runtime/scheduler.py `_take_reviews`): the run lands, never this command, so
+two processes never land. With no run going on, the next `harnessc run` applies it first.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .. import completion
+from .common import Context, fail_usage, pass_ctx
+
+
+def _open(ctx: Context):
+    from ..runtime.store.state import NoState, StateError, StateStore
+    from ..workspace import Workspace
+
+    workspace = Workspace(ctx.root())
+    try:
+        return workspace, StateStore(workspace, create=False)
+    except NoState:
+        fail_usage("no run yet: nothing waits for review", "harnessc run")
+    except StateError as e:
+        fail_usage(str(e))
+
+
+def _held(store) -> dict[str, dict]:
+    from ..runtime.worktree.landing import LANDING_KEY
+
+    out = {}
+    for key in store.meta_keys(LANDING_KEY):
+        try:
+            rec = json.loads(store.meta_get(key) or "{}")
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("state") == "review":
+            out[key.removeprefix(LANDING_KEY)] = rec
+    return out
+
+
+def _diffstat(root, base: str, change: str) -> str:
+    from ..runtime.worktree import repo
+
+    try:  # harnessc's own git: its git directory named, the repository's config only (gitcmd.py)
+        return repo.find(root).git().run("diff", "--shortstat", base, change, worktree=False).strip() \
+            or "no changes"
+    except Exception as e:  # the diff is a courtesy: the listing goes on
+        return f"diff stat unavailable ({str(e)[:100]})"
+
+
+@click.command()
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@pass_ctx
+def review(ctx: Context, output: str) -> None:
+    """List the tasks whose verified result waits for review, with how to see each diff."""
+    from ..runtime.plan import PlanError, load_plan
+    from ..runtime.store.state import REVIEW_KEY
+
+    workspace, store = _open(ctx)
+    try:
+        rows = {t: r for t, r in store.tasks().items() if r["state"] == "review"}
+        held, decided = _held(store), {k.removeprefix(REVIEW_KEY) for k in store.meta_keys(REVIEW_KEY)}
+    finally:
+        store.close()
+    try:
+        titles = {n["id"]: n["title"] for n in load_plan(ctx.root())["nodes"]}
+    except PlanError:
+        titles = {}
+    items = []
+    for tid in sorted(rows):
+        rec, out = held.get(tid), rows[tid]["output"]
+        summary = titles.get(tid, "")
+        if isinstance(out, str) and out.strip():
+            summary += f" — {out.strip().splitlines()[0][:120]}"
+        item = {"task": tid, "summary": summary, "decided": tid in decided}
+        if rec and rec.get("change"):
+            item.update(ref=rec.get("ref"), diffstat=_diffstat(ctx.root(), rec["base"], rec["change"]),
+                        diff=f"git diff {rec['base'][:12]} {rec['change'][:12]}")
+        else:
+            item.update(diffstat="in the working tree (not isolated): review gates its dependents only",
+                        diff="git diff")
+        items.append(item)
+    if output == "json":
+        click.echo(json.dumps(items, indent=2))
+        return
+    if not items:
+        click.echo("nothing waits for review")
+        return
+    for it in items:
+        click.echo(f"{it['task']}: {it['summary']}" + (" (decided: the run applies it)" if it["decided"] else ""))
+        click.echo(f"  {it['diffstat']}")
+        click.echo(f"  see it:  {it['diff']}")
+    first = items[0]["task"]
+    click.echo(f'then: harnessc approve {first}   or   harnessc reject {first} "why"')
+
+
+def _decide(ctx: Context, tasks: tuple[str, ...], decision: str, why: str | None = None) -> None:
+    from ..runtime.steering import InboxError, write_inbox
+    from ..runtime.store.lock import holder
+    from ..runtime.store.state import REVIEW_KEY
+    from ..workspace import WorkspaceError
+
+    workspace, store = _open(ctx)
+    said = []
+    try:
+        rows = store.tasks()
+        for tid in tasks:  # every name checked before anything is recorded
+            if tid not in rows:
+                from ..diagnostics import did_you_mean
+                near = did_you_mean(tid, list(rows))
+                fail_usage(f"no task '{tid}'" + (f" ({near})" if near else ""),
+                           "`harnessc review` lists the tasks waiting for review")
+            if rows[tid]["state"] != "review":
+                fail_usage(f"task '{tid}' is not in review (it is {rows[tid]['state']})",
+                           "`harnessc review` lists the tasks waiting for review")
+        for tid in dict.fromkeys(tasks):
+            with store.tx():  # BEGIN IMMEDIATE: one decision, whoever comes first
+                row = store.tasks([tid]).get(tid, {})
+                taken = store.meta_get(REVIEW_KEY + tid)
+                if row.get("state") == "review" and not taken:
+                    store.meta_set(REVIEW_KEY + tid, json.dumps({"decision": decision, "why": why}))
+                    store.event(f"review_{decision}_asked", tid, why=why)
+                    said.append((tid, None))
+                else:
+                    said.append((tid, "already decided" if taken else f"no longer in review ({row.get('state')})"))
+    finally:
+        store.close()
+    pid = holder(workspace)
+    for tid, already in said:
+        if already:
+            click.echo(f"{tid}: {already}: nothing more to do")
+            continue
+        try:
+            write_inbox(workspace, "review", {"command": "review", "task": tid})  # wakes a running run
+        except (InboxError, WorkspaceError):
+            pass  # the decision is in state.db: the next run applies it
+        does = "lands it and releases its dependents" if decision == "approved" else \
+            "runs it again with your reason in its prompt"
+        click.echo(f"{tid}: {decision}; " + (f"the run in progress (pid {pid}) {does}" if pid
+                                             else f"no run is in progress: the next `harnessc run` {does}"))
+
+
+@click.command()
+@click.argument("tasks", nargs=-1, required=True, metavar="TASK...", shell_complete=completion.task_ids)
+@pass_ctx
+def approve(ctx: Context, tasks: tuple) -> None:
+    """Approve tasks in review: their changes land and their dependents run."""
+    _decide(ctx, tasks, "approved")
+
+
+@click.command()
+@click.argument("task", metavar="TASK", shell_complete=completion.task_ids)
+@click.argument("why", metavar='"WHY"')
+@pass_ctx
+def reject(ctx: Context, task: str, why: str) -> None:
+    """Reject a task in review: it runs again with WHY in its prompt as a reviewer's feedback."""
+    if not why.strip():
+        fail_usage("the reason is empty", f'harnessc reject {task} "what is wrong with it"')
+    _decide(ctx, (task,), "rejected", why.strip())
