@@ -128,3 +128,26 @@ def test_a_job_the_standard_pickler_cannot_take_travels_by_cloudpickle():
     assert pickle.loads(pack(plain)) == plain
     odd = pickle.loads(pack({"f": lambda x: x + 1}))
     assert odd["f"](1) == 2
+
+
+def test_a_filter_an_agent_configures_in_its_kept_checkout_never_runs_in_harnessc_s_git(checkout, tmp_path):
+    """The agent of the last attempt wrote a clean/smudge filter, an fsmonitor and a hook into
+    its checkout's own .git/config: the worker's git (the change it brings back, the reset
+    for the next attempt) runs none of them, and the change is still found."""
+    cache, repo, sha = checkout
+    top = again(cache, repo, sha)
+    mark = tmp_path / "MARK"
+    for key, value in (("filter.evil.clean", f"sh -c 'touch {mark}; cat'"),
+                       ("filter.evil.smudge", f"sh -c 'touch {mark}; cat'"),
+                       ("core.fsmonitor", f"sh -c 'touch {mark}'"), ("core.hooksPath", str(tmp_path))):
+        subprocess.run(["git", "config", key, value], cwd=top, check=True)
+    (tmp_path / "post-checkout").write_text(f"#!/bin/sh\ntouch {mark}\n")
+    (tmp_path / "post-checkout").chmod(0o755)
+    (top / ".gitattributes").write_text("* filter=evil\n")
+    (top / "src" / "a.txt").write_text("changed by the agent\n")
+    change, clean = cache.change(top, sha)
+    assert not clean and b"changed by the agent" in change
+    cache.release(repo, top, None)
+    again_top = cache.checkout(repo, sha, change)  # reset to sha, the change applied: no filter, no hook
+    assert (again_top / "src" / "a.txt").read_text() == "changed by the agent\n"
+    assert not mark.exists()

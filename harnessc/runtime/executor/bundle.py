@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
+from ..worktree.gitcmd import NEUTRAL, NO_HOOKS
+
 GIT_TIMEOUT = 600.0
 _QUIET = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_NO_REPLACE_OBJECTS": "1"}
 SNAPSHOT_LIMIT = 5000  # files and directories a checkout may hold for a stat snapshot (more: git status each time)
@@ -46,12 +48,14 @@ def git(*args: str, cwd: str | Path | None = None, stdin: bytes | None = None,
     global git_calls
     git_calls += 1
     full_env = {**os.environ, **_QUIET, **(env or {})}
-    if cwd is not None:
+    settings: tuple[str, ...] = NO_HOOKS
+    if cwd is not None:  # a checkout an agent worked in: nothing its config names may run
         full_env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).absolute().parent)
-    if git_dir is not None:
-        full_env.update(GIT_DIR=str(git_dir), GIT_WORK_TREE=str(cwd))
+        settings = NO_HOOKS + NEUTRAL
+        if git_dir is not None:
+            full_env.update(GIT_DIR=str(git_dir), GIT_WORK_TREE=str(cwd))
     try:
-        res = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *args], cwd=cwd, input=stdin,
+        res = subprocess.run(["git", *(x for c in settings for x in ("-c", c)), *args], cwd=cwd, input=stdin,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env, timeout=GIT_TIMEOUT)
     except FileNotFoundError:
         raise ShipError("git is not installed (not found on PATH)") from None
@@ -61,6 +65,40 @@ def git(*args: str, cwd: str | Path | None = None, stdin: bytes | None = None,
         err = res.stderr.decode("utf-8", "replace").strip()[-1000:]
         raise ShipError(f"git {' '.join(args[:2])} failed (exit {res.returncode}): {err}")
     return res.stdout
+
+
+NO_FILTERS = b"* -filter\n"  # info/attributes wins over every .gitattributes: no filter driver is named
+
+
+def _own_git_dir(top: Path) -> Path:
+    """A worker checkout's git directory, `top/.git` (a `clone --shared` of the node's cache),
+    its info/attributes unsetting every filter. The agent that worked there may have written
+    a filter, fsmonitor or hook into its config: harnessc's git there runs none of them (the
+    `-c` settings and this file), and a `.git` that is no longer a directory is no checkout
+    of harnessc's."""
+    git_dir = top / ".git"
+    try:
+        if not os.path.isdir(git_dir) or os.path.islink(git_dir):
+            raise ShipError(f"tampered with .git: {git_dir} is no longer the checkout's git directory")
+        info = git_dir / "info"
+        if os.path.islink(info):
+            os.unlink(info)
+        info.mkdir(exist_ok=True)
+        attributes = info / "attributes"
+        try:
+            with open(attributes, "rb") as f:
+                if f.read(len(NO_FILTERS) + 1) == NO_FILTERS:
+                    return git_dir
+        except OSError:
+            pass
+        if os.path.lexists(attributes):
+            os.unlink(attributes)  # a link or the agent's own: replaced, never followed
+        fd = os.open(attributes, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(NO_FILTERS)
+    except OSError as e:
+        raise ShipError(f"could not make {git_dir} safe for git: {e.strerror or e}") from None
+    return git_dir
 
 
 # ------------------------------------------------------------------ driver side
@@ -245,10 +283,11 @@ class NodeCache:
                 top = Path(tempfile.mkdtemp(prefix="attempt-", dir=self.root))
                 git("clone", "--shared", "--no-checkout", "-q", str(repo), str(top))
             if clean_at != sha:
-                git("-c", "advice.detachedHead=false", "checkout", "-q", "-f", "--detach", sha, cwd=top)
-                git("clean", "-fdxq", cwd=top)
+                own = _own_git_dir(top)  # a kept checkout's config is what its last agent left
+                git("-c", "advice.detachedHead=false", "checkout", "-q", "-f", "--detach", sha, cwd=top, git_dir=own)
+                git("clean", "-fdxq", cwd=top, git_dir=own)
             if change:
-                git("apply", "--binary", "--whitespace=nowarn", "-", cwd=top, stdin=change)
+                git("apply", "--binary", "--whitespace=nowarn", "-", cwd=top, stdin=change, git_dir=_own_git_dir(top))
         except BaseException:
             if top is not None:
                 shutil.rmtree(top, ignore_errors=True)
@@ -263,7 +302,7 @@ class NodeCache:
         if before is not None and snapshot(top) == before:
             self.clean[top] = before
             return b"", True
-        change, clean = change_of(top, sha)
+        change, clean = change_of(top, sha, _own_git_dir(top))
         if clean and (after := snapshot(top)) is not None:  # after git: its status may have refreshed the index
             self.clean[top] = after
         return change, clean
