@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..worktree.gitcmd import NEUTRAL, NO_HOOKS
+from ..worktree import gitcmd
+from ..worktree.gitcmd import CONFINED, NEUTRAL, NO_HOOKS
 
 GIT_TIMEOUT = 600.0
 _QUIET = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_NO_REPLACE_OBJECTS": "1"}
@@ -51,9 +52,14 @@ def git(*args: str, cwd: str | Path | None = None, stdin: bytes | None = None,
     settings: tuple[str, ...] = NO_HOOKS
     if cwd is not None:  # a checkout an agent worked in: nothing its config names may run
         full_env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).absolute().parent)
+        full_env.update(CONFINED)
         settings = NO_HOOKS + NEUTRAL
         if git_dir is not None:
             full_env.update(GIT_DIR=str(git_dir), GIT_WORK_TREE=str(cwd))
+            if not str(git_dir).startswith(str(Path(cwd).absolute()) + os.sep):  # the user's repository
+                # (the driver): harnessc's own git there, as gitcmd runs it - the child
+                # environment, every driver its configuration names blanked
+                full_env = _users_git(Path(cwd), Path(git_dir)).env({**_QUIET, **(env or {})}, drivers=True)
     try:
         res = subprocess.run(["git", *(x for c in settings for x in ("-c", c)), *args], cwd=cwd, input=stdin,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env, timeout=GIT_TIMEOUT)
@@ -65,6 +71,17 @@ def git(*args: str, cwd: str | Path | None = None, stdin: bytes | None = None,
         err = res.stderr.decode("utf-8", "replace").strip()[-1000:]
         raise ShipError(f"git {' '.join(args[:2])} failed (exit {res.returncode}): {err}")
     return res.stdout
+
+
+_USERS_GIT: dict[tuple[str, str], gitcmd.Git] = {}
+
+
+def _users_git(cwd: Path, git_dir: Path) -> gitcmd.Git:
+    """gitcmd's Git for a work tree of the user's repository (its driver blanks kept between calls)."""
+    key = (str(cwd), str(git_dir))
+    if key not in _USERS_GIT:
+        _USERS_GIT[key] = gitcmd.Git(cwd, git_dir=git_dir)
+    return _USERS_GIT[key]
 
 
 NO_FILTERS = b"* -filter\n"  # info/attributes wins over every .gitattributes: no filter driver is named
