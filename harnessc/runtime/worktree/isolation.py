@@ -218,14 +218,16 @@ class Isolation:
 
     def _blocked_refs(self) -> dict[str, str]:
         """Task -> the ref a blocked task's change is kept on (from its landing record)."""
+        return {tid: rec.get("ref", "") for tid, rec in self._kept_records(KEPT)}
+
+    def _kept_records(self, states: tuple[str, ...]):
+        """(task, its landing record) for each record in one of `states` whose task is in it still."""
         rows = self.store.tasks()
-        out = {}
         for key in self.store.meta_keys(LANDING_KEY):
             rec = _load(self.store.meta_get(key))
             tid = key.removeprefix(LANDING_KEY)
-            if rec.get("state") in KEPT and rows.get(tid, {}).get("state") == rec.get("state"):
-                out[tid] = rec.get("ref", "")
-        return out
+            if rec.get("state") in states and rows.get(tid, {}).get("state") == rec.get("state"):
+                yield tid, rec
 
     def _recover_landings(self) -> None:
         """A landing a killed run began: landed when the branch holds its commit (the task
@@ -422,14 +424,7 @@ class Isolation:
 
     def held(self) -> dict[str, dict]:
         """Task -> its review record, for the tasks whose change waits for review."""
-        rows = self.store.tasks()
-        out = {}
-        for key in self.store.meta_keys(LANDING_KEY):
-            rec = _load(self.store.meta_get(key))
-            tid = key.removeprefix(LANDING_KEY)
-            if rec.get("state") == "review" and rows.get(tid, {}).get("state") == "review":
-                out[tid] = rec
-        return out
+        return dict(self._kept_records(("review",)))
 
     async def approve(self, node: PlanNode) -> Landed | Conflict:
         """Land an approved change kept for review on the integration branch (merged when the
