@@ -130,6 +130,22 @@ def harnessc(root: Path, *args: str, timeout: float = 120, **kw) -> subprocess.C
                           timeout=timeout, env=kw.pop("env", None) or env(), **kw)
 
 
+# Runs argv and writes its peak resident memory (KiB, wait4's ru_maxrss) to a file. A child
+# forked straight from the test process starts with that process's peak (Linux copies the
+# high-water mark across fork and exec), so the measured one is forked from this small one.
+_PEAK = ("import os, subprocess, sys\n"
+         "p = subprocess.Popen(sys.argv[2:])\n"
+         "_, status, usage = os.wait4(p.pid, 0)\n"
+         "open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
+         "sys.exit(os.waitstatus_to_exitcode(status))\n")
+
+
+def peak_rss(argv: list[str], record: Path, **kw) -> tuple[subprocess.CompletedProcess, int]:
+    """Run argv (subprocess.run's keywords); its result and its own peak memory in bytes."""
+    res = subprocess.run([PY, "-c", _PEAK, str(record), *argv], **kw)
+    return res, int(record.read_text()) * 1024
+
+
 def spawn(root: Path, *args: str, **kw) -> subprocess.Popen:
     if Path(root).is_dir():
         kw.setdefault("cwd", root)

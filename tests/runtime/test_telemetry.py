@@ -25,7 +25,7 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 from google.protobuf.json_format import MessageToDict  # noqa: E402
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
 
-from .helpers import CLI, PY, REPO, SIMPLE_CONTRACT, env, harnessc, node, write_project  # noqa: E402
+from .helpers import CLI, PY, REPO, SIMPLE_CONTRACT, env, harnessc, node, peak_rss, write_project  # noqa: E402
 
 
 class Receiver:
@@ -358,10 +358,9 @@ def _max_rss_run(root: Path, run_env: dict) -> tuple[int, int]:
     """`harnessc run` in a child of this process: (its exit code, its peak resident memory in
     bytes, as the kernel counted it: wait4's ru_maxrss)."""
     with open(root / "out.txt", "wb") as out:
-        proc = subprocess.Popen([*CLI, "-C", str(root), "run"], stdout=out, stderr=subprocess.STDOUT, env=run_env)
-        _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_maxrss * 1024  # Linux counts it in KiB
+        res, peak = peak_rss([*CLI, "-C", str(root), "run"], root / "peak.txt", stdout=out,
+                             stderr=subprocess.STDOUT, env=run_env)
+    return res.returncode, peak
 
 
 @pytest.mark.skipif(not hasattr(os, "wait4"), reason="os.wait4 (peak memory of a child) is POSIX only")
