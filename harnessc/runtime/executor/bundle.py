@@ -6,10 +6,10 @@
   fetched into one, a `clone_url` is cloned once and fetched from; an attempt's checkout is
   a `--shared` clone of it at the base commit, with the change so far applied.
 * A change is `git diff --binary` from the base commit to the checkout's files, untracked
-  ones included (ignored ones not): file modes and binary files survive; `apply_change`
+  ones included (ignored ones and the built-in list of worktree/neverlands.py not): file modes and binary files survive; `apply_change`
   puts one in a driver worktree.
 
-Imports nothing but the standard library: remote.py runs it on workers.
+Imports nothing but the standard library (and neverlands.py): remote.py runs it on workers.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..worktree import gitcmd
+from ..worktree import gitcmd, neverlands
 from ..worktree.gitcmd import CONFINED, NEUTRAL, NO_HOOKS
 
 GIT_TIMEOUT = 600.0
@@ -157,7 +157,8 @@ def change_of(top: Path, base: str, git_dir: Path | None = None) -> tuple[bytes,
     # the headers come first ("# branch.oid <sha>", ...), then one entry per path
     if f"# branch.oid {base}".encode() in status and all(e.startswith(b"# ") for e in status if e):
         return b"", True
-    git("add", "-A", "-N", ".", cwd=top, git_dir=git_dir)  # untracked files show in the diff as new ones
+    # untracked files show in the diff as new ones; what never lands stays out of it
+    git("add", "-A", "-N", "--", ".", *neverlands.pathspecs(), cwd=top, git_dir=git_dir)
     return git("diff", "--binary", "--no-renames", "--full-index", "--no-ext-diff", "--no-textconv",
                "--no-color", base, cwd=top, git_dir=git_dir), False
 

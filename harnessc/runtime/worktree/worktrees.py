@@ -36,7 +36,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import gitcmd
+from . import gitcmd, neverlands
 from .commitmsg import message_file
 from .gitops import LITERAL, PATH_CHUNK, secret_blobs
 from .repo import IsolationError, Repo
@@ -72,6 +72,7 @@ class Changed:
     path: str  # from the worktree's top
     mode: str  # its mode in the final tree; "000000": deleted
     blob: str  # its object id in the final tree
+    added: bool = False  # not at the base
 
     @property
     def deleted(self) -> bool:
@@ -359,16 +360,32 @@ def changes(attempt: Attempt) -> list[Changed]:
     """The attempt's change: its base commit against its checkout's final tree, which is its
     files whatever the agent did with git (committed them or not, amended, reset, moved HEAD
     to another branch or an unrelated root). The checkout's index is made to hold that tree
-    (`git add -A`), the brought-in paths as they are at the base. The one list every check
-    on an attempt's change reads (secrets and size here; protected paths)."""
+    (`git add -A`), the brought-in paths and what never lands (neverlands.py) as they are at
+    the base. The one list every check on an attempt's change reads (secrets and size here;
+    protected paths)."""
     git = attempt.git
-    git.run("add", "-A", "--", ":/", *_exclusions(attempt))
+    git.run("add", "-A", "--", ":/", *_exclusions(attempt), *neverlands.pathspecs())
+    git.run("add", "-u", "--", ":/")  # the files the base tracks: on the built-in list or not
     changed = _raw_diff(git.run("diff-index", "--cached", "-z", "--no-renames", attempt.base, worktree=False))
-    brought = {c.path for c in changed if _under(c.path, attempt.brought)}  # an agent's own `git add -f`
-    if brought:
-        _back_to_base(attempt, sorted(brought))
-        changed = [c for c in changed if c.path not in brought]
+    # what the agent's own `git add -f` put in: brought-in paths, and new ignored files
+    left_out = {c.path for c in changed if _under(c.path, attempt.brought)} | _ignored_new(attempt, changed)
+    if left_out:
+        _back_to_base(attempt, sorted(left_out))
+        changed = [c for c in changed if c.path not in left_out]
     return changed
+
+
+def _ignored_new(attempt: Attempt, changed: list[Changed]) -> set[str]:
+    """The paths of `changed` not at the base that the built-in list or the repository's
+    ignore rules leave out (a path the base tracks is the repository's: its change lands)."""
+    new = {c.path for c in changed if c.added}
+    if not new:
+        return set()
+    # the index's paths the ignore rules match (.gitignore files, info/exclude, core.excludesFile)
+    ignored = attempt.git.run("ls-files", "-z", "--cached", "--ignored", "--exclude-standard", worktree=False)
+    out = {p for p in new if neverlands.built_in(p)}
+    out.update(p for p in ignored.split("\0") if p in new)
+    return out
 
 
 def _exclusions(attempt: Attempt) -> list[str]:
@@ -394,7 +411,7 @@ def _raw_diff(out: str) -> list[Changed]:
     for meta, path in zip(fields[0::2], fields[1::2]):
         parts = meta.split()
         if len(parts) == 5 and path:
-            changed.append(Changed(path, parts[1], parts[3]))
+            changed.append(Changed(path, parts[1], parts[3], added=parts[0] == ":000000"))
     return changed
 
 
