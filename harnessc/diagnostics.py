@@ -89,6 +89,8 @@ CODES: dict[str, str] = {
     # budgets and retries
     "HC450": "a task budget smaller than one call's estimate",
     "HC451": "unknown error kind in retry_on or dont_retry",
+    "HC455": "an accept or score program that is not on PATH",
+    "HC456": "a command agent's file a worktree will not have (untracked or modified)",
     "HC460": "review: true on a task in the shared tree (review only holds its dependents)",
     # templates
     "HC501": "template syntax error",

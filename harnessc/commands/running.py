@@ -382,6 +382,8 @@ def _doctor_lines(result) -> list[str]:
         lines.append(f"sandbox: {result.sandbox.detail}")
     lines += [f"run would refuse: task '{task}' has no usable agent ({', '.join(route)})"
               for task, route in result.stranded.items()]
+    lines += [f"run would refuse: task '{task}': {why}" for task, whys in result.programs.items() for why in whys]
+    lines += [f"worktree: {c.detail}" for c in result.files]
     lines.append("ok: no problems found" if result.ok else f"{plural(result.problems, 'problem')} found")
     return lines
 

@@ -25,6 +25,7 @@ CHECK_PASSES = (
     check.resolve_references,
     check.resolve_context,
     check.check_accept_commands,
+    check.check_accept_programs,
     check.check_contracts,
     check.check_cycles,
     check.check_verification,

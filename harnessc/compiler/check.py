@@ -126,6 +126,43 @@ def check_accept_commands(project: Project) -> None:
                                     "commands run without a shell")
 
 
+def check_accept_programs(project: Project) -> None:
+    """HC455 (warning): an accept or score command whose program is a bare name not on PATH
+    (`pytset`) fails every attempt, after the agent's call. `run` refuses such a task."""
+    import shutil
+
+    for task in project.tasks:
+        if task.done:
+            continue
+        commands = [("accept", i, c) for i, c in enumerate(task.accept)]
+        if task.score is not None:
+            commands.append(("score", 0, task.score))
+        for key, i, cmd in commands:
+            try:
+                argv = split_command(cmd)
+            except ValueError:
+                continue  # HC105
+            if argv and "/" not in argv[0] and shutil.which(argv[0]) is None:
+                mean = did_you_mean(argv[0], _programs_like(argv[0]))
+                project.diags.warning(
+                    "HC455", f"{key} command of task '{task.id}' runs '{argv[0]}', which is not on PATH: "
+                             "every attempt would fail its check (`harnessc run` refuses the task)",
+                    _value_span(task, key, i),
+                    f"install '{argv[0]}', or correct the command" + (f" ({mean})" if mean else ""))
+
+
+def _programs_like(name: str) -> list[str]:
+    """Programs on PATH whose names are close to `name` (for did-you-mean; one directory
+    listing per PATH entry)."""
+    names = set()
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        try:
+            names.update(e for e in os.listdir(directory or ".") if e[:1] == name[:1])
+        except OSError:
+            continue
+    return sorted(names)
+
+
 def check_approaches(project: Project) -> None:
     """Best-of-N settings that cannot work together: several approaches in the task's own
     `isolation: none` (HC416: they need worktrees); `min_score` without a `score` command,

@@ -6,13 +6,18 @@
   checks, the ones `run` makes);
 * HC418 (warning): a context path, or a file an accept or score command names, is untracked
   or modified in your tree: a worktree holds committed files only, so the agent and the
-  checks would not see it (unless harness.yaml `worktrees:` links or copies it in).
+  checks would not see it (unless harness.yaml `worktrees:` links or copies it in);
+* HC456 (warning): the same for a command agent's program or script (`command: [python,
+  agent.py]`): every call of an isolated task would fail.
 
 Nothing here runs, and no git process starts, unless some task works in a worktree: lint
 stays fast for everyone else. git runs through runtime/worktree/gitcmd.py (never gitpython).
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 from ..diagnostics import Span
 from .argv import split_command
@@ -82,47 +87,82 @@ def _named_files(project: Project, task) -> list[tuple[str, str, Span]]:
             continue  # reported by check_accept_commands
         spans = task.value_spans.get(key) or []
         where = spans[i] if i < len(spans) else task.spans.get(key, task.span)
-        for word in argv[1:]:
-            if not word.startswith("-") and "/" not in word[:1] and ".." not in word.split("/") \
-                    and (project.root / word).is_file():
-                out.append((word, f"{key} command's file", where))
+        out += [(word, f"{key} command's file", where) for word in program_files(argv, project.root)]
     return out
 
 
-def _check_uncommitted(project: Project, tasks: list, repo) -> None:
+def program_files(argv: list[str], root: Path, first: bool = True) -> list[str]:
+    """The words of `argv` naming a file of the project by a relative path (its program
+    too with `first`, when it is a path: `./agent.sh`; a bare name is looked up on PATH)."""
+    words = argv if first and argv and "/" in argv[0] else argv[1:]
+    return [os.path.normpath(w) for w in words if not w.startswith("-") and "/" not in w[:1]
+            and ".." not in w.split("/") and (root / w).is_file()]
+
+
+def uncommitted(repo, paths: list[str]) -> dict[str, str] | None:
+    """Which of `paths` (project-relative) are untracked or ignored ("untracked") or differ
+    from the commit ("modified") in `repo` (runtime/worktree/repo.py's Repo); None when git
+    could not say."""
     from ..runtime.worktree import gitcmd
 
+    git, prefix = repo.git(), repo.prefix  # git runs at the repository's top
+    status: dict[str, str] = {}
+    try:
+        for i in range(0, len(paths), PATHS_PER_CALL):
+            out = git.run("status", "--porcelain", "-z", "--untracked-files=all", "--ignored=matching",
+                          "--", *(prefix + p for p in paths[i:i + PATHS_PER_CALL]),
+                          env={"GIT_LITERAL_PATHSPECS": "1"})
+            for entry in out.split("\0"):
+                if len(entry) > 3:
+                    status[entry[3:]] = entry[:2]
+    except gitcmd.GitFailed:
+        return None
+    return {p: "untracked" if status[prefix + p] in ("??", "!!") else "modified"
+            for p in paths if prefix + p in status}
+
+
+def _check_uncommitted(project: Project, tasks: list, repo) -> None:
     brought = set()
     if not project.config_unreadable:  # harness.yaml `worktrees:` brings these in
         wt = project.config.worktrees
         copies = getattr(wt, "copy_paths", None)  # the model's name; the lint view's is `copy`
         brought = {p.rstrip("/") for p in [*wt.link, *(wt.copy if copies is None else copies)]}
-    named = [(p, what, where, t) for t in tasks for p, what, where in _named_files(project, t)
-             if not any(p == b or p.startswith(b + "/") for b in brought)]
+    named = [(p, what, where, t.id) for t in tasks for p, what, where in _named_files(project, t)]
+    named += _agent_files(project)
+    named = [n for n in named if not any(n[0] == b or n[0].startswith(b + "/") for b in brought)]
     if not named:
         return
-    paths = sorted({p for p, *_ in named})
-    git = repo.git()
-    status: dict[str, str] = {}
-    try:
-        for i in range(0, len(paths), PATHS_PER_CALL):
-            out = git.run("status", "--porcelain", "-z", "--untracked-files=all", "--ignored=matching",
-                          "--", *paths[i:i + PATHS_PER_CALL], env={"GIT_LITERAL_PATHSPECS": "1"})
-            for entry in out.split("\0"):
-                if len(entry) > 3:
-                    status[entry[3:]] = entry[:2]
-    except gitcmd.GitFailed:
+    status = uncommitted(repo, sorted({p for p, *_ in named}))
+    if status is None:
         return  # git could not say: run will
-    prefix = repo.prefix
     seen = set()
-    for path, what, where, task in named:
-        code = status.get(prefix + path)
-        if code is None or (task.id, path) in seen:
+    for path, what, where, owner in named:
+        kind = status.get(path)
+        if kind is None or (owner, path) in seen:
             continue
-        seen.add((task.id, path))
-        kind = "untracked" if code in ("??", "!!") else "modified"
+        seen.add((owner, path))
+        hint = (f"commit it (`git add {path} && git commit`), or bring it into every worktree with "
+                f"harness.yaml `worktrees: {{link: [{path}]}}`")
+        if what == "agent":
+            project.diags.warning(
+                "HC456", f"command agent '{owner}' runs '{path}', which is {kind}: an isolated task's worktree "
+                         + ("will not have it, and every call there fails" if kind == "untracked"
+                            else "has the committed version"), where, hint)
+            continue
         project.diags.warning(
-            "HC418", f"{what} '{path}' of task '{task.id}' is {kind}: its worktree will "
-                     + ("not have it" if kind == "untracked" else "have the committed version"),
-            where, f"commit it (`git add {path} && git commit`), or bring it into every worktree with "
-                   f"harness.yaml `worktrees: {{link: [{path}]}}`")
+            "HC418", f"{what} '{path}' of task '{owner}' is {kind}: its worktree will "
+                     + ("not have it" if kind == "untracked" else "have the committed version"), where, hint)
+
+
+def _agent_files(project: Project) -> list[tuple[str, str, Span, str]]:
+    """(path, "agent", where, agent) for the project files the command agents' argv names."""
+    if project.config_unreadable:
+        return []
+    out = []
+    for name, config in project.config.agents.items():
+        command = getattr(config, "command", None)
+        if config.provider != "command" or not command:
+            continue
+        where = project.config_marks.key(("agents", name, "command"))
+        out += [(p, "agent", where, name) for p in program_files(list(command), project.root)]
+    return out

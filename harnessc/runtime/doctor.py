@@ -63,15 +63,17 @@ class Report:
     # that agent's own checks say so); `asked`: some agent of the plan asks for it
     sandbox: Check | None = None
     asked: bool = False
+    programs: dict[str, list[str]] = field(default_factory=dict)  # task -> its checks that cannot start
+    files: list[Check] = field(default_factory=list)  # a command agent's file isolated tasks lack
 
     @property
     def problems(self) -> int:
         return (sum(not c.ok for a in self.agents for c in a.checks) + sum(not c.ok for c in self.git)
-                + sum(not c.ok for c in self.executor))
+                + sum(not c.ok for c in self.executor) + sum(not c.ok for c in self.files))
 
     @property
     def ok(self) -> bool:
-        return not self.problems and not self.stranded
+        return not self.problems and not self.stranded and not self.programs
 
     def to_json(self) -> dict:
         return {"ok": self.ok,
@@ -80,7 +82,9 @@ class Report:
                 "git": [_check_json(c) for c in self.git],
                 "executor": [_check_json(c) for c in self.executor],
                 "sandbox": _check_json(self.sandbox) if self.sandbox else None,
-                "refused_tasks": self.stranded}
+                "refused_tasks": self.stranded,
+                "missing_programs": self.programs,
+                "worktree_files": [_check_json(c) for c in self.files]}
 
 
 def _check_json(c: Check) -> dict:
@@ -103,10 +107,47 @@ async def _diagnose(root: Path, plan: Plan, executor: ExecutorSettings | None = 
                                             [t for t, r in routes.items() if name in r])
                                      for name in names))
     git = await _git_checks(root) if any(n.git == "commit" for n in todo) else []
-    stranded = check_run(plan, router, [n.id for n in todo], Usability(plan.agents, workspace)).stranded
+    checked = check_run(plan, router, [n.id for n in todo], Usability(plan.agents, workspace))
     cluster = await _executor_checks(executor, plan) if executor is not None else []
     asked = any(getattr(config, "sandbox", False) for config in plan.agents.values())
-    return Report(list(reports), git, stranded, cluster, sandbox_check(), asked)
+    files = _worktree_files(root, plan, [n for n in todo if _isolated(n, executor)], routes)
+    return Report(list(reports), git, checked.stranded, cluster, sandbox_check(), asked, checked.programs, files)
+
+
+def _isolated(node, executor: ExecutorSettings | None) -> bool:
+    """Whether the task's attempts work in a worktree (or a Ray worker's checkout)."""
+    several = bool(node.approaches and (node.approaches.n > 1 or node.approaches.score))
+    return executor is not None or node.isolation == "worktree" or several
+
+
+def _worktree_files(root: Path, plan: Plan, isolated: list, routes: dict[str, list[str]]) -> list[Check]:
+    """The files of the project a command agent of an isolated task runs (`python agent.py`)
+    that a worktree will not have (untracked) or has another version of (modified)."""
+    from ..compiler.gitcheck import program_files, uncommitted
+    from .worktree.repo import IsolationError, open_repo
+
+    agents = sorted({a for n in isolated for a in routes.get(n.id, [])})
+    brought = [p.rstrip("/") for key in ("link", "copy") for p in (plan.worktrees or {}).get(key) or []]
+    named: dict[str, list[str]] = {}
+    for name in agents:
+        config = plan.agents.get(name)
+        if config is None or config.provider != "command" or not getattr(config, "command", None):
+            continue
+        for path in program_files(list(config.command), root):
+            if not any(path == b or path.startswith(b + "/") for b in brought):
+                named.setdefault(path, []).append(name)
+    if not named:
+        return []
+    try:
+        repo = open_repo(root)
+    except IsolationError:
+        return []  # run says why it cannot isolate
+    status = uncommitted(repo, sorted(named)) or {}
+    return [Check("worktree", False, f"agent {', '.join(named[p])} runs '{p}', which is {kind}: an isolated "
+                  "task's worktree " + ("will not have it, and every call there fails" if kind == "untracked"
+                                        else "has the committed version")
+                  + f" (commit it, or list it under harness.yaml `worktrees: link`)")
+            for p, kind in sorted(status.items())]
 
 
 def sandbox_check() -> Check:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from .. import providers
+from ..compiler.argv import split_command
 from ..providers import AgentConfig, ProgramConfig, ReplayConfig
 from ..planfile import Plan, PlanNode
 from ..workspace import Workspace
@@ -168,10 +169,11 @@ class RunCheck:
 
     stranded: dict[str, list[str]] = field(default_factory=dict)  # task -> its route: nothing usable
     passed_over: dict[str, dict[str, str]] = field(default_factory=dict)  # agent -> {task: why}
+    programs: dict[str, list[str]] = field(default_factory=dict)  # task -> its checks that cannot start
 
     @property
     def refused(self) -> bool:
-        return bool(self.stranded)
+        return bool(self.stranded or self.programs)
 
     def problem_lines(self) -> list[str]:
         """One line per problem behind a refusal: an agent and why, with the tasks it strands."""
@@ -184,6 +186,8 @@ class RunCheck:
         for (agent, why), tasks in lines.items():
             only = "the only agent" if all(len(self.stranded[t]) == 1 for t in tasks) else "no other usable agent"
             out.append(f"agent '{agent}' cannot be used: {why} ({only} of {_task_list(tasks)})")
+        out += [f"task '{task}': {why} (every attempt would fail its check: install it or fix the command)"
+                for task, whys in self.programs.items() for why in whys]
         return out
 
     def warning(self) -> str | None:
@@ -219,7 +223,28 @@ def check_run(plan: Plan, router: Router, tasks: Iterable[str], usability: Usabi
                 result.passed_over.setdefault(agent, {})[tid] = why
         if not usable:
             result.stranded[tid] = route
+        missing = missing_programs(nodes[tid])
+        if missing:
+            result.programs[tid] = missing
     return result
+
+
+def missing_programs(node: PlanNode) -> list[str]:
+    """The task's accept and score commands whose program is a bare name not on PATH
+    (`pytset`): each would fail every attempt, after the agent's call. A program named by
+    a path (`./check.sh`) is not looked for: an earlier task may make it."""
+    commands = [("accept", c) for c in node.accept]
+    if node.approaches and node.approaches.score:
+        commands.append(("score", node.approaches.score))
+    out = []
+    for what, cmd in commands:
+        try:
+            argv = split_command(cmd.argv)
+        except ValueError:
+            continue  # lint says so (HC105)
+        if argv and "/" not in argv[0] and shutil.which(argv[0]) is None:
+            out.append(f"{what} command `{' '.join(argv)[:80]}` runs '{argv[0]}', which is not on PATH")
+    return list(dict.fromkeys(out))
 
 
 class Refused(Exception):
