@@ -254,12 +254,16 @@ def reset(ctx: Context, tasks, all_: bool, downstream: bool, breakers: bool) -> 
 @click.option("--keep", type=click.IntRange(min=0), default=10, show_default=True, metavar="N",
               help="How many of the newest run directories to keep.")
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+@click.option("--branches", is_flag=True,
+              help="Remove every integration branch harnessc/run/<id> of this project, merged or not.")
 @pass_ctx
-def clean(ctx: Context, keep: int, dry_run: bool) -> None:
+def clean(ctx: Context, keep: int, dry_run: bool, branches: bool) -> None:
     """Remove old .harness/runs/<run-id>/ directories, keeping the newest N (never the run in progress),
-    and stale .harness/loop/<task>.index files of earlier versions."""
+    stale .harness/loop/<task>.index files of earlier versions, and the integration branches
+    harnessc/run/<id> your branch already holds (--branches: all of them)."""
     from ..runtime.store.clean import prune, remove_stale_indexes
     from ..runtime.worktree.isolation import clean_leftovers
+    from ..runtime.worktree.runbranches import clean_branches
     from ..runtime.store.state import StateError
     from ..workspace import Workspace, WorkspaceError
 
@@ -268,10 +272,19 @@ def clean(ctx: Context, keep: int, dry_run: bool) -> None:
         result = prune(workspace, keep, dry_run)
         indexes = remove_stale_indexes(workspace, dry_run)
         leftovers = clean_leftovers(workspace.root, dry_run)
+        integration = clean_branches(workspace.root, branches, dry_run)
     except (WorkspaceError, StateError) as e:
         fail_usage(str(e))
     for name in leftovers:
         click.echo(f"{'would remove' if dry_run else 'removed'} {name} (left by a run that stopped)")
+    for name in integration.removed:
+        click.echo(f"{'would remove' if dry_run else 'removed'} branch {name}"
+                   + (" (merged into your branch)" if not branches else ""))
+    if integration.kept:
+        click.echo(f"kept {plural(len(integration.kept), 'integration branch', 'integration branches')} your branch does not hold: "
+                   f"{', '.join(integration.kept)} (`git merge <branch>` takes its work; "
+                   "`harnessc clean --branches` removes them)")
+    leftovers = leftovers + integration.removed
     for link in result.links:
         click.echo(f"warning: left .harness/runs/{link} alone: a symbolic link, not a run directory", err=True)
     for name in indexes:
