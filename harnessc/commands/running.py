@@ -113,8 +113,12 @@ def _execute(root: Path, plan: dict, opts, detached_fd: int | None = None) -> No
     except Refused as e:  # nothing was called or charged
         for line in e.lines:
             click.echo(visible(f"harnessc: error: {line}"), err=True)
-        click.echo("  hint: nothing was run; fix these agents or choose others with --agent/--agents "
-                   "(`harnessc doctor` checks every agent)", err=True)
+        if any("cannot be used" in line for line in e.lines):
+            click.echo("  hint: nothing was run; fix these agents or choose others with --agent/--agents "
+                       "(`harnessc doctor` checks every agent)", err=True)
+        else:  # only checks that cannot start
+            click.echo("  hint: nothing was run; fix the commands, or leave the tasks out with --exclude "
+                       "(`harnessc lint` points at them)", err=True)
         sys.exit(Exit.USAGE)
     except StateError as e:
         log.line(f"harnessc: error: {e}")
