@@ -131,6 +131,7 @@ def check_accept_programs(project: Project) -> None:
     (`pytset`) fails every attempt, after the agent's call. `run` refuses such a task."""
     import shutil
 
+    missing: dict[str, str | None] = {}  # program -> its hint, None when found (one lookup each)
     for task in project.tasks:
         if task.done:
             continue
@@ -142,13 +143,18 @@ def check_accept_programs(project: Project) -> None:
                 argv = split_command(cmd)
             except ValueError:
                 continue  # HC105
-            if argv and "/" not in argv[0] and shutil.which(argv[0]) is None:
-                mean = did_you_mean(argv[0], _programs_like(argv[0]))
+            if not argv or "/" in argv[0]:
+                continue
+            program = argv[0]
+            if program not in missing:
+                mean = None if shutil.which(program) else did_you_mean(program, _programs_like(program)) or ""
+                missing[program] = None if mean is None else \
+                    f"install '{program}', or correct the command" + (f" ({mean})" if mean else "")
+            if missing[program] is not None:
                 project.diags.warning(
-                    "HC455", f"{key} command of task '{task.id}' runs '{argv[0]}', which is not on PATH: "
+                    "HC455", f"{key} command of task '{task.id}' runs '{program}', which is not on PATH: "
                              "every attempt would fail its check (`harnessc run` refuses the task)",
-                    _value_span(task, key, i),
-                    f"install '{argv[0]}', or correct the command" + (f" ({mean})" if mean else ""))
+                    _value_span(task, key, i), missing[program])
 
 
 def _programs_like(name: str) -> list[str]:

@@ -13,6 +13,7 @@ unusable agents over (`Router.unusable`) and the run says so in one warning line
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
@@ -242,9 +243,14 @@ def missing_programs(node: PlanNode) -> list[str]:
             argv = split_command(cmd.argv)
         except ValueError:
             continue  # lint says so (HC105)
-        if argv and "/" not in argv[0] and shutil.which(argv[0]) is None:
+        if argv and "/" not in argv[0] and not _on_path(argv[0], os.environ.get("PATH", os.defpath)):
             out.append(f"{what} command `{' '.join(argv)[:80]}` runs '{argv[0]}', which is not on PATH")
     return list(dict.fromkeys(out))
+
+
+@functools.lru_cache(maxsize=256)
+def _on_path(program: str, path: str) -> bool:
+    return shutil.which(program, path=path) is not None
 
 
 class Refused(Exception):

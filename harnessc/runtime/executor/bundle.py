@@ -6,8 +6,8 @@
   fetched into one, a `clone_url` is cloned once and fetched from; an attempt's checkout is
   a `--shared` clone of it at the base commit, with the change so far applied.
 * A change is `git diff --binary` from the base commit to the checkout's files, untracked
-  ones included (ignored ones and the built-in list of worktree/neverlands.py not): file modes and binary files survive; `apply_change`
-  puts one in a driver worktree.
+  ones included (ignored ones and the built-in list of worktree/neverlands.py not): file
+  modes and binary files survive; `apply_change` puts one in a driver worktree.
 
 Imports nothing but the standard library (and neverlands.py): remote.py runs it on workers.
 """
