@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import gitcmd
 from .landing import BRANCH_PREFIX, INTEGRATION_KEY
+from .repo import find
 
 
 @dataclass
@@ -44,8 +45,8 @@ def clean_branches(root: Path, everything: bool = False, dry_run: bool = False) 
             busy.add(json.loads(record or "{}").get("branch") or "")
         except (ValueError, AttributeError):
             pass
-    git = gitcmd.Git(root)
     try:
+        git = find(Path(root)).git()  # the repository's git directory named, its config only
         listed = git.run("for-each-ref", "--format=%(objectname) %(refname)", BRANCH_PREFIX, worktree=False)
         merged = set(git.run("for-each-ref", "--merged=HEAD", "--format=%(refname)", BRANCH_PREFIX,
                              worktree=False).split())
