@@ -146,7 +146,7 @@ def _worktree_files(root: Path, plan: Plan, isolated: list, routes: dict[str, li
     return [Check("worktree", False, f"agent {', '.join(named[p])} runs '{p}', which is {kind}: an isolated "
                   "task's worktree " + ("will not have it, and every call there fails" if kind == "untracked"
                                         else "has the committed version")
-                  + f" (commit it, or list it under harness.yaml `worktrees: link`)")
+                  + " (commit it, or list it under harness.yaml `worktrees: link`)")
             for p, kind in sorted(status.items())]
 
 

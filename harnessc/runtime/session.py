@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import sqlite3
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .. import nogc, providers
 from ..workspace import Workspace, storage_reason
@@ -16,6 +16,9 @@ from .observe import telemetry
 from .store.lock import RunLock
 from .scheduler import RunOptions, RunResult, Runner, new_run_id, write_results
 from .store.state import StateError, StateStore
+
+if TYPE_CHECKING:  # an annotation only (plan.json's typed contract)
+    from ..planfile import Plan
 
 
 def keep_max_cost(store: StateStore, opts: RunOptions, recovered: dict) -> RunOptions:
