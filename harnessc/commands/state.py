@@ -364,13 +364,13 @@ def _report(ctx: Context, run_id: str | None, out: str | None, fmt: str) -> None
             click.echo(runreport.render(root, run_id, fmt), nl=False)
             return
         path = runreport.write(root, run_id, Path(out) if out else None, fmt)
-    except runreport.MissingLibrary as e:
-        fail_usage(str(e))
     except (runreport.ReportError, StateError, WorkspaceError) as e:
         fail_usage(str(e))
     except OSError as e:
         fail_usage(f"cannot write {out}: {e.strerror or e}")
     click.echo(f"report: {project_relative(root, path)}")
+    if fmt == "html" and not runreport.charts_available():
+        click.echo(f"note: the page has no charts; they need matplotlib: {runreport.INSTALL}", err=True)
 
 
 @click.command()

@@ -15,7 +15,18 @@ from ..workspace import Workspace
 from .charts import INSTALL, MissingLibrary
 from .data import ReportError, collect, redact
 
-__all__ = ["INSTALL", "MissingLibrary", "ReportError", "default_path", "render", "write"]
+__all__ = ["INSTALL", "MissingLibrary", "ReportError", "charts_available", "default_path", "render", "write"]
+
+
+def charts_available() -> bool:
+    """Whether the chart library (the `report` extra) can be imported."""
+    from . import charts
+
+    try:
+        charts.require()
+    except MissingLibrary:
+        return False
+    return True
 
 
 def default_path(root: Path, run_id: str, fmt: str = "html") -> Path:

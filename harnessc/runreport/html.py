@@ -21,18 +21,25 @@ MIN_SHARE = 160
 
 
 def render(report: dict[str, Any]) -> str:
-    """The HTML text; charts.MissingLibrary when matplotlib is not installed."""
-    charts.require()
-    colors = charts.agent_colors(list(report["agents"]))
-    drawn = {"dag": charts.dag(report), "timeline": charts.timeline(report, colors),
-             "spending": charts.spending(report, colors)}
+    """The HTML text; without matplotlib (the `report` extra) the page has every table and a
+    line saying how to get the charts."""
+    try:
+        charts.require()
+    except charts.MissingLibrary:
+        drawn: dict[str, str | None] = {}
+        charts_note = f"The charts are left out: they need matplotlib ({charts.INSTALL})."
+    else:
+        colors = charts.agent_colors(list(report["agents"]))
+        drawn = {"dag": charts.dag(report), "timeline": charts.timeline(report, colors),
+                 "spending": charts.spending(report, colors)}
+        charts_note = None
     from jinja2 import Environment
 
     env = Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
     env.filters["text"] = _pre_text
     template = env.from_string(read_text("templates", "report.html.j2"))
     return template.render(
-        run=report["run"], project=report["project"], charts=drawn, alerts=report["alerts"],
+        run=report["run"], project=report["project"], charts=drawn, charts_note=charts_note, alerts=report["alerts"],
         tasks=_task_views(report["tasks"]), counts=state_counts(report["tasks"]),
         generated_at=report["generated_at"], state_class=state_class,
         state_colors=list(charts.STATE_COLORS.items()), dark_states=charts.DARK_STATES,
