@@ -20,8 +20,11 @@ pytest.importorskip("openai")
 from .fakeapi import Reply, ThreadedFakeAPI  # noqa: E402
 from .helpers import CLI, SIMPLE_CONTRACT, env, harnessc, node, write_project  # noqa: E402
 
-# The most keep-alive events or bytes a cut call may have let through: max_time 3s at one
-# every 0.5s is 6; what the server sends while the run winds down is a few more. Unbounded
+# The task's max_time: long enough that the SDK's import and the run's start (seconds on a
+# loaded machine) leave the request time to reach the server, which counts its ticks.
+MAX_TIME = 8
+# The most keep-alive events or bytes a cut call may have let through: max_time 8s at one
+# every 0.5s is 16; what the server sends while the run winds down is a few more. Unbounded
 # before the fix (the run went on as long as the server did).
 MOST_TICKS = 40
 
@@ -59,13 +62,13 @@ def test_a_slow_server_is_cut_at_the_tasks_max_time(tmp_path, provider, stream, 
     e = _env()
     with ThreadedFakeAPI() as api:
         api.push(Reply(fault=fault, text='{"title": "' + "x" * 400 + '", "score": 1}'))
-        _project(tmp_path, api, provider, stream, max_time=3)
+        _project(tmp_path, api, provider, stream, max_time=MAX_TIME)
         r = harnessc(tmp_path, "run", env=e, timeout=90)
         ticks, requests = api.ticks, api.count
     assert r.returncode == 1, r.stdout + r.stderr
     assert 0 < ticks <= MOST_TICKS and requests == 1
     task = _task(tmp_path, e)
-    assert task["state"] == "failed" and task["error"].startswith("max_time (3s) reached; 1 call failed without an answer (timeout)"), task
+    assert task["state"] == "failed" and task["error"].startswith(f"max_time ({MAX_TIME}s) reached; 1 call failed without an answer (timeout)"), task
     [attempt] = _attempts(tmp_path)
     assert attempt["status"] == "error"
     assert "the call was cut after" in attempt["errors"] and "max_time" in attempt["errors"]
