@@ -374,15 +374,21 @@ class Isolation:
                 merged = True
                 if (tampered := await self._tampered(attempt)) is not None:  # while its checks ran again
                     return tampered
-            self._record(node.id, {"state": "pending", "since": tip, "branch": integ.branch,
-                                   "output": output, "fingerprint": node.fingerprint})
-            if not await asyncio.to_thread(self._advance, integ, new, tip):
-                self.store.meta_set(LANDING_KEY + node.id, None)
-                raise IsolationError(f"the integration branch {integ.name} moved under the run",
-                                     "do not move harnessc/run/* branches while a run lands on them")
-            paths = await asyncio.to_thread(landing.changed, tip, new)
-            self.store.event("landed", node.id, sha=new, merged=merged, branch=integ.name, paths=paths[:200])
-            return Landed(new, merged, paths)
+            return await self._move(node.id, new, tip, merged, output, node.fingerprint)
+
+    async def _move(self, tid: str, new: str, tip: str, merged: bool, output: Any, fingerprint: str | None) -> Landed:
+        """Move the integration branch from `tip` to `new` (under the landing lock): the
+        landing recorded pending first, so a run killed in between finds it (_recover_landings)."""
+        integ, landing = self.integration, self.landing
+        self._record(tid, {"state": "pending", "since": tip, "branch": integ.branch,
+                           "output": output, "fingerprint": fingerprint})
+        if not await asyncio.to_thread(self._advance, integ, new, tip):
+            self.store.meta_set(LANDING_KEY + tid, None)
+            raise IsolationError(f"the integration branch {integ.name} moved under the run",
+                                 "do not move harnessc/run/* branches while a run lands on them")
+        paths = await asyncio.to_thread(landing.changed, tip, new)
+        self.store.event("landed", tid, sha=new, merged=merged, branch=integ.name, paths=paths[:200])
+        return Landed(new, merged, paths)
 
     async def _tampered(self, attempt: Attempt) -> Tampered | None:
         if self.tripwire is None:
@@ -444,16 +450,9 @@ class Isolation:
                 if new is None:
                     return Conflict(paths, "merge", tip, others=await asyncio.to_thread(landing.subjects, base, tip))
                 merged = True
-            self._record(node.id, {"state": "pending", "since": tip, "branch": integ.branch,
-                                   "output": rec.get("output"), "fingerprint": rec.get("fingerprint")})
-            if not await asyncio.to_thread(self._advance, integ, new, tip):
-                self.store.meta_set(LANDING_KEY + node.id, None)
-                raise IsolationError(f"the integration branch {integ.name} moved under the run",
-                                     "do not move harnessc/run/* branches while a run lands on them")
-            paths = await asyncio.to_thread(landing.changed, tip, new)
-            self.store.event("landed", node.id, sha=new, merged=merged, branch=integ.name, paths=paths[:200])
+            landed = await self._move(node.id, new, tip, merged, rec.get("output"), rec.get("fingerprint"))
             self.blocked_refs.pop(node.id, None)
-            return Landed(new, merged, paths)
+            return landed
 
     async def close(self, node: PlanNode, outcome: str, k: int = 1) -> None:
         """The task (its approach `k`) ended: its worktree goes (kept with --keep-worktrees
