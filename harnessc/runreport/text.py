@@ -17,12 +17,11 @@ from typing import Any
 
 from ..textsafe import visible
 
-_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 _BACKTICKS = re.compile("`+")
 
 
 def shown(text: Any) -> str:
-    return _BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", visible(text))
+    return visible(text)  # textsafe shows control and bidi characters alike
 
 
 def _fence(text: str, least: int) -> str:
