@@ -11,7 +11,8 @@ from .. import completion
 from ..exitcodes import Exit
 from ..textsafe import json_text, visible
 from ..wording import plural
-from .common import Context, echo_visible, fail_usage, known_task_or_exit, output_option, pass_ctx, project_relative
+from .common import (Context, echo_visible, fail_usage, known_task_or_exit, output_option, pass_ctx,
+                     where_from_here)
 
 
 @click.command()
@@ -368,7 +369,7 @@ def _report(ctx: Context, run_id: str | None, out: str | None, fmt: str) -> None
         fail_usage(str(e))
     except OSError as e:
         fail_usage(f"cannot write {out}: {e.strerror or e}")
-    click.echo(f"report: {project_relative(root, path)}")
+    click.echo(f"report: {where_from_here(path)}")  # opens from where it was typed (-C DIR)
     if fmt == "html" and not runreport.charts_available():
         click.echo(f"note: the page has no charts; they need matplotlib: {runreport.INSTALL}", err=True)
 
@@ -600,8 +601,6 @@ def _attempt_lines(a: dict, total: int, events: bool = True) -> list[str]:
 def show(ctx: Context, task: str, output: str) -> None:
     """TASK's result: its verified output (JSON, or the answer's text) and what verified it;
     a degraded task's fallback output and the fields filled from the contract."""
-    import json as jsonlib
-
     from ..diagnostics import did_you_mean
     from ..runtime.observe import report
     from ..runtime.store.outputs import text
