@@ -46,7 +46,8 @@ from .routing.throttle import Throttle
 from .agents.cassettes import Cassettes
 from .approaches import Approaches
 from .explore import explore_from
-from .iteration import TaskRun
+from .iteration import TaskRun, conflict_text
+from .approval import approval_recheck
 from .preflight import RunCheck, config_of
 from .routing.tasklimits import CLOCK_EVERY
 from .routing.router import Router
@@ -630,10 +631,14 @@ class Runner:
                     self.store.event("review_rejected", tid, why=why, message=f"{tid}: rejected in review: {why}")
                 done[tid] = "pending"
                 continue
-            result = await self.isolation.approve(node) if tid in self.isolation.held() else None
+            result = (await self.isolation.approve(node, approval_recheck(self.plan, self.store, self.baselines,
+                                                                           self.isolation, node))
+                      if tid in self.isolation.held() else None)
             if result is not None and not isinstance(result, Landed):
-                error = (f"approved, but its change no longer merges ({', '.join(result.paths[:5])}); it is kept at "
-                         f"{self.isolation.blocked_refs.get(tid, '')}: merge it by hand, or `harnessc retry {tid}`")
+                error = (f"approved, but {conflict_text(result)}"
+                         + (f": {'; '.join(result.errors[:3])}" if result.errors else "")
+                         + f"; it is kept at {self.isolation.blocked_refs.get(tid, '')}: merge it by hand, "
+                         f"or `harnessc retry {tid}`")
                 self.isolation._record(tid, {"state": "blocked", "ref": self.isolation.blocked_refs.get(tid, ""),
                                              "branch": self.isolation.integration.branch})
                 with self.store.tx():

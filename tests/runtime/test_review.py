@@ -32,11 +32,11 @@ print("done <promise>DONE</promise>")
 """
 
 
-def project(root, tasks, review=(), hold=(), concurrency=2):
+def project(root, tasks, review=(), hold=(), concurrency=2, **extra):
     """A git project whose tasks all run isolated on the agent above; `review`: the tasks
-    with `review: true`."""
+    with `review: true`; `extra`: task -> more of its plan fields."""
     bot = {"routing": {"agent": "bot"}, "completion_promise": "DONE", "isolation": "worktree"}
-    nodes = [node(t, depends_on=list(deps), **bot, **({"review": True} if t in review else {}))
+    nodes = [node(t, depends_on=list(deps), **bot, **({"review": True} if t in review else {}), **extra.get(t, {}))
              for t, deps in tasks.items()]
     write_project(root, nodes, agents={"bot": {"provider": "command", "command": [PY, str(root / "agent.py"),
                                                                                   str(root / "agent.cfg")]}},
@@ -269,3 +269,22 @@ def test_in_the_shared_tree_review_only_holds_the_dependents(tmp_path):
     assert harnessc(root, "approve", "a").returncode == 0
     assert run(root).returncode == 0
     assert states(root) == {"a": "succeeded", "b": "succeeded"}
+
+
+def test_an_approved_change_whose_base_moved_is_checked_again_on_the_merged_tree(tmp_path):
+    """a waits for review; c lands meanwhile and makes a's check fail on the merged tree (it
+    passed on a's own base): approving a blocks it with the check's failure, nothing lands."""
+    root = tmp_path / "p"
+    no_c = [{"id": "no-c", "argv": [PY, "-c", "import os, sys; sys.exit(os.path.exists('out/c.txt'))"],
+             "timeout": 60}]
+    project(root, {"a": [], "c": []}, review={"a"}, a={"accept": no_c})
+    assert run(root, "-s", "a").returncode == 3
+    assert run(root, "-s", "c").returncode == 0
+    assert landed(root) == ["harnessc: c: Task c"]
+    assert harnessc(root, "approve", "a").returncode == 0
+    res = run(root)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert states(root) == {"a": "blocked", "c": "succeeded"}
+    assert landed(root) == ["harnessc: c: Task c"]  # a's change did not land
+    shown = harnessc(root, "show", "a")
+    assert "its checks fail on the integration branch merged with its change" in shown.stdout + shown.stderr

@@ -432,9 +432,11 @@ class Isolation:
         """Task -> its review record, for the tasks whose change waits for review."""
         return dict(self._kept_records(("review",)))
 
-    async def approve(self, node: PlanNode) -> Landed | Conflict:
+    async def approve(self, node: PlanNode,
+                      recheck: Callable[[Path], Awaitable[list[str]]] | None = None) -> Landed | Conflict:
         """Land an approved change kept for review on the integration branch (merged when the
-        branch moved since its base; a conflict is returned, nothing lands)."""
+        branch moved since its base, and `recheck`ed on the merged tree in a fresh checkout,
+        as `land` does; a conflict is returned, nothing lands)."""
         rec = self.held().get(node.id) or {}
         async with self._lock:
             await self._check()  # the shared git directory, as before any landing (tripwire.py)
@@ -447,8 +449,16 @@ class Isolation:
             new, merged = change, False
             if tip != base:
                 new, paths = await asyncio.to_thread(landing.merge, tip, change, base)
+                others = await asyncio.to_thread(landing.subjects, base, tip)
                 if new is None:
-                    return Conflict(paths, "merge", tip, others=await asyncio.to_thread(landing.subjects, base, tip))
+                    return Conflict(paths, "merge", tip, others=others)
+                if recheck is not None:
+                    async with self.checkout(new) as workdir:
+                        errors = await recheck(workdir)
+                    if errors:
+                        mine = set(await asyncio.to_thread(landing.changed, base, change))
+                        theirs = set(await asyncio.to_thread(landing.changed, base, tip))
+                        return Conflict(sorted(mine & theirs) or sorted(mine), "checks", tip, errors, others)
                 merged = True
             landed = await self._move(node.id, new, tip, merged, rec.get("output"), rec.get("fingerprint"))
             self.blocked_refs.pop(node.id, None)
@@ -487,7 +497,8 @@ class Isolation:
     @asynccontextmanager
     async def checkout(self, base: str):
         """A fresh worktree at commit `base`, removed after: its project directory (to measure
-        `min_passed: base`, baseline.py). Worktree 0-<k>: plan indexes start at 1."""
+        `min_passed: base`, baseline.py; to check an approved change merged, approval.py).
+        Worktree 0-<k>: plan indexes start at 1."""
         k = next(self._checkouts)
         await self._check()  # before each new checkout
         attempt = await asyncio.to_thread(self._create, 0, k, base)
