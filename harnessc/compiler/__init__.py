@@ -86,10 +86,21 @@ def lint_project(root: Path, diags: Diagnostics | None = None, ignore: Iterable[
     project = Project(root=Path(root), diags=diags or Diagnostics())
     with no_cyclic_gc():
         _run(project, CHECK_PASSES)
-        if project.roadmap is not None and project.config.templates and not project.diags.has_errors():
+        if project.roadmap is not None and _needs_plan(project) and not project.diags.has_errors():
             _run(project, PLAN_PASSES)
     apply_ignores(project, ignore)
     return project
+
+
+def _needs_plan(project: Project) -> bool:
+    """Whether lint must build the plan in memory too: for user templates (rendered to be
+    checked) and task budgets (HC450 compares them with a call's estimate, made from the
+    rendered prompt and the routed agent's price). Others lint without it: lint stays light."""
+    config = project.config
+    if config is None:
+        return False
+    return bool(config.templates) or config.defaults.budget is not None or any(
+        t.budget is not None for t in project.tasks)
 
 
 def compile_project(root: Path, diags: Diagnostics | None = None, write_prompts: bool = False,
