@@ -1,21 +1,17 @@
 """The messages of harnessc's commits: a subject of one short line, and a message that reaches
-git through a file.
+git on its standard input.
 
 A task's title becomes a subject. A title that would make the subject longer than
 SUBJECT_LIMIT characters is cut there with an ellipsis, and the body holds it whole. A
 character a subject line cannot hold (textsafe.title_flaw's: a control character, a line
 separator; the lint refuses them, a hand-edited plan.json may still hold one) is shown as
-its escape. The message is written to a file for `git commit -F` / `git commit-tree -F`,
-never put in argv: one argument over 128 KiB (a 140,000-character title) is E2BIG, and
-the verified change would never land.
+its escape. The message goes to git's stdin (`git commit -F -` / `git commit-tree -F -`),
+never in argv: one argument over 128 KiB (a 140,000-character title) is E2BIG, and the
+verified change would never land; nor through a temporary file, which a run killed -9
+would leave behind.
 """
 
 from __future__ import annotations
-
-import contextlib
-import os
-import tempfile
-from typing import Iterator
 
 from ...textsafe import one_line
 
@@ -34,19 +30,9 @@ def headline(prefix: str, title: str) -> tuple[str, str]:
     return prefix + title[:room - 1].rstrip() + ELLIPSIS, f"Title: {title}\n\n"
 
 
-@contextlib.contextmanager
-def message_file(text: str) -> Iterator[str]:
-    """The path of a private temporary file holding `text` (UTF-8; the bytes of a message
-    git gave back as they were), removed afterwards."""
+def message_bytes(text: str) -> bytes:
+    """`text` as the bytes git is given (UTF-8; the bytes of a message git gave back as they were)."""
     try:
-        data = text.encode("utf-8", "surrogateescape")
+        return text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:  # a lone surrogate no bytes stand for
-        data = text.encode("utf-8", "replace")
-    fd, path = tempfile.mkstemp(prefix="harnessc-message-", suffix=".txt")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        yield path
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        return text.encode("utf-8", "replace")

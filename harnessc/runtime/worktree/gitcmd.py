@@ -160,23 +160,26 @@ class Git:
         return {str(d / name) for d in dirs for name in ("config", "config.worktree")}
 
     def run(self, *args: str, env: dict[str, str] | None = None, worktree: bool = True,
-            timeout: float = GIT_TIMEOUT, ok: tuple[int, ...] = (0,)) -> str:
+            timeout: float = GIT_TIMEOUT, ok: tuple[int, ...] = (0,), stdin: bytes | None = None) -> str:
         """The command's stdout (text); raises GitFailed (on an exit code not in `ok`).
         worktree: the command may read the working tree's files. Every command gets the
         drivers blanked all the same (a stat of the config files while they stay as they
         were): one that reads no file by name still runs a filter now and then (`diff
-        --cached` on an index entry it must check against its file)."""
-        out = self._run(args, self.env(env, drivers=True), timeout, ok)
+        --cached` on an index entry it must check against its file). `stdin`: bytes for the
+        command's standard input (else it has none)."""
+        out = self._run(args, self.env(env, drivers=True), timeout, ok, stdin)
         return out.decode("utf-8", "surrogateescape")
 
-    def _run(self, args: tuple[str, ...], env: dict[str, str], timeout: float, ok: tuple[int, ...] = (0,)) -> bytes:
+    def _run(self, args: tuple[str, ...], env: dict[str, str], timeout: float, ok: tuple[int, ...] = (0,),
+             stdin: bytes | None = None) -> bytes:
         try:
-            proc = subprocess.Popen(self.argv(*args), cwd=self.cwd, env=env, stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(self.argv(*args), cwd=self.cwd, env=env,
+                                    stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0)
         except OSError as e:
             raise GitFailed(args[0], None, f"could not start git: {e.strerror or e}") from None
         try:
-            out, err = proc.communicate(timeout=timeout)
+            out, err = proc.communicate(stdin, timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             proc.communicate()

@@ -25,7 +25,7 @@ from typing import Any
 
 from ...planfile import PlanNode
 from . import gitcmd
-from .commitmsg import headline, message_file
+from .commitmsg import headline, message_bytes
 from ..loop.files import OWN_COMMIT_PREFIX
 from ..store.state import StateStore
 
@@ -158,8 +158,8 @@ class GitCommits:
                 self.git.run("add", "--", *present)
             if gone:
                 self.git.run("rm", "--cached", "--quiet", "--ignore-unmatch", "--", *gone)
-            with message_file(message) as path:  # by file: a long title would be too long for argv
-                self.git.run("commit", "--no-verify", "--no-gpg-sign", "-F", path, "--", *paths)
+            self.git.run("commit", "--no-verify", "--no-gpg-sign", "-F", "-", "--", *paths,  # stdin: a long
+                         stdin=message_bytes(message))  # title would be too long for argv
             sha = self.repo.head.commit.hexsha
         except (gitcmd.GitFailed, OSError, ValueError) as e:
             return "git_commit_failed", {"message": str(e)[:500]}

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import gitcmd
-from .commitmsg import headline, message_file
+from .commitmsg import headline, message_bytes
 from .repo import Repo
 
 BRANCH_PREFIX = "refs/heads/harnessc/run/"
@@ -153,8 +153,8 @@ class Landing:
         if conflicted:
             return None, conflicted
         text = self.git.run("log", "-1", "--format=%B", change, worktree=False)
-        with message_file(text.rstrip("\n") + "\n") as path:  # by file: a message can be longer than argv allows
-            sha = self.git.run("commit-tree", tree, "-p", tip, "-F", path, worktree=False).strip()
+        sha = self.git.run("commit-tree", tree, "-p", tip, "-F", "-", worktree=False,  # stdin: a message can
+                           stdin=message_bytes(text.rstrip("\n") + "\n")).strip()  # be longer than argv allows
         return sha, []
 
     def changed(self, old: str, new: str) -> list[str]:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import gitcmd, neverlands
-from .commitmsg import message_file
+from .commitmsg import message_bytes
 from .gitops import LITERAL, PATH_CHUNK, secret_blobs
 from .repo import IsolationError, Repo
 
@@ -199,8 +199,8 @@ class Worktrees:
             tree = git.run("write-tree", worktree=False).strip()
         sha = None
         if changed:
-            with message_file(message) as path:
-                sha = git.run("commit-tree", tree, "-p", attempt.base, "-F", path, worktree=False).strip()
+            sha = git.run("commit-tree", tree, "-p", attempt.base, "-F", "-", worktree=False,
+                          stdin=message_bytes(message)).strip()
         # the checkout's HEAD at the commit (detached: a branch the agent checked out stays as it is)
         git.run("update-ref", "--no-deref", "-m", "harnessc: the attempt's change", "HEAD", sha or attempt.base,
                 worktree=False)
