@@ -85,7 +85,7 @@ def selectors(ctx: click.Context, param: click.Parameter, incomplete: str) -> li
 
 def agents(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     """--agent NAME and --agents A,B: harness.yaml's agents and the built-in rehearsal."""
-    from .compiler.vocab import BUILTIN_AGENT
+    from .vocab import BUILTIN_AGENT
 
     head, _, word = incomplete.rpartition(",")
     prefix = head + "," if head else ""

@@ -178,7 +178,7 @@ class Approaches(Record):
 
 @record
 class Protected(Record):
-    """A file, directory or glob the task's agent may not change (compiler/protect.py), and why."""
+    """A file, directory or glob the task's agent may not change (protectrules.py), and why."""
 
     path: str  # a glob, or a path a command names (a directory ends with '/')
     why: str  # "a spec file", "named in the accept command", "protect: in roadmap.md", ...

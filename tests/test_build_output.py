@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 
 from conftest import REPO
 from harnessc.compiler import build_project, compile_project, write_build
-from harnessc.compiler.argv import split_command
+from harnessc.argv import split_command
 from harnessc.compiler.planjson import plan_json
 from harnessc.estimates import estimate_tokens
 from harnessc.providers import agent_config

@@ -180,3 +180,16 @@ def test_runtime_top_level_stays_small():
     assert len(top) <= RUNTIME_TOP_MAX, (
         f"harnessc/runtime/ has {len(top)} modules at its top (at most {RUNTIME_TOP_MAX}): put new ones in "
         f"the package of their neighbourhood (loop/, routing/, store/, ...): {top}")
+
+
+DOORWAY = "harnessc.runtime.plan"  # the runtime's one way into the compiler
+
+
+def test_the_runtime_reaches_the_compiler_only_through_its_doorway():
+    """A runtime module needing the compiler asks runtime/plan.py (function-level imports
+    count): what both halves need (the spec's words, argv splitting, protect rules) lives
+    below them (vocab.py, argv.py, protectrules.py)."""
+    graph = dependency_graph()
+    leaks = sorted(f"{m} -> {dep}" for m, deps in graph.items() if m.startswith("harnessc.runtime")
+                   and m != DOORWAY for dep in deps if dep.startswith("harnessc.compiler"))
+    assert leaks == [], "runtime modules importing the compiler (go through runtime/plan.py):\n" + "\n".join(leaks)

@@ -1,4 +1,4 @@
-"""What a task's agent may not change (compiler/protect.py) and how plan.json says it."""
+"""What a task's agent may not change (protectrules.py) and how plan.json says it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harnessc.compiler.protect import command_paths, glob_problem, matches
+from harnessc.protectrules import command_paths, glob_problem, matches
 
 REPO = Path(__file__).resolve().parents[1]
 

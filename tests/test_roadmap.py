@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harnessc.compiler.vocab import LADDER_ENDS, MIN_RESOURCE, MUTATIONS, RAY_RESERVED_RESOURCES
+from harnessc.vocab import LADDER_ENDS, MIN_RESOURCE, MUTATIONS, RAY_RESERVED_RESOURCES
 from harnessc.compiler.ir import Complexity, FailureStrategy, Priority, Roadmap, Task, parse_duration
 from harnessc.compiler.roadmap import KEY_ALIASES, PROPERTY_KEYS, format_roadmap, parse_roadmap
 from harnessc.diagnostics import CompileError, Diagnostics, Span, render_text

@@ -393,7 +393,7 @@ def _doctor_lines(result) -> list[str]:
 
 
 def _duration_option(flag: str, text: str | None) -> float | None:
-    from ..compiler.vocab import parse_duration
+    from ..vocab import parse_duration
 
     if text is None:
         return None

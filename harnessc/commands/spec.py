@@ -210,7 +210,7 @@ def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
         common = list(project.plan.protect or ())
         for v in views:
             v["analysis"] = dict(nodes[v["id"]].analysis)
-            # what its agent may not change, and why (compiler/protect.py; allow_edit lifts per path)
+            # what its agent may not change, and why (protectrules.py; allow_edit lifts per path)
             v["protected"] = [dict(e) for e in (*common, *nodes[v["id"]].protect)]
         click.echo(json.dumps(views, indent=2))
         return

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from ..diagnostics import Span, closest, did_you_mean
 from . import contextentry, contextglob
-from .argv import split_command
+from ..argv import split_command
 from .project import Project
-from .vocab import BUILTIN_AGENT
+from ..vocab import BUILTIN_AGENT
 
 
 def _value_span(task, key: str, index: int = 0) -> Span:
@@ -233,11 +233,11 @@ def check_resources(project: Project) -> None:
 
 
 def check_protect(project: Project) -> None:
-    """`protect:`, `allow_edit:` and `write_scope:` (compiler/protect.py): every item a glob
+    """`protect:`, `allow_edit:` and `write_scope:` (protectrules.py): every item a glob
     inside the project (HC420, in roadmap.md and harness.yaml `defaults`); an allow_edit that
     lifts nothing (HC421) or names harnessc's own `.harness/`, which stays protected (HC422);
     a write_scope where nothing checks it, a task in the shared tree (HC423). Warnings but HC420."""
-    from . import protect
+    from .. import protectrules as protect
     from .tasks import approaches_of
 
     defaults = None if project.config_unreadable else project.config.defaults
@@ -742,7 +742,7 @@ def check_retry_kinds(project: Project) -> None:
     """A contract's `retry_on` / `dont_retry` name kinds of failure the runtime tells apart
     (HC451; a task's are read with the roadmap, roadmap.py)."""
     from .specview import raw
-    from .vocab import ERROR_KINDS
+    from ..vocab import ERROR_KINDS
 
     for name in sorted(project.contract_marks):
         contract = project.contracts.get(name)

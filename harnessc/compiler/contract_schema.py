@@ -23,7 +23,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .. import providers as _providers
-from .argv import split_command
+from ..argv import split_command
 from ..providers.subset import compact, is_strict  # noqa: F401  (is_strict: re-exported)
 
 if TYPE_CHECKING:  # the pydantic IR and plan.json's records: imported where built (lint stays light)

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 from ..diagnostics import Span
-from .argv import split_command
+from ..argv import split_command
 from .project import Project
 
 PATHS_PER_CALL = 500  # paths per `git status` (argv length)

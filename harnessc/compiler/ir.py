@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator
 
 from .tasks import Roadmap, Task  # noqa: F401  (re-exported: the IR in one place)
-from .vocab import (  # noqa: F401  (re-exported)
+from ..vocab import (  # noqa: F401  (re-exported)
     BUILTIN_AGENT, DELIVERABLE_TYPES, DURATION_PATTERN, ENV_NAME_PATTERN, LS_KEYS, PRIORITY_RANK, Complexity,
     DeliverableType, FailureStrategy, GitMode, IsolationMode, MAX_APPROACHES, NOTIFY_KINDS, Priority, parse_duration,
 )
@@ -341,7 +341,7 @@ class Defaults(_Spec):
     @field_validator("protect", "allow_edit", "write_scope")
     @classmethod
     def _globs(cls, patterns: list[str] | None) -> list[str] | None:
-        from .protect import glob_problem
+        from ..protectrules import glob_problem
 
         for p in patterns or ():
             if (why := glob_problem(p)) is not None:

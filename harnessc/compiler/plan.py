@@ -13,16 +13,16 @@ from ..planfile import (
     AcceptCommand, Analysis, Approaches, Assists, CountedAccept, ContextStaging, Estimate, Executor, Limits, NodeLoop, Plan, PlanNode,
     Protected, Retry, Routing,
 )
-from . import protect as protectmod
+from .. import protectrules as protectmod
 from .analysis import analyse, contract_size
 from .staging import choose_budget, stage
 from ..estimates import cost_usd, tokens_for_chars
 from .ir import LS_KEYS, BUILTIN_AGENT, AgentConfig, Contract, Task
 from .tasks import approaches_of
-from .argv import split_command
+from ..argv import split_command
 from .planjson import canonical, compact
 from .project import PLAN_VERSION, Project
-from .vocab import LADDER_ENDS, priority_rank
+from ..vocab import LADDER_ENDS, priority_rank
 
 SCHEMA_VERSION = 1
 OUTPUT_TOKENS_STRUCTURED = 600
@@ -265,7 +265,7 @@ def _defaults_entry(defaults) -> dict:
 
 def _protected(task: Task, accept: list, approaches: Approaches | None, common: list[protectmod.Entry],
                kind) -> list[Protected]:
-    """The task's own protected entries (compiler/protect.py): plan.json's `protect` holds the common ones."""
+    """The task's own protected entries (protectrules.py): plan.json's `protect` holds the common ones."""
     score = approaches.score.argv if approaches is not None and approaches.score is not None else None
     entries = protectmod.task_entries(task.protect, [a["argv"] for a in accept], score, None, common, kind)
     return [Protected(e.path, e.why, e.new) for e in entries] or _NONE

@@ -10,16 +10,13 @@ from typing import TYPE_CHECKING, Any
 from ..diagnostics import Diagnostics
 from .tasks import Roadmap
 from .yamlsafe import Marks
+from ..vocab import CONTRACTS, HARNESS, ROADMAP, SPEC_FILES  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     from .ir import Contract, HarnessConfig
     from .promptfiles import PromptFiles
     from .specview import SpecView
 
-ROADMAP = "roadmap.md"
-CONTRACTS = "contracts.yaml"
-HARNESS = "harness.yaml"
-SPEC_FILES = (ROADMAP, CONTRACTS, HARNESS)
 PLAN_VERSION = 1  # plan.json's format; the runtime refuses other versions
 
 

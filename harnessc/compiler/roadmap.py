@@ -27,7 +27,7 @@ from ..diagnostics import CompileError, Diagnostics, Fix, Span, closest, did_you
 from ..nogc import no_cyclic_gc
 from ..textsafe import char_name, title_flaw
 from .tasks import Roadmap, Task, TaskSource
-from .vocab import (
+from ..vocab import (
     ERROR_KINDS, START_LEVELS, LADDER_ENDS, MAX_APPROACHES, MIN_RESOURCE, MUTATIONS, RAY_RESERVED_RESOURCES, RUNGS, USD_FORMAT, Complexity, FailureStrategy, GitMode, IsolationMode,
     Priority, SelectMode, parse_duration, parse_usd,
 )

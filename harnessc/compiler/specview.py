@@ -15,7 +15,7 @@ from typing import Any
 
 from ..diagnostics import Diagnostics, Fix, Span, did_you_mean, sole_match
 from .jsonsubset import SchemaError, Validator, json_type, short_json
-from .vocab import DELIVERABLE_TYPES, DURATION_PATTERN, ENV_NAME_PATTERN, USD_FORMAT, is_usd_place, parse_duration
+from ..vocab import DELIVERABLE_TYPES, DURATION_PATTERN, ENV_NAME_PATTERN, USD_FORMAT, is_usd_place, parse_duration
 from .yamlsafe import Marks
 
 # Words people write for deliverable types, from JSON Schema, Python and TypeScript habits.

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Literal
 
 from ..diagnostics import Span
-from .vocab import Complexity, FailureStrategy, GitMode, IsolationMode, Priority, SelectMode
+from ..vocab import Complexity, FailureStrategy, GitMode, IsolationMode, Priority, SelectMode
 
 
 @dataclass(eq=True, slots=True)  # slots: 100k tasks in memory at once must stay small
@@ -51,7 +51,7 @@ class Task:
     retry_on: tuple[str, ...] = ()  # kinds of failure retried (vocab.ERROR_KINDS); (): every kind
     dont_retry: tuple[str, ...] = ()  # kinds of failure never retried: on_failure at once
     start_level: int | None = None  # the first retry's refinement level (1-3); None: 1
-    protect: tuple[str, ...] = ()  # globs the agent may not change (besides the defaults: compiler/protect.py)
+    protect: tuple[str, ...] = ()  # globs the agent may not change (besides the defaults: protectrules.py)
     allow_edit: tuple[str, ...] = ()  # globs lifting protection
     write_scope: tuple[str, ...] = ()  # globs: a change outside them is rejected; (): anywhere
     review: bool | None = None  # a person approves its verified result before it lands (None: the contract's)

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from ..compiler.tasks import Roadmap, Task
-from ..compiler.vocab import Priority
+from ..vocab import Priority
 from . import NotImportable, Imported, bounded_depth, goal_text, keep_known_dependencies, one_line, task_id
 
 PRIORITIES = {"high": Priority.high, "medium": Priority.normal, "low": Priority.low, "critical": Priority.critical}

@@ -123,7 +123,7 @@ def _isolated(node, executor: ExecutorSettings | None) -> bool:
 def _worktree_files(root: Path, plan: Plan, isolated: list, routes: dict[str, list[str]]) -> list[Check]:
     """The files of the project a command agent of an isolated task runs (`python agent.py`)
     that a worktree will not have (untracked) or has another version of (modified)."""
-    from ..compiler.gitcheck import program_files, uncommitted
+    from .plan import program_files, uncommitted
     from .worktree.repo import IsolationError, open_repo
 
     agents = sorted({a for n in isolated for a in routes.get(n.id, [])})
@@ -289,7 +289,7 @@ async def _executor_checks(settings: ExecutorSettings, plan: Plan) -> list[Check
 async def _address_check(address: str) -> Check:
     """The cluster's address answers: a TCP connect to the GCS port (HOST:PORT), the Ray
     Client port (ray://HOST:PORT, 10001 by default), or the cluster `auto` finds."""
-    from ..compiler.vocab import ray_address
+    from ..vocab import ray_address
 
     label = address
     try:

@@ -15,7 +15,9 @@ from ..compiler.prompts import (  # noqa: F401
     TemplateProblem, render_assist, render_memory, render_operator, render_prompt, render_prompt_parts,
     render_refinement, render_system,
 )
-from ..compiler.validate import extract_json, filled_text, template_output, validate_output  # noqa: F401
+from ..compiler.validate import (  # noqa: F401
+    Deadline, OutOfTime, extract_json, filled_text, template_output, validate_output,
+)
 from ..workspace import Workspace
 
 
@@ -41,10 +43,16 @@ def loop_settings(plan: planfile.Plan) -> SimpleNamespace:
     compiler.ir, imported only then: pydantic is not a run's cost)."""
     data = plan.loop or {}
     if data.keys() < LOOP_SECTIONS:
-        from ..compiler.ir import Loop
-
-        data = {**Loop().model_dump(mode="json"), **data}
+        data = {**loop_defaults(), **data}
     return json.loads(json.dumps(data), object_hook=lambda d: SimpleNamespace(**d))
+
+
+def loop_defaults() -> dict[str, Any]:
+    """harness.yaml `loop:` when it says nothing: every section's defaults (compiler.ir,
+    imported only now: pydantic is not a run's cost)."""
+    from ..compiler.ir import Loop
+
+    return Loop().model_dump(mode="json")
 
 
 def load_plan(root: Path) -> planfile.Plan:
@@ -112,7 +120,7 @@ def simulated_output(contract: planfile.Contract) -> dict:
 def partial_output(contract: planfile.Contract, data: Any) -> tuple[dict, list[dict]]:
     """The best output completed from defaults and examples, and what was filled:
     [{field, from, was}] (compiler.validate.fill_output)."""
-    from ..compiler.validate import Deadline, fill_output
+    from ..compiler.validate import fill_output
 
     return fill_output(contract, data, Deadline(PARTIAL_CHECK_SECONDS))
 
@@ -131,6 +139,39 @@ def select_ids(plan: planfile.Plan, selectors: list[str], exclude: list[str]) ->
         return select(plan.nodes, selectors, exclude)
     except SelectionError as e:
         raise PlanError(str(e), e.hint) from None
+
+
+def select_in(tasks: list[dict], selectors: list[str]) -> set[str]:
+    """The ids `selectors` choose among task records (plan nodes, or `linted_tasks`')."""
+    from ..compiler.select import select_ids as select
+
+    return select(tasks, selectors)
+
+
+def linted_tasks(root: Path) -> list[dict] | None:
+    """Each task as lint reads the roadmap (the plan's task fields), for when plan.json is
+    missing or stale; None when the roadmap has no task or cannot be read."""
+    from ..compiler import lint_project
+    from ..compiler.plan import task_view
+
+    project = lint_project(root)
+    if project.roadmap is not None and project.tasks:
+        return [task_view(t) for t in project.tasks]
+    return None
+
+
+def program_files(argv: list[str], root: Path, first: bool = True) -> list[str]:
+    """The words of `argv` naming a file of the project (compiler/gitcheck.py, as lint reads them)."""
+    from ..compiler.gitcheck import program_files as files
+
+    return files(argv, root, first)
+
+
+def uncommitted(repo, paths: list[str]) -> dict[str, str] | None:
+    """Which of `paths` are untracked or modified in `repo` (compiler/gitcheck.py, as lint says it)."""
+    from ..compiler.gitcheck import uncommitted as status
+
+    return status(repo, paths)
 
 
 def ensure_plan(root: Path, no_build: bool, say, diagnose=None) -> planfile.Plan:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from .. import providers
-from ..compiler.argv import split_command
+from ..argv import split_command
 from ..providers import AgentConfig, ProgramConfig, ReplayConfig
 from ..planfile import Plan, PlanNode
 from ..workspace import Workspace

@@ -1,7 +1,7 @@
 """Protected checks: an attempt that changed a file its agent may not change is rejected,
 the file is put back, and the checks run on the version they were written as.
 
-What is protected comes from plan.json (compiler/protect.py: the spec files, `.harness/`,
+What is protected comes from plan.json (protectrules.py: the spec files, `.harness/`,
 CI configuration, the files a task's accept and score commands name, `protect:`, less
 `allow_edit:`); `write_scope:` rejects a change outside its globs. Two guards:
 
@@ -32,7 +32,7 @@ import stat
 import threading
 from pathlib import Path
 
-from ..compiler import protect as rules
+from .. import protectrules as rules
 from ..planfile import Plan, PlanNode, Protected
 from ..workspace import Workspace, WorkspaceError, task_file_name
 from .loop.files import EXCLUDED, MAX_HASHED_BYTES

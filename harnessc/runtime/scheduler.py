@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import outcome as outcomes
-from ..compiler.vocab import priority_rank
+from ..vocab import priority_rank
 from ..outcome import RunOutcome
 from ..planfile import Plan, PlanNode
 from ..providers import AgentConfig

@@ -21,10 +21,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..compiler.argv import split_command
-from ..compiler.validate import Deadline, OutOfTime
+from ..argv import split_command
 from ..planfile import AcceptCommand, Contract, PlanNode
 from . import plan as planmod
+from .plan import Deadline, OutOfTime
 from . import testcounts
 from .children import procs
 from .loop.progress import SMALL_TEXT, passed_count

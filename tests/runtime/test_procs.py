@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from harnessc.compiler.argv import split_command
+from harnessc.argv import split_command
 from harnessc.runtime.children import procs, reaper
 
 PY = sys.executable

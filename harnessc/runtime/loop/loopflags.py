@@ -67,9 +67,9 @@ def apply(plan: Plan, preset: str | None, flags: dict[str, Any]) -> None:
     _over_tasks(plan, "progress_threshold" in flags, loop.get("recovery"))
     if loop:
         if plan.loop is None:  # a plan built before `loop:`: its defaults
-            from ...compiler.ir import Loop
+            from ..plan import loop_defaults
 
-            plan.loop = Loop().model_dump(mode="json")
+            plan.loop = loop_defaults()
         for section, values in loop.items():
             plan.loop[section] = {**(plan.loop.get(section) or {}), **values}
 

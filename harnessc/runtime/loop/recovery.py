@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...compiler.vocab import LADDER_ENDS, MUTATIONS, ladder_rungs
+from ...vocab import LADDER_ENDS, MUTATIONS, ladder_rungs
 from ...planfile import Plan, PlanNode
 
 __all__ = ["MUTATIONS", "Ladder", "Rung", "mutate", "resumed_text", "rungs_for", "switched"]

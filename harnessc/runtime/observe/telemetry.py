@@ -37,7 +37,7 @@ import threading
 import time
 from typing import Any
 
-from ...compiler.vocab import otlp_endpoint_problem
+from ...vocab import otlp_endpoint_problem
 from ..children.procs import REDACTED, forwarded_env, secret_forms
 
 FLUSH_TIMEOUT = 5.0  # seconds the end of a run waits for the collector; also each export's limit

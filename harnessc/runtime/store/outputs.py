@@ -110,7 +110,7 @@ def missing(workspace: Workspace, rows: dict[str, dict], files: set[str]) -> lis
 def text(rec: dict) -> str:
     """A result as `harnessc show` prints it: a head line, how it was verified (or why it was
     not), then the output JSON or the answer's text."""
-    from ...compiler.validate import filled_text
+    from ..plan import filled_text
 
     tid, state = rec["task"], rec["state"]
     title = f" ({rec['title']})" if rec.get("title") else ""

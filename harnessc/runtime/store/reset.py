@@ -19,21 +19,16 @@ def project_tasks(root: Path) -> list[dict] | None:
         plan = None
     if plan is not None and not planmod.stale_sources(plan, root):
         return plan["nodes"]
-    from ...compiler import lint_project
-    from ...compiler.plan import task_view
-
-    project = lint_project(root)
-    if project.roadmap is not None and project.tasks:
-        return [task_view(t) for t in project.tasks]
+    linted = planmod.linted_tasks(root)
+    if linted:
+        return linted
     return plan["nodes"] if plan is not None else None
 
 
 def downstream(tasks: list[dict], ids: list[str]) -> list[str]:
     """`ids` and every task that depends on one of them, transitively, in roadmap order."""
-    from ...compiler.select import select_ids
-
     known = {t["id"] for t in tasks}
-    chosen = select_ids(tasks, [f"{i}+" for i in ids if i in known]) | set(ids)
+    chosen = planmod.select_in(tasks, [f"{i}+" for i in ids if i in known]) | set(ids)
     return [t["id"] for t in tasks if t["id"] in chosen] + [i for i in ids if i not in known]
 
 

@@ -10,6 +10,11 @@ from enum import Enum
 from functools import lru_cache
 from typing import Any
 
+ROADMAP = "roadmap.md"
+CONTRACTS = "contracts.yaml"
+HARNESS = "harness.yaml"
+SPEC_FILES = (ROADMAP, CONTRACTS, HARNESS)  # the files a user writes
+
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 # The YAML schemas' form, at most 9 digits a part: "9" * 400 + "h" was inf seconds, which

@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
-from .project import SPEC_FILES
+from .vocab import SPEC_FILES
 
 HARNESS_DIR = ".harness/"
 CI_FILES = (".github/", ".ci/", ".pre-commit-config.yaml")
