@@ -70,7 +70,7 @@ def cli(ctx: click.Context, project: str | None) -> None:
 
 
 def main() -> None:
-    from .workspace import WorkspaceError
+    from .errors import HarnesscError
 
     try:
         # the completion variable is _HARNESSC_COMPLETE however harnessc was started (python -m)
@@ -89,8 +89,8 @@ def main() -> None:
         sys.exit(Exit.USAGE)
     except SystemExit:
         raise
-    except WorkspaceError as e:  # a link refused, a full disk, a read-only project
-        fail_usage(str(e))
+    except HarnesscError as e:  # errors.py: a damaged state.db, a link refused, a full disk, ...
+        fail_usage(e.message, e.hint)
     except KeyboardInterrupt:
         click.echo("harnessc: interrupted", err=True)
         sys.exit(Exit.STOPPED)

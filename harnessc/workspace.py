@@ -27,6 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+from .errors import HarnesscError
+
 HARNESS = ".harness"
 PROJECT_MARKERS = ("roadmap.md", "harness.yaml")  # a directory with either is a project
 _FILE_NAME_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # a task id (HC106) as a file name
@@ -56,7 +58,7 @@ def task_file_name(task_id: str) -> str:
     return "task-" + hashlib.sha256(task_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-class WorkspaceError(Exception):
+class WorkspaceError(HarnesscError):
     """A file operation in the project failed; the message names the path and the reason."""
 
 

@@ -17,7 +17,7 @@ from .common import Context, fail_usage, pass_ctx
 
 
 def _open(ctx: Context):
-    from ..runtime.store.state import NoState, StateError, StateStore
+    from ..runtime.store.state import NoState, StateStore
     from ..workspace import Workspace
 
     workspace = Workspace(ctx.root())
@@ -25,8 +25,6 @@ def _open(ctx: Context):
         return workspace, StateStore(workspace, create=False)
     except NoState:
         fail_usage("no run yet: nothing waits for review", "harnessc run")
-    except StateError as e:
-        fail_usage(str(e))
 
 
 def _held(store) -> dict[str, dict]:

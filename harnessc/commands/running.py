@@ -417,14 +417,10 @@ def _iterations_option(text: str | None) -> int | str | None:
 def _dry_run(root: Path, plan: dict, opts) -> NoReturn:
     from ..runtime.preview import preview
     from ..runtime.routing.router import Router
-    from ..runtime.store.state import StateError
 
-    try:
-        view = preview(root, plan, opts.select, opts.exclude, opts.rerun, opts.max_cost,
-                       Router(plan.agents, force=opts.agent, only=opts.agents),
-                       replaying=opts.cassettes == "replay")
-    except StateError as e:
-        fail_usage(str(e))
+    view = preview(root, plan, opts.select, opts.exclude, opts.rerun, opts.max_cost,
+                   Router(plan.agents, force=opts.agent, only=opts.agents),
+                   replaying=opts.cassettes == "replay")
     for line in view.lines():
         click.echo(visible(line))
     sys.exit(Exit.USAGE if view.check.refused else Exit.OK)  # the run would refuse to start
@@ -446,13 +442,9 @@ def retry(ctx: Context, tasks, jobs, max_cost, no_build, record, replay) -> None
     from ..diagnostics import did_you_mean
     from ..runtime.observe import report
     from ..runtime.scheduler import RunOptions
-    from ..runtime.store.state import StateError
 
     root = ctx.root()
-    try:
-        data = report.status(root)
-    except StateError as e:
-        fail_usage(str(e))
+    data = report.status(root)
     if data["run"] is None:
         fail_usage("nothing to retry: no run yet", hint="use `harnessc run`")
     if record and replay:

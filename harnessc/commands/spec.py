@@ -381,12 +381,9 @@ def explain(code: str | None, output: str) -> None:
 @click.option("--force", is_flag=True, help="Overwrite existing spec files.")
 def init(directory: str, force: bool) -> None:
     """Scaffold a project: roadmap.md, contracts.yaml, harness.yaml; .harness/ ignored."""
-    from ..compiler.scaffold import ScaffoldError, scaffold
+    from ..compiler.scaffold import scaffold
 
-    try:
-        written = scaffold(Path(directory), force=force)
-    except ScaffoldError as e:
-        fail_usage(str(e), "pass --force to overwrite, or choose another directory")
+    written = scaffold(Path(directory), force=force)  # ScaffoldError: shown by cli.main
     for path in written:
         click.echo(f"created {path}")
     import shlex

@@ -26,7 +26,6 @@ def status(ctx: Context, output: str, watch: bool, interval: float) -> None:
     from rich.console import Console
 
     from ..runtime.observe import report
-    from ..runtime.store.state import StateError
 
     root = ctx.root()
     console = Console()
@@ -49,8 +48,6 @@ def status(ctx: Context, output: str, watch: bool, interval: float) -> None:
                     click.echo(f"\n--- {_clock()}")
                 for part in _status_parts(data, False):
                     echo_visible(part)  # what agents and servers wrote is shown, never obeyed
-    except StateError as e:
-        fail_usage(str(e))
     except KeyboardInterrupt:
         if not watch:
             raise
@@ -192,7 +189,7 @@ def reset(ctx: Context, tasks, all_: bool, downstream: bool, breakers: bool) -> 
     from ..runtime.routing.health import clear_breakers
     from ..runtime.store.lock import Locked, RunLock
     from ..runtime.store.outputs import forget as forget_outputs
-    from ..runtime.store.state import NoState, StateError, StateStore
+    from ..runtime.store.state import NoState, StateStore
     from ..workspace import Workspace, WorkspaceError
 
     if tasks and all_ or not (tasks or all_ or breakers):
@@ -237,8 +234,6 @@ def reset(ctx: Context, tasks, all_: bool, downstream: bool, breakers: bool) -> 
                 click.echo(f"warning: {e}", err=True)
     except Locked as e:
         fail_usage(str(e), hint="stop it first with `harnessc stop`")
-    except StateError as e:
-        fail_usage(str(e))
     if n is not None:
         click.echo(f"reset {plural(n, 'task')}" + (f" (with --downstream: {', '.join(ids)})" if downstream else ""))
     if breakers or closed:
@@ -265,17 +260,13 @@ def clean(ctx: Context, keep: int, dry_run: bool, branches: bool) -> None:
     from ..runtime.store.clean import prune, remove_stale_indexes
     from ..runtime.worktree.isolation import clean_leftovers
     from ..runtime.worktree.runbranches import clean_branches
-    from ..runtime.store.state import StateError
-    from ..workspace import Workspace, WorkspaceError
+    from ..workspace import Workspace
 
-    try:
-        workspace = Workspace(ctx.root())
-        result = prune(workspace, keep, dry_run)
-        indexes = remove_stale_indexes(workspace, dry_run)
-        leftovers = clean_leftovers(workspace.root, dry_run)
-        integration = clean_branches(workspace.root, branches, dry_run)
-    except (WorkspaceError, StateError) as e:
-        fail_usage(str(e))
+    workspace = Workspace(ctx.root())
+    result = prune(workspace, keep, dry_run)
+    indexes = remove_stale_indexes(workspace, dry_run)
+    leftovers = clean_leftovers(workspace.root, dry_run)
+    integration = clean_branches(workspace.root, branches, dry_run)
     for name in leftovers:
         click.echo(f"{'would remove' if dry_run else 'removed'} {name} (left by a run that stopped)")
     for name in integration.removed:
@@ -307,14 +298,9 @@ def clean(ctx: Context, keep: int, dry_run: bool, branches: bool) -> None:
 def stats(ctx: Context, output: str) -> None:
     """How each agent has done per task complexity and per contract, across runs."""
     from ..runtime.observe import report
-    from ..runtime.plan import PlanError
-    from ..runtime.store.state import StateError
     from ..wording import table
 
-    try:
-        rows = report.stats(ctx.root())
-    except (StateError, PlanError) as e:
-        fail_usage(str(e))
+    rows = report.stats(ctx.root())
     if output == "json":
         click.echo(json_text(rows, indent=2, sort_keys=True))
         return
@@ -356,8 +342,6 @@ def report_cmd(ctx: Context, run_id: str | None, out: str | None, fmt: str) -> N
 
 def _report(ctx: Context, run_id: str | None, out: str | None, fmt: str) -> None:
     from .. import runreport
-    from ..runtime.store.state import StateError
-    from ..workspace import WorkspaceError
 
     root = ctx.root()
     try:
@@ -365,8 +349,6 @@ def _report(ctx: Context, run_id: str | None, out: str | None, fmt: str) -> None
             click.echo(runreport.render(root, run_id, fmt), nl=False)
             return
         path = runreport.write(root, run_id, Path(out) if out else None, fmt)
-    except (runreport.ReportError, StateError, WorkspaceError) as e:
-        fail_usage(str(e))
     except OSError as e:
         fail_usage(f"cannot write {out}: {e.strerror or e}")
     click.echo(f"report: {where_from_here(path)}")  # opens from where it was typed (-C DIR)
@@ -392,7 +374,6 @@ def log(ctx: Context, task: str | None, output: str, last: bool, number: int | N
     tokens, cost, time. With --run ID instead: what that run printed (its run.log)."""
     from ..runtime.observe import report
     from ..runtime.store.scoreboard import lines as scoreboard_lines
-    from ..runtime.store.state import StateError
 
     if run_id is not None:
         if task is not None or last or number is not None or output == "json":
@@ -412,15 +393,10 @@ def log(ctx: Context, task: str | None, output: str, last: bool, number: int | N
         known_task_or_exit(root, task)
         try:
             _follow_log(root, task, last)
-        except StateError as e:
-            fail_usage(str(e))
         except KeyboardInterrupt:
             sys.exit(Exit.OK)  # Ctrl-C is how following ends: not an interrupted command
         return
-    try:
-        attempts = report.log(root, task)
-    except StateError as e:
-        fail_usage(str(e))
+    attempts = report.log(root, task)
     if not attempts:
         known_task_or_exit(root, task)
     if number is not None and number > len(attempts):
@@ -451,13 +427,9 @@ def _run_log(root: Path, run_id: str, follow: bool) -> None:
     import time
 
     from ..runtime.observe import report
-    from ..runtime.store.state import StateError
     from ..workspace import Workspace
 
-    try:
-        runs = report.runs(root)
-    except StateError as e:
-        fail_usage(str(e))
+    runs = report.runs(root)
     if run_id == "last" and runs:
         run_id = runs[-1]["id"]
     if run_id not in {r["id"] for r in runs}:
@@ -501,13 +473,9 @@ def runs(ctx: Context, output: str) -> None:
     import time
 
     from ..runtime.observe import report
-    from ..runtime.store.state import StateError
     from ..wording import table
 
-    try:
-        rows = report.runs(ctx.root())
-    except StateError as e:
-        fail_usage(str(e))
+    rows = report.runs(ctx.root())
     if output == "json":
         click.echo(json_text(rows, indent=2, sort_keys=True))
         return
@@ -604,14 +572,11 @@ def show(ctx: Context, task: str, output: str) -> None:
     from ..diagnostics import did_you_mean
     from ..runtime.observe import report
     from ..runtime.store.outputs import text
-    from ..runtime.store.state import StateError
 
     try:
         rec = report.show(ctx.root(), task)
     except report.UnknownTask as e:
         fail_usage(f"no task '{task}' in the plan", did_you_mean(task, e.known) or "`harnessc ls` lists the tasks")
-    except StateError as e:
-        fail_usage(str(e))
     if output == "json":
         click.echo(json_text(rec, indent=2, sort_keys=True, ensure_ascii=False, default=str))
         return

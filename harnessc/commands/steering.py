@@ -31,13 +31,11 @@ def _to_inbox(ctx: Context, kind: str, data: dict, what: str, later: str) -> Non
     """Write one inbox file (runtime/steering.py) and say who will read it."""
     from ..runtime.store.lock import holder
     from ..runtime.steering import InboxError, write_inbox
-    from ..workspace import Workspace, WorkspaceError
+    from ..workspace import Workspace
 
     workspace = Workspace(ctx.root())
     try:
         path = write_inbox(workspace, kind, data)
-    except WorkspaceError as e:
-        fail_usage(str(e))
     except InboxError as e:  # what the run would refuse is refused now, not queued
         fail_usage(f"the {'instruction' if kind == 'tell' else kind} is not queued: it is {e}")
     pid = holder(workspace)

@@ -5,13 +5,16 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from ..errors import HarnesscError
 from ..workspace import Workspace
 
 FILES = ("roadmap.md", "contracts.yaml", "harness.yaml")
 
 
-class ScaffoldError(Exception):
-    pass
+class ScaffoldError(HarnesscError):
+    """`init` would overwrite the user's files."""
+
+    hint = "pass --force to overwrite, or choose another directory"
 
 
 def scaffold(directory: Path, force: bool = False) -> list[Path]:

@@ -8,14 +8,12 @@ from __future__ import annotations
 import fnmatch
 import re
 
+from ..errors import HarnesscError
 
-class SelectionError(ValueError):
+
+class SelectionError(HarnesscError, ValueError):
     """A selector that is empty or matches no task (a usage error: exit 2, as dbt warns of a
     criterion that matches nothing); `hint` names what there is to select."""
-
-    def __init__(self, message: str, hint: str | None = None):
-        super().__init__(message)
-        self.hint = hint
 
 
 NAMES_LISTED = 20  # tags, phases or ids a hint lists; the rest are counted

@@ -13,6 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ..errors import HarnesscError
 from ..workspace import Workspace
 from ..runtime import plan as planmod
 from ..runtime.children.procs import scrubbed, secret_values
@@ -24,7 +25,7 @@ TASK_EVENTS = tuple(f"task_{s}" for s in STATES)
 OUTPUT_CHARS = 4000  # of one task's verified output shown (the report stays small at 2,000 tasks)
 
 
-class ReportError(Exception):
+class ReportError(HarnesscError):
     """No report can be written; the message says why (one line)."""
 
 

@@ -18,16 +18,13 @@ from ..compiler.prompts import (  # noqa: F401
 from ..compiler.validate import (  # noqa: F401
     Deadline, OutOfTime, extract_json, filled_text, template_output, validate_output,
 )
+from ..errors import HarnesscError
 from ..workspace import Workspace
 
 
-class PlanError(Exception):
+class PlanError(HarnesscError):
     """The plan cannot be used: missing, unreadable, wrong version, or failed to build; or a
     selector matches none of its tasks. `hint` says what to do, when there is more to say."""
-
-    def __init__(self, message: str, hint: str | None = None):
-        super().__init__(message)
-        self.hint = hint
 
 
 # ------------------------------------------------------------------ plan loading

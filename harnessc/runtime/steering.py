@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..errors import HarnesscError
 from ..workspace import Workspace, WorkspaceError
 from .store.state import StateStore
 
@@ -47,7 +48,7 @@ REVIEW = "review"  # written by `harnessc approve/reject`: a decision is in stat
 ENV_PAUSE, ENV_MAX_COST, ENV_AGENT = "HARNESSC_PAUSE", "HARNESSC_MAX_COST", "HARNESSC_AGENT"
 
 
-class InboxError(ValueError):
+class InboxError(HarnesscError, ValueError):
     """An inbox file that is not an instruction or a command (the message says why)."""
 
 

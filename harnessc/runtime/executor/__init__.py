@@ -8,14 +8,12 @@ importing Ray.
 
 from __future__ import annotations
 
+from ...errors import HarnesscError
 
-class ExecutorError(Exception):
+
+class ExecutorError(HarnesscError):
     """The executor cannot be used (Ray missing, a bad address, ...): the run refuses to
     start, nothing ran."""
-
-    def __init__(self, message: str, hint: str | None = None):
-        super().__init__(message)
-        self.message, self.hint = message, hint
 
 
 class AttemptLost(Exception):

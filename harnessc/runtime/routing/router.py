@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from dataclasses import dataclass, field
 
+from ...errors import HarnesscError
 from ...estimates import cost_usd
 from ...planfile import PlanNode
 from ...providers import AgentConfig
@@ -88,7 +89,7 @@ class Route:
         return nxt
 
 
-class RoutingError(ValueError):
+class RoutingError(HarnesscError, ValueError):
     """A run option names an agent the plan does not define."""
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import fcntl
 import os
 
+from ...errors import HarnesscError
 from ...workspace import Workspace, WorkspaceError
 
 
-class Locked(Exception):
+class Locked(HarnesscError):
     def __init__(self, pid: int | None):
         super().__init__(f"a run is already in progress in this project (pid {pid or '?'})")
         self.pid = pid

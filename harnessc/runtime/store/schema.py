@@ -11,11 +11,13 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Callable
 
+from ...errors import HarnesscError
+
 SCHEMA_VERSION = 8
 APP_ID = "harnessc-state"
 
 
-class StateError(Exception):
+class StateError(HarnesscError):
     """The state database cannot be used as is; the message says why and what to do."""
 
 

@@ -12,15 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...errors import HarnesscError
 from . import gitcmd
 
 
-class IsolationError(Exception):
+class IsolationError(HarnesscError):
     """isolation: worktree cannot work in this project; `hint` says what to do."""
 
     def __init__(self, message: str, hint: str):
-        super().__init__(message)
-        self.message, self.hint = message, hint
+        super().__init__(message, hint)
 
     def __str__(self) -> str:
         return f"{self.message} ({self.hint})"
