@@ -30,7 +30,7 @@ def import_taskmaster(ctx: Context, path: str, out: str | None, force: bool, tag
     """Import Taskmaster's .taskmaster/tasks/tasks.json (tagged or older layout)."""
     from ..importers import taskmaster
 
-    _import(ctx, path, out, force, lambda text: taskmaster.read(text, path, tag))
+    _import(ctx, path, out, force, lambda text, source: taskmaster.read(text, source, tag))
 
 
 @import_cmd.command(name="speckit")
@@ -40,13 +40,15 @@ def import_speckit(ctx: Context, path: str, out: str | None, force: bool) -> Non
     """Import spec-kit's specs/NNN-feature/tasks.md."""
     from ..importers import speckit
 
-    _import(ctx, path, out, force, lambda text: speckit.read(text, path))
+    _import(ctx, path, out, force, lambda text, source: speckit.read(text, source))
 
 
 def _import(ctx: Context, path: str, out: str | None, force: bool, read) -> None:
     """Read PATH, write the roadmap (never over one without --force, never through a link),
-    list what did not map, then say what to run next."""
-    from ..importers import NotImportable
+    list what did not map, then say what to run next. `read(text, source)` is given the
+    source's name relative to the project (the roadmap's directory), which the roadmap and
+    its messages use: never the absolute path."""
+    from ..importers import NotImportable, source_name
 
     target = Path(out) if out else Path(ctx.explicit or ".") / "roadmap.md"
     if target.is_symlink():  # a dangling one too: writing would create the file it points to
@@ -58,7 +60,7 @@ def _import(ctx: Context, path: str, out: str | None, force: bool, read) -> None
         fail_usage(f"{target} is not a regular file; not replaced", "pass -o to write elsewhere")
     text = _read_bounded(path)
     try:
-        imported = read(text)
+        imported = read(text, source_name(path, target.parent))
         roadmap_text = imported.checked_text()  # read back: exactly the imported tasks, or nothing is written
     except NotImportable as e:
         fail_usage(str(e), e.hint)
@@ -66,10 +68,8 @@ def _import(ctx: Context, path: str, out: str | None, force: bool, read) -> None
     tasks = imported.roadmap.tasks  # what the written roadmap holds (checked_text compared them)
     done = sum(t.done for t in tasks)
     echo_visible(f"wrote {target}: {plural(len(tasks), 'task')} ({done} done) from {path}")
-    if imported.unmapped:
-        click.echo(f"not mapped ({len(imported.unmapped)}):")
-        for line in imported.unmapped:
-            echo_visible(f"  - {line}")
+    for line in imported.summary():
+        echo_visible(line)
     echo_visible(f"next: harnessc{' -C ' + str(target.parent) if target.parent != Path('.') else ''} lint "
                  "(tasks without accept:, contract: or completion_promise: get warning HC410)")
 

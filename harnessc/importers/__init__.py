@@ -4,6 +4,13 @@ Each importer reads its format into Tasks and a list of what did not map (never 
 silence); format_roadmap writes them. The result lints with no errors: ids are valid and
 unique, and dependencies name tasks that exist (others are listed instead).
 
+What `import` prints after the roadmap (Imported.summary) is shared: how many tasks each
+source status became (`statuses`), what was kept but changed (`warnings`: a second task
+with an id taken is kept under a suffixed id by Ids, naming both places), and what did not
+map: each field not imported once, with how many tasks have it (`fields`), then one line
+per other thing (`unmapped`). The roadmap names its source relative to the project
+(source_name), never by an absolute path: the overview goes into every prompt.
+
 The files come from outside, so their text is held as text (one_line, goal_text,
 prose_line): a field never becomes more than one roadmap line, whatever line break it holds
 (every one str.splitlines knows), control characters are shown as `log` shows them (^[),
@@ -15,8 +22,11 @@ the importer made.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..compiler.roadmap import ID_PATTERN, IGNORE_COMMENT, _property_line, format_roadmap
 from ..compiler.tasks import Roadmap, Task
@@ -38,6 +48,24 @@ class NotImportable(ValueError):
 class Imported:
     roadmap: Roadmap
     unmapped: list[str] = field(default_factory=list)  # what did not map, one line each
+    warnings: list[str] = field(default_factory=list)  # what was kept but changed (a suffixed id, a dropped edge)
+    fields: dict[str, list[str]] = field(default_factory=dict)  # a field not imported -> the tasks that have it
+    statuses: Counter = field(default_factory=Counter)  # "pending -> open" -> how many tasks
+
+    def summary(self) -> list[str]:
+        """What `import` prints after its first line: the status mapping counted, the
+        warnings, and what did not map (each unmapped field once, with a count)."""
+        out = []
+        if self.statuses:
+            out.append("statuses: " + "; ".join(f"{n} {what}" for what, n in self.statuses.items()))
+        if self.warnings:
+            out.append(f"warnings ({len(self.warnings)}):")
+            out += [f"  - {line}" for line in self.warnings]
+        lines = [field_line(name, where) for name, where in self.fields.items()] + self.unmapped
+        if lines:
+            out.append(f"not mapped ({len(lines)}):")
+            out += [f"  - {line}" for line in lines]
+        return out
 
     def text(self) -> str:
         return format_roadmap(self.roadmap)
@@ -72,6 +100,50 @@ def _comparable(t: Task) -> Task:
     """A task with what writing and reading it back may change made equal: its position,
     and whitespace in its goal (the written goal is indented)."""
     return dataclasses.replace(t, line=1, col=1, goal=" ".join(t.goal.split()), source=None)
+
+
+FIELD_EXAMPLES = 3  # tasks a "not mapped" field line names; the rest are counted
+
+
+def field_line(name: str, where: list[str]) -> str:
+    """`field 'parentTaskId' on 202 tasks (tm-3.1, tm-3.2, tm-3.3, ...): not imported`."""
+    shown = ", ".join(where[:FIELD_EXAMPLES]) + (", ..." if len(where) > FIELD_EXAMPLES else "")
+    count = f"{len(where)} task{'s' if len(where) != 1 else ''}"
+    return f"field '{one_line(name)}' on {count} ({shown}): not imported"
+
+
+class Ids:
+    """Task ids as an importer hands them out. A second task with an id already given is
+    kept (a real task, not a typo to drop) under the id with a suffix, -2, -3, ..., and a
+    warning names both places; a dependency on the id means the first task."""
+
+    def __init__(self, warnings: list[str]):
+        self.warnings = warnings
+        self.place: dict[str, str] = {}  # id given -> where its task is in the source
+
+    def claim(self, tid: str, place: str) -> str:
+        if tid not in self.place:
+            self.place[tid] = place
+            return tid
+        n = 2
+        while f"{tid}-{n}" in self.place:
+            n += 1
+        new = f"{tid}-{n}"
+        self.place[new] = place
+        self.warnings.append(f"{place}: a second task {tid} (the first is {self.place[tid]}); kept as {new} "
+                             f"(a dependency on {tid} means the first)")
+        return new
+
+
+def source_name(path: str | Path, project: str | Path) -> str:
+    """How the roadmap names the file it was imported from: its path relative to the
+    project when it is inside it (`.taskmaster/tasks/tasks.json`), else its file name. Never
+    an absolute path: it would go into every prompt, and differ from machine to machine."""
+    source, root = Path(os.path.abspath(path)), Path(os.path.abspath(project))
+    try:
+        return source.relative_to(root).as_posix()
+    except ValueError:
+        return source.name
 
 
 _ID = re.compile(ID_PATTERN)
@@ -141,14 +213,21 @@ def bounded_depth(text: str, source: str) -> None:
 _JSON_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
 
 
-def keep_known_dependencies(tasks: list[Task], unmapped: list[str]) -> list[Task]:
-    """Tasks whose depends_on names only tasks that exist (and not themselves); the rest is listed."""
+def keep_known_dependencies(tasks: list[Task], unmapped: list[str],
+                            left_out: dict[str, str] | None = None, warnings: list[str] | None = None) -> list[Task]:
+    """Tasks whose depends_on names only tasks that exist (and not themselves); the rest is
+    listed. `left_out`: tasks not imported on purpose (id -> why, e.g. "cancelled"): an edge
+    to one is dropped with a warning."""
     known = {t.id for t in tasks}
+    left_out = left_out or {}
     out = []
     for t in tasks:
         deps = []
         for d in dict.fromkeys(t.depends_on):
-            if d not in known:
+            if d in left_out and d not in known:
+                (warnings if warnings is not None else unmapped).append(
+                    f"{t.id}: dependency on {d} dropped: {d} is {left_out[d]} (left out)")
+            elif d not in known:
                 unmapped.append(f"{t.id}: dependency '{d}' names no task; left out")
             elif d == t.id:
                 unmapped.append(f"{t.id}: depends on itself; left out")
