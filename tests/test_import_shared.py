@@ -34,7 +34,9 @@ def test_the_summary_counts_statuses_and_lists_each_unmapped_field_once():
                         fields={"parentTaskId": [f"tm-3.{i}" for i in range(1, 203)], "complexityScore": ["tm-4"]},
                         statuses=Counter({"done -> [x]": 3, "pending -> open": 2}))
     assert imported.summary() == [
-        "statuses: 3 done -> [x]; 2 pending -> open",
+        "statuses:",
+        "  - 3 done -> [x]",
+        "  - 2 pending -> open",
         "warnings (1):",
         "  - tm-5: dependency on tm-4 dropped",
         "not mapped (3):",

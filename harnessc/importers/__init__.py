@@ -57,7 +57,8 @@ class Imported:
         warnings, and what did not map (each unmapped field once, with a count)."""
         out = []
         if self.statuses:
-            out.append("statuses: " + "; ".join(f"{n} {what}" for what, n in self.statuses.items()))
+            out.append("statuses:")
+            out += [f"  - {n} {what}" for what, n in self.statuses.items()]
         if self.warnings:
             out.append(f"warnings ({len(self.warnings)}):")
             out += [f"  - {line}" for line in self.warnings]
