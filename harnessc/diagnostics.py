@@ -259,12 +259,19 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
 # to where harnessc was invoked, see cli.report), so editors and CI find the files.
 
 
+REPEATS_SHOWN = 5  # a warning code seen more often (HC410 on each of 600 imported tasks): the rest summed up
+LINES_NAMED = 10  # lines a summed-up warning names; the rest are counted
+
+
 def render_text(diagnostics: Iterable[Diagnostic], sources: dict[str, str],
-                paths: Mapping[str, str] | None = None) -> str:
-    """`path:line:col: severity[CODE]: message`, the source line with a caret, then the hint."""
+                paths: Mapping[str, str] | None = None, repeats: int | None = None) -> str:
+    """`path:line:col: severity[CODE]: message`, the source line with a caret, then the hint.
+    With `repeats`, a warning code reported more often is shown that many times and the
+    rest summed up in one line per code and file (errors are always shown in full)."""
     out: list[str] = []
     lines_cache: dict[str, list[str]] = {}
     paths = paths or {}
+    diagnostics, more = _repeats_summed(list(diagnostics), repeats)
     for d in diagnostics:
         s = d.span
         out.append(f"{paths.get(s.path, s.path)}:{s.line}:{s.col}: {d.severity}[{d.code}]: {d.message}")
@@ -285,7 +292,30 @@ def render_text(diagnostics: Iterable[Diagnostic], sources: dict[str, str],
                 out.append(f" {' ' * len(gutter)} | {' ' * (col - 1)}{'^' * width}")
         if d.hint:
             out.append(f"  hint: {d.hint}")
+    for (path, code), rest in more.items():
+        lines = ", ".join(str(d.span.line) for d in rest[:LINES_NAMED])
+        lines += f" and {len(rest) - LINES_NAMED} more" if len(rest) > LINES_NAMED else ""
+        out.append(f"{paths.get(path, path)}: warning[{code}]: {len(rest)} more like the above "
+                   f"({CODES.get(code, code)}), at line{'s' if len(rest) > 1 else ''} {lines}")
+        out.append(f"  hint: `--output json` lists each; `--ignore {code}` leaves them out")
     return "\n".join(out) + ("\n" if out else "")
+
+
+def _repeats_summed(items: list[Diagnostic], repeats: int | None
+                    ) -> tuple[list[Diagnostic], dict[tuple[str, str], list[Diagnostic]]]:
+    """(the diagnostics shown in full, (file, code) -> the warnings summed up)."""
+    if repeats is None:
+        return items, {}
+    seen: dict[tuple[str, str], int] = {}
+    shown, more = [], {}
+    for d in items:
+        key = (d.span.path, d.code)
+        seen[key] = seen.get(key, 0) + 1
+        if d.severity == "warning" and seen[key] > repeats:
+            more.setdefault(key, []).append(d)
+        else:
+            shown.append(d)
+    return shown, more
 
 
 SHOWN_LINE = 300  # a longer source line is shown as an excerpt around the caret

@@ -58,22 +58,34 @@ def test_import_writes_the_golden_roadmap_and_it_lints_without_errors(tmp_path, 
 def test_taskmaster_mapping(tmp_path):
     r = harnessc("import", "taskmaster", "taskmaster-tagged.json", "-o", str(tmp_path / "roadmap.md"))
     tasks = {t.id: t for t in lint_project(tmp_path).roadmap.tasks}
-    assert list(tasks) == ["tm-1", "tm-2", "tm-2.1", "tm-2.2", "tm-2.3", "tm-3", "tm-4"]
+    assert list(tasks) == ["tm-1", "tm-2", "tm-2.1", "tm-2.2", "tm-2.3", "tm-3", "tm-5"]  # tm-4 is cancelled
     assert tasks["tm-1"].done and tasks["tm-2.1"].done and not tasks["tm-2"].done
     assert tasks["tm-2"].depends_on == ("tm-1", "tm-2.1", "tm-2.2", "tm-2.3")  # a task waits for its subtasks
-    assert tasks["tm-2.3"].depends_on == ("tm-2.2",)  # "2.2" and sibling 2 are the same task
+    assert tasks["tm-2.1"].depends_on == ("tm-1",)  # and they for its dependencies
+    assert tasks["tm-2.3"].depends_on == ("tm-1", "tm-2.2")  # "2.2" and sibling 2 are the same task
     assert tasks["tm-2"].priority.value == "normal" and tasks["tm-1"].priority.value == "high"
-    assert tasks["tm-3"].priority.value == "low" and tasks["tm-4"].priority is None
-    assert tasks["tm-2"].success == ("Unit tests for token issue and expiry; an integration test logs in "
-                                     "and refreshes a token.")
+    assert tasks["tm-3"].priority.value == "low" and tasks["tm-5"].priority is None
+    # a test strategy of two lines keeps them, in the goal; one of one line is the success text
+    assert tasks["tm-2"].success is None and ("Test strategy:\n\nUnit tests for token issue and expiry;\n"
+                                              "an integration test logs in and refreshes a token.") in tasks["tm-2"].goal
+    assert tasks["tm-2.1"].success == "A migration test creates and drops the table."
+    # acceptance criteria are the success text (here in the goal: three lines), the test strategy beside them
+    assert "Acceptance criteria:\n\n- Every attempt is recorded\n- Failed attempts are recorded too\n" in tasks["tm-5"].goal
+    assert "Test strategy:\n\nAn integration test logs in twice" in tasks["tm-5"].goal
     assert tasks["tm-2"].accept == ()  # testStrategy is what the agent is told, not a command
     assert tasks["tm-1"].goal.startswith("Initialise the repository") and "2. Add a GitHub Actions" in tasks["tm-1"].goal
-    assert tasks["tm-4"].done and tasks["tm-4"].tags == ("cancelled",) and tasks["tm-3"].tags == ("deferred",)
-    listed = r.stdout.split("not mapped", 1)[1]
+    assert tasks["tm-2"].goal.endswith("Taskmaster status: in-progress.") and "status: review" in tasks["tm-2.3"].goal
+    assert tasks["tm-3"].tags == ("deferred",) and tasks["tm-3"].goal.endswith("Taskmaster status: deferred.")
+    assert tasks["tm-5"].depends_on == ("tm-3",)  # the cancelled tm-4 and the missing tm-99 left out
+    statuses = r.stdout.split("statuses:", 1)[1].split("warnings", 1)[0]
+    assert statuses.split() == "- 2 done -> [x] - 2 pending -> open - 1 in-progress -> open (the status in its goal) " \
+        "- 1 review -> open (the status in its goal) - 1 deferred -> open, tag deferred (not run unless selected: " \
+        "-s tag:deferred) - 1 cancelled -> left out".split()
+    assert "  - tm-5: dependency on tm-4 dropped: tm-4 is cancelled (left out)\n" in r.stdout.split("warnings (1):")[1]
+    listed = r.stdout.split("not mapped (5)", 1)[1]
     for needle in ("tag 'feature-billing': 1 task(s) not imported (import it with --tag feature-billing)",
-                   "tm-4: priority 'urgent' is not high, medium or low", "tm-4: field 'complexityScore' not imported",
-                   "tm-4: dependency 'tm-99' names no task", "tm-3: status deferred", "tm-4: status cancelled",
-                   "tag 'master' metadata: created, description, updated not imported"):
+                   "tm-5: priority 'urgent' is not high, medium or low", "field 'complexityScore' on 1 task (tm-5)",
+                   "tm-5: dependency 'tm-99' names no task", "tag 'master' metadata: created, description, updated not imported"):
         assert needle in listed, needle
 
 

@@ -33,11 +33,11 @@ def _runtime_plan(root: Path, no_build: bool) -> dict:
 def _show_build_diagnostics(project) -> None:
     """A build's errors and warnings as `harnessc build` prints them (source line, caret,
     hint), on stderr: the run's own output follows on stdout."""
-    from ..diagnostics import render_text
+    from ..diagnostics import REPEATS_SHOWN, render_text
     from .spec import shown_paths
 
     items = project.diags.sorted()
-    click.echo(render_text(items, project.sources, shown_paths(items, project.root)), nl=False, err=True)
+    click.echo(render_text(items, project.sources, shown_paths(items, project.root), REPEATS_SHOWN), nl=False, err=True)
 
 
 def _executor_settings(plan, opts, need_ray: bool = False):

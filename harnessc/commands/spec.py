@@ -40,7 +40,7 @@ def report(diags, sources: dict[str, str], fmt: str, strict: bool, quiet_ok: boo
            root: Path | None = None) -> int:
     """Print diagnostics in the chosen format (paths relative to the invoking directory,
     the project's `root`); the exit code they call for."""
-    from ..diagnostics import render_github, render_json, render_sarif, render_text
+    from ..diagnostics import REPEATS_SHOWN, render_github, render_json, render_sarif, render_text
 
     items = diags.sorted()
     paths = shown_paths(items, root)
@@ -52,7 +52,7 @@ def report(diags, sources: dict[str, str], fmt: str, strict: bool, quiet_ok: boo
         click.echo(render_sarif(items, __version__, paths, Path.cwd().as_uri() + "/"), nl=False)
     else:
         if items:  # quoted source lines may hold control characters: shown, as `log` shows them
-            click.echo(visible(render_text(items, sources, paths)), nl=False, err=False)
+            click.echo(visible(render_text(items, sources, paths, REPEATS_SHOWN)), nl=False, err=False)
         line = diagnostics_summary(len(diags.errors), len(diags.warnings), strict)
         if line:
             click.echo(line)

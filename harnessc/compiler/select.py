@@ -1,7 +1,12 @@
 """dbt-style task selection: `id`, `+id` (with ancestors), `id+` (with descendants), `tag:x`,
 `phase:x` (the phase's slug, its leading words, or its number: phase:phase-1, phase:1);
 space-separated selectors are a union, comma-joined ones an intersection. A selector that
-matches no task is a SelectionError."""
+matches no task is a SelectionError.
+
+With no selector, every task is chosen except the open ones tagged `deferred` and the open
+tasks that depend on them: work put off (an importer tags Taskmaster's deferred and blocked tasks so)
+runs only when selected (`-s tag:deferred`, its id), and nothing waiting for it starts
+first."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ class SelectionError(HarnesscError, ValueError):
     criterion that matches nothing); `hint` names what there is to select."""
 
 
+DEFERRED_TAG = "deferred"  # tasks not chosen unless a selector names them (nor what depends on them)
 NAMES_LISTED = 20  # tags, phases or ids a hint lists; the rest are counted
 
 
@@ -108,6 +114,14 @@ def _atom(atom: str, tasks: list[dict], parents: dict, children: dict) -> set[st
     return out
 
 
+def _put_off(tasks: list[dict], children: dict[str, list[str]]) -> set[str]:
+    """The open tasks tagged `deferred` and the open tasks that wait for them (a checked
+    task is complete, whatever it depends on: what waits for it may run)."""
+    done = {t["id"] for t in tasks if t.get("done")}
+    start = {t["id"] for t in tasks if DEFERRED_TAG in (t.get("tags") or []) and t["id"] not in done}
+    return _closure(start, {k: [c for c in v if c not in done] for k, v in children.items()}) if start else set()
+
+
 def select_ids(tasks: list[dict], select: list[str] | None, exclude: list[str] | None = None) -> set[str]:
     """The ids chosen by `select` (all when empty) minus those chosen by `exclude`."""
     parents = {t["id"]: list(t.get("depends_on") or []) for t in tasks}
@@ -125,7 +139,7 @@ def select_ids(tasks: list[dict], select: list[str] | None, exclude: list[str] |
                 chosen |= set.intersection(*sets)
         return chosen
 
-    chosen = evaluate(select) if select else {t["id"] for t in tasks}
+    chosen = evaluate(select) if select else {t["id"] for t in tasks} - _put_off(tasks, children)
     if exclude:
         chosen -= evaluate(exclude)
     return chosen
