@@ -55,3 +55,19 @@ def test_a_selector_that_matches_nothing_names_what_there_is(selector, message, 
     assert hint is None or e.value.hint.startswith(hint), e.value.hint
     with pytest.raises(SelectionError):  # --exclude too: a typo there would leave in what was meant out
         select_ids(TAGGED, [], [selector])
+
+
+PUT_OFF = [{"id": "a"}, {"id": "later", "tags": ["deferred"]}, {"id": "after", "depends_on": ["later"]},
+           {"id": "then", "depends_on": ["after", "a"]},
+           {"id": "old", "tags": ["deferred"], "done": True}, {"id": "next", "depends_on": ["old"]},
+           {"id": "wrap", "depends_on": ["later"], "done": True}, {"id": "on", "depends_on": ["wrap"]}]
+
+
+def test_deferred_work_and_what_waits_for_it_are_chosen_only_when_selected() -> None:
+    # a checked task is complete whatever it depends on: what waits for it is chosen
+    assert select_ids(PUT_OFF, []) == {"a", "old", "next", "wrap", "on"}
+    assert select_ids(PUT_OFF, [], ["a"]) == {"old", "next", "wrap", "on"}
+    assert select_ids(PUT_OFF, ["tag:deferred"]) == {"later", "old"}
+    assert select_ids(PUT_OFF, ["tag:deferred+"]) == {"later", "after", "then", "old", "next", "wrap", "on"}
+    assert select_ids(PUT_OFF, ["then"]) == {"then"}
+    assert select_ids(TAGGED, []) == {"api-1", "ui-1"}  # no deferred tag: every task
