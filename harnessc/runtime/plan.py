@@ -139,10 +139,11 @@ def select_ids(plan: planfile.Plan, selectors: list[str], exclude: list[str]) ->
 
 
 def select_in(tasks: list[dict], selectors: list[str]) -> set[str]:
-    """The ids `selectors` choose among task records (plan nodes, or `linted_tasks`')."""
+    """The ids `selectors` choose among task records (plan nodes, or `linted_tasks`'); none
+    without a selector (not a run's default choice: every task but the deferred)."""
     from ..compiler.select import select_ids as select
 
-    return select(tasks, selectors)
+    return select(tasks, selectors) if selectors else set()
 
 
 def linted_tasks(root: Path) -> list[dict] | None:
