@@ -36,7 +36,8 @@ from typing import Any
 from ..compiler.select import DEFERRED_TAG
 from ..compiler.tasks import Roadmap, Task
 from ..vocab import Priority
-from . import Ids, Imported, NotImportable, bounded_depth, goal_text, keep_known_dependencies, one_line, task_id
+from . import (Ids, Imported, NotImportable, bounded_depth, break_cycles, goal_text, keep_known_dependencies,
+               one_line, task_id)
 
 PRIORITIES = {"high": Priority.high, "medium": Priority.normal, "low": Priority.low, "critical": Priority.critical}
 # fields read into the roadmap; any other field of a task is listed as not imported
@@ -78,8 +79,9 @@ def read(text: str, source: str, tag: str | None = None) -> Imported:
             unmapped.append(f"{where}[{i}]: not a task with an id; left out")
             continue
         out += r.tasks_of(raw, f"{where}[{i}]")
-    roadmap = Roadmap(path="roadmap.md", title=title,
-                      tasks=keep_known_dependencies(out, unmapped, r.cancelled, r.warnings),
+    out = keep_known_dependencies(out, unmapped, r.cancelled, r.warnings)
+    r.inherit(out)
+    roadmap = Roadmap(path="roadmap.md", title=title, tasks=out,
                       overview=f"Imported from Taskmaster ({one_line(source)}, {one_line(layout)}) by `harnessc import`.")
     order = [*STATUSES.values(), UNDER_HELD, UNDER_CANCELLED, OTHER]
     statuses = Counter({k: r.statuses[k] for k in order if r.statuses[k]})
@@ -133,6 +135,7 @@ class _Reader:
     fields: dict[str, list[str]] = field(default_factory=dict)
     statuses: Counter = field(default_factory=Counter)
     cancelled: dict[str, str] = field(default_factory=dict)  # id -> why left out (edges to it are dropped)
+    task_of: dict[str, str] = field(default_factory=dict)  # a subtask's id -> its task's
     ids: Ids = field(init=False)
 
     def __post_init__(self) -> None:
@@ -158,8 +161,8 @@ class _Reader:
         else:
             self.statuses[UNDER_HELD if held else OTHER] += 1
             self.unmapped.append(f"{tid}: status '{one_line(status)}' is not one of Taskmaster's; imported as an open task")
-        deps = [*(parent.deps if parent else ()), *self._dependencies(raw, parent, tid)]
-        me = _Parent(tid, path, status, tuple(deps), held=held, left_out=False)
+        deps = self._dependencies(raw, parent, tid)
+        me = _Parent(tid, path, status, held=held, left_out=False)
         subs: list[Task] = []
         children = []  # its own subtasks, which it depends on (theirs it reaches through them)
         for j, sub in enumerate(raw.get("subtasks") or []):
@@ -169,12 +172,29 @@ class _Reader:
             these = self.tasks_of(sub, f"{place}.subtasks[{j}]", me)
             children += these[:1]
             subs += these
+        self.task_of.update((c.id, tid) for c in children)
         task = self._task(tid, raw, status, held, parent, deps + [c.id for c in children])
         return [task, *subs]
 
+    def inherit(self, tasks: list[Task]) -> None:
+        """Each subtask waits for what its task waits for (but its subtasks), once those
+        dependencies are checked: an edge left out is listed once, for the task. An edge
+        inherited may close a cycle (the task's dependency waits for one of its subtasks):
+        it is left out, and listed."""
+        by_id = {t.id: t for t in tasks}
+        mine: dict[str, set[str]] = {}
+        for sub, task in self.task_of.items():
+            mine.setdefault(task, set()).add(sub)
+        for t in tasks:  # a task comes before its subtasks: its list is complete when they take it
+            task = by_id.get(self.task_of.get(t.id, ""))
+            if task is not None:
+                theirs = [d for d in task.depends_on if d not in mine[task.id] and d != t.id]
+                t.depends_on = tuple(dict.fromkeys([*theirs, *t.depends_on]))
+        break_cycles(tasks, self.unmapped)
+
     def _subtasks_left_out(self, raw: dict, tid: str, path: str, place: str, parent: _Parent | None) -> list[Task]:
         """None of a cancelled task: its subtasks are left out too (`next` never offers them)."""
-        me = _Parent(parent.id if parent and parent.left_out else tid, path, "cancelled", (), held=False, left_out=True)
+        me = _Parent(parent.id if parent and parent.left_out else tid, path, "cancelled", held=False, left_out=True)
         for j, sub in enumerate(raw.get("subtasks") or []):
             if isinstance(sub, dict) and "id" in sub:
                 self.tasks_of(sub, f"{place}.subtasks[{j}]", me)
@@ -232,7 +252,6 @@ class _Parent:
     id: str  # its roadmap id
     path: str  # its Taskmaster id (2, 2.3): a subtask's sibling dependency is path.N
     status: str
-    deps: tuple[str, ...]  # what its subtasks wait for too
     held: bool  # deferred or blocked: its subtasks are too
     left_out: bool  # cancelled: its subtasks are too
 
