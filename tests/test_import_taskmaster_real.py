@@ -202,3 +202,20 @@ def test_deferred_work_and_what_waits_for_it_run_only_when_selected(tmp_path):
     assert states["tm-3"] in ("pending", "ready") and states["tm-5"] == "pending"
     run = harnessc("run", "-s", "tag:deferred+", cwd=tmp_path)
     assert run.returncode == 0 and "succeeded: 2 tasks succeeded" in run.stdout, run.stdout + run.stderr
+
+
+def test_nested_subtasks_and_fields_of_the_wrong_shape():
+    """A subtask's own subtasks (task 81 of Taskmaster's older file has one) are tasks too,
+    their numbers siblings; a field of the wrong shape is listed, not iterated."""
+    data = {"tasks": [{"id": 1, "title": "a", "subtasks": "oops", "dependencies": 5},
+                      {"id": 2, "title": "b", "status": "weird", "dependencies": [1], "subtasks": [
+                          {"id": 1, "title": "c", "subtasks": [{"id": 1, "title": "d", "dependencies": [2]},
+                                                               {"id": 2, "title": "e"}]}]}]}
+    imported = taskmaster.read(json.dumps(data), "tasks.json")
+    deps = {t.id: t.depends_on for t in imported.roadmap.tasks}
+    assert deps == {"tm-1": (), "tm-2": ("tm-1", "tm-2.1"), "tm-2.1": ("tm-1", "tm-2.1.1", "tm-2.1.2"),
+                    "tm-2.1.1": ("tm-1", "tm-2.1.2"), "tm-2.1.2": ("tm-1",)}
+    assert imported.unmapped == ["tm-1: dependencies '5' is not a list; left out",
+                                 "tm-1: subtasks '\"oops\"' is not a list; left out",
+                                 "tm-2: status 'weird' is not one of Taskmaster's; imported as an open task"]
+    assert imported.roadmap.tasks[1].goal == "Taskmaster status: weird."

@@ -165,7 +165,7 @@ class _Reader:
         me = _Parent(tid, path, status, held=held, left_out=False)
         subs: list[Task] = []
         children = []  # its own subtasks, which it depends on (theirs it reaches through them)
-        for j, sub in enumerate(raw.get("subtasks") or []):
+        for j, sub in enumerate(_subtasks(raw, tid, self.unmapped)):
             if not isinstance(sub, dict) or "id" not in sub:
                 self.unmapped.append(f"{tid}: subtasks[{j}] is not a subtask with an id; left out")
                 continue
@@ -195,7 +195,7 @@ class _Reader:
     def _subtasks_left_out(self, raw: dict, tid: str, path: str, place: str, parent: _Parent | None) -> list[Task]:
         """None of a cancelled task: its subtasks are left out too (`next` never offers them)."""
         me = _Parent(parent.id if parent and parent.left_out else tid, path, "cancelled", held=False, left_out=True)
-        for j, sub in enumerate(raw.get("subtasks") or []):
+        for j, sub in enumerate(_subtasks(raw, tid, [])):
             if isinstance(sub, dict) and "id" in sub:
                 self.tasks_of(sub, f"{place}.subtasks[{j}]", me)
         return []
@@ -254,6 +254,14 @@ class _Parent:
     status: str
     held: bool  # deferred or blocked: its subtasks are too
     left_out: bool  # cancelled: its subtasks are too
+
+
+def _subtasks(raw: dict, tid: str, unmapped: list[str]) -> list:
+    subtasks = raw.get("subtasks") or []
+    if isinstance(subtasks, list):
+        return subtasks
+    unmapped.append(f"{tid}: subtasks '{one_line(json.dumps(subtasks))[:80]}' is not a list; left out")
+    return []
 
 
 def _text(value: Any) -> str:
