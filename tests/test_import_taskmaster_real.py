@@ -198,10 +198,13 @@ def test_deferred_work_and_what_waits_for_it_run_only_when_selected(tmp_path):
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     run = harnessc("run", cwd=tmp_path)
     assert run.returncode == 0 and "succeeded: 3 tasks succeeded, 2 done" in run.stdout, run.stdout + run.stderr
+    assert ("put off: 2 open tasks tagged deferred, or waiting for one, not selected (`-s tag:deferred+` runs them)"
+            in run.stderr)
     states = {t["id"]: t["state"] for t in json.loads(harnessc("status", "--output", "json", cwd=tmp_path).stdout)["tasks"]}
     assert states["tm-3"] in ("pending", "ready") and states["tm-5"] == "pending"
     run = harnessc("run", "-s", "tag:deferred+", cwd=tmp_path)
     assert run.returncode == 0 and "succeeded: 2 tasks succeeded" in run.stdout, run.stdout + run.stderr
+    assert "put off" not in run.stderr
 
 
 def test_nested_subtasks_and_fields_of_the_wrong_shape():
