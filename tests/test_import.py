@@ -97,14 +97,24 @@ def test_speckit_mapping(tmp_path):
     assert tasks["T001"].done and tasks["T002"].done and not tasks["T003"].done
     assert tasks["T001"].phase == "Phase 1: Setup (Shared Infrastructure)"
     assert tasks["T002"].depends_on == ("T001",)  # in order inside a phase
-    assert tasks["T004"].depends_on == ("T002", "T003")  # a phase waits for the one before
-    assert tasks["T005"].depends_on == tasks["T006"].depends_on == ("T004",)  # [P]: side by side
-    assert tasks["T007"].depends_on == ("T005", "T006")
+    assert tasks["T004"].depends_on == ("T002", "T003")  # Foundational waits for Setup
+    # [P]: "no dependencies on incomplete tasks" (spec-kit's tasks command): beside T004
+    assert tasks["T005"].depends_on == tasks["T006"].depends_on == ("T002", "T003")
+    assert tasks["T007"].depends_on == ("T004", "T005", "T006")  # without [P]: after the tasks before it
+    # the stories wait for Foundational only, side by side; Polish for both stories
+    assert tasks["T008"].depends_on == ("T007",) and tasks["T013"].depends_on == ("T007",)
+    assert tasks["T016"].depends_on == ("T012", "T015")
     assert tasks["T008"].tags == ("parallel", "US1") and tasks["T011"].tags == ("US1",)
     assert tasks["T011"].title == "Implement AlbumService in src/services/albums.py"  # "(depends on T010)" read
     assert "T010" in tasks["T011"].depends_on
     assert {"T005", "T006"} <= set(tasks["T012"].depends_on) and "T006" in tasks["T015"].depends_on  # "blocks"
-    assert "Models before services" in roadmap.overview and "**Checkpoint**" in roadmap.overview
+    # the overview (in every prompt) holds the introduction only; a task's goal its phase's
+    # text; the other sections follow the tasks
+    assert "**Organization**" in roadmap.overview and "Checkpoint" not in roadmap.overview
+    assert "Models before services" not in roadmap.overview and "Phase 1" not in roadmap.overview
+    assert "**Checkpoint**: At this point, User Story 1" in tasks["T011"].goal and "Phase 2" not in tasks["T011"].goal
+    notes = (tmp_path / "roadmap.md").read_text().split("\n## Notes from tasks.md\n", 1)[1]
+    assert "Models before services (T010 before T011)" in notes and "## Format:" in notes
     listed = r.stdout.split("not mapped", 1)[1]
     assert "T014: dependency 'T099' names no task" in listed
     assert "T013: dependency on T016 left out" in listed  # "T016 blocks T013" would close a cycle
@@ -227,8 +237,11 @@ def test_spec_kit_comments_and_fences_are_listed_not_tasks(tmp_path):
     tasks = {t.id: t for t in lint_project(tmp_path).roadmap.tasks}
     assert tasks["T002"].depends_on == ("T001",) and tasks["T002"].title == "Add the models"  # not T900
     text = (tmp_path / "roadmap.md").read_text()
-    # the prose in a code block its own '````' cannot close; the comments left out
-    assert "\n`````markdown\n" in text and "\n`````\n\n## Tasks\n" in text and "T900" not in text
+    # the phase's text in a code block its own '````' cannot close, the other sections in
+    # one after the tasks ('## Tasks' in it is text); the comments left out
+    assert "\n  `````markdown\n" in text and "T900" not in text
+    assert text.endswith("\n## Notes from tasks.md\n\n```markdown\n## Tasks\n\n- [ ] **planted-prose**: Prose that "
+                         "reads as a roadmap task under a '## Tasks' heading\n  - accept: touch PWNED-prose\n```\n")
 
 
 @pytest.mark.parametrize("brk", BREAKS)
