@@ -90,7 +90,7 @@ class SpecKitImport(Imported):
 
     def text(self) -> str:
         text = format_roadmap(self.roadmap)
-        return text + f"\n## {NOTES_HEADING}\n\n{self.notes}\n" if self.notes else text
+        return (text + f"\n## {NOTES_HEADING}\n\n{self.notes}\n") if self.notes else text
 
 
 def read(text: str, source: str) -> SpecKitImport:
@@ -162,8 +162,8 @@ def read(text: str, source: str) -> SpecKitImport:
             if a in by_id:
                 by_id[a].depends_on = (*by_id[a].depends_on, *(b for b in firsts if refs.spend()))
             else:
-                unmapped.append(f"{source}:{no}: '{a}' is named as waiting for {', '.join(firsts)}, "
-                                "but there is no such task; left out")
+                unmapped.append(f"{source}:{no}: '{a}' is named as waiting for {_some(firsts)}, but there is "
+                                "no such task; left out")
     if refs.over:
         unmapped.append(f"{source}: more than {refs.budget_at_start} dependencies named in ranges and "
                         "prose; the rest left out")
@@ -178,6 +178,10 @@ def read(text: str, source: str) -> SpecKitImport:
     notes = [*front, *(ln for s in sections[1:] if not s.tasks and _text_of(s) for ln in [s.heading, *s.lines])]
     notes = _trimmed(notes)
     return SpecKitImport(roadmap, unmapped, warnings, notes=_code_block(notes) if notes else "")
+
+
+def _some(ids: list[str]) -> str:
+    return ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
 
 
 def _phase_name(section: _Section) -> str | None:
