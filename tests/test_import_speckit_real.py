@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from harnessc.compiler import lint_project
+from harnessc.importers import speckit
 
 REAL = Path(__file__).parent / "fixtures" / "import" / "speckit-real"
 # a task line as spec-kit writes it: checkbox, then the id (the importer's own regex is not used)
@@ -164,3 +165,39 @@ def test_a_real_speckit_file_imports_as_its_source_means_it(tmp_path, name):
         assert "## Notes from tasks.md" not in prompt and "Implementation Strategy" not in prompt
     # the phase headings are the roadmap's: none is left empty in its text
     assert not re.search(r"^## Phase[^\n]*\n+(?:---\n+)*(?:## |```)", written, re.MULTILINE)
+
+
+# ---------------------------------------------------------------- the same rules, small and hostile
+
+def test_a_section_that_is_no_phase_is_the_phase_of_its_tasks():
+    """A task under `## Other` after a phased task (no phase would be written under the
+    phase before it, and the roadmap would not read back: nothing imported)."""
+    imported = speckit.read("# X\n\n## Phase 1\n\n- [ ] T001 a\n\n## Later work\n\n- [ ] T002 b\n", "tasks.md")
+    imported.checked_text()
+    assert [(t.id, t.phase, t.depends_on) for t in imported.roadmap.tasks] == [
+        ("T001", "Phase 1", ()), ("T002", "Later work", ("T001",))]
+
+
+def test_phase_dependency_lines_that_name_no_phase_are_listed():
+    text = ("# X\n\n## Phase 1: Foundational\n\n- [ ] T001 a\n\n## Phase 2: User Story 1\n\n- [ ] T002 [US1] b\n\n"
+            "## Phase 3: User Story 2\n\n- [ ] T003 [US2] c\n\n## Dependencies\n\n"
+            "- **US2 (Phase 3)**: Depends on US1 - needs its models\n- **US9 (Phase 9)**: Depends on US1\n"
+            "- **User Story 1**: Depends on US7\n")
+    imported = speckit.read(text, "tasks.md")
+    tasks = {t.id: t for t in imported.roadmap.tasks}
+    assert tasks["T002"].depends_on == ("T001",) and tasks["T003"].depends_on == ("T002",)
+    assert "tasks.md:18: 'US9 (Phase 9)' names no phase with tasks; its dependency left out" in imported.unmapped
+    assert "tasks.md:19: 'US7' names no earlier phase with tasks; left out" in imported.unmapped
+
+
+def test_ranges_in_prose_name_a_bounded_number_of_dependencies():
+    """Every line `T1-T2000 depend on T1-T2000` names 4 million dependencies: past a budget
+    linear in the tasks the rest is left out, and said."""
+    n = 2000
+    text = ("# X\n\n## Phase 1\n\n" + "".join(f"- [ ] T{i} t\n" for i in range(1, n + 1)) + "\n## Dependencies\n\n"
+            + f"- T1-T{n} depend on T1-T{n}\n" * 200)
+    imported = speckit.read(text, "tasks.md")
+    assert f"tasks.md: more than {100_000 + 20 * n} dependencies named in ranges and prose; the rest left out" \
+        in imported.unmapped
+    assert len(imported.roadmap.tasks) == n
+    imported.checked_text()
