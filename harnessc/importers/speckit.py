@@ -79,7 +79,6 @@ class _Section:
     lines: list[str] = field(default_factory=list)  # its text, without task lines and comments
     tasks: list[Task] = field(default_factory=list)
     story: int | None = None
-    number: str | None = None  # "5" of "Phase 5: ..."
     after: list[int] = field(default_factory=list)  # the sections (indices) it waits for
 
 
@@ -280,33 +279,42 @@ class _Refs:
 
 def _phase_order(groups: list[_Section], phase_says: list, source: str, unmapped: list[str]) -> None:
     """Which phases each phase waits for (see the module's docstring)."""
-    for g in groups:
+    index: dict[tuple[str, object], list[int]] = {}  # ("phase", "5") or ("story", 6) -> phases, in order
+    for i, g in enumerate(groups):
         number = _PHASE_NO.match(g.tasks[0].phase or "")
-        g.number = number.group(1) if number else None
         story = _STORY.search(g.heading or "")
         labels = {t for task in g.tasks for t in task.tags if t.startswith("US")}
         if story:
             g.story = int(story.group(1) or story.group(2))
-        elif len(labels) == 1 and all(t.tags and any(x.startswith("US") for x in t.tags) for t in g.tasks):
+        elif len(labels) == 1 and all(any(x.startswith("US") for x in t.tags) for t in g.tasks):
             g.story = int(labels.pop()[2:])
+        if number:
+            index.setdefault(("phase", number.group(1)), []).append(i)
+        if g.story is not None:
+            index.setdefault(("story", g.story), []).append(i)
     base: int | None = None  # the last phase that is no story's
     stories: list[int] = []  # story phases since
+    last_of: dict[int, int] = {}  # story -> its last phase so far (which waits for its earlier ones)
     for i, g in enumerate(groups):
         if g.story is not None:
-            g.after = ([base] if base is not None else []) + [j for j in range(i) if groups[j].story == g.story]
+            g.after = ([base] if base is not None else []) + ([last_of[g.story]] if g.story in last_of else [])
             stories.append(i)
+            last_of[g.story] = i
         else:
             g.after = stories or ([base] if base is not None else [])
             base, stories = i, []
+    budget = 100_000 + 20 * len(groups)  # phases named in all such lines together
     for label, said, no in phase_says:
-        which = _phases(label, groups, len(groups), prefer_number=True)
-        if not which:
-            if _STORY.search(label) or _PHASE_NO.search(label):
-                unmapped.append(f"{source}:{no}: '{one_line(label)}' names no phase with tasks; its dependency "
-                                "left out")
-            continue
+        which = _phases(label, index, len(groups), prefer_number=True)
+        if not which and (_STORY.search(label) or _PHASE_NO.search(label)):
+            unmapped.append(f"{source}:{no}: '{one_line(label)}' names no phase with tasks; its dependency left out")
         for i in which:
-            named = _phases(said, groups, i, prefer_number=False)
+            named = _phases(said, index, i, prefer_number=False)
+            budget -= len(named) + 1
+            if budget < 0:
+                unmapped.append(f"{source}:{no}: more phase dependencies than {100_000 + 20 * len(groups)}; "
+                                "the rest left out")
+                return _without_implied(groups)
             if not named and (_STORY.search(said) or _PHASE_NO.search(said)):
                 unmapped.append(f"{source}:{no}: '{one_line(said).strip()}' names no earlier phase with tasks; "
                                 "left out")
@@ -326,15 +334,18 @@ def _without_implied(groups: list[_Section]) -> None:
         g.after = [j for j in g.after if not any(j in below[k] for k in g.after if k != j)]
 
 
-def _phases(text: str, groups: list[_Section], before: int, prefer_number: bool) -> list[int]:
+def _phases(text: str, index: dict, before: int, prefer_number: bool) -> list[int]:
     """The phases (indices under `before`) `text` names: `Phase 5`, `User Story 6`, `US6`. A
     label (`prefer_number`) that says `US8 (Phase 5)` means Phase 5 alone."""
-    numbers = set(_PHASE_NO.findall(text))
-    by_number = [i for i in range(before) if groups[i].number in numbers]
+    def under(key) -> list[int]:
+        found = index.get(key, [])
+        return found[: bisect.bisect_left(found, before)]
+
+    by_number = [i for n in dict.fromkeys(_PHASE_NO.findall(text)) for i in under(("phase", n))]
     if prefer_number and by_number:
         return by_number
-    stories = {int(a or b) for a, b in _STORY.findall(text)}
-    return list(dict.fromkeys(by_number + [i for i in range(before) if groups[i].story in stories]))
+    stories = dict.fromkeys(int(a or b) for a, b in _STORY.findall(text))
+    return list(dict.fromkeys(by_number + [i for n in stories for i in under(("story", n))]))
 
 
 def _order_tasks(groups: list[_Section], parallel: set[str]) -> None:
