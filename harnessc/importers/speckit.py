@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from ..compiler.roadmap import _fence, format_roadmap
 from ..compiler.tasks import Roadmap, Task
