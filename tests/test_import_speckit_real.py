@@ -42,6 +42,10 @@ CASES = {
         # "User Story 4: Depends on User Story 1", "File Merging (Phase 9): Depends on User
         # Story 1", "Release Command (Phase 10): Depends on User Story 6"
         "deps": {"T071": ("T051",), "T108": ("T051",), "T115": ("T107",), "T002": ("T001",), "T004": ()},
+        # a prompt holds its own phase's text, not another's
+        "prompt": {"T031": ["**Independent Test**: Run `aikit init test-project --ai claude`", "### Implementation for "
+                            "User Story 1", "**Checkpoint**: At this point, User Story 1 should be fully functional"]},
+        "not_in_prompt": {"T031": ["Run `aikit check`", "**Purpose**: Core infrastructure", "Parallel Team Strategy"]},
     },
     "speckit-pr1396_python-litellm-library_tasks.md": {
         "done": 104,
@@ -159,10 +163,17 @@ def test_a_real_speckit_file_imports_as_its_source_means_it(tmp_path, name):
     prompts = {p.stem: p.read_text() for p in (project / ".harness" / "build" / "prompts").glob("*.md")}
     for text in (written, *prompts.values()):
         assert str(tmp_path) not in text and str(REAL) not in text
+    title = re.search(r"^# (?:Tasks: )?(.*)", source.decode(), re.MULTILINE)
+    if title:  # the feature's title: in the system prompt every call gets
+        assert f'working on the project "{title.group(1)}"' in prompts.pop("_system")
     for tid, prompt in prompts.items():
         own = prompt.split("## Results of the tasks this one depends on", 1)[0]  # what its dependencies did
         assert len(own.encode()) < max(3_000, len(source) // 4), (tid, len(own), len(source))
         assert "## Notes from tasks.md" not in prompt and "Implementation Strategy" not in prompt
+    for tid, needles in case.get("prompt", {}).items():
+        assert all(n in prompts[tid] for n in needles), tid
+    for tid, needles in case.get("not_in_prompt", {}).items():
+        assert not any(n in prompts[tid] for n in needles), tid
     # the phase headings are the roadmap's: none is left empty in its text
     assert not re.search(r"^## Phase[^\n]*\n+(?:---\n+)*(?:## |```)", written, re.MULTILINE)
 
