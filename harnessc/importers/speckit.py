@@ -17,9 +17,11 @@ Order"; templates/commands/tasks.md):
   T001-T005` and `T004 should run after T001-T003` anywhere add dependencies.
 
 [P] becomes the tag `parallel`, [USn] the tag `USn`. Each task's goal holds the text of its
-phase (heading, purpose, goal, independent test, checkpoint); the overview only the text
-before the first section; the file's other sections are kept after the tasks under
-`## Notes from tasks.md`. Prose goes in fenced code blocks nothing inside can close.
+phase (purpose, goal, independent test, sub-headings, checkpoint; the heading is the task's
+phase), the overview only the text before the first section: a prompt holds what its task
+needs, not the whole file. The other sections are kept after the tasks under `## Notes from
+tasks.md` (one with nothing but its heading is left out). Prose goes in fenced code blocks
+nothing inside can close.
 
 Task lines inside fenced code blocks (``` and ~~~, read as the roadmap's own lexer reads
 them) and HTML comments (<!-- ... -->, across lines, and one never closed) are no tasks;
@@ -67,6 +69,7 @@ _TOKEN = re.compile(r"(T\d+)\b|([-–])|(,|&|/|\band\b)|(\bblocks?\b)|(\bdepends
                     re.IGNORECASE)
 # words that say a line orders tasks: such a line not understood is listed
 _ORDER_WORD = re.compile(r"\b(?:[Bb]efore|[Aa]fter|[Dd]epends?|[Dd]epending|blocks|blocked|[Rr]equires?|[Ww]aits?)\b")
+_RULES = ("---", "***", "___")  # thematic breaks as spec-kit writes them between sections
 NOTES_HEADING = "Notes from tasks.md"
 MAX_REDUCED = 1_000  # phases: beyond, the implied phase edges are kept (n^2 sets)
 
@@ -127,7 +130,7 @@ def read(text: str, source: str) -> SpecKitImport:
                 continue
             if line.startswith("## "):
                 sections.append(_Section(line, no))
-            else:
+            elif line.strip() not in _RULES:  # a rule only parts sections: no text of theirs
                 sections[-1].lines.append(line)
             continue
         done, tid, rest = m.group(1) != " ", m.group(2), m.group(3)
@@ -385,15 +388,15 @@ def _overview(intro: list[str], source: str, phased: bool) -> str:
 
 
 def _text_of(section: _Section) -> bool:
-    """Whether a section holds text besides its heading (a `---` rule is none)."""
-    return any(ln.strip() and ln.strip() not in ("---", "***", "___") for ln in section.lines)
+    """Whether a section holds text besides its heading."""
+    return any(ln.strip() for ln in section.lines)
 
 
 def _trimmed(lines: list[str]) -> list[str]:
-    """The lines without rules (`---`) and blank lines at the ends, and runs of blank lines as one."""
+    """The lines without blank lines at the ends, and runs of blank lines as one."""
     out: list[str] = []
     for line in lines:
-        if line.strip() in ("---", "***", "___") or (not line.strip() and (not out or not out[-1].strip())):
+        if not line.strip() and (not out or not out[-1].strip()):
             continue
         out.append(line)
     while out and not out[-1].strip():
