@@ -13,8 +13,9 @@ Order"; templates/commands/tasks.md):
 - `**US8 (Phase 5)**: Depends on US6` lines (the file's "Phase Dependencies") add phases;
 - inside a phase, a task without [P] waits for the tasks before it; a [P] task ("different
   files, no dependencies on incomplete tasks") waits only for what the phase waits for;
-- `(depends on T027-T029)` in a task, `T008 blocks T009, T015`, `T006-T010 depend on
-  T001-T005` and `T004 should run after T001-T003` anywhere add dependencies.
+- `(depends on T027-T029)` in a task, `T008 blocks T009, T015`, `T010 before T011`,
+  `T006-T010 depend on T001-T005` and `T004 should run after T001-T003` anywhere add
+  dependencies.
 
 [P] becomes the tag `parallel`, [USn] the tag `USn`. Each task's goal holds the text of its
 phase (purpose, goal, independent test, sub-headings, checkpoint; the heading is the task's
@@ -64,7 +65,7 @@ _PHASE_DEPENDS = re.compile(r"[ \t]*[-*][ \t]+\*\*([^*\n]{1,200})\*\*[ \t]*:?[ \
                             re.IGNORECASE)
 _REASON = re.compile(r"[ \t]+[-–—][ \t]|[(;]")  # where a dependency line's reason starts
 # one token of a prose line: an id, a range dash, a list separator, a dependency phrase, a word
-_TOKEN = re.compile(r"(T\d+)\b|([-–])|(,|&|/|\band\b)|(\bblocks?\b)|(\bdepends?[ \t]+(?:up)?on\b)"
+_TOKEN = re.compile(r"(T\d+)\b|([-–])|(,|&|/|\band\b)|(\bblocks?\b|\bbefore\b)|(\bdepends?[ \t]+(?:up)?on\b)"
                     r"|(\b(?:(?:should|must|can|will)[ \t]+)?(?:runs?|starts?|comes?)[ \t]+after\b)|\w+|\S",
                     re.IGNORECASE)
 # words that say a line orders tasks: such a line not understood is listed
@@ -196,9 +197,9 @@ def _phase_name(section: _Section) -> str | None:
 
 
 def _read_prose(line: str, no: int, source: str, said: list, phase_says: list, unmapped: list[str]) -> None:
-    """Collect what a prose line says about the order: `T008 blocks T009, T015`, `T006-T010
-    depend on T001-T005`, `T004 should run after T001-T003` (task level) or `**US8 (Phase
-    5)**: Depends on US6` (phase level). A line that names tasks and speaks of order in
+    """Collect what a prose line says about the order: `T008 blocks T009, T015`, `T010 before
+    T011`, `T006-T010 depend on T001-T005`, `T004 should run after T001-T003` (task level) or
+    `**US8 (Phase 5)**: Depends on US6` (phase level). A line that names tasks and speaks of order in
     another way is listed. One pass over its tokens."""
     p = _PHASE_DEPENDS.match(line)
     if p:
@@ -209,7 +210,7 @@ def _read_prose(line: str, no: int, source: str, said: list, phase_says: list, u
     found = 0
     group: list[tuple[str, str]] = []  # the ids being read: (first, last) of each, a range or one id
     before: list | None = None
-    kind: str | None = None  # "blocks" or "after" once a phrase follows a list of ids
+    kind: str | None = None  # "blocks" (or "before") or "after" once a phrase follows a list of ids
     dash = False
     for m in _TOKEN.finditer(line):
         tid, is_dash, sep, blocks, depends, after = m.groups()
