@@ -29,7 +29,7 @@ def _parser():
             if _PARSER is None:
                 from ...grammar import lark_parsers
 
-                _PARSER = lark_parsers.load(lark_parsers.RULES, transformer=_builder())
+                _PARSER = lark_parsers.load(lark_parsers.RULES, transformer=_Build())
     return _PARSER
 
 
@@ -337,165 +337,190 @@ def check_pattern(pattern: str) -> RuleError | None:
     return None
 
 
-def _builder():
-    """The Lark transformer embedded in the parser: builds the AST bottom-up, checking limits."""
-    from ...grammar.lark_parsers import Transformer, v_args
+def _inline(method):
+    """A rule's callback taking its children as arguments (Lark passes them as one list)."""
+    @functools.wraps(method)
+    def callback(self, children):
+        return method(self, *children)
+    return callback
 
-    def finish(node: Node, *kids: Node) -> Node:
-        depth = 1 + max((k.depth for k in kids), default=0)
-        if depth > MAX_DEPTH:
-            raise error_at(
-                "HC304",
-                f"rule is nested too deeply (more than {MAX_DEPTH} levels)",
-                node,
-                hint="split it into several rules",
+
+def _finish(node: Node, *kids: Node) -> Node:
+    """`node` with its depth set (its kids' plus one); too deep a rule is refused."""
+    depth = 1 + max((k.depth for k in kids), default=0)
+    if depth > MAX_DEPTH:
+        raise error_at(
+            "HC304",
+            f"rule is nested too deeply (more than {MAX_DEPTH} levels)",
+            node,
+            hint="split it into several rules",
+        )
+    object.__setattr__(node, "depth", depth)  # frozen dataclass: set once, here
+    return node
+
+
+def _check_name(tok) -> str:
+    if tok.value.startswith("_"):  # normally caught by _prescan already
+        raise RuleError(
+            "HC304",
+            f"'{tok.value}' is not allowed: names starting with '_' are never available in rules",
+            tok.start_pos,
+            len(tok.value),
+        )
+    return tok.value
+
+
+class _Build:
+    """The callbacks Lark's parser calls as it reduces each rule: build the AST bottom-up,
+    checking limits. Lark passes a rule's children as one list; `_inline` spreads them."""
+
+    @_inline
+    def int_lit(self, tok):
+        n = int(tok.value)
+        if n > MAX_INT_LITERAL:
+            raise RuleError(
+                "HC304", "number is too large (at most 10**18)", tok.start_pos, len(tok.value)
             )
-        object.__setattr__(node, "depth", depth)  # frozen dataclass: set once, here
-        return node
+        return Const(offset=tok.start_pos, end=tok.end_pos, value=n)
 
-    def check_name(tok) -> str:
-        if tok.value.startswith("_"):  # normally caught by _prescan already
+    @_inline
+    def float_lit(self, tok):
+        x = float(tok.value)
+        if math.isinf(x):
+            raise RuleError(
+                "HC304", "number is too large for a float", tok.start_pos, len(tok.value)
+            )
+        return Const(offset=tok.start_pos, end=tok.end_pos, value=x)
+
+    @_inline
+    def str_lit(self, tok):
+        raw = tok.value
+        prefix = 1 if raw[0] in "rR" else 0
+        body = raw[prefix + 1 : -1]
+        s = body if prefix else _unescape(body, tok.start_pos + 1)
+        if len(s) > MAX_STR_LITERAL:
             raise RuleError(
                 "HC304",
-                f"'{tok.value}' is not allowed: names starting with '_' are never available in rules",
+                f"string is too long (at most {MAX_STR_LITERAL} characters)",
                 tok.start_pos,
-                len(tok.value),
+                len(raw),
             )
-        return tok.value
+        return Const(offset=tok.start_pos, end=tok.end_pos, value=s)
 
-    @v_args(inline=True)
-    class Build(Transformer):
-        def int_lit(self, tok):
-            n = int(tok.value)
-            if n > MAX_INT_LITERAL:
-                raise RuleError(
-                    "HC304", "number is too large (at most 10**18)", tok.start_pos, len(tok.value)
-                )
-            return Const(offset=tok.start_pos, end=tok.end_pos, value=n)
+    @_inline
+    def const(self, tok):
+        v = {"TRUE": True, "TRUE_PY": True, "FALSE": False, "FALSE_PY": False}.get(tok.type)
+        return Const(offset=tok.start_pos, end=tok.end_pos, value=v)
 
-        def float_lit(self, tok):
-            x = float(tok.value)
-            if math.isinf(x):
-                raise RuleError(
-                    "HC304", "number is too large for a float", tok.start_pos, len(tok.value)
-                )
-            return Const(offset=tok.start_pos, end=tok.end_pos, value=x)
+    @_inline
+    def name(self, tok):
+        return Name(offset=tok.start_pos, end=tok.end_pos, name=_check_name(tok))
 
-        def str_lit(self, tok):
-            raw = tok.value
-            prefix = 1 if raw[0] in "rR" else 0
-            body = raw[prefix + 1 : -1]
-            s = body if prefix else _unescape(body, tok.start_pos + 1)
-            if len(s) > MAX_STR_LITERAL:
-                raise RuleError(
-                    "HC304",
-                    f"string is too long (at most {MAX_STR_LITERAL} characters)",
-                    tok.start_pos,
-                    len(raw),
-                )
-            return Const(offset=tok.start_pos, end=tok.end_pos, value=s)
+    @_inline
+    def paren(self, lpar, inner, rpar):
+        return inner
 
-        def const(self, tok):
-            v = {"TRUE": True, "TRUE_PY": True, "FALSE": False, "FALSE_PY": False}.get(tok.type)
-            return Const(offset=tok.start_pos, end=tok.end_pos, value=v)
+    @_inline
+    def args(self, *items):
+        return tuple(i for i in items if isinstance(i, Node))
 
-        def name(self, tok):
-            return Name(offset=tok.start_pos, end=tok.end_pos, name=check_name(tok))
+    @_inline
+    def list_lit(self, lsqb, items, rsqb):
+        items = items or ()
+        return _finish(ListLit(offset=lsqb.start_pos, end=rsqb.end_pos, items=items), *items)
 
-        def paren(self, lpar, inner, rpar):
-            return inner
+    @_inline
+    def attr(self, obj, dot, tok):
+        return _finish(
+            Attr(
+                offset=obj.offset,
+                end=tok.end_pos,
+                obj=obj,
+                name=_check_name(tok),
+                name_offset=tok.start_pos,
+            ),
+            obj,
+        )
 
-        def args(self, *items):
-            return tuple(i for i in items if isinstance(i, Node))
+    @_inline
+    def index(self, obj, lsqb, idx, rsqb):
+        return _finish(Index(offset=obj.offset, end=rsqb.end_pos, obj=obj, index=idx), obj, idx)
 
-        def list_lit(self, lsqb, items, rsqb):
-            items = items or ()
-            return finish(ListLit(offset=lsqb.start_pos, end=rsqb.end_pos, items=items), *items)
-
-        def attr(self, obj, dot, tok):
-            return finish(
-                Attr(
-                    offset=obj.offset,
-                    end=tok.end_pos,
-                    obj=obj,
-                    name=check_name(tok),
-                    name_offset=tok.start_pos,
-                ),
-                obj,
-            )
-
-        def index(self, obj, lsqb, idx, rsqb):
-            return finish(Index(offset=obj.offset, end=rsqb.end_pos, obj=obj, index=idx), obj, idx)
-
-        def call(self, callee, lpar, args, rpar):
-            args = args or ()
-            if isinstance(callee, Name) and callee.name in FUNCTIONS:
-                node = Call(offset=callee.offset, end=rpar.end_pos, func=callee.name, args=args)
-                if callee.name == "matches" and len(args) == 2:
-                    _check_literal_pattern(args[1])
-                return finish(node, *args)
-            if isinstance(callee, Name):
-                hint = did_you_mean(callee.name, FUNCTIONS) or "functions: " + ", ".join(FUNCTIONS)
-                if callee.name in NAMES:
-                    raise error_at("HC303", f"'{callee.name}' is not a function", callee, hint=hint)
-                raise error_at("HC303", f"unknown function '{callee.name}'", callee, hint=hint)
-            if isinstance(callee, Attr):
-                fn = callee.name if callee.name in FUNCTIONS else "lower"
-                raise RuleError(
-                    "HC303",
-                    f"methods can't be called in rules: '.{callee.name}()'",
-                    callee.name_offset,
-                    len(callee.name),
-                    f"use the function form, e.g. {fn}(x) instead of x.{fn}()",
-                )
+    @_inline
+    def call(self, callee, lpar, args, rpar):
+        args = args or ()
+        if isinstance(callee, Name) and callee.name in FUNCTIONS:
+            node = Call(offset=callee.offset, end=rpar.end_pos, func=callee.name, args=args)
+            if callee.name == "matches" and len(args) == 2:
+                _check_literal_pattern(args[1])
+            return _finish(node, *args)
+        if isinstance(callee, Name):
+            hint = did_you_mean(callee.name, FUNCTIONS) or "functions: " + ", ".join(FUNCTIONS)
+            if callee.name in NAMES:
+                raise error_at("HC303", f"'{callee.name}' is not a function", callee, hint=hint)
+            raise error_at("HC303", f"unknown function '{callee.name}'", callee, hint=hint)
+        if isinstance(callee, Attr):
+            fn = callee.name if callee.name in FUNCTIONS else "lower"
             raise RuleError(
                 "HC303",
-                "only the allow-listed functions can be called",
-                lpar.start_pos,
-                1,
-                "functions: " + ", ".join(FUNCTIONS),
+                f"methods can't be called in rules: '.{callee.name}()'",
+                callee.name_offset,
+                len(callee.name),
+                f"use the function form, e.g. {fn}(x) instead of x.{fn}()",
             )
+        raise RuleError(
+            "HC303",
+            "only the allow-listed functions can be called",
+            lpar.start_pos,
+            1,
+            "functions: " + ", ".join(FUNCTIONS),
+        )
 
-        def unary(self, op, operand):
-            return finish(
-                Unary(offset=op.start_pos, end=operand.end, op=op.value, operand=operand), operand
-            )
+    @_inline
+    def unary(self, op, operand):
+        return _finish(
+            Unary(offset=op.start_pos, end=operand.end, op=op.value, operand=operand), operand
+        )
 
-        def power(self, left, op, right):
-            raise _pow_error(op.start_pos)  # normally caught by _prescan already
+    @_inline
+    def power(self, left, op, right):
+        raise _pow_error(op.start_pos)  # normally caught by _prescan already
 
-        def binop(self, left, op, right):
-            node = BinOp(
-                offset=left.offset,
-                end=right.end,
-                op=op.value,
-                left=left,
-                right=right,
-                op_offset=op.start_pos,
-            )
-            if op.value == "*":
-                _check_literal_repeat(node)
-            return finish(node, left, right)
+    @_inline
+    def binop(self, left, op, right):
+        node = BinOp(
+            offset=left.offset,
+            end=right.end,
+            op=op.value,
+            left=left,
+            right=right,
+            op_offset=op.start_pos,
+        )
+        if op.value == "*":
+            _check_literal_repeat(node)
+        return _finish(node, left, right)
 
-        def boolop(self, left, op, right):
-            return finish(
-                BoolOp(offset=left.offset, end=right.end, op=op.value, left=left, right=right),
-                left,
-                right,
-            )
+    @_inline
+    def boolop(self, left, op, right):
+        return _finish(
+            BoolOp(offset=left.offset, end=right.end, op=op.value, left=left, right=right),
+            left,
+            right,
+        )
 
-        def comp_op(self, *toks):
-            return (" ".join(t.value for t in toks), toks[0].start_pos)
+    @_inline
+    def comp_op(self, *toks):
+        return (" ".join(t.value for t in toks), toks[0].start_pos)
 
-        def compare(self, first, *rest):
-            pairs = tuple((rest[i][0], rest[i][1], rest[i + 1]) for i in range(0, len(rest), 2))
-            operands = (first, *(n for _, _, n in pairs))
-            return finish(
-                Compare(offset=first.offset, end=operands[-1].end, first=first, rest=pairs),
-                *operands,
-            )
+    @_inline
+    def compare(self, first, *rest):
+        pairs = tuple((rest[i][0], rest[i][1], rest[i + 1]) for i in range(0, len(rest), 2))
+        operands = (first, *(n for _, _, n in pairs))
+        return _finish(
+            Compare(offset=first.offset, end=operands[-1].end, first=first, rest=pairs),
+            *operands,
+        )
 
-    return Build()
 
 
 def _check_literal_pattern(arg: Node) -> None:
