@@ -21,7 +21,7 @@ SHARED_NAMES = frozenset({"project", "shared_context", "output_format"})
 def task_before_shared(env, source: str) -> tuple[int, str, str] | None:
     """(line, task variable, shared variable) of the first variable of a task's own text that
     comes before one of the shared text, in the template's order; None when none does."""
-    from jinja2 import nodes
+    from .sandbox import nodes
 
     first_task = None
     for name in env.parse(source).find_all(nodes.Name):
@@ -36,7 +36,7 @@ def task_before_shared(env, source: str) -> tuple[int, str, str] | None:
 
 def check_task_template(project, plan: dict, env) -> None:
     """Warn (HC504) when the project's task.md.j2 puts a task's own text first."""
-    from jinja2 import TemplateError
+    from .sandbox import TemplateError
 
     from ..workspace import WorkspaceError
 

@@ -11,13 +11,12 @@ import json
 import os
 import shlex
 import traceback
-from functools import lru_cache, partial
+from functools import lru_cache
 from pathlib import Path
 from types import SimpleNamespace
 
 from ..diagnostics import Diagnostics, Span, did_you_mean
 from ..estimates import CHARS_PER_TOKEN
-from . import sandbox
 from .contextentry import PRIORITIES
 
 TEMPLATE_NAMES = ("system.md.j2", "task.md.j2", "refine.md.j2", "memory.md.j2")
@@ -39,86 +38,11 @@ class TemplateProblem(Exception):
         self.code, self.message, self.span, self.hint = code, message, span, hint
 
 
-def _undefined_class():
-    """StrictUndefined whose error knows the object it looked in and the name it looked for,
-    so HC502 can say `task has no field 'deadline'` and list task's fields."""
-    from jinja2 import StrictUndefined, UndefinedError
-    from jinja2.exceptions import SecurityError
-
-    class UndefinedIn(UndefinedError):
-        def __init__(self, obj, name, message=None):
-            super().__init__(message)
-            self.obj, self.name = obj, name
-
-    class UnsafeAccess(SecurityError):
-        hint = "templates run sandboxed: attributes starting with '_' and methods that change a value are not available"
-
-        def __init__(self, name, message=None):
-            super().__init__(message)
-            self.name = name
-
-    class LocatedUndefined(StrictUndefined):
-        __slots__ = ()
-
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            # The sandbox's unsafe access (`''.__class__`) is an Undefined that raises
-            # SecurityError: it stays one (HC503), not an undefined name (HC502).
-            if issubclass(self._undefined_exception, SecurityError):
-                self._undefined_exception = partial(UnsafeAccess, self._undefined_name)
-            else:
-                self._undefined_exception = partial(UndefinedIn, self._undefined_obj, self._undefined_name)
-
-    return LocatedUndefined
-
-
-def _project_loader(root: str, templates: str):
-    """A Jinja loader for the project's `templates:` directory that reads without following
-    links (harnessc.workspace): `task.md.j2 -> /etc/passwd`, or `etc -> /etc` with
-    `{% include 'etc/passwd' %}`, raise workspace.UnsafePath instead of reading /etc."""
-    from jinja2 import BaseLoader, TemplateNotFound
-    from jinja2.loaders import split_template_path
-
-    from ..workspace import Workspace
-
-    workspace = Workspace(root)
-    directory = Path(root) / templates
-
-    class ProjectLoader(BaseLoader):
-        def get_source(self, environment, template):
-            path = directory.joinpath(*split_template_path(template))  # refuses `..`
-            try:
-                source = workspace.read_text(path)
-            except FileNotFoundError:
-                raise TemplateNotFound(template) from None
-            except UnicodeDecodeError as e:
-                raise TemplateNotFound(f"{template} (not UTF-8: {e.reason})") from None
-            mtime = _mtime(path)
-            return source, str(path), lambda: _mtime(path) == mtime
-
-    return ProjectLoader()
-
-
-def _mtime(path: Path) -> float | None:
-    try:
-        return os.lstat(path).st_mtime
-    except OSError:
-        return None
-
-
 @lru_cache(maxsize=8)
 def _environment(root: str, templates: str | None):
-    from jinja2 import ChoiceLoader, PackageLoader
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from . import sandbox  # Jinja, met here: when a template is first rendered
 
-    loaders = []
-    if templates:
-        loaders.append(_project_loader(root, templates))
-    loaders.append(PackageLoader("harnessc", "templates"))
-    env = sandbox.environment_class(ImmutableSandboxedEnvironment)(
-        loader=ChoiceLoader(loaders), undefined=_undefined_class(), autoescape=False,
-        keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
-    )
+    env = sandbox.environment(root, templates)
     env.filters["json"] = lambda v: v if isinstance(v, str) else json.dumps(v, indent=2, sort_keys=True)
     env.filters["shell_join"] = _shell_join
     return env
@@ -152,10 +76,8 @@ def _template_span(exc: BaseException, root: str, templates: str | None) -> Span
 
 
 def _render(plan: dict, root: Path, name: str, context: dict) -> str:
-    from jinja2 import TemplateError, TemplateSyntaxError, UndefinedError
-    from jinja2.exceptions import SecurityError
-
     from ..workspace import UnsafePath
+    from .sandbox import SecurityError, TemplateError, TemplateSyntaxError, UndefinedError
 
     templates = plan.get("templates")
     env = _environment(str(root), templates)
@@ -187,7 +109,7 @@ def _render(plan: dict, root: Path, name: str, context: dict) -> str:
 
 def _undefined_explained(e, context: dict) -> tuple[str, str]:
     """(message, hint) for an undefined name: which object lacked it, and what it has."""
-    from jinja2.utils import missing
+    from .sandbox import missing
 
     obj, name = getattr(e, "obj", missing), getattr(e, "name", None)
     if obj is missing or name is None:  # a top-level name
