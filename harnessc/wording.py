@@ -85,3 +85,26 @@ def _elide(prose: str, drop: int, tail: int) -> str:
     if end and not prose[len(prose) - tail - 1].isspace():  # on to the start of the next word
         end = end[end.find(" ") + 1:] if " " in end else ""
     return head.rstrip() + "..." + (" " + end if end else "")
+
+
+# The ids harnessc gives accept commands that have none (compiler/plan.py, contract_schema.py):
+# they name a position, not the check, so a message names the command instead.
+_GIVEN_ACCEPT_ID = re.compile(r"(task-)?accept-\d+")
+COMMAND_CHARS = 200  # of a command's text in a one-line message
+
+
+def command_text(argv: Sequence[str] | None, limit: int = COMMAND_CHARS) -> str:
+    """A command as a shell would take it (`python3 -c 'print(1)'`), cut to `limit` characters."""
+    import shlex
+
+    text = shlex.join(str(a) for a in argv or ())
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+
+
+def accept_name(check: dict) -> str:
+    """An accept check by its own id, or by its command when its id is one harnessc gave
+    (`task-accept-1` says nothing a reader can use)."""
+    given = check.get("id")
+    if given and not _GIVEN_ACCEPT_ID.fullmatch(given):
+        return given
+    return command_text(check.get("argv")) or given or "?"

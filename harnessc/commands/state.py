@@ -10,7 +10,7 @@ import click
 from .. import completion
 from ..exitcodes import Exit
 from ..textsafe import json_text, visible
-from ..wording import plural
+from ..wording import accept_name, plural
 from .common import (Context, echo_visible, fail_usage, known_task_or_exit, output_option, pass_ctx,
                      where_from_here)
 
@@ -554,7 +554,7 @@ def _attempt_lines(a: dict, total: int, events: bool = True) -> list[str]:
         lines += [f"- {e}" for e in a["errors"]]
     lines += [f"--- denied: {d.get('tool')} {d.get('target')}".rstrip()  # tool calls its permissions refused
               for d in a.get("denials") or ()]
-    lines += [f"--- check {c.get('id') or ' '.join(c['argv'])}: exit {c['returncode']}"
+    lines += [f"--- check {accept_name(c)}: exit {c['returncode']}"
               + (" (timed out)" if c.get("timed_out") else "") for c in a["checks"] or []]
     if a.get("progress"):
         lines.append(_progress_line(a["progress"]))

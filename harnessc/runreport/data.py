@@ -17,7 +17,9 @@ from ..errors import HarnesscError
 from ..workspace import Workspace
 from ..runtime import plan as planmod
 from ..runtime.children.procs import scrubbed, secret_values
+from ..runtime.store import scoreboard
 from ..runtime.store.state import STATES, USAGE_COLUMNS, NoState, StateStore
+from ..wording import accept_name, command_text
 
 FAILED_ATTEMPTS = ("rejected", "error", "over_limit", "stuck", "interrupted")
 ROUTING = ("routed", "fallback", "escalated")
@@ -44,13 +46,14 @@ def collect(root: Path, run_id: str | None = None) -> dict[str, Any]:
         attempts = store.run_attempts(run["id"])
         events = store.run_events(run["id"], (*TASK_EVENTS, *ROUTING, "alert"))
         rows = store.tasks()
+        boards = scoreboard.every(store)  # best-of-N tasks (runtime/approaches.py)
     finally:
         store.close()
     try:
         plan = planmod.load_plan(root)
     except planmod.PlanError:
         plan = None  # the report still shows what ran, without the plan's graph
-    report = _assemble(run, attempts, events, rows, plan)
+    report = _assemble(run, attempts, events, rows, plan, boards)
     report["secrets"] = secret_values(names=_key_envs(plan))  # for redact(), on the written text
     return report
 
@@ -61,7 +64,8 @@ def _key_envs(plan) -> set[str]:
     return key_envs(plan.agents) if plan else set()
 
 
-def _assemble(run: dict, attempts: list[dict], events: list[dict], rows: dict, plan) -> dict[str, Any]:
+def _assemble(run: dict, attempts: list[dict], events: list[dict], rows: dict, plan,
+              boards: dict[str, dict] | None = None) -> dict[str, Any]:
     nodes = {n.id: n for n in plan.nodes} if plan else {}
     by_task: dict[str, list[dict]] = defaultdict(list)
     for a in attempts:
@@ -81,7 +85,7 @@ def _assemble(run: dict, attempts: list[dict], events: list[dict], rows: dict, p
     order = [n.id for n in plan.nodes] if plan else []
     order += sorted((set(by_task) | set(final)) - set(order))
     tasks = [_task(tid, nodes.get(tid), rows.get(tid), by_task.get(tid, []), final.get(tid),
-                   routing.get(tid, []), run["id"], active) for tid in order]
+                   routing.get(tid, []), run["id"], active, (boards or {}).get(tid)) for tid in order]
     return {"run": _run(run, attempts), "project": (plan.project or {}).get("title") if plan else None,
             "tasks": tasks, "attempts": attempts, "alerts": alerts,
             "agents": _by_agent(attempts), "generated_at": time.time()}
@@ -100,7 +104,7 @@ def _run(run: dict, attempts: list[dict]) -> dict[str, Any]:
 
 
 def _task(tid: str, node, row: dict | None, attempts: list[dict], final: str | None,
-          routing: list[dict], run_id: str, active: bool) -> dict[str, Any]:
+          routing: list[dict], run_id: str, active: bool, board: dict | None = None) -> dict[str, Any]:
     state = final
     if state == "running" and not active:
         state = "interrupted"
@@ -113,7 +117,7 @@ def _task(tid: str, node, row: dict | None, attempts: list[dict], final: str | N
     elif state == "degraded" and row and row.get("run_id") == run_id:
         output = row.get("output")  # the fallback's partial output
     return {
-        "id": tid, "title": node.title if node else tid, "state": state,
+        "id": tid, "title": node.title if node else tid, "state": state, "phase": node.phase if node else None,
         "wave": node.wave if node else None, "depends_on": list(node.depends_on) if node else [],
         "contract": node.contract if node else None,
         "promise": node.completion_promise if node else None,
@@ -125,17 +129,24 @@ def _task(tid: str, node, row: dict | None, attempts: list[dict], final: str | N
         "error": (row or {}).get("error") if state not in ("succeeded", "done", "not run") else None,
         "verified": _verification(verified) if verified else None,
         "output": output,
+        # best-of-N: the scoreboard of this run's approaches (an older run's is not this one's)
+        "approaches": board if board and board.get("run_id") == run_id else None,
     }
 
 
 def _verification(attempt: dict) -> dict[str, Any]:
     """How the verified attempt passed: its accept commands and loop score."""
-    checks = [{"name": c.get("id") or " ".join(c.get("argv") or ()), "returncode": c.get("returncode"),
-               "duration": c.get("duration"), "tail": c.get("tail")}  # None: recorded before harnessc kept it
-              for c in attempt.get("checks") or ()]
+    checks = [check(c) for c in attempt.get("checks") or ()]
     progress = attempt.get("progress") or {}
     return {"attempt": attempt["number"], "agent": attempt["agent"], "checks": checks,
             "score": progress.get("score")}
+
+
+def check(c: dict) -> dict[str, Any]:
+    """An accept check's result: its name (its own id, else its command), the command as a
+    shell takes it, exit code, time and output tail (None: recorded before harnessc kept it)."""
+    return {"name": accept_name(c), "command": command_text(c.get("argv"), 2000), "returncode": c.get("returncode"),
+            "timed_out": bool(c.get("timed_out")), "duration": c.get("duration"), "tail": c.get("tail")}
 
 
 def _by_agent(attempts: list[dict]) -> dict[str, dict[str, Any]]:

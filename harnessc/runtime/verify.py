@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..argv import split_command
 from ..planfile import AcceptCommand, Contract, PlanNode
+from ..wording import accept_name, command_text
 from . import plan as planmod
 from .plan import Deadline, OutOfTime
 from . import testcounts
@@ -114,7 +115,10 @@ async def verify(node: PlanNode, contract: Contract | None, text: str, root: Pat
                          "timed_out": res.timed_out, "started": round(started, 3), "duration": round(res.duration, 3),
                          "passed": passed_count(res.stdout + res.stderr), "tail": tail})
         if not res.ok:
-            msg = f"accept check '{cmd.id or ' '.join(res.argv)}' failed: {res.describe()}"
+            # the command, not only its program: `'python3' exited with 1` tells nobody which check
+            name = accept_name({"id": cmd.id, "argv": res.argv})
+            what = res.describe(command_text(res.argv))
+            msg = f"accept check '{name}' failed: {what}" if name != command_text(res.argv) else f"accept check failed: {what}"
             v.failed(accept_kind(res, tail), msg + (f"\n{tail}" if tail else ""))
         elif cmd.min_passed:
             counted = held_to_count(cmd, res, root, floors, v.checks[-1])
@@ -239,7 +243,7 @@ def verified_by(node: PlanNode, contract: Contract | None, checks: list[dict]) -
     parts = [f"contract {contract.name}"] if contract and contract.output else []
     if node.completion_promise:
         parts.append(f"completion promise {node.completion_promise}")
-    parts += [f"accept {c.get('id') or ' '.join(c.get('argv') or ())} (exit {c.get('returncode')})" for c in checks]
+    parts += [f"accept {accept_name(c)} (exit {c.get('returncode')})" for c in checks]
     return parts
 
 

@@ -22,17 +22,22 @@ class Seen:
     console_errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
     boxes: dict[str, dict] = field(default_factory=dict)  # chart -> {x, y, width, height} in page pixels
+    # every piece of text on the page as drawn: {"where": a chart's name or "page", "text", "px": its font
+    # size on screen (an SVG's scale included), "fill": its colour}
+    texts: list[dict] = field(default_factory=list)
+    bytes: int = 0
     png: bytes = b""
 
 
-def load_page(chromium: str, page: Path, profile: Path) -> Seen:
+def load_page(chromium: str, page: Path, profile: Path, fragment: str = "") -> Seen:
+    """The page as Chromium shows it (`fragment`: opened at #fragment, as a followed link)."""
     proc = subprocess.Popen([chromium, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
                              "--hide-scrollbars", "--remote-debugging-port=0", f"--user-data-dir={profile}",
                              "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:
         url = _devtools_url(proc)
-        return asyncio.run(asyncio.wait_for(_visit(url, page.resolve().as_uri()), DEADLINE))
+        return asyncio.run(asyncio.wait_for(_visit(url, page.resolve().as_uri() + (f"#{fragment}" if fragment else "")), DEADLINE))
     finally:
         proc.kill()
         proc.wait(10)
@@ -68,13 +73,37 @@ async def _visit(browser_url: str, page_url: str) -> Seen:
         await cdp.call("Emulation.setDeviceMetricsOverride", width=WIDTH, height=min(int(height), 12000),
                        deviceScaleFactor=1, mobile=False)
         seen.boxes = await cdp.evaluate(
-            "Object.fromEntries(['dag', 'timeline', 'spending'].map(n => { const r = document.querySelector("
-            "'.chart-' + n + ' svg').getBoundingClientRect(); return [n, {x: r.x + scrollX, y: r.y + scrollY,"
-            " width: r.width, height: r.height}]; }))")
+            "Object.fromEntries(['plan', 'timeline', 'spending'].filter(n => document.querySelector('.chart-' + n))"
+            ".map(n => { const r = document.querySelector('.chart-' + n).getBoundingClientRect();"
+            " return [n, {x: r.x + scrollX, y: r.y + scrollY, width: r.width, height: r.height}]; }))")
+        seen.texts = await cdp.evaluate(TEXTS)
         shot = await cdp.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
         seen.png = base64.b64decode(shot["data"])
         reader.cancel()
     return seen
+
+
+# Each SVG <text> (its size times the SVG's scale on screen) and each HTML element with text of
+# its own, in the page as laid out; hidden ones (a phase's graph until its link is followed) too.
+TEXTS = """(() => {
+  const out = [];
+  const where = el => { const c = el.closest('[class*="chart-"], .phase-tasks');
+    return c ? (c.classList.contains('phase-tasks') ? 'phase' : [...c.classList].find(k => k.startsWith('chart-')).slice(6)) : 'page'; };
+  for (const el of document.querySelectorAll('svg text')) {
+    const text = el.textContent.trim();
+    if (!text) continue;
+    const ctm = el.getScreenCTM();
+    const scale = ctm ? Math.hypot(ctm.a, ctm.b) : 1;
+    const style = getComputedStyle(el);
+    out.push({where: where(el), text, px: parseFloat(style.fontSize) * scale, fill: style.fill});
+  }
+  for (const el of document.querySelectorAll('body *:not(svg):not(svg *)')) {
+    const own = [...el.childNodes].filter(n => n.nodeType === 3).map(n => n.textContent).join('').trim();
+    if (own) out.push({where: where(el), text: own.slice(0, 80), px: parseFloat(getComputedStyle(el).fontSize),
+                       fill: getComputedStyle(el).color});
+  }
+  return out;
+})()"""
 
 
 class _Session:

@@ -180,9 +180,10 @@ class ProcResult:
     def ok(self) -> bool:
         return self.error is None and not self.timed_out and self.returncode == 0
 
-    def describe(self) -> str:
-        """One line saying what went wrong (or 'exit 0')."""
-        name = self.argv[0] if self.argv else "?"
+    def describe(self, name: str | None = None) -> str:
+        """One line saying what went wrong (or 'exit 0'); `name`: what to call the command
+        (default: its program)."""
+        name = name or (self.argv[0] if self.argv else "?")
         if self.error:
             return self.error
         if self.timed_out:

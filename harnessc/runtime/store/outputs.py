@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable
 
 from ...planfile import Contract, PlanNode
-from ...wording import plural
+from ...wording import accept_name, plural
 from ...workspace import Workspace, write_atomic_at
 from ..verify import verified_by
 
@@ -40,7 +40,7 @@ def result(row: dict, node: PlanNode | None, contract: Contract | None, final: d
     if state == "succeeded":
         checks = (final or {}).get("checks") or []
         rec["verified_by"] = verified_by(node, contract, checks) if node else [
-            f"accept {c.get('id') or ' '.join(c.get('argv') or ())} (exit {c.get('returncode')})" for c in checks]
+            f"accept {accept_name(c)} (exit {c.get('returncode')})" for c in checks]
     if state in LANDED:
         rec["output"] = row.get("output")
         if rec["output"] is None and final is not None:
