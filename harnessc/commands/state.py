@@ -568,7 +568,8 @@ def _attempt_lines(a: dict, total: int, events: bool = True) -> list[str]:
 @pass_ctx
 def show(ctx: Context, task: str, output: str) -> None:
     """TASK's result: its verified output (JSON, or the answer's text) and what verified it;
-    a degraded task's fallback output and the fields filled from the contract."""
+    a degraded task's fallback output and the fields filled from the contract; a best-of-N
+    task's scoreboard."""
     from ..diagnostics import did_you_mean
     from ..runtime.observe import report
     from ..runtime.store.outputs import text
@@ -581,3 +582,8 @@ def show(ctx: Context, task: str, output: str) -> None:
         click.echo(json_text(rec, indent=2, sort_keys=True, ensure_ascii=False, default=str))
         return
     click.echo(visible(text(rec)))  # the agent's words: shown, never obeyed
+    if rec.get("approaches"):
+        from ..runtime.store.scoreboard import lines as scoreboard_lines
+
+        for line in scoreboard_lines(rec["approaches"]):
+            echo_visible(line)  # an approach's why quotes agent output: shown, never obeyed

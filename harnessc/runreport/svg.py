@@ -70,14 +70,14 @@ def groups(tasks: list[dict]) -> list[tuple[str, list[dict]]]:
 
 
 def plan(tasks: list[dict], linked: set[str]) -> dict[str, Any] | None:
-    """{"svg": the graph, "groups": [...]} where groups (above COLLAPSE tasks) holds each
-    phase: {"anchor", "name", "tasks", "counts", "svg" | "waves"}. `linked`: ids with a
-    section of their own (#task-ID) on the page."""
+    """{"svg": the graph, "tasks": N, "by": "phase" | "wave", "groups": [...]} where groups
+    (above COLLAPSE tasks) holds each phase: {"anchor", "name", "tasks", "counts", "svg" |
+    "waves"}. `linked`: ids with a section of their own (#task-ID) on the page."""
     tasks = [t for t in tasks if t["wave"] is not None]
     if not tasks:
         return None
     if len(tasks) <= COLLAPSE:
-        return {"svg": task_graph(tasks, linked), "groups": []}
+        return {"svg": task_graph(tasks, linked), "tasks": len(tasks), "by": None, "groups": []}
     parts = groups(tasks)
     out = []
     for n, (name, members) in enumerate(parts, 1):
@@ -93,7 +93,8 @@ def plan(tasks: list[dict], linked: set[str]) -> dict[str, Any] | None:
                 waves[t["wave"]].append(t)
             group["waves"] = sorted(waves.items())
         out.append(group)
-    return {"svg": group_graph(parts, out), "groups": out}
+    by = "phase" if len({t.get("phase") for t in tasks}) > 1 else "wave"
+    return {"svg": group_graph(parts, out), "tasks": len(tasks), "by": by, "groups": out}
 
 
 def _ordered(counts: dict[str, int]) -> list[tuple[str, int]]:

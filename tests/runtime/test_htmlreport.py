@@ -63,12 +63,13 @@ def test_run_says_where_its_report_goes_and_report_writes_every_part(tmp_path):
     res = harnessc(root, "report", env=env(SERVICE_TOKEN=SECRET))
     assert res.returncode == 0 and res.stdout.strip() == f"report: {m.group(1)}", res.stdout + res.stderr
     page = (root / m.group(1)).read_text()
-    # the summary, the three charts, the tasks with their verification and failures
+    # the summary, the charts (the plan, the timeline and its axis, cost and tokens), the tasks
+    # with their verification and failures
     assert f"run {m.group(2)}" in page and "succeeded" in page and "cache share" in page
-    assert page.count("<svg") == 3 and 'id="dag"' in page and 'id="timeline"' in page
+    assert page.count("<svg") == 4 and 'id="plan"' in page and 'id="timeline"' in page
     assert "worker" in page and "writer" in page  # the timeline's legend names the agents
     assert 'id="task-alpha"' in page and 'id="task-beta"' in page
-    assert "accept <code>listing</code> exit 0" in page and "checked 3 files: ok" in page  # the accept tail
+    assert "accept <code>listing</code> (<code>" in page and "checked 3 files: ok" in page  # the accept tail
     assert "contract <b>summary</b>" in page
     assert "Failed attempts:" in page and "attempt 1 (worker, rejected" in page  # beta's first try
     # self-contained: no script, nothing fetched, and the token the agents printed is gone
@@ -111,8 +112,10 @@ def test_report_before_any_run_and_without_matplotlib(tmp_path):
     res = harnessc(root, "report", env=blocked)
     assert res.returncode == 0 and "pip install 'harnessc[report]'" in res.stderr, res.stdout + res.stderr
     page = next((root / ".harness" / "runs").glob("*/report.html")).read_text()
-    assert "The charts are left out: they need matplotlib (pip install &#39;harnessc[report]&#39;)." in page
-    assert "<svg" not in page and 'id="tasks"' in page
+    # the plan and the timeline are the page's own SVG; only the cost and token chart needs matplotlib
+    assert "The cost and token charts are left out: they need matplotlib (pip install &#39;harnessc[report]&#39;)." in page
+    assert 'class="plan-graph"' in page and 'class="timeline-rows"' in page and 'id="tasks"' in page
+    assert "chart-spending" not in page and "<th>tokens</th>" in page  # the agents' table stays
     res = harnessc(root, "report", "--format", "md", "--out", "-", env=blocked)  # Markdown needs no charts
     assert res.returncode == 0 and res.stdout.startswith("## harnessc run ")
     res = harnessc(root, "run", "--rerun", "all", env=blocked)  # the run itself is not affected
@@ -137,32 +140,44 @@ def test_big_run_markdown_fits_a_github_summary(tmp_path):
 
 
 def test_big_run_charts_name_what_they_show(tmp_path):
-    """2,000 tasks in 20 waves: the timeline names a task every few rows, the bars name the
-    costliest tasks, the plan graph numbers its waves (20 'wave N' labels overlapped) and the
-    token axis needs no offset text."""
-    from harnessc.runreport import charts, data
+    """2,000 tasks in 20 waves (no phases): the timeline names every row; the plan is one box
+    per wave with its counts, each linking to that wave's own graph; the bars name the
+    costliest tasks and the token axis needs no offset text."""
+    from harnessc.runreport import charts, data, svg
 
     root = tmp_path / "big"
     write_big_run(root, tasks=2000, attempts=6000)
     report = data.collect(root)
     colors = charts.agent_colors(list(report["agents"]))
-    texts = {name: re.findall(r"<text[^>]*>([^<]*)</text>", svg) for name, svg in
-             (("dag", charts.dag(report)), ("timeline", charts.timeline(report, colors)),
-              ("spending", charts.spending(report, colors)))}
-    rows = [t for t in texts["timeline"] if t.startswith("t0")]
-    assert rows[:3] == ["t00000", "t00050", "t00100"] and rows[-1] == "t01950" and len(rows) == 40
+    ids = {t["id"] for t in report["tasks"]}
+    drawn = svg.timeline(report, colors, ids)
+    rows = [t for t in _texts(drawn["rows"]) if t.startswith("t0")]
+    assert rows == [t["id"] for t in report["tasks"]]  # every row, in plan order
+    assert {"0s", "1h", "2h"} <= set(_texts(drawn["axis"]))  # the run took over four hours
+    plan = svg.plan(report["tasks"], ids)
+    assert plan["by"] == "wave" and [g["name"] for g in plan["groups"]] == [f"wave {n}" for n in range(20)]
+    boxes = _texts(plan["svg"])
+    assert "wave 0" in boxes and "100 tasks" in boxes and "90 succeeded, 10 failed" in boxes
+    assert plan["svg"].count('<a href="#plan-') == 20
+    assert [t for t in _texts(plan["groups"][3]["svg"]) if t.startswith("t0")] == [f"t{i:05d}" for i in range(300, 400)]
+    spending = _texts(charts.spending(report, colors))
     costliest = sorted((t for t in report["tasks"] if t["attempts"]), key=lambda t: (-t["cost_usd"], -t["tokens"]))
-    assert [t["id"] for t in costliest[:25]] == [t for t in texts["spending"] if t.startswith("t0")][:25]
-    assert {"sonnet", "haiku", "codex", "local"} <= set(texts["spending"])
-    assert not any(t.startswith("1e") for t in texts["spending"])
-    assert "wave" in texts["dag"] and "18" in texts["dag"] and not any(t.startswith("wave ") for t in texts["dag"])
+    assert [t["id"] for t in costliest[:25]] == [t for t in spending if t.startswith("t0")][:25]
+    assert {"sonnet", "haiku", "codex", "local"} <= set(spending)
+    assert "cost (USD) by task (the 25 costliest of 2000)" in spending
+    assert not any(t.startswith("1e") for t in spending)
 
+
+def _texts(svg_text: str) -> list[str]:
+    import html
+
+    return [html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg_text)]
 
 
 def test_long_task_ids_and_agent_names_are_cut_in_the_charts(tmp_path):
     """Ids have no length limit; the axes sit right of the longest row name, so a name is cut
     in the middle rather than pushing the bars off the chart (that raised before)."""
-    from harnessc.runreport import charts, data
+    from harnessc.runreport import charts, data, svg
 
     root = tmp_path / "big"
     write_big_run(root, tasks=30, attempts=60)
@@ -171,8 +186,8 @@ def test_long_task_ids_and_agent_names_are_cut_in_the_charts(tmp_path):
         t["id"] = t["id"] + "-" + "W" * 150
     report["agents"] = {name + "-" + "W" * 100: figures for name, figures in report["agents"].items()}
     colors = charts.agent_colors(list(report["agents"]))
-    for svg in (charts.timeline(report, colors), charts.spending(report, colors)):
-        names = [t for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg) if "W" in t]
+    for drawn in (svg.timeline(report, colors, set())["rows"], charts.spending(report, colors)):
+        names = [t for t in _texts(drawn) if "W" in t]
         assert names and all(len(n) <= charts.LABEL_CHARS and "\u2026" in n for n in names)
         assert any(n.startswith("t00000-W") for n in names)
 
@@ -259,7 +274,7 @@ def test_charts_draw_hostile_names_as_shown_text(tmp_path, usetex):
 
     import matplotlib
 
-    from harnessc.runreport import charts, data
+    from harnessc.runreport import charts, data, svg
 
     root = tmp_path / "big"
     write_big_run(root, tasks=30, attempts=60)
@@ -276,8 +291,9 @@ def test_charts_draw_hostile_names_as_shown_text(tmp_path, usetex):
     colors = charts.agent_colors(list(report["agents"]))
     with warnings.catch_warnings(), matplotlib.rc_context({"text.usetex": usetex}):
         warnings.simplefilter("error")
-        svgs = [charts.dag(report), charts.timeline(report, colors), charts.spending(report, colors)]
-    texts = {t for svg in svgs for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)}
+        svgs = [svg.plan(report["tasks"], set())["svg"], svg.timeline(report, colors, set())["rows"],
+                charts.spending(report, colors)]
+    texts = {t for drawn in svgs for t in _texts(drawn)}
     assert {MATH_AGENT, "$x^$ \\sqrt{", "esc^[[31mred^@nul rtl\\u202eevil\\u2066", "$\\frac{b}$"} <= texts
     assert not any(c in t for t in texts for c in "\x1b\x00\u202e\u2066")
     assert any(t.startswith("LLLL") and t.endswith("L$") and len(t) <= charts.LABEL_CHARS for t in texts)
@@ -302,7 +318,7 @@ def test_demo_report_in_headless_chromium(tmp_path):
     # the charts are drawn: inside each chart's box, the colours it draws with are on screen
     from .browser import colours_in
 
-    expected = {"dag": "#2e9e44", "timeline": "#4c78a8", "spending": "#f58518"}  # succeeded; rehearsal; careful
+    expected = {"plan": "#2e9e44", "timeline": "#4c78a8", "spending": "#f58518"}  # succeeded; rehearsal; careful
     for chart, colour in expected.items():
         box = seen.boxes[chart]
         assert box["width"] > 300 and box["height"] > 100, (chart, box)

@@ -212,7 +212,8 @@ class UnknownTask(Exception):
 
 def show(root: Path, task_id: str) -> dict:
     """A task's result (outputs.result) for `harnessc show`, with `file`: its
-    .harness/outputs/ file when one was written. Raises UnknownTask, StateError."""
+    .harness/outputs/ file when one was written, and `approaches`: a best-of-N task's last
+    scoreboard (scoreboard.py). Raises UnknownTask, StateError."""
     from ..store import outputs
 
     workspace = Workspace(root)
@@ -225,6 +226,7 @@ def show(root: Path, task_id: str) -> dict:
     try:
         row = store.tasks([task_id]).get(task_id) if store else None
         final = store.final_attempt(task_id) if row else None
+        board = scoreboard.load(store, task_id) if store else None
         known = None if row or task_id in nodes else list(nodes) + sorted(set(store.tasks() if store else ()) - set(nodes))
     finally:
         if store:
@@ -237,6 +239,8 @@ def show(root: Path, task_id: str) -> dict:
     rec = outputs.result(row, node, plan.contract_of(node) if node else None, final)
     path = workspace.output(task_id)
     rec["file"] = workspace.rel(path) if rec["state"] in outputs.LANDED and path.is_file() else None
+    if board is not None:  # best-of-N: which approach did what, and which landed
+        rec["approaches"] = board
     return rec
 
 
