@@ -116,9 +116,9 @@ async def verify(node: PlanNode, contract: Contract | None, text: str, root: Pat
                          "passed": passed_count(res.stdout + res.stderr), "tail": tail})
         if not res.ok:
             # the command, not only its program: `'python3' exited with 1` tells nobody which check
-            name = accept_name({"id": cmd.id, "argv": res.argv})
-            what = res.describe(command_text(res.argv))
-            msg = f"accept check '{name}' failed: {what}" if name != command_text(res.argv) else f"accept check failed: {what}"
+            name, command = accept_name({"id": cmd.id, "argv": res.argv}), command_text(res.argv)
+            what = res.describe(f"`{command}`")
+            msg = f"accept check '{name}' failed: {what}" if name != command else f"accept check failed: {what}"
             v.failed(accept_kind(res, tail), msg + (f"\n{tail}" if tail else ""))
         elif cmd.min_passed:
             counted = held_to_count(cmd, res, root, floors, v.checks[-1])

@@ -86,3 +86,32 @@ def write_big_run(root: Path, tasks: int = 2000, attempts: int = 6000, seed: int
         store.db.execute("UPDATE runs SET ended_at=? WHERE id=?", (max(lanes), run_id))
     store.close()
     return run_id
+
+
+def write_big_roadmap(root: Path, tasks: int, phases: int = 0, done: float = 0.0, failing: int = 37,
+                      seed: int = 3) -> None:
+    """A real project to compile and run: roadmap.md with `tasks` tasks in `phases` phases (0:
+    none, as an import writes them), each depending on up to two earlier ones, a share `done`
+    checked off, every `failing`-th with an accept command that fails; harness.yaml runs them
+    on the simulate agent at once (latency 0, no price)."""
+    rng = random.Random(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    lines, ids = ["# A big project", "", "## Tasks", ""], []
+    per = -(-tasks // max(phases, 1))
+    for i in range(tasks):
+        if phases and i % per == 0:
+            lines += [f"### Phase {i // per + 1}: Part {i // per + 1} of the work", ""]
+        tid = f"task-{i + 1:04d}"
+        deps = sorted({rng.choice(ids[-60:]) for _ in range(rng.randint(0, 2))}) if ids else []
+        box = "x" if rng.random() < done else " "
+        lines.append(f"- [{box}] **{tid}**: Part {i + 1} of the work")
+        if deps:
+            lines.append(f"  - depends_on: {', '.join(deps)}")
+        if i % failing == 5 and box == " ":
+            lines += ["  - accept: python3 -c \"import sys; print('checked: 2 of 3 files ok'); sys.exit(1)\"",
+                      "  - max_retries: 0"]
+        lines.append("")
+        ids.append(tid)
+    (root / "roadmap.md").write_text("\n".join(lines), encoding="utf-8")
+    (root / "harness.yaml").write_text("agents:\n  rehearsal: {provider: simulate, latency: 0s}\nconcurrency: 8\n",
+                                       encoding="utf-8")

@@ -22,8 +22,9 @@ class Seen:
     console_errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
     boxes: dict[str, dict] = field(default_factory=dict)  # chart -> {x, y, width, height} in page pixels
-    # every piece of text on the page as drawn: {"where": a chart's name or "page", "text", "px": its font
-    # size on screen (an SVG's scale included), "fill": its colour}
+    # every piece of text on the page as drawn: {"where": a chart's name, "phase" (a phase's own graph)
+    # or "page", "text", "px": its font size on screen (an SVG's scale included), "fill": its colour,
+    # "shown": laid out (not inside something hidden)}
     texts: list[dict] = field(default_factory=list)
     bytes: int = 0
     png: bytes = b""
@@ -95,12 +96,13 @@ TEXTS = """(() => {
     const ctm = el.getScreenCTM();
     const scale = ctm ? Math.hypot(ctm.a, ctm.b) : 1;
     const style = getComputedStyle(el);
-    out.push({where: where(el), text, px: parseFloat(style.fontSize) * scale, fill: style.fill});
+    out.push({where: where(el), text, px: parseFloat(style.fontSize) * scale, fill: style.fill,
+              shown: el.getClientRects().length > 0});
   }
   for (const el of document.querySelectorAll('body *:not(svg):not(svg *)')) {
     const own = [...el.childNodes].filter(n => n.nodeType === 3).map(n => n.textContent).join('').trim();
     if (own) out.push({where: where(el), text: own.slice(0, 80), px: parseFloat(getComputedStyle(el).fontSize),
-                       fill: getComputedStyle(el).color});
+                       fill: getComputedStyle(el).color, shown: el.getClientRects().length > 0});
   }
   return out;
 })()"""

@@ -4,6 +4,7 @@ subprocess, real SQLite) and from a large recorded run; the page in a real headl
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import sys
 import textwrap
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .bigrun import write_big_run
+from .bigrun import write_big_roadmap, write_big_run
 from .helpers import REPO, SIMPLE_CONTRACT, env, harnessc, node, write_project
 
 pytest.importorskip("matplotlib", reason="harnessc[report] is not installed")
@@ -192,6 +193,52 @@ def test_long_task_ids_and_agent_names_are_cut_in_the_charts(tmp_path):
         assert any(n.startswith("t00000-W") for n in names)
 
 
+def test_a_failed_accept_check_shows_its_command_and_output_tail(tmp_path):
+    """An accept command without an id fails: the report, `log` and the error name the command
+    as typed (not `task-accept-1`, not only `'python3'`), with the end of what it printed."""
+    root = tmp_path / "proj"
+    check = "import sys; print('step 1 ok'); print('only 2 of 3 files checked'); sys.exit(4)"
+    write_project(root, [node("gate", accept=[{"id": "task-accept-1", "argv": [sys.executable, "-c", check],
+                                               "timeout": 60}], retry={"max_retries": 0})])
+    assert harnessc(root, "run").returncode == 1
+    command = shlex.join([sys.executable, "-c", check])
+    assert harnessc(root, "report").returncode == 0
+    page = next((root / ".harness" / "runs").glob("*/report.html")).read_text()
+    failed = page[page.index("Failed attempts:"):]
+    assert f"accept check failed: `{command}` exited with 4\nstep 1 ok\nonly 2 of 3 files checked" in failed
+    assert "task-accept-1" not in page
+    log = harnessc(root, "log", "gate").stdout
+    assert f"--- check {sys.executable} -c " in log and "task-accept-1" not in log
+
+
+def test_a_best_of_n_scoreboard_shows_in_show_and_the_report(tmp_path):
+    """A real best-of-3 run (git worktrees, a score command): `show TASK` prints the scoreboard
+    under the result (and --output json has it); the report has it in the task's section."""
+    from .test_approaches import SCORE, project, run
+
+    root = tmp_path / "p"
+    project(root, {"score": {"1": "3", "2": "7.5", "3": "-1"}, "fail": ["3"]},
+            {"select": "best", "score": {"id": "score", "argv": SCORE, "timeout": 60}}, retry={"max_retries": 0})
+    r = run(root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    shown = harnessc(root, "show", "t")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("=== approaches"))
+    assert "select best" in lines[head] and "score: " in lines[head]
+    assert re.search(r"^\s+2\s+bot\s+yes\s+7\.5\s.*selected$", lines[head + 3]), lines
+    assert re.search(r"^\s+3\s+bot\s+no\s", lines[head + 4]), lines
+    data = __import__("json").loads(harnessc(root, "show", "t", "--output", "json").stdout)
+    assert [a["selected"] for a in data["approaches"]["approaches"]] == [False, True, False]
+    assert harnessc(root, "report").returncode == 0
+    page = next((root / ".harness" / "runs").glob("*/report.html")).read_text()
+    section = page[page.index('id="task-t"'):page.index("</details>", page.index('id="task-t"'))]
+    assert "Approaches (best of 3, select best, score: <code>" in section
+    rows = re.findall(r"<tr><td>(\d)</td><td>bot</td><td>(yes|no)</td><td class=\"n\">([^<]*)</td>.*?<td>(selected)?</td>",
+                      section)
+    assert rows == [("1", "yes", "3.0", ""), ("2", "yes", "7.5", "selected"), ("3", "no", "-", "")], rows
+
+
 # ------------------------------------------------------------------ a run's text stays text
 
 HOSTILE_STDERR = ("boom <!-- the rest of the summary is hidden\n"
@@ -302,9 +349,7 @@ def test_charts_draw_hostile_names_as_shown_text(tmp_path, usetex):
 # ------------------------------------------------------------------ in a real browser
 
 def test_demo_report_in_headless_chromium(tmp_path):
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("chromium is not installed (apt-get install chromium; .ci/run installs it)")
+    chromium = _chromium()
     from .browser import load_page
 
     root = tmp_path / "demo"
@@ -328,6 +373,69 @@ def test_demo_report_in_headless_chromium(tmp_path):
         from .browser import save_small
 
         save_small(seen.png, shot)
+
+
+def _chromium() -> str:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed (apt-get install chromium; .ci/run installs it)")
+    return chromium
+
+
+@pytest.mark.parametrize("size", ["demo", "236 tasks in 12 phases", "621 tasks, no phases, 385 done"])
+def test_report_reads_at_every_size_in_headless_chromium(tmp_path, size):
+    """The demo, a 236-task run in phases and a 621-task plan without phases (an import's
+    shape: 385 done, the rest run), run on the simulate agent and shown in Chromium: every
+    task that ran has its row in the timeline, the plan names every task (up to 60) or every
+    phase, and every text on the page - SVG labels too, at their scale on screen - is at
+    least 11 px; a phase's box opens its tasks; the page stays under 3 MB."""
+    chromium = _chromium()
+    from .browser import load_page
+
+    root = tmp_path / "p"
+    if size == "demo":
+        shutil.copytree(REPO / "specs" / "demo", root)
+    elif size.startswith("236"):
+        write_big_roadmap(root, 236, phases=12)
+    else:
+        write_big_roadmap(root, 621, done=0.62)
+    res = harnessc(root, "run")
+    assert res.returncode in (0, 1), res.stdout + res.stderr
+    assert harnessc(root, "report").returncode == 0
+    page = next((root / ".harness" / "runs").glob("*/report.html"))
+    assert page.stat().st_size < 3_000_000
+    seen = load_page(chromium, page, tmp_path / "profile")
+    (tmp_path / "report.png").write_bytes(seen.png)  # to look at: pytest --basetemp=DIR
+    assert seen.console_errors == [] and seen.requests == [], (seen.console_errors, seen.requests)
+    small = [t for t in seen.texts if t["px"] < 11]
+    assert not small and len(seen.texts) > 50, small[:5]
+
+    from harnessc.runreport import data
+
+    report = data.collect(root)
+    ran = [t["id"] for t in report["tasks"] if t["attempts"]]
+    shown = {where: [t["text"] for t in seen.texts if t["where"] == where and t["shown"]]
+             for where in ("plan", "timeline", "spending", "phase")}
+    assert [t for t in shown["timeline"] if t in set(ran)] == ran  # every row named, in plan order
+    planned = [t["id"] for t in report["tasks"]]
+    if len(planned) <= 60:
+        assert set(planned) <= set(shown["plan"])
+    else:
+        phases = [f"Phase {n}: Part {n} of the work" for n in range(1, 13)] if "12 phases" in size else \
+            [f"wave {n}" for n in range(max(t["wave"] for t in report["tasks"]) + 1)]
+        assert phases == [t for t in shown["plan"] if t.startswith(("Phase", "wave"))]
+        assert f"{len(planned)} tasks by " in page.read_text()
+        assert shown["phase"] == []  # each phase's own graph waits for its link
+        opened = load_page(chromium, page, tmp_path / "profile", fragment="plan-2")
+        second = [t["text"] for t in opened.texts if t["where"] == "phase" and t["shown"]]
+        members = [t["id"] for t in report["tasks"] if (t["phase"] == phases[1] if "12 phases" in size
+                                                         else t["wave"] == 1)]
+        assert set(members) <= set(second) and all(t["px"] >= 11 for t in opened.texts if t["shown"])
+    assert "tokens by agent" in shown["spending"]
+    if size != "demo":  # no price set: tokens, never an empty cost chart, and the page says so
+        assert not any("cost" in t or t.startswith(("-", "\u2212")) for t in shown["spending"]), shown["spending"]
+        assert "tokens by task (the 25 with the most tokens of" in " ".join(shown["spending"])
+        assert "No price is set for these agents: the charts show tokens" in page.read_text()
 
 
 def test_pre_text_shows_controls_and_bidi_overrides_instead_of_obeying_them():

@@ -292,7 +292,7 @@ def test_without_a_terminal_each_task_start_and_end_is_a_line_and_long_calls_get
     assert r.returncode == 1, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     for expected in ("slow: started on rehearsal", "bad: started on rehearsal",
-                     "bad: iteration 1 rejected: accept check 'gate' failed: 'false' exited with 1",
+                     "bad: iteration 1 rejected: accept check 'gate' failed: `false` exited with 1",
                      "bad: iteration 2 on rehearsal, refinement 1",
                      "[1/2] slow succeeded"):
         assert expected in lines, r.stdout

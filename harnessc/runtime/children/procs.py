@@ -182,13 +182,13 @@ class ProcResult:
 
     def describe(self, name: str | None = None) -> str:
         """One line saying what went wrong (or 'exit 0'); `name`: what to call the command
-        (default: its program)."""
-        name = name or (self.argv[0] if self.argv else "?")
+        (default: its program, quoted)."""
+        name = name or f"'{self.argv[0] if self.argv else '?'}'"
         if self.error:
             return self.error
         if self.timed_out:
-            return f"'{name}' timed out after {self.duration:.1f}s (process group killed)"
-        return f"'{name}' exited with {self.returncode}"
+            return f"{name} timed out after {self.duration:.1f}s (process group killed)"
+        return f"{name} exited with {self.returncode}"
 
 
 class LastLine:
