@@ -58,7 +58,7 @@ def timed_report(root: Path, repeat: int) -> tuple[float, float, int]:
 def parts(root: Path) -> dict[str, tuple[float, float]]:
     """Wall and CPU seconds of each step, in this process (the chart library imported first,
     apart)."""
-    from harnessc.runreport import charts, data, html
+    from harnessc.runreport import charts, data, html, svg
 
     def timed(step) -> tuple[float, float]:
         start, start_cpu = time.perf_counter(), time.process_time()
@@ -73,8 +73,9 @@ def parts(root: Path) -> dict[str, tuple[float, float]]:
     report: dict = {}
     out["read the run"] = timed(lambda: report.update(data.collect(root)))
     colors = charts.agent_colors(list(report["agents"]))
-    out["plan graph"] = timed(lambda: charts.dag(report))
-    out["timeline"] = timed(lambda: charts.timeline(report, colors))
+    ids = {t["id"] for t in report["tasks"]}
+    out["plan graph"] = timed(lambda: svg.plan(report["tasks"], ids))
+    out["timeline"] = timed(lambda: svg.timeline(report, colors, ids))
     out["cost and tokens"] = timed(lambda: charts.spending(report, colors))
     out["whole page (charts again)"] = timed(lambda: html.render(report))
     return out

@@ -353,7 +353,7 @@ def _report(ctx: Context, run_id: str | None, out: str | None, fmt: str) -> None
         fail_usage(f"cannot write {out}: {e.strerror or e}")
     click.echo(f"report: {where_from_here(path)}")  # opens from where it was typed (-C DIR)
     if fmt == "html" and not runreport.charts_available():
-        click.echo(f"note: the page has no charts; they need matplotlib: {runreport.INSTALL}", err=True)
+        click.echo(f"note: the page has no cost and token charts; they need matplotlib: {runreport.INSTALL}", err=True)
 
 
 @click.command()

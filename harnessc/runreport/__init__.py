@@ -1,8 +1,8 @@
-"""`harnessc report`: a run as one self-contained HTML page (charts by matplotlib, the
-optional extra `harnessc[report]`) or as Markdown for a CI job summary.
+"""`harnessc report`: a run as one self-contained HTML page or as Markdown for a CI job summary.
 
-data.py reads the run from the state; html.py and markdown.py write it; charts.py is the
-only module that imports the chart library. (runtime/observe/report.py is the read-only view of
+data.py reads the run from the state; html.py and markdown.py write it; svg.py draws the
+plan and the timeline (SVG of its own, no library); charts.py draws the cost and token chart
+with matplotlib (the optional extra `harnessc[report]`) and is the only module that imports it. (runtime/observe/report.py is the read-only view of
 `status` and `log`; this package is the run's report file.)
 """
 
@@ -35,8 +35,8 @@ def default_path(root: Path, run_id: str, fmt: str = "html") -> Path:
 
 
 def render(root: Path, run_id: str | None = None, fmt: str = "html") -> str:
-    """The report of `run_id` (default: the last run) as text. ReportError, MissingLibrary
-    (html without matplotlib) or StateError when there is none."""
+    """The report of `run_id` (default: the last run) as text. ReportError or StateError when
+    there is none (without matplotlib the page leaves the cost chart out)."""
     # Reading a big run and drawing it (matplotlib's import too) allocate many long-lived
     # objects and few cycles: collections rescanning them were a sixth of a big report's time.
     with no_cyclic_gc():
