@@ -22,7 +22,6 @@ import io
 import re
 from typing import Any
 
-from .svg import DARK_STATES, STATE_COLORS  # noqa: F401  (the report's colours, one place)
 from .text import shown
 
 INSTALL = "pip install 'harnessc[report]'"

@@ -78,6 +78,7 @@ def _task_views(tasks: list[dict]) -> list[dict]:
     views = []
     for t in tasks:
         view = {**t, "output": clip(_text(t["output"]), share // 2, t["id"]),
+                "error": clip(t["error"], share // 2, t["id"], keep="middle"),
                 "routing": [routing_line(ev) for ev in t["routing"]],
                 "failed": _failures(t, share // 2)}
         if t["verified"]:
