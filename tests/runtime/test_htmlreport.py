@@ -335,6 +335,8 @@ def test_charts_draw_hostile_names_as_shown_text(tmp_path, usetex):
             a["agent"] = mapping[a["agent"]]
         t["agent"] = mapping.get(t["agent"], t["agent"])
     report["tasks"][0]["id"] = "$\\frac{b}$"
+    for n, t in enumerate(report["tasks"]):  # a phase heading is the roadmap's text too
+        t["phase"] = "Phase 1: <b>bold</b> & \u202eevil" if n < 15 else "Phase 2"
     colors = charts.agent_colors(list(report["agents"]))
     with warnings.catch_warnings(), matplotlib.rc_context({"text.usetex": usetex}):
         warnings.simplefilter("error")
@@ -343,6 +345,8 @@ def test_charts_draw_hostile_names_as_shown_text(tmp_path, usetex):
     texts = {t for drawn in svgs for t in _texts(drawn)}
     assert {MATH_AGENT, "$x^$ \\sqrt{", "esc^[[31mred^@nul rtl\\u202eevil\\u2066", "$\\frac{b}$"} <= texts
     assert not any(c in t for t in texts for c in "\x1b\x00\u202e\u2066")
+    assert "Phase 1: <b>bold</b> & \\u202eevil (15)" in texts  # the timeline's group, as text
+    assert not any("<b>" in drawn for drawn in svgs)
     assert any(t.startswith("LLLL") and t.endswith("L$") and len(t) <= charts.LABEL_CHARS for t in texts)
 
 
