@@ -144,7 +144,7 @@ def task_graph(tasks: list[dict], linked: set[str]) -> str:
     edges: dict[bool, list[str]] = {False: [], True: []}
     for i, (x, y) in at.items():
         for d in deps[i]:
-            (dx, dy), mid = at[d], None
+            dx, dy = at[d]
             x1, y1, x2, y2 = dx + BOX_W, dy + BOX_H / 2, x, y + BOX_H / 2
             mid = (x1 + x2) / 2
             edges[by_id[d]["state"] in FAILED].append(f"M{x1:.0f} {y1:.0f}C{mid:.0f} {y1:.0f} {mid:.0f} {y2:.0f} {x2:.0f} {y2:.0f}")
@@ -191,7 +191,7 @@ def group_graph(parts: list[tuple[str, list[dict]]], views: list[dict]) -> str:
     edges = []
     for n, (x, y) in at.items():
         for d in deps[n]:
-            (dx, dy) = at[d]
+            dx, dy = at[d]
             x1, y1, x2, y2 = dx + GROUP_W, dy + GROUP_H / 2, x, y + GROUP_H / 2
             if x2 <= x1:  # a dependency on a later phase: around, not through the boxes
                 x1, x2 = dx + GROUP_W / 2, x + GROUP_W / 2
