@@ -305,7 +305,7 @@ class Plan(Record):
     assists: Assists | None = None  # None in a plan built before assists existed: none
     git_hooks: bool | None = None  # harness.yaml `git_hooks` (None in a plan built before it existed: false)
     worktrees: dict | None = None  # harness.yaml `worktrees: {link, copy}` (None: nothing brought in)
-    telemetry: dict | None = None  # harness.yaml `telemetry:` {otlp_endpoint, content} (None: as unset)
+    telemetry: dict | None = None  # harness.yaml `telemetry:` {otlp_endpoint, content, project} (None: as unset)
     notify: dict | None = None  # harness.yaml `notify:` {command, webhook, on, timeout, pass_env} (None: no notifier)
     executor: Executor | None = None  # harness.yaml `executor:`; None: local (every task on this machine)
     # what every task's agent may not change (the spec files, .harness/, CI configuration,

@@ -520,7 +520,13 @@ class Telemetry(_Spec):
         "OTEL_EXPORTER_OTLP_ENDPOINT, else no traces. Credentials go in OTEL_EXPORTER_OTLP_HEADERS, never here.")
     content: bool = Field(
         False, description="Put each attempt's prompt and output text (secrets redacted) and error "
-        "messages on its span (gen_ai.prompt, gen_ai.completion). false: counts, times and names only.")
+        "messages on its spans (gen_ai.input.messages, gen_ai.output.messages, input.value, output.value). "
+        "false: counts, times and names only.")
+    project: str | None = Field(
+        None, min_length=1, max_length=200,
+        description="The project the traces go to in Phoenix (resource attribute openinference.project.name; "
+        "wins over OTEL_RESOURCE_ATTRIBUTES). Unset: the tool's default project. Langfuse's project is the one "
+        "its key pair belongs to.")
 
 
 class Notify(_Spec):

@@ -18,6 +18,7 @@ through `TaskContext`, a small interface the Runner implements.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import time
@@ -84,14 +85,18 @@ class AttemptLog:
         self._closing_id: int | None = None
         self._closing_final = False
         self.answer_charge: dict[str, Any] = {}  # the attempt's answer's ledger, once it answered
+        self.answered_at: float | None = None  # when its answer came (for the run's trace)
 
     async def begin(self, **kw: Any) -> int:
         self.answer_charge = {}
+        self.answered_at = None
         self._begin = self.store.defer(functools.partial(self.store.begin_attempt, self.tid, **kw))
         self.id = await self._begin
         return self.id
 
     async def finish(self, status: str, **kw: Any) -> None:
+        if self.answered_at is not None:
+            kw.setdefault("answered_at", self.answered_at)
         self._closing_id, self._closing_final = self.id, bool(kw.get("final_state"))
         self._closing = self.store.defer(functools.partial(self.store.finish_attempt, self.id, self.tid, status, **kw))
         await self._closing
@@ -147,6 +152,10 @@ class TaskRun:
         self.lost = 0  # attempts lost with their worker in a row
         # what its agent may not change (protect.py): checked after each call, before verification
         self.guard = protect.guard(ctx.plan, node, ctx.root, self.iso)
+        # the timed steps before the coming attempt ({"prompt"|"route": [start, end]}, wall
+        # times), told with it so the run's trace shows where that time went (telemetry.py)
+        self.steps: dict[str, list[float]] = {}
+        self.routing_since: float | None = None
 
     async def run(self) -> str:
         if self.node.routing.auto:
@@ -160,7 +169,8 @@ class TaskRun:
                     outcome = self._finish("failed", f"could not create its worktree: {e}")
                     return outcome
             try:
-                self.original = self.base = self.prompt = self.render()
+                with self.timed("prompt"):
+                    self.original = self.base = self.prompt = self.render()
             except Exception as e:  # a template problem is this task's failure, not the run's
                 outcome = self._finish("failed", f"could not render the prompt: {e}")
                 return outcome
@@ -207,7 +217,8 @@ class TaskRun:
         if self.loop:
             self.resume_recovery()
         try:
-            self.prompt = await self.next_prompt()  # a resumed loop task remembers its earlier iterations
+            with self.timed("prompt"):
+                self.prompt = await self.next_prompt()  # a resumed loop task remembers its earlier iterations
             while True:
                 await self.iteration()
         except Done as d:
@@ -247,9 +258,19 @@ class TaskRun:
 
     # ------------------------------------------------------------------ the steps
 
+    @contextlib.contextmanager
+    def timed(self, step: str):
+        """Time a step before the next attempt (from its first start to its last end)."""
+        start = time.time()
+        try:
+            yield
+        finally:
+            self.steps.setdefault(step, [start, start])[1] = time.time()
+
     async def iteration(self) -> None:
         await self.steer()
         self.check_limits()
+        self.routing_since = time.time()  # choosing the agent, reserving, a slot: until the attempt begins
         name, agent, cfg = await self.choose_agent()
         cost, tokens = self.reserve(cfg)
         await self.guard_before()
@@ -372,10 +393,13 @@ class TaskRun:
         elif self.files:
             await self.files.begin()
         phash = hashlib.sha256(self.sent_prompt.encode()).hexdigest()
+        steps, self.steps = self.steps, {}
+        if self.routing_since is not None:
+            steps["route"] = [self.routing_since, time.time()]
         aid = await self.log.begin(iteration=self.p.iteration, level=self.level, agent=name, prompt=self.sent_prompt,
                                    prompt_hash=phash, reserve_usd=cost,
                                    start_task=self.p.iteration == self.limits.iterations_before + 1,
-                                   reserve_tokens=tokens)
+                                   reserve_tokens=tokens, steps=steps)
         self.ctx.adopt_children(aid)
 
     async def call(self, name: str, agent: Any, cfg: AgentConfig, cost: float,
@@ -392,6 +416,7 @@ class TaskRun:
                 # for any agent, and the graceful stop's grace (callbounds.py)
                 async with self.ctx.calls.bound(self.time_left() + GRACE) as bound:
                     resp = await self.ask(name, agent, cfg)
+                self.log.answered_at = time.time()
                 self.log.answer_charge = resp.charged()  # kept if the task is aborted during verification
                 call.answered = True
             except AgentError as e:
@@ -691,8 +716,9 @@ class TaskRun:
             return
         await self.log.finish("rejected", **rejected)
         self.level = self.node.retry.level(self.p.failures)
-        self.prompt = planmod.render_refinement(self.ctx.plan, self.tid, await self.next_prompt(), self.level,
-                                                verdict.errors, resp.text, self.ctx.root)
+        with self.timed("prompt"):
+            self.prompt = planmod.render_refinement(self.ctx.plan, self.tid, await self.next_prompt(), self.level,
+                                                    verdict.errors, resp.text, self.ctx.root)
         await self.wait(self.node.retry.delay(self.p.failures), "retry delay")
 
     def keep_best(self, verdict: Verdict) -> None:

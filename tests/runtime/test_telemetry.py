@@ -1,8 +1,11 @@
-"""OpenTelemetry traces of a run (issue 20 part 3), checked at an OTLP/HTTP receiver on
-127.0.0.1 that decodes what arrives with the OTLP protobuf messages: the span tree (run >
-task > attempt > verify > accept), real times, the GenAI attributes, no content and no
-secret unless `telemetry.content: true` (and never a secret, a value given to an agent or a
-URL's credentials), a collector that is down, hangs or answers with a huge body, telemetry
+"""OpenTelemetry traces of a run (issue 20 part 3, issue 28 part 1), checked at an OTLP/HTTP
+receiver on 127.0.0.1 that decodes what arrives with the OTLP protobuf messages: the span
+tree (run > task > render prompt, route, attempt > chat, verify > accept), real times with
+no time given to the wrong span, each agent call an LLM span (GenAI inference and
+OpenInference attributes) whose tokens add up to what `status` reports, ERROR on a rejected
+attempt and a skipped task, the Phoenix project, no content and no secret unless
+`telemetry.content: true` (and never a secret, a value given to an agent or a URL's
+credentials), a collector that is down, hangs or answers with a huge body, telemetry
 configured without its packages, and a bad endpoint in lint."""
 
 from __future__ import annotations
@@ -142,6 +145,25 @@ def rows(root: Path, sql: str) -> list[dict]:
         db.close()
 
 
+def status_totals(root: Path) -> dict:
+    """`harnessc status --output json`'s totals: what the run's spans must add up to."""
+    r = harnessc(root, "status", "--output", "json", env=otel_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)["totals"]
+
+
+def assert_chat_spans_add_up(rx: "Receiver", root: Path) -> None:
+    """One `chat` span per attempt, whose tokens and costs add up to what status reports."""
+    chats = rx.named("chat ")
+    totals = status_totals(root)
+    assert len(chats) == totals["attempts"] > 0
+    attrs = [c["attrs"] for c in chats]
+    assert sum(a["gen_ai.usage.input_tokens"] for a in attrs) == totals["input_tokens"]
+    assert sum(a["gen_ai.usage.output_tokens"] for a in attrs) == totals["output_tokens"]
+    assert sum(a["llm.token_count.total"] for a in attrs) == totals["tokens"]
+    assert sum(a["harnessc.cost_usd"] for a in attrs) == pytest.approx(totals["cost_usd"])
+
+
 def alerts(root: Path) -> list[dict]:
     path = root / ".harness" / "alerts.log"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -168,7 +190,9 @@ def test_a_run_is_one_trace_of_run_task_attempt_verify_and_accept_spans_with_rea
 
     (run,) = rx.named("harnessc run")
     (run_row,) = rows(tmp_path, "SELECT * FROM runs")
+    assert run["name"] == f"harnessc run Test {run_row['id']}"  # the project's title and the run
     assert run["parent"] is None and run["resource"]["service.name"] == "harnessc"
+    assert "openinference.project.name" not in run["resource"]  # no telemetry.project: the tool's default
     assert run["attrs"]["harnessc.run.id"] == run_row["id"]
     assert run["attrs"]["harnessc.run.status"] == "succeeded" and run["attrs"]["harnessc.run.exit_code"] == 0
     assert not run["error"]
@@ -184,6 +208,8 @@ def test_a_run_is_one_trace_of_run_task_attempt_verify_and_accept_spans_with_rea
     assert [a["status"] for a in attempts] == ["rejected", "succeeded", "succeeded"]
     by_attempt = {s["attrs"]["harnessc.attempt.id"]: s for s in rx.named("invoke_agent ")}
     assert set(by_attempt) == {a["id"] for a in attempts}
+    chats = {spans[s["parent"]]["attrs"]["harnessc.attempt.id"]: s for s in rx.named("chat ")}
+    assert set(chats) == set(by_attempt)  # one agent call per attempt
     for row in attempts:
         span = by_attempt[row["id"]]
         a = span["attrs"]
@@ -192,14 +218,51 @@ def test_a_run_is_one_trace_of_run_task_attempt_verify_and_accept_spans_with_rea
         # simulate agents: the provider's own name, and the agent's name as the model
         assert a["gen_ai.provider.name"] == a["gen_ai.system"] == "simulate"
         assert a["gen_ai.request.model"] == a["gen_ai.agent.name"] == row["agent"]
-        assert a["gen_ai.operation.name"] == "invoke_agent"
-        assert a["gen_ai.usage.input_tokens"] == row["input_tokens"] > 0
-        assert a["gen_ai.usage.output_tokens"] == row["output_tokens"] > 0
-        assert a["gen_ai.usage.cost"] == pytest.approx(row["cost_usd"]) and row["cost_usd"] > 0
+        assert a["gen_ai.operation.name"] == "invoke_agent" and a["openinference.span.kind"] == "AGENT"
+        assert a["harnessc.tokens"] == row["input_tokens"] + row["output_tokens"]
+        assert a["harnessc.cost_usd"] == pytest.approx(row["cost_usd"]) and row["cost_usd"] > 0
+        # its usage is on its chat span only: a tool that sums every span's usage counts it once
+        assert not [k for k in a if k.startswith(("gen_ai.usage.", "llm.token_count."))]
         # the attempt's own times (the span opens at its attempt_started event, a moment later)
         assert abs(span["start"] - row["started_at"] * 1e9) < 50e6
         assert abs(span["end"] - row["finished_at"] * 1e9) < 1e6
-        assert "gen_ai.prompt" not in a and "gen_ai.completion" not in a
+        # the call: an LLM span, child of its attempt, with the attempt's usage (estimated here)
+        chat = chats[row["id"]]
+        c = chat["attrs"]
+        assert chat["name"] == f"chat {row['agent']}" and chat["parent"] == span["id"] and not chat["error"]
+        assert c["gen_ai.operation.name"] == "chat" and c["gen_ai.provider.name"] == "simulate"
+        assert c["gen_ai.request.model"] == c["gen_ai.response.model"] == c["llm.model_name"] == row["agent"]
+        assert c["openinference.span.kind"] == "LLM" and c["harnessc.usage_source"] == "estimate"
+        assert c["gen_ai.usage.input_tokens"] == c["llm.token_count.prompt"] == row["input_tokens"] > 0
+        assert c["gen_ai.usage.output_tokens"] == c["llm.token_count.completion"] == row["output_tokens"] > 0
+        assert c["llm.token_count.total"] == row["input_tokens"] + row["output_tokens"]
+        assert c["gen_ai.usage.cache_read.input_tokens"] == c["gen_ai.usage.cache_creation.input_tokens"] == 0
+        assert c["harnessc.cost_usd"] == c["gen_ai.usage.cost"] == c["llm.cost.total"] == pytest.approx(row["cost_usd"])
+        assert c["harnessc.cost_source"] == "price"
+        # the call lasts the agent's latency, inside the attempt, and ends when verify starts
+        assert span["start"] <= chat["start"] <= chat["end"] <= span["end"]
+        assert (chat["end"] - chat["start"]) / 1e9 == pytest.approx(row["latency"], abs=2e-3)
+        for key in ("gen_ai.prompt", "gen_ai.completion", "gen_ai.input.messages", "gen_ai.output.messages",
+                    "input.value", "output.value"):
+            assert key not in a and key not in c
+    # a rejected attempt is an error, saying so (no error text: content is off)
+    assert by_attempt[attempts[0]["id"]]["error"] and by_attempt[attempts[0]["id"]]["status"] == "rejected"
+    assert not any(by_attempt[row["id"]]["error"] for row in attempts[1:])
+
+    # the steps before each attempt: its prompt rendered (the first, then the refined one) and
+    # its route (agent, budget, slot), in its task, before the attempt: never its verify's time
+    for tid, task in tasks.items():
+        before = [s for s in rx.spans if s["parent"] == task["id"] and not s["name"].startswith("invoke_agent ")]
+        mine = sorted((by_attempt[row["id"]] for row in attempts if row["task_id"] == tid), key=lambda s: s["start"])
+        assert sorted(s["name"] for s in before) == sorted(["render prompt", "route"] * len(mine))
+        assert task["start"] == min(s["start"] for s in before)  # the task's span holds them
+        for span in before:
+            assert span["attrs"]["harnessc.task.id"] == tid and not span["error"]
+            nxt = next(a for a in mine if a["start"] >= span["end"] - 1e6)  # the attempt they prepared
+            assert span["end"] <= nxt["start"] + 1e6
+        for route in (s for s in before if s["name"] == "route"):
+            assert route["attrs"]["harnessc.route.agent"] in ("careful", "rehearsal")
+    assert_chat_spans_add_up(rx, tmp_path)
 
     verify = {spans[s["parent"]]["attrs"]["harnessc.attempt.id"]: s for s in rx.named("verify")}
     assert set(verify) == set(by_attempt)
@@ -207,9 +270,9 @@ def test_a_run_is_one_trace_of_run_task_attempt_verify_and_accept_spans_with_rea
     assert rejected["error"] and rejected["status"] == "verification failed"  # no error text: content is off
     assert not rejected["attrs"]["harnessc.verify.passed"] and rejected["attrs"]["harnessc.verify.errors"] >= 1
     assert not passed["error"] and passed["attrs"]["harnessc.verify.passed"]
-    for s in verify.values():
+    for aid, s in verify.items():
         attempt = spans[s["parent"]]
-        assert attempt["start"] <= s["start"] <= s["end"] == attempt["end"]
+        assert chats[aid]["end"] == s["start"] <= s["end"] == attempt["end"]  # from the answer on
         assert s["attrs"]["harnessc.task.id"] == attempt["attrs"]["harnessc.task.id"]
 
     (check,) = rx.named("accept smoke")

@@ -5,15 +5,21 @@ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the full URL) or OTEL_EXPORTER_OTLP_ENDPOINT
 /v1/traces added) is; spans go out as OTLP over HTTP/protobuf. Each `harnessc run` is one
 trace (a resumed run is a new trace):
 
-    harnessc run                  the run: id, status, exit code
+    harnessc run <project> <run>  the run: id, status, exit code
       task <id>                   a task's time in this run: its end state, cost, tokens
-        invoke_agent <agent>      an attempt: GenAI attributes (provider, model, usage, cost)
+        render prompt             the task's prompt rendered (or refined) before an attempt
+        route                     choosing its agent, reserving its budget, waiting for a slot
+        invoke_agent <agent>      an attempt: its agent, status, cost
+          chat <model>            the agent call: GenAI inference and OpenInference LLM
+                                  attributes (model, usage, cost), which GenAI tools count
           verify                  checking an answer: from the answer to the attempt's record
             accept <id>           one accept command
 
 Spans carry the times the events and attempt rows recorded, so a span is opened when its
-unit starts and closed with the unit's own end time. Names, ids, counts and times only:
-the prompt, the output and error messages (which may quote them) only with
+unit starts and closed with the unit's own end time. Every attempt is one agent call and has
+its `chat` span with the usage its row holds (what `status` adds up); `command` and
+`simulate` agents' usage is harnessc's estimate (`harnessc.usage_source`). Names, ids, counts
+and times only: the prompt, the output and error messages (which may quote them) only with
 `telemetry.content: true`. Every span name, attribute and status is redacted (`[redacted]`),
 content or not: the secrets redacted on disk (procs.secret_values, the agents' keys), every
 value an agent is given (its `env:` values, the values of the variables its `pass_env:`
@@ -29,6 +35,7 @@ of a run waits at most FLUSH_TIMEOUT seconds for the collector.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -49,12 +56,18 @@ INSTALL = "pip install 'harnessc[otel]'"
 # harnessc's provider -> GenAI semantic conventions' provider name (the others: their own name)
 GENAI_PROVIDERS = {"anthropic": "anthropic", "claude-code": "anthropic", "openai": "openai",
                    "codex": "openai", "gemini-cli": "gcp.gemini"}
+ESTIMATED = {"command", "simulate"}  # providers whose usage harnessc estimates from the texts' sizes
 TASK_ENDS = {"succeeded", "degraded", "failed", "blocked", "skipped", "done", "pending", "review"}
 ANSWERED = {"succeeded", "rejected", "progress", "stuck"}  # attempts whose answer was verified
-USAGE = (("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen_ai.usage.output_tokens"),
-         ("cache_read_tokens", "gen_ai.usage.cache_read.input_tokens"),
-         ("cache_write_tokens", "gen_ai.usage.cache_creation.input_tokens"),
-         ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"))
+FAILED_CALLS = {"error", "over_limit", "interrupted"}
+# an attempt row's usage -> (GenAI semantic conventions, OpenInference) attributes
+USAGE = (("input_tokens", "gen_ai.usage.input_tokens", "llm.token_count.prompt"),
+         ("output_tokens", "gen_ai.usage.output_tokens", "llm.token_count.completion"),
+         ("cache_read_tokens", "gen_ai.usage.cache_read.input_tokens", "llm.token_count.prompt_details.cache_read"),
+         ("cache_write_tokens", "gen_ai.usage.cache_creation.input_tokens",
+          "llm.token_count.prompt_details.cache_write"),
+         ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens", "llm.token_count.completion_details.reasoning"))
+STEPS = {"prompt": "render prompt", "route": "route"}  # timed steps before an attempt -> their spans
 
 
 def endpoint(settings: dict | None) -> tuple[str | None, str | None]:
@@ -115,20 +128,22 @@ def tracing(plan, store) -> Tracing | None:
     url, problem = endpoint(settings)
     if url is None and problem is None:
         return None
-    return Tracing(plan, store, url, problem, content=bool(settings.get("content")))
+    return Tracing(plan, store, url, problem, content=bool(settings.get("content")), project=settings.get("project"))
 
 
 class Tracing:
     """Spans from the run's events (a state-store listener); `close` sends what is left."""
 
-    def __init__(self, plan, store, url: str | None, problem: str | None, content: bool):
-        self.plan, self.store, self.url, self.content = plan, store, url, content
+    def __init__(self, plan, store, url: str | None, problem: str | None, content: bool,
+                 project: str | None = None):
+        self.plan, self.store, self.url, self.content, self.project = plan, store, url, content, project
         # what never leaves: the run's secrets (its store's) and every value an agent is given
         self.secrets = sorted({*store.secrets, *secret_forms(agent_values(plan.agents))}, key=len, reverse=True)
         self.problem = problem  # why there are no traces (said once the run is recorded)
         self.sdk: _Sdk | None = None
         self.run = None
         self.tasks: dict[str, Any] = {}  # task id -> its open span
+        self.task_started: dict[str, float] = {}  # task id -> when it turned running (its span not open yet)
         self.task_usage: dict[str, list] = {}  # task id -> [attempts, tokens, USD] in this run
         self.attempts: dict[int, Any] = {}  # attempt id -> its open span
 
@@ -146,8 +161,8 @@ class Tracing:
 
     def _record(self, ev: dict) -> None:
         kind, task = ev["kind"], ev.get("task")
-        if kind == "task_running":
-            self._task_span(task, ev["ts"])
+        if kind == "task_running":  # its span opens with its first attempt's steps (which came before)
+            self.task_started.setdefault(task, ev["ts"])
         elif kind == "attempt_started":
             self._attempt_started(task, ev)
         elif kind == "attempt_finished":
@@ -162,7 +177,7 @@ class Tracing:
     def _start(self, ev: dict) -> None:
         if self.problem is None:
             try:
-                self.sdk = _Sdk(self.url, self.clean)
+                self.sdk = _Sdk(self.url, self.clean, self.project)
             except ImportError as e:
                 self.problem = f"the OpenTelemetry packages are not installed ({e.name}): {INSTALL}"
             except Exception as e:  # noqa: BLE001  a broken install (protobuf versions that disagree)
@@ -170,25 +185,38 @@ class Tracing:
         if self.problem is not None:
             self.store.event("telemetry_failed", reason=self.clean(f"no traces for this run: {self.problem}"))
             return
-        project = (self.plan.project or {}).get("title") or (self.plan.metadata or {}).get("root_name")
-        self.run = self.sdk.start("harnessc run", ev["ts"], None, {
-            "harnessc.run.id": ev["run_id"], "harnessc.project": project or ""})
+        project = (self.plan.project or {}).get("title") or (self.plan.metadata or {}).get("root_name") or ""
+        self.run = self.sdk.start(f"harnessc run {project or '-'} {ev['run_id']}", ev["ts"], None, {
+            "harnessc.run.id": ev["run_id"], "harnessc.project": project, "openinference.span.kind": "CHAIN"})
 
     def _task_span(self, task: str, ts: float):
         if task not in self.tasks:
-            self.tasks[task] = self.sdk.start(f"task {task}", ts, self.run, {"harnessc.task.id": task})
+            start = min(ts, self.task_started.pop(task, ts))
+            self.tasks[task] = self.sdk.start(f"task {task}", start, self.run, {
+                "harnessc.task.id": task, "openinference.span.kind": "CHAIN"})
             self.task_usage[task] = [0, 0, 0.0]
         return self.tasks[task]
 
+    def _agent(self, name: str) -> tuple[str, str, str]:
+        """(provider, GenAI provider name, model) of an agent: its `model:`, else its name."""
+        cfg = self.plan.agents.get(name)
+        provider = cfg.provider if cfg else ""
+        return provider, GENAI_PROVIDERS.get(provider, provider), (cfg.model if cfg else None) or name
+
     def _attempt_started(self, task: str, ev: dict) -> None:
         agent = ev.get("agent") or ""
-        cfg = self.plan.agents.get(agent)
-        provider = cfg.provider if cfg else ""
-        genai = GENAI_PROVIDERS.get(provider, provider)
-        self.attempts[ev["attempt"]] = self.sdk.start(f"invoke_agent {agent}", ev["ts"], self._task_span(task, ev["ts"]), {
+        _, genai, model = self._agent(agent)
+        steps = {step: times for step, times in (ev.get("steps") or {}).items() if step in STEPS}
+        parent = self._task_span(task, min([ev["ts"], *(start for start, _ in steps.values())]))
+        for step, (start, end) in sorted(steps.items(), key=lambda item: item[1][0]):
+            attrs = {"harnessc.task.id": task}
+            if step == "route":
+                attrs.update({"harnessc.route.agent": agent, "harnessc.reserved_usd": float(ev.get("reserved_usd") or 0)})
+            self.sdk.end(self.sdk.start(STEPS[step], start, parent, attrs), end)
+        self.attempts[ev["attempt"]] = self.sdk.start(f"invoke_agent {agent}", ev["ts"], parent, {
             "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
-            "gen_ai.provider.name": genai, "gen_ai.system": genai,
-            "gen_ai.request.model": (cfg.model if cfg else None) or agent,
+            "gen_ai.provider.name": genai, "gen_ai.system": genai, "gen_ai.request.model": model,
+            "openinference.span.kind": "AGENT",
             "harnessc.task.id": task, "harnessc.attempt.id": ev["attempt"],
             "harnessc.attempt.iteration": ev.get("iteration") or 0, "harnessc.attempt.level": ev.get("level") or 0,
         })
@@ -202,32 +230,77 @@ class Tracing:
             self.sdk.end(span, ev["ts"])
             return
         status = row["status"]
+        tokens = int(row.get("input_tokens") or 0) + int(row.get("output_tokens") or 0)
+        cost = float(row["cost_usd"] or 0.0)
         attrs: dict[str, Any] = {"harnessc.attempt.status": status, "harnessc.cost_source": row["cost_source"] or "",
-                                 "harnessc.cost_usd": float(row["cost_usd"] or 0.0),
-                                 "gen_ai.usage.cost": float(row["cost_usd"] or 0.0)}
-        attrs.update({name: int(row[col]) for col, name in USAGE if row.get(col) is not None})
+                                 "harnessc.cost_usd": cost, "harnessc.tokens": tokens}
         if row.get("tool_calls") is not None:
             attrs["harnessc.attempt.tool_calls"] = int(row["tool_calls"])
-        if self.content:
-            attrs["gen_ai.prompt"] = self._text(row.get("prompt"))
-            attrs["gen_ai.completion"] = self._text(row.get("raw_output"))
-        failed = status in ("error", "over_limit", "interrupted")
+        failed = status in FAILED_CALLS
         if failed:
             attrs["error.type"] = status
         self.sdk.set(span, attrs)
         end = row.get("finished_at") or ev["ts"]
+        answered = self._chat(span, task, row, ev, end)
         if status in ANSWERED:
-            self._verify(span, task, row, end)
+            self._verify(span, task, row, answered, end)
         usage = self.task_usage.setdefault(task, [0, 0, 0.0])
         usage[0] += 1
-        usage[1] += int(row.get("input_tokens") or 0) + int(row.get("output_tokens") or 0)
-        usage[2] += float(row["cost_usd"] or 0.0)
-        self.sdk.end(span, end, error=self._why(status, row.get("errors")) if failed else None)
+        usage[1] += tokens
+        usage[2] += cost
+        bad = failed or status == "rejected"  # a rejected answer: the attempt did not do its work
+        self.sdk.end(span, end, error=self._why(status, row.get("errors")) if bad else None)
 
-    def _verify(self, attempt, task: str, row: dict, end: float) -> None:
+    def _chat(self, attempt, task: str, row: dict, ev: dict, end: float) -> float:
+        """The agent call of an attempt, as an LLM call (GenAI inference and OpenInference
+        attributes, for the tools that count tokens and cost on those): from the request to
+        the answer (or the attempt's end when none came). Returns when the answer came."""
+        opened = max(row["started_at"], attempt.start_time / 1e9)  # the span opened a moment later
+        latency = float(row.get("latency") or 0.0)
+        answered = min(end, float(ev.get("answered_at") or (opened + latency if latency else end)))
+        called = max(opened, answered - latency) if latency else opened
+        provider, genai, model = self._agent(row.get("agent") or "")
+        status = row["status"]
+        estimated = provider in ESTIMATED or row.get("cost_source") in ("reserved", "unknown")
+        cost = float(row["cost_usd"] or 0.0)
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "chat", "gen_ai.provider.name": genai, "gen_ai.system": genai,
+            "gen_ai.request.model": model, "gen_ai.response.model": model,
+            "harnessc.cost_usd": cost, "gen_ai.usage.cost": cost, "harnessc.cost_source": row["cost_source"] or "",
+            "harnessc.usage_source": "estimate" if estimated else "reported",
+            "harnessc.task.id": task, "harnessc.attempt.id": row["id"],
+            "openinference.span.kind": "LLM", "llm.model_name": model, "llm.system": genai, "llm.provider": genai,
+            "llm.cost.total": cost, "langfuse.observation.type": "generation"}
+        for col, genai_name, oi_name in USAGE:
+            attrs[genai_name] = attrs[oi_name] = int(row.get(col) or 0)
+        attrs["llm.token_count.total"] = attrs["llm.token_count.prompt"] + attrs["llm.token_count.completion"]
+        if self.content:
+            attrs.update(self._messages(row))
+        failed = status in FAILED_CALLS - {"over_limit"}  # over a limit: the call itself answered
+        if failed:
+            attrs["error.type"] = status
+        span = self.sdk.start(f"chat {model}", called, attempt, attrs)
+        self.sdk.end(span, answered, error=self._why(status, row.get("errors")) if failed else None)
+        return answered
+
+    def _messages(self, row: dict) -> dict[str, str]:
+        """The call's prompt and answer (content: true) as GenAI messages (role + parts, JSON)
+        and as OpenInference's input and output values. Each text is redacted before it is
+        cut and put in JSON (an escaped secret would no longer match its redaction)."""
+        prompt, answer = self._text(row.get("prompt")), self._text(row.get("raw_output"))
+        attrs = {"input.value": prompt, "input.mime_type": "text/plain",
+                 "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": prompt}]}],
+                                                     ensure_ascii=False)}
+        if row.get("raw_output") is not None:
+            attrs.update({"output.value": answer, "output.mime_type": "text/plain",
+                          "gen_ai.output.messages": json.dumps([{
+                              "role": "assistant", "parts": [{"type": "text", "content": answer}],
+                              "finish_reason": "error" if row["status"] in FAILED_CALLS else "stop"}],
+                              ensure_ascii=False)})
+        return attrs
+
+    def _verify(self, attempt, task: str, row: dict, answered: float, end: float) -> None:
         """The verification of an answer, and its accept commands in it."""
-        called = max(row["started_at"], attempt.start_time / 1e9)  # the span opened a moment later
-        answered = min(end, called + float(row.get("latency") or 0.0))
         passed = row["status"] == "succeeded"
         span = self.sdk.start("verify", answered, attempt, {"harnessc.task.id": task, "harnessc.verify.passed": passed,
                                                              "harnessc.verify.errors": len(row.get("errors") or [])})
@@ -254,8 +327,11 @@ class Tracing:
         state = "interrupted" if state == "pending" else state  # an abort sends it back to pending
         self.sdk.set(span, {"harnessc.task.state": state, "harnessc.task.attempts": attempts,
                             "harnessc.tokens": tokens, "harnessc.cost_usd": cost})
-        bad = state in ("failed", "blocked", "interrupted")
-        self.sdk.end(span, ev["ts"], error=self._why(state, [ev.get("error")]) if bad else None)
+        if state == "skipped":  # harnessc's own words, naming tasks only: said with content off too
+            error = f"skipped: {ev['error']}" if ev.get("error") else "skipped"
+        else:
+            error = self._why(state, [ev.get("error")]) if state in ("failed", "blocked", "interrupted") else None
+        self.sdk.end(span, ev["ts"], error=error)
 
     def _run_finished(self, ev: dict) -> None:
         self._end_open(ev["ts"])
@@ -273,6 +349,7 @@ class Tracing:
             self.sdk.end(span, ts, error="unfinished")
         self.attempts.clear()
         self.tasks.clear()
+        self.task_started.clear()
 
     def _why(self, what: str, errors: list | None) -> str:
         """A span's error description: what ended it, and with content on, the first error."""
@@ -319,7 +396,7 @@ class _Sdk:
     """The OpenTelemetry SDK as the tracer uses it: imported here, only when a run traces.
     Every name, attribute and status goes through `clean` (Tracing.clean) on its way in."""
 
-    def __init__(self, url: str, clean):
+    def __init__(self, url: str, clean, project: str | None = None):
         from opentelemetry import trace
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
@@ -341,7 +418,10 @@ class _Sdk:
         self.exporter = Exporter(endpoint=url, timeout=FLUSH_TIMEOUT, session=_bounded_session())
         self.processor = BatchSpanProcessor(self.exporter, export_timeout_millis=FLUSH_TIMEOUT * 1000)
         service = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "harnessc"}
-        self.provider = TracerProvider(resource=Resource.create({**service, "service.version": __version__}),
+        # telemetry.project: Phoenix's project (OpenInference's resource attribute); it wins
+        # over OTEL_RESOURCE_ATTRIBUTES, which Resource.create merges under what it is given
+        named = {"openinference.project.name": clean(project)} if project else {}
+        self.provider = TracerProvider(resource=Resource.create({**service, "service.version": __version__, **named}),
                                        shutdown_on_exit=False)
         self.provider.add_span_processor(self.processor)
         self.tracer = self.provider.get_tracer("harnessc", __version__)

@@ -471,12 +471,15 @@ class StateStore:
 
     def begin_attempt(self, task_id: str, iteration: int, level: int, agent: str,
                       prompt: str, prompt_hash: str, reserve_usd: float,
-                      start_task: bool = False, reserve_tokens: tuple[int, int] = (0, 0)) -> int:
+                      start_task: bool = False, reserve_tokens: tuple[int, int] = (0, 0),
+                      steps: dict[str, list[float]] | None = None) -> int:
         """Record the attempt and reserve its estimated cost, before the agent is called.
 
         start_task: the task's first attempt in this run; it turns 'running' in the same commit.
         reserve_tokens: estimated (input, output) tokens, held in the attempt's token columns
         until it finishes with the real counts (an interrupted attempt keeps them: charged).
+        steps: the timed steps before it ({"prompt"|"route": [start, end]}, wall times), told
+        in its event for the run's trace (telemetry.py).
         """
         now = time.time()
         with self.tx():
@@ -502,7 +505,7 @@ class StateStore:
                 "INSERT INTO ledger (run_id, task_id, attempt_id, reserved, ts) VALUES (?,?,?,?,?)",
                 (self.run_id, task_id, aid, reserve_usd, now)).lastrowid
             self.event("attempt_started", task_id, attempt=aid, iteration=iteration, level=level,
-                       agent=agent, reserved_usd=reserve_usd)
+                       agent=agent, reserved_usd=reserve_usd, **({"steps": steps} if steps else {}))
         self._reserved[aid] = (lid, reserve_usd, sum(reserve_tokens))
         if self._spent is not None:
             self._spent += reserve_usd
@@ -535,7 +538,7 @@ class StateStore:
                        fingerprint: str | None = None, error: str | None = None, filled: list | None = None,
                        progress: dict | None = None, loop_state: dict | None = None,
                        denials: list[dict] | None = None, tool_calls: int | None = None,
-                       unreported: list[str] | None = None) -> None:
+                       unreported: list[str] | None = None, answered_at: float | None = None) -> None:
         """Complete an attempt with its ledger, settle its reservation to the real cost and
         (optionally) finish the task: one commit.
 
@@ -546,7 +549,8 @@ class StateStore:
         permissions refused ({tool, target}). tool_calls: as the agent reported them
         (None: it does not say). unreported: figures of the call's that were not believed
         (agents.base.checked_charge), kept with its errors. filled: the fields of a fallback
-        output taken from the contract ([{field, from, was}]).
+        output taken from the contract ([{field, from, was}]). answered_at: when the agent's
+        answer came (a wall time), told in the event for the run's trace (telemetry.py).
         """
         now = time.time()
         errors = [*(errors or []), *(unreported or [])]
@@ -591,6 +595,7 @@ class StateStore:
             self.event("attempt_finished", task_id, attempt=attempt_id, status=status,
                        tokens=tokens, cost_usd=cost_usd, cost_source=cost_source,
                        latency=round(latency, 4), errors=(errors or [])[:5],
+                       **({"answered_at": answered_at} if answered_at else {}),
                        **({"progress": progress.get("score"), "progressed": bool(progress.get("progressed"))}
                           if progress else {}))
             if final_state:
