@@ -316,13 +316,112 @@ def test_an_api_agent_span_has_its_provider_model_and_cache_tokens_and_no_key(tm
     a = span["attrs"]
     assert a["gen_ai.provider.name"] == a["gen_ai.system"] == "anthropic"
     assert a["gen_ai.request.model"] == "m-1" and a["gen_ai.agent.name"] == "llm"
-    assert a["gen_ai.usage.input_tokens"] == 1300 and a["gen_ai.usage.output_tokens"] == 20
-    assert a["gen_ai.usage.cache_read.input_tokens"] == 1000
-    assert a["gen_ai.usage.cache_creation.input_tokens"] == 200
-    (row,) = rows(tmp_path, "SELECT cost_usd FROM attempts")
-    assert a["gen_ai.usage.cost"] == pytest.approx(row["cost_usd"]) and row["cost_usd"] > 0
-    assert ("gen_ai.completion" in a) == content
+    (chat,) = rx.named("chat ")
+    c = chat["attrs"]
+    assert chat["name"] == "chat m-1" and chat["parent"] == span["id"]
+    assert c["gen_ai.provider.name"] == c["llm.provider"] == "anthropic" and c["harnessc.usage_source"] == "reported"
+    assert c["gen_ai.request.model"] == c["gen_ai.response.model"] == c["llm.model_name"] == "m-1"
+    assert c["gen_ai.usage.input_tokens"] == c["llm.token_count.prompt"] == 1300
+    assert c["gen_ai.usage.output_tokens"] == c["llm.token_count.completion"] == 20
+    assert c["gen_ai.usage.cache_read.input_tokens"] == c["llm.token_count.prompt_details.cache_read"] == 1000
+    assert c["gen_ai.usage.cache_creation.input_tokens"] == c["llm.token_count.prompt_details.cache_write"] == 200
+    (row,) = rows(tmp_path, "SELECT cost_usd, latency, prompt FROM attempts")
+    assert c["harnessc.cost_usd"] == c["llm.cost.total"] == pytest.approx(row["cost_usd"]) and row["cost_usd"] > 0
+    # the request's own time: what came before it in the attempt (the SDK's import, its client)
+    # is not the call's, and verification starts when the answer came
+    (verify,) = rx.named("verify")
+    assert span["start"] <= chat["start"] and chat["end"] == verify["start"] and verify["end"] == span["end"]
+    assert (chat["end"] - chat["start"]) / 1e9 == pytest.approx(row["latency"], abs=2e-3)
+    assert ("output.value" in c) == ("gen_ai.output.messages" in c) == content
+    if content:
+        (message,) = json.loads(c["gen_ai.output.messages"])
+        assert message == {"role": "assistant", "finish_reason": "stop",
+                           "parts": [{"type": "text", "content": '{"title": "Q3", "score": 4}'}]}
+        assert json.loads(c["gen_ai.input.messages"])[0]["parts"][0]["content"] == c["input.value"] == row["prompt"]
     assert not any(key.encode() in body for body in rx.bodies for key in KEYS.values())
+    assert_chat_spans_add_up(rx, tmp_path)
+
+
+def test_command_agent_calls_are_llm_spans_with_estimated_usage_and_a_skipped_task_is_an_error(tmp_path):
+    """A command agent's calls carry the usage harnessc estimated (`estimate`), so the spans
+    of a run add up to `status` even with no model behind the agent; a task skipped because
+    its dependency failed is an ERROR saying why (harnessc's words: with content off too)."""
+    talk = "import sys; sys.stdin.read(); print('done: ' + 'x' * 400)"
+    fail = "import sys; sys.stdin.read(); sys.exit('no luck')"
+    write_project(tmp_path, [
+        node("ok", routing={"agent": "talk", "chain": ["talk"]}),
+        node("ok2", depends_on=["ok"], routing={"agent": "talk", "chain": ["talk"]}),
+        node("bad", routing={"agent": "fail", "chain": ["fail"]}, retry={"max_retries": 0}),
+        node("after", depends_on=["bad"]),
+    ], agents={"talk": {"provider": "command", "command": [PY, "-c", talk], "price": {"input": 1.0, "output": 2.0}},
+               "fail": {"provider": "command", "command": [PY, "-c", fail]}})
+    with Receiver() as rx:
+        with_telemetry(tmp_path, otlp_endpoint=rx.url)
+        r = harnessc(tmp_path, "run", env=otel_env())
+    assert r.returncode == 1, r.stdout + r.stderr
+    spans = {s["id"]: s for s in rx.spans}
+    chats = {spans[s["parent"]]["attrs"]["harnessc.task.id"]: s for s in rx.named("chat ")}
+    assert set(chats) == {"ok", "ok2", "bad"}
+    for tid in ("ok", "ok2"):
+        c = chats[tid]["attrs"]
+        assert chats[tid]["name"] == "chat talk" and not chats[tid]["error"]
+        assert c["harnessc.usage_source"] == "estimate" and c["gen_ai.provider.name"] == "command"
+        assert c["gen_ai.usage.output_tokens"] > 100 and c["harnessc.cost_usd"] > 0  # 400 characters, priced
+    assert chats["bad"]["error"] and chats["bad"]["attrs"]["error.type"] == "error"
+    assert_chat_spans_add_up(rx, tmp_path)
+
+    tasks = {s["attrs"]["harnessc.task.id"]: s for s in rx.named("task ")}
+    after = tasks["after"]
+    assert after["error"] and after["status"] == "skipped: dependency 'bad' failed"
+    assert after["attrs"]["harnessc.task.state"] == "skipped" and after["attrs"]["harnessc.task.attempts"] == 0
+    assert tasks["bad"]["error"] and not tasks["ok"]["error"] and not tasks["ok2"]["error"]
+    # the dependent's span starts with its own prompt, after the task it waited for
+    assert tasks["ok2"]["start"] >= tasks["ok"]["end"] - 1e6
+
+
+def test_telemetry_project_names_the_phoenix_project_over_the_environment(tmp_path):
+    write_project(tmp_path, [node("a")])
+    with Receiver() as rx:
+        with_telemetry(tmp_path, otlp_endpoint=rx.url, project="nightly-demo")
+        r = harnessc(tmp_path, "run", env={
+            **otel_env(), "OTEL_RESOURCE_ATTRIBUTES": "openinference.project.name=from-env,deployment.environment=ci"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert rx.spans
+    for span in rx.spans:
+        assert span["resource"]["openinference.project.name"] == "nightly-demo"
+        assert span["resource"]["deployment.environment"] == "ci"  # the rest of the environment's kept
+    # without it, the environment's choice stands
+    with Receiver() as rx:
+        with_telemetry(tmp_path, otlp_endpoint=rx.url)
+        r = harnessc(tmp_path, "run", "--rerun", "all",
+                     env={**otel_env(), "OTEL_RESOURCE_ATTRIBUTES": "openinference.project.name=from-env"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert {s["resource"]["openinference.project.name"] for s in rx.spans} == {"from-env"}
+
+
+def test_content_is_redacted_then_cut_at_its_limit_in_every_attribute_it_goes_to(tmp_path):
+    """An answer longer than CONTENT_LIMIT with a secret across the cut: every copy of it (the
+    GenAI messages' JSON, OpenInference's output.value) is the redacted text, cut, with no
+    start of the secret left at the cut."""
+    from harnessc.runtime.observe.telemetry import CONTENT_LIMIT
+
+    at = CONTENT_LIMIT - len(SECRET) // 2  # the secret straddles the cut
+    script = ("import os, sys; sys.stdin.read(); "
+              f"sys.stdout.write('a' * {at} + os.environ['TELEMETRY_TEST_API_KEY'] + 'b' * 5000)")
+    write_project(tmp_path, [node("t", routing={"agent": "cmd", "chain": ["cmd"]})],
+                  agents={"cmd": {"provider": "command", "command": [PY, "-c", script],
+                                  "pass_env": ["TELEMETRY_TEST_API_KEY"]}})
+    with Receiver() as rx:
+        with_telemetry(tmp_path, otlp_endpoint=rx.url, content=True)
+        r = harnessc(tmp_path, "run", env=otel_env(TELEMETRY_TEST_API_KEY=SECRET))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (chat,) = rx.named("chat cmd")
+    value = chat["attrs"]["output.value"]
+    (message,) = json.loads(chat["attrs"]["gen_ai.output.messages"])
+    assert message["parts"][0]["content"] == value
+    assert value == ("a" * at + "[redacted]" + "b" * 5000)[:CONTENT_LIMIT] + "\n[truncated]"
+    sent = b"".join(rx.bodies)
+    assert SECRET[:8].encode() not in sent and SECRET.encode() not in sent
 
 
 SECRET = "tel-secret-value-31415926"
@@ -350,12 +449,24 @@ def test_no_text_unless_content_is_on_and_never_a_secret(tmp_path, content):
     assert rx.spans and SECRET.encode() not in sent and SECRET[::-1].encode() not in sent
     (span,) = rx.named("invoke_agent cmd")
     assert span["attrs"]["gen_ai.request.model"] == "cmd" and span["attrs"]["gen_ai.provider.name"] == "command"
+    (chat,) = rx.named("chat cmd")
+    c = chat["attrs"]
+    assert c["harnessc.usage_source"] == "estimate" and c["gen_ai.provider.name"] == "command"
+    texts = {"gen_ai.input.messages", "gen_ai.output.messages", "input.value", "output.value"}
     if content:
-        assert span["attrs"]["gen_ai.completion"].strip() == f"{MARKER} [redacted]"
-        assert span["attrs"]["gen_ai.prompt"] == row["prompt"]
+        # the current GenAI shape (a JSON list of messages: role and parts) and OpenInference's values
+        (asked,) = json.loads(c["gen_ai.input.messages"])
+        (answer,) = json.loads(c["gen_ai.output.messages"])
+        assert asked == {"role": "user", "parts": [{"type": "text", "content": row["prompt"]}]}
+        assert answer["role"] == "assistant" and answer["finish_reason"] == "stop"
+        assert [p["type"] for p in answer["parts"]] == ["text"]
+        assert answer["parts"][0]["content"].strip() == c["output.value"].strip() == f"{MARKER} [redacted]"
+        assert c["input.value"] == row["prompt"] and c["input.mime_type"] == "text/plain"
+        assert not texts & set(span["attrs"])  # the texts are the call's: on its chat span only
     else:
         assert MARKER.encode() not in sent and b"GOAL-MARKER" not in sent
-        assert not {"gen_ai.prompt", "gen_ai.completion"} & set(span["attrs"])
+        assert not texts & {k for s in rx.spans for k in s["attrs"]}
+    assert not {"gen_ai.prompt", "gen_ai.completion"} & {k for s in rx.spans for k in s["attrs"]}  # deprecated
 
 
 @pytest.mark.parametrize("content", [False, True])
@@ -407,10 +518,14 @@ def test_content_never_sends_what_an_agent_is_given_nor_a_urls_credentials(tmp_p
     assert r.returncode == code, r.stdout + r.stderr
     sent = b"".join(rx.bodies)
     (span,) = rx.named("invoke_agent cmd")
-    text = span["attrs"]["gen_ai.completion"] if outcome == "answer" else span["status"]
+    (chat,) = rx.named("chat cmd")
+    text = chat["attrs"]["output.value"] if outcome == "answer" else span["status"]
     assert MARKER in text and "api.example/v1?api_key=[redacted]&page=2" in text  # content is on
-    if outcome == "answer":
-        assert "report on [redacted]" in span["attrs"]["gen_ai.prompt"]
+    if outcome == "error":
+        assert chat["error"] and chat["status"] == span["status"]
+    else:
+        assert "report on [redacted]" in chat["attrs"]["input.value"]
+        assert "report on [redacted]" in json.loads(chat["attrs"]["gen_ai.input.messages"])[0]["parts"][0]["content"]
         (check,) = rx.named("accept smoke")
         assert "https://[redacted]@api.example" in check["attrs"]["harnessc.accept.command"]
     for leak in (ENV_VALUE, PASS_VALUE, "hunter2pw", "bob:", "k3y-value-99"):
@@ -551,9 +666,30 @@ def test_lint_reports_a_bad_endpoint_where_it_is_written(tmp_path, url, message,
 def test_the_endpoint_and_content_reach_plan_json(tmp_path):
     project = tmp_path / "demo"
     shutil.copytree(REPO / "specs" / "demo", project, ignore=shutil.ignore_patterns(".harness"))
-    with (project / "harness.yaml").open("a") as f:
-        f.write("telemetry: {otlp_endpoint: 'https://cloud.langfuse.com/api/public/otel', content: true}\n")
+    config = project / "harness.yaml"
+    original = config.read_text()
+    config.write_text(original + "telemetry: {otlp_endpoint: 'https://cloud.langfuse.com/api/public/otel', "
+                      "content: true}\n")
     r = harnessc(project, "build", env=otel_env())
     assert r.returncode == 0, r.stdout + r.stderr
     plan = json.loads((project / ".harness" / "build" / "plan.json").read_text())
-    assert plan["telemetry"] == {"otlp_endpoint": "https://cloud.langfuse.com/api/public/otel", "content": True}
+    assert plan["telemetry"] == {"otlp_endpoint": "https://cloud.langfuse.com/api/public/otel", "content": True,
+                                 "project": None}
+    config.write_text(original + "telemetry: {project: harnessc-nightly}\n")
+    r = harnessc(project, "build", env=otel_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    plan = json.loads((project / ".harness" / "build" / "plan.json").read_text())
+    assert plan["telemetry"] == {"otlp_endpoint": None, "content": False, "project": "harnessc-nightly"}
+
+
+def test_an_empty_project_is_a_diagnostic_where_it_is_written(tmp_path):
+    project = tmp_path / "demo"
+    shutil.copytree(REPO / "specs" / "demo", project, ignore=shutil.ignore_patterns(".harness"))
+    config = project / "harness.yaml"
+    lines = config.read_text().splitlines()
+    config.write_text("\n".join([*lines, "telemetry:", "  project: ''"]) + "\n")
+    r = harnessc(project, "lint", "--output", "json", env=otel_env())
+    assert r.returncode == 1, r.stdout + r.stderr
+    (diag,) = json.loads(r.stdout)
+    assert "telemetry.project" in diag["message"] and diag["span"]["line"] == len(lines) + 2
+    assert "Traceback" not in r.stderr
