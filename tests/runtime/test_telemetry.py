@@ -258,6 +258,7 @@ def test_a_run_is_one_trace_of_run_task_attempt_verify_and_accept_spans_with_rea
         assert task["start"] == min(s["start"] for s in before)  # the task's span holds them
         for span in before:
             assert span["attrs"]["harnessc.task.id"] == tid and not span["error"]
+            assert span["attrs"]["openinference.span.kind"] == {"render prompt": "PROMPT", "route": "CHAIN"}[span["name"]]
             nxt = next(a for a in mine if a["start"] >= span["end"] - 1e6)  # the attempt they prepared
             assert span["end"] <= nxt["start"] + 1e6
         for route in (s for s in before if s["name"] == "route"):
@@ -272,6 +273,7 @@ def test_a_run_is_one_trace_of_run_task_attempt_verify_and_accept_spans_with_rea
     assert not passed["error"] and passed["attrs"]["harnessc.verify.passed"]
     for aid, s in verify.items():
         attempt = spans[s["parent"]]
+        assert s["attrs"]["openinference.span.kind"] == "GUARDRAIL"
         assert chats[aid]["end"] == s["start"] <= s["end"] == attempt["end"]  # from the answer on
         assert s["attrs"]["harnessc.task.id"] == attempt["attrs"]["harnessc.task.id"]
 

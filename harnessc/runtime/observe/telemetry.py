@@ -68,6 +68,8 @@ USAGE = (("input_tokens", "gen_ai.usage.input_tokens", "llm.token_count.prompt")
           "llm.token_count.prompt_details.cache_write"),
          ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens", "llm.token_count.completion_details.reasoning"))
 STEPS = {"prompt": "render prompt", "route": "route"}  # timed steps before an attempt -> their spans
+# OpenInference's span kind of each span (Phoenix groups and filters by it)
+KINDS = {"render prompt": "PROMPT", "route": "CHAIN", "verify": "GUARDRAIL", "accept": "TOOL"}
 
 
 def endpoint(settings: dict | None) -> tuple[str | None, str | None]:
@@ -209,7 +211,7 @@ class Tracing:
         steps = {step: times for step, times in (ev.get("steps") or {}).items() if step in STEPS}
         parent = self._task_span(task, min([ev["ts"], *(start for start, _ in steps.values())]))
         for step, (start, end) in sorted(steps.items(), key=lambda item: item[1][0]):
-            attrs = {"harnessc.task.id": task}
+            attrs = {"harnessc.task.id": task, "openinference.span.kind": KINDS[STEPS[step]]}
             if step == "route":
                 attrs.update({"harnessc.route.agent": agent, "harnessc.reserved_usd": float(ev.get("reserved_usd") or 0)})
             self.sdk.end(self.sdk.start(STEPS[step], start, parent, attrs), end)
@@ -302,8 +304,9 @@ class Tracing:
     def _verify(self, attempt, task: str, row: dict, answered: float, end: float) -> None:
         """The verification of an answer, and its accept commands in it."""
         passed = row["status"] == "succeeded"
-        span = self.sdk.start("verify", answered, attempt, {"harnessc.task.id": task, "harnessc.verify.passed": passed,
-                                                             "harnessc.verify.errors": len(row.get("errors") or [])})
+        span = self.sdk.start("verify", answered, attempt, {
+            "harnessc.task.id": task, "harnessc.verify.passed": passed, "openinference.span.kind": KINDS["verify"],
+            "harnessc.verify.errors": len(row.get("errors") or [])})
         at = answered
         for check in row.get("checks") or []:
             at = float(check.get("started") or at)  # older rows: one after the other
@@ -311,6 +314,7 @@ class Tracing:
             ok = check.get("returncode") == 0 and not check.get("timed_out")
             child = self.sdk.start(f"accept {check.get('id') or (argv[:1] or ['?'])[0]}", at, span, {
                 "harnessc.task.id": task, "harnessc.accept.command": " ".join(argv),
+                "openinference.span.kind": KINDS["accept"],
                 "harnessc.accept.exit_code": -1 if check.get("returncode") is None else int(check["returncode"]),
                 "harnessc.accept.timed_out": bool(check.get("timed_out"))})
             at += float(check.get("duration") or 0.0)
