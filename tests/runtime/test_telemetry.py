@@ -344,6 +344,50 @@ def test_an_api_agent_span_has_its_provider_model_and_cache_tokens_and_no_key(tm
     assert_chat_spans_add_up(rx, tmp_path)
 
 
+def test_waiting_for_an_agents_slot_is_routing_time_not_the_calls(tmp_path):
+    """Two tasks at once on an agent that takes one call at a time: the second waits for the
+    slot in its `route` span, which ends after the first call's answer; its own call starts
+    after that (the wait is neither its call's nor its verification's)."""
+    write_project(tmp_path, [node("a"), node("b")],
+                  agents={"rehearsal": {"provider": "simulate", "latency": 0.3, "limits": {"concurrency": 1}}})
+    with Receiver() as rx:
+        with_telemetry(tmp_path, otlp_endpoint=rx.url)
+        r = harnessc(tmp_path, "run", env=otel_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    spans = {s["id"]: s for s in rx.spans}
+    task_of = {s["id"]: s["attrs"]["harnessc.task.id"] for s in rx.named("task ")}
+    chats = sorted(rx.named("chat "), key=lambda s: s["start"])
+    routes = {task_of[s["parent"]]: s for s in rx.named("route")}
+    first, second = (spans[c["parent"]]["attrs"]["harnessc.task.id"] for c in chats)
+    assert routes[second]["end"] >= chats[0]["end"]  # it waited for the first call's slot ...
+    assert chats[1]["start"] >= routes[second]["end"]  # ... before its own call
+    assert routes[first]["end"] <= chats[0]["start"]
+
+
+def test_a_cli_agent_invocation_is_a_chat_span_with_the_usage_the_cli_reported(tmp_path):
+    from .test_cli_agents import CLAUDE_OK, fake_cli
+
+    bindir = tmp_path / "bin"
+    fake_cli(bindir, "claude", stdout=json.dumps(
+        {**CLAUDE_OK, "structured_output": None, "result": '```json\n{"title": "ok", "score": 4}\n```'}))
+    root = tmp_path / "proj"
+    write_project(root, [node("t1", contract="summary", routing={"agent": "cc", "chain": ["cc"]})],
+                  agents={"cc": {"provider": "claude-code", "model": "haiku"}}, contracts={"summary": SIMPLE_CONTRACT})
+    with Receiver() as rx:
+        with_telemetry(root, otlp_endpoint=rx.url)
+        r = harnessc(root, "run", env=otel_env(PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (chat,) = rx.named("chat ")
+    (row,) = rows(root, "SELECT * FROM attempts")
+    c = chat["attrs"]
+    assert chat["name"] == "chat haiku" and c["gen_ai.provider.name"] == "anthropic"
+    assert c["harnessc.usage_source"] == "reported" and c["harnessc.cost_source"] == "cli"
+    assert c["gen_ai.usage.input_tokens"] == row["input_tokens"] > 0
+    assert c["gen_ai.usage.cache_read.input_tokens"] == row["cache_read_tokens"]
+    assert c["llm.cost.total"] == pytest.approx(0.000141)
+    assert_chat_spans_add_up(rx, root)
+
+
 def test_command_agent_calls_are_llm_spans_with_estimated_usage_and_a_skipped_task_is_an_error(tmp_path):
     """A command agent's calls carry the usage harnessc estimated (`estimate`), so the spans
     of a run add up to `status` even with no model behind the agent; a task skipped because
