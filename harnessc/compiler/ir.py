@@ -512,7 +512,8 @@ class Worktrees(_Spec):
 
 class Telemetry(_Spec):
     """OpenTelemetry traces of each run (`pip install 'harnessc[otel]'`): a span per run, task,
-    attempt and verification, with the GenAI semantic-convention attributes."""
+    prompt rendering, routing, attempt, agent call (an LLM call: GenAI semantic conventions and
+    OpenInference) and verification."""
 
     otlp_endpoint: str | None = Field(
         None, description="Base URL of an OTLP/HTTP collector (protobuf); /v1/traces is added, e.g. "

@@ -217,8 +217,7 @@ class TaskRun:
         if self.loop:
             self.resume_recovery()
         try:
-            with self.timed("prompt"):
-                self.prompt = await self.next_prompt()  # a resumed loop task remembers its earlier iterations
+            self.prompt = await self.next_prompt()  # a resumed loop task remembers its earlier iterations
             while True:
                 await self.iteration()
         except Done as d:
@@ -593,12 +592,13 @@ class TaskRun:
         rewritten first when that is due; a memory.md.j2 that fails to render fails the task)."""
         if not self.loop:
             return self.base
-        await self.assist.summarize(self.loop)
-        try:
-            return self.loop.prompt(self.base)
-        except planmod.TemplateProblem as e:
-            raise Done(self._finish("failed", f"could not render the memory section: {e.span.path}:{e.span.line}: "
-                                              f"{e.code}: {e.message}")) from None
+        with self.timed("prompt"):
+            await self.assist.summarize(self.loop)
+            try:
+                return self.loop.prompt(self.base)
+            except planmod.TemplateProblem as e:
+                raise Done(self._finish("failed", f"could not render the memory section: {e.span.path}:"
+                                                  f"{e.span.line}: {e.code}: {e.message}")) from None
 
     async def succeed(self, resp: Response, verdict: Verdict) -> None:
         seen = await self.loop.observe(self.p.agent, resp.text, [], verdict.checks, succeeded=True) \

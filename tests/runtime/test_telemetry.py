@@ -344,6 +344,26 @@ def test_an_api_agent_span_has_its_provider_model_and_cache_tokens_and_no_key(tm
     assert_chat_spans_add_up(rx, tmp_path)
 
 
+def test_a_loop_tasks_iterations_each_render_their_prompt_and_route_before_the_call(tmp_path):
+    """A loop task: every iteration's prompt (with its memory of the earlier ones) is rendered
+    before its attempt, in a `render prompt` span; its progress attempts are healthy."""
+    write_project(tmp_path, [node("loop", completion_promise="DONE", routing={"agent": "slowpoke"})],
+                  agents={"slowpoke": {"provider": "simulate", "complete_after": 4}})
+    with Receiver() as rx:
+        with_telemetry(tmp_path, otlp_endpoint=rx.url)
+        r = harnessc(tmp_path, "run", env=otel_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    attempts = sorted(rx.named("invoke_agent "), key=lambda s: s["start"])
+    assert [s["attrs"]["harnessc.attempt.status"] for s in attempts] == ["progress"] * 4 + ["succeeded"]
+    assert not any(s["error"] for s in rx.spans)
+    prompts = sorted(rx.named("render prompt"), key=lambda s: s["start"])
+    routes = sorted(rx.named("route"), key=lambda s: s["start"])
+    assert len(prompts) == len(routes) == len(attempts)
+    for prompt, route, attempt in zip(prompts, routes, attempts):
+        assert prompt["end"] <= route["start"] and route["end"] <= attempt["start"] + 1e6
+    assert_chat_spans_add_up(rx, tmp_path)
+
+
 def test_waiting_for_an_agents_slot_is_routing_time_not_the_calls(tmp_path):
     """Two tasks at once on an agent that takes one call at a time: the second waits for the
     slot in its `route` span, which ends after the first call's answer; its own call starts
