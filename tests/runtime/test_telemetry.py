@@ -153,15 +153,23 @@ def status_totals(root: Path) -> dict:
 
 
 def assert_chat_spans_add_up(rx: "Receiver", root: Path) -> None:
-    """One `chat` span per attempt, whose tokens and costs add up to what status reports."""
-    chats = rx.named("chat ")
+    """One `chat` span per attempt and per assist call, whose tokens and costs add up to what
+    status reports for each."""
     totals = status_totals(root)
-    assert len(chats) == totals["attempts"] > 0
-    attrs = [c["attrs"] for c in chats]
-    assert sum(a["gen_ai.usage.input_tokens"] for a in attrs) == totals["input_tokens"]
-    assert sum(a["gen_ai.usage.output_tokens"] for a in attrs) == totals["output_tokens"]
-    assert sum(a["llm.token_count.total"] for a in attrs) == totals["tokens"]
-    assert sum(a["harnessc.cost_usd"] for a in attrs) == pytest.approx(totals["cost_usd"])
+    chats = [c["attrs"] for c in rx.named("chat ") if "harnessc.assist.purpose" not in c["attrs"]]
+    assists = [c["attrs"] for c in rx.named("chat ") if "harnessc.assist.purpose" in c["attrs"]]
+    assert len(chats) == totals["attempts"] > 0 and len(assists) == totals["assists"]["calls"]
+    assert sum(a["gen_ai.usage.input_tokens"] for a in chats) == totals["input_tokens"]
+    assert sum(a["gen_ai.usage.output_tokens"] for a in chats) == totals["output_tokens"]
+    assert sum(a["llm.token_count.total"] for a in chats) == totals["tokens"]
+    assert sum(a["harnessc.cost_usd"] for a in chats) == pytest.approx(totals["cost_usd"])
+    assert sum(a["llm.token_count.total"] for a in assists) == totals["assists"]["tokens"]
+    assert sum(a["harnessc.cost_usd"] for a in assists) == pytest.approx(totals["assists"]["cost_usd"])
+
+
+def status_task(root: Path, tid: str) -> dict:
+    r = harnessc(root, "status", "--output", "json", env=otel_env())
+    return next(t for t in json.loads(r.stdout)["tasks"] if t["id"] == tid)
 
 
 def alerts(root: Path) -> list[dict]:
@@ -362,6 +370,33 @@ def test_a_loop_tasks_iterations_each_render_their_prompt_and_route_before_the_c
     for prompt, route, attempt in zip(prompts, routes, attempts):
         assert prompt["end"] <= route["start"] and route["end"] <= attempt["start"] + 1e6
     assert_chat_spans_add_up(rx, tmp_path)
+
+
+def test_a_cheap_agents_summary_and_mutation_calls_are_llm_spans_of_their_task(tmp_path):
+    """The loop's assist calls (memory summaries, prompt mutations) are agent calls too: a
+    `chat` span each in their task, with their purpose, adding up to status's assists."""
+    write_project(tmp_path, [node("t", completion_promise="DONE", routing={"agent": "worker"},
+                                  limits={"stuck_after": 2})],
+                  agents={"worker": {"provider": "simulate", "complete_after": 8, "progress": "none"},
+                          "rehearsal": {"provider": "simulate", "price": {"input": 1.0, "output": 2.0}}},
+                  loop={"context": {"raw_window_size": 1, "summary_agent": "rehearsal", "summarize_every": 2},
+                        "recovery": {"prompt_mutations": 2, "escalate": False, "human": False,
+                                     "mutation_agent": "rehearsal"}})
+    with Receiver() as rx:
+        with_telemetry(tmp_path, otlp_endpoint=rx.url)
+        r = harnessc(tmp_path, "run", env=otel_env())
+    assert r.returncode == 1, r.stdout + r.stderr  # still stuck: the worker never changes
+    (task,) = rx.named("task t")
+    assists = [s for s in rx.named("chat rehearsal")]
+    assert {s["attrs"]["harnessc.assist.purpose"] for s in assists} == {"summary", "mutation"}
+    for span in assists:
+        a = span["attrs"]
+        assert span["parent"] == task["id"] and not span["error"] and a["harnessc.assist.status"] == "written"
+        assert a["openinference.span.kind"] == "LLM" and a["harnessc.usage_source"] == "estimate"
+        assert a["gen_ai.usage.input_tokens"] > 0 and a["gen_ai.usage.output_tokens"] > 0 and a["llm.cost.total"] > 0
+        assert task["start"] <= span["start"] <= span["end"] <= task["end"]
+    assert_chat_spans_add_up(rx, tmp_path)
+    assert task["attrs"]["harnessc.tokens"] == status_task(tmp_path, "t")["tokens"]  # the task's own, assists too
 
 
 def test_waiting_for_an_agents_slot_is_routing_time_not_the_calls(tmp_path):

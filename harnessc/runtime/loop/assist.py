@@ -36,6 +36,7 @@ LAST_OUTPUT_CHARS = 1500  # of the stuck output shown to a mutation agent
 TIMEOUT = 120.0  # seconds for one assist call when its agent sets no `timeout:`
 GRACE = 10.0  # past the time limit the agent enforces itself, the call is abandoned
 BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+SPLIT = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")  # told in its event
 
 
 class Fallback(Exception):
@@ -109,10 +110,13 @@ class Assistant:
             self.ctx.store.finish_assist(lid, self.node.id, *reserved, purpose=kind, agent=name, status="interrupted")
             raise
         charged = (resp or error).charged()  # a failed call is charged what it reported using
-        cost, tokens = (charged["cost_usd"], charged["usage"].total) if charged["usage"] is not None else (0.0, 0)
+        usage = charged["usage"]
+        cost, tokens = (charged["cost_usd"], usage.total) if usage is not None else (0.0, 0)
         text, why = self._answer(resp, error, max_chars)
+        split = {col: getattr(usage, col) for col in SPLIT} if usage is not None else {}  # for the run's trace
         record = dict(purpose=kind, agent=name, status="written" if text else "fallback",
-                      latency=round(time.monotonic() - started, 3), **({"reason": why} if why else {}))
+                      latency=round(time.monotonic() - started, 3), **({"reason": why} if why else {}),
+                      **({"error_kind": error.kind} if error is not None else {}), **split)
         self.ctx.store.finish_assist(lid, self.node.id, cost, tokens, **record)
         return text
 

@@ -14,6 +14,8 @@ trace (a resumed run is a new trace):
                                   attributes (model, usage, cost), which GenAI tools count
           verify                  checking an answer: from the answer to the attempt's record
             accept <id>           one accept command
+        chat <model>              a cheap agent's call for the task (a memory summary, a
+                                  prompt mutation: loop/assist.py), as an attempt's call
 
 Spans carry the times the events and attempt rows recorded, so a span is opened when its
 unit starts and closed with the unit's own end time. Every attempt is one agent call and has
@@ -169,6 +171,8 @@ class Tracing:
             self._attempt_started(task, ev)
         elif kind == "attempt_finished":
             self._attempt_finished(task, ev)
+        elif kind == "assist":
+            self._assist(task, ev)
         elif kind.startswith("task_") and kind[5:] in TASK_ENDS:
             self._task_ended(task, kind[5:], ev)
         elif kind == "run_finished":
@@ -261,21 +265,10 @@ class Tracing:
         latency = float(row.get("latency") or 0.0)
         answered = min(end, float(ev.get("answered_at") or (opened + latency if latency else end)))
         called = max(opened, answered - latency) if latency else opened
-        provider, genai, model = self._agent(row.get("agent") or "")
         status = row["status"]
-        estimated = provider in ESTIMATED or row.get("cost_source") in ("reserved", "unknown")
-        cost = float(row["cost_usd"] or 0.0)
-        attrs: dict[str, Any] = {
-            "gen_ai.operation.name": "chat", "gen_ai.provider.name": genai, "gen_ai.system": genai,
-            "gen_ai.request.model": model, "gen_ai.response.model": model,
-            "harnessc.cost_usd": cost, "gen_ai.usage.cost": cost, "harnessc.cost_source": row["cost_source"] or "",
-            "harnessc.usage_source": "estimate" if estimated else "reported",
-            "harnessc.task.id": task, "harnessc.attempt.id": row["id"],
-            "openinference.span.kind": "LLM", "llm.model_name": model, "llm.system": genai, "llm.provider": genai,
-            "llm.cost.total": cost, "langfuse.observation.type": "generation"}
-        for col, genai_name, oi_name in USAGE:
-            attrs[genai_name] = attrs[oi_name] = int(row.get(col) or 0)
-        attrs["llm.token_count.total"] = attrs["llm.token_count.prompt"] + attrs["llm.token_count.completion"]
+        model, attrs = self._call_attrs(row.get("agent") or "", task, row, float(row["cost_usd"] or 0.0),
+                                        row.get("cost_source") in ("reserved", "unknown"))
+        attrs.update({"harnessc.attempt.id": row["id"], "harnessc.cost_source": row["cost_source"] or ""})
         if self.content:
             attrs.update(self._messages(row))
         failed = status in FAILED_CALLS - {"over_limit"}  # over a limit: the call itself answered
@@ -284,6 +277,41 @@ class Tracing:
         span = self.sdk.start(f"chat {model}", called, attempt, attrs)
         self.sdk.end(span, answered, error=self._why(status, row.get("errors")) if failed else None)
         return answered
+
+    def _call_attrs(self, agent: str, task: str, usage: dict, cost: float, estimated: bool) -> tuple[str, dict]:
+        """(the model, the attributes) of an agent call: GenAI inference, OpenInference LLM and
+        Langfuse generation attributes, with `usage` (USAGE's columns) and `cost`."""
+        provider, genai, model = self._agent(agent)
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "chat", "gen_ai.provider.name": genai, "gen_ai.system": genai,
+            "gen_ai.request.model": model, "gen_ai.response.model": model,
+            "harnessc.cost_usd": cost, "gen_ai.usage.cost": cost,
+            "harnessc.usage_source": "estimate" if estimated or provider in ESTIMATED else "reported",
+            "harnessc.task.id": task,
+            "openinference.span.kind": "LLM", "llm.model_name": model, "llm.system": genai, "llm.provider": genai,
+            "llm.cost.total": cost, "langfuse.observation.type": "generation"}
+        for col, genai_name, oi_name in USAGE:
+            attrs[genai_name] = attrs[oi_name] = int(usage.get(col) or 0)
+        attrs["llm.token_count.total"] = attrs["llm.token_count.prompt"] + attrs["llm.token_count.completion"]
+        return model, attrs
+
+    def _assist(self, task: str, ev: dict) -> None:
+        """A cheap agent's call for a task (a loop task's memory summary, a prompt mutation:
+        assist.py): an LLM span in the task, its usage counted in `status`'s assists."""
+        if "latency" not in ev and ev.get("status") != "interrupted":
+            return  # no call was made (a budget, a breaker, a stopping run)
+        end = ev["ts"]
+        start = end - float(ev.get("latency") or 0.0)
+        model, attrs = self._call_attrs(ev.get("agent") or "", task, ev, float(ev.get("cost_usd") or 0.0), False)
+        attrs.update({"harnessc.assist.purpose": ev.get("purpose") or "", "harnessc.assist.status": ev.get("status") or ""})
+        failed = ev.get("status") == "interrupted" or bool(ev.get("error_kind"))
+        if failed:
+            attrs["error.type"] = ev.get("error_kind") or "interrupted"
+        span = self.sdk.start(f"chat {model}", start, self._task_span(task, start), attrs)
+        usage = self.task_usage.setdefault(task, [0, 0, 0.0])
+        usage[1] += int(ev.get("tokens") or 0)
+        usage[2] += float(ev.get("cost_usd") or 0.0)
+        self.sdk.end(span, end, error=self._why(attrs.get("error.type", ""), [ev.get("reason")]) if failed else None)
 
     def _messages(self, row: dict) -> dict[str, str]:
         """The call's prompt and answer (content: true) as GenAI messages (role + parts, JSON)
