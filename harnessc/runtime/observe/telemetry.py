@@ -352,6 +352,7 @@ class Tracing:
 
     def _task_ended(self, task: str, state: str, ev: dict) -> None:
         if state == "pending" and task not in self.tasks:
+            self.task_started.pop(task, None)
             return  # set to run, not ended
         span = self._task_span(task, ev["ts"])  # a task ending without an attempt (skipped): an instant
         del self.tasks[task]
