@@ -91,6 +91,7 @@ class Receiver:
                         "name": s.name, "trace": s.trace_id.hex(), "id": s.span_id.hex(),
                         "parent": s.parent_span_id.hex() or None, "start": s.start_time_unix_nano,
                         "end": s.end_time_unix_nano, "error": s.status.code == 2, "status": s.status.message,
+                        "kind": s.kind,
                         "attrs": _attrs(s.attributes), "resource": resource})
 
     def __enter__(self) -> "Receiver":
@@ -238,6 +239,7 @@ def test_a_run_is_one_trace_of_run_task_attempt_verify_and_accept_spans_with_rea
         chat = chats[row["id"]]
         c = chat["attrs"]
         assert chat["name"] == f"chat {row['agent']}" and chat["parent"] == span["id"] and not chat["error"]
+        assert chat["kind"] == 3 and span["kind"] == 1  # SPAN_KIND_CLIENT (a call to a service), INTERNAL
         assert c["gen_ai.operation.name"] == "chat" and c["gen_ai.provider.name"] == "simulate"
         assert c["gen_ai.request.model"] == c["gen_ai.response.model"] == c["llm.model_name"] == row["agent"]
         assert c["openinference.span.kind"] == "LLM" and c["harnessc.usage_source"] == "estimate"

@@ -274,7 +274,7 @@ class Tracing:
         failed = status in FAILED_CALLS - {"over_limit"}  # over a limit: the call itself answered
         if failed:
             attrs["error.type"] = status
-        span = self.sdk.start(f"chat {model}", called, attempt, attrs)
+        span = self.sdk.start(f"chat {model}", called, attempt, attrs, client=True)
         self.sdk.end(span, answered, error=self._why(status, row.get("errors")) if failed else None)
         return answered
 
@@ -307,7 +307,7 @@ class Tracing:
         failed = ev.get("status") == "interrupted" or bool(ev.get("error_kind"))
         if failed:
             attrs["error.type"] = ev.get("error_kind") or "interrupted"
-        span = self.sdk.start(f"chat {model}", start, self._task_span(task, start), attrs)
+        span = self.sdk.start(f"chat {model}", start, self._task_span(task, start), attrs, client=True)
         usage = self.task_usage.setdefault(task, [0, 0, 0.0])
         usage[1] += int(ev.get("tokens") or 0)
         usage[2] += float(ev.get("cost_usd") or 0.0)
@@ -460,9 +460,11 @@ class _Sdk:
         self.tracer = self.provider.get_tracer("harnessc", __version__)
         self.log = _LastProblem()  # the SDK's warnings: said in our alert, not printed over the display
 
-    def start(self, name: str, ts: float, parent, attributes: dict):
+    def start(self, name: str, ts: float, parent, attributes: dict, client: bool = False):
+        """A span from `ts`; `client`: a call to a service (an agent call: GenAI's span kind)."""
         context = self.trace.set_span_in_context(parent) if parent is not None else None
-        return self.tracer.start_span(self.clean(name), context=context, start_time=_ns(ts),
+        kind = self.trace.SpanKind.CLIENT if client else self.trace.SpanKind.INTERNAL
+        return self.tracer.start_span(self.clean(name), context=context, kind=kind, start_time=_ns(ts),
                                       attributes=self._cleaned(attributes))
 
     def set(self, span, attributes: dict) -> None:
