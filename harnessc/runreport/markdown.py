@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .charts import priced
 from .html import clip, duration, percent, state_counts
 from .text import code, fenced
 
@@ -23,11 +24,13 @@ RESERVE = 600  # for the closing lines
 def render(report: dict[str, Any], full_report: str | None) -> str:
     run = report["run"]
     exit_code = run["exit_code"] if run["exit_code"] is not None else "-"
+    has_cost = priced(report)  # no agent with a price: tokens only, and the summary says so
+    run_cost = f"${run['cost_usd']:.4f}" if has_cost else "no price set"
     head = [f"## harnessc run {code(run['id'])}: {run['status']}", "",
             f"{code(run.get('message') or '')} (exit {exit_code})".strip(), "",
             "| states | cost | tokens | cache share | attempts | duration |",
             "| --- | ---: | ---: | ---: | ---: | ---: |",
-            f"| {', '.join(f'{n} {s}' for s, n in state_counts(report['tasks']))} | ${run['cost_usd']:.4f} "
+            f"| {', '.join(f'{n} {s}' for s, n in state_counts(report['tasks']))} | {run_cost} "
             f"| {run['tokens']:,} | {percent(run['cache_share'])} | {run['attempts']} | {duration(run['duration'])} |", ""]
     failures = [t for t in report["tasks"] if t["state"] in ("failed", "blocked", "degraded", "interrupted")]
     tail = [f"Full report: {code(full_report)}" if full_report
@@ -40,11 +43,11 @@ def render(report: dict[str, Any], full_report: str | None) -> str:
         for t in failures:
             body += [f"{code(t['id'])} {t['state']}:", "",
                      fenced(clip(t["error"] or "no error recorded", each, t["id"])), ""]
-    table = ["### Tasks", "", "| task | state | agent | attempts | tokens | cost |",
-             "| --- | --- | --- | ---: | ---: | ---: |"]
+    table = ["### Tasks", "", "| task | state | agent | attempts | tokens |" + (" cost |" if has_cost else ""),
+             "| --- | --- | --- | ---: | ---: |" + (" ---: |" if has_cost else "")]
     rows = [f"| {code(t['id'], cell=True)} | {t['state']} | {code(t['agent'] or '-', cell=True)} "
-            f"| {len(t['attempts'])} | {t['tokens']:,} "
-            f"| ${t['cost_usd']:.4f} |" for t in report["tasks"] if t["attempts"] or t["state"] not in ("done", "not run")]
+            f"| {len(t['attempts'])} | {t['tokens']:,} |" + (f" ${t['cost_usd']:.4f} |" if has_cost else "")
+            for t in report["tasks"] if t["attempts"] or t["state"] not in ("done", "not run")]
     room = budget - _size(body) - _size(table)
     kept = []
     for row in rows:

@@ -119,6 +119,9 @@ def test_report_before_any_run_and_without_matplotlib(tmp_path):
     assert "chart-spending" not in page and "<th>tokens</th>" in page  # the agents' table stays
     res = harnessc(root, "report", "--format", "md", "--out", "-", env=blocked)  # Markdown needs no charts
     assert res.returncode == 0 and res.stdout.startswith("## harnessc run ")
+    # no agent has a price: no $0.0000 column, the summary says why there is no cost
+    assert "| no price set |" in res.stdout and "| task | state | agent | attempts | tokens |\n" in res.stdout
+    assert "$0.0000" not in res.stdout
     res = harnessc(root, "run", "--rerun", "all", env=blocked)  # the run itself is not affected
     assert res.returncode == 0 and "report: `harnessc report` writes .harness/runs/" in res.stdout
 
@@ -295,7 +298,7 @@ def test_md_report_holds_an_agents_text_as_text(tmp_path):
     assert "<h3>Tasks</h3>" in page and "Full report:" in outside  # nothing hidden after the error
     (bad_row,) = [row for row in re.findall(r"<tr>(.*?)</tr>", page, flags=re.S) if "<td><code>bad</code>" in row]
     cells = re.findall(r"<td[^>]*>(.*?)</td>", bad_row, flags=re.S)
-    assert len(cells) == 6 and cells[2] == "<code>ev|il name &lt;img src=x&gt; [a](http://evil.example)</code>"
+    assert len(cells) == 5 and cells[2] == "<code>ev|il name &lt;img src=x&gt; [a](http://evil.example)</code>"
 
 
 def test_report_draws_agent_names_as_text_and_the_page_escapes_them(tmp_path):
