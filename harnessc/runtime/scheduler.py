@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import heapq
 import json
 import os
 import signal
@@ -51,8 +50,9 @@ from .approval import approval_recheck
 from .preflight import RunCheck, config_of
 from .routing.tasklimits import CLOCK_EVERY
 from .routing.router import Router
+from .schedule import Graph, Schedule
 from .observe.cachesaving import cache_figures
-from .store.state import REVIEW_KEY, TERMINAL_OK, StateError, StateStore
+from .store.state import REVIEW_KEY, StateError, StateStore
 from .steering import Steering
 from .observe.summaries import Summaries
 from .work import Work, plan_work
@@ -131,12 +131,7 @@ class Runner:
         loopflags.apply(plan, opts.preset, flags)
         self.started = time.monotonic()
         self.nodes = {n.id: n for n in plan.nodes}
-        self.children: dict[str, list[str]] = {i: [] for i in self.nodes}
-        for n in plan.nodes:
-            for d in n.depends_on:
-                if d in self.children:
-                    self.children[d].append(n.id)
-        self.path = longest_paths(self.nodes, self.children)
+        self.graph = Graph.of(plan.nodes, priority_rank)  # what orders ready tasks (schedule.py)
         self.jobs = max(1, opts.jobs or int(plan.concurrency or 4))
         budget = plan.budget or {}
         limit = opts.max_cost if opts.max_cost is not None else budget.get("max_cost_usd")
@@ -434,7 +429,6 @@ class Runner:
             self._check_state_file()  # a removal since the watcher's last look
         finally:
             watcher.cancel()
-            await self._settle()
             self.store.flush()  # a record still waiting to ride along with a commit (state.defer)
             await self._outputs_written()
             await self.notifier.settle()  # the one in flight ends (within notify.timeout); close() sends the rest
@@ -461,76 +455,41 @@ class Runner:
                 f"the budget left (${max(left, 0):.4f}) is short of this run's estimate (${need:.4f}): "
                 "tasks that are not critical or high priority step down a tier"))
 
-    async def _settle(self) -> None:
-        """Cancel and await the tasks still running when the loop ended early on an error
-        (a state.db failure), so none is left with an exception nobody retrieved."""
-        if self.running:
-            for t in self.running.values():
-                t.cancel()
-            await asyncio.gather(*self.running.values(), return_exceptions=True)
-            self.running.clear()
-
     async def _schedule(self, work: Work) -> None:
-        state = {i: r["state"] for i, r in self.store.tasks().items()}
-        pending = set(work.todo)
-        waiting: dict[str, int] = {}
-        heap: list[tuple] = []
-
-        def key(tid: str) -> tuple:
-            n = self.nodes[tid]
-            return (self.steering.rank(tid), priority_rank(n.priority), -self.path[tid], n.order, tid)
-
-        def skip_dependents(tid: str, why: str) -> None:
-            stack = [tid]
-            while stack:
-                for child in self.children[stack.pop()]:
-                    if child in pending:
-                        pending.discard(child)
-                        waiting.pop(child, None)
-                        state[child] = "skipped"
-                        self.store.set_state(child, "skipped", error=why)
-                        stack.append(child)
-
+        """Drive the run's Schedule (schedule.py): start what it says, tell it what ended.
+        The tasks are supervised by a TaskGroup: a task's error (a state.db failure, a bug)
+        cancels the others and ends the run with that error."""
+        sched = Schedule(self.graph, {i: r["state"] for i, r in self.store.tasks().items()}, work.todo,
+                         work.blocked, self.jobs, fail_fast=self.opts.fail_fast, prioritized=self.steering.priority)
         # A dependency that cannot complete in this run skips its dependents before anything starts.
-        for tid, why in work.blocked.items():
-            pending.discard(tid)
-            state[tid] = "skipped"
-            self.store.set_state(tid, "skipped", error=why)
-        for tid in pending:
-            waiting[tid] = sum(d in pending or state.get(d) == "review" for d in self.nodes[tid].depends_on)
-        for tid, c in waiting.items():
-            if c == 0:
-                heapq.heappush(heap, key(tid) + (tid,))
+        self._skip(sched.opening)
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                await self._drive(sched, tasks)
+        except BaseExceptionGroup as group:  # raised as it was before the group: session.py says what failed
+            raise group.exceptions[0] from None
+        self.running.clear()  # abort: the cancelled tasks checkpointed as the group ended
 
+    async def _drive(self, sched: Schedule, tasks: asyncio.TaskGroup) -> None:
         # Event-driven: a task's done callback queues its id and sets `wake`; each wake-up
         # handles exactly the tasks that ended (no polling, no scan of the running set).
         def ended(t: asyncio.Task) -> None:
             self.finished.append(t.get_name())
             self.wake.set()
 
-        while (heap or self.running) and self.stop_mode != "abort":
+        while sched.busy and self.stop_mode != "abort":
             if self.steering.take_reviews():  # `harnessc approve` / `reject`: this run lands, never the command
                 for tid, outcome in (await self._take_reviews()).items():
-                    state[tid] = outcome
-                    if outcome == "pending":  # rejected: runs again, its feedback in the prompt
-                        pending.add(tid)
-                        heapq.heappush(heap, key(tid) + (tid,))
-                    elif outcome == "blocked":
-                        skip_dependents(tid, f"dependency '{tid}' blocked")
-                    else:
-                        for child in self.children[tid]:
-                            if child in waiting:
-                                waiting[child] -= 1
-                                if waiting[child] == 0:
-                                    heapq.heappush(heap, key(child) + (child,))
+                    self._skip(sched.reviewed(tid, outcome))
             if self.steering.take_reorder():  # `prioritize` moved a task ahead
-                heap = [key(entry[-1]) + (entry[-1],) for entry in heap]
-                heapq.heapify(heap)
-            while heap and len(self.running) < self.jobs and not self.halting() and not self.steering.paused:
-                tid = heapq.heappop(heap)[-1]
-                t = self.running[tid] = asyncio.create_task(self._run_task(tid), name=tid)
+                sched.prioritize(self.steering.priority)
+            if self.halting():
+                sched.halt()
+            sched.pause(self.steering.paused)
+            for tid in sched.start():
+                t = self.running[tid] = tasks.create_task(self._run_task(tid), name=tid)
                 t.add_done_callback(ended)
-            if not self.running and (self.halting() or not self.steering.paused):
+            if sched.over:
                 break
             if not self.finished:
                 self.wake.clear()
@@ -542,37 +501,31 @@ class Runner:
                 if t is None:
                     continue
                 self.live.pop(tid, None)
-                try:
-                    outcome = t.result()
-                except asyncio.CancelledError:
-                    outcome = "interrupted"
-                except planmod.TemplateProblem as e:  # a retry's refine.md.j2 failed to render
-                    outcome = "failed"
-                    self.store.finish_task(tid, outcome, error=f"could not render the retry prompt: "
-                                           f"{e.span.path}:{e.span.line}: {e.code}: {e.message}")
-                pending.discard(tid)
-                state[tid] = outcome
+                outcome = "interrupted" if t.cancelled() else t.result()
+                end = sched.ended(tid, outcome)
                 if outcome in outputs.LANDED:
-                    self._land_output(tid, now=any(child in waiting for child in self.children[tid]))
-                if outcome in TERMINAL_OK:
-                    for child in self.children[tid]:
-                        if child in waiting:
-                            waiting[child] -= 1
-                            if waiting[child] == 0:
-                                heapq.heappush(heap, key(child) + (child,))
-                elif outcome in ("failed", "blocked", "skipped"):
-                    skip_dependents(tid, f"dependency '{tid}' {outcome}")
-                    if self.opts.fail_fast and outcome == "failed":
-                        self.halt_run(outcomes.FAIL_FAST, f"stopped after '{tid}' failed (--fail-fast)")
-        if self.running:  # abort: wait for the cancelled tasks to checkpoint
-            await asyncio.gather(*self.running.values(), return_exceptions=True)
-            self.running.clear()
+                    self._land_output(tid, now=end.write_now)
+                self._skip(end.skipped)
+                if end.halt:
+                    self.halt_run(outcomes.FAIL_FAST, end.halt)
+
+    def _skip(self, skipped: list[tuple[str, str]]) -> None:
+        for tid, why in skipped:
+            self.store.set_state(tid, "skipped", error=why)
 
     # ------------------------------------------------------------------ one task
     # What a task's iterations (iteration.TaskRun) need from the run: the TaskContext.
 
     async def _run_task(self, tid: str) -> str:
-        node = self.nodes[tid]
+        try:
+            return await self._run_node(self.nodes[tid])
+        except planmod.TemplateProblem as e:  # a retry's refine.md.j2 failed to render
+            self.store.finish_task(tid, "failed", error=f"could not render the retry prompt: "
+                                   f"{e.span.path}:{e.span.line}: {e.code}: {e.message}")
+            return "failed"
+
+    async def _run_node(self, node: PlanNode) -> str:
+        tid = node.id
         flaw = title_flaw(node.title)
         if flaw is not None:  # the lint refuses it (HC108): a plan.json edited by hand
             self.store.finish_task(tid, "failed", error=(
@@ -735,35 +688,6 @@ class Runner:
         if self.stop_mode == "stop":
             return outcomes.STOP, None
         return outcomes.FINISHED, None
-
-
-DEFAULT_TASK_WEIGHT = 1000  # estimated tokens of a task the plan has no estimate for
-
-
-def longest_paths(nodes: dict[str, PlanNode], children: dict[str, list[str]]) -> dict[str, int]:
-    """For each task, the estimated work (tokens in and out, a stand-in for time) on the
-    longest chain from it to the end of the plan, itself included; done tasks weigh nothing."""
-    waiting = {tid: 0 for tid in nodes}
-    for kids in children.values():
-        for c in kids:
-            waiting[c] += 1
-    order = [tid for tid, k in waiting.items() if k == 0]
-    for tid in order:  # Kahn's order: grows while it is read
-        for c in children[tid]:
-            waiting[c] -= 1
-            if waiting[c] == 0:
-                order.append(c)
-    length: dict[str, int] = {}
-    for tid in reversed(order):
-        length[tid] = task_weight(nodes[tid]) + max((length[c] for c in children[tid]), default=0)
-    return {tid: length.get(tid, 0) for tid in nodes}
-
-
-def task_weight(node: PlanNode) -> int:
-    """A task's estimated work: its estimated tokens in and out (a stand-in for time)."""
-    if node.done:
-        return 0
-    return node.estimate.input_tokens + node.estimate.output_tokens if node.estimate else DEFAULT_TASK_WEIGHT
 
 
 def task_summary(row: dict, agents: list[str] | None = None) -> dict:

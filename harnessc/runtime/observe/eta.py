@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ...planfile import PlanNode
-from ..scheduler import longest_paths, task_weight
+from ..schedule import longest_paths, task_weight
 
 
 class Eta:
