@@ -64,38 +64,26 @@ def approach_route(route: Route, own: list[str], k: int) -> Route:
     return Route([first, *(a for a in route.agents if a != first)])
 
 
-class ApproachStore:
-    """The state store as one approach sees it: its attempts are the task's (recorded,
-    charged, counted), but its ending is its own - handed to the approach, never written
-    as the task's state (the coordinator decides that)."""
+class ApproachLog(AttemptLog):
+    """One approach's attempt rows: they are the task's (recorded, charged, counted), but an
+    attempt's ending is the approach's own - handed to it, never written as the task's state
+    (the coordinator decides that)."""
 
     def __init__(self, store: Any, approach: "ApproachRun"):
-        self._store, self._approach = store, approach
+        super().__init__(store, approach.tid)
+        self.approach = approach
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
+    def write_begin(self, **kw: Any) -> int:
+        return self.store.begin_attempt(self.tid, **{**kw, "start_task": False})
 
-    def begin_attempt(self, task_id: str, **kw: Any) -> int:
-        return self._store.begin_attempt(task_id, **{**kw, "start_task": False})
-
-    def finish_attempt(self, attempt_id: int, task_id: str, status: str, *, final_state: str | None = None,
-                       output: Any = None, fingerprint: str | None = None, error: str | None = None,
-                       loop_state: dict | None = None, **kw: Any) -> None:
+    def write_finish(self, attempt_id: int, status: str, *, final_state: str | None = None, output: Any = None,
+                     fingerprint: str | None = None, error: str | None = None, loop_state: dict | None = None,
+                     **kw: Any) -> None:
         # loop_state: the task's, one row; approaches do not resume each other's loops
-        self._store.finish_attempt(attempt_id, task_id, status, **kw)
-        self._approach.cost += float(kw.get("cost_usd") or 0.0)
+        self.store.finish_attempt(attempt_id, self.tid, status, **kw)
+        self.approach.cost += float(kw.get("cost_usd") or 0.0)
         if final_state:
-            self._approach.ended(final_state, error, output)
-
-    def finish_task(self, task_id: str, state: str, *, output: Any = None, fingerprint: str | None = None,
-                    error: str | None = None) -> None:
-        self._approach.ended(state, error, output)
-
-    def set_state(self, task_id: str, state: str, error: str | None = None, **extra: Any) -> None:
-        pass  # "pending" after a halt or a cancel: the coordinator sets the task's state
-
-    def save_running_time(self, task_id: str, seconds: float) -> None:
-        pass  # the coordinator's clock saves the task's
+            self.approach.ended(final_state, error, output)
 
 
 class ApproachRun(TaskRun):
@@ -104,13 +92,12 @@ class ApproachRun(TaskRun):
     def __init__(self, ctx: TaskContext, node: PlanNode, route: Route, k: int, n: int):
         super().__init__(ctx, node, route)
         self.k, self.n = k, n
-        self.store = ApproachStore(ctx.store, self)
-        self.log = AttemptLog(self.store, node.id)
+        self.log = ApproachLog(ctx.store, self)
         self.p = Progress()  # its iterations are its own (max_iterations is per approach)
         self.workdir = ctx.isolation.workdir(node, k)
         if self.loop:
             self.loop.close()
-        self.loop = TaskLoop.of(self.workdir, ctx.plan, node, self.store, None)
+        self.loop = TaskLoop.of(self.workdir, ctx.plan, node, ctx.store, None)
         self.outcome: str | None = None  # verified | failed | degraded | blocked | skipped | interrupted | cancelled
         self.why: str | None = None
         self.output: Any = None
@@ -140,6 +127,17 @@ class ApproachRun(TaskRun):
 
     def ended(self, state: str, error: str | None, output: Any = None) -> None:
         self.outcome, self.why, self.output = state, error, output
+
+    # The task's state is the coordinator's (Approaches): an approach's ending is its own.
+
+    def requeue(self, **extra: Any) -> None:
+        pass  # "pending" after a halt or a cancel: the coordinator sets the task's state
+
+    def save_time(self, used: float) -> None:
+        pass  # the coordinator's clock saves the task's
+
+    def end_task(self, state: str, error: str | None = None) -> None:
+        self.ended(state, error)
 
     def _finish(self, state: str, error: str) -> str:
         self.ended(state, error)

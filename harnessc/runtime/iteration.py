@@ -90,7 +90,7 @@ class AttemptLog:
     async def begin(self, **kw: Any) -> int:
         self.answer_charge = {}
         self.answered_at = None
-        self._begin = self.store.defer(functools.partial(self.store.begin_attempt, self.tid, **kw))
+        self._begin = self.store.defer(functools.partial(self.write_begin, **kw))
         self.id = await self._begin
         return self.id
 
@@ -98,7 +98,7 @@ class AttemptLog:
         if self.answered_at is not None:
             kw.setdefault("answered_at", self.answered_at)
         self._closing_id, self._closing_final = self.id, bool(kw.get("final_state"))
-        self._closing = self.store.defer(functools.partial(self.store.finish_attempt, self.id, self.tid, status, **kw))
+        self._closing = self.store.defer(functools.partial(self.write_finish, self.id, status, **kw))
         await self._closing
         self.id = None
 
@@ -113,9 +113,16 @@ class AttemptLog:
             self.id = None
         if self.id is not None:
             # an answer that came back before the abort (e.g. during verification) is charged
-            self.store.finish_attempt(self.id, self.tid, "interrupted", raw=None, errors=["aborted"],
-                                      **self.answer_charge)
+            self.write_finish(self.id, "interrupted", raw=None, errors=["aborted"], **self.answer_charge)
         return False
+
+    # The two writes, in the store's group commit (approaches.ApproachLog writes them its own way).
+
+    def write_begin(self, **kw: Any) -> int:
+        return self.store.begin_attempt(self.tid, **kw)
+
+    def write_finish(self, attempt_id: int, status: str, **kw: Any) -> None:
+        self.store.finish_attempt(attempt_id, self.tid, status, **kw)
 
 
 class TaskRun:
@@ -229,7 +236,7 @@ class TaskRun:
             # Abort: the attempt in flight is interrupted; the task goes back to pending. A
             # write that committed after the cancel was requested still counts.
             if not self.log.interrupted():
-                self.store.set_state(self.tid, "pending", running_s=self.used_time())
+                self.requeue(running_s=self.used_time())
             raise
         finally:
             if self.files:
@@ -319,6 +326,19 @@ class TaskRun:
             raise Done(self._finish("failed", f"could not render the operator's instructions: "
                                               f"{e.span.path}:{e.span.line}: {e.code}: {e.message}")) from None
 
+    # The task's own state writes (an approach of approaches.py keeps them for its coordinator).
+
+    def requeue(self, **extra: Any) -> None:
+        """Back to pending (a halt, a cancel, a run budget): the task runs again on resume."""
+        self.store.set_state(self.tid, "pending", **extra)
+
+    def save_time(self, used: float) -> None:
+        self.store.save_running_time(self.tid, used)
+
+    def end_task(self, state: str, error: str | None = None) -> None:
+        """The task's end without an attempt to carry it (the attempt's end carries the others)."""
+        self.store.finish_task(self.tid, state, error=error)
+
     @property
     def sent_prompt(self) -> str:
         """The prompt as the agent gets it: the working prompt, then the operator's instructions."""
@@ -328,7 +348,7 @@ class TaskRun:
         """Before a call: the run halting ends the task for now (its time so far kept); its own
         limits, counted across resumes (tasklimits.py), end it for good."""
         if self.ctx.halting():
-            self.store.set_state(self.tid, "pending", running_s=self.used_time())
+            self.requeue(running_s=self.used_time())
             raise Done("interrupted")
         why = self.limits.reached(self.p.iteration, self.used_time())
         if why:
@@ -345,7 +365,7 @@ class TaskRun:
         """Every CLOCK_EVERY seconds while the task runs (scheduler.py): its time so far is
         saved, so a resumed task has what is left of max_time; near max_time, says so."""
         used = self.used_time()
-        self.store.save_running_time(self.tid, used)
+        self.save_time(used)
         self.limits.near_time(used)
 
     async def choose_agent(self) -> tuple[str, Any, AgentConfig]:
@@ -378,7 +398,7 @@ class TaskRun:
             if scope == "run":
                 if self.ctx.halt_run(outcomes.BUDGET, msg):
                     self.store.event("budget_exhausted", self.tid, message=msg)
-                self.store.set_state(self.tid, "pending")
+                self.requeue()
                 raise Done("interrupted")
             raise Done(self._finish("failed", msg))
         return cost, tokens
@@ -502,7 +522,7 @@ class TaskRun:
         is interrupted, the task goes back to pending (the next run goes on from it)."""
         await self.log.finish("interrupted", raw=None, latency=time.monotonic() - started, errors=[
             f"stopped: the call was still running {self.ctx.calls.grace:g}s after the stop, and was cut"])
-        self.store.set_state(self.tid, "pending")
+        self.requeue()
         raise Done("interrupted")
 
     def request(self, cfg: AgentConfig) -> Request:
@@ -758,7 +778,7 @@ class TaskRun:
         if rung.kind == "escalate":
             self.escalate(f"stuck: {why}")
         elif rung.kind == "human":
-            self.store.finish_task(self.tid, "blocked", error=(
+            self.end_task("blocked", error=(
                 f"blocked: stuck ({why}) after every recovery step (prompt rewrites: "
                 f"{', '.join(ladder.rewrites_tried()) or 'none'}; agents: "
                 f"{' > '.join(self.route.agents[:self.route.index + 1])}); tell the agent what to do differently "
@@ -817,7 +837,7 @@ class TaskRun:
         raise Done(self._finish("failed", f"{why}; {story}" if story else why))
 
     def _finish(self, state: str, error: str) -> str:
-        self.store.finish_task(self.tid, state, error=error)
+        self.end_task(state, error=error)
         return state
 
     def used_time(self) -> float:
