@@ -63,8 +63,11 @@ from .baseline import Baselines
 STOP_POLL = 0.2  # seconds between looks at .harness/stop
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOptions:
+    """What `harnessc run` was asked, fixed once session.py settled it (keep_max_cost); the
+    Runner takes what it needs from it when it is built and does not keep it."""
+
     jobs: int | None = None
     fail_fast: bool = False
     rerun: str | None = None  # stale | failed | all
@@ -125,7 +128,8 @@ class Runner:
         self.root = root
         self.plan = plan
         self.store = store
-        self.opts = opts
+        self.fail_fast, self.auto_approve, self.rerun = opts.fail_fast, opts.auto_approve, opts.rerun
+        self.selection = dict(select=opts.select, exclude=opts.exclude, rerun=opts.rerun, only=opts.only)  # plan_work's
         flags = loopflags.resolve(opts.preset, opts.max_time, opts.max_iterations, opts.stuck_after,
                                   opts.progress_threshold)
         loopflags.apply(plan, opts.preset, flags)
@@ -299,8 +303,7 @@ class Runner:
         for `retry`), decided before a run is recorded; None when there is work."""
         self.store.ensure_tasks(self.nodes, {i for i, n in self.nodes.items() if n.done})
         rows = self.store.tasks()
-        work = self.planned = plan_work(self.plan, rows, self.opts.select, self.opts.exclude,
-                                        rerun=self.opts.rerun, only=self.opts.only)
+        work = self.planned = plan_work(self.plan, rows, **self.selection)
         if not work.nothing_to_run(rows) or self._decisions():  # an approval lands in a run
             return None
         try:
@@ -317,13 +320,12 @@ class Runner:
         done = {i for i, n in self.nodes.items() if n.done}
         self.store.ensure_tasks(self.nodes, done)
         rows = self.store.tasks()
-        work = plan_work(self.plan, rows, self.opts.select, self.opts.exclude,
-                         rerun=self.opts.rerun, only=self.opts.only)
+        work = plan_work(self.plan, rows, **self.selection)
         self.targets, self.stale = work.targets, work.stale
         # a task run again from its end (--rerun, or every task with --rerun all) starts its
         # loop memory afresh: its old iterations are not this round's ("This is iteration 4"
         # on a round's first call); retry and resume keep it
-        fresh = [tid for tid in work.todo if self.opts.rerun == "all" or rows[tid]["state"] in ("succeeded", "degraded")]
+        fresh = [tid for tid in work.todo if self.rerun == "all" or rows[tid]["state"] in ("succeeded", "degraded")]
         with self.store.tx():
             for tid in work.todo:
                 if rows[tid]["state"] != "pending":
@@ -460,7 +462,7 @@ class Runner:
         The tasks are supervised by a TaskGroup: a task's error (a state.db failure, a bug)
         cancels the others and ends the run with that error."""
         sched = Schedule(self.graph, {i: r["state"] for i, r in self.store.tasks().items()}, work.todo,
-                         work.blocked, self.jobs, fail_fast=self.opts.fail_fast, prioritized=self.steering.priority)
+                         work.blocked, self.jobs, fail_fast=self.fail_fast, prioritized=self.steering.priority)
         # A dependency that cannot complete in this run skips its dependents before anything starts.
         self._skip(sched.opening)
         try:
@@ -550,7 +552,7 @@ class Runner:
 
     def reviewed(self, node: PlanNode) -> bool:
         """Whether the task's verified result waits for a person (not with run --auto-approve)."""
-        return bool(getattr(node, "review", None)) and not self.opts.auto_approve
+        return bool(getattr(node, "review", None)) and not self.auto_approve
 
     def _decisions(self) -> dict[str, dict]:
         """Task in review -> the decision `harnessc approve` / `reject` recorded for it."""
