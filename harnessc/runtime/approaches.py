@@ -311,13 +311,13 @@ class Approaches:
     async def finish(self) -> str:
         """Land the best verified approach (the next on a conflict), or end the task as the
         approaches' endings say."""
-        if self.ctx.halting() and any(r.outcome in ("interrupted", "cancelled") for r in self.runs) \
+        if self.ctx.control.halting() and any(r.outcome in ("interrupted", "cancelled") for r in self.runs) \
                 and self.spec.select == "best":
             self.store.set_state(self.tid, "pending", running_s=self.runs[0].used_time())
             return "interrupted"
         ranking = self.ranking()
         if not ranking:
-            if self.ctx.halting() and any(r.outcome == "interrupted" for r in self.runs):
+            if self.ctx.control.halting() and any(r.outcome == "interrupted" for r in self.runs):
                 self.store.set_state(self.tid, "pending", running_s=self.runs[0].used_time())
                 return "interrupted"
             return self.none_verified()

@@ -4,8 +4,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 from ..planfile import Plan, PlanNode
 from ..providers import AgentConfig
@@ -22,35 +23,50 @@ from .worktree.gitops import GitCommits
 from .worktree.isolation import Isolation
 
 
+@dataclass(frozen=True)
+class CallPolicy:
+    """Whether a call may start and on which agent: what every task's calls share."""
+
+    budget: Budget
+    health: Health  # breakers and daily limits
+    router: Router
+    throttle: Throttle  # calls in flight per agent
+
+
+@dataclass(frozen=True)
+class RunControl:
+    """The run's hold over a task: whether it is halting (or halt it), a sleep a stop cuts
+    short, and the operator's steering (pause, skip, instructions, overrides)."""
+
+    halting: Callable[[], bool]
+    halt_run: Callable[[str, str], bool]  # (outcome kind, why) -> False when it was halting already
+    sleep: Callable[..., Awaitable[None]]  # (seconds, task id)
+    steering: Steering
+
+
 class TaskContext(Protocol):
     """What one task's iterations need from the run (the Runner implements it)."""
 
     root: Path
     plan: Plan
     store: StateStore
-    budget: Budget
-    health: Health
-    router: Router
-    throttle: Throttle
+    policy: CallPolicy
+    control: RunControl
     git: GitCommits
     attribution: Attribution
     live: dict[str, dict]
     show_lines: bool  # a display shows each call's last printed line: live[task]["line"]
-    steering: Steering
     isolation: Isolation
     baselines: Baselines  # min_passed: base - what passed at a task's base
     calls: CallBounds
     deprecations_said: set[str]  # agents whose deprecated model the run has warned of (once each)
     executor: Any  # None: attempts run here; else executor/ray.py's RayExecutor
 
-    def halting(self) -> bool: ...
-    def halt_run(self, kind: str, why: str) -> bool: ...
     def agent(self, name: str) -> tuple[Any, AgentConfig]: ...
     def system_prompt(self) -> str: ...
     def reviewed(self, node: PlanNode) -> bool: ...
     def deps(self, node: PlanNode) -> dict[str, dict]: ...
     def adopt_children(self, attempt_id: int) -> int: ...
-    async def sleep(self, seconds: float, task_id: str | None = None) -> None: ...
     # The `explore` recovery rung for a stuck task (explore.py): handed over by the run, as
     # explore.py's branches are themselves task runs built on iteration.py.
     async def explore(self, run: Any, why: str) -> None: ...

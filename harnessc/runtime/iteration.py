@@ -297,7 +297,7 @@ class TaskRun:
         if not verdict.claim:
             await self.keep_working(resp)
             return
-        self.ctx.router.record(name, self.node, verdict.ok, resp.cost_usd)  # history learns
+        self.ctx.policy.router.record(name, self.node, verdict.ok, resp.cost_usd)  # history learns
         if verdict.ok:
             await self.succeed(resp, verdict)
         else:
@@ -315,10 +315,10 @@ class TaskRun:
         """The operator's say between iterations (steering.py): wait while the run is paused
         (paused time does not count against max_time), end a task they skipped, and carry
         their instructions into the next prompt."""
-        steering = self.ctx.steering
+        steering = self.ctx.control.steering
         steering.poll(max_age=0.05)
-        self.t0 += await steering.hold(self.ctx.halting)
-        if steering.skipped(self.tid) and not self.ctx.halting():
+        self.t0 += await steering.hold(self.ctx.control.halting)
+        if steering.skipped(self.tid) and not self.ctx.control.halting():
             raise Done(self._finish("skipped", "skipped by the operator (inbox)"))
         try:
             self.operator = planmod.render_operator(self.ctx.plan, steering.instructions_for(self.tid), self.ctx.root)
@@ -347,7 +347,7 @@ class TaskRun:
     def check_limits(self) -> None:
         """Before a call: the run halting ends the task for now (its time so far kept); its own
         limits, counted across resumes (tasklimits.py), end it for good."""
-        if self.ctx.halting():
+        if self.ctx.control.halting():
             self.requeue(running_s=self.used_time())
             raise Done("interrupted")
         why = self.limits.reached(self.p.iteration, self.used_time())
@@ -372,9 +372,9 @@ class TaskRun:
         """HARNESSC_AGENT (steering) wins; else the route's agent, unless its breaker is open
         or it is at a daily limit: then the next agent of the chain, or (at the end of the
         chain) a wait until it is back."""
-        name = self.ctx.steering.agent
+        name = self.ctx.control.steering.agent
         if name is None:
-            while (blocked := self.ctx.health.blocked(self.route.agent)) is not None:
+            while (blocked := self.ctx.policy.health.blocked(self.route.agent)) is not None:
                 if self.fall_back(blocked.reason):
                     continue
                 await self.wait(blocked.until - time.time(), blocked.reason)  # past the time left: the task ends
@@ -388,15 +388,15 @@ class TaskRun:
 
     def reserve(self, cfg: AgentConfig) -> tuple[float, tuple[int, int]]:
         """The estimated cost and tokens of a call on this agent, refused past a budget."""
-        budget = self.ctx.budget
+        budget = self.ctx.policy.budget
         cost = budget.estimate(self.node, cfg, self.sent_prompt)
         tokens = budget.estimate_tokens(self.node, cfg, self.sent_prompt, self.ctx.system_prompt())
         refusal = budget.refuse(self.node, cost, sum(tokens))
         if refusal:
-            self.ctx.health.release(self.route.agent)
+            self.ctx.policy.health.release(self.route.agent)
             scope, msg = refusal
             if scope == "run":
-                if self.ctx.halt_run(outcomes.BUDGET, msg):
+                if self.ctx.control.halt_run(outcomes.BUDGET, msg):
                     self.store.event("budget_exhausted", self.tid, message=msg)
                 self.requeue()
                 raise Done("interrupted")
@@ -427,7 +427,7 @@ class TaskRun:
         a failed call's attempt is finished here, with what it was charged. None: the
         worker running it was lost (executor ray) and the iteration runs again."""
         lost = None
-        async with self.ctx.throttle.slot(name) as call:
+        async with self.ctx.policy.throttle.slot(name) as call:
             await self.begin_attempt(name, cost, tokens)
             started = time.monotonic()  # a failed call's latency: an answer brings its own
             try:
@@ -451,7 +451,7 @@ class TaskRun:
                                         f"max_time ({self.max_time:g}s)", kind="timeout")
         if lost is not None:
             return await self.lost_attempt(lost, started)
-        self.ctx.health.record(name, call.error)
+        self.ctx.policy.health.record(name, call.error)
         if call.error is not None:
             e = call.error
             await self.log.finish("error", raw=e.stderr or None, errors=[e.message],
@@ -808,7 +808,7 @@ class TaskRun:
                 self.give_up(f"max_time ({self.max_time:g}s) reached")
             self.give_up(f"{why}: the next call would wait {seconds:.1f}s, past the {left:.1f}s left of "
                          f"max_time ({self.max_time:g}s)")
-        await self.ctx.sleep(seconds, self.tid)
+        await self.ctx.control.sleep(seconds, self.tid)
 
     # ------------------------------------------------------------------ endings
 

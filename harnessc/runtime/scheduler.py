@@ -3,8 +3,9 @@
 A task is ready when its dependencies succeeded, degraded or were done; ready tasks start
 by priority, then critical path first (the longest estimated chain of work still behind
 them), then roadmap order, at most `jobs` at a time. A failed task skips its dependents
-and independent work goes on (unless fail_fast). What one task does - its iterations - is
-iteration.TaskRun; the Runner owns the graph, the stop flags and what tasks share.
+and independent work goes on (unless fail_fast). Those decisions are schedule.Schedule's
+(a plain state machine); the Runner drives it on asyncio, owns the stop flags and limits
+and what tasks share. What one task does - its iterations - is iteration.TaskRun.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from .work import Work, plan_work
 from .executor.rayconfig import resolve_executor
 from .worktree.isolation import WORKTREE, Isolation, Landed
 from .baseline import Baselines
+from .context import CallPolicy, RunControl
 
 STOP_POLL = 0.2  # seconds between looks at .harness/stop
 
@@ -199,6 +201,9 @@ class Runner:
         # after the alerts: it is told of theirs (notify.py); `self.notifier.send` is the emitter
         self.notifier = Notifier(plan.notify, root, store, self.alerts.alert, plan.agents)
         store.listeners = [*store.listeners, self.alerts.on_event, self.notifier.on_event, self._count_iteration]
+        # what a task's iterations get of the run, besides the store and the checkouts (context.py)
+        self.policy = CallPolicy(self.budget, self.health, self.router, self.throttle)
+        self.control = RunControl(self.halting, self.halt_run, self.sleep, self.steering)
 
     def start_executor(self) -> None:
         """Connect to the run's Ray cluster (or start a local one) before anything is recorded:

@@ -71,7 +71,7 @@ class Assistant:
         task's running summary from the old one and the iterations that left the window since;
         saved at once. Otherwise, or when it fails, the summary stays extractive."""
         memory = loop.memory
-        if not (self.assists.summary_agent and memory.summary_due(loop.iterations)) or self.ctx.halting():
+        if not (self.assists.summary_agent and memory.summary_due(loop.iterations)) or self.ctx.control.halting():
             return  # a stopping run leaves it due: the resumed run writes it
         cap = memory.settings.max_summary_tokens
         variables = {"summary": list(memory.summary), "iteration": loop.iterations, "max_words": cap // 2,
@@ -93,7 +93,7 @@ class Assistant:
         event saying why not. `iteration`: the task's iterations so far (across runs)."""
         started = time.monotonic()
         try:
-            if self.ctx.halting():
+            if self.ctx.control.halting():
                 raise Fallback("the run is stopping")
             if self.time_left() <= 0:
                 raise Fallback("the task's max_time is up")
@@ -131,7 +131,7 @@ class Assistant:
             agent, cfg = self.ctx.agent(name)
         except AgentError as e:
             raise Fallback(e.message) from None
-        blocked = self.ctx.health.blocked(name)
+        blocked = self.ctx.policy.health.blocked(name)
         if blocked is not None:
             raise Fallback(blocked.reason)
         return agent, cfg
@@ -139,10 +139,10 @@ class Assistant:
     def _reserve(self, kind: str, name: str, cfg: AgentConfig, prompt: str, max_tokens: int) -> tuple[int, tuple[float, int]]:
         """The call's estimated cost and tokens, held in the ledger (its row, and the figures);
         Fallback past a budget."""
-        cost, tokens = self.ctx.budget.estimate_assist(cfg, prompt, max_tokens)
-        refusal = self.ctx.budget.refuse(self.node, cost, tokens)
+        cost, tokens = self.ctx.policy.budget.estimate_assist(cfg, prompt, max_tokens)
+        refusal = self.ctx.policy.budget.refuse(self.node, cost, tokens)
         if refusal:
-            self.ctx.health.release(name)
+            self.ctx.policy.health.release(name)
             raise Fallback(refusal[1])
         return self.ctx.store.begin_assist(self.node.id, kind, name, cost, tokens), (cost, tokens)
 
@@ -151,7 +151,7 @@ class Assistant:
         timeout = max(0.1, min(cfg.timeout or TIMEOUT, self.time_left()))
         request = Request(task_id=self.node.id, prompt=prompt, purpose=kind, iteration=iteration, timeout=timeout,
                           max_tokens=min(cfg.max_tokens or max_tokens, max_tokens), root=self.ctx.root)
-        async with self.ctx.throttle.slot(name) as call:
+        async with self.ctx.policy.throttle.slot(name) as call:
             try:
                 resp = await asyncio.wait_for(agent.call(request), timeout + GRACE)
                 call.answered = True
@@ -159,7 +159,7 @@ class Assistant:
                 call.error = AgentError(f"agent '{name}': no answer within {timeout + GRACE:g}s", kind="timeout")
             except AgentError as e:
                 call.error = e
-        self.ctx.health.record(name, call.error)
+        self.ctx.policy.health.record(name, call.error)
         return (None, call.error) if call.error else (resp, None)
 
     @staticmethod
