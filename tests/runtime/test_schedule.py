@@ -209,3 +209,36 @@ def test_the_critical_path_starts_first():
     assert s.start() == ["head"]
     assert s.ended("head", "failed").skipped == [("tail", "dependency 'head' failed")]
     assert s.over and not s.busy
+
+
+def test_a_run_starts_ready_tasks_in_the_schedules_order(tmp_path):
+    """The driver (scheduler.Runner) over real SQLite and a simulate agent, one slot: a high
+    priority task first, then the longest chain of estimated work, then roadmap order; a
+    failure skips its dependents transitively, each with the failure as the reason."""
+    from harnessc.runtime.scheduler import RunOptions
+    from harnessc.runtime.session import execute
+
+    from .helpers import SIMPLE_CONTRACT, node, write_project
+
+    def est(tokens):
+        return {"input_tokens": tokens, "output_tokens": tokens, "cost_usd": None}
+
+    nodes = [node("s0", estimate=est(10)),
+             node("s1", estimate=est(10), contract="summary", routing={"agent": "bad"},
+                  retry={"max_retries": 0, "on_failure": "fail", "delays": [0]}),
+             node("c0", estimate=est(100)), node("c1", depends_on=["c0"], estimate=est(100)),
+             node("c2", depends_on=["c1"], estimate=est(100)),
+             node("h", priority="high", estimate=est(10)),
+             node("f", depends_on=["s1"], estimate=est(10)), node("g", depends_on=["f", "c2"], estimate=est(10)),
+             node("s2", estimate=est(10))]
+    plan = write_project(tmp_path, nodes, contracts={"summary": SIMPLE_CONTRACT}, concurrency=1,
+                         agents={"rehearsal": {"provider": "simulate"},
+                                 "bad": {"provider": "simulate", "invalid_first": 5}})
+    started = []
+    result = execute(tmp_path, plan, RunOptions(), listeners=[
+        lambda ev: started.append(ev["task"]) if ev["kind"] == "task_running" else None])
+    # s1 before s0 and s2: its dependents f and g are behind it; s0 before s2: roadmap order
+    assert started == ["h", "c0", "c1", "c2", "s1", "s0", "s2"]
+    states = {t["id"]: (t["state"], t["error"]) for t in result.tasks}
+    assert states["f"] == ("skipped", "dependency 's1' failed")
+    assert states["g"] == ("skipped", "dependency 's1' failed")
