@@ -38,15 +38,15 @@ class Graph:
 
     @classmethod
     def of(cls, nodes: Iterable[PlanNode], priority_rank: Callable[[str | None], int]) -> Graph:
-        nodes = {n.id: n for n in nodes}
-        children: dict[str, list[str]] = {i: [] for i in nodes}
-        for n in nodes.values():
+        by_id = {n.id: n for n in nodes}
+        children: dict[str, list[str]] = {i: [] for i in by_id}
+        for n in by_id.values():
             for d in n.depends_on:
                 if d in children:
                     children[d].append(n.id)
-        return cls(deps={i: tuple(n.depends_on) for i, n in nodes.items()}, children=children,
-                   priority={i: priority_rank(n.priority) for i, n in nodes.items()},
-                   path=longest_paths(nodes, children), order={i: n.order for i, n in nodes.items()})
+        return cls(deps={i: tuple(n.depends_on) for i, n in by_id.items()}, children=children,
+                   priority={i: priority_rank(n.priority) for i, n in by_id.items()},
+                   path=longest_paths(by_id, children), order={i: n.order for i, n in by_id.items()})
 
 
 @dataclass
