@@ -164,6 +164,8 @@ _ADMIN: dict[tuple[Path, Path], Path | None] = {}  # (common dir, worktree) -> i
 def _admin_dir(common: Path, top: Path) -> Path | None:
     """`common`/worktrees/<name>/ of the worktree at `top` (its `gitdir` file names `top`/.git)."""
     key = (common, top)
+    if _ADMIN.get(key) is not None and not _names(_ADMIN[key], top):
+        del _ADMIN[key]  # a reused checkout (worktree/pool.py) moved here: its directory is another one
     if key not in _ADMIN:
         found = []
         try:
@@ -179,6 +181,14 @@ def _admin_dir(common: Path, top: Path) -> Path | None:
                 found.append(entry)
         _ADMIN[key] = found[0] if len(found) == 1 else None  # two claim it: neither is trusted
     return _ADMIN[key]
+
+
+def _names(admin: Path, top: Path) -> bool:
+    """Whether worktree admin directory `admin` still names the worktree at `top`."""
+    try:
+        return Path((admin / "gitdir").read_text("utf-8").strip()).parent.resolve() == top
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 class Call:

@@ -253,10 +253,12 @@ class Isolation:
     def end(self) -> list[str]:
         """Lines for the run's end: where the results are, how to take them, kept refs."""
         if not self.wanted or self.integration is None:
+            self._drain()
             return []
         integ, lines = self.integration, []
         if self.tripwire is not None:
             self._say(self._checked())  # what the last attempts changed and no landing saw
+        self._drain()
         integ.ended = True
         self._save()
         tip = self.landing.tip(integ.branch)
@@ -276,6 +278,19 @@ class Isolation:
         for line in lines:
             self.store.event("isolation_result", message=line)
         return lines
+
+    def _drain(self) -> None:
+        """The pool's free worktrees go (worktrees.Worktrees.drain); what it did, as an event."""
+        pool = self.trees.pool if self.trees is not None else None
+        if pool is None:
+            return
+        with self._own():
+            names = self.trees.drain()
+            for name in names if self.tripwire is not None else ():
+                self.tripwire.refresh_worktree(name)
+        if pool.made or pool.reused:
+            self.store.event("worktrees_reused", made=pool.made, reused=pool.reused,
+                             discarded=len(pool.discarded), why=pool.discarded[:20])
 
     # ------------------------------------------------------------------ one task
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from . import gitcmd, neverlands
 from .commitmsg import message_bytes
 from .gitops import LITERAL, PATH_CHUNK, secret_blobs
+from .pool import Kept, Pool
 from .repo import IsolationError, Repo
 
 REF_ROOT = "refs/harnessc"
@@ -108,7 +109,7 @@ class Worktrees:
     """The worktrees and refs of one run of one project."""
 
     def __init__(self, repo: Repo, project: Path, run_id: str, hooks: bool = False,
-                 link: list[str] | None = None, copy: list[str] | None = None):
+                 link: list[str] | None = None, copy: list[str] | None = None, reuse: bool = True):
         self.repo, self.project, self.run_id, self.hooks = repo, Path(project), run_id, hooks
         self.git = repo.git(hooks)
         self.refs = ref_root(repo.prefix)
@@ -116,6 +117,8 @@ class Worktrees:
         self.warnings: list[str] = []  # for the run's events (isolation.py takes them)
         self.link, self.copy = list(link or []), list(copy or [])
         self.unmade: set[Path] = set()  # worktrees handed out with make=False and not made since
+        # reuse: an attempt's worktree, once it is done, is the next one's (pool.py)
+        self.pool = Pool(self.root / run_id) if reuse else None
 
     def ref(self, n: int, k: int = 1) -> str:
         return f"{self.refs}/{self.run_id}/{n}-{k}"
@@ -141,27 +144,40 @@ class Worktrees:
         return attempt
 
     def make(self, attempt: Attempt) -> None:
-        """Put the attempt's worktree on disk, at its base, with its ref."""
+        """Put the attempt's worktree on disk, at its base, with its ref: a free one of the
+        pool moved there (pool.py), else a new one."""
         path = attempt.path
         self.unmade.discard(path)
         if path.exists() or os.path.islink(path):
             self._drop(path)
         self._check_inside(path.parent, mkdir=True)
-        with _ADMIN:
-            self.git.run("worktree", "add", "--detach", "-q", "-f", str(path), attempt.base, timeout=300)
-        attempt.gitfile, git_dir = self._registered(path)
+        kept = self.pool.take(path, attempt.base, _ADMIN, self._drop) if self.pool is not None else None
+        if kept is None:
+            with _ADMIN:
+                self.git.run("worktree", "add", "--detach", "-q", "-f", str(path), attempt.base, timeout=300)
+            gitfile, git_dir = self._registered(path)
+            kept = self.pool.hold(path, git_dir, gitfile) if self.pool is not None else None
+        else:
+            gitfile, git_dir = kept.gitfile, kept.git_dir
+        attempt.gitfile = gitfile
         attempt.git = gitcmd.Git(path, hooks=self.hooks, git_dir=git_dir, ident=dict(self.repo.ident))
         self.git.run("update-ref", attempt.ref, attempt.base, worktree=False)
-        attempt.brought = self._bring_in(attempt)
+        attempt.brought = self._bring_in(attempt, kept)
         attempt.made = True
 
-    def _bring_in(self, attempt: Attempt) -> tuple[str, ...]:
-        """Link and copy the configured untracked things; the paths (from the worktree's
-        top) to keep out of the change, .harness/ first."""
+    def _bring_in(self, attempt: Attempt, kept: Kept | None = None) -> tuple[str, ...]:
+        """Link and copy the configured untracked things (a link `kept` says harnessc made
+        there, still pointing where it did, is kept); the paths (from the worktree's top) to
+        keep out of the change, .harness/ first."""
         prefix = self.repo.prefix
         out = [f"{prefix}.harness"]
+        mine = kept.links if kept is not None else {}
         for rel, how in [*((r, "link") for r in self.link), *((r, "copy") for r in self.copy)]:
             source, target = self.project / rel, attempt.workdir / rel
+            top_rel = f"{prefix}{rel.rstrip('/')}"
+            if how == "link" and top_rel in mine:
+                out.append(top_rel)  # pool.py kept it: still ours, still pointing there
+                continue
             if not os.path.lexists(source) or os.path.lexists(target):
                 continue  # nothing to bring, or a committed file is there already
             link = _link_on_the_way(attempt.path, target.parent)
@@ -172,14 +188,15 @@ class Worktrees:
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             if how == "link":
-                os.symlink(source.resolve(), target)
+                os.symlink(str(source.resolve()), target)
+                mine[top_rel] = str(source.resolve())
             elif source.is_dir():
                 shutil.copytree(source, target, symlinks=True)
                 _read_only(target)
             else:
                 shutil.copy2(source, target, follow_symlinks=False)
                 _read_only(target)
-            out.append(f"{prefix}{rel.rstrip('/')}")
+            out.append(top_rel)
         return tuple(out)
 
     def commit(self, attempt: Attempt, message: str, secrets: list[str] | None = None) -> tuple[str | None, dict]:
@@ -222,13 +239,30 @@ class Worktrees:
 
     def remove(self, attempt: Attempt | None, n: int, k: int = 1, keep_ref: bool = False,
                keep_worktree: bool = False) -> None:
-        """Remove the worktree (unless kept) and its ref (unless kept)."""
+        """Remove the worktree (unless kept; with reuse it goes to the pool instead, for the
+        next attempt) and its ref (unless kept)."""
         if self.forget_unmade(n, k):  # never made: neither exists
             return
-        if not keep_worktree:
-            self._drop(self.path(n, k))
+        path, given = self.path(n, k), False
+        if self.pool is not None:  # into the pool, unless it is kept or not fit to keep
+            given = not keep_worktree and _link_on_the_way(self.project, path.parent) is None \
+                and self.pool.give(path, _ADMIN)
+            if not given:
+                self.pool.drop(path)
+        if not keep_worktree and not given:
+            self._drop(path)
         if not keep_ref:
             self.git.run("update-ref", "-d", self.ref(n, k), worktree=False, ok=(0, 1))
+
+    def drain(self) -> list[str]:
+        """Remove the pool's free worktrees (the run's end); their git directories' names."""
+        if self.pool is None:
+            return []
+        names = []
+        for kept in self.pool.drain():
+            self._drop(kept.path)
+            names.append(kept.git_dir.name)
+        return names
 
     def verify(self, attempt: Attempt) -> None:
         """Tampered when the checkout's `.git` is no longer the file git wrote (deleted, a
