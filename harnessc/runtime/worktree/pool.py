@@ -12,7 +12,7 @@ worktree add --detach <base>` would have made, so the agent cannot tell the two 
   reflog, `config.worktree`, a merge, rebase or bisect in progress, submodule
   repositories (`modules/`), lock files;
 * every directory of the checkout back to the mode git makes (one the agent made
-  read-only or unreadable included), then `git clean -ffdx` of what is not tracked
+  read-only or unreadable included), fifos and sockets removed, then `git clean -ffdx` of what is not tracked
   (ignored files and nested repositories too; the `worktrees: link` links still pointing
   where harnessc made them are kept), then `git read-tree -u --reset <base>` - it writes
   only the files that differ from that index: what the agent changed (its stat data no
@@ -214,7 +214,8 @@ def _open_up(top: Path) -> None:
     """Every directory of the checkout back to the mode mkdir gives (one the agent made
     read-only, unreadable or group-writable too), before its listing is read: nothing is
     left behind for want of a permission, and the next agent finds the modes a fresh
-    checkout has. Links are never followed."""
+    checkout has. Fifos, sockets and devices go (git neither tracks nor cleans them). Links
+    are never followed."""
     stack = [top]
     while stack:
         here = stack.pop()
@@ -225,6 +226,8 @@ def _open_up(top: Path) -> None:
             for e in entries:
                 if e.is_dir(follow_symlinks=False):
                     stack.append(Path(e.path))
+                elif not e.is_file(follow_symlinks=False) and not e.is_symlink():
+                    os.unlink(e.path)
 
 
 def _empty_submodules(git: gitcmd.Git, top: Path) -> None:

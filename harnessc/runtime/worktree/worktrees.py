@@ -149,7 +149,7 @@ class Worktrees:
         path = attempt.path
         self.unmade.discard(path)
         if path.exists() or os.path.islink(path):
-            self._drop(path)
+            self._release(path)  # the one an earlier attempt of it left (tampered with, in conflict)
         self._check_inside(path.parent, mkdir=True)
         kept = self.pool.take(path, attempt.base, _ADMIN, self._drop) if self.pool is not None else None
         if kept is None:
@@ -243,16 +243,22 @@ class Worktrees:
         next attempt) and its ref (unless kept)."""
         if self.forget_unmade(n, k):  # never made: neither exists
             return
-        path, given = self.path(n, k), False
-        if self.pool is not None:  # into the pool, unless it is kept or not fit to keep
-            given = not keep_worktree and _link_on_the_way(self.project, path.parent) is None \
-                and self.pool.give(path, _ADMIN)
-            if not given:
-                self.pool.drop(path)
-        if not keep_worktree and not given:
-            self._drop(path)
+        if keep_worktree and self.pool is not None:
+            self.pool.drop(self.path(n, k))  # kept as it is: no longer the pool's
+        elif not keep_worktree:
+            self._release(self.path(n, k))
         if not keep_ref:
             self.git.run("update-ref", "-d", self.ref(n, k), worktree=False, ok=(0, 1))
+
+    def _release(self, path: Path) -> None:
+        """The worktree at `path` is done with: into the pool (pool.py) when it is one to
+        reuse - a real directory under a real one, its `.git` file as git wrote it - else removed."""
+        pool = self.pool
+        if pool is not None and _link_on_the_way(self.project, path.parent) is None and pool.give(path, _ADMIN):
+            return
+        if pool is not None:
+            pool.drop(path)
+        self._drop(path)
 
     def drain(self) -> list[str]:
         """Remove the pool's free worktrees (the run's end); their git directories' names."""
