@@ -2,8 +2,9 @@
 
 1. Per-task overhead on a 5,000-file repository: harnessc's create (worktree + ref), commit
    of a one-file change, land (the branch's compare-and-swap and the user's fast-forward)
-   and remove, against the floor `git worktree add` + `git worktree remove` measured in the
-   same run; median of 3. Goal: <= 1.5x the floor.
+   and remove, against the floor `git worktree add` + `git worktree remove`, alternating in
+   the same run (median of --cycles): with a fresh checkout per task, and with a reused
+   one (worktree/pool.py: the checkout moved to the next task's base). Goal: reused <= 0.5x.
 2. 20 coding tasks at -j 4 on the same command agent, with isolation and without (`git:
    commit`, the shared tree and attribution): the makespan ratio, and the files committed
    under a task that did not write them (0 with isolation).
@@ -20,7 +21,7 @@
    median of --cycles). Goal: <= 2 ms per landing.
 
     .venv/bin/python bench/isolation.py [--files 5000] [--tasks 20] [--best-of-tasks 60]
-                                        [--only best-of|tripwire] [--refs 200] [--cycles 15]
+                                        [--only best-of|tripwire|overhead] [--refs 200] [--cycles 15]
 """
 
 from __future__ import annotations
@@ -67,32 +68,56 @@ def make_repo(root: Path, files: int) -> None:
     git(root, "commit", "-qm", "start")
 
 
-def overhead(files: int) -> None:
+def overhead(files: int, cycles: int) -> None:
+    """Per task: harnessc's cycle with a fresh checkout and with a reused one (pool.py),
+    against the floor `git worktree add` + `remove`, the three alternating in one run."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "repo"
         make_repo(root, files)
-        floors, ours = [], []
         git(root, "status", "--porcelain")  # the index refreshed, the files in the page cache
-        for i in range(3):
+        repo = open_repo(root)
+        landing = Landing(repo)
+        integration, _ = landing.open("bench", None)
+        fresh, pooled = Worktrees(repo, root, "fresh", reuse=False), Worktrees(repo, root, "pooled")
+
+        def floor(i: int) -> float:
             t0 = time.perf_counter()
             git(root, "worktree", "add", "--detach", "-q", str(Path(tmp) / f"floor{i}"), "HEAD")
             git(root, "worktree", "remove", "--force", str(Path(tmp) / f"floor{i}"))
-            floors.append(time.perf_counter() - t0)
+            return time.perf_counter() - t0
 
-            repo = open_repo(root)
-            trees, landing = Worktrees(repo, root, f"bench{i}"), Landing(repo)
-            integration, _ = landing.open(f"bench{i}", None)
+        def task(trees: Worktrees, i: int) -> float:
+            """One task: its checkout at the branch's tip, a one-file change committed and
+            landed, the user's branch fast-forwarded, the checkout given back (or removed)."""
+            tip = landing.tip(integration.branch)
             t0 = time.perf_counter()
-            attempt = trees.create(1, 1, repo.head)
-            (attempt.workdir / "src" / "pkg000" / "mod00000.py").write_text(f"changed {i}\n")
+            attempt = trees.create(1, 1, tip)
+            (attempt.workdir / "src" / "pkg000" / f"mod{i % 100:05d}.py").write_text(f"changed {i}\n")
             trees.commit(attempt, f"harnessc: t{i}: bench\n")
-            assert landing.advance(integration, attempt.change, repo.head)
+            assert landing.advance(integration, attempt.change, tip)
             assert landing.follow(integration, attempt.change), integration.left_because
             trees.remove(attempt, 1, 1)
-            ours.append(time.perf_counter() - t0)
-        floor, mine = statistics.median(floors), statistics.median(ours)
-        print(f"overhead, {files} files: git worktree add+remove {floor * 1000:.0f} ms; harnessc create+commit+"
-              f"land+fast-forward+remove {mine * 1000:.0f} ms = {mine / floor:.2f}x the floor (goal <= 1.5x)")
+            return time.perf_counter() - t0
+
+        first = task(pooled, 0)  # the pool's first checkout: made, as without reuse (once per run and slot)
+        floors, fresh_t, reused = [], [], []
+        for i in range(1, cycles + 1):
+            floors.append(floor(i))
+            fresh_t.append(task(fresh, 2 * i))
+            reused.append(task(pooled, 2 * i + 1))
+        t0 = time.perf_counter()
+        pooled.drain()
+        drained = time.perf_counter() - t0
+        med = statistics.median
+        fl, fr, ru = med(floors), med(fresh_t), med(reused)
+        print(f"overhead, {files} files (median of {cycles}, alternating; load average {os.getloadavg()[0]:.1f} "
+              f"on {os.cpu_count()} cores): git worktree add+remove {fl * 1000:.0f} ms")
+        print(f"  harnessc create+commit+land+fast-forward+remove, a fresh checkout: {fr * 1000:.0f} ms "
+              f"= {fr / fl:.2f}x the floor")
+        print(f"  the same with a reused checkout (pool.py): {ru * 1000:.0f} ms = {ru / fl:.2f}x the floor "
+              f"(goal <= 0.5x; the pool's first task {first * 1000:.0f} ms and emptying it at the end "
+              f"{drained * 1000:.0f} ms, once per run)")
+        assert pooled.pool.reused == cycles and not pooled.pool.discarded, pooled.pool.discarded
 
 
 def tripwire(files: int, refs: int, cycles: int) -> None:
@@ -269,17 +294,20 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=20)
     ap.add_argument("--best-of-tasks", type=int, default=60)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--only", choices=["best-of", "tripwire"], default=None, help="run only this part")
+    ap.add_argument("--only", choices=["best-of", "tripwire", "overhead"], default=None, help="run only this part")
     ap.add_argument("--refs", type=int, default=20, help="tripwire: loose branches in the repository")
-    ap.add_argument("--cycles", type=int, default=15, help="tripwire: landings measured with it and without")
+    ap.add_argument("--cycles", type=int, default=15, help="landings measured each way (overhead, tripwire)")
     args = ap.parse_args()
     if args.only == "tripwire":
         tripwire(args.files, args.refs, args.cycles)
         return
+    if args.only == "overhead":
+        overhead(args.files, args.cycles)
+        return
     if args.only == "best-of":
         best_of_table(args.best_of_tasks, args.seed)
         return
-    overhead(args.files)
+    overhead(args.files, args.cycles)
     tripwire(args.files, args.refs, args.cycles)
     with tempfile.TemporaryDirectory() as tmp:
         shared, shared_wrong = coding(args.tasks, False, Path(tmp))

@@ -2,7 +2,8 @@
 worktrees, finish (landing their change), fail, conflict, and the run is killed (at any
 step, a landing that moved the branch but was not recorded included) and resumed. After
 every step: every verified change is on the integration branch exactly once, nothing else
-is, the user's uncommitted files are as they were, and only running attempts have worktrees.
+is, the user's uncommitted files are as they were, and only running attempts (and the run's
+pool of free checkouts, worktree/pool.py) have worktrees.
 
 Real git, real worktrees, a real state.db; the agent's work is a file written in the
 worktree (the CLI tests in test_isolation.py run real command agents)."""
@@ -170,10 +171,15 @@ class IsolationMachine(RuleBasedStateMachine):
         assert ".harness" not in git(self.root, "log", "--all", "--name-only", "--format=")
 
     @invariant()
-    def only_running_attempts_have_worktrees(self):
-        listed = [line for line in git(self.root, "worktree", "list", "--porcelain").splitlines()
+    def only_running_attempts_and_the_pool_have_worktrees(self):
+        """Besides the user's: the running attempts' worktrees, and the free ones this run
+        keeps for its next attempts (worktree/pool.py); a killed run's are gone."""
+        listed = [line[len("worktree "):] for line in git(self.root, "worktree", "list", "--porcelain").splitlines()
                   if line.startswith("worktree ")]
-        assert len(listed) == 1 + len(self.attempts)
+        free = {str(k.path) for k in self.iso.trees.pool.free}
+        assert all(Path(f).parent.name == self.store.run_id and Path(f).name.startswith("free-") for f in free)
+        assert free <= set(listed)
+        assert len(listed) == 1 + len(self.attempts) + len(free)
         refs = git(self.root, "for-each-ref", "--format=%(refname)", "refs/harnessc/").split()
         assert len(refs) == len(self.attempts)
 

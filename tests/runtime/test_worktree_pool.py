@@ -9,14 +9,16 @@ equal a fresh worktree's at the same commit."""
 from __future__ import annotations
 
 import json
-import os
+import signal
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 
-from .helpers import PY, git, git_repo, harnessc, node, write_project
+from harnessc.runtime.children import sandbox
+from harnessc.runtime.worktree.repo import open_repo
+from harnessc.runtime.worktree.worktrees import Worktrees
+
+from .helpers import PY, git, git_repo, harnessc, node, spawn, write_project
 
 # What an agent sees of its checkout: paths, types, modes, contents, link targets; its
 # index, HEAD, per-worktree refs, reflog and the files of its git directory (times and the
@@ -61,7 +63,7 @@ def fingerprint(top):
 # Task `a` attacks its checkout every way below; a task whose name starts with `obs` writes
 # the fingerprint of its checkout to <marks>/<task>.json; every task writes out/<task>.txt.
 AGENT = FINGERPRINT + r'''
-import json, pathlib, sys
+import json, pathlib, sys, time
 task = os.environ["HARNESSC_TASK"]
 cfg = json.loads(pathlib.Path(sys.argv[1]).read_text())
 def sh(*args):
@@ -151,6 +153,19 @@ if task == "s":  # a repository cloned where the base has a submodule entry (a g
     assert pathlib.Path("vendor", "lib", "lib.txt").exists()
 if task == "g" and os.environ["HARNESSC_ITERATION"] == "1":  # the .git file pointed elsewhere
     pathlib.Path(".git").write_text("gitdir: " + cfg["root"] + "/.git\n")
+if task == "k" and not pathlib.Path(cfg["marks"], "killed").exists():  # once p2 landed: harnessc killed (-9)
+    for _ in range(1200):
+        out = subprocess.run(["git", "log", "--format=%s", "--branches=harnessc/run/*"], capture_output=True, text=True)
+        if "harnessc: p2:" in out.stdout:
+            break
+        time.sleep(0.05)
+    for _ in range(1200):  # p2's checkout given back to the pool, beside this one
+        if list(pathlib.Path("..").glob("free-*")):
+            break
+        time.sleep(0.05)
+    pathlib.Path(cfg["marks"], "killed").write_text("x")
+    os.kill(os.getppid(), 9)
+    time.sleep(5)
 pathlib.Path("out").mkdir(exist_ok=True)
 pathlib.Path("out", task + ".txt").write_text("made by " + task + "\n")
 print("done <promise>DONE</promise>")
@@ -256,6 +271,8 @@ def test_many_tasks_at_j2_reuse_checkouts_and_land_what_fresh_ones_would(tmp_pat
     assert len(pool) == 1 and pool[0]["made"] + pool[0]["reused"] == 14 and pool[0]["reused"] >= 10, pool
     landed = {e["task"]: e["paths"] for e in events(root, "landed")}
     assert landed == {t: [f"out/{t}.txt"] for t in tasks}
+    # moving checkouts is harnessc's own doing: the tripwire saw no change of the git directory
+    assert [events(root, kind) for kind in ("git_tampered", "git_changed", "git_other_run")] == [[], [], []]
     assert sorted(git(root, "ls-tree", "--name-only", "HEAD", "out/").split()) == [f"out/{t}.txt" for t in tasks]
     assert [w for w in git(root, "worktree", "list", "--porcelain").splitlines() if w.startswith("worktree ")] \
         == [f"worktree {root}"]
@@ -292,3 +309,44 @@ def test_a_filled_submodule_directory_and_a_rewritten_git_file_leave_nothing_for
     assert [w for w in git(root, "worktree", "list", "--porcelain").splitlines() if w.startswith("worktree ")] \
         == [f"worktree {root}", f"worktree {tmp_path / 'fresh'}"]
     assert list((root / ".harness" / "worktrees").glob("*/*")) == []
+
+
+def test_a_killed_runs_pool_is_emptied_by_the_next_run(tmp_path, outside):
+    """p1 and p2 run at once; k takes p1's checkout, waits until p2's is free in the pool and
+    kills harnessc (-9): the next run removes both (the free one too) before anything else,
+    and nothing is left after it."""
+    root = tmp_path / "p"
+    project(root, ["p1", "p2", "k"], 2, outside)
+    out, err = (p := spawn(root, "run", "--no-build")).communicate(timeout=300)
+    assert p.returncode == -signal.SIGKILL, out + err
+    left = sorted(p.name for p in (root / ".harness" / "worktrees").glob("*/*"))
+    assert left == ["3-1", "free-2"] or left == ["3-1", "free-1"], left
+    r = harnessc(root, "run", "--no-build")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = events(root, "worktrees_reconciled")
+    assert rec and sorted(w.rsplit("/", 1)[1] for w in rec[0]["worktrees"]) == left
+    assert [w for w in git(root, "worktree", "list", "--porcelain").splitlines() if w.startswith("worktree ")] \
+        == [f"worktree {root}"]
+    assert list((root / ".harness" / "worktrees").glob("*/*")) == []
+
+
+def test_the_sandbox_lets_a_reused_checkout_write_its_own_git_directory_not_the_one_before(tmp_path):
+    """The same place (1-1) holds another checkout after reuse: the sandbox's writable git
+    directory is the one that checkout's .git names, never the one it found there before."""
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "a.txt").write_text("a\n")
+    git_repo(root)
+    repo = open_repo(root)
+    trees = Worktrees(repo, root, "r1")
+    one, two = trees.create(1, 1, repo.head), trees.create(2, 1, repo.head)
+    assert one.git.git_dir in sandbox.layout(root, one.workdir).git_writable
+    trees.remove(one, 1, 1)
+    trees.remove(two, 2, 1)  # both free; the last given is the first taken
+    again = trees.create(1, 1, repo.head)
+    assert again.path == one.path and again.git.git_dir == two.git.git_dir
+    layout = sandbox.layout(root, again.workdir)
+    assert two.git.git_dir in layout.git_writable and one.git.git_dir not in layout.git_writable
+    trees.remove(again, 1, 1)
+    assert len(trees.drain()) == 2
+    assert git(root, "worktree", "list", "--porcelain").count("worktree ") == 1
