@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -350,3 +351,31 @@ def test_the_sandbox_lets_a_reused_checkout_write_its_own_git_directory_not_the_
     trees.remove(again, 1, 1)
     assert len(trees.drain()) == 2
     assert git(root, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+@pytest.mark.parametrize("reflogs", ["true", "false"])
+def test_a_reused_checkouts_git_directory_holds_what_a_fresh_ones_does(tmp_path, reflogs):
+    """HEAD, ORIG_HEAD, a reflog only where git writes one (core.logAllRefUpdates), nothing more."""
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "a.txt").write_text("a\n")
+    git_repo(root)
+    git(root, "config", "core.logAllRefUpdates", reflogs)
+    repo = open_repo(root)
+    trees = Worktrees(repo, root, "r1")
+    first = trees.create(1, 1, repo.head)
+    git(first.path, "commit", "-q", "--allow-empty", "-m", "the agent's")
+    trees.remove(first, 1, 1)
+    again = trees.create(2, 1, repo.head)
+    assert trees.pool.reused == 1
+    git(root, "worktree", "add", "-q", "--detach", str(tmp_path / "fresh"), repo.head)
+    fresh_dir = git(tmp_path / "fresh", "rev-parse", "--absolute-git-dir").strip()
+
+    def shape(git_dir):
+        return sorted(str(p.relative_to(git_dir)) for p in Path(git_dir).rglob("*"))
+    assert shape(again.git.git_dir) == shape(fresh_dir)
+    for name in ("HEAD", "ORIG_HEAD", "commondir"):
+        assert (again.git.git_dir / name).read_text() == (Path(fresh_dir) / name).read_text()
+    assert git(again.path, "reflog").count("\n") == git(tmp_path / "fresh", "reflog").count("\n")
+    trees.remove(again, 2, 1)
+    trees.drain()

@@ -77,7 +77,8 @@ class Kept:
     gitfile: str  # its `.git` file's text
     commondir: bytes
     index: bytes  # the index harnessc's last checkout wrote (at `base`)
-    reflog: str  # ` <ident> <time> <zone>` of the reflog entry git wrote when it was made
+    reflog: str  # ` <ident> <time> <zone>` of the reflog entry git wrote when it was made ("": none)
+    orig_head: bool  # git wrote an ORIG_HEAD when it made it
     links: dict[str, str] = field(default_factory=dict)  # path (from the top) -> target of harnessc's links
 
 
@@ -98,7 +99,7 @@ class Pool:
         with self._lock:
             self.made += 1
         kept = Kept(path, git_dir, gitfile, (git_dir / "commondir").read_bytes(), (git_dir / "index").read_bytes(),
-                    _reflog_tail(git_dir))
+                    _reflog_tail(git_dir), (git_dir / "ORIG_HEAD").exists())
         self.held[path] = kept
         return kept
 
@@ -106,13 +107,16 @@ class Pool:
         """The attempt at `path` is done: its worktree becomes free (renamed out of the way,
         its git directory told where it went). False when it is not one to keep."""
         kept = self.held.pop(path, None)
-        if kept is None or not _is_dir(path) or _read(path / ".git") != kept.gitfile.encode():
+        if kept is None or _unsound(kept):
             return False
         with self._lock:
             self._seq += 1
             free = self.root / f"{FREE}{self._seq}"
-        with admin:
-            _move(kept, free)
+        try:
+            with admin:
+                _move(kept, free)
+        except OSError:
+            return False
         with self._lock:
             self.free.append(kept)
         return True
@@ -140,8 +144,8 @@ class Pool:
 
     def _put_back(self, kept: Kept, path: Path, base: str, admin: threading.Lock) -> None:
         with admin:
-            if not _is_dir(kept.path) or _read(kept.path / ".git") != kept.gitfile.encode():
-                raise Unusable(f"{kept.path.name}: its .git file is not as git wrote it")
+            if why := _unsound(kept):
+                raise Unusable(f"{kept.path.name}: {why}")
             _move(kept, path)
         self.held[path] = kept
         _reset_git_dir(kept, base)
@@ -175,6 +179,18 @@ class Pool:
         return out
 
 
+def _unsound(kept: Kept) -> str:
+    """Why the checkout is not as harnessc left it for reuse ("" when it is): a real
+    directory whose `.git` file is as git wrote it, a real git directory naming the common one."""
+    if not _is_dir(kept.path):
+        return "it is no longer a directory"
+    if _read(kept.path / ".git") != kept.gitfile.encode():
+        return "its .git file is not as git wrote it"
+    if not _is_dir(kept.git_dir) or _read(kept.git_dir / "commondir") != kept.commondir:
+        return "its git directory is not as git made it"
+    return ""
+
+
 def _move(kept: Kept, to: Path) -> None:
     """Rename the checkout to `to` and tell its git directory (`gitdir`), as `git worktree
     move` does (under the worktree admin lock: a `git worktree prune` must never see it half done)."""
@@ -186,19 +202,19 @@ def _move(kept: Kept, to: Path) -> None:
 def _reset_git_dir(kept: Kept, base: str) -> None:
     """The checkout's own git directory as `git worktree add --detach <base>` leaves it."""
     git_dir = kept.git_dir
-    st = os.lstat(git_dir)
-    if not stat.S_ISDIR(st.st_mode) or _read(git_dir / "commondir") != kept.commondir:
-        raise Unusable(f"{kept.path.name}: its git directory is not as git made it")
     for entry in os.scandir(git_dir):
         if entry.name not in KEEP:
             _remove(Path(entry.path))
-    os.mkdir(git_dir / "logs")
-    head, tab, message = kept.reflog.partition("\t")
-    who, _, zone = head.rpartition(" ")
-    who = who.rpartition(" ")[0]  # the time it was made: now instead
-    _write(git_dir / "logs" / "HEAD", f"{'0' * len(base)} {base}{who} {int(time.time())} {zone}{tab}{message}\n".encode())
+    if kept.reflog:  # (none where core.logAllRefUpdates is off)
+        os.mkdir(git_dir / "logs")
+        head, tab, message = kept.reflog.partition("\t")
+        who, _, zone = head.rpartition(" ")
+        who = who.rpartition(" ")[0]  # the time it was made: now instead
+        line = f"{'0' * len(base)} {base}{who} {int(time.time())} {zone}{tab}{message}\n"
+        _write(git_dir / "logs" / "HEAD", line.encode())
     _write(git_dir / "HEAD", f"{base}\n".encode())
-    _write(git_dir / "ORIG_HEAD", f"{base}\n".encode())
+    if kept.orig_head:
+        _write(git_dir / "ORIG_HEAD", f"{base}\n".encode())
     _write(git_dir / "index", kept.index)
 
 
@@ -207,7 +223,7 @@ def _reflog_tail(git_dir: Path) -> str:
     worktree (` <ident> <time> <zone>`, a tab and message if any)."""
     line = _read(git_dir / "logs" / "HEAD").decode("utf-8", "surrogateescape").split("\n", 1)[0]
     parts = line.split(" ", 2)
-    return " " + parts[2] if len(parts) == 3 else " harnessc <> 0 +0000"
+    return " " + parts[2] if len(parts) == 3 else ""
 
 
 def _open_up(top: Path) -> None:

@@ -117,8 +117,9 @@ class Worktrees:
         self.warnings: list[str] = []  # for the run's events (isolation.py takes them)
         self.link, self.copy = list(link or []), list(copy or [])
         self.unmade: set[Path] = set()  # worktrees handed out with make=False and not made since
-        # reuse: an attempt's worktree, once it is done, is the next one's (pool.py)
-        self.pool = Pool(self.root / run_id) if reuse else None
+        # reuse: an attempt's worktree, once it is done, is the next one's (pool.py); not with
+        # git_hooks: true, where git runs the repository's post-checkout hook for each new one
+        self.pool = Pool(self.root / run_id) if reuse and not hooks else None
 
     def ref(self, n: int, k: int = 1) -> str:
         return f"{self.refs}/{self.run_id}/{n}-{k}"
