@@ -379,3 +379,31 @@ def test_a_reused_checkouts_git_directory_holds_what_a_fresh_ones_does(tmp_path,
     assert git(again.path, "reflog").count("\n") == git(tmp_path / "fresh", "reflog").count("\n")
     trees.remove(again, 2, 1)
     trees.drain()
+
+
+def test_a_free_checkout_changed_while_it_waits_is_discarded_and_a_fresh_one_made(tmp_path):
+    """An agent (unsandboxed, so it reaches beside its own checkout) rewrites a free
+    checkout's .git file and plants a file in another's git directory: neither is handed
+    out; both are removed and fresh ones made, and what the .git file named is untouched."""
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "a.txt").write_text("a\n")
+    git_repo(root)
+    repo = open_repo(root)
+    trees = Worktrees(repo, root, "r1")
+    one, two = trees.create(1, 1, repo.head), trees.create(2, 1, repo.head)
+    trees.remove(one, 1, 1)
+    trees.remove(two, 2, 1)
+    free = {k.git_dir.name: k for k in trees.pool.free}
+    decoy = tmp_path / "decoy"
+    decoy.mkdir()
+    (free[one.git.git_dir.name].path / ".git").write_text(f"gitdir: {decoy}\n")
+    (free[two.git.git_dir.name].git_dir / "commondir").write_text("../../../elsewhere\n")
+    again = trees.create(3, 1, repo.head)
+    assert (trees.pool.made, trees.pool.reused, len(trees.pool.discarded)) == (3, 0, 2), trees.pool.discarded
+    assert again.git.git_dir.name not in free and (again.path / "a.txt").read_text() == "a\n"
+    assert list(decoy.iterdir()) == []
+    assert sorted(p.name for p in (root / ".harness" / "worktrees" / "r1").iterdir()) == ["3-1"]
+    trees.remove(again, 3, 1)
+    trees.drain()
+    assert git(root, "worktree", "list", "--porcelain").count("worktree ") == 1
