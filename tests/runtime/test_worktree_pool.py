@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -174,9 +175,9 @@ print("done <promise>DONE</promise>")
 
 
 def fingerprint(top) -> dict:
-    scope: dict = {}
-    exec(FINGERPRINT, scope)
-    return scope["fingerprint"](str(top))
+    """FINGERPRINT of `top`, taken as the agent takes it (a process of its own), as JSON has it."""
+    code = FINGERPRINT + "import json, sys\nprint(json.dumps(fingerprint(sys.argv[1])))\n"
+    return json.loads(subprocess.run([PY, "-c", code, str(top)], check=True, capture_output=True, text=True).stdout)
 
 
 def project(root, tasks: list[str], concurrency: int, outside, worktrees: dict | None = None, **kw) -> None:
@@ -237,7 +238,7 @@ def test_the_next_agent_in_a_reused_checkout_sees_what_a_fresh_checkout_holds(tm
     assert [(e["made"], e["reused"], e["discarded"]) for e in pool] == [(1, 1, 0)], pool
     seen = json.loads((tmp_path / "marks" / "obs.json").read_text())
     git(root, "worktree", "add", "-q", "--detach", str(tmp_path / "fresh"), start)
-    fresh = json.loads(json.dumps(fingerprint(tmp_path / "fresh")))
+    fresh = fingerprint(tmp_path / "fresh")
     assert (tmp_path / "marks" / "a.done").exists()  # a's every attack ran
     # what worktrees: brings in is there as in a fresh one's: the links, the copy as it was
     brought = {rel: seen["files"].pop(rel) for rel in ("node_modules", "venv", ".env.test")}
@@ -299,7 +300,7 @@ def test_a_filled_submodule_directory_and_a_rewritten_git_file_leave_nothing_for
     r = harnessc(root, "run", "--no-build")
     assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
     git(root, "worktree", "add", "-q", "--detach", str(tmp_path / "fresh"), start)
-    fresh = json.loads(json.dumps(fingerprint(tmp_path / "fresh")))
+    fresh = fingerprint(tmp_path / "fresh")
     assert fresh["files"]["vendor/lib"] and not [f for f in fresh["files"] if f.startswith("vendor/lib/")]
     for name in ("obs1", "obs2"):
         seen = json.loads((tmp_path / "marks" / f"{name}.json").read_text())
