@@ -155,6 +155,11 @@ if task == "s":  # a repository cloned where the base has a submodule entry (a g
     assert pathlib.Path("vendor", "lib", "lib.txt").exists()
 if task == "g" and os.environ["HARNESSC_ITERATION"] == "1":  # the .git file pointed elsewhere
     pathlib.Path(".git").write_text("gitdir: " + cfg["root"] + "/.git\n")
+if task.startswith("c"):  # a commit in its checkout: its own git directory must be writable (sandbox)
+    pathlib.Path("out").mkdir(exist_ok=True)
+    pathlib.Path("out", task + ".txt").write_text("committed by " + task + "\n")
+    subprocess.run(["git", "add", "-A"], check=True)
+    subprocess.run(["git", "-c", "user.name=A", "-c", "user.email=a@example.com", "commit", "-qm", task], check=True)
 if task == "k" and not pathlib.Path(cfg["marks"], "killed").exists():  # once p2 landed: harnessc killed (-9)
     for _ in range(1200):
         out = subprocess.run(["git", "log", "--format=%s", "--branches=harnessc/run/*"], capture_output=True, text=True)
@@ -180,7 +185,8 @@ def fingerprint(top) -> dict:
     return json.loads(subprocess.run([PY, "-c", code, str(top)], check=True, capture_output=True, text=True).stdout)
 
 
-def project(root, tasks: list[str], concurrency: int, outside, worktrees: dict | None = None, **kw) -> None:
+def project(root, tasks: list[str], concurrency: int, outside, worktrees: dict | None = None,
+            sandboxed: bool = False, **kw) -> None:
     bot = {"routing": {"agent": "bot"}, "completion_promise": "DONE", "isolation": "worktree",
            "retry": {"max_retries": 0, "on_failure": "retry", "delays": [0]}}
     nodes = [node(t, **{**bot, **kw.get(t, {})}) for t in tasks]
@@ -190,8 +196,8 @@ def project(root, tasks: list[str], concurrency: int, outside, worktrees: dict |
     marks.mkdir()
     (root.parent / "agent.json").write_text(json.dumps({"marks": str(marks), "outside": str(outside),
                                                         "root": str(root)}))
-    write_project(root, nodes, agents={"bot": {"provider": "command", "command": [
-        PY, str(agent), str(root.parent / "agent.json")]}}, concurrency=concurrency)
+    bot = {"provider": "command", "command": [PY, str(agent), str(root.parent / "agent.json")]}
+    write_project(root, nodes, agents={"bot": {**bot, "sandbox": True} if sandboxed else bot}, concurrency=concurrency)
     for rel, text in (("src/a.py", "A = 1\n"), ("src/b.py", "B = 1\n"), ("src/c.py", "C = 1\n"),
                       ("src/d.py", "D = 1\n"), ("src/e.py", "E = 1\n"), ("src/f.py", "F = 1\n"), ("docs/readme.md", "# read me\n"),
                       ("conf/settings", "debug = false\n")):
@@ -330,6 +336,19 @@ def test_a_killed_runs_pool_is_emptied_by_the_next_run(tmp_path, outside):
     assert [w for w in git(root, "worktree", "list", "--porcelain").splitlines() if w.startswith("worktree ")] \
         == [f"worktree {root}"]
     assert list((root / ".harness" / "worktrees").glob("*/*")) == []
+
+
+@pytest.mark.skipif(sandbox.problem() is not None, reason=f"no sandbox here: {sandbox.problem()}")
+def test_sandboxed_agents_commit_in_reused_checkouts(tmp_path, outside):
+    """Under bubblewrap an agent can write its own worktree's git directory only: in a
+    reused checkout that is the one its .git names (its record moved with it), so its own
+    `git commit` works there, task after task."""
+    root = tmp_path / "p"
+    project(root, ["c1", "c2", "c3"], 1, outside, sandboxed=True)
+    r = harnessc(root, "run", "--no-build")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [(e["made"], e["reused"]) for e in events(root, "worktrees_reused")] == [(1, 2)]
+    assert {e["task"]: e["paths"] for e in events(root, "landed")} == {t: [f"out/{t}.txt"] for t in ("c1", "c2", "c3")}
 
 
 def test_the_sandbox_lets_a_reused_checkout_write_its_own_git_directory_not_the_one_before(tmp_path):
