@@ -144,6 +144,7 @@ if task == "a":
     os.chmod("locked", 0o300)
     os.chmod("docs", 0o500)
     os.chmod("src", 0o700)
+    os.chmod(".git", 0o600)
     # worktrees: link/copy - one link pointed elsewhere, the read-only copy made writable and changed
     os.unlink("venv")
     os.symlink(cfg["outside"], "venv")

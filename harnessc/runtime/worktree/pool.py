@@ -62,6 +62,7 @@ def _umask() -> int:
 
 
 DIR_MODE = 0o777 & ~_umask()  # what mkdir (git's too) gives a directory
+FILE_MODE = 0o666 & ~_umask()  # and a new file, the checkout's .git file among them
 
 
 class Unusable(Exception):
@@ -89,7 +90,8 @@ class Pool:
     root: Path  # .harness/worktrees/<run>
     held: dict[Path, Kept] = field(default_factory=dict)  # by the attempt's path
     free: list[Kept] = field(default_factory=list)
-    made = reused = 0
+    made: int = 0  # checkouts git made for this run
+    reused: int = 0  # checkouts handed out again
     discarded: list[str] = field(default_factory=list)  # why, one line each
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seq: int = 0
@@ -150,6 +152,7 @@ class Pool:
         self.held[path] = kept
         _reset_git_dir(kept, base)
         git = gitcmd.Git(path, git_dir=kept.git_dir)
+        os.chmod(path / ".git", FILE_MODE)  # a regular file (_unsound): no link followed
         _open_up(path)
         keep = [f"/{_literal(rel)}" for rel, target in kept.links.items() if _is_link_to(path, rel, target)]
         try:
