@@ -9,6 +9,7 @@ equal a fresh worktree's at the same commit."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from harnessc.runtime.children import sandbox
+from harnessc.runtime.worktree.pool import _umask
 from harnessc.runtime.worktree.repo import open_repo
 from harnessc.runtime.worktree.worktrees import Worktrees
 
@@ -428,3 +430,47 @@ def test_a_free_checkout_changed_while_it_waits_is_discarded_and_a_fresh_one_mad
     trees.remove(again, 3, 1)
     trees.drain()
     assert git(root, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def _same_second(index: bytes, rel: str, ctime: int) -> bytes:
+    """`index` (version 2, SHA-1) with `rel`'s entry recording ctime second `ctime` (its
+    nanoseconds as they were): as if the file had changed within the second git wrote it."""
+    import hashlib
+    import struct
+    data, at = bytearray(index), 12
+    for _ in range(struct.unpack_from(">I", index, 8)[0]):
+        end = index.index(b"\0", at + 62)
+        if index[at + 62:end].decode() == rel:
+            struct.pack_into(">I", data, at, ctime)
+        at += (end - at + 8) & ~7
+    data[-20:] = hashlib.sha1(bytes(data[:-20])).digest()
+    return bytes(data)
+
+
+def test_a_file_changed_in_the_second_it_was_written_is_written_again(tmp_path):
+    """git compares a file's times with its index entry to the second: a.txt changed (same
+    size, its mtime put back) and b.txt made read-only within the second the checkout wrote
+    them look unchanged to git. harnessc compares to the nanosecond and writes both again."""
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "a.txt").write_text("a\n")
+    (root / "b.txt").write_text("b\n")
+    git_repo(root)
+    repo = open_repo(root)
+    trees = Worktrees(repo, root, "r1")
+    first = trees.create(1, 1, repo.head)
+    a, b = first.path / "a.txt", first.path / "b.txt"
+    st = os.lstat(a)
+    a.write_text("x\n")
+    os.utime(a, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.chmod(b, 0o400)
+    kept = trees.pool.held[first.path]
+    for f in (a, b):
+        kept.index = _same_second(kept.index, f.name, int(os.lstat(f).st_ctime))
+    trees.remove(first, 1, 1)
+    again = trees.create(2, 1, repo.head)
+    assert trees.pool.reused == 1
+    assert (again.path / "a.txt").read_text() == "a\n"
+    assert oct(os.lstat(again.path / "b.txt").st_mode & 0o777) == oct(0o666 & ~_umask())
+    trees.remove(again, 2, 1)
+    trees.drain()

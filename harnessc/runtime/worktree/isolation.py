@@ -284,10 +284,13 @@ class Isolation:
         pool = self.trees.pool if self.trees is not None else None
         if pool is None:
             return
-        with self._own():
-            names = self.trees.drain()
-            for name in names if self.tripwire is not None else ():
-                self.tripwire.refresh_worktree(name)
+        try:
+            with self._own():
+                names = self.trees.drain()
+                for name in names if self.tripwire is not None else ():
+                    self.tripwire.refresh_worktree(name)
+        except Exception as e:  # noqa: BLE001 - never the run's end: the next run's start removes them
+            self.store.event("worktree_remove_failed", message=f"could not empty the pool of checkouts: {e}"[:500])
         if pool.made or pool.reused:
             self.store.event("worktrees_reused", made=pool.made, reused=pool.reused,
                              discarded=len(pool.discarded), why=pool.discarded[:20])

@@ -27,9 +27,11 @@ every other worktree under `.harness/worktrees/` (`harnessc clean` too).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import stat
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -61,8 +63,9 @@ def _umask() -> int:
     return mask
 
 
-DIR_MODE = 0o777 & ~_umask()  # what mkdir (git's too) gives a directory
-FILE_MODE = 0o666 & ~_umask()  # and a new file, the checkout's .git file among them
+_UMASK = _umask()
+DIR_MODE = 0o777 & ~_UMASK  # what mkdir (git's too) gives a directory
+FILE_MODE = 0o666 & ~_UMASK  # and a new file, the checkout's .git file among them
 
 
 class Unusable(Exception):
@@ -218,7 +221,47 @@ def _reset_git_dir(kept: Kept, base: str) -> None:
     _write(git_dir / "HEAD", f"{base}\n".encode())
     if kept.orig_head:
         _write(git_dir / "ORIG_HEAD", f"{base}\n".encode())
-    _write(git_dir / "index", kept.index)
+    index = _smudged(kept.index, kept.path, len(base) // 2)
+    if index is not None:  # else no index: read-tree writes every file
+        _write(git_dir / "index", index)
+
+
+def _smudged(index: bytes, top: Path, oid: int) -> bytes | None:
+    """`index` (harnessc's, version 2 or 3) with every entry whose file is not exactly as it
+    recorded - its times to the nanosecond, inode, size, owner, type and permission bits -
+    marked changed (its stat data zeroed), so read-tree writes that file again. git
+    compares times to the second only: an agent that changed a file in the second it was
+    written and put its times back, or only changed its permission bits, would pass. None:
+    an index this cannot read (version 4: prefix-compressed paths), then none is used."""
+    if index[:4] != b"DIRC" or len(index) < 12 + oid:
+        return None
+    version, count = struct.unpack_from(">II", index, 4)
+    if version not in (2, 3):
+        return None
+    out, at = bytearray(index), 12
+    for _ in range(count):
+        ctime_s, ctime_ns, mtime_s, mtime_ns, _dev, ino, mode, uid, gid, size = struct.unpack_from(">10I", index, at)
+        flags = struct.unpack_from(">H", index, at + 40 + oid)[0]
+        name_at = at + 42 + oid + (2 if version == 3 and flags & 0x4000 else 0)
+        end = index.index(b"\0", name_at)
+        rel = index[name_at:end].decode("utf-8", "surrogateescape")
+        if mode >> 12 in (0o10, 0o12) and not flags & 0x3000:  # a file or link, stage 0
+            try:
+                st = os.lstat(top / rel)
+            except OSError:
+                st = None
+            want = (0o777 if mode & 0o111 else 0o666) & ~_UMASK if mode >> 12 == 0o10 else None
+            if st is None or (divmod(st.st_ctime_ns, 10**9), divmod(st.st_mtime_ns, 10**9)) != \
+                    ((ctime_s, ctime_ns), (mtime_s, mtime_ns)) or (st.st_ino & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF,
+                                                                   st.st_uid, st.st_gid) != (ino, size, uid, gid) \
+                    or stat.S_IFMT(st.st_mode) >> 12 != mode >> 12 \
+                    or (want is not None and stat.S_IMODE(st.st_mode) != want):
+                struct.pack_into(">6I", out, at, 0, 0, 0, 0, 0, 0)
+                struct.pack_into(">I", out, at + 36, 0)
+        at += (end - at + 8) & ~7  # the entry's NUL padding: 1 to 8 bytes
+    if any(index[-oid:]):  # its checksum (index.skipHash leaves zeros)
+        out[-oid:] = (hashlib.sha1 if oid == 20 else hashlib.sha256)(bytes(out[:-oid])).digest()
+    return bytes(out)
 
 
 def _reflog_tail(git_dir: Path) -> str:
