@@ -12,12 +12,14 @@ worktree add --detach <base>` would have made, so the agent cannot tell the two 
   reflog, `config.worktree`, a merge, rebase or bisect in progress, submodule
   repositories (`modules/`), lock files;
 * every directory of the checkout back to the mode git makes (one the agent made
-  read-only or unreadable included), fifos and sockets removed, then `git clean -ffdx` of what is not tracked
-  (ignored files and nested repositories too; the `worktrees: link` links still pointing
-  where harnessc made them are kept), then `git read-tree -u --reset <base>` - it writes
-  only the files that differ from that index: what the agent changed (its stat data no
-  longer matches, whatever the agent did to the file's times) and what differs between
-  the two bases; submodule directories emptied, as a new worktree leaves them.
+  read-only or unreadable included), fifos and sockets removed, then `git clean -ffdx` of
+  what is not tracked (ignored files and nested repositories too; the `worktrees: link`
+  links still pointing where harnessc made them are kept), then `git read-tree -u --reset
+  <base>` - it writes only the files that differ from that index: what the agent changed
+  and what differs between the two bases; submodule directories emptied, as a new
+  worktree leaves them. What the agent changed is told by stat data: every entry of the
+  index whose file is not as it recorded, to the nanosecond, is marked changed first
+  (`_smudged`: git compares times to the second, and permission bits not at all).
 
 A checkout that cannot be put back so - its `.git` file or git directory not as harnessc
 left them, a file that will not go - is removed (`discarded`) and a fresh one made. The pool
