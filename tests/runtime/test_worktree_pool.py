@@ -474,3 +474,22 @@ def test_a_file_changed_in_the_second_it_was_written_is_written_again(tmp_path):
     assert oct(os.lstat(again.path / "b.txt").st_mode & 0o777) == oct(0o666 & ~_umask())
     trees.remove(again, 2, 1)
     trees.drain()
+
+
+def test_harnessc_clean_removes_the_free_checkouts_a_dead_run_left(tmp_path):
+    """A run that died with checkouts in its pool: `harnessc clean` removes them (and their
+    git directories), as every worktree a crashed run left."""
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "a.txt").write_text("a\n")
+    git_repo(root)
+    repo = open_repo(root)
+    trees = Worktrees(repo, root, "r1")
+    one = trees.create(1, 1, repo.head)
+    trees.remove(one, 1, 1)  # into the pool; never drained: the run died
+    assert [p.name for p in (root / ".harness" / "worktrees" / "r1").iterdir()] == ["free-1"]
+    r = harnessc(root, "clean")
+    assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
+    assert list((root / ".harness" / "worktrees").glob("*/*")) == []
+    assert git(root, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert not (one.git.git_dir).exists()
