@@ -151,3 +151,51 @@ def test_a_filter_an_agent_configures_in_its_kept_checkout_never_runs_in_harness
     again_top = cache.checkout(repo, sha, change)  # reset to sha, the change applied: no filter, no hook
     assert (again_top / "src" / "a.txt").read_text() == "changed by the agent\n"
     assert not mark.exists()
+
+
+@pytest.mark.parametrize("planted", ["hook", "config", "exclude", "alternates"])
+def test_what_an_agent_plants_in_its_checkouts_git_never_reaches_the_next_agent(checkout, tmp_path, planted):
+    """A kept checkout is handed to the next attempt of the worker: an agent that planted a
+    hook (run by the next agent's own `git commit`), a setting, an exclude or an alternate in
+    its checkout's .git leaves a checkout that is dropped, and the next attempt gets a fresh one."""
+    cache, repo, sha = checkout
+    top = again(cache, repo, sha)
+    mark = tmp_path / "MARK"
+    git_dir = top / ".git"
+    if planted == "hook":
+        hook = git_dir / "hooks" / "pre-commit"
+        hook.write_text(f"#!/bin/sh\ntouch {mark}\n")
+        hook.chmod(0o755)
+    elif planted == "config":
+        subprocess.run(["git", "config", "core.hooksPath", str(tmp_path)], cwd=top, check=True)
+        (tmp_path / "pre-commit").write_text(f"#!/bin/sh\ntouch {mark}\n")
+        (tmp_path / "pre-commit").chmod(0o755)
+    elif planted == "exclude":
+        (git_dir / "info" / "exclude").write_text("src/\n")
+    else:
+        (git_dir / "objects" / "info" / "alternates").write_text(str(tmp_path / "elsewhere") + "\n")
+    nested = top / "sub"
+    nested.mkdir()
+    subprocess.run(["git", "init", "-q", str(nested)], check=True)  # a repository of its own inside
+    cache.release(repo, top, sha)  # its files as they were: kept as clean at sha
+    assert cache.kept(repo, sha, b"") is None  # not handed on: dropped
+    assert not top.exists()
+    nxt = cache.checkout(repo, sha, b"")
+    assert nxt != top and not (nxt / "sub").exists()
+    assert bundle.git_state(nxt) == cache.made[nxt]
+    # the next agent commits in its checkout: nothing planted runs
+    (nxt / "src" / "b.txt").write_text("b\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@a", "GIT_COMMITTER_NAME": "a",
+           "GIT_COMMITTER_EMAIL": "a@a"}
+    subprocess.run(["git", "add", "-A"], cwd=nxt, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", "work"], cwd=nxt, check=True, env=env)
+    assert not mark.exists()
+    assert "src/b.txt" in subprocess.run(["git", "show", "--stat", "HEAD"], cwd=nxt, check=True,
+                                         capture_output=True, text=True, env=env).stdout
+
+
+def test_a_kept_checkout_an_agent_left_alone_is_still_handed_on(checkout):
+    cache, repo, sha = checkout
+    top = again(cache, repo, sha)
+    cache.release(repo, top, sha)
+    assert cache.kept(repo, sha, b"") == top

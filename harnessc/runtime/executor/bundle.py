@@ -118,6 +118,42 @@ def _own_git_dir(top: Path) -> Path:
     return git_dir
 
 
+# What in a checkout's own git directory the next agent's git would obey: an agent that changed
+# any of it (planted a hook, a filter in config, an alternate) leaves a checkout never handed on.
+GIT_STATE = ("config", "config.worktree", "commondir", "hooks", "info", "objects/info", "modules")
+GIT_STATE_LIMIT = 1 << 20  # bytes hashed at most: more is a change (the checkout is dropped)
+
+
+def git_state(top: Path) -> str | None:
+    """A digest of GIT_STATE in `top/.git` (names, modes, link targets, contents); None when it
+    cannot be read or is larger than GIT_STATE_LIMIT."""
+    digest, left = hashlib.sha256(), [GIT_STATE_LIMIT]
+
+    def add(path: Path, name: str) -> None:
+        st = os.lstat(path)
+        digest.update(f"{name}\0{st.st_mode:o}\0".encode("utf-8", "surrogateescape"))
+        if os.path.islink(path):
+            digest.update(os.fsencode(os.readlink(path)))
+        elif os.path.isdir(path):
+            for child in sorted(os.listdir(path)):
+                add(path / child, f"{name}/{child}")
+        elif os.path.isfile(path):
+            left[0] -= st.st_size
+            if left[0] < 0:
+                raise OSError("too large")
+            with open(path, "rb") as f:
+                digest.update(f.read())
+        digest.update(b"\n")
+
+    try:
+        for name in GIT_STATE:
+            if os.path.lexists(top / ".git" / name):
+                add(top / ".git" / name, name)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
 # ------------------------------------------------------------------ driver side
 
 def bundle_commit(top: Path, sha: str, git_dir: Path | None = None) -> bytes:
@@ -214,6 +250,7 @@ class NodeCache:
         self.known: set[tuple[Path, str]] = set()  # (repository, commit) it is known to hold
         self.free: dict[Path, list[tuple[Path, str | None]]] = {}  # repository -> (checkout, commit it is clean at)
         self.clean: dict[Path, dict] = {}  # checkout -> its snapshot when last found clean (at the commit it holds)
+        self.made: dict[Path, str | None] = {}  # checkout -> its git_state as harnessc made it
 
     @contextlib.contextmanager
     def _locked(self, name: str) -> Iterator[None]:
@@ -286,13 +323,24 @@ class NodeCache:
         git, no thread (else None: `checkout` makes one)."""
         free = self.free.get(repo) or []
         at = next((i for i in range(len(free) - 1, -1, -1) if free[i][1] == sha), None) if not change else None
-        return free.pop(at)[0] if at is not None else None
+        return self._untouched(free.pop(at)[0]) if at is not None else None
+
+    def _untouched(self, top: Path | None) -> Path | None:
+        """`top` when its own git directory is as harnessc made it, else None (dropped: the
+        agent that worked there planted something the next one's git would run)."""
+        if top is not None and (self.made.get(top) is None or git_state(top) != self.made[top]):
+            self.drop(top)
+            return None
+        return top
 
     def checkout(self, repo: Path, sha: str, change: bytes) -> Path:
         """A checkout of `sha` with `change` applied: a kept one (reset to `sha` unless it is
         clean there already), else a new `--shared` clone."""
         free = self.free.setdefault(repo, [])
         top, clean_at = free.pop() if free else (None, None)
+        top = self._untouched(top)
+        if top is None:
+            clean_at = None
         if change or clean_at != sha:
             self.clean.pop(top, None)  # its files change here: the snapshot no longer says
         try:
@@ -300,15 +348,17 @@ class NodeCache:
                 self.root.mkdir(parents=True, exist_ok=True)
                 top = Path(tempfile.mkdtemp(prefix="attempt-", dir=self.root))
                 git("clone", "--shared", "--no-checkout", "-q", str(repo), str(top))
+                _own_git_dir(top)
+                self.made[top] = git_state(top)
             if clean_at != sha:
-                own = _own_git_dir(top)  # a kept checkout's config is what its last agent left
+                own = _own_git_dir(top)
                 git("-c", "advice.detachedHead=false", "checkout", "-q", "-f", "--detach", sha, cwd=top, git_dir=own)
-                git("clean", "-fdxq", cwd=top, git_dir=own)
+                git("clean", "-ffdxq", cwd=top, git_dir=own)  # -ff: a repository an agent made inside too
             if change:
                 git("apply", "--binary", "--whitespace=nowarn", "-", cwd=top, stdin=change, git_dir=_own_git_dir(top))
         except BaseException:
             if top is not None:
-                shutil.rmtree(top, ignore_errors=True)
+                self.drop(top)
             raise
         return top
 
@@ -333,4 +383,5 @@ class NodeCache:
 
     def drop(self, top: Path) -> None:
         self.clean.pop(top, None)
+        self.made.pop(top, None)
         shutil.rmtree(top, ignore_errors=True)
