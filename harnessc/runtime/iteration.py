@@ -470,15 +470,21 @@ class TaskRun:
     async def guard_before(self) -> None:
         """Record the protected files before the agent's call (a shared tree's; protect.py)."""
         try:
-            await asyncio.to_thread(self.guard.before)
+            await self._guard_call(self.guard.reads_before, self.guard.before)
         except (OSError, WorkspaceError) as e:
             raise Done(self._finish("failed", f"could not record its protected files: {e}")) from None
+
+    @staticmethod
+    async def _guard_call(reads: bool, fn, *args):
+        """A guard's step in a thread when it reads files (hashes, git), else here: a thread's
+        hand-off costs more than a step with nothing to read (a run of no-op tasks, twice)."""
+        return await asyncio.to_thread(fn, *args) if reads else fn(*args)
 
     async def guarded(self) -> list[str]:
         """What the attempt changed that its agent may not (protected files, outside
         write_scope), put back (protect.py): the errors that reject it; empty when none."""
         try:
-            errors = await asyncio.to_thread(self.guard.after, self.attempt)
+            errors = await self._guard_call(self.guard.reads_after, self.guard.after, self.attempt)
         except (GitFailed, OSError, WorkspaceError, IsolationError) as e:
             errors = [f"its protected files could not be checked: {e}"]
         if errors:

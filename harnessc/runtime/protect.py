@@ -111,6 +111,9 @@ def messages(protected: dict[str, str], outside: list[str], scope: str, kept: di
 class WorktreeGuard:
     """An isolated attempt's change against its base commit."""
 
+    reads_before = False  # (before: nothing to record, the base is the reference)
+    reads_after = True
+
     def __init__(self, rules_: Rules, workspace: Workspace, task_id: str, iso):
         self.rules, self.ws, self.tid, self.iso = rules_, workspace, task_id, iso
         self._base: str | None = None
@@ -197,6 +200,8 @@ class SharedGuard:
         self.before_ids: dict[str, str] = {}
         self.edited: set[str] = set()  # changed while no agent ran: a person's edit
         self.overlapped: set[SharedGuard] = set()  # other tasks' guards whose call ran during this one's
+        # Nothing protected and no command to name more: before/after read no file.
+        self.reads_before = self.reads_after = bool(rules_.accept or rules_.score or rules_.shared_entries())
 
     def before(self) -> None:
         self.rules.name_command_paths("tree", self.root)

@@ -350,3 +350,19 @@ def test_a_shared_tree_puts_back_a_check_changed_while_another_tasks_agent_ran(t
     assert "the agents of a ran at the same time" in rows[0][2]
     assert (root / "check_b.py").read_text() == "print('the check')\n"
     assert (root / ".harness" / "rejected" / "b" / "check_b.py").read_text() == "print('changed by a')\n"
+
+
+def test_a_shared_guard_reads_files_only_when_something_is_protected(tmp_path):
+    """A guard with nothing to compare runs on the event loop (a thread's hand-off cost more
+    than it, twice per attempt); one with protected files or commands to name reads them in a
+    thread. An isolated attempt's guard reads nothing before the call (its base is the reference)."""
+    from harnessc.runtime import protect
+
+    from .helpers import node, write_project
+
+    plan = write_project(tmp_path, [node("a"), node("b", accept=[{"argv": ["true"], "id": None}])])
+    light, named = (protect.guard(plan, n, tmp_path) for n in plan.nodes)
+    assert (light.reads_before, light.reads_after) == (False, False)
+    assert light.before() is None and light.after() == []
+    assert (named.reads_before, named.reads_after) == (True, True)
+    assert (protect.WorktreeGuard.reads_before, protect.WorktreeGuard.reads_after) == (False, True)
