@@ -25,6 +25,8 @@ Both run before the answer is verified, so no check ever runs on a changed prote
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import os
 import shutil
@@ -34,7 +36,7 @@ from pathlib import Path
 
 from .. import protectrules as rules
 from ..planfile import Plan, PlanNode, Protected
-from ..workspace import Workspace, WorkspaceError, task_file_name
+from ..workspace import Workspace, WorkspaceError, task_file_name, write_atomic_at
 from .loop.files import EXCLUDED, MAX_HASHED_BYTES
 from .worktree import worktrees
 
@@ -214,10 +216,14 @@ class SharedGuard:
         ids = self._snapshot()
         last = self.last if self.last is not None else ids
         self.edited = {p for p in set(ids) | set(last) if ids.get(p) != last.get(p)}
-        for path, cid in ids.items():
-            copy = self.store / cid
-            if not os.path.lexists(copy):
-                self.ws.write_atomic(copy, _read(self.root / path))
+        missing = [(path, cid) for path, cid in ids.items() if not os.path.lexists(self.store / cid)]
+        if missing:  # one walk to the task's copies for all of them (a walk costs more than a small file)
+            fd = self.ws.open_dir(self.store)
+            try:
+                for path, cid in missing:
+                    write_atomic_at(fd, cid, _read(self.root / path), lambda c=cid: self.ws.rel(self.store / c))
+            finally:
+                os.close(fd)
         self.before_ids = ids
 
     def after(self, attempt=None) -> list[str]:
@@ -257,8 +263,18 @@ class SharedGuard:
     def close(self) -> None:
         """The task ended: its copies go (they are only needed between its attempts)."""
         self._leave()
-        for name in self.ws.list_dir(self.store):
-            self.ws.unlink(self.store / name)
+        if not os.path.lexists(self.store):  # (one look, not a walk: most tasks made no copy)
+            return
+        try:
+            fd = self.ws.open_dir(self.store, create=False)
+        except FileNotFoundError:
+            return
+        try:
+            for name in os.listdir(fd):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=fd)
+        finally:
+            os.close(fd)
 
     def _put_back(self, path: str, cid: str) -> None:
         data = self.ws.read_bytes(self.store / cid)
@@ -351,9 +367,15 @@ def _prefix(attempt) -> str:
     return "" if rel == "." else rel.replace(os.sep, "/") + "/"
 
 
+@functools.lru_cache(maxsize=4)
+def _workspace(root: Path) -> Workspace:
+    """The project's Workspace, built once (its paths cost more than a no-op task's guard)."""
+    return Workspace(root)
+
+
 def guard(plan: Plan, node: PlanNode, root: Path, iso=None):
     """The task's guard: WorktreeGuard when it runs isolated (`iso`: the run's
     worktree/isolation.Isolation), else SharedGuard."""
-    ws = Workspace(root)
+    ws = _workspace(root)
     r = Rules(plan, node)
     return WorktreeGuard(r, ws, node.id, iso) if iso is not None else SharedGuard(r, ws, node.id, root)
