@@ -14,6 +14,10 @@ use `isolation: worktree` too, so the difference is the executor's):
    least git an isolated attempt needs).
 3. makespan: 200 tasks of 1 s at -j 5: against the same bound. Goal <= 1.25x.
 
+--shape head: the cluster of issue 29's check run instead - a head with 1 CPU (it runs
+attempts beside the driver, Ray's own processes and harnessc) and two nodes of 2 CPUs: the
+same 5 slots. With --agent python --only makespan: its 200 attempts of a 1 s Python agent.
+
 Each Ray run also prints, per remote call, the milliseconds of each phase on the worker
 (source, checkout, agent, verify, diff, total: remote.run_attempt's record) and on the driver
 (placeable, ship, roundtrip, apply), and the git processes the worker ran; every run, and
@@ -22,6 +26,7 @@ machine these figures are CPU-bound: compare harnessc with the floor of the same
 
     .venv/bin/python bench/ray.py [--noop 500] [--fast 2000] [--slow 200] [--runs 1] [--jobs 5]
                                   [--only overhead|throughput|makespan] [--no-floor] [--agent sh|python]
+                                  [--shape spread|head]
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ sys.path.insert(0, str(harnessc_env.REPO))
 
 PY = sys.executable
 SLOTS = 5
+# --shape: (the head's CPUs for attempts, the worker nodes' CPUs); 5 slots either way
+SHAPES = {"spread": (0, (2, 2, 1)), "head": (1, (2, 2))}
 
 
 def git(root: Path, *args: str) -> str:
@@ -265,8 +272,11 @@ def main() -> None:
     ap.add_argument("--no-floor", action="store_true", help="skip the bare Ray tasks after the throughput run")
     ap.add_argument("--agent", choices=["sh", "python"], default="sh",
                     help="what the 50 ms and 1 s agents are: a shell that sleeps, or a Python that sleeps")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="spread",
+                    help="spread: a head with no CPU and nodes of 2, 2 and 1; head: a head with 1 CPU and nodes of 2 and 2")
     args = ap.parse_args()
     AGENT["kind"] = args.agent
+    head_cpus, nodes = SHAPES[args.shape]
 
     import ray
     from ray.cluster_utils import Cluster
@@ -275,12 +285,13 @@ def main() -> None:
     from harnessc.runtime.executor.rayconfig import ExecutorSettings
 
     t0 = time.perf_counter()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-    for cpus in (2, 2, 1):
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": head_cpus, "include_dashboard": False})
+    for cpus in nodes:
         cluster.add_node(num_cpus=cpus)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
-    print(f"cluster: a head and 3 nodes ({SLOTS} slots) up in {time.perf_counter() - t0:.1f}s")
+    print(f"cluster: a head with {head_cpus} CPU and {len(nodes)} nodes of {', '.join(map(str, nodes))}"
+          f" ({SLOTS} slots) up in {time.perf_counter() - t0:.1f}s")
     settings = ExecutorSettings(address=cluster.address)
     scheduler.resolve_executor = lambda plan, executor=None, ray_address=None: settings if executor == "ray" else None
     try:
