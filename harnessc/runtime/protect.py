@@ -45,6 +45,11 @@ MAX_NAMED = 5  # paths named in one message; the rest are counted
 _RUNNING: dict[str, set] = {}
 _RUNNING_LOCK = threading.Lock()
 EXCLUDED_NAMES = frozenset(EXCLUDED)
+# A shared-tree guard whose files are this few and this small hashes them on the event loop's
+# thread (well under a millisecond): in a worker thread, every step fights the loop for the
+# GIL, which cost a run of 50 ms command agents more than the hashing itself.
+LIGHT_FILES, LIGHT_BYTES = 32, 256 << 10
+_SEEN: dict[str, tuple[int, int]] = {}  # project root -> (files, bytes) the last shared-tree snapshot hashed
 
 
 class Rules:
@@ -202,8 +207,18 @@ class SharedGuard:
         self.before_ids: dict[str, str] = {}
         self.edited: set[str] = set()  # changed while no agent ran: a person's edit
         self.overlapped: set[SharedGuard] = set()  # other tasks' guards whose call ran during this one's
-        # Nothing protected and no command to name more: before/after read no file.
-        self.reads_before = self.reads_after = bool(rules_.accept or rules_.score or rules_.shared_entries())
+        self.reads = bool(rules_.accept or rules_.score or rules_.shared_entries())  # (else: no file to read)
+
+    @property
+    def reads_before(self) -> bool:
+        """Whether its steps go to a worker thread: it has files to hash, and the last snapshot in
+        this tree (any task's) hashed more than LIGHT_FILES or LIGHT_BYTES, or none was taken yet."""
+        if not self.reads:
+            return False
+        files, size = _SEEN.get(str(self.root), (LIGHT_FILES + 1, 0))
+        return files > LIGHT_FILES or size > LIGHT_BYTES
+
+    reads_after = reads_before
 
     def before(self) -> None:
         self.rules.name_command_paths("tree", self.root)
@@ -287,6 +302,7 @@ class SharedGuard:
         """path -> 'mode:sha256' of each protected file there now (links and special files
         are compared by what they are, never followed)."""
         out: dict[str, str] = {}
+        size = 0
         for e in self.rules.shared_entries():
             for rel in _walk(self.root, e.path):
                 if rel in out or self.rules.why(rel, True) is None:
@@ -298,6 +314,9 @@ class SharedGuard:
                 if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_HASHED_BYTES:
                     digest = hashlib.sha256(_read(self.root / rel)).hexdigest()
                     out[rel] = f"{stat.S_IMODE(st.st_mode):o}:{digest}"
+                    size += st.st_size
+        if self.reads:  # (a guard with nothing protected says nothing of the others' files)
+            _SEEN[str(self.root)] = (len(out), size)
         return out
 
 

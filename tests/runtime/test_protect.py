@@ -352,17 +352,25 @@ def test_a_shared_tree_puts_back_a_check_changed_while_another_tasks_agent_ran(t
     assert (root / ".harness" / "rejected" / "b" / "check_b.py").read_text() == "print('changed by a')\n"
 
 
-def test_a_shared_guard_reads_files_only_when_something_is_protected(tmp_path):
-    """A guard with nothing to compare runs on the event loop (a thread's hand-off cost more
-    than it, twice per attempt); one with protected files or commands to name reads them in a
-    thread. An isolated attempt's guard reads nothing before the call (its base is the reference)."""
+def test_a_shared_guard_hashes_in_a_thread_only_what_is_not_light(tmp_path):
+    """A guard with nothing to compare runs on the event loop, and so does one whose tree's last
+    snapshot hashed a few small files (in a worker thread each step fought the loop for the
+    GIL); the first snapshot in a tree, and one of many or large files, go to a thread. An
+    isolated attempt's guard reads nothing before the call (its base is the reference)."""
     from harnessc.runtime import protect
 
     from .helpers import node, write_project
 
-    plan = write_project(tmp_path, [node("a"), node("b", accept=[{"argv": ["true"], "id": None}])])
+    plan = write_project(tmp_path, [node("a"), node("b", accept=[{"argv": [PY, "check.py"], "id": None}])])
+    (tmp_path / "check.py").write_text("print('ok')\n")
     light, named = (protect.guard(plan, n, tmp_path) for n in plan.nodes)
     assert (light.reads_before, light.reads_after) == (False, False)
-    assert light.before() is None and light.after() == []
-    assert (named.reads_before, named.reads_after) == (True, True)
+    assert light.before() is None and light.after() == [] and not light.reads_before
+    assert (named.reads_before, named.reads_after) == (True, True)  # nothing hashed in this tree yet
+    named.before()
+    assert (named.reads_before, named.reads_after) == (False, False)  # check.py: one small file
+    (tmp_path / "check.py").write_text("#" * (protect.LIGHT_BYTES + 1))
+    assert named.after() != []  # the change is caught (and check.py put back)...
+    assert named.reads_after  # ...and that snapshot was heavy: the next step goes to a thread
+    assert (tmp_path / "check.py").read_text() == "print('ok')\n"
     assert (protect.WorktreeGuard.reads_before, protect.WorktreeGuard.reads_after) == (False, True)
