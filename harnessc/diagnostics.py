@@ -92,6 +92,9 @@ CODES: dict[str, str] = {
     "HC455": "an accept or score program that is not on PATH",
     "HC456": "a command agent's file a worktree will not have (untracked or modified)",
     "HC460": "review: true on a task in the shared tree (review only holds its dependents)",
+    # context by retrieval
+    "HC490": "bad context auto entry (auto or auto(N), N tokens >= 1)",
+    "HC491": "context auto written twice in one task",
     # templates
     "HC501": "template syntax error",
     "HC502": "undefined variable in template",

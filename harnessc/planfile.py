@@ -145,6 +145,32 @@ class ContextStaging(Record):
     files: list[StagedFile]
 
 
+@record
+class RetrievedFile(StagedFile):
+    """A file `context: auto` chose (priority `auto`, always whole): why, as plan.json shows it."""
+
+    score: float  # compiler/retrieval.py's score: higher is more related
+    matched: list[str]  # the query's words and the paths that matched it (`imported by tests/x.py`)
+
+
+@record
+class AutoContext(Record):
+    """What `context: auto` had and looked at (compiler/retrieval.py)."""
+
+    asked: int | None  # auto(N)'s N; None: `auto`
+    budget: int  # tokens for its files: N or what the named files left, whichever is smaller
+    used: int
+    indexed: int  # files of the project indexed (text files, not too large, no links)
+    words: list[str]  # the query's words, first ones first (at most 30)
+
+
+@record
+class AutoStaging(ContextStaging):
+    """The staging of a task with `context: auto`: its files come after the named ones."""
+
+    auto: AutoContext
+
+
 class PromptRef(Record):
     """A prompt file and its sha256; the path is made from the task id when read."""
 
@@ -408,8 +434,11 @@ def _approaches(d: Mapping) -> Approaches:
 
 def _staging(d: Mapping) -> ContextStaging:
     source = d.get("budget_from")
-    return ContextStaging(d["budget"], BudgetSource(**source) if source else None, d["used"],
-                          [StagedFile(**f) for f in d["files"]])
+    files = [RetrievedFile(**f) if "score" in f else StagedFile(**f) for f in d["files"]]
+    if d.get("auto"):
+        return AutoStaging(d["budget"], BudgetSource(**source) if source else None, d["used"], files,
+                           AutoContext(**d["auto"]))
+    return ContextStaging(d["budget"], BudgetSource(**source) if source else None, d["used"], files)
 
 
 def load_contract(d: Mapping) -> Contract:

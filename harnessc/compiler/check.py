@@ -60,6 +60,17 @@ def resolve_context(project: Project) -> None:
             def span(task=task, i=i) -> Span:  # looked up only for a diagnostic
                 return _value_span(task, "context", i)
 
+            is_auto, tokens, wrong = contextentry.auto_entry(entry)
+            if is_auto:
+                if wrong:
+                    project.diags.error("HC490", f"bad context entry '{entry.strip()}': {wrong}", span(),
+                                        f"write {contextentry.AUTO_FORMS}; a file named auto is `./auto`")
+                elif task.id in project.context_auto:
+                    project.diags.error("HC491", f"context names auto twice in task '{task.id}'", span(),
+                                        "write one `auto` or `auto(N)` entry")
+                else:
+                    project.context_auto[task.id] = tokens
+                continue
             if "\0" in pattern:  # no file name has one (and the OS refuses to look it up)
                 project.diags.error("HC405", f"context path {pattern!r} has a NUL byte", span(),
                                     "write the path as plain text")

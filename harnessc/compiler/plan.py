@@ -15,7 +15,7 @@ from ..planfile import (
 )
 from .. import protectrules as protectmod
 from .analysis import analyse, contract_size
-from .staging import choose_budget, stage
+from .staging import add_retrieved, auto_budget, choose_budget, stage
 from ..estimates import cost_usd, tokens_for_chars
 from .ir import LS_KEYS, BUILTIN_AGENT, AgentConfig, Contract, Task
 from .tasks import approaches_of
@@ -146,10 +146,13 @@ def route(project: Project, task: Task, extra_agents: dict, by_complexity: dict[
 
 
 def _staged_context(project: Project, task: Task, routing: Routing, windows: "_Windows",
-                    shared: "_Interned") -> tuple[list[str], ContextStaging | None]:
-    """The task's context files that fit its budget, and the staging record (compiler/staging.py)."""
+                    shared: "_Interned", retrieval: "_Retrieval", accept: list,
+                    entry: dict | None) -> tuple[list[str], ContextStaging | None]:
+    """The task's context files that fit its budget, and the staging record (compiler/staging.py);
+    then, with `context: auto`, the related files retrieval finds (compiler/retrieval.py)."""
     files = project.context_files.get(task.id)
-    if not files:
+    auto = task.id in project.context_auto
+    if not files and not auto:
         return [], None
     defaults = project.config.defaults
     budget, source = choose_budget(
@@ -157,7 +160,33 @@ def _staged_context(project: Project, task: Task, routing: Routing, windows: "_W
         defaults.context_tokens if "context_tokens" in defaults.model_fields_set else None,
         defaults.context_tokens,
         ((agent, windows[agent]) for agent in (routing.agent, *routing.chain)))
-    return stage(files, project.context_priority.get(task.id, {}), budget, str(project.root), shared(source))
+    kept, record = stage(files or [], project.context_priority.get(task.id, {}), budget, str(project.root),
+                         shared(source))
+    if not auto:
+        return kept, record
+    from .retrieval import choose
+
+    asked = project.context_auto[task.id]
+    query = "\n".join(filter(None, (
+        task.title, task.goal, task.success, *(" ".join(a.argv) for a in accept),
+        *((entry.get("output") or {}) if entry else ()))))
+    index = retrieval.index()
+    chosen, words = choose(index, query, auto_budget(record, asked), set(files or ()))
+    return add_retrieved(kept, record, asked, chosen, len(index.entries), words)
+
+
+class _Retrieval:
+    """The project's retrieval index, made on the first task with `context: auto`: once a build."""
+
+    def __init__(self, root):
+        self.root, self._index = root, None
+
+    def index(self):
+        if self._index is None:
+            from .retrieval import Index
+
+            self._index = Index(self.root)
+        return self._index
 
 
 def _agent_entry(agent: AgentConfig, sandbox: bool = False) -> dict:
@@ -295,6 +324,7 @@ def build_plan(project: Project) -> None:
     delays = list(defaults.retry_delays)
     shared = _Interned()
     windows = _Windows(cfg.agents, extra_agents)
+    retrieval = _Retrieval(project.root)
     common = protectmod.plan_entries(cfg.templates, defaults.protect)
     kind = protectmod.kind_in(project.root)  # what the tasks' commands name, looked up once each
     nodes = []
@@ -312,9 +342,9 @@ def build_plan(project: Project) -> None:
         analysis = analyse(task.title, task.goal, task.success, getattr(task.complexity, "value", task.complexity),
                            sizes.get(task.contract, (0, 0)), len(task.accept) + len(entry.accept if entry else ()), len(task.depends_on))
         routing = shared(route(project, task, extra_agents, by_complexity, analysis))
-        context, staged = _staged_context(project, task, routing, windows, shared)
-        approaches = _approaches(task, defaults.approaches)
         accept = _accept_entries(task, contract, entry)
+        context, staged = _staged_context(project, task, routing, windows, shared, retrieval, accept, entry)
+        approaches = _approaches(task, defaults.approaches)
         allow_edit = [*defaults.allow_edit, *task.allow_edit]
         write_scope = list(task.write_scope) if task.write_scope else (
             list(defaults.write_scope) if defaults.write_scope is not None else None)

@@ -43,6 +43,7 @@ class Project:
     executor_broken: bool = False  # harness.yaml `executor:` had an error (reported) and was cut out
     context_files: dict[str, list[str]] = field(default_factory=dict)  # task id -> resolved paths, if any
     context_priority: dict[str, dict[str, str]] = field(default_factory=dict)  # task id -> path -> priority
+    context_auto: dict[str, int | None] = field(default_factory=dict)  # task id -> `auto(N)`'s N (None: `auto`)
     prompts: dict[str, str] = field(default_factory=dict)  # task id -> first prompt (when kept in memory)
     prompt_chars: "array[int]" = field(default_factory=lambda: array("q"))  # each node's prompt length, in order
     prompt_files: "PromptFiles | None" = None  # a build writes prompts here as they are rendered

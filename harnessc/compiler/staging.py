@@ -10,6 +10,10 @@ The budget is the task's `context_tokens`, else harness.yaml's `defaults.context
 written there, else half the smallest context window among the agents the task may run on
 (its agent and fallback chain; the other half holds the rest of the prompt, the loop's
 memory and the answer), else the built-in 32000 when no window is known.
+
+`context: auto` (`auto(N)`) adds the files compiler/retrieval.py finds most related to the
+task after the named files have been staged: their budget is what the named files left, or
+N when that is smaller; they go in whole, best first, with priority `auto`.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import os
 from collections.abc import Iterable
 
 from ..estimates import tokens_for_chars
-from ..planfile import BudgetSource, ContextStaging, StagedFile
+from ..planfile import AutoContext, AutoStaging, BudgetSource, ContextStaging, RetrievedFile, StagedFile
 from .contextentry import PRIORITIES
 
 WINDOW_SHARE = 0.5  # of the smallest window: the context files' share of a prompt
@@ -63,3 +67,20 @@ def stage(files: list[str], priority: dict[str, str], budget: int, root: str,
         fate[rel] = StagedFile(rel, PRIORITIES[rank], tokens, kept, allowed)
     record = ContextStaging(budget, source, budget - left, [fate[rel] for _, _, rel, _ in sized])
     return [rel for rel in files if fate[rel].kept != "left out"], record
+
+
+def auto_budget(record: ContextStaging, asked: int | None) -> int:
+    """The tokens `auto` (`auto(N)`: asked=N) has: what the named files left, at most N."""
+    left = max(record.budget - record.used, 0)
+    return left if asked is None else min(asked, left)
+
+
+def add_retrieved(kept: list[str], record: ContextStaging, asked: int | None, chosen: list,
+                  indexed: int, words: list[str]) -> tuple[list[str], AutoStaging]:
+    """The named files kept plus the retrieved ones (retrieval.Choice, within auto_budget),
+    and the staging record with them and what retrieval looked at."""
+    files = [RetrievedFile(c.path, "auto", c.tokens, "whole", c.tokens, c.score, list(c.matched)) for c in chosen]
+    used = sum(f.tokens for f in files)
+    auto = AutoContext(asked, auto_budget(record, asked), used, indexed, list(words[:30]))
+    return ([*kept, *(f.path for f in files)],
+            AutoStaging(record.budget, record.budget_from, record.used + used, [*record.files, *files], auto))
