@@ -212,11 +212,18 @@ def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
             v["analysis"] = dict(nodes[v["id"]].analysis)
             # what its agent may not change, and why (protectrules.py; allow_edit lifts per path)
             v["protected"] = [dict(e) for e in (*common, *nodes[v["id"]].protect)]
+            staging = nodes[v["id"]].context_staging
+            if staging is not None and staging.get("auto") is not None:  # `context: auto`: what it chose, and why
+                v["context_auto"] = {**dict(staging.auto), "files": [
+                    {"path": f.path, "tokens": f.tokens, "score": f.score, "matched": list(f.matched)}
+                    for f in staging.files if f.priority == "auto"]}
         click.echo(json.dumps(views, indent=2))
         return
     nodes = {n["id"]: n for n in project.plan["nodes"]}
     if views:
         click.echo(_task_table([nodes[v["id"]] for v in views]))
+        for line in _auto_context_lines([nodes[v["id"]] for v in views]):
+            click.echo(line)
     click.echo(f"{plural(len(views), 'task')}"
                + (f" of {len(project.tasks)} selected" if len(views) != len(project.tasks) else ""))
 
@@ -240,6 +247,22 @@ def _task_table(nodes: list[dict]) -> str:
         rows[-1] = tuple(visible(cell) for cell in rows[-1])
     return table(("done", "task", "agent", "contract", "iterations", "time", "stuck", "budget", "after", "title"),
                  rows, right=("iterations", "time", "stuck", "budget"))
+
+
+def _auto_context_lines(nodes: list) -> list[str]:
+    """`ls`: for each task with `context: auto`, the files retrieval chose and why (score,
+    the words and paths that matched), as plan.json records them."""
+    out = []
+    for n in nodes:
+        staging = n.get("context_staging")
+        auto = staging.get("auto") if staging is not None else None
+        if auto is None:
+            continue
+        chosen = [f for f in staging["files"] if f["priority"] == "auto"]
+        out.append(visible(f"{n['id']}: context auto chose {plural(len(chosen), 'file')} "
+                           f"(~{auto['used']:,} of {auto['budget']:,} tokens, {auto['indexed']:,} files indexed)"))
+        out += [visible(f"  {f['path']}  score {f['score']:g}: {', '.join(f['matched'])}") for f in chosen]
+    return out
 
 
 @click.command()
