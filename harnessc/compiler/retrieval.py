@@ -25,6 +25,7 @@ import math
 import os
 import re
 import stat
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,15 +103,16 @@ class Index:
         n = max(len(self.entries), 1)
         self.n = n
         self.by_def: dict[str, list[str]] = {}
-        self.by_word: dict[str, list[str]] = {}
+        uses: defaultdict[str, list[str]] = defaultdict(list)
         self.by_path: dict[str, list[str]] = {}
         for rel, e in self.entries.items():  # sorted by path: every list is too
             for w in e.defs:
                 self.by_def.setdefault(w, []).append(rel)
-            for w in e.words:
-                self.by_word.setdefault(w, []).append(rel)
             for w in self._paths[rel]:
                 self.by_path.setdefault(w, []).append(rel)
+            for w in e.words:
+                uses[w].append(rel)
+        self.by_word = dict(uses)
         # dotted module name -> its file, from each directory that could be on sys.path (the
         # top, or one that is no package): `json` is never django/core/serializers/json.py
         packages = {os.path.dirname(p) for p in self.entries if p.endswith("__init__.py")}
@@ -200,14 +202,15 @@ class Index:
         except UnicodeDecodeError:
             self.skipped["binary"] += 1
             return
+        low = text.lower()  # once: every word is compared lowercased
         if rel.endswith(".py"):
-            entry = _python(rel, text, len(data))
+            entry = _python(rel, low, len(data))
         else:
-            idents = frozenset(w.lower() for w in _IDENT.findall(text))
-            entry = Entry(rel, len(data), idents, frozenset(w.lower() for w in _TEXT_DEF.findall(text)))
+            entry = Entry(rel, len(data), frozenset(_IDENT.findall(low)), frozenset(_TEXT_DEF.findall(low)))
         self.entries[rel] = entry
         self._paths[rel] = path_words(rel)
-        self._stems[rel] = path_words(rel.rsplit("/", 1)[-1])
+        parts = rel.split("/")  # a package's __init__.py is named by its directory
+        self._stems[rel] = path_words(parts[-2] if parts[-1] == "__init__.py" and len(parts) > 1 else parts[-1])
 
     # ------------------------------------------------------------ a task's query
 
@@ -322,12 +325,12 @@ _PY_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_]\w*)"
 
 
 def _python(rel: str, text: str, size: int) -> Entry:
-    """A Python file's entry: its definitions (def and class at any depth, module-level
+    """A Python file's entry (`text` lowercased): its definitions (def and class at any depth, module-level
     names) read line by line - `ast` for each of a project's files would make the index ten
     times slower (measured on Django: bench/retrieval.py) - and its imports left to
     `python_imports`, read with `ast` for the files a query names."""
-    defs = frozenset(n.lower() for pair in _PY_DEF.findall(text) for n in pair if len(n) >= 3)
-    return Entry(rel, size, frozenset(w.lower() for w in _IDENT.findall(text)), defs)
+    defs = frozenset(n for pair in _PY_DEF.findall(text) for n in pair if len(n) >= 3)
+    return Entry(rel, size, frozenset(_IDENT.findall(text)), defs)
 
 
 def python_imports(rel: str, text: str) -> tuple[str, ...]:
