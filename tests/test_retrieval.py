@@ -202,3 +202,9 @@ def test_lint_reads_auto_forms_and_points_at_bad_ones(tmp_path):
     assert "roadmap.md:7:24: error[HC490]: bad context entry 'auto(lots)'" in result.stdout, result.stdout
     assert "roadmap.md:10:20: error[HC491]" in result.stdout
     assert "roadmap.md:13:14: error[HC490]" in result.stdout and "at least 1 token" in result.stdout
+
+
+def test_the_bench_skips_cleanly_without_its_repository(tmp_path):
+    result = subprocess.run([sys.executable, str(REPO / "bench" / "retrieval.py"), "--repo", str(tmp_path / "none")],
+                            capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.returncode == 0 and "skipped: no repository at" in result.stdout, result.stdout + result.stderr
