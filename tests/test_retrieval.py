@@ -91,7 +91,7 @@ def test_the_file_defining_the_goals_symbol_is_chosen_with_why(tmp_path):
     auto = node.context_staging.auto
     assert auto.asked is None and auto.budget == node.context_staging.budget and "apply_discount" in auto.words
     assert auto.indexed == len(DECOYS) + 1  # roadmap.md is a spec, not project code
-    prompt = compile_project(tmp_path, write_prompts=True)
+    compile_project(tmp_path, write_prompts=True)
     text = (tmp_path / ".harness" / "build" / "prompts" / "t1.md").read_text()
     assert "### src/shop/pricing.py" in text and "def apply_discount" in text
 

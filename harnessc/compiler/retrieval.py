@@ -2,12 +2,13 @@
 
 The project is indexed once per build, on the first task that asks: every text file of the
 project (git's list when it is a repository - tracked and untracked files, .gitignore
-respected - else a walk; dot-directories and harnessc's never-evidence list left out),
+respected - else a walk; dot-directories, __pycache__, node_modules, site-packages left out),
 without following a link, never a file over MAX_FILE_BYTES, never a binary one (a NUL byte,
 or not UTF-8). Each file gives the words of its path, its definitions and the identifiers it
-uses: Python through `ast` (functions, classes, module-level names; its imports), any other
-text through a plain-text fallback (identifiers; names after def/class/function/fn/func/
-struct/type/interface/const/let/var as its definitions).
+uses: for Python, def and class names and module-level names read line by line, and, for
+the files a query names, the project modules they import read with `ast`; any other text
+through a plain-text fallback (identifiers; names after def/class/function/fn/func/struct/
+type/interface/enum/trait/const/let/var as its definitions).
 
 A task's query is its title, goal, success, accept commands and contract output fields:
 the files they name (`tests/test_x.py`, `pytest tests/x.py::test_y`) score most, then the
@@ -98,6 +99,7 @@ class Index:
         self._paths: dict[str, frozenset[str]] = {}
         self._stems: dict[str, frozenset[str]] = {}
         self._imports: dict[str, list[str]] = {}
+        self._dirs: dict[str, bool] = {}  # directory -> inside the project, no link on the way
         for rel in self._listing()[:MAX_FILES]:
             self._add(rel)
         n = max(len(self.entries), 1)
@@ -158,16 +160,15 @@ class Index:
             return None
         return [p for p in out.split("\0") if p]
 
-    def _inside(self, rel: str, _seen: dict[str, bool] = {}) -> bool:  # noqa: B006 - a cache per process
+    def _inside(self, rel: str) -> bool:
         """Whether rel's directory is really inside the project (no directory link on the way)."""
         parent = os.path.dirname(rel)
         if not parent:
             return True
-        key = f"{self.root}\0{parent}"
-        if key not in _seen:
+        if parent not in self._dirs:
             real = os.path.realpath(os.path.join(self.root, parent))
-            _seen[key] = real == os.path.join(self.root, parent) and real.startswith(self.root + os.sep)
-        return _seen[key]
+            self._dirs[parent] = real == os.path.join(self.root, parent) and real.startswith(self.root + os.sep)
+        return self._dirs[parent]
 
     def _add(self, rel: str) -> None:
         full = os.path.join(self.root, rel)
@@ -243,7 +244,7 @@ class Index:
         out: list[str] = []
         for m in _PATHLIKE.finditer(text):
             word = m.group(0).split("::")[0].rstrip(".")
-            word = word[2:] if word.startswith("./") else word
+            word = word.removeprefix("./")
             if not word or word in out:
                 continue
             found = word if word in self.entries else self.modules.get(word) if "." in word else None
@@ -326,8 +327,8 @@ _PY_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_]\w*)"
 
 def _python(rel: str, text: str, size: int) -> Entry:
     """A Python file's entry (`text` lowercased): its definitions (def and class at any depth, module-level
-    names) read line by line - `ast` for each of a project's files would make the index ten
-    times slower (measured on Django: bench/retrieval.py) - and its imports left to
+    names) read line by line - `ast` for each of a project's files made Django's index three
+    times slower (bench/README.md, retrieval.py) - and its imports left to
     `python_imports`, read with `ast` for the files a query names."""
     defs = frozenset(n for pair in _PY_DEF.findall(text) for n in pair if len(n) >= 3)
     return Entry(rel, size, frozenset(_IDENT.findall(text)), defs)
