@@ -208,3 +208,14 @@ def test_the_bench_skips_cleanly_without_its_repository(tmp_path):
     result = subprocess.run([sys.executable, str(REPO / "bench" / "retrieval.py"), "--repo", str(tmp_path / "none")],
                             capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert result.returncode == 0 and "skipped: no repository at" in result.stdout, result.stdout + result.stderr
+
+
+def test_lint_never_indexes(tmp_path):
+    """Retrieval is build's: lint of a project with `context: auto` does not load it."""
+    write(tmp_path, {**DECOYS, "src/shop/pricing.py": PRICING})
+    roadmap(tmp_path, task("t1", "Fix apply_discount", "auto(500)"))
+    script = ("import sys\nfrom harnessc.cli import cli\ntry:\n    cli.main(['lint'], standalone_mode=False)\n"
+              "except SystemExit:\n    pass\nprint('harnessc.compiler.retrieval' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.stdout.splitlines()[-1] == "False", result.stdout + result.stderr
