@@ -138,9 +138,11 @@ class Index:
         if files is None:
             files = []
             for top, dirs, names in os.walk(self.root):  # never follows a directory link
-                dirs[:] = [d for d in dirs if not d.startswith(".") and d not in SKIPPED_DIRS]
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED_DIRS)
                 rel_top = os.path.relpath(top, self.root)
-                files += [n if rel_top == "." else f"{rel_top}/{n}".replace(os.sep, "/") for n in names]
+                files += [n if rel_top == "." else f"{rel_top}/{n}".replace(os.sep, "/") for n in sorted(names)]
+                if len(files) > 2 * MAX_FILES:  # a home directory: the walk (in name order) stops
+                    break
         out = []
         for rel in files:
             parts = rel.split("/")
