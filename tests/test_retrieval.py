@@ -169,6 +169,16 @@ def test_gitignored_files_are_left_out(tmp_path):
     assert not any(p.startswith("build/") for p in chosen)
 
 
+def test_a_project_in_a_repositorys_subdirectory_follows_the_top_gitignore(tmp_path):
+    root = tmp_path / "sub"
+    write(root, {**DECOYS, "src/shop/pricing.py": PRICING, "out/pricing_copy.py": PRICING})
+    (tmp_path / ".gitignore").write_text("sub/out/\n")
+    subprocess.run(["git", "-C", str(tmp_path), "init", "-q"], check=True)
+    roadmap(root, task("t1", "Fix apply_discount", "auto"))
+    chosen = auto_files(built(root)["t1"])
+    assert chosen[0] == "src/shop/pricing.py" and not any(p.startswith("out/") for p in chosen)
+
+
 def test_two_builds_write_the_same_plan(tmp_path):
     write(tmp_path, {**DECOYS, "src/shop/pricing.py": PRICING,
                      **{f"src/m{i}.py": f"def helper_{i}():\n    apply_discount = {i}\n" for i in range(30)}})

@@ -154,9 +154,7 @@ class Index:
     def _git_listing(self) -> list[str] | None:
         from ..runtime.worktree import gitcmd
 
-        if not os.path.exists(os.path.join(self.root, ".git")):
-            return None  # only the project's own repository: a parent's may ignore nothing of ours
-        try:
+        try:  # in a subdirectory of a work tree git lists the files below it, relative to it
             out = gitcmd.Git(Path(self.root)).run("ls-files", "-z", "--cached", "--others", "--exclude-standard")
         except (gitcmd.GitFailed, OSError):
             return None
