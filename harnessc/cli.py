@@ -54,7 +54,7 @@ class LazyGroup(click.Group):
             if getattr(e, "command_name", None) is None:  # not click's NoSuchCommand (click >= 8.2)
                 raise
             # click's "did you mean" looks among the commands loaded so far: look among them all
-            raise type(e)(e.command_name, possibilities=self.list_commands(ctx), ctx=ctx) from None
+            raise type(e)(e.command_name, possibilities=self.list_commands(ctx), ctx=ctx) from None  # type: ignore[attr-defined, call-arg]
 
 
 @click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})

@@ -19,7 +19,6 @@ from typing import Iterable
 from .exitcodes import Exit
 from .wording import plural  # the one pluralising helper (also used as outcome.plural)
 
-
 # ------------------------------------------------------------------ one task's calls
 
 

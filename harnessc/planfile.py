@@ -19,8 +19,6 @@ from typing import Any, Callable
 from .providers import AgentConfigError, agent_config
 from .records import Record, record  # noqa: F401 - Record: for callers
 
-
-
 # ------------------------------------------------------------------ one task
 
 

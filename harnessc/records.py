@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, dataclass_transform
 
 
 class Record(Mapping):
@@ -43,9 +43,10 @@ class Record(Mapping):
     __hash__ = None  # type: ignore[assignment]
 
 
+@dataclass_transform(eq_default=False)  # type checkers: a @record class is a dataclass
 def record(cls: type | None = None, /, *, frozen: bool = False) -> Any:
     """A slots dataclass that reads like a mapping (`@record`, or `@record(frozen=True)`)."""
-    def make(cls: type) -> type:
+    def make(cls: Any) -> Any:
         cls = dataclass(slots=True, eq=False, frozen=frozen)(cls)
         cls._keys = {f.name: None for f in fields(cls)}
         return cls

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -13,11 +13,23 @@ from ..exitcodes import Exit
 from ..outcome import BROKEN
 from ..textsafe import visible
 from ..wording import plural
-from .common import (SELECTOR_HINT, USD, Context, command_prefix, fail_usage, output_option, pass_ctx,
-                     project_relative, where_from_here)
+from .common import (
+    SELECTOR_HINT,
+    USD,
+    Context,
+    command_prefix,
+    fail_usage,
+    output_option,
+    pass_ctx,
+    project_relative,
+    where_from_here,
+)
+
+if TYPE_CHECKING:
+    from ..planfile import Plan
 
 
-def _runtime_plan(root: Path, no_build: bool) -> dict:
+def _runtime_plan(root: Path, no_build: bool) -> Plan:
     from ..runtime import plan as planmod
 
     try:
@@ -64,19 +76,19 @@ def _execute(root: Path, plan: dict, opts, detached_fd: int | None = None) -> No
 
     _executor_settings(plan, opts, need_ray=True)  # before anything starts: Ray is importable
 
+    from ..runtime.children import prctl
     from ..runtime.observe import display as displaymod
     from ..runtime.observe.runlog import RunLog
-    from ..runtime.children import prctl
 
     # Before any child exists: our environment holds API keys, and a child running as the
     # same user could otherwise read it from /proc/<harnessc>/environ. (Only run and retry
     # start children; other commands keep their start-up cost and stay debuggable.)
     prctl.make_undumpable()
-    from ..runtime.store.lock import Locked
+    from ..runtime.executor import ExecutorError
     from ..runtime.preflight import Refused
     from ..runtime.session import execute
+    from ..runtime.store.lock import Locked
     from ..runtime.store.state import StateError
-    from ..runtime.executor import ExecutorError
     from ..runtime.worktree.repo import IsolationError
     from ..workspace import Workspace
 
@@ -419,7 +431,7 @@ def _iterations_option(text: str | None) -> int | str | None:
     return int(text)
 
 
-def _dry_run(root: Path, plan: dict, opts) -> NoReturn:
+def _dry_run(root: Path, plan: Plan, opts) -> NoReturn:
     from ..runtime.preview import preview
     from ..runtime.routing.router import Router
 

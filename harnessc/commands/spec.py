@@ -15,7 +15,6 @@ from ..textsafe import visible
 from ..wording import plural
 from .common import SELECTOR_HINT, Context, fail_usage, output_option, pass_ctx, read_input
 
-
 FORMATS = ("text", "json", "github", "sarif")
 
 

@@ -11,8 +11,7 @@ from .. import completion
 from ..exitcodes import Exit
 from ..textsafe import json_text, visible
 from ..wording import accept_name, plural
-from .common import (Context, echo_visible, fail_usage, known_task_or_exit, output_option, pass_ctx,
-                     where_from_here)
+from .common import Context, echo_visible, fail_usage, known_task_or_exit, output_option, pass_ctx, where_from_here
 
 
 @click.command()
@@ -185,8 +184,8 @@ def _loop_line(t: dict, duration) -> str:
 def reset(ctx: Context, tasks, all_: bool, downstream: bool, breakers: bool) -> None:
     """Forget the state of the given tasks (or --all) so they run again."""
     from ..diagnostics import did_you_mean
-    from ..runtime.store import reset as resetmod
     from ..runtime.routing.health import clear_breakers
+    from ..runtime.store import reset as resetmod
     from ..runtime.store.lock import Locked, RunLock
     from ..runtime.store.outputs import forget as forget_outputs
     from ..runtime.store.state import NoState, StateStore

@@ -29,8 +29,8 @@ def stop(ctx: Context, abort: bool) -> None:
 
 def _to_inbox(ctx: Context, kind: str, data: dict, what: str, later: str) -> None:
     """Write one inbox file (runtime/steering.py) and say who will read it."""
-    from ..runtime.store.lock import holder
     from ..runtime.steering import InboxError, write_inbox
+    from ..runtime.store.lock import holder
     from ..workspace import Workspace
 
     workspace = Workspace(ctx.root())

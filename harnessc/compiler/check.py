@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
-from ..diagnostics import Span, closest, did_you_mean
-from . import contextentry, contextglob
 from ..argv import split_command
-from .project import Project
+from ..diagnostics import Span, closest, did_you_mean
 from ..vocab import BUILTIN_AGENT
+from . import contextentry, contextglob
+from .project import Project
 
 
 def _value_span(task, key: str, index: int = 0) -> Span:
@@ -387,7 +388,7 @@ def _check_simulate(project: Project, contract, marks, base: tuple) -> None:
     from .contract_schema import _dump
     from .synth import synthesize_output
 
-    entry = {"output": {name: _dump(d) for name, d in contract.output.items()},
+    entry: dict[str, Any] = {"output": {name: _dump(d) for name, d in contract.output.items()},
              "output_rules": list(contract.output_rules)}
     for miss in synthesize_output(entry, examples_checked=True).unsatisfied:
         if miss.index is not None:
@@ -752,8 +753,8 @@ def check_min_passed(project: Project) -> None:
 def check_retry_kinds(project: Project) -> None:
     """A contract's `retry_on` / `dont_retry` name kinds of failure the runtime tells apart
     (HC451; a task's are read with the roadmap, roadmap.py)."""
-    from .specview import raw
     from ..vocab import ERROR_KINDS
+    from .specview import raw
 
     for name in sorted(project.contract_marks):
         contract = project.contracts.get(name)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..diagnostics import Diagnostics, Fix
-from .project import HARNESS, CONTRACTS, ROADMAP, Project
+from .project import CONTRACTS, HARNESS, ROADMAP, Project
 
 _YAML_UNREADABLE = {"HC201", "HC202", "HC203", "HC205", "HC206"}  # the loader refused the file
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..diagnostics import Span
 from ..argv import split_command
+from ..diagnostics import Span
 from .project import Project
 
 PATHS_PER_CALL = 500  # paths per `git status` (argv length)

@@ -10,11 +10,24 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator
 
-from .tasks import Roadmap, Task  # noqa: F401  (re-exported: the IR in one place)
 from ..vocab import (  # noqa: F401  (re-exported)
-    BUILTIN_AGENT, DELIVERABLE_TYPES, DURATION_PATTERN, ENV_NAME_PATTERN, LS_KEYS, PRIORITY_RANK, Complexity,
-    DeliverableType, FailureStrategy, GitMode, IsolationMode, MAX_APPROACHES, NOTIFY_KINDS, Priority, parse_duration,
+    BUILTIN_AGENT,
+    DELIVERABLE_TYPES,
+    DURATION_PATTERN,
+    ENV_NAME_PATTERN,
+    LS_KEYS,
+    MAX_APPROACHES,
+    NOTIFY_KINDS,
+    PRIORITY_RANK,
+    Complexity,
+    DeliverableType,
+    FailureStrategy,
+    GitMode,
+    IsolationMode,
+    Priority,
+    parse_duration,
 )
+from .tasks import Roadmap, Task  # noqa: F401  (re-exported: the IR in one place)
 
 # ------------------------------------------------------------------ scalar types
 

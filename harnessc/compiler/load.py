@@ -10,15 +10,22 @@ import copy
 import os
 from functools import lru_cache
 from pathlib import Path
-from .. import providers
 
+from .. import providers
 from ..diagnostics import Span, did_you_mean
+from ..vocab import (
+    BUILTIN_AGENT,
+    MIN_RESOURCE,
+    RAY_ADDRESS_FORMS,
+    RAY_RESERVED_RESOURCES,
+    clone_url_problem,
+    is_usd_place,
+    otlp_endpoint_problem,
+    parse_usd,
+    ray_address,
+)
 from .project import CONTRACTS, HARNESS, ROADMAP, Project
 from .specview import SpecView, bad_places, check_spec, raw, validator
-from ..vocab import (
-    BUILTIN_AGENT, MIN_RESOURCE, RAY_ADDRESS_FORMS, RAY_RESERVED_RESOURCES, clone_url_problem, is_usd_place,
-    otlp_endpoint_problem, parse_usd, ray_address,
-)
 from .yamlsafe import MAX_BYTES, load_yaml
 
 MAX_ROADMAP_BYTES = 50_000_000  # roadmaps grow with the project; YAML specs stay small

@@ -9,20 +9,33 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from .. import __version__, providers
-from ..planfile import (
-    AcceptCommand, Analysis, Approaches, Assists, CountedAccept, ContextStaging, Estimate, Executor, Limits, NodeLoop, Plan, PlanNode,
-    Protected, Retry, Routing,
-)
 from .. import protectrules as protectmod
-from .analysis import analyse, contract_size
-from .staging import add_retrieved, auto_budget, choose_budget, stage
-from ..estimates import cost_usd, tokens_for_chars
-from .ir import LS_KEYS, BUILTIN_AGENT, AgentConfig, Contract, Task
-from .tasks import approaches_of
 from ..argv import split_command
+from ..estimates import cost_usd, tokens_for_chars
+from ..planfile import (
+    AcceptCommand,
+    Analysis,
+    Approaches,
+    Assists,
+    ContextStaging,
+    CountedAccept,
+    Estimate,
+    Executor,
+    Limits,
+    NodeLoop,
+    Plan,
+    PlanNode,
+    Protected,
+    Retry,
+    Routing,
+)
+from ..vocab import LADDER_ENDS, priority_rank
+from .analysis import analyse, contract_size
+from .ir import BUILTIN_AGENT, LS_KEYS, AgentConfig, Contract, Task
 from .planjson import canonical, compact
 from .project import PLAN_VERSION, Project
-from ..vocab import LADDER_ENDS, priority_rank
+from .staging import add_retrieved, auto_budget, choose_budget, stage
+from .tasks import approaches_of
 
 SCHEMA_VERSION = 1
 OUTPUT_TOKENS_STRUCTURED = 600

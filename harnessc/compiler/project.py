@@ -5,14 +5,15 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..diagnostics import Diagnostics
+from ..vocab import CONTRACTS, HARNESS, ROADMAP, SPEC_FILES  # noqa: F401  (re-exported)
 from .tasks import Roadmap
 from .yamlsafe import Marks
-from ..vocab import CONTRACTS, HARNESS, ROADMAP, SPEC_FILES  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
+    from ..planfile import Plan
     from .ir import Contract, HarnessConfig
     from .promptfiles import PromptFiles
     from .specview import SpecView
@@ -49,7 +50,7 @@ class Project:
     prompt_files: "PromptFiles | None" = None  # a build writes prompts here as they are rendered
     system_prompt: str = ""
     template_hash: str = ""
-    plan: dict[str, Any] | None = None
+    plan: Plan | None = None
 
     @property
     def hashes(self) -> dict[str, str]:

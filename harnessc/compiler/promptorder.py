@@ -36,9 +36,8 @@ def task_before_shared(env, source: str) -> tuple[int, str, str] | None:
 
 def check_task_template(project, plan: dict, env) -> None:
     """Warn (HC504) when the project's task.md.j2 puts a task's own text first."""
-    from .sandbox import TemplateError
-
     from ..workspace import WorkspaceError
+    from .sandbox import TemplateError
 
     templates = plan.get("templates")
     if not templates:

@@ -26,11 +26,26 @@ from typing import Any, Callable, Iterator
 from ..diagnostics import CompileError, Diagnostics, Fix, Span, closest, did_you_mean, sole_match
 from ..nogc import no_cyclic_gc
 from ..textsafe import char_name, title_flaw
-from .tasks import Roadmap, Task, TaskSource
 from ..vocab import (
-    ERROR_KINDS, START_LEVELS, LADDER_ENDS, MAX_APPROACHES, MIN_RESOURCE, MUTATIONS, RAY_RESERVED_RESOURCES, RUNGS, USD_FORMAT, Complexity, FailureStrategy, GitMode, IsolationMode,
-    Priority, SelectMode, parse_duration, parse_usd,
+    ERROR_KINDS,
+    LADDER_ENDS,
+    MAX_APPROACHES,
+    MIN_RESOURCE,
+    MUTATIONS,
+    RAY_RESERVED_RESOURCES,
+    RUNGS,
+    START_LEVELS,
+    USD_FORMAT,
+    Complexity,
+    FailureStrategy,
+    GitMode,
+    IsolationMode,
+    Priority,
+    SelectMode,
+    parse_duration,
+    parse_usd,
 )
+from .tasks import Roadmap, Task, TaskSource
 
 __all__ = ["parse_roadmap", "format_roadmap", "PROPERTY_KEYS", "KEY_ALIASES", "ID_PATTERN"]
 
@@ -210,6 +225,19 @@ class _Misformed:
 
     __slots__ = ("indent", "bullet", "key", "raw", "key_at", "raw_at", "written",
                  "code", "message", "col", "length", "hint", "line")
+    indent: str
+    bullet: str
+    key: str | None
+    raw: str
+    key_at: int
+    raw_at: int
+    written: str
+    code: str
+    message: str
+    col: int
+    length: int
+    hint: str
+    line: str
 
     def fix(self, path: str, no: int) -> Fix | None:
         """The line up to its value, rewritten as '  - key: ' (`lint --fix`), when the key is known

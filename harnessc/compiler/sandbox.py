@@ -29,8 +29,16 @@ from pathlib import Path
 # The one module that imports Jinja (prompts.py imports it when a template is first
 # rendered): lint and the run's start never pay for it.
 from jinja2 import (  # noqa: F401  (TemplateError & co. re-exported for prompts.py)
-    BaseLoader, ChoiceLoader, PackageLoader, StrictUndefined, Template, TemplateError, TemplateNotFound,
-    TemplateSyntaxError, UndefinedError, nodes,
+    BaseLoader,
+    ChoiceLoader,
+    PackageLoader,
+    StrictUndefined,
+    Template,
+    TemplateError,
+    TemplateNotFound,
+    TemplateSyntaxError,
+    UndefinedError,
+    nodes,
 )
 from jinja2.compiler import CodeGenerator
 from jinja2.exceptions import SecurityError

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
-from ..package_data import read_text
 from typing import Any
 
 from ..diagnostics import Diagnostics, Fix, Span, did_you_mean, sole_match
-from .jsonsubset import SchemaError, Validator, json_type, short_json
+from ..package_data import read_text
 from ..vocab import DELIVERABLE_TYPES, DURATION_PATTERN, ENV_NAME_PATTERN, USD_FORMAT, is_usd_place, parse_duration
+from .jsonsubset import SchemaError, Validator, json_type, short_json
 from .yamlsafe import Marks
 
 # Words people write for deliverable types, from JSON Schema, Python and TypeScript habits.

@@ -21,7 +21,6 @@ from typing import Any, Iterator
 from . import userregex
 from .jsonsubset import Validator, all_unique, json_type, short_json, supports
 
-
 # ------------------------------------------------------------------ paths
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -139,14 +138,15 @@ def _no_retrieval(uri: str):
     """jsonschema reads a $ref it cannot resolve locally from its URI (http://, file://): never."""
     from referencing.exceptions import NoSuchResource
 
-    raise NoSuchResource(ref=uri)
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # an attrs class mypy does not read
 
 
 def _schema_errors(schema: dict, data: Any, base: PathParts = ()) -> list[dict]:
     from referencing import Registry
 
     errors: list[dict] = []
-    for e in _validator_class()(schema, registry=Registry(retrieve=_no_retrieval)).iter_errors(data):
+    registry = Registry(retrieve=_no_retrieval)  # type: ignore[call-arg]  # an attrs class mypy does not read
+    for e in _validator_class()(schema, registry=registry).iter_errors(data):
         # Keywords derived from rules are reported by the rule itself, with its text.
         if isinstance(e.schema, dict) and e.validator in (e.schema.get("x-from-rules") or ()):
             continue
@@ -425,8 +425,9 @@ _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite
 
 def loads_json(text: str) -> Any:
     """Strict json.loads: JSONDecodeError for bad syntax, NotJSON for what JSON cannot hold."""
-    value, end = raw_decode_json(text, json.decoder.WHITESPACE.match(text, 0).end())
-    end = json.decoder.WHITESPACE.match(text, end).end()
+    space = json.decoder.WHITESPACE  # type: ignore[attr-defined]  # not in typeshed
+    value, end = raw_decode_json(text, space.match(text, 0).end())
+    end = space.match(text, end).end()
     if end != len(text):
         raise json.JSONDecodeError("Extra data", text, end)
     return value
@@ -440,7 +441,7 @@ def raw_decode_json(text: str, pos: int = 0) -> tuple[Any, int]:
         raise NotJSON("nested too deeply") from None
     except (json.JSONDecodeError, NotJSON):
         raise
-    except ValueError as e:  # Python's int limit: more than 4,300 digits
+    except ValueError:  # Python's int limit: more than 4,300 digits
         raise NotJSON("a number has more than 4,300 digits") from None
 
 

@@ -36,8 +36,17 @@ from typing import Any
 from ..compiler.select import DEFERRED_TAG
 from ..compiler.tasks import Roadmap, Task
 from ..vocab import Priority
-from . import (Ids, Imported, NotImportable, bounded_depth, break_cycles, goal_text, keep_known_dependencies,
-               one_line, task_id)
+from . import (
+    Ids,
+    Imported,
+    NotImportable,
+    bounded_depth,
+    break_cycles,
+    goal_text,
+    keep_known_dependencies,
+    one_line,
+    task_id,
+)
 
 PRIORITIES = {"high": Priority.high, "medium": Priority.normal, "low": Priority.low, "critical": Priority.critical}
 # fields read into the roadmap; any other field of a task is listed as not imported
@@ -183,8 +192,8 @@ class _Reader:
         it is left out, and listed."""
         by_id = {t.id: t for t in tasks}
         mine: dict[str, set[str]] = {}
-        for sub, task in self.task_of.items():
-            mine.setdefault(task, set()).add(sub)
+        for sub, owner in self.task_of.items():
+            mine.setdefault(owner, set()).add(sub)
         for t in tasks:  # a task comes before its subtasks: its list is complete when they take it
             task = by_id.get(self.task_of.get(t.id, ""))
             if task is not None:

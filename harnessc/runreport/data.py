@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HarnesscError
-from ..workspace import Workspace
 from ..runtime import plan as planmod
 from ..runtime.children.procs import scrubbed, secret_values
 from ..runtime.store import scoreboard
 from ..runtime.store.state import STATES, USAGE_COLUMNS, NoState, StateStore
 from ..wording import accept_name, command_text
+from ..workspace import Workspace
 
 FAILED_ATTEMPTS = ("rejected", "error", "over_limit", "stuck", "interrupted")
 ROUTING = ("routed", "fallback", "escalated")

@@ -9,7 +9,8 @@ import json
 from typing import Any
 
 from ..package_data import read_text
-from ..wording import duration as duration_text, routing_line
+from ..wording import duration as duration_text
+from ..wording import routing_line
 from . import charts, svg
 from .data import FAILED_ATTEMPTS, check
 

@@ -39,17 +39,17 @@ from typing import Any
 
 from ..planfile import PlanNode
 from ..providers import AgentConfig
-from .children import procs
-from .store import scoreboard
 from .agents.base import Request, Response
+from .children import procs
 from .context import TaskContext
 from .iteration import AttemptLog, Done, Progress, TaskRun, conflict_text
 from .loop.loop import TaskLoop
 from .routing.router import Route
+from .store import scoreboard
 from .verify import DEFAULT_ACCEPT_TIMEOUT, Verdict, fresh_pycache
 from .worktree import landing as landingmod
-from .worktree.isolation import Conflict, IsolationError, Landed, Tampered
 from .worktree.gitcmd import GitFailed
+from .worktree.isolation import Conflict, IsolationError, Landed, Tampered
 
 ENDINGS = ("degraded", "blocked", "failed")  # a task with no verified approach: the first any approach reached
 

@@ -25,12 +25,12 @@ from ..providers import AgentConfig, CliConfig
 from ..workspace import Workspace
 from .agents import deprecation
 from .agents.cli import CodexAgent
-from .worktree import gitcmd
 from .children import procs, sandbox
 from .executor import ExecutorError
 from .executor.rayconfig import ExecutorSettings, require_ray
 from .preflight import RECORD_HINT, Check, Usability, agent_checks, check_run, config_of, executable
 from .routing.router import Router
+from .worktree import gitcmd
 
 CONNECT_TIMEOUT = 2.0  # seconds for a base_url's (or a Ray address's) TCP connect
 WORKERS_TIMEOUT = 60.0  # seconds for every node's answer to check_workers

@@ -22,32 +22,32 @@ import contextlib
 import functools
 import hashlib
 import time
-from itertools import accumulate
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
 from .. import outcome as outcomes
 from ..planfile import Contract, PlanNode
 from ..providers import AgentConfig
+from ..workspace import WorkspaceError
 from . import plan as planmod
 from . import protect
-from ..workspace import WorkspaceError
 from .agents import deprecation
 from .agents.base import AgentError, Request, Response
 from .agents.errors import retry_delay
+from .baseline import base_checks
 from .context import TaskContext
+from .executor import AttemptLost
 from .loop.assist import GRACE, Assistant
 from .loop.loop import TaskLoop
 from .routing.router import Route
-from .store.state import StateStore
 from .routing.tasklimits import TaskLimits
-from .executor import AttemptLost
+from .store.state import StateStore
 from .verify import Verdict, verified_by, verify
-from .baseline import base_checks
 from .worktree import landing as landingmod
-from .worktree.isolation import Conflict, IsolationError, Landed, Tampered
 from .worktree.gitcmd import GitFailed
+from .worktree.isolation import Conflict, IsolationError, Landed, Tampered
 
 TRANSIENT_LIMIT = 5  # consecutive transient errors on one agent before it counts as failing
 LOST_LIMIT = 5  # attempts in a row lost with their worker (executor ray) before the call counts as failed
@@ -146,7 +146,7 @@ class TaskRun:
         # isolation: worktree - the attempt's worktree is where everything of the task happens
         self.iso = ctx.isolation if ctx.isolation.is_isolated(node) else None
         self.workdir = ctx.isolation.workdir(node) if self.iso else ctx.root
-        self.attempt = None  # its worktree (worktree.Attempt), once made
+        self.attempt: Any = None  # its worktree (worktree.Attempt), once made
         self.conflict: Conflict | None = None  # the landing conflict it is running again after
         # which changed files of the shared checkout are this task's (None: not tracked; an
         # isolated loop task's file evidence is what changes in its worktree: open_attempt)

@@ -12,11 +12,22 @@ from typing import Any
 from .. import planfile
 from ..compiler.project import PLAN_VERSION, SPEC_FILES
 from ..compiler.prompts import (  # noqa: F401
-    TemplateProblem, render_assist, render_memory, render_operator, render_prompt, render_prompt_parts,
-    render_refinement, render_system,
+    TemplateProblem,
+    render_assist,
+    render_memory,
+    render_operator,
+    render_prompt,
+    render_prompt_parts,
+    render_refinement,
+    render_system,
 )
 from ..compiler.validate import (  # noqa: F401
-    Deadline, OutOfTime, extract_json, filled_text, template_output, validate_output,
+    Deadline,
+    OutOfTime,
+    extract_json,
+    filled_text,
+    template_output,
+    validate_output,
 )
 from ..errors import HarnesscError
 from ..workspace import Workspace
@@ -130,7 +141,8 @@ def template_filled(contract: planfile.Contract) -> tuple[dict, list[dict]]:
 
 
 def select_ids(plan: planfile.Plan, selectors: list[str], exclude: list[str]) -> set[str]:
-    from ..compiler.select import SelectionError, select_ids as select
+    from ..compiler.select import SelectionError
+    from ..compiler.select import select_ids as select
 
     try:
         return select(plan.nodes, selectors, exclude)

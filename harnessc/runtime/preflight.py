@@ -23,8 +23,8 @@ from typing import Iterable, Mapping
 
 from .. import providers
 from ..argv import split_command
-from ..providers import AgentConfig, ProgramConfig, ReplayConfig
 from ..planfile import Plan, PlanNode
+from ..providers import AgentConfig, ProgramConfig, ReplayConfig
 from ..workspace import Workspace
 from .children import sandbox
 from .routing.router import REHEARSAL, Router

@@ -22,45 +22,45 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import outcome as outcomes
-from ..vocab import priority_rank
 from ..outcome import RunOutcome
 from ..planfile import Plan, PlanNode
 from ..providers import AgentConfig
 from ..textsafe import title_flaw
+from ..vocab import priority_rank
 from ..workspace import Workspace, WorkspaceError
-from .store import outputs
 from . import plan as planmod
-from .children import reaper
 from .agents.base import AgentError
-from .observe.alerts import Alerts
-from .observe.notify import Notifier
-from .loop.attribution import Attribution
-from .routing.budget import Budget
-from .routing.callbounds import CallBounds
-from .worktree.gitops import GitCommits
-from .termination import RunLimits
-from .loop import loopflags
-from .routing.health import Health
-from .routing.history import History
-from .routing.throttle import Throttle
 from .agents.cassettes import Cassettes
 from .approaches import Approaches
+from .approval import approval_recheck
+from .baseline import Baselines
+from .children import reaper
+from .context import CallPolicy, RunControl
+from .executor.rayconfig import resolve_executor
 from .explore import explore_from
 from .iteration import TaskRun, conflict_text
-from .approval import approval_recheck
-from .preflight import RunCheck, config_of
-from .routing.tasklimits import CLOCK_EVERY
-from .routing.router import Router
-from .schedule import Graph, Schedule
+from .loop import loopflags
+from .loop.attribution import Attribution
+from .observe.alerts import Alerts
 from .observe.cachesaving import cache_figures
-from .store.state import REVIEW_KEY, StateError, StateStore
-from .steering import Steering
+from .observe.notify import Notifier
 from .observe.summaries import Summaries
+from .preflight import RunCheck, config_of
+from .routing.budget import Budget
+from .routing.callbounds import CallBounds
+from .routing.health import Health
+from .routing.history import History
+from .routing.router import Router
+from .routing.tasklimits import CLOCK_EVERY
+from .routing.throttle import Throttle
+from .schedule import Graph, Schedule
+from .steering import Steering
+from .store import outputs
+from .store.state import REVIEW_KEY, StateError, StateStore
+from .termination import RunLimits
 from .work import Work, plan_work
-from .executor.rayconfig import resolve_executor
+from .worktree.gitops import GitCommits
 from .worktree.isolation import WORKTREE, Isolation, Landed
-from .baseline import Baselines
-from .context import CallPolicy, RunControl
 
 STOP_POLL = 0.2  # seconds between looks at .harness/stop
 
@@ -712,7 +712,7 @@ def task_summary(row: dict, agents: list[str] | None = None) -> dict:
 def write_results(workspace: Workspace, result: RunResult, run: dict | None) -> Path:
     """.harness/runs/<run-id>/run_results.json, like dbt's."""
     path = workspace.run_results(result.run_id)
-    data = {"run_id": result.run_id, "status": result.status, "exit_code": result.exit_code,
+    data: dict[str, Any] = {"run_id": result.run_id, "status": result.status, "exit_code": result.exit_code,
             "message": result.message, "elapsed": round(result.elapsed, 3), "stale": result.stale,
             "run": run, "results": result.tasks}
     # Indented, one result per line: readable, and each line is encoded by the C encoder

@@ -13,8 +13,8 @@ from ..workspace import Workspace, storage_reason
 from . import preflight
 from .children import procs, reaper
 from .observe import telemetry
+from .scheduler import Runner, RunOptions, RunResult, new_run_id, write_results
 from .store.lock import RunLock
-from .scheduler import RunOptions, RunResult, Runner, new_run_id, write_results
 from .store.state import StateError, StateStore
 
 if TYPE_CHECKING:  # an annotation only (plan.json's typed contract)

@@ -25,10 +25,10 @@ from ..argv import split_command
 from ..planfile import AcceptCommand, Contract, PlanNode
 from ..wording import accept_name, command_text
 from . import plan as planmod
-from .plan import Deadline, OutOfTime
 from . import testcounts
 from .children import procs
 from .loop.progress import SMALL_TEXT, passed_count
+from .plan import Deadline, OutOfTime
 
 _PROMISE = re.compile(r"<promise>\s*(.*?)\s*</promise>", re.S)
 DEFAULT_ACCEPT_TIMEOUT = 600.0

@@ -19,9 +19,31 @@ Lark is imported only when the first rule is parsed, so importing this module st
 from .interp import evaluate, evaluate_value
 from .parse import parse_rule
 from .tree import (
-    FUNCTIONS, MAX_DEPTH, MAX_INT, MAX_INT_LITERAL, MAX_NDIGITS, MAX_PATTERN,
-    MAX_RULE_CHARS, MAX_SIZE, MAX_STEPS, MAX_STR_LITERAL, NAMES, Attr, BinOp, BoolOp, Call,
-    Compare, Const, Index, ListLit, Name, Node, Rule, RuleError, RuleEvalError, Unary,
+    FUNCTIONS,
+    MAX_DEPTH,
+    MAX_INT,
+    MAX_INT_LITERAL,
+    MAX_NDIGITS,
+    MAX_PATTERN,
+    MAX_RULE_CHARS,
+    MAX_SIZE,
+    MAX_STEPS,
+    MAX_STR_LITERAL,
+    NAMES,
+    Attr,
+    BinOp,
+    BoolOp,
+    Call,
+    Compare,
+    Const,
+    Index,
+    ListLit,
+    Name,
+    Node,
+    Rule,
+    RuleError,
+    RuleEvalError,
+    Unary,
 )
 from .typecheck import check_rule, type_of_deliverable
 

@@ -8,8 +8,26 @@ import operator
 from .. import userregex
 from .parse import check_pattern
 from .tree import (
-    CHARS_PER_STEP, FUNCTIONS, MAX_INT, MAX_NDIGITS, MAX_SIZE, MAX_STEPS, REGEX_CHARS_PER_STEP,
-    Attr, BinOp, BoolOp, Call, Compare, Const, Index, ListLit, Name, Node, Rule, Unary, RuleEvalError,
+    CHARS_PER_STEP,
+    FUNCTIONS,
+    MAX_INT,
+    MAX_NDIGITS,
+    MAX_SIZE,
+    MAX_STEPS,
+    REGEX_CHARS_PER_STEP,
+    Attr,
+    BinOp,
+    BoolOp,
+    Call,
+    Compare,
+    Const,
+    Index,
+    ListLit,
+    Name,
+    Node,
+    Rule,
+    RuleEvalError,
+    Unary,
 )
 
 # ------------------------------------------------------------------ evaluation

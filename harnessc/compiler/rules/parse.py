@@ -10,8 +10,28 @@ import threading
 from ...diagnostics import did_you_mean
 from .. import userregex
 from .tree import (
-    FUNCTIONS, MAX_DEPTH, MAX_INT_LITERAL, MAX_PATTERN, MAX_RULE_CHARS, MAX_SIZE, MAX_STR_LITERAL, NAMES,
-    Attr, BinOp, BoolOp, Call, Compare, Const, Index, ListLit, Name, Node, Rule, Unary, RuleError, error_at,
+    FUNCTIONS,
+    MAX_DEPTH,
+    MAX_INT_LITERAL,
+    MAX_PATTERN,
+    MAX_RULE_CHARS,
+    MAX_SIZE,
+    MAX_STR_LITERAL,
+    NAMES,
+    Attr,
+    BinOp,
+    BoolOp,
+    Call,
+    Compare,
+    Const,
+    Index,
+    ListLit,
+    Name,
+    Node,
+    Rule,
+    RuleError,
+    Unary,
+    error_at,
 )
 
 # ------------------------------------------------------------------ parsing

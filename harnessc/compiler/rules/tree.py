@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-
 # ------------------------------------------------------------------ limits
 
 MAX_RULE_CHARS = 1000
@@ -101,6 +100,9 @@ class Node:
     """
 
     __slots__ = ("offset", "end", "depth")
+    offset: int
+    end: int
+    depth: int
     FIELDS: tuple[str, ...] = ()
 
     def __init__(self, *, offset: int, end: int, depth: int = 1, **fields: Any):
@@ -135,10 +137,12 @@ class Node:
 
 class Const(Node):
     __slots__ = FIELDS = ("value",)  # value: int, float, str, bool or None
+    value: Any
 
 
 class ListLit(Node):
     __slots__ = FIELDS = ("items",)
+    items: tuple[Node, ...]
 
     def children(self):
         return self.items
@@ -146,10 +150,14 @@ class ListLit(Node):
 
 class Name(Node):
     __slots__ = FIELDS = ("name",)  # name: "value" or "output" once parse_rule has returned
+    name: str
 
 
 class Attr(Node):
     __slots__ = FIELDS = ("obj", "name", "name_offset")
+    obj: Node
+    name: str
+    name_offset: int
 
     def children(self):
         return (self.obj,)
@@ -157,6 +165,8 @@ class Attr(Node):
 
 class Index(Node):
     __slots__ = FIELDS = ("obj", "index")
+    obj: Node
+    index: Node
 
     def children(self):
         return (self.obj, self.index)
@@ -164,6 +174,8 @@ class Index(Node):
 
 class Call(Node):
     __slots__ = FIELDS = ("func", "args")  # func: one of FUNCTIONS
+    func: str
+    args: tuple[Node, ...]
 
     def children(self):
         return self.args
@@ -171,6 +183,8 @@ class Call(Node):
 
 class Unary(Node):
     __slots__ = FIELDS = ("op", "operand")  # op: "-" or "not"
+    op: str
+    operand: Node
 
     def children(self):
         return (self.operand,)
@@ -178,6 +192,10 @@ class Unary(Node):
 
 class BinOp(Node):
     __slots__ = FIELDS = ("op", "left", "right", "op_offset")  # op: + - * / %
+    op: str
+    left: Node
+    right: Node
+    op_offset: int
 
     def children(self):
         return (self.left, self.right)
@@ -185,6 +203,9 @@ class BinOp(Node):
 
 class BoolOp(Node):
     __slots__ = FIELDS = ("op", "left", "right")  # op: "and" or "or"
+    op: str
+    left: Node
+    right: Node
 
     def children(self):
         return (self.left, self.right)
@@ -194,6 +215,8 @@ class Compare(Node):
     """A chain like ``a < b <= c``: `rest` holds (operator, operator offset, operand)."""
 
     __slots__ = FIELDS = ("first", "rest")
+    first: Node
+    rest: tuple[tuple[str, int, Node], ...]
 
     def children(self):
         return (self.first, *(n for _, _, n in self.rest))

@@ -7,8 +7,21 @@ from typing import Mapping
 
 from ...diagnostics import did_you_mean
 from .tree import (
-    FUNCTIONS, Attr, BinOp, BoolOp, Call, Compare, Const, Index, ListLit, Name, Node, Rule,
-    RuleError, Unary, error_at,
+    FUNCTIONS,
+    Attr,
+    BinOp,
+    BoolOp,
+    Call,
+    Compare,
+    Const,
+    Index,
+    ListLit,
+    Name,
+    Node,
+    Rule,
+    RuleError,
+    Unary,
+    error_at,
 )
 
 # ------------------------------------------------------------------ type checking

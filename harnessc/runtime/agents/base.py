@@ -7,13 +7,26 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from ... import providers
-from ...providers import AgentConfig
-from ...planfile import Contract, load_contract
 from ...estimates import cost_usd
+from ...planfile import Contract, load_contract
+from ...providers import AgentConfig
 from .errors import AgentError
+
 # the ledger's names, importable from here as before (usage.py: errors.py needs them too)
-from .usage import (CLI, COST_SOURCES, MAX_CALL_COST_USD, MAX_CALL_TOKENS, NO_PRICE, NO_RESPONSE,  # noqa: F401
-                    PRICE, RESERVED, Usage, checked_charge, reported, shown)
+from .usage import (  # noqa: F401
+    CLI,
+    COST_SOURCES,
+    MAX_CALL_COST_USD,
+    MAX_CALL_TOKENS,
+    NO_PRICE,
+    NO_RESPONSE,
+    PRICE,
+    RESERVED,
+    Usage,
+    checked_charge,
+    reported,
+    shown,
+)
 
 
 @dataclass

@@ -38,10 +38,10 @@ from typing import Any
 from ... import providers
 from ...providers import AgentConfig, ReplayConfig
 from ...workspace import Workspace, WorkspaceError
+from ..children.procs import scrubbed as _scrub
+from ..children.procs import secret_values
 from .base import COST_SOURCES, NO_PRICE, NO_RESPONSE, PRICE, Agent, Request, Response, Usage, make_agent, reported
 from .errors import KINDS, AgentError
-from ..children.procs import REDACTED, secret_values
-from ..children.procs import scrubbed as _scrub
 
 FORMAT = 1
 # What makes two requests the same (the key). A `provider: replay` agent stands in for any

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...providers.config import OpenAIConfig
-
 from .openai_api import OpenAIAgent
 from .openai_responses import OpenAIResponsesAgent
 

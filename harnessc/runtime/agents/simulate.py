@@ -18,10 +18,10 @@ import random
 import time
 from pathlib import Path
 
-from ..plan import simulated_output
 from ...estimates import estimate_tokens
 from ...planfile import Contract, plain
 from ...providers import SimulateConfig
+from ..plan import simulated_output
 from .base import AgentError, Request, Response, Usage, priced
 
 

@@ -261,7 +261,7 @@ def _stop_reading(proc: asyncio.subprocess.Process, readers: asyncio.Future) -> 
     """Give up on pipes that something we cannot kill still holds open: proc.wait() only
     returns once they are closed, and asyncio has no public way to close them."""
     readers.cancel()
-    proc._transport.close()  # the process has exited: this closes its pipes, nothing more
+    proc._transport.close()  # type: ignore[attr-defined]  # the process has exited: this closes its pipes, nothing more
 
 
 def _killpg(pid: int, sig: int) -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ...vocab import RAY_ADDRESS_FORMS, ray_address as parse_ray_address
+from ...vocab import RAY_ADDRESS_FORMS
+from ...vocab import ray_address as parse_ray_address
 from . import ExecutorError
 
 MIN_RAY = (2, 50)  # pyproject's `ray` extra: ray>=2.50

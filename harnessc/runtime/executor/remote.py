@@ -256,8 +256,8 @@ def _source_repo(cache: NodeCache, source: dict, sha: str) -> Path:
 
 async def _work(job: dict, workdir: Path, where: str, clock: _Phases) -> dict:
     """The agent's call (when the job carries the agent), then the checks of its answer."""
-    from ..children import procs
     from ..agents.base import AgentError, make_agent
+    from ..children import procs
 
     token = procs.forwarding(job.get("env") or {})
     started = time.monotonic()

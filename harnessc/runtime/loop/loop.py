@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from ...planfile import Plan, PlanNode
-from . import memory as memorymod
 from .. import plan as planmod
+from ..store.state import StateStore
+from . import memory as memorymod
 from . import progress as progressmod
 from .attribution import TaskFiles
 from .progress import Evidence, ProgressMeter
 from .recovery import Ladder, rungs_for
-from ..store.state import StateStore
 from .stuck import Stuck, StuckDetector
 
 

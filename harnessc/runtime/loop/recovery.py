@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...vocab import LADDER_ENDS, MUTATIONS, ladder_rungs
 from ...planfile import Plan, PlanNode
+from ...vocab import LADDER_ENDS, MUTATIONS, ladder_rungs
 
 __all__ = ["MUTATIONS", "Ladder", "Rung", "mutate", "resumed_text", "rungs_for", "switched"]
 

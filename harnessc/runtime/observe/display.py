@@ -214,7 +214,7 @@ class LiveDisplay(Progress):
     def __init__(self, console: Console):
         super().__init__()
         self.console = console
-        self.live = None
+        self.live: Live | None = None
         self.t0 = time.monotonic()
         self.eta = Eta({}, (), 1)
         self.eta_at: tuple[float, float | None] = (float("-inf"), None)  # (when, seconds left then)

@@ -10,13 +10,13 @@ from ...outcome import BROKEN, COMPLETE
 from ...wording import routing_line
 from ...workspace import Workspace
 from .. import plan as planmod
-from ..store import scoreboard
-from ..routing.health import agent_report
-from ..store.lock import holder
 from ..loop.recovery import resumed_text
+from ..routing.health import agent_report
 from ..scheduler import task_summary
-from ..store.state import TERMINAL_OK, NoState, StateStore
 from ..steering import paused_run
+from ..store import scoreboard
+from ..store.lock import holder
+from ..store.state import TERMINAL_OK, NoState, StateStore
 
 
 def _open_state(workspace: Workspace) -> StateStore | None:
@@ -410,8 +410,8 @@ def stats(root: Path) -> list[dict]:
     """Each agent's record per complexity and per contract, from every run (history.py),
     then per agent what the prompt cache did: `{agent, cache: {input_tokens,
     cache_read_tokens, cache_write_tokens, share, saved_usd}}` (cachesaving.py)."""
-    from .cachesaving import cache_figures
     from ..routing.history import History
+    from .cachesaving import cache_figures
 
     plan = planmod.load_plan(root)  # complexities and contracts come from the plan
     store = _open_state(Workspace(root))

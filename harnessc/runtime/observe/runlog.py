@@ -16,6 +16,7 @@ import os
 from ...workspace import Workspace, WorkspaceError
 from .display import PlainDisplay
 
+
 def same_file(fd: int, path) -> bool:
     """Whether file descriptor `fd` is open on `path` (the same device and inode)."""
     try:

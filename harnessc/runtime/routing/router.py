@@ -27,8 +27,8 @@ are checked before each call (health.py), not here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from types import MappingProxyType
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from ...errors import HarnesscError
 from ...estimates import cost_usd

@@ -15,10 +15,9 @@ import os
 import sqlite3
 import time
 from contextlib import contextmanager
+from json.encoder import encode_basestring_ascii as _encode_str
 from pathlib import Path
 from typing import Any, Callable, Iterable
-
-from json.encoder import encode_basestring_ascii as _encode_str
 
 from ...workspace import Workspace, storage_reason
 from ..children.procs import secret_values

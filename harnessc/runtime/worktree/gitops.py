@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from ...planfile import PlanNode
-from . import gitcmd
-from .commitmsg import headline, message_bytes
 from ..loop.files import OWN_COMMIT_PREFIX
 from ..store.state import StateStore
+from . import gitcmd
+from .commitmsg import headline, message_bytes
 
 IGNORED = (".harness/", ".harness")
 MAX_SCANNED_BYTES = 100 << 20  # a larger file is not read for secrets: it is never committed

@@ -36,8 +36,8 @@ from typing import Any, Awaitable, Callable
 from ...planfile import PlanNode
 from ..store.state import StateStore
 from . import gitcmd
-from .landing import BRANCH_PREFIX, INTEGRATION_KEY, LANDING_KEY, Conflict, Integration, Landed, Landing
 from . import repo as repomod
+from .landing import BRANCH_PREFIX, INTEGRATION_KEY, LANDING_KEY, Conflict, Integration, Landed, Landing
 from .repo import IsolationError, Repo, open_repo  # noqa: F401 - IsolationError: for callers
 from .tripwire import Finding, Tripwire
 from .worktrees import REF_ROOT, Attempt, Worktrees
