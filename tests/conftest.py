@@ -1,8 +1,12 @@
-"""Shared test helpers: golden files (HARNESSC_UPDATE_GOLDEN=1 rewrites them) and paths."""
+"""Shared test helpers: golden files (HARNESSC_UPDATE_GOLDEN=1 rewrites them) and paths; and
+a home directory of the suite's own, so a run leaves nothing in the user's."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,3 +26,83 @@ def check_golden(path: Path, actual: str) -> None:
         return
     expected = path.read_text(encoding="utf-8")
     assert actual == expected, f"{path} differs (HARNESSC_UPDATE_GOLDEN=1 to accept the new output)"
+
+
+# ------------------------------------------------------------------ the suite's own home
+#
+# Tests and what they start write to the home directory: Ray its ~/.ray/auth_token (which a
+# later `ray start` then refuses with InvalidAuthToken), matplotlib its font cache, Chromium
+# its profile. The suite runs with HOME and the XDG directories in a temporary directory,
+# made by the first process (the xdist controller; its workers and every child inherit it)
+# and removed when that process ends; the user's git identity is copied into it, as the
+# tests that commit need one. A run that still writes to the real home fails (see below).
+
+_OWN_HOME = "HARNESSC_TESTS_HOME"  # set: this process runs under the suite's home already
+_HOME_NAMES = {"XDG_CONFIG_HOME": ".config", "XDG_CACHE_HOME": ".cache", "XDG_DATA_HOME": ".local/share",
+               "XDG_STATE_HOME": ".local/state", "MPLCONFIGDIR": ".config/matplotlib"}
+
+
+def _git_identity() -> str:
+    """The user's git user.name and user.email as a .gitconfig section ("" when unset)."""
+    lines = []
+    for key in ("user.name", "user.email"):
+        res = subprocess.run(["git", "config", "--get", key], capture_output=True, text=True,
+                             cwd=tempfile.gettempdir())  # not a repository: the user's own settings
+        if res.returncode == 0 and res.stdout.strip():
+            lines.append(f"\t{key.split('.')[1]} = {res.stdout.strip()}\n")
+    return "[user]\n" + "".join(lines) if lines else ""
+
+
+def _home_entries(home: Path) -> set[str]:
+    """What the home directory holds, two levels down (~/.ray/auth_token, ~/.cache/matplotlib)."""
+    found = set()
+    try:
+        for top in home.iterdir():
+            found.add(top.name)
+            if top.is_dir() and not top.is_symlink():
+                found.update(f"{top.name}/{inner.name}" for inner in top.iterdir())
+    except OSError:
+        pass
+    return found
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get(_OWN_HOME):  # an xdist worker (or a nested run): its parent set it up
+        return
+    real = Path(os.path.expanduser("~"))
+    identity = _git_identity()
+    base = Path(tempfile.mkdtemp(prefix="harnessc-tests-home-"))
+    home = base / "home"
+    home.mkdir()
+    if identity:
+        (home / ".gitconfig").write_text(identity, encoding="utf-8")
+    config.stash[_HOME_KEY] = (real, _home_entries(real), base)
+    os.environ[_OWN_HOME] = str(home)
+    os.environ["HOME"] = str(home)
+    for var, name in _HOME_NAMES.items():
+        os.environ[var] = str(home / name)
+
+
+_HOME_KEY = pytest.StashKey[tuple]()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The real home holds nothing new (checked by the process that set the suite's home up)."""
+    kept = session.config.stash.get(_HOME_KEY, None)
+    if kept is None:
+        return
+    real, before, _ = kept
+    new = sorted(_home_entries(real) - before)
+    if new:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = (f"the suite wrote to the home directory {real}: {', '.join(new)} "
+                   "(tests run with HOME set to a temporary directory; see tests/conftest.py)")
+        if reporter:
+            reporter.write_line(f"ERROR: {message}", red=True, bold=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    kept = config.stash.get(_HOME_KEY, None)
+    if kept is not None:
+        shutil.rmtree(kept[2], ignore_errors=True)
