@@ -53,6 +53,17 @@ def _git_identity() -> str:
     return "[user]\n" + "".join(lines) if lines else ""
 
 
+def _home_parent() -> str | None:
+    """Where the suite's home is made: outside the temporary directory when possible, as a
+    real home is (Codex, for one, refuses its sandbox with CODEX_HOME under $TMPDIR, and
+    `doctor` says so); /var/tmp, else the temporary directory."""
+    tmp = Path(tempfile.gettempdir()).resolve()
+    var_tmp = Path("/var/tmp")
+    if var_tmp.is_dir() and os.access(var_tmp, os.W_OK) and not var_tmp.resolve().is_relative_to(tmp):
+        return str(var_tmp)
+    return None
+
+
 def _home_entries(home: Path) -> set[str]:
     """What the home directory holds, two levels down (~/.ray/auth_token, ~/.cache/matplotlib)."""
     found = set()
@@ -71,7 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     real = Path(os.path.expanduser("~"))
     identity = _git_identity()
-    base = Path(tempfile.mkdtemp(prefix="harnessc-tests-home-"))
+    base = Path(tempfile.mkdtemp(prefix="harnessc-tests-home-", dir=_home_parent()))
     home = base / "home"
     home.mkdir()
     if identity:

@@ -122,12 +122,19 @@ def at_noon() -> dict:
 CLI = [PY, "-c", "from harnessc.cli import main; main()"]
 
 
-def harnessc(root: Path, *args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
-    """harnessc -C root ..., started in root as a user would (its hints then need no -C)."""
+def harnessc(root: Path, *args: str, timeout: float = 120, prelude: str = "", **kw) -> subprocess.CompletedProcess:
+    """harnessc -C root ..., started in root as a user would (its hints then need no -C).
+    `prelude`: Python run in that process first (a wait the test is not about, shortened)."""
     if Path(root).is_dir():
         kw.setdefault("cwd", root)
-    return subprocess.run([*CLI, "-C", str(root), *args], capture_output=True, text=True,
+    cli = [PY, "-c", prelude + "\n" + CLI[-1]] if prelude else CLI
+    return subprocess.run([*cli, "-C", str(root), *args], capture_output=True, text=True,
                           timeout=timeout, env=kw.pop("env", None) or env(), **kw)
+
+
+# The breaker's 60 s cool-down (routing/health.py), for tests that wait it out to see what the
+# half-open probe call does, not how long the breaker stays open.
+SHORT_BREAKER = "import harnessc.runtime.routing.health as health; health.BREAKER_COOLDOWN = 0.5"
 
 
 # Runs argv and writes its peak resident memory (KiB, wait4's ru_maxrss) to a file. A child

@@ -10,6 +10,7 @@ import socket
 import stat
 from pathlib import Path
 
+import pytest
 
 from .helpers import PY, env, harnessc, node, write_project
 
@@ -63,6 +64,7 @@ def test_no_executor_lines_with_the_local_executor(tmp_path):
     assert json.loads(r.stdout)["executor"] == []
 
 
+@pytest.mark.xdist_group("ray")  # one cluster at a time (test_ray_executor.py has the other)
 def test_each_node_is_checked_for_git_and_the_agents_cli(tmp_path):
     """Two nodes: the head's workers find the agent's CLI on PATH, the other's do not, and
     doctor names that node."""
@@ -86,6 +88,7 @@ def test_each_node_is_checked_for_git_and_the_agents_cli(tmp_path):
         cluster.shutdown()
 
 
+@pytest.mark.xdist_group("ray")  # one cluster at a time (test_ray_executor.py has the other)
 def test_a_node_without_harnessc_or_with_another_version_is_named(tmp_path):
     """One node's workers import no harnessc (a sitecustomize hides it), another's an older one."""
     from ray.cluster_utils import Cluster

@@ -22,11 +22,14 @@ SLOW_AGENT = textwrap.dedent("""
 """)
 
 
-def _wait_for(path, timeout=30.0):
+def _wait_for(path, proc, timeout=300.0):
+    """Poll until `path` has been written, as long as `proc` goes on (its start-up takes a
+    while on a busy machine; a process that ended without writing it fails at once)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if path.exists() and path.read_text():
             return
+        assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before {path.name} was written"
         time.sleep(0.05)
     raise AssertionError(f"{path} never appeared")
 
@@ -46,7 +49,7 @@ def test_aborting_a_command_agent_leaves_stderr_clean(tmp_path, how):
     root = _slow_project(tmp_path)
     p = spawn(root, "run")
     try:
-        _wait_for(tmp_path / "started")
+        _wait_for(tmp_path / "started", p)
         if how == "stop --abort":
             assert harnessc(root, "stop", "--abort").returncode == 0
         elif how == "ctrl-c twice":

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from .helpers import PY, REPO, SIMPLE_CONTRACT, env, harnessc, node, write_project
+from .helpers import PY, REPO, SHORT_BREAKER, SIMPLE_CONTRACT, env, harnessc, node, write_project
 
 
 def tasks(root) -> dict[str, dict]:
@@ -107,7 +107,7 @@ def test_transient_errors_past_the_limit_fail_the_task(tmp_path):
                                   retry={"on_failure": "fallback"})],
                   agents={"down": {"provider": "simulate", "fail_rate": 1.0}},
                   contracts={"summary": contract("fallback")})
-    r = harnessc(tmp_path, "run")
+    r = harnessc(tmp_path, "run", prelude=SHORT_BREAKER)  # the 6th call: the probe after the cool-down
     assert r.returncode == 1, r.stdout + r.stderr
     a = tasks(tmp_path)["a"]
     assert a["state"] == "failed", a

@@ -45,9 +45,12 @@ def gated_project(root: Path, claim_at: int = 1) -> Path:
     return gates
 
 
-def wait_for(path: Path) -> None:
-    deadline = time.monotonic() + WAIT
+def wait_for(path: Path, run: subprocess.Popen) -> None:
+    """Poll until `path` exists, as long as the run goes on (its start-up takes a while on a
+    busy machine; a run that ended without making it fails at once)."""
+    deadline = time.monotonic() + 5 * WAIT
     while not path.exists():
+        assert run.poll() is None, f"the run ended (exit {run.returncode}) before {path.name} appeared"
         assert time.monotonic() < deadline, f"{path.name} never appeared"
         time.sleep(0.05)
 
@@ -89,7 +92,7 @@ def test_status_watch_redraws_until_the_run_ends_and_ctrl_c_ends_it_cleanly(tmp_
     run = subprocess.Popen([*CLI, "-C", str(tmp_path), "run"], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, env=env())
     try:
-        wait_for(gates / "b-1.started")  # the run is going on
+        wait_for(gates / "b-1.started", run)  # the run is going on
         text = Watcher(tmp_path, "status", "--watch", "--interval", "0.2")
         as_json = Watcher(tmp_path, "status", "--watch", "--interval", "0.2", "--output", "json")
         quitter = Watcher(tmp_path, "status", "--watch", "--interval", "0.2")
@@ -128,7 +131,7 @@ def test_status_watch_on_a_terminal_redraws_in_place_and_leaves_the_end_on_scree
     run = subprocess.Popen([*CLI, "-C", str(tmp_path), "run"], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, env=env())
     try:
-        wait_for(gates / "b-1.started")
+        wait_for(gates / "b-1.started", run)
 
         def release(text: str) -> None:  # the run has been shown going on: let it end
             if re.search(r"every 0\.2s, [\d:]+ · Ctrl-C quits\nrun \S+: running for", text):
@@ -164,7 +167,7 @@ def test_log_follow_prints_each_attempt_as_it_starts_and_ends_until_the_task_end
     run = subprocess.Popen([*CLI, "-C", str(tmp_path), "run"], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, env=env())
     try:
-        wait_for(gates / "b-1.started")
+        wait_for(gates / "b-1.started", run)
         follow = Watcher(tmp_path, "log", "b", "--follow")
         follow.expect(r"^=== attempt 1 · run \S+ · iteration 1 · level 0 · rehearsal · started at [\d:]+, running$")
         (gates / "go-1").touch()
