@@ -16,7 +16,7 @@ import pytest
 from .helpers import SIMPLE_CONTRACT, harnessc, node, spawn, write_project
 
 
-def ran_project(root: Path, n: int = 60) -> Path:
+def run_project(root: Path, n: int = 60) -> Path:
     """A project whose run finished: state.db holds n tasks and their attempts. The db path."""
     write_project(root, [node(f"t{i}", contract="summary") for i in range(n)],
                   contracts={"summary": SIMPLE_CONTRACT}, concurrency=8)
@@ -27,6 +27,21 @@ def ran_project(root: Path, n: int = 60) -> Path:
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the main file
     con.close()
     return db
+
+
+@pytest.fixture(scope="module")
+def ran_project(tmp_path_factory):
+    """run_project(root, n) for each test, run once per size in this module and copied."""
+    made: dict[int, Path] = {}
+
+    def copy(root: Path, n: int = 60) -> Path:
+        if n not in made:
+            made[n] = tmp_path_factory.mktemp(f"ran{n}") / "p"
+            run_project(made[n], n)
+        shutil.copytree(made[n], root, dirs_exist_ok=True)
+        return root / ".harness" / "state.db"
+
+    return copy
 
 
 def overwrite_page(db: Path, name: str, seed: int) -> None:
@@ -53,7 +68,7 @@ def assert_clear_error(r, *words: str) -> None:
 
 # an index page went unnoticed (answers silently wrong), a table page was an internal error
 @pytest.mark.parametrize("name", ["tasks", "attempts", "attempts_task", "sqlite_autoindex_tasks_1"])
-def test_random_bytes_over_a_page(tmp_path: Path, name: str) -> None:
+def test_random_bytes_over_a_page(ran_project, tmp_path: Path, name: str) -> None:
     db = ran_project(tmp_path)
     overwrite_page(db, name, seed=7)
     damaged = db.read_bytes()
@@ -66,14 +81,14 @@ def test_random_bytes_over_a_page(tmp_path: Path, name: str) -> None:
     ("abc", "bad schema version 'abc'"), ("0", "bad schema version '0'"), ("-1", "bad schema version"),
     ("99", "newer than this harnessc"),
 ])
-def test_wrong_schema_version(tmp_path: Path, version: str, words: str) -> None:
+def test_wrong_schema_version(ran_project, tmp_path: Path, version: str, words: str) -> None:
     db = ran_project(tmp_path, n=3)
     with sqlite3.connect(db) as con:
         con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (version,))
     assert_clear_error(harnessc(tmp_path, "status"), words)
 
 
-def test_dropped_table(tmp_path: Path) -> None:
+def test_dropped_table(ran_project, tmp_path: Path) -> None:
     db = ran_project(tmp_path, n=3)
     with sqlite3.connect(db) as con:
         con.execute("DROP TABLE ledger")
@@ -86,7 +101,7 @@ def test_dropped_table(tmp_path: Path) -> None:
     ("UPDATE attempts SET errors='[' WHERE task_id='t1'", ["log", "t1"], "'s errors is not valid JSON"),
     ("UPDATE runs SET options='{nope'", ["status"], "'s options is not valid JSON"),
 ])
-def test_bad_json_in_a_row(tmp_path: Path, sql: str, cmd: list[str], words: str) -> None:
+def test_bad_json_in_a_row(ran_project, tmp_path: Path, sql: str, cmd: list[str], words: str) -> None:
     db = ran_project(tmp_path, n=3)
     with sqlite3.connect(db) as con:
         con.execute(sql)
@@ -111,7 +126,7 @@ EVERY = ("status", "log", "stats", "retry", "run")
     ("UPDATE runs SET options='NaN'", "'s options is not a JSON object", ("status", "retry")),
     ("UPDATE attempts SET errors='3' WHERE task_id='t1'", "'s errors is not a JSON list", ("log",)),
 ])
-def test_a_value_of_the_wrong_kind_is_damage_named_by_its_row(tmp_path: Path, sql: str, words: str,
+def test_a_value_of_the_wrong_kind_is_damage_named_by_its_row(ran_project, tmp_path: Path, sql: str, words: str,
                                                                readers: tuple) -> None:
     db = ran_project(tmp_path, n=3)
     con = sqlite3.connect(db)
@@ -184,7 +199,7 @@ COMMANDS = (["status"], ["status", "--output", "json"], ["log", "t1"], ["log", "
 @pytest.fixture(scope="module")
 def ran_once(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("fuzz") / "p"
-    ran_project(root, n=3)
+    run_project(root, n=3)
     return root
 
 
