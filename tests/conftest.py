@@ -105,12 +105,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     real, before, _ = kept
     new = sorted(_home_entries(real) - before)
     if new:
+        # On a machine where others use the same home at the same time, what they write shows
+        # here too: HARNESSC_TESTS_HOME_CHECK=warn says so without failing the run.
+        strict = os.environ.get("HARNESSC_TESTS_HOME_CHECK") != "warn"
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         message = (f"the suite wrote to the home directory {real}: {', '.join(new)} "
                    "(tests run with HOME set to a temporary directory; see tests/conftest.py)")
         if reporter:
-            reporter.write_line(f"ERROR: {message}", red=True, bold=True)
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            reporter.write_line(f"{'ERROR' if strict else 'WARNING'}: {message}", red=True, bold=True)
+        if strict:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

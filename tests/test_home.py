@@ -41,15 +41,15 @@ def test_writes_the_real_home():
 """
 
 
-def run_suite(tmp_path: Path, test: str) -> tuple[subprocess.CompletedProcess, Path]:
+def run_suite(tmp_path: Path, test: str, **extra: str) -> tuple[subprocess.CompletedProcess, Path]:
     home, suite = tmp_path / "home", tmp_path / "suite"
     home.mkdir()
     suite.mkdir()
     shutil.copy(CONFTEST, suite / "conftest.py")
     (suite / "test_it.py").write_text(test)
     env = {k: v for k, v in os.environ.items()
-           if k != "HARNESSC_TESTS_HOME" and not k.startswith("XDG_") and k != "MPLCONFIGDIR"}
-    env.update(HOME=str(home), REAL_HOME_FOR_TEST=str(home), PYTHONDONTWRITEBYTECODE="1")
+           if not k.startswith(("HARNESSC_TESTS_", "XDG_")) and k != "MPLCONFIGDIR"}
+    env.update(HOME=str(home), REAL_HOME_FOR_TEST=str(home), PYTHONDONTWRITEBYTECODE="1", **extra)
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
                           str(suite)], cwd=suite, env=env, capture_output=True, text=True, timeout=300)
     return res, home
@@ -67,6 +67,12 @@ def test_a_suite_that_writes_to_the_real_home_fails_naming_what_it_wrote(tmp_pat
     assert res.returncode == 1, res.stdout + res.stderr
     assert "1 passed" in res.stdout  # the test itself passed...
     assert f"the suite wrote to the home directory {home}: .leftover" in res.stdout  # ...the run did not
+
+
+def test_on_a_shared_home_the_check_can_warn_instead(tmp_path):
+    res, home = run_suite(tmp_path, RUDE, HARNESSC_TESTS_HOME_CHECK="warn")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"WARNING: the suite wrote to the home directory {home}: .leftover" in res.stdout
 
 
 def test_the_suite_and_its_children_run_under_a_home_of_its_own():
