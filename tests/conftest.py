@@ -121,3 +121,27 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     kept = config.stash.get(_HOME_KEY, None)
     if kept is not None:
         shutil.rmtree(kept[2], ignore_errors=True)
+
+
+# ------------------------------------------------------------------ xdist groups under pytest 9
+#
+# `--dist loadgroup` (pyproject's addopts) runs the tests of one xdist_group in one worker:
+# the "ray" group keeps one Ray cluster on the machine at a time. pytest-xdist (3.8) marks
+# them by appending "@group" to `item._nodeid`, which pytest 9 no longer reads (the id lives in
+# `item._id`), so the groups were silently ignored; this does the same on the id pytest reads.
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not getattr(config.option, "loadgroup", False):  # set in xdist's workers
+        return
+    try:
+        from _pytest.nodeid import coerce_node_id
+    except ImportError:  # an older pytest: xdist's own suffix works
+        return
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(names)
+        if names and hasattr(item, "_id") and not item.nodeid.endswith(suffix):
+            item._id = coerce_node_id(item.nodeid + suffix)
