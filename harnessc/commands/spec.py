@@ -191,6 +191,7 @@ def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
     from ..compiler import compile_project
     from ..compiler.plan import task_view
     from ..compiler.select import SelectionError, select_ids
+    from ..planfile import AutoStaging, RetrievedFile
 
     # JSON shows the values as written, plus the plan's analysis; the table shows what a run
     # would use (routing and defaults applied). Both take the compiled plan.
@@ -212,10 +213,10 @@ def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
             # what its agent may not change, and why (protectrules.py; allow_edit lifts per path)
             v["protected"] = [dict(e) for e in (*common, *nodes[v["id"]].protect)]
             staging = nodes[v["id"]].context_staging
-            if staging is not None and staging.get("auto") is not None:  # `context: auto`: what it chose, and why
+            if isinstance(staging, AutoStaging):  # `context: auto`: what it chose, and why
                 v["context_auto"] = {**dict(staging.auto), "files": [
                     {"path": f.path, "tokens": f.tokens, "score": f.score, "matched": list(f.matched)}
-                    for f in staging.files if f.priority == "auto"]}
+                    for f in staging.files if isinstance(f, RetrievedFile)]}
         click.echo(json.dumps(views, indent=2))
         return
     nodes = {n["id"]: n for n in project.plan["nodes"]}
