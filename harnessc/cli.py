@@ -22,6 +22,7 @@ COMMANDS = {
     **{name: f"spec:{name}" for name in ("lint", "build", "graph", "validate", "schema", "contracts", "explain", "init")},
     "ls": "spec:ls_cmd",
     "import": "importing:import_cmd",
+    "draft": "drafting:draft",
     **{name: f"running:{name}" for name in ("run", "retry", "doctor")},
     **{name: f"steering:{name}" for name in ("stop", "tell", "pause", "resume")},
     **{name: f"state:{name}" for name in ("status", "log", "runs", "show", "stats", "reset", "clean")},

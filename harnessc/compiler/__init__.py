@@ -7,7 +7,7 @@ checking passes; build runs them all and writes .harness/build/.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from ..diagnostics import Diagnostics
 from ..nogc import no_cyclic_gc
@@ -80,10 +80,13 @@ def _run(project: Project, passes) -> Project:
     return project
 
 
-def lint_project(root: Path, diags: Diagnostics | None = None, ignore: Iterable[str] = ()) -> Project:
+def lint_project(root: Path, diags: Diagnostics | None = None, ignore: Iterable[str] = (),
+                 texts: Mapping[str, str] | None = None) -> Project:
     """Every check, no output files. User templates are rendered too when the project has them.
-    Warnings of the codes in `ignore`, or named by a task's ignore comment, are dropped."""
-    project = Project(root=Path(root), diags=diags or Diagnostics())
+    Warnings of the codes in `ignore`, or named by a task's ignore comment, are dropped.
+    `texts`: spec files' texts (by name: roadmap.md, contracts.yaml) linted in place of the
+    project's files of those names, which are not read (`harnessc draft` lints its draft so)."""
+    project = Project(root=Path(root), diags=diags or Diagnostics(), sources=dict(texts or {}))
     with no_cyclic_gc():
         _run(project, CHECK_PASSES)
         if project.roadmap is not None and _needs_plan(project) and not project.diags.has_errors():

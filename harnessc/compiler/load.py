@@ -33,6 +33,8 @@ BUILTIN_AGENT_SPEC = {"provider": "simulate"}
 
 
 def _read(project: Project, name: str, limit: int) -> str | None:
+    if name in project.sources:  # given in place of the file (lint_project's `texts`: a draft)
+        return project.sources[name]
     path = project.root / name
     if not path.is_file():
         return None

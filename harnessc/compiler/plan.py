@@ -31,7 +31,7 @@ from ..planfile import (
 )
 from ..vocab import LADDER_ENDS, priority_rank
 from .analysis import analyse, contract_size
-from .ir import BUILTIN_AGENT, LS_KEYS, AgentConfig, Contract, Task
+from .ir import BUILTIN_AGENT, LS_KEYS, AgentConfig, Contract, HarnessConfig, Task
 from .planjson import canonical, compact
 from .project import PLAN_VERSION, Project
 from .staging import add_retrieved, auto_budget, choose_budget, stage
@@ -213,6 +213,12 @@ def _agent_entry(agent: AgentConfig, sandbox: bool = False) -> dict:
     if sandbox and agent.sandbox is None and providers.runs_programs(agent.provider):
         entry["sandbox"] = True
     return entry
+
+
+def agent_entries(config: HarnessConfig) -> dict[str, dict]:
+    """Every agent harness.yaml defines, as plan.json would hold it (`harnessc draft` calls
+    one without a plan)."""
+    return {name: _agent_entry(agent, config.defaults.sandbox) for name, agent in config.agents.items()}
 
 
 class _Windows(dict):
