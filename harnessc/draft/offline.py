@@ -68,11 +68,11 @@ def read_sections(text: str) -> tuple[str | None, list[str], list[Section]]:
             in_bullet = False
             continue
         bullet = _BULLET.fullmatch(line)
-        if bullet and current is not None and bullet.group(1).strip():
+        if in_bullet and line.strip() and line[:1] in (" ", "\t"):
+            current.bullets[-1].append(line.strip())  # a bullet's continuation, or a bullet nested in it
+        elif bullet and current is not None and bullet.group(1).strip():
             current.bullets.append([_CHECKBOX.sub("", bullet.group(1), count=1)])
             in_bullet = True
-        elif in_bullet and line.strip() and line[:1] in (" ", "\t"):
-            current.bullets[-1].append(line.strip())  # a bullet's continuation (or a nested bullet)
         else:
             in_bullet = False
             (current.prose if current is not None else intro).append(line)
