@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from harnessc.draft.answer import MAX_ANSWER_CHARS, Unusable, blocks, read_answer
 from harnessc.draft.offline import offline_draft
@@ -287,3 +289,67 @@ def test_the_offline_draft_holds_text_from_outside_as_text(tmp_path):
     assert [t.accept for t in project.roadmap.tasks] == [(), (), ()]
     assert "planted" not in {t.id for t in project.roadmap.tasks}
     assert "\x1b" not in draft.roadmap
+
+
+# A coding CLI allowed to edit: it writes roadmap.md where it runs (as a model asked to
+# "write roadmap.md" might), then answers in Claude Code's JSON with the draft as its result.
+FAKE_CLAUDE = """#!{python}
+import json, os, sys
+prompt = sys.stdin.read()
+with open("roadmap.md", "w") as f:
+    f.write("overwritten by the agent\\n")
+with open({log!r}, "w") as f:
+    json.dump({{"cwd": os.getcwd(), "prompt": prompt}}, f)
+draft = "```markdown roadmap.md\\n" + {roadmap!r} + "```\\n```yaml contracts.yaml\\ncontracts: {{}}\\n```\\n"
+print(json.dumps({{"type": "result", "subtype": "success", "is_error": False, "result": draft,
+                  "total_cost_usd": 0.0123, "num_turns": 1, "stop_reason": "end_turn",
+                  "usage": {{"input_tokens": 1200, "output_tokens": 300, "cache_creation_input_tokens": 0,
+                            "cache_read_input_tokens": 0}}}}))
+"""
+
+
+def test_a_cli_agent_drafts_from_a_scratch_directory_and_its_cost_is_shown(tmp_path):
+    import json
+
+    root = project(tmp_path, "good")
+    log = tmp_path / "claude.json"
+    exe = tmp_path / "bin" / "claude"
+    exe.parent.mkdir()
+    exe.write_text(FAKE_CLAUDE.format(python=sys.executable, log=str(log), roadmap=ROADMAP.format(dep="a-1")))
+    exe.chmod(0o755)
+    (root / "harness.yaml").write_text(f"agents:\n  cc: {{provider: claude-code, command: [{str(exe)!r}], "
+                                       "permissions: edit}\n")
+    r = harnessc("draft", "PRD.md", "--agent", "cc", cwd=root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = json.loads(log.read_text())
+    assert Path(seen["cwd"]).resolve() != root.resolve() and "Share an album by link" in seen["prompt"]
+    assert (root / "roadmap.md").read_text().startswith("# My own roadmap")  # it edited its scratch copy
+    assert not Path(seen["cwd"]).exists()  # the scratch directory is gone
+    assert (root / "roadmap.draft.md").read_text() == ROADMAP.format(dep="a-1")
+    assert "spent: 1 call, 1,500 tokens (1,200 in, 300 out), $0.0123" in r.stdout
+
+
+_PIECES = st.sampled_from(["# ", "## ", "### ", "- ", "  - ", "1. ", "[ ] ", "**a-1**: ", "accept: ", "```", "````",
+                           "~~~", "markdown roadmap.md", "yaml contracts.yaml", "## Tasks", "contracts:", "\n", "\n\n",
+                           "\t", "\r", "\x1b[2J", "\u2028", "harnessc: ignore[HC410]", "<!--", "é", " "])
+_TEXT = st.lists(st.one_of(_PIECES, st.text(max_size=12)), max_size=60).map("".join)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=_TEXT)
+def test_any_answer_is_a_draft_or_unusable_never_a_crash(text):
+    try:
+        draft = read_answer(text)
+    except Unusable:
+        return
+    assert draft.roadmap.strip() and len(draft.roadmap) <= len(text)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=_TEXT)
+def test_any_document_makes_an_offline_draft_that_lints_without_errors(tmp_path, text):
+    if not text.strip():
+        return  # refused before drafting (the command says the document is empty)
+    draft = offline_draft(text, "prd.md", "prd")
+    project = lint_project(tmp_path, texts=draft.texts())
+    assert [d.message for d in project.diags.items] == [] and project.roadmap.tasks

@@ -111,8 +111,9 @@ def offline_draft(text: str, source: str, fallback_title: str) -> Draft:
             tid = ids.claim(task_id(f"{stem}-{k}"), f"{source}: {section.heading}")
             first = one_line(lines[0]) or f"Part {k} of {one_line(section.heading)}"
             said = lines if section.bullets else lines[1:]  # a section's task: its paragraph
-            goal = goal_text(" ".join(x.strip() for x in said if x.strip()),
-                             f"(From {source}, section \"{one_line(section.heading)}\".)")
+            # the first line is harnessc's: the document's never reads as a property there
+            goal = goal_text(f"From {one_line(source)}, section \"{one_line(section.heading)}\":",
+                             " ".join(x.strip() for x in said if x.strip()))
             tasks.append(Task(id=tid, title=_cut(first, TITLE_CHARS), phase=phase, depends_on=tuple(before),
                               completion_promise=_promise(tid), goal=goal))
             made.append(tid)
