@@ -80,12 +80,11 @@ def _finish(root: Path, outcome, strict: bool, force: bool) -> int:
     written = files.write_draft(root, result.draft.texts(), force)
     _report(root, result)
     clean = result.clean(strict)
-    tasks = result.draft.roadmap.count("\n- [")  # shown only; lint counted the real ones
     names = " and ".join(_shown(root, p) for p in written)
     echo_visible(f"wrote {names}" + ("" if clean else f" (round {result.number}: not clean, see above)"))
     _spent(outcome)
     if clean:
-        click.echo(f"next: review the draft ({plural(tasks, 'task')}); then `mv {_shown(root, written[0])} "
+        click.echo(f"next: review the draft ({plural(result.tasks, 'task')}); then `mv {_shown(root, written[0])} "
                    f"{_shown(root, root / 'roadmap.md')}` (and the contracts) and `harnessc lint`"
                    + (": roadmap.md exists, compare them first" if (root / "roadmap.md").exists() else ""))
         return Exit.OK

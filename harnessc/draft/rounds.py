@@ -55,6 +55,7 @@ class Round:
     diags: Diagnostics | None = None
     sources: dict[str, str] = field(default_factory=dict)  # what lint read (the draft's texts, harness.yaml)
     problem: str = ""  # what the agent is told: lint's report, or why its answer was not usable
+    tasks: int = 0  # the tasks lint read in the draft
 
     def clean(self, strict: bool) -> bool:
         return self.diags is not None and not self.diags.errors and not (strict and self.diags.warnings)
@@ -170,7 +171,8 @@ class Drafter:
         from ..compiler import lint_project
 
         project = lint_project(self.root, texts=draft.texts())
-        return Round(number, draft, project.diags, dict(project.sources), feedback(project.diags, project.sources))
+        return Round(number, draft, project.diags, dict(project.sources), feedback(project.diags, project.sources),
+                     len(project.tasks))
 
     def _finish(self, outcome: Outcome, done: Round) -> None:
         outcome.rounds.append(done)
@@ -178,12 +180,16 @@ class Drafter:
 
     async def _rounds(self, outcome: Outcome) -> None:
         from ..compiler.builtin_library import copy_data
-        from ..runtime.agents.base import make_agent
+        from ..runtime.agents.base import AgentError, make_agent
 
+        try:
+            agent = make_agent(self.choice.name, self.choice.config, self.root)
+        except AgentError as e:
+            outcome.failure = e.message
+            return
         builtins = {name: str(c.get("description") or "") for name, c in copy_data()["contracts"].items()}
         existing = _read_existing_contracts(self.root)
         first = first_prompt(self.document, self.source, builtins, list(self.choice.agents), existing)
-        agent = make_agent(self.choice.name, self.choice.config, self.root)
         prompt = first
         for number in range(1, self.max_rounds + 1):
             text, failure = await self._call(agent, prompt, number, outcome.spent)

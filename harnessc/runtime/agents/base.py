@@ -49,7 +49,8 @@ class Request:
     cache_breaks: tuple[int, ...] = ()
     workdir: Path | None = None  # where a program agent runs: the attempt's worktree (isolation); None: the project
     approach: int | None = None  # best-of-N: which approach of the task (HARNESSC_APPROACH); None: the only one
-    purpose: str = "task"  # task: an iteration of the task; mutation | summary: an assist call (assist.py)
+    purpose: str = "task"  # task: an iteration of the task; mutation | summary: an assist call (assist.py);
+    # draft: a round of `harnessc draft` (harnessc/draft/rounds.py)
     # Told the last line a CLI or command agent printed, as it prints (a live display shows it);
     # None when nobody looks. Not part of what is asked: never recorded.
     on_line: Callable[[str], None] | None = field(default=None, compare=False, repr=False)

@@ -4,7 +4,8 @@ argv placeholders: {prompt} (the prompt text) and {prompt_file} (a temporary fil
 it); with neither, the prompt goes to stdin. stdout is the response; a non-zero exit is a
 failed call with stderr kept. The agent's environment is procs.child_env: the base list,
 the variables named in `pass_env:`, the values in `env:`, and HARNESSC_TASK/HARNESSC_ITERATION/
-HARNESSC_PURPOSE (`task`, or `mutation`/`summary` when it writes for a stuck or long loop task).
+HARNESSC_PURPOSE (`task`, or `mutation`/`summary` when it writes for a stuck or long loop task,
+`draft` when it drafts specs for `harnessc draft`).
 """
 
 from __future__ import annotations
