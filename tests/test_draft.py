@@ -246,6 +246,13 @@ def test_a_roadmap_holding_a_code_block_is_read_from_a_longer_fence():
     assert draft.roadmap == roadmap and draft.contracts == "contracts: {}\n"
 
 
+def test_control_characters_in_an_answer_are_written_shown_not_kept():
+    draft = read_answer("```markdown roadmap.md\n# T\x1b]52;c;cm0gLXJm\x07\n\n## Tasks\n```\n```yaml contracts.yaml\n"
+                        "contracts: {}  # \u202e\x9b2J\n```")
+    assert draft.roadmap == "# T^[]52;c;cm0gLXJm^G\n\n## Tasks\n"
+    assert draft.contracts == "contracts: {}  # \\u202e\\x9b2J\n"
+
+
 def test_blocks_are_found_by_name_then_by_look():
     unnamed = "```markdown\n# T\n\n## Tasks\n```\n```yaml\ncontracts:\n  x: {}\n```\n"
     draft = read_answer(unnamed)

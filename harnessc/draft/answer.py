@@ -4,7 +4,8 @@
 The answer is hostile text (it comes from a model, or from whatever a command agent
 printed): it is only split into lines and matched against fences, nothing in it is
 evaluated, its YAML is parsed later by the compiler's safe loader, and its size is bounded
-(the whole answer, and each block). Fences follow CommonMark: a block opened with N
+(the whole answer, and each block); control characters in it are written as `log` shows
+them (^[), never kept to be obeyed by the terminal a person reviews the draft in. Fences follow CommonMark: a block opened with N
 backticks (or tildes) is closed by a line of at least N of the same character, so a roadmap
 holding a ``` block of its own can be sent inside a ```` block.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..textsafe import visible
 from ..vocab import CONTRACTS, ROADMAP
 
 MAX_ANSWER_CHARS = 2_000_000  # an answer larger than this is not a draft to read
@@ -94,7 +96,8 @@ def read_answer(text: str) -> Draft:
             raise Unusable(f"{name} is {len(block.text):,} characters, over the {MAX_BLOCK_CHARS:,}-character limit")
     if not roadmap.text.strip():
         raise Unusable("the roadmap.md block is empty")
-    return Draft(_ended(roadmap.text), _ended(contracts.text) if contracts is not None else "")
+    # control characters shown, not kept: the draft is read in a terminal before it is used
+    return Draft(visible(_ended(roadmap.text)), visible(_ended(contracts.text)) if contracts is not None else "")
 
 
 def _pick(found: list[Block], names: set[str], languages: set[str], looks_like) -> Block | None:
