@@ -79,6 +79,9 @@ if kind in ("bad", "good"):
           + "```\\n\\n```yaml contracts.yaml\\ncontracts: {{}}\\n```\\n")
 elif kind == "fail":
     sys.exit(3)
+elif kind == "edit":  # an agent that writes the user's roadmap.md itself, then answers
+    open(os.path.join(here, "roadmap.md"), "w").write("written by the agent\\n")
+    print("```markdown roadmap.md\\n" + roadmap.format(dep="a-1") + "```")
 else:
     print(kind)
 """
@@ -155,6 +158,14 @@ def test_a_failing_agent_ends_with_exit_1_and_nothing_written(tmp_path):
     assert "the agent failed: agent 'drafter'" in r.stderr and "exit" in r.stderr
     assert not (root / "roadmap.draft.md").exists()
     assert not (root / "prompt2.txt").exists()  # a failed call is not retried with the same prompt
+
+
+def test_a_spec_file_an_agent_changed_is_said(tmp_path):
+    root = project(tmp_path, "edit")
+    r = harnessc("draft", "PRD.md", cwd=root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "warning: roadmap.md changed while the agent drafted; harnessc never writes it" in r.stderr
+    assert "contracts.yaml changed" not in r.stderr and "harness.yaml changed" not in r.stderr
 
 
 def test_an_earlier_draft_is_kept_unless_force_and_no_agent_is_paid_first(tmp_path):
@@ -331,6 +342,7 @@ def test_a_cli_agent_drafts_from_a_scratch_directory_and_its_cost_is_shown(tmp_p
     seen = json.loads(log.read_text())
     assert Path(seen["cwd"]).resolve() != root.resolve() and "Share an album by link" in seen["prompt"]
     assert (root / "roadmap.md").read_text().startswith("# My own roadmap")  # it edited its scratch copy
+    assert "changed while the agent drafted" not in r.stderr
     assert not Path(seen["cwd"]).exists()  # the scratch directory is gone
     assert (root / "roadmap.draft.md").read_text() == ROADMAP.format(dep="a-1")
     assert "spent: 1 call, 1,500 tokens (1,200 in, 300 out), $0.0123" in r.stdout

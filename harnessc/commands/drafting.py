@@ -48,7 +48,7 @@ def draft(ctx: Context, document: str, agent: str | None, max_rounds: int, stric
             raise
         _report_diags(root, e.diags, e.sources, {})
         fail_problems(e.message, e.hint)
-    how = "offline, from the document's headings and bullets" if choice.offline else f"up to {max_rounds} rounds"
+    how = "offline, from the document's headings and bullets" if choice.offline else f"up to {plural(max_rounds, 'round')}"
     click.echo(visible(f"draft: agent '{choice.name}' ({how})"))
     source = _source_name(document, root)
     outcome = Drafter(root, text, source, choice, max_rounds, strict, on_round=_said).run()
@@ -68,6 +68,9 @@ def _finish(root: Path, outcome, strict: bool, force: bool) -> int:
     from ..draft import files
 
     result, last = outcome.result, outcome.last
+    for name in outcome.changed:  # harnessc wrote none of them: say so, the user looks
+        click.echo(f"harnessc: warning: {name} changed while the agent drafted; harnessc never writes it "
+                   f"(the agent, or someone, did): check it, e.g. `git diff {name}`", err=True)
     if outcome.failure:
         click.echo(visible(f"draft: the agent failed: {outcome.failure}"), err=True)
     if result is None:

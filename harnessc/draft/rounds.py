@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from ..diagnostics import REPEATS_SHOWN, Diagnostics, render_text
 from ..errors import HarnesscError
-from ..vocab import BUILTIN_AGENT, CONTRACTS, HARNESS
+from ..vocab import BUILTIN_AGENT, CONTRACTS, HARNESS, SPEC_FILES
 from .answer import Draft, Unusable, read_answer
 from .offline import offline_draft
 from .prompt import first_prompt, next_prompt
@@ -88,6 +88,7 @@ class Outcome:
     rounds: list[Round] = field(default_factory=list)
     spent: Spent = field(default_factory=Spent)
     failure: str | None = None  # the agent's call failed: why (no round after it)
+    changed: list[str] = field(default_factory=list)  # spec files that changed while the agent drafted
 
     @property
     def last(self) -> Round | None:
@@ -164,7 +165,12 @@ class Drafter:
             fallback = Path(self.source).stem or "Project"
             self._finish(outcome, self.lint(1, offline_draft(self.document, self.source, fallback)))
             return outcome
-        asyncio.run(self._rounds(outcome))
+        before = spec_digests(self.root)
+        try:
+            asyncio.run(self._rounds(outcome))
+        finally:
+            after = spec_digests(self.root)
+            outcome.changed = [name for name in SPEC_FILES if before.get(name) != after.get(name)]
         return outcome
 
     def lint(self, number: int, draft: Draft) -> Round:
@@ -235,6 +241,21 @@ def feedback(diags: Diagnostics, sources: dict[str, str]) -> str:
         cut = text.rfind("\n", 0, MAX_FEEDBACK_CHARS)
         text = text[:cut] + f"\n[... more problems not shown: fix these first; {len(diags.errors)} errors in all]\n"
     return text
+
+
+def spec_digests(root: Path) -> dict[str, str | None]:
+    """sha256 of each spec file (None: none there). harnessc never writes them here; an agent
+    running in the project (a command agent) could, and the user is told."""
+    import hashlib
+
+    digests = {}
+    for name in SPEC_FILES:
+        try:
+            with (root / name).open("rb") as f:
+                digests[name] = hashlib.file_digest(f, "sha256").hexdigest()
+        except OSError:
+            digests[name] = None
+    return digests
 
 
 def _read_existing_contracts(root: Path) -> str | None:
