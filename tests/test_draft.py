@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harnessc.compiler import lint_project
 from harnessc.draft.answer import MAX_ANSWER_CHARS, Unusable, blocks, read_answer
 from harnessc.draft.offline import offline_draft
-from harnessc.compiler import lint_project
 
 PRD = """# Photo albums
 

@@ -47,7 +47,7 @@ def draft(ctx: Context, document: str, agent: str | None, max_rounds: int, stric
         if e.diags is None:
             raise
         _report_diags(root, e.diags, e.sources, {})
-        fail_problems(e.message, e.hint)
+        _fail_problems(e.message, e.hint)
     how = "offline, from the document's headings and bullets" if choice.offline else f"up to {plural(max_rounds, 'round')}"
     click.echo(visible(f"draft: agent '{choice.name}' ({how})"))
     source = _source_name(document, root)
@@ -111,7 +111,7 @@ def _report_diags(root: Path, diags, sources: dict[str, str], renamed: dict[str,
         click.echo(visible(render_text(diags.sorted(), sources, paths, REPEATS_SHOWN)), nl=False)
 
 
-def fail_problems(message: str, hint: str | None) -> None:
+def _fail_problems(message: str, hint: str | None) -> None:
     click.echo(visible(f"harnessc: error: {message}"), err=True)
     if hint:
         click.echo(visible(f"  hint: {hint}"), err=True)

@@ -97,7 +97,7 @@ def offline_draft(text: str, source: str, fallback_title: str) -> Draft:
     if not sections:  # no section says anything: the document is one task
         sections = [Section(title or fallback_title, prose=intro)]
     tasks: list[Task] = []
-    ids, warnings, left = Ids([]), [], 0
+    ids, left = Ids([]), 0  # Ids: two sections of one heading still give unique ids
     before: list[str] = []
     for n, section in enumerate(sections, 1):
         phase = f"Phase {n}: {_cut(one_line(section.heading) or 'Requirements', TITLE_CHARS)}"

@@ -76,8 +76,8 @@ def first_prompt(document: str, source: str, builtins: dict[str, str], agents: l
                  existing_contracts: str | None) -> str:
     """Round 1: the formats, what may be named, the document."""
     parts = ["# Draft a harnessc roadmap from a requirements document",
-             "Turn the requirements document below into a plan of small tasks a coding agent can "
-             "do one at a time, in the order they can be built, each with a check that says it is done.",
+             ("Turn the requirements document below into a plan of small tasks a coding agent can "
+              "do one at a time, in the order they can be built, each with a check that says it is done."),
              FORMATS]
     if builtins:
         parts.append("Built-in contracts (name them with `contract:` without defining them):\n"

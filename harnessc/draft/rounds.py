@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..diagnostics import REPEATS_SHOWN, Diagnostics, render_text
 from ..errors import HarnesscError
@@ -224,7 +225,7 @@ class Drafter:
                               max_tokens=cfg.max_tokens, root=self.root, workdir=Path(scratch) if cli else None)
             try:
                 resp = await asyncio.wait_for(agent.call(request), timeout + GRACE)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 spent.add({"usage": None, "cost_usd": 0.0, "cost_source": "no_response"})
                 return "", f"agent '{self.choice.name}': no answer within {timeout + GRACE:g}s"
             except AgentError as e:
