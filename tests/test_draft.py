@@ -372,3 +372,12 @@ def test_any_document_makes_an_offline_draft_that_lints_without_errors(tmp_path,
     draft = offline_draft(text, "prd.md", "prd")
     project = lint_project(tmp_path, texts=draft.texts())
     assert [d.message for d in project.diags.items] == [] and project.roadmap.tasks
+
+
+def test_agent_names_complete_in_the_shell(tmp_path):
+    root = project(tmp_path, "good")
+    env = {**os.environ, "_HARNESSC_COMPLETE": "bash_complete", "COMP_WORDS": "harnessc draft PRD.md --agent d",
+           "COMP_CWORD": "4", "PYTHONPATH": str(Path(__file__).parents[1])}
+    r = subprocess.run([sys.executable, "-m", "harnessc"], cwd=root, env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and [line.split(",", 1)[1] for line in r.stdout.splitlines()] == ["drafter"]

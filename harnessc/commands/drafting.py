@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from .. import completion
 from ..exitcodes import Exit, diagnostics_summary
 from ..textsafe import visible
 from ..wording import plural
@@ -19,7 +20,7 @@ MAX_DOCUMENT_BYTES = 1_000_000  # a requirements document sent whole in every ro
 
 @click.command()
 @click.argument("document", metavar="PRD.md", type=click.Path(dir_okay=False))
-@click.option("--agent", "agent", metavar="NAME", default=None,
+@click.option("--agent", "agent", metavar="NAME", default=None, shell_complete=completion.agents,
               help="The agent that drafts (default: harness.yaml's routing.default, else `simulate`: "
                    "an offline draft from the document's headings and bullets).")
 @click.option("--max-rounds", type=click.IntRange(1, 20), default=3, show_default=True,
