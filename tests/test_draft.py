@@ -79,6 +79,9 @@ if kind in ("bad", "good"):
           + "```\\n\\n```yaml contracts.yaml\\ncontracts: {{}}\\n```\\n")
 elif kind == "fail":
     sys.exit(3)
+elif kind == "context":  # a task naming a file of the project as its context
+    print("```markdown roadmap.md\\n" + roadmap.format(dep="a-1").replace("  - completion_promise: A1",
+          "  - completion_promise: A1\\n  - context: src/app.py") + "```\\n```yaml contracts.yaml\\ncontracts: {{}}\\n```")
 elif kind == "edit":  # an agent that writes the user's roadmap.md itself, then answers
     open(os.path.join(here, "roadmap.md"), "w").write("written by the agent\\n")
     print("```markdown roadmap.md\\n" + roadmap.format(dep="a-1") + "```")
@@ -158,6 +161,25 @@ def test_a_failing_agent_ends_with_exit_1_and_nothing_written(tmp_path):
     assert "the agent failed: agent 'drafter'" in r.stderr and "exit" in r.stderr
     assert not (root / "roadmap.draft.md").exists()
     assert not (root / "prompt2.txt").exists()  # a failed call is not retried with the same prompt
+
+
+def test_the_draft_is_linted_in_place_of_the_specs_against_the_real_project(tmp_path):
+    """The user's own roadmap.md and contracts.yaml, broken here, are not what is linted;
+    a context file of the project is found where it is."""
+    root = project(tmp_path, "context")
+    (root / "roadmap.md").write_text("# Mine\n\n## Tasks\n\n- [ ] **x**: X\n  - depends_on: nope\n")
+    (root / "contracts.yaml").write_text("contracts:\n  mine: {description: kept, output: {n: {type: int}}}\n")
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("print('app')\n")
+    r = harnessc("draft", "PRD.md", cwd=root)
+    assert r.returncode == 0 and "round 1: clean" in r.stdout, r.stdout + r.stderr
+    assert "  - context: src/app.py" in (root / "roadmap.draft.md").read_text()
+    # the project's contracts are shown to the agent (it may name them; its file replaces them)
+    assert "mine: {description: kept" in (root / "prompt1.txt").read_text()
+    (root / "src" / "app.py").unlink()
+    r = harnessc("draft", "PRD.md", "--force", "--max-rounds", "1", "--strict", cwd=root)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "roadmap.draft.md:9:14: warning[HC406]: context path 'src/app.py' matches no file" in r.stdout
 
 
 def test_a_spec_file_an_agent_changed_is_said(tmp_path):
