@@ -82,6 +82,8 @@ elif kind == "fail":
 elif kind == "context":  # a task naming a file of the project as its context
     print("```markdown roadmap.md\\n" + roadmap.format(dep="a-1").replace("  - completion_promise: A1",
           "  - completion_promise: A1\\n  - context: src/app.py") + "```\\n```yaml contracts.yaml\\ncontracts: {{}}\\n```")
+elif kind == "huge":  # more than a command agent's output cap: only its start is kept
+    print("```markdown roadmap.md\\n## Tasks\\n" + "x" * 1_200_000 + "\\n```")
 elif kind == "edit":  # an agent that writes the user's roadmap.md itself, then answers
     open(os.path.join(here, "roadmap.md"), "w").write("written by the agent\\n")
     print("```markdown roadmap.md\\n" + roadmap.format(dep="a-1") + "```")
@@ -152,6 +154,13 @@ def test_an_agent_answering_nothing_usable_ends_with_exit_1_and_its_last_rounds_
     assert "It could not be used: the answer holds no fenced block" in (root / "prompt2.txt").read_text()
     assert not (root / "roadmap.draft.md").exists() and not (root / "contracts.draft.yaml").exists()
     assert "spent: 3 calls" in r.stdout
+
+
+def test_an_answer_cut_at_the_output_cap_says_so(tmp_path):
+    root = project(tmp_path, "huge")
+    r = harnessc("draft", "PRD.md", "--max-rounds", "1", cwd=root)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "the roadmap.md block is not closed" in r.stdout and "over the 1,048,576-byte cap" in r.stdout
 
 
 def test_a_failing_agent_ends_with_exit_1_and_nothing_written(tmp_path):

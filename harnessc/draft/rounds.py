@@ -199,21 +199,22 @@ class Drafter:
         first = first_prompt(self.document, self.source, builtins, list(self.choice.agents), existing)
         prompt = first
         for number in range(1, self.max_rounds + 1):
-            text, failure = await self._call(agent, prompt, number, outcome.spent)
+            text, cut, failure = await self._call(agent, prompt, number, outcome.spent)
             if failure is not None:
                 outcome.failure = failure
                 return
             try:
                 done = self.lint(number, read_answer(text))
             except Unusable as why:
-                done = Round(number, None, problem=str(why))
+                done = Round(number, None, problem=f"{why} ({cut})" if cut else str(why))
             self._finish(outcome, done)
             if done.clean(self.strict):
                 return
             prompt = next_prompt(first, done.draft, done.problem)
 
-    async def _call(self, agent: Any, prompt: str, number: int, spent: Spent) -> tuple[str, str | None]:
-        """(the answer's text, None) or ("", why the call failed); its usage added to `spent`."""
+    async def _call(self, agent: Any, prompt: str, number: int, spent: Spent) -> tuple[str, str | None, str | None]:
+        """(the answer's text, why it is only its start or None, None) or ("", None, why the
+        call failed); its usage added to `spent`."""
         from .. import providers
         from ..runtime.agents.base import AgentError, Request
 
@@ -227,12 +228,12 @@ class Drafter:
                 resp = await asyncio.wait_for(agent.call(request), timeout + GRACE)
             except TimeoutError:
                 spent.add({"usage": None, "cost_usd": 0.0, "cost_source": "no_response"})
-                return "", f"agent '{self.choice.name}': no answer within {timeout + GRACE:g}s"
+                return "", None, f"agent '{self.choice.name}': no answer within {timeout + GRACE:g}s"
             except AgentError as e:
                 spent.add(e.charged())
-                return "", e.message
+                return "", None, e.message
         spent.add(resp.charged())
-        return resp.text, None
+        return resp.text, resp.truncated, None
 
 
 def feedback(diags: Diagnostics, sources: dict[str, str]) -> str:
