@@ -5,15 +5,16 @@ the rounds run out.
 The agent is one of harness.yaml's, called the way a loop task's assist calls a cheap
 agent (runtime/loop/assist.py): a Request with its own purpose (`draft`: a command agent
 sees HARNESSC_PURPOSE=draft), the agent's own time and token limits, one call at a time,
-its usage and cost added up from what each answer (or failure) reports. A CLI agent (claude-code,
-codex, gemini-cli) works in an empty scratch directory, so one allowed to edit files cannot
-write the user's specs itself; a command agent runs in the project, where its `command:`
+its usage and cost added up from what each answer (or failure) reports. A CLI agent
+(claude-code, codex, gemini-cli) works in an empty scratch directory, so one allowed to edit
+files cannot write the user's specs itself; a command agent runs in the project, where its `command:`
 is written relative to. An agent whose provider is `simulate` (and `--agent simulate`) is
 not called: the offline draft is made from the document (offline.py) and linted the same way.
 
-The draft is linted in memory (compiler.lint_project's `texts`): the project's roadmap.md
-and contracts.yaml are never read or written here, and context paths, accept programs and
-templates are checked against the real project.
+The draft is linted in memory (compiler.lint_project's `texts`), in place of the project's
+roadmap.md and contracts.yaml, which are never linted or written here (contracts.yaml is
+shown to the agent: its contracts may be named); context paths, accept programs, templates
+and isolation's git checks are checked against the real project, as they will be used.
 """
 
 from __future__ import annotations
