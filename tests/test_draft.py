@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from harnessc.compiler import lint_project
@@ -397,6 +397,7 @@ def test_any_answer_is_a_draft_or_unusable_never_a_crash(text):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=_TEXT)
+@example(text="## \n\t# ")  # a heading with no words: its task was titled "Part 1 of " (no read-back)
 def test_any_document_makes_an_offline_draft_that_lints_without_errors(tmp_path, text):
     if not text.strip():
         return  # refused before drafting (the command says the document is empty)

@@ -100,7 +100,8 @@ def offline_draft(text: str, source: str, fallback_title: str) -> Draft:
     ids, left = Ids([]), 0  # Ids: two sections of one heading still give unique ids
     before: list[str] = []
     for n, section in enumerate(sections, 1):
-        phase = f"Phase {n}: {_cut(one_line(section.heading) or 'Requirements', TITLE_CHARS)}"
+        name = _cut(one_line(section.heading), TITLE_CHARS) or f"Part {n}"
+        phase = f"Phase {n}: {name}"
         stem = _stem(section.heading, n)
         items = section.bullets or [[section.heading, first_paragraph(section.prose) or section.heading]]
         made = []
@@ -108,11 +109,11 @@ def offline_draft(text: str, source: str, fallback_title: str) -> Draft:
             if len(tasks) >= MAX_TASKS:
                 left += 1
                 continue
-            tid = ids.claim(task_id(f"{stem}-{k}"), f"{source}: {section.heading}")
-            first = one_line(lines[0]) or f"Part {k} of {one_line(section.heading)}"
+            tid = ids.claim(task_id(f"{stem}-{k}"), f"{source}: {name}")
+            first = one_line(lines[0]) or (f"{name}, item {k}" if section.bullets else name)
             said = lines if section.bullets else lines[1:]  # a section's task: its paragraph
             # the first line is harnessc's: the document's never reads as a property there
-            goal = goal_text(f"From {one_line(source)}, section \"{one_line(section.heading)}\":",
+            goal = goal_text(f"From {one_line(source)}, section \"{name}\":",
                              " ".join(x.strip() for x in said if x.strip()))
             tasks.append(Task(id=tid, title=_cut(first, TITLE_CHARS), phase=phase, depends_on=tuple(before),
                               completion_promise=_promise(tid), goal=goal))
