@@ -40,6 +40,7 @@ from typing import Callable
 from ..errors import HarnesscError
 from ..workspace import Workspace, WorkspaceError
 from .store.state import StateStore
+from . import clock
 
 MAX_FILE_BYTES = 64 * 1024
 TEXT_SUFFIXES = (".txt", ".md")
@@ -63,7 +64,7 @@ class Instruction:
 
 def inbox_file_name(kind: str) -> str:
     """A new inbox file's name: sorts by time of writing, unique per process."""
-    now = time.time()
+    now = clock.time()
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}-{os.getpid()}-{kind}.json"
 
 
@@ -175,7 +176,7 @@ class Steering:
         """Read new inbox files and the environment overrides, unless the last read is
         younger than `max_age` seconds (a run of many short tasks reads once per 50 ms,
         not once per iteration)."""
-        now = time.monotonic()
+        now = clock.monotonic()
         if max_age and now - self._last_poll < max_age:
             return
         self._last_poll = now
@@ -330,10 +331,10 @@ class Steering:
         """Wait while the run is paused (a stop ends the wait). Returns the seconds waited."""
         if not self.paused or halting():
             return 0.0
-        t0 = time.monotonic()
+        t0 = clock.monotonic()
         while self.paused and not halting():
             await self._wait(self._change_event(), timeout=0.2)
-        return time.monotonic() - t0
+        return clock.monotonic() - t0
 
     # ------------------------------------------------------------------ tasks
 

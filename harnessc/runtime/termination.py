@@ -8,14 +8,15 @@ next `harnessc run` goes on from there.
 
 from __future__ import annotations
 
-import time
+
+from . import clock
 
 
 class RunLimits:
     def __init__(self, max_time: float | None, time_source: str, max_iterations: int | None):
         """time_source: where max_time came from, as the stop's reason names it."""
         self.max_time, self.time_source, self.max_iterations = max_time, time_source, max_iterations
-        self.started = time.monotonic()
+        self.started = clock.monotonic()
         self.iterations = 0  # begun in this run
 
     @classmethod
@@ -36,7 +37,7 @@ class RunLimits:
 
     def reached(self) -> str | None:
         """Why the run must stop now, or None."""
-        if self.max_time is not None and time.monotonic() - self.started >= self.max_time:
+        if self.max_time is not None and clock.monotonic() - self.started >= self.max_time:
             return f"{self.time_source} ({self.max_time:g}s) reached; `harnessc run` goes on"
         if self.max_iterations is not None and self.iterations >= self.max_iterations:
             return (f"loop.termination.max_iterations ({self.max_iterations}) reached: that many iterations "

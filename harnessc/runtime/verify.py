@@ -16,7 +16,6 @@ import asyncio
 import re
 import shutil
 import tempfile
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +23,8 @@ from pathlib import Path
 from ..argv import split_command
 from ..planfile import AcceptCommand, Contract, PlanNode
 from ..wording import accept_name, command_text
+from . import clock, testcounts
 from . import plan as planmod
-from . import testcounts
 from .children import procs
 from .loop.progress import SMALL_TEXT, passed_count
 from .plan import Deadline, OutOfTime
@@ -108,7 +107,7 @@ async def verify(node: PlanNode, contract: Contract | None, text: str, root: Pat
         return v
     # accept commands are slow; run them only for an otherwise valid claim
     for cmd in node.accept:
-        started = time.time()  # wall clock, as the attempt's (the trace's accept spans)
+        started = clock.time()  # wall clock, as the attempt's (the trace's accept spans)
         res = await run_accept(cmd, root, time_left)
         tail = (res.stdout + res.stderr).strip()[-TAIL_CHARS:]
         v.checks.append({"id": cmd.id, "argv": res.argv, "returncode": res.returncode,

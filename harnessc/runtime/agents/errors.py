@@ -28,11 +28,11 @@ import json
 import math
 import random
 import re
-import time
 import zoneinfo
 from typing import Any, Mapping
 
 from .usage import NO_PRICE, NO_RESPONSE, PRICE, checked_charge
+from .. import clock
 
 RETRIED = frozenset({"rate_limited", "overloaded", "server", "timeout", "connection", "truncated",
                      "bad_output"})
@@ -139,7 +139,7 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
         return None
     if when is None:
         return None
-    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
+    return max(when.timestamp() - (clock.time() if now is None else now), 0.0)
 
 
 # The rate-limit reset headers: reset time -> what remains of that limit. Anthropic's are
@@ -165,7 +165,7 @@ def parse_reset(headers: Mapping[str, str] | None, now: float | None = None) -> 
     """
     if not headers:
         return None
-    now = time.time() if now is None else now
+    now = clock.time() if now is None else now
     resets: dict[str, float] = {}
     for name in _RESETS:
         seconds = _reset_seconds(_header(headers, name), now)
@@ -247,7 +247,7 @@ def text_reset(text: str | None, now: float | None = None) -> float | None:
     or date is not one (a wrong reset time is worse than none)."""
     if not text:
         return None
-    now = time.time() if now is None else now
+    now = clock.time() if now is None else now
     m = _RESET_EPOCH.search(text)
     if m:
         return float(m.group(1) or m.group(2))
@@ -284,7 +284,7 @@ def clock_reset(text: str, now: float | None = None) -> float | None:
     tz = _tz(m.group(4) or m.group(5))
     if hour is None or minute > 59 or tz is _UNKNOWN:
         return None
-    current = _now_in(time.time() if now is None else now, tz)
+    current = _now_in(clock.time() if now is None else now, tz)
     reset = current.replace(hour=hour, minute=minute, second=0, microsecond=0)
     if reset <= current:
         reset += datetime.timedelta(days=1)
@@ -459,7 +459,7 @@ def _classify_status(status: int, names: set[str], etype: str, code: str, detail
         return error("server", f"the API failed inside the stream ({etype or 'error event'})")
     if names & _QUOTA_CLASSES or code in _QUOTA_CODES or status == 402 or (
             status in (400, 403, 429) and _QUOTA_TEXT.search(detail)):
-        reset_at = time.time() + limit_wait if limit_wait else text_reset(detail)
+        reset_at = clock.time() + limit_wait if limit_wait else text_reset(detail)
         return error("quota_exhausted", f"quota or spend limit exhausted (HTTP {status})", reset_at=reset_at)
     if status == 429:
         return error("rate_limited", "rate limited (HTTP 429)", retry_after=limit_wait)

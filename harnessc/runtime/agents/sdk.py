@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from ..children import procs
 from . import deprecation
 from .base import NO_RESPONSE, Request, Response, Usage, charge_reported, priced
 from .errors import AgentError, classify, missing_key
+from .. import clock
 
 # The usage the current call's stream reported so far (one list per call: a context variable
 # is per asyncio task, and concurrent tasks share one agent).
@@ -108,7 +108,7 @@ class SdkAgent:
         if self._client is None:
             self._client = self.connect(key or PLACEHOLDER_KEY)
         params = self.params(request)
-        start = time.monotonic()
+        start = clock.monotonic()
         reported: list[Any] = []
         _REPORTED.set(reported)
         try:
@@ -141,7 +141,7 @@ class SdkAgent:
             raise AgentError(f"agent '{self.name}': {what}", kind=kind, deprecated=deprecated.date, **charge)
         text, cut = capped(answer.text)
         return Response(text=text, usage=charge["usage"] or Usage(), cost_usd=charge["cost_usd"],
-                        cost_source=charge["cost_source"], latency=time.monotonic() - start,
+                        cost_source=charge["cost_source"], latency=clock.monotonic() - start,
                         tool_calls=0, truncated=cut,  # harnessc gives API models no tools
                         deprecated=deprecated.date)
 

@@ -12,10 +12,8 @@ counting it as one of the task's answers.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
-import time
 from pathlib import Path
 
 from ...estimates import estimate_tokens
@@ -23,6 +21,7 @@ from ...planfile import Contract, plain
 from ...providers import SimulateConfig
 from ..plan import simulated_output
 from .base import AgentError, Request, Response, Usage, priced
+from .. import clock
 
 
 class SimulateAgent:
@@ -41,9 +40,9 @@ class SimulateAgent:
         self.outputs: dict[str, str] = {}  # contract (as JSON) -> the answer's JSON body
 
     async def call(self, request: Request) -> Response:
-        start = time.monotonic()
+        start = clock.monotonic()
         if self.latency:
-            await asyncio.sleep(self.latency)
+            await clock.sleep(self.latency)
         tid = request.task_id if request.purpose == "task" else f"{request.task_id}:{request.purpose}"
         self.tries[tid] = self.tries.get(tid, 0) + 1
         # Seeded per task and call, so the outcome does not depend on scheduling order.
@@ -57,7 +56,7 @@ class SimulateAgent:
         usage = Usage(estimate_tokens(request.system + request.prompt), estimate_tokens(text))
         cost, source = priced(self.config, usage)
         return Response(text=text, usage=usage, cost_usd=cost, cost_source=source,
-                        latency=time.monotonic() - start, tool_calls=0)  # it has no tools
+                        latency=clock.monotonic() - start, tool_calls=0)  # it has no tools
 
     def _answer(self, request: Request, n: int) -> str:
         if n <= self.complete_after:

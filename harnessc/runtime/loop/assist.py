@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from ...estimates import CHARS_PER_TOKEN
@@ -25,6 +24,7 @@ from ...providers import AgentConfig
 from .. import plan as planmod
 from ..agents.base import AgentError, Request, Response
 from .recovery import HEADS, STRATEGIES, mutate
+from .. import clock
 
 if TYPE_CHECKING:
     from ..context import TaskContext
@@ -91,7 +91,7 @@ class Assistant:
                   variables: dict) -> str | None:
         """The agent's answer (stripped, at most `max_chars`), or None after an `assist`
         event saying why not. `iteration`: the task's iterations so far (across runs)."""
-        started = time.monotonic()
+        started = clock.monotonic()
         try:
             if self.ctx.control.halting():
                 raise Fallback("the run is stopping")
@@ -115,7 +115,7 @@ class Assistant:
         text, why = self._answer(resp, error, max_chars)
         split = {col: getattr(usage, col) for col in SPLIT} if usage is not None else {}  # for the run's trace
         record = dict(purpose=kind, agent=name, status="written" if text else "fallback",
-                      latency=round(time.monotonic() - started, 3), **({"reason": why} if why else {}),
+                      latency=round(clock.monotonic() - started, 3), **({"reason": why} if why else {}),
                       **({"error_kind": error.kind} if error is not None else {}), **split)
         self.ctx.store.finish_assist(lid, self.node.id, cost, tokens, **record)
         return text

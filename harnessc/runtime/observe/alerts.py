@@ -14,12 +14,12 @@ the same events. Each alert is
 from __future__ import annotations
 
 import statistics
-import time
 from collections import defaultdict
 from typing import Any, Callable
 
 from ...textsafe import json_text
 from ...workspace import Workspace, WorkspaceError
+from .. import clock
 from ..loop.recovery import resumed_text
 
 BUDGET_STEPS = ((0.5, "info"), (0.8, "warning"), (1.0, "critical"))
@@ -192,7 +192,7 @@ class Alerts:
             self.alert(level, kind, task, message)
 
     def alert(self, level: str, kind: str, task: str | None, message: str) -> None:
-        line = {"ts": round(time.time(), 3), "level": level, "kind": kind, "task": task, "message": message,
+        line = {"ts": round(clock.time(), 3), "level": level, "kind": kind, "task": task, "message": message,
                 "run_id": self.store.run_id}
         try:
             with self.workspace.open_write(self.workspace.alerts_log, "a") as f:

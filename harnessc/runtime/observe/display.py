@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -21,6 +20,7 @@ from rich.text import Text
 
 from ...textsafe import visible
 from ...wording import duration, shorten
+from .. import clock
 from . import summaries
 from .eta import Eta
 
@@ -171,7 +171,7 @@ class PlainDisplay(Progress):
             super().on_event(ev)
             kind, task = ev["kind"], ev.get("task")
             if kind == "attempt_started":
-                now = time.monotonic()
+                now = clock.monotonic()
                 self.calls[task] = [now, now, ev["agent"]]
             elif kind == "attempt_finished" or kind in FINAL:
                 self.calls.pop(task, None)
@@ -181,7 +181,7 @@ class PlainDisplay(Progress):
 
     def _beat(self) -> None:
         while not self.done.wait(min(1.0, self.heartbeat / 4)):
-            now = time.monotonic()
+            now = clock.monotonic()
             with self.lock:
                 for task, call in sorted(self.calls.items()):
                     if now - call[1] >= self.heartbeat:
@@ -215,7 +215,7 @@ class LiveDisplay(Progress):
         super().__init__()
         self.console = console
         self.live: Live | None = None
-        self.t0 = time.monotonic()
+        self.t0 = clock.monotonic()
         self.eta = Eta({}, (), 1)
         self.eta_at: tuple[float, float | None] = (float("-inf"), None)  # (when, seconds left then)
         self.spent_before = 0.0  # what earlier runs spent of the budget (it is kept across resumes)
@@ -233,9 +233,9 @@ class LiveDisplay(Progress):
         super().on_event(ev)
         kind = ev["kind"]
         if kind == "attempt_started":
-            self.eta.started(ev["task"], time.monotonic())
+            self.eta.started(ev["task"], clock.monotonic())
         elif kind in FINAL:
-            self.eta.ended(ev["task"], time.monotonic())
+            self.eta.ended(ev["task"], clock.monotonic())
         if kind in self.SHOWN and ev.get("status") not in self.QUIET_ATTEMPTS:
             line = self.describe(ev)
             if line:  # one line, wrapped by the terminal: a command in it is never broken in two
@@ -243,7 +243,7 @@ class LiveDisplay(Progress):
 
     def _render(self):
         # Text lines laid out here: a rich Table of 16 rows took 8x longer to draw (bench/display.py)
-        now = time.monotonic()
+        now = clock.monotonic()
         began = self.eta.began.copy()  # the event loop changes these: copies
         # a task is running from its first attempt's start to its end
         running = {t: info for t, info in (self.runner.live.copy() if self.runner else {}).items() if t in began}

@@ -29,7 +29,6 @@ import asyncio
 import dataclasses
 import json
 import threading
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import Any, Callable
 
 from ... import providers
 from ..children import procs
+from .. import clock
 
 TRIES = 3  # the first and at most two retries, all inside notify.timeout
 RETRY_PAUSE = 0.5  # seconds before a retry (doubled for the next), never past the deadline
@@ -152,7 +152,7 @@ class Notifier:
             return
         pending, self.pending = self.pending, []
         if pending:
-            deadline = time.monotonic() + self.timeout
+            deadline = clock.monotonic() + self.timeout
             with procs.child_watching():  # as a run's loop watches its children
                 asyncio.run(self._all(pending, deadline))
         if self.dropped:
@@ -167,7 +167,7 @@ class Notifier:
         async with self.serial:
             if self.closing:
                 return  # close() sends it
-            await self._deliver(event, time.monotonic() + self.timeout)
+            await self._deliver(event, clock.monotonic() + self.timeout)
         self.pending.remove(event)  # not when cancelled: close() delivers it then
 
     async def _all(self, pending: list[_Event], deadline: float) -> None:
@@ -185,9 +185,9 @@ class Notifier:
             while tries < TRIES:
                 tries += 1
                 why = await attempt(body, deadline)
-                if not why or deadline - time.monotonic() <= pause:
+                if not why or deadline - clock.monotonic() <= pause:
                     break
-                await asyncio.sleep(pause)
+                await clock.sleep(pause)
                 pause *= 2
             event.done.add(name)
             if why:
@@ -198,7 +198,7 @@ class Notifier:
 
     async def _command(self, body: bytes, deadline: float) -> str:
         """'' when the command took the event, else what went wrong."""
-        left = deadline - time.monotonic()
+        left = deadline - clock.monotonic()
         if left <= 0:
             return "no time left (notify.timeout)"
         argv = [str(a) for a in self.settings["command"]]
@@ -224,13 +224,13 @@ class Notifier:
 
         threading.Thread(target=post, name="harnessc-notify", daemon=True).start()
         try:
-            return await asyncio.wait_for(answer, max(0.0, deadline - time.monotonic()) + 1)
+            return await asyncio.wait_for(answer, max(0.0, deadline - clock.monotonic()) + 1)
         except TimeoutError:
             return "the webhook did not answer within notify.timeout"
 
     def _webhook(self, body: bytes, deadline: float) -> str:
         """'' when the webhook answered 2xx, else what went wrong (a redirect is a failure)."""
-        left = deadline - time.monotonic()
+        left = deadline - clock.monotonic()
         if left <= 0:
             return "no time left (notify.timeout)"
         request = urllib.request.Request(self.settings["webhook"], data=body, method="POST",

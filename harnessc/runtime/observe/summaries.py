@@ -6,10 +6,10 @@ iterations, cost, elapsed time - so a log read the next morning shows the night'
 
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 from ..store.state import StateStore
+from .. import clock
 
 DONE = ("succeeded", "degraded", "done")
 
@@ -17,11 +17,11 @@ DONE = ("succeeded", "degraded", "done")
 class Summaries:
     def __init__(self, store: StateStore, every: float, targets: Callable[[], set[str]]):
         self.store, self.every, self.targets = store, float(every or 0), targets
-        self.t0 = self.last = time.monotonic()
+        self.t0 = self.last = clock.monotonic()
 
     def tick(self) -> None:
         """Record a summary when `every` seconds have passed since the last one."""
-        now = time.monotonic()
+        now = clock.monotonic()
         if self.every <= 0 or now - self.last < self.every:
             return
         self.last = now

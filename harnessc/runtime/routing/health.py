@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping
 
 from ...providers import AgentConfig, AgentLimits
+from .. import clock as runtime_clock
 from ..agents.errors import AgentError
 from ..store.state import StateStore
 
@@ -58,8 +59,9 @@ class Blocked:
 
 
 class Health:
-    def __init__(self, store: StateStore, agents: Mapping[str, AgentConfig], clock: Callable[[], float] = time.time):
-        self.store, self.agents, self.clock = store, agents, clock
+    def __init__(self, store: StateStore, agents: Mapping[str, AgentConfig], clock: Callable[[], float] | None = None):
+        self.store, self.agents = store, agents
+        self.clock = clock or runtime_clock.time  # epoch seconds (runtime/clock.py)
         self.breakers: dict[str, Breaker] = {}
         self.probing: set[str] = set()  # agents whose half-open probe is in flight
         self.limited: set[str] = set()  # agents reported at their daily limit in this run
@@ -161,7 +163,7 @@ class Health:
 
 def agent_report(store: StateStore, agents: Mapping[str, AgentConfig], now: float | None = None) -> dict[str, dict]:
     """For `harnessc status`: each agent's breaker and today's usage against its limits."""
-    now = time.time() if now is None else now
+    now = runtime_clock.time() if now is None else now
     health = Health(store, agents, clock=lambda: now)
     out: dict[str, dict[str, Any]] = {}
     since = last_midnight(now)
@@ -194,7 +196,7 @@ def next_midnight(now: float) -> float:
 
 def clock_text(epoch: float, now: float | None = None) -> str:
     """A local time: the clock alone when it is within the next day, else with its date."""
-    now = time.time() if now is None else now
+    now = runtime_clock.time() if now is None else now
     if now - 60 <= epoch < now + 86400:
         return time.strftime("%H:%M:%S", time.localtime(epoch))
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
