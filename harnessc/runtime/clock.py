@@ -82,17 +82,19 @@ class VirtualClock(Clock):
 
 
 class _VirtualLoop(asyncio.SelectorEventLoop):
-    """An event loop whose time is its clock's: when it would wait for a timer and no I/O comes
-    within the clock's autojump threshold, the clock jumps to the timer."""
+    """An event loop whose time is its clock's: when it would wait for a timer, no thread of
+    its executor is at work and no I/O comes within the clock's autojump threshold, the clock
+    jumps to the timer."""
 
     def __init__(self, clock: VirtualClock):
         super().__init__()
         self._virtual = clock
+        self._working = 0  # calls in the executor's threads (asyncio.to_thread): not waiting
         real = self._selector.select
 
         def select(timeout: float | None = None) -> list:
             threshold = clock.autojump_threshold
-            if timeout is None or timeout <= 0 or threshold == math.inf:
+            if timeout is None or timeout <= 0 or threshold == math.inf or self._working:
                 return real(timeout)
             events = real(min(timeout, threshold))
             if not events:
@@ -103,6 +105,15 @@ class _VirtualLoop(asyncio.SelectorEventLoop):
 
     def time(self) -> float:
         return self._virtual.monotonic()
+
+    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> asyncio.Future:
+        future = super().run_in_executor(executor, func, *args)
+        self._working += 1
+        future.add_done_callback(self._worked)
+        return future
+
+    def _worked(self, _: asyncio.Future) -> None:
+        self._working -= 1
 
 
 class _VirtualPolicy(asyncio.DefaultEventLoopPolicy):  # type: ignore[misc,valid-type]

@@ -8,22 +8,27 @@ import sqlite3
 from harnessc.compiler.ir import Loop
 from harnessc.runtime.loop import loopflags
 
+from . import virtual
 from .helpers import harnessc, node, write_project
 
 
 def tasks(root) -> dict[str, dict]:
-    return {t["id"]: t for t in json.loads(harnessc(root, "status", "--output", "json").stdout)["tasks"]}
+    return {t["id"]: t for t in json.loads(virtual.harnessc(root, "status", "--output", "json").stdout)["tasks"]}
+
+
+# The run's max_time in virtual time (tests/runtime/virtual.py): 12 s of agent latency against a
+# limit of 1 or 2 s, in no time.
+SLOW_TASKS = {"rehearsal": {"provider": "simulate", "latency": 1.0}}
 
 
 def test_max_time_stops_the_run_and_the_next_run_goes_on(tmp_path):
-    write_project(tmp_path, [node(f"t{i}") for i in range(12)], concurrency=1,
-                  agents={"rehearsal": {"provider": "simulate", "latency": 0.3}})
-    r = harnessc(tmp_path, "run", "--max-time", "1s")
+    write_project(tmp_path, [node(f"t{i}") for i in range(12)], concurrency=1, agents=SLOW_TASKS)
+    r = virtual.harnessc(tmp_path, "run", "--max-time", "1s")
     assert r.returncode == 3, r.stdout + r.stderr
     assert "--max-time (1s) reached" in r.stdout
     states = [t["state"] for t in tasks(tmp_path).values()]
     assert "succeeded" in states and any(s in ("pending", "ready") for s in states)
-    assert harnessc(tmp_path, "run").returncode == 0
+    assert virtual.harnessc(tmp_path, "run").returncode == 0
     assert {t["state"] for t in tasks(tmp_path).values()} == {"succeeded"}
 
 
@@ -133,12 +138,11 @@ def test_termination_max_iterations_stops_the_run_and_each_run_goes_on(tmp_path)
 
 
 def test_termination_max_time_in_harness_yaml_and_the_flag_wins(tmp_path):
-    write_project(tmp_path, [node(f"t{i}") for i in range(12)], concurrency=1,
-                  agents={"rehearsal": {"provider": "simulate", "latency": 0.3}},
+    write_project(tmp_path, [node(f"t{i}") for i in range(12)], concurrency=1, agents=SLOW_TASKS,
                   loop={"termination": {"max_time": 1}})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 3 and "loop.termination.max_time (1s) reached" in r.stdout, r.stdout + r.stderr
-    r = harnessc(tmp_path, "run", "--max-time", "2s")
+    r = virtual.harnessc(tmp_path, "run", "--max-time", "2s")
     assert r.returncode == 3 and "--max-time (2s) reached" in r.stdout, r.stdout + r.stderr
 
 

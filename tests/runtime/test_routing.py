@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
+from . import virtual
 from .helpers import SIMPLE_CONTRACT, at_noon, harnessc, node, write_project
 
 
@@ -118,21 +119,22 @@ def test_run_agent_options_are_checked_before_anything_runs(tmp_path):
 
 
 def test_a_daily_limit_moves_tasks_to_the_next_agent_and_status_shows_it(tmp_path):
+    # in virtual time at local noon (tests/runtime/virtual.py): the day's count resets hours away
     write_project(tmp_path, [node(f"t{i}", routing={"agent": "opus", "chain": ["haiku"]}) for i in range(4)],
                   agents={"opus": {"provider": "simulate", "limits": {"daily_calls": 2}},
                           "haiku": {"provider": "simulate"}}, concurrency=1)
-    r = harnessc(tmp_path, "run", env=at_noon())
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert agent_of(tmp_path) == {"t0": "opus", "t1": "opus", "t2": "haiku", "t3": "haiku"}
     events = sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
         "SELECT data FROM events WHERE kind='daily_limit_reached'").fetchall()
     assert len(events) == 1 and "daily calls limit (2 of 2 today)" in events[0][0]
-    st = harnessc(tmp_path, "status", env=at_noon())
+    st = virtual.harnessc(tmp_path, "status")
     assert "agent opus: calls today 2/2" in st.stdout, st.stdout
-    data = json.loads(harnessc(tmp_path, "status", "--output", "json", env=at_noon()).stdout)
+    data = json.loads(virtual.harnessc(tmp_path, "status", "--output", "json").stdout)
     assert data["agents"]["opus"]["today"]["calls"] == 2 and data["agents"]["opus"]["limits"] == {"daily_calls": 2}
     # the count is per day across runs: a new run starts on haiku at once
-    assert harnessc(tmp_path, "run", "--rerun", "all", env=at_noon()).returncode == 0
+    assert virtual.harnessc(tmp_path, "run", "--rerun", "all").returncode == 0
     assert set(agent_of(tmp_path).values()) == {"haiku"}
 
 

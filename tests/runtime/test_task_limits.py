@@ -20,11 +20,12 @@ import pytest
 
 from harnessc.runtime.agents.cli_output import parse_claude, parse_codex, parse_gemini
 
-from .helpers import PY, SIMPLE_CONTRACT, at_noon, env, harnessc, node, spawn, write_project
+from . import virtual
+from .helpers import PY, SIMPLE_CONTRACT, env, harnessc, node, spawn, write_project
 
 
-def _task_rows(root) -> dict[str, dict]:
-    r = harnessc(root, "status", "--json")
+def _task_rows(root, cli=harnessc) -> dict[str, dict]:
+    r = cli(root, "status", "--json")
     assert r.returncode == 0, r.stderr
     return {t["id"]: t for t in json.loads(r.stdout)["tasks"]}
 
@@ -42,13 +43,13 @@ def test_a_reset_does_not_give_back_an_agents_daily_calls(tmp_path, reset):
     route = {"agent": "opus", "chain": ["opus"]}
     write_project(tmp_path, [node("a", routing=route, limits={"max_time": 5}),
                              node("b", routing=route, limits={"max_time": 5})], agents=agents)
-    first = harnessc(tmp_path, "run", env=at_noon())
+    first = virtual.harnessc(tmp_path, "run")  # in virtual time at local noon: the day goes on for hours
     assert first.returncode == 0, first.stdout + first.stderr
-    r = harnessc(tmp_path, "reset", *reset, env=at_noon())
+    r = virtual.harnessc(tmp_path, "reset", *reset)
     assert r.returncode == 0, r.stderr
-    again = harnessc(tmp_path, "run", env=at_noon())
+    again = virtual.harnessc(tmp_path, "run")
     assert again.returncode == 1, again.stdout + again.stderr
-    rows = _task_rows(tmp_path)
+    rows = _task_rows(tmp_path, virtual.harnessc)
     for tid in ("a", "b"):  # the third call of the day is refused: the agent is at its limit
         assert rows[tid]["state"] == "failed"
         assert "agent 'opus' reached its daily calls limit (2 of 2 today)" in rows[tid]["error"]

@@ -1,0 +1,70 @@
+"""Runs harnessc commands in this process in virtual time (runtime/clock.py's VirtualClock), for
+tests of logic that waits - latencies, limits, breakers, a day's usage - rather than of what a
+real process does (signals, kill -9, process groups: those keep helpers.harnessc/spawn)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harnessc.runtime.clock import VirtualClock
+
+
+def noon_today() -> float:
+    """Epoch seconds of today's local noon: a day's limits reset hours away either side."""
+    t = time.localtime()
+    return time.mktime((t.tm_year, t.tm_mon, t.tm_mday, 12, 0, 0, 0, 0, -1))
+
+
+def virtual_clock(wall: float | None = None) -> VirtualClock:
+    """A clock that jumps to the next timer whenever every task waits, at local noon today."""
+    return VirtualClock(autojump_threshold=0, wall=noon_today() if wall is None else wall)
+
+
+_clocks: dict[Path, VirtualClock] = {}
+
+
+def clock_of(root: Path) -> VirtualClock:
+    """The project's virtual clock: every command of a test on `root` shares it, as a user's
+    commands share the day."""
+    return _clocks.setdefault(Path(root).resolve(), virtual_clock())
+
+
+def _run_id(clock: VirtualClock) -> str:
+    # scheduler.new_run_id reads the real wall clock (time.gmtime()); until it reads
+    # runtime/clock.py, a run in virtual time is named by the virtual one (two runs of one
+    # process within a real second would share an id)
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime(clock.time())) + f"-{os.getpid() % 100000:05d}"
+
+
+def harnessc(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """`harnessc -C root ...` run in this process on the project's virtual clock; its exit code
+    and output as helpers.harnessc gives them. The next command comes a virtual second later."""
+    from harnessc.cli import main
+    from harnessc.runtime import session
+
+    clock = clock_of(root)
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    argv = ["harnessc", "-C", str(root), *args]
+    here, saved_argv, saved_id = os.getcwd(), sys.argv, session.new_run_id
+    try:
+        os.chdir(root)
+        sys.argv = argv
+        session.new_run_id = lambda: _run_id(clock)
+        with clock.installed(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main()
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        session.new_run_id = saved_id
+        sys.argv = saved_argv
+        os.chdir(here)
+        clock.jump(1.0)
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
