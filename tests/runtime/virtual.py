@@ -29,10 +29,13 @@ def virtual_clock(wall: float | None = None) -> VirtualClock:
 _clocks: dict[Path, VirtualClock] = {}
 
 
-def clock_of(root: Path) -> VirtualClock:
+def clock_of(root: Path, wall: float | None = None) -> VirtualClock:
     """The project's virtual clock: every command of a test on `root` shares it, as a user's
-    commands share the day."""
-    return _clocks.setdefault(Path(root).resolve(), virtual_clock())
+    commands share the day. `wall`: where it starts, when it is made (default: noon today)."""
+    key = Path(root).resolve()
+    if key not in _clocks:
+        _clocks[key] = virtual_clock(wall)
+    return _clocks[key]
 
 
 def _run_id(clock: VirtualClock) -> str:
