@@ -153,7 +153,7 @@ def test_the_breaker_opens_after_failed_calls_and_spares_other_tasks(tmp_path):
     flaky = {"provider": "simulate", "fail_rate": 1.0}  # every call fails (transient)
     write_project(tmp_path, [node(f"t{i}", routing={"agent": "down", "chain": ["up"]}) for i in range(3)],
                   agents={"down": flaky, "up": {"provider": "simulate"}}, concurrency=1)
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")  # the back-offs between failed calls in virtual time
     assert r.returncode == 0, r.stdout + r.stderr
     db = sqlite3.connect(tmp_path / ".harness" / "state.db")
     calls_on_down = db.execute("SELECT COUNT(*) FROM attempts WHERE agent='down'").fetchone()[0]
@@ -162,9 +162,9 @@ def test_the_breaker_opens_after_failed_calls_and_spares_other_tasks(tmp_path):
     assert calls_on_down == 5, calls_on_down
     assert db.execute("SELECT COUNT(*) FROM events WHERE kind='breaker_opened'").fetchone()[0] == 1
     assert set(agent_of(tmp_path).values()) == {"up"}
-    data = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)
+    data = json.loads(virtual.harnessc(tmp_path, "status", "--output", "json").stdout)
     assert data["agents"]["down"]["breaker"] == "open" and data["agents"]["down"]["failures"] == 5
-    assert "agent down: breaker open until" in harnessc(tmp_path, "status").stdout
+    assert "agent down: breaker open until" in virtual.harnessc(tmp_path, "status").stdout
 
 
 # ------------------------------------------------------------------ auto routing and history
