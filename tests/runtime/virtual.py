@@ -50,8 +50,10 @@ def harnessc(root: Path, *args: str) -> subprocess.CompletedProcess:
     and output as helpers.harnessc gives them. The next command comes a virtual second later."""
     from harnessc.cli import main
     from harnessc.runtime import session
+    from harnessc.runtime.children import prctl
 
     clock = clock_of(root)
+    subreaper = prctl.is_subreaper()
     out, err = io.StringIO(), io.StringIO()
     code = 0
     argv = ["harnessc", "-C", str(root), *args]
@@ -66,6 +68,8 @@ def harnessc(root: Path, *args: str) -> subprocess.CompletedProcess:
             except SystemExit as e:
                 code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     finally:
+        if not subreaper:  # a run makes its process a child subreaper for good: not this one
+            prctl.call(prctl.PR_SET_CHILD_SUBREAPER, 0)
         session.new_run_id = saved_id
         sys.argv = saved_argv
         os.chdir(here)
