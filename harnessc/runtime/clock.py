@@ -90,7 +90,7 @@ class _VirtualLoop(asyncio.SelectorEventLoop):
         super().__init__()
         self._virtual = clock
         self._working = 0  # calls in the executor's threads (asyncio.to_thread): not waiting
-        real = self._selector.select
+        real = self._selector.select  # type: ignore[attr-defined]  (the selector loop's own)
 
         def select(timeout: float | None = None) -> list:
             threshold = clock.autojump_threshold
@@ -101,12 +101,12 @@ class _VirtualLoop(asyncio.SelectorEventLoop):
                 clock.jump(timeout)  # nothing happened: nothing will before the timer
             return events
 
-        self._selector.select = select  # type: ignore[method-assign]
+        self._selector.select = select  # type: ignore[attr-defined]
 
     def time(self) -> float:
         return self._virtual.monotonic()
 
-    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> asyncio.Future:
+    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> asyncio.Future:  # type: ignore[override]
         future = super().run_in_executor(executor, func, *args)
         self._working += 1
         future.add_done_callback(self._worked)

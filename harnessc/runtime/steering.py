@@ -39,8 +39,8 @@ from typing import Callable
 
 from ..errors import HarnesscError
 from ..workspace import Workspace, WorkspaceError
-from .store.state import StateStore
 from . import clock
+from .store.state import StateStore
 
 MAX_FILE_BYTES = 64 * 1024
 TEXT_SUFFIXES = (".txt", ".md")

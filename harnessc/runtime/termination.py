@@ -8,7 +8,6 @@ next `harnessc run` goes on from there.
 
 from __future__ import annotations
 
-
 from . import clock
 
 

@@ -31,8 +31,8 @@ import re
 import zoneinfo
 from typing import Any, Mapping
 
-from .usage import NO_PRICE, NO_RESPONSE, PRICE, checked_charge
 from .. import clock
+from .usage import NO_PRICE, NO_RESPONSE, PRICE, checked_charge
 
 RETRIED = frozenset({"rate_limited", "overloaded", "server", "timeout", "connection", "truncated",
                      "bad_output"})

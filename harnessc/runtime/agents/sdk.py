@@ -30,11 +30,11 @@ from typing import Any
 
 from ... import providers
 from ...providers import AgentConfig
+from .. import clock
 from ..children import procs
 from . import deprecation
 from .base import NO_RESPONSE, Request, Response, Usage, charge_reported, priced
 from .errors import AgentError, classify, missing_key
-from .. import clock
 
 # The usage the current call's stream reported so far (one list per call: a context variable
 # is per asyncio task, and concurrent tasks share one agent).

@@ -19,9 +19,9 @@ from pathlib import Path
 from ...estimates import estimate_tokens
 from ...planfile import Contract, plain
 from ...providers import SimulateConfig
+from .. import clock
 from ..plan import simulated_output
 from .base import AgentError, Request, Response, Usage, priced
-from .. import clock
 
 
 class SimulateAgent:

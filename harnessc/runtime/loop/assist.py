@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, Callable
 from ...estimates import CHARS_PER_TOKEN
 from ...planfile import Assists, PlanNode
 from ...providers import AgentConfig
+from .. import clock
 from .. import plan as planmod
 from ..agents.base import AgentError, Request, Response
 from .recovery import HEADS, STRATEGIES, mutate
-from .. import clock
 
 if TYPE_CHECKING:
     from ..context import TaskContext

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ... import providers
-from ..children import procs
 from .. import clock
+from ..children import procs
 
 TRIES = 3  # the first and at most two retries, all inside notify.timeout
 RETRY_PAUSE = 0.5  # seconds before a retry (doubled for the next), never past the deadline

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..store.state import StateStore
 from .. import clock
+from ..store.state import StateStore
 
 DONE = ("succeeded", "degraded", "done")
 
