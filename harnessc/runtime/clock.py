@@ -90,7 +90,7 @@ class _VirtualLoop(asyncio.SelectorEventLoop):
         super().__init__()
         self._virtual = clock
         self._working = 0  # calls in the executor's threads (asyncio.to_thread): not waiting
-        real = self._selector.select  # type: ignore[attr-defined]  (the selector loop's own)
+        real = self._selector.select  # type: ignore[attr-defined]
 
         def select(timeout: float | None = None) -> list:
             threshold = clock.autojump_threshold
