@@ -34,11 +34,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
-import time
 from typing import Any
 
 from ..planfile import PlanNode
 from ..providers import AgentConfig
+from . import clock
 from .agents.base import Request, Response
 from .children import procs
 from .context import TaskContext
@@ -171,7 +171,7 @@ class ApproachRun(TaskRun):
         await self.log.finish("succeeded", raw=resp.text, parsed=verdict.output, checks=verdict.checks,
                               **(seen.saved if seen else {}), **resp.charged())
         self.ended("verified", None, verdict.output)
-        self.text, self.verified_at = resp.text, time.monotonic()
+        self.text, self.verified_at = resp.text, clock.monotonic()
         raise Done("verified")
 
     def how_verified(self, verdict: Verdict) -> str:
@@ -248,11 +248,11 @@ class Approaches:
         self.runs = [ApproachRun(ctx, node, approach_route(route, self.spec.agents, k), k, n)
                      for k in range(1, n + 1)]
         self.selected: ApproachRun | None = None
-        self.t0 = time.monotonic()
+        self.t0 = clock.monotonic()
 
     def clock(self) -> None:
         """Every CLOCK_EVERY seconds (scheduler.py): the task's running time so far."""
-        self.store.save_running_time(self.tid, self.runs[0].limits.time_before + time.monotonic() - self.t0)
+        self.store.save_running_time(self.tid, self.runs[0].limits.time_before + clock.monotonic() - self.t0)
 
     async def run(self) -> str:
         self.store.set_state(self.tid, "running")

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import functools
 import hashlib
-import time
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
@@ -31,8 +30,8 @@ from .. import outcome as outcomes
 from ..planfile import Contract, PlanNode
 from ..providers import AgentConfig
 from ..workspace import WorkspaceError
+from . import clock, protect
 from . import plan as planmod
-from . import protect
 from .agents import deprecation
 from .agents.base import AgentError, Request, Response
 from .agents.errors import retry_delay
@@ -135,7 +134,7 @@ class TaskRun:
         self.contract: Contract | None = ctx.plan.contract_of(node)
         self.limits = TaskLimits(ctx.store, node, self.contract)  # counted across resumes (tasklimits.py)
         self.max_time = self.limits.max_time
-        self.t0 = time.monotonic()  # (moved on by paused time)
+        self.t0 = clock.monotonic()  # (moved on by paused time)
         self.p = Progress(iteration=self.limits.iterations_before)
         self.log = AttemptLog(ctx.store, node.id)
         self.original = self.base = self.prompt = ""  # the rendered prompt; base: what iterations start from
@@ -267,16 +266,16 @@ class TaskRun:
     @contextlib.contextmanager
     def timed(self, step: str):
         """Time a step before the next attempt (from its first start to its last end)."""
-        start = time.time()
+        start = clock.time()
         try:
             yield
         finally:
-            self.steps.setdefault(step, [start, start])[1] = time.time()
+            self.steps.setdefault(step, [start, start])[1] = clock.time()
 
     async def iteration(self) -> None:
         await self.steer()
         self.check_limits()
-        self.routing_since = time.time()  # choosing the agent, reserving, a slot: until the attempt begins
+        self.routing_since = clock.time()  # choosing the agent, reserving, a slot: until the attempt begins
         name, agent, cfg = await self.choose_agent()
         cost, tokens = self.reserve(cfg)
         await self.guard_before()
@@ -377,7 +376,7 @@ class TaskRun:
             while (blocked := self.ctx.policy.health.blocked(self.route.agent)) is not None:
                 if self.fall_back(blocked.reason):
                     continue
-                await self.wait(blocked.until - time.time(), blocked.reason)  # past the time left: the task ends
+                await self.wait(blocked.until - clock.time(), blocked.reason)  # past the time left: the task ends
                 self.check_limits()
             name = self.route.agent
         try:
@@ -414,7 +413,7 @@ class TaskRun:
         phash = hashlib.sha256(self.sent_prompt.encode()).hexdigest()
         steps, self.steps = self.steps, {}
         if self.routing_since is not None:
-            steps["route"] = [self.routing_since, time.time()]
+            steps["route"] = [self.routing_since, clock.time()]
         aid = await self.log.begin(iteration=self.p.iteration, level=self.level, agent=name, prompt=self.sent_prompt,
                                    prompt_hash=phash, reserve_usd=cost,
                                    start_task=self.p.iteration == self.limits.iterations_before + 1,
@@ -429,13 +428,13 @@ class TaskRun:
         lost = None
         async with self.ctx.policy.throttle.slot(name) as call:
             await self.begin_attempt(name, cost, tokens)
-            started = time.monotonic()  # a failed call's latency: an answer brings its own
+            started = clock.monotonic()  # a failed call's latency: an answer brings its own
             try:
                 # the agent bounds the call by request.timeout itself; this is the run's bound
                 # for any agent, and the graceful stop's grace (callbounds.py)
                 async with self.ctx.calls.bound(self.time_left() + GRACE) as bound:
                     resp = await self.ask(name, agent, cfg)
-                self.log.answered_at = time.time()
+                self.log.answered_at = clock.time()
                 self.log.answer_charge = resp.charged()  # kept if the task is aborted during verification
                 call.answered = True
             except AgentError as e:
@@ -455,7 +454,7 @@ class TaskRun:
         if call.error is not None:
             e = call.error
             await self.log.finish("error", raw=e.stderr or None, errors=[e.message],
-                                  latency=time.monotonic() - started, **e.charged())
+                                  latency=clock.monotonic() - started, **e.charged())
             return e
         self.p.transient_errors = 0
         self.lost = 0
@@ -515,7 +514,7 @@ class TaskRun:
     async def lost_attempt(self, lost: AttemptLost, started: float) -> AgentError | None:
         """A worker or node died with the attempt: it is interrupted (charged nothing: no
         answer came) and its iteration runs again; LOST_LIMIT in a row fail the call."""
-        await self.log.finish("interrupted", raw=None, errors=[lost.message], latency=time.monotonic() - started)
+        await self.log.finish("interrupted", raw=None, errors=[lost.message], latency=clock.monotonic() - started)
         self.p.iteration -= 1
         self.lost += 1
         self.store.event("attempt_lost", self.tid, message=lost.message[:500])
@@ -526,7 +525,7 @@ class TaskRun:
     async def cut_by_stop(self, started: float) -> None:
         """A call still running the stop's grace after a graceful stop was cut: its attempt
         is interrupted, the task goes back to pending (the next run goes on from it)."""
-        await self.log.finish("interrupted", raw=None, latency=time.monotonic() - started, errors=[
+        await self.log.finish("interrupted", raw=None, latency=clock.monotonic() - started, errors=[
             f"stopped: the call was still running {self.ctx.calls.grace:g}s after the stop, and was cut"])
         self.requeue()
         raise Done("interrupted")
@@ -848,7 +847,7 @@ class TaskRun:
 
     def used_time(self) -> float:
         """Seconds the task has run in its round: in earlier runs, then in this one (pauses not counted)."""
-        return self.limits.time_before + time.monotonic() - self.t0
+        return self.limits.time_before + clock.monotonic() - self.t0
 
     def time_left(self) -> float:
         return self.max_time - self.used_time()

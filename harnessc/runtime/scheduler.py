@@ -28,6 +28,7 @@ from ..providers import AgentConfig
 from ..textsafe import title_flaw
 from ..vocab import priority_rank
 from ..workspace import Workspace, WorkspaceError
+from . import clock
 from . import plan as planmod
 from .agents.base import AgentError
 from .agents.cassettes import Cassettes
@@ -121,7 +122,7 @@ class RunResult:
 
 
 def new_run_id() -> str:
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid() % 100000:05d}"
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime(clock.time())) + f"-{os.getpid() % 100000:05d}"
 
 
 class Runner:
@@ -135,7 +136,7 @@ class Runner:
         flags = loopflags.resolve(opts.preset, opts.max_time, opts.max_iterations, opts.stuck_after,
                                   opts.progress_threshold)
         loopflags.apply(plan, opts.preset, flags)
-        self.started = time.monotonic()
+        self.started = clock.monotonic()
         self.nodes = {n.id: n for n in plan.nodes}
         self.graph = Graph.of(plan.nodes, priority_rank)  # what orders ready tasks (schedule.py)
         self.jobs = max(1, opts.jobs or int(plan.concurrency or 4))
@@ -256,7 +257,7 @@ class Runner:
             self.steering.poll()
             self.summaries.tick()
             self.store.flush_mirror()  # events.jsonl lags the db by at most this poll
-            await asyncio.sleep(STOP_POLL)
+            await clock.sleep(STOP_POLL)
 
     def _check_limits(self) -> None:
         """The run's own limits (termination.py): past one, no new call starts and the run
@@ -268,7 +269,7 @@ class Runner:
     def _clock_tasks(self) -> None:
         """Save the running tasks' times (one commit), every CLOCK_EVERY seconds: what a task
         has left of its max_time survives a kill (tasklimits.py)."""
-        now = time.monotonic()
+        now = clock.monotonic()
         if now - self._clocked < CLOCK_EVERY or not self.task_runs:
             return
         self._clocked = now
@@ -417,7 +418,7 @@ class Runner:
     # ------------------------------------------------------------------ the loop
 
     async def run(self) -> RunResult:
-        started = self.started = self.limits.started = time.monotonic()
+        started = self.started = self.limits.started = clock.monotonic()
         loop = asyncio.get_running_loop()
         try:
             loop.add_signal_handler(signal.SIGINT, self._on_sigint)
@@ -447,7 +448,7 @@ class Runner:
                     loop.remove_signal_handler(sig)
                 except (NotImplementedError, RuntimeError):
                     pass
-        return self._result(time.monotonic() - started)
+        return self._result(clock.monotonic() - started)
 
     def _step_down_if_short(self, work: Work) -> None:
         """When the budget left cannot pay for this run's tasks at their estimates, the router

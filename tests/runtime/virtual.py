@@ -38,18 +38,10 @@ def clock_of(root: Path, wall: float | None = None) -> VirtualClock:
     return _clocks[key]
 
 
-def _run_id(clock: VirtualClock) -> str:
-    # scheduler.new_run_id reads the real wall clock (time.gmtime()); until it reads
-    # runtime/clock.py, a run in virtual time is named by the virtual one (two runs of one
-    # process within a real second would share an id)
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime(clock.time())) + f"-{os.getpid() % 100000:05d}"
-
-
 def harnessc(root: Path, *args: str) -> subprocess.CompletedProcess:
     """`harnessc -C root ...` run in this process on the project's virtual clock; its exit code
     and output as helpers.harnessc gives them. The next command comes a virtual second later."""
     from harnessc.cli import main
-    from harnessc.runtime import session
     from harnessc.runtime.children import prctl
 
     clock = clock_of(root)
@@ -57,11 +49,10 @@ def harnessc(root: Path, *args: str) -> subprocess.CompletedProcess:
     out, err = io.StringIO(), io.StringIO()
     code = 0
     argv = ["harnessc", "-C", str(root), *args]
-    here, saved_argv, saved_id = os.getcwd(), sys.argv, session.new_run_id
+    here, saved_argv = os.getcwd(), sys.argv
     try:
         os.chdir(root)
         sys.argv = argv
-        session.new_run_id = lambda: _run_id(clock)
         with clock.installed(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 main()
@@ -70,7 +61,6 @@ def harnessc(root: Path, *args: str) -> subprocess.CompletedProcess:
     finally:
         if not subreaper:  # a run makes its process a child subreaper for good: not this one
             prctl.call(prctl.PR_SET_CHILD_SUBREAPER, 0)
-        session.new_run_id = saved_id
         sys.argv = saved_argv
         os.chdir(here)
         clock.jump(1.0)
