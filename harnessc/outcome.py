@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from .exitcodes import Exit
+from .states import BROKEN, COMPLETE, ENDED, TaskState  # noqa: F401 (COMPLETE: callers import it here)
 from .wording import plural  # the one pluralising helper (also used as outcome.plural)
 
 # ------------------------------------------------------------------ one task's calls
@@ -79,10 +80,7 @@ class CallTally:
 
 # ------------------------------------------------------------------ runs
 
-COMPLETE = ("succeeded", "degraded", "done")  # a dependent may start after these
-BROKEN = ("failed", "blocked", "skipped")  # what `harnessc retry` re-runs
-COUNT_ORDER = ("succeeded", "degraded", "done", "review", "failed", "blocked", "skipped")
-REVIEW = "review"  # verified, waiting for `harnessc approve` (not complete: its dependents wait)
+REVIEW = TaskState.REVIEW  # verified, waiting for `harnessc approve` (not complete: its dependents wait)
 UNFINISHED = "left"  # how the summary names tasks that are neither complete nor broken
 
 # How a run ended, as the runner saw it (the task states tell the rest).
@@ -113,7 +111,7 @@ class RunOutcome:
 
 
 def count_states(states: Iterable[str]) -> dict[str, int]:
-    counts = dict.fromkeys(COUNT_ORDER, 0)
+    counts = dict.fromkeys(ENDED, 0)
     counts[UNFINISHED] = 0
     for s in states:
         counts[s if s in counts else UNFINISHED] += 1
@@ -122,7 +120,7 @@ def count_states(states: Iterable[str]) -> dict[str, int]:
 
 def describe_counts(counts: dict[str, int]) -> str:
     """'3 tasks succeeded, 1 degraded, 2 left' (failures first when there are any)."""
-    order = list(COUNT_ORDER) + [UNFINISHED]
+    order = list(ENDED) + [UNFINISHED]
     if any(counts.get(k) for k in BROKEN):
         order = list(BROKEN) + [k for k in order if k not in BROKEN]
     parts = [(counts[k], k) for k in order if counts.get(k)]
@@ -170,7 +168,7 @@ def run_outcome(states: Iterable[str], ending: str = FINISHED, why: str | None =
 
 def _waiting(counts: dict[str, int]) -> str:
     """Why a run with failed or skipped tasks had nothing to run."""
-    waiting = [k for k in ("failed", "blocked") if counts[k]]
+    waiting = [k for k in (TaskState.FAILED, TaskState.BLOCKED) if counts[k]]
     if waiting:
         return f"{' and '.join(waiting)} tasks wait for `harnessc retry` (or --rerun failed)"
     return "skipped tasks wait for their dependencies (select them too: -s +TASK)"
@@ -242,9 +240,9 @@ def next_steps(outcome: RunOutcome, tasks: list[dict], budget_stop: BudgetStop |
     """What to do after a run that did not succeed: the tasks by name, then the commands
     (as dbt and ruff end a failed run). After a budget stop, a higher budget. `prog`: how
     the commands start where the run was started (`harnessc -C DIR`)."""
-    failed = [t for t in tasks if t["state"] == "failed"]
-    blocked = [t for t in tasks if t["state"] == "blocked"]
-    skipped = [t for t in tasks if t["state"] == "skipped"]
+    failed = [t for t in tasks if t["state"] == TaskState.FAILED]
+    blocked = [t for t in tasks if t["state"] == TaskState.BLOCKED]
+    skipped = [t for t in tasks if t["state"] == TaskState.SKIPPED]
     review = [t for t in tasks if t["state"] == REVIEW]
     lines = []
     if review:

@@ -13,6 +13,7 @@ import json
 import click
 
 from .. import completion
+from ..states import TaskState
 from .common import Context, fail_usage, pass_ctx
 
 
@@ -36,7 +37,7 @@ def _held(store) -> dict[str, dict]:
             rec = json.loads(store.meta_get(key) or "{}")
         except ValueError:
             continue
-        if isinstance(rec, dict) and rec.get("state") == "review":
+        if isinstance(rec, dict) and rec.get("state") == TaskState.REVIEW:
             out[key.removeprefix(LANDING_KEY)] = rec
     return out
 
@@ -61,7 +62,7 @@ def review(ctx: Context, output: str) -> None:
 
     workspace, store = _open(ctx)
     try:
-        rows = {t: r for t, r in store.tasks().items() if r["state"] == "review"}
+        rows = {t: r for t, r in store.tasks().items() if r["state"] == TaskState.REVIEW}
         held, decided = _held(store), {k.removeprefix(REVIEW_KEY) for k in store.meta_keys(REVIEW_KEY)}
     finally:
         store.close()
@@ -113,14 +114,14 @@ def _decide(ctx: Context, tasks: tuple[str, ...], decision: str, why: str | None
                 near = did_you_mean(tid, list(rows))
                 fail_usage(f"no task '{tid}'" + (f" ({near})" if near else ""),
                            "`harnessc review` lists the tasks waiting for review")
-            if rows[tid]["state"] != "review":
+            if rows[tid]["state"] != TaskState.REVIEW:
                 fail_usage(f"task '{tid}' is not in review (it is {rows[tid]['state']})",
                            "`harnessc review` lists the tasks waiting for review")
         for tid in dict.fromkeys(tasks):
             with store.tx():  # BEGIN IMMEDIATE: one decision, whoever comes first
                 row = store.tasks([tid]).get(tid, {})
                 taken = store.meta_get(REVIEW_KEY + tid)
-                if row.get("state") == "review" and not taken:
+                if row.get("state") == TaskState.REVIEW and not taken:
                     store.meta_set(REVIEW_KEY + tid, json.dumps({"decision": decision, "why": why}))
                     store.event(f"review_{decision}_asked", tid, why=why)
                     said.append((tid, None))

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 from ..diagnostics import Diagnostics, Span, did_you_mean
 from ..estimates import CHARS_PER_TOKEN
+from ..states import TaskState
 from .contextentry import PRIORITIES
 
 TEMPLATE_NAMES = ("system.md.j2", "task.md.j2", "refine.md.j2", "memory.md.j2")
@@ -203,15 +204,16 @@ def _dep_view(plan_nodes: dict, dep_id: str, dep: dict | None) -> dict:
     title = plan_nodes[dep_id]["title"] if dep_id in plan_nodes else dep_id
     if dep is None:
         if plan_nodes.get(dep_id, {}).get("done"):
-            return {"title": title, "state": "done", "data": None, "verified": True, "note": "",
+            return {"title": title, "state": TaskState.DONE, "data": None, "verified": True, "note": "",
                     "output": "(checked off in roadmap.md before this run; no output recorded)"}
         return {"title": title, "state": "not run yet", "data": None, "verified": True, "note": "",
                 "output": f"(the output of task {dep_id}, filled in at run time)"}
     data = dep.get("output")
     text = "(no structured output)" if data is None else json.dumps(data, indent=2, sort_keys=True)
-    state = dep.get("state", "succeeded")
+    state = dep.get("state", TaskState.SUCCEEDED)
     return {"title": title, "state": state, "data": data, "output": text,
-            "verified": state != "degraded", "note": _unverified_note(dep_id, dep) if state == "degraded" else ""}
+            "verified": state != TaskState.DEGRADED,
+            "note": _unverified_note(dep_id, dep) if state == TaskState.DEGRADED else ""}
 
 
 def _dep_views(plan: dict, node: dict, deps: dict[str, dict]) -> dict[str, dict]:

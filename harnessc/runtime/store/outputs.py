@@ -23,11 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable
 
 from ...planfile import Contract, PlanNode
+from ...states import LANDED, TaskState
 from ...wording import accept_name, plural
 from ...workspace import Workspace, write_atomic_at
 from ..verify import verified_by
-
-LANDED = ("succeeded", "degraded")  # the states whose result is written
 
 
 def result(row: dict, node: PlanNode | None, contract: Contract | None, final: dict | None) -> dict:
@@ -35,9 +34,9 @@ def result(row: dict, node: PlanNode | None, contract: Contract | None, final: d
     final answered attempt (state.final_attempt)."""
     state = row["state"]
     rec: dict[str, Any] = {"task": row["id"], "title": node.title if node else None, "state": state,
-                           "verified": state == "succeeded", "run_id": row.get("run_id"),
+                           "verified": state == TaskState.SUCCEEDED, "run_id": row.get("run_id"),
                            "agent": row.get("agent"), "attempts": row.get("attempts") or 0}
-    if state == "succeeded":
+    if state == TaskState.SUCCEEDED:
         checks = (final or {}).get("checks") or []
         rec["verified_by"] = verified_by(node, contract, checks) if node else [
             f"accept {accept_name(c)} (exit {c.get('returncode')})" for c in checks]
@@ -45,9 +44,9 @@ def result(row: dict, node: PlanNode | None, contract: Contract | None, final: d
         rec["output"] = row.get("output")
         if rec["output"] is None and final is not None:
             rec["answer"] = final.get("raw_output") or ""
-    if state == "degraded":
+    if state == TaskState.DEGRADED:
         rec["filled"] = row.get("filled") or []
-    if state != "succeeded" and row.get("error"):
+    if state != TaskState.SUCCEEDED and row.get("error"):
         rec["error"] = row["error"]
     return rec
 
@@ -118,19 +117,19 @@ def text(rec: dict) -> str:
                                   plural(rec["attempts"], "attempt") if rec.get("attempts") else "",
                                   f"run {rec['run_id']}" if rec.get("run_id") else "") if p)
     lines = [f"{tid}{title}: {state}" + (f" ({where})" if where and state in LANDED else "")]
-    if state == "succeeded":
+    if state == TaskState.SUCCEEDED:
         lines.append("verified by: " + (", ".join(rec.get("verified_by") or ())
                                         or "nothing: no contract output, promise or accept command checks this task"))
-    elif state == "degraded":
+    elif state == TaskState.DEGRADED:
         lines.append(f"NOT verified: {rec.get('error') or 'a fallback output'}")
         filled = filled_text(rec.get("filled"))
         lines.append(f"filled from the contract, not from the agent: {filled or 'nothing'}")
-    elif state == "done":
+    elif state == TaskState.DONE:
         lines.append("checked off in roadmap.md: no output recorded")
     else:
         if rec.get("error"):
             lines.append(f"error: {rec['error']}")
-        lines.append(f"no output{' yet' if state in ('pending', 'ready', 'running') else ''}"
+        lines.append(f"no output{' yet' if state in (TaskState.PENDING, TaskState.READY, TaskState.RUNNING) else ''}"
                      + (f"; `harnessc log {tid}` shows every attempt" if rec.get("attempts") else ""))
     if state in LANDED:
         shown = f" ({rec['file']})" if rec.get("file") else ""

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...states import LANDED
 from .. import plan as planmod
-
-TERMINAL_SUCCESS = ("succeeded", "degraded")
 
 
 def project_tasks(root: Path) -> list[dict] | None:
@@ -37,4 +36,4 @@ def stale_dependents(tasks: list[dict], rows: dict[str, dict], reset_ids: list[s
     succeeded: their output was built on what the reset discards, and nothing re-runs them."""
     gone = set(reset_ids)
     return [t for t in downstream(tasks, reset_ids)
-            if t not in gone and (rows.get(t) or {}).get("state") in TERMINAL_SUCCESS]
+            if t not in gone and (rows.get(t) or {}).get("state") in LANDED]
