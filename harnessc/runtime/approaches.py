@@ -38,6 +38,7 @@ from typing import Any
 
 from ..planfile import PlanNode
 from ..providers import AgentConfig
+from ..states import TaskState
 from . import clock
 from .agents.base import Request, Response
 from .children import procs
@@ -51,7 +52,8 @@ from .worktree import landing as landingmod
 from .worktree.gitcmd import GitFailed
 from .worktree.isolation import Conflict, IsolationError, Landed, Tampered
 
-ENDINGS = ("degraded", "blocked", "failed")  # a task with no verified approach: the first any approach reached
+# a task with no verified approach: the first of these any approach reached
+ENDINGS = (TaskState.DEGRADED, TaskState.BLOCKED, TaskState.FAILED)
 
 
 def approach_route(route: Route, own: list[str], k: int) -> Route:
@@ -112,11 +114,11 @@ class ApproachRun(TaskRun):
         try:
             self.attempt = await self.open_attempt(k=self.k)
         except (GitFailed, OSError, IsolationError) as e:
-            return self._finish("failed", f"could not create its worktree: {e}")
+            return self._finish(TaskState.FAILED, f"could not create its worktree: {e}")
         try:
             self.original = self.base = self.prompt = self.render()
         except Exception as e:  # a template problem is this approach's failure
-            return self._finish("failed", f"could not render the prompt: {e}")
+            return self._finish(TaskState.FAILED, f"could not render the prompt: {e}")
         return await self.iterations()
 
     def render(self) -> str:
@@ -166,8 +168,8 @@ class ApproachRun(TaskRun):
         except (GitFailed, OSError, IsolationError) as e:
             await self.log.finish("rejected", errors=[f"could not commit its change: {e}"], raw=resp.text,
                                   **resp.charged())
-            self.ended("failed", f"could not commit its change: {e}")
-            raise Done("failed") from None
+            self.ended(TaskState.FAILED, f"could not commit its change: {e}")
+            raise Done(TaskState.FAILED) from None
         await self.log.finish("succeeded", raw=resp.text, parsed=verdict.output, checks=verdict.checks,
                               **(seen.saved if seen else {}), **resp.charged())
         self.ended("verified", None, verdict.output)
@@ -255,7 +257,7 @@ class Approaches:
         self.store.save_running_time(self.tid, self.runs[0].limits.time_before + clock.monotonic() - self.t0)
 
     async def run(self) -> str:
-        self.store.set_state(self.tid, "running")
+        self.store.set_state(self.tid, TaskState.RUNNING)
         self.store.event("approaches_started", self.tid, n=len(self.runs), select=self.spec.select,
                          agents=[r.route.agent for r in self.runs])
         self.save()
@@ -265,7 +267,7 @@ class Approaches:
             return await self.finish()
         except asyncio.CancelledError:
             await _cancel(tasks)
-            self.store.set_state(self.tid, "pending")
+            self.store.set_state(self.tid, TaskState.PENDING)
             raise
         finally:
             await _cancel(tasks)
@@ -282,7 +284,7 @@ class Approaches:
                 self.ended(tasks[t], t)
             if self.spec.select == "first" and any(tasks[t].outcome == "verified" for t in done) and pending:
                 for t in pending:
-                    tasks[t].ended("cancelled", "cancelled: another approach verified first (select: first)")
+                    tasks[t].ended(TaskState.CANCELLED, "cancelled: another approach verified first (select: first)")
                 await _cancel({t: tasks[t] for t in pending})
                 for t in pending:
                     self.store.event("approach_cancelled", self.tid, approach=tasks[t].k)
@@ -290,9 +292,9 @@ class Approaches:
 
     def ended(self, run: ApproachRun, task: asyncio.Task) -> None:
         if task.cancelled():
-            run.outcome = run.outcome or "cancelled"
+            run.outcome = run.outcome or TaskState.CANCELLED
         elif task.exception() is not None:
-            run.ended("failed", f"internal error: {type(task.exception()).__name__}: {task.exception()}")
+            run.ended(TaskState.FAILED, f"internal error: {type(task.exception()).__name__}: {task.exception()}")
         elif run.outcome is None:
             run.ended(task.result(), run.why)
         self.store.event("approach_ended", self.tid, approach=run.k, outcome=run.outcome, agent=run.route.agent,
@@ -311,40 +313,41 @@ class Approaches:
     async def finish(self) -> str:
         """Land the best verified approach (the next on a conflict), or end the task as the
         approaches' endings say."""
-        if self.ctx.control.halting() and any(r.outcome in ("interrupted", "cancelled") for r in self.runs) \
+        if self.ctx.control.halting() and any(r.outcome in (TaskState.INTERRUPTED, TaskState.CANCELLED)
+                                                for r in self.runs) \
                 and self.spec.select == "best":
-            self.store.set_state(self.tid, "pending", running_s=self.runs[0].used_time())
-            return "interrupted"
+            self.store.set_state(self.tid, TaskState.PENDING, running_s=self.runs[0].used_time())
+            return TaskState.INTERRUPTED
         ranking = self.ranking()
         if not ranking:
-            if self.ctx.control.halting() and any(r.outcome == "interrupted" for r in self.runs):
-                self.store.set_state(self.tid, "pending", running_s=self.runs[0].used_time())
-                return "interrupted"
+            if self.ctx.control.halting() and any(r.outcome == TaskState.INTERRUPTED for r in self.runs):
+                self.store.set_state(self.tid, TaskState.PENDING, running_s=self.runs[0].used_time())
+                return TaskState.INTERRUPTED
             return self.none_verified()
         if self.ctx.reviewed(self.node) and await self.ctx.isolation.hold(self.node, ranking[0].attempt,
                                                                           ranking[0].output) is None:
             run = self.selected = ranking[0]  # review: true - the best waits on its ref until approved
-            run.outcome = "review"
-            self.store.finish_task(self.tid, "review", output=run.output, fingerprint=self.node.fingerprint)
-            return "review"
+            run.outcome = TaskState.REVIEW
+            self.store.finish_task(self.tid, TaskState.REVIEW, output=run.output, fingerprint=self.node.fingerprint)
+            return TaskState.REVIEW
         conflicts: list[tuple[ApproachRun, Conflict]] = []
         for run in ranking:
             try:
                 result = await self.ctx.isolation.land(self.node, run.attempt, run.output, run.recheck(run.text))
             except (GitFailed, OSError, IsolationError) as e:
-                self.store.finish_task(self.tid, "failed", error=f"could not land approach {run.k}'s change: {e}")
-                return "failed"
+                self.store.finish_task(self.tid, TaskState.FAILED, error=f"could not land approach {run.k}'s change: {e}")
+                return TaskState.FAILED
             if isinstance(result, Landed):
                 self.selected = run
-                self.store.finish_task(self.tid, "succeeded", output=run.output, fingerprint=self.node.fingerprint)
+                self.store.finish_task(self.tid, TaskState.SUCCEEDED, output=run.output, fingerprint=self.node.fingerprint)
                 self.ctx.isolation.landed(self.node, result)
                 self.store.event("approach_selected", self.tid, approach=run.k, agent=run.route.agent,
                                  score=run.score, sha=result.sha, message=(
                                      f"approach {run.k} ({run.route.agent}) landed"
                                      + (f" with score {run.score:g}" if run.score is not None else "")))
-                return "succeeded"
+                return TaskState.SUCCEEDED
             if isinstance(result, Tampered):  # it never lands: the next verified approach may
-                run.outcome, run.why = "failed", result.why
+                run.outcome, run.why = TaskState.FAILED, result.why
                 continue
             run.why = conflict_text(result)
             conflicts.append((run, result))
@@ -353,25 +356,25 @@ class Approaches:
         if not conflicts:  # every verified approach ran while the git directory was tampered with
             return self.none_verified()
         run, _ = conflicts[0]
-        run.outcome = "blocked"
+        run.outcome = TaskState.BLOCKED
         ref = self.ctx.isolation.blocked(self.node, run.attempt)
-        self.store.finish_task(self.tid, "blocked", error=(
+        self.store.finish_task(self.tid, TaskState.BLOCKED, error=(
             f"blocked: every verified approach conflicts with the integration branch ({run.why}); approach "
             f"{run.k}'s change is kept at {ref} (`git show {ref}`): merge it by hand, or "
             f"`harnessc retry {self.tid}`"))
-        return "blocked"
+        return TaskState.BLOCKED
 
     def none_verified(self) -> str:
         reasons = "; ".join(f"approach {r.k} ({r.route.agent}): {(r.why or r.outcome or '?')[:400]}" for r in self.runs)
         for state in ENDINGS:
             ends = [r for r in self.runs if r.outcome == state]
-            if ends or state == "failed":
-                output = ends[0].output if ends and state == "degraded" else None
+            if ends or state == TaskState.FAILED:
+                output = ends[0].output if ends and state == TaskState.DEGRADED else None
                 self.store.finish_task(self.tid, state, output=output,
-                                       fingerprint=self.node.fingerprint if state == "degraded" else None,
+                                       fingerprint=self.node.fingerprint if state == TaskState.DEGRADED else None,
                                        error=f"no approach verified: {reasons}"[:4000])
                 return state
-        return "failed"
+        return TaskState.FAILED
 
     async def close(self, run: ApproachRun) -> None:
         """Its worktree goes (the blocked one's ref stays; --keep-worktrees keeps a failed one)."""
@@ -388,7 +391,7 @@ class Approaches:
                 "score_command": " ".join(self.spec.score.argv) if self.spec.score else None,
                 "min_score": self.spec.min_score,
                 "approaches": [{"approach": r.k, "agent": r.p.agent or r.route.agent,
-                                "state": r.outcome or "running", "verified": r.outcome == "verified"
+                                "state": r.outcome or TaskState.RUNNING, "verified": r.outcome == "verified"
                                 or r is self.selected, "score": r.score, "cost_usd": round(r.cost, 6),
                                 "diff_lines": r.diff, "selected": r is self.selected, "why": r.why}
                                for r in self.runs]}

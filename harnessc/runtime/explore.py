@@ -21,6 +21,7 @@ import math
 from typing import Any
 
 from ..providers import AgentConfig
+from ..states import TaskState
 from .agents.base import AgentError
 from .approaches import ApproachRun
 from .iteration import Done
@@ -109,7 +110,7 @@ async def explore_from(run: Any, why: str) -> None:
     finally:
         for b in branches:
             if b.attempt is not None:
-                await iso.close(run.node, "cancelled", k=b.k)
+                await iso.close(run.node, TaskState.CANCELLED, k=b.k)
 
 
 def _go_on_from(iso: Any, attempt: Any, sha: str | None) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 from .. import outcome as outcomes
 from ..planfile import Contract, PlanNode
 from ..providers import AgentConfig
+from ..states import TaskState
 from ..workspace import WorkspaceError
 from . import clock, protect
 from . import plan as planmod
@@ -166,19 +167,19 @@ class TaskRun:
     async def run(self) -> str:
         if self.node.routing.auto:
             self.store.event("routed", self.tid, agents=self.route.agents)
-        outcome = "interrupted"
+        outcome = TaskState.INTERRUPTED
         try:
             if self.iso:
                 try:
                     self.attempt = await self.open_attempt()
                 except (GitFailed, OSError, IsolationError) as e:
-                    outcome = self._finish("failed", f"could not create its worktree: {e}")
+                    outcome = self._finish(TaskState.FAILED, f"could not create its worktree: {e}")
                     return outcome
             try:
                 with self.timed("prompt"):
                     self.original = self.base = self.prompt = self.render()
             except Exception as e:  # a template problem is this task's failure, not the run's
-                outcome = self._finish("failed", f"could not render the prompt: {e}")
+                outcome = self._finish(TaskState.FAILED, f"could not render the prompt: {e}")
                 return outcome
             if not self.iso and base_checks(self.node):  # the shared tree: before the agent touches it
                 await self.floors()
@@ -318,18 +319,18 @@ class TaskRun:
         steering.poll(max_age=0.05)
         self.t0 += await steering.hold(self.ctx.control.halting)
         if steering.skipped(self.tid) and not self.ctx.control.halting():
-            raise Done(self._finish("skipped", "skipped by the operator (inbox)"))
+            raise Done(self._finish(TaskState.SKIPPED, "skipped by the operator (inbox)"))
         try:
             self.operator = planmod.render_operator(self.ctx.plan, steering.instructions_for(self.tid), self.ctx.root)
         except planmod.TemplateProblem as e:  # a project's operator.md.j2
-            raise Done(self._finish("failed", f"could not render the operator's instructions: "
+            raise Done(self._finish(TaskState.FAILED, f"could not render the operator's instructions: "
                                               f"{e.span.path}:{e.span.line}: {e.code}: {e.message}")) from None
 
     # The task's own state writes (an approach of approaches.py keeps them for its coordinator).
 
     def requeue(self, **extra: Any) -> None:
         """Back to pending (a halt, a cancel, a run budget): the task runs again on resume."""
-        self.store.set_state(self.tid, "pending", **extra)
+        self.store.set_state(self.tid, TaskState.PENDING, **extra)
 
     def save_time(self, used: float) -> None:
         self.store.save_running_time(self.tid, used)
@@ -348,7 +349,7 @@ class TaskRun:
         limits, counted across resumes (tasklimits.py), end it for good."""
         if self.ctx.control.halting():
             self.requeue(running_s=self.used_time())
-            raise Done("interrupted")
+            raise Done(TaskState.INTERRUPTED)
         why = self.limits.reached(self.p.iteration, self.used_time())
         if why:
             self.give_up(why)
@@ -356,9 +357,9 @@ class TaskRun:
     async def over_limit(self, resp: Response, why: str) -> None:
         """A call that passed a contract constraint fails the task, whatever its answer says
         (the constraints are part of the contract); the answer is kept with its attempt."""
-        await self.log.finish("over_limit", raw=resp.text, errors=[why], final_state="failed", error=why,
+        await self.log.finish("over_limit", raw=resp.text, errors=[why], final_state=TaskState.FAILED, error=why,
                               **resp.charged())
-        raise Done("failed")
+        raise Done(TaskState.FAILED)
 
     def clock(self) -> None:
         """Every CLOCK_EVERY seconds while the task runs (scheduler.py): its time so far is
@@ -382,7 +383,7 @@ class TaskRun:
         try:
             agent, cfg = self.ctx.agent(name)
         except AgentError as e:
-            raise Done(self._finish("failed", e.message)) from None
+            raise Done(self._finish(TaskState.FAILED, e.message)) from None
         return name, agent, cfg
 
     def reserve(self, cfg: AgentConfig) -> tuple[float, tuple[int, int]]:
@@ -398,8 +399,8 @@ class TaskRun:
                 if self.ctx.control.halt_run(outcomes.BUDGET, msg):
                     self.store.event("budget_exhausted", self.tid, message=msg)
                 self.requeue()
-                raise Done("interrupted")
-            raise Done(self._finish("failed", msg))
+                raise Done(TaskState.INTERRUPTED)
+            raise Done(self._finish(TaskState.FAILED, msg))
         return cost, tokens
 
     async def begin_attempt(self, name: str, cost: float, tokens: tuple[int, int]) -> None:
@@ -471,7 +472,7 @@ class TaskRun:
         try:
             await self._guard_call(self.guard.reads_before, self.guard.before)
         except (OSError, WorkspaceError) as e:
-            raise Done(self._finish("failed", f"could not record its protected files: {e}")) from None
+            raise Done(self._finish(TaskState.FAILED, f"could not record its protected files: {e}")) from None
 
     @staticmethod
     async def _guard_call(reads: bool, fn, *args):
@@ -528,7 +529,7 @@ class TaskRun:
         await self.log.finish("interrupted", raw=None, latency=clock.monotonic() - started, errors=[
             f"stopped: the call was still running {self.ctx.calls.grace:g}s after the stop, and was cut"])
         self.requeue()
-        raise Done("interrupted")
+        raise Done(TaskState.INTERRUPTED)
 
     def request(self, cfg: AgentConfig) -> Request:
         prompt = self.sent_prompt
@@ -590,7 +591,7 @@ class TaskRun:
         strategy = self.node.retry.on_failure
         if strategy in ("fallback", "partial", "template") and self.contract and self.contract.output:
             error += f" (on_failure {strategy} not applied: the last call produced no answer)"
-        raise Done(self._finish("failed", error))
+        raise Done(self._finish(TaskState.FAILED, error))
 
     def fall_back(self, why: str) -> bool:
         """Move the task to the next agent of its chain; False when there is none."""
@@ -622,7 +623,7 @@ class TaskRun:
             try:
                 return self.loop.prompt(self.base)
             except planmod.TemplateProblem as e:
-                raise Done(self._finish("failed", f"could not render the memory section: {e.span.path}:"
+                raise Done(self._finish(TaskState.FAILED, f"could not render the memory section: {e.span.path}:"
                                                   f"{e.span.line}: {e.code}: {e.message}")) from None
 
     async def succeed(self, resp: Response, verdict: Verdict) -> None:
@@ -631,7 +632,8 @@ class TaskRun:
         if self.iso:
             await self.land(resp, verdict, seen.saved if seen else {})
             return
-        ending = "review" if self.ctx.reviewed(self.node) else "succeeded"  # shared tree: the work is there already
+        # shared tree: the work is there already
+        ending = TaskState.REVIEW if self.ctx.reviewed(self.node) else TaskState.SUCCEEDED
         await self.log.finish("succeeded", raw=resp.text, parsed=verdict.output, checks=verdict.checks,
                               final_state=ending, output=verdict.output,
                               fingerprint=self.node.fingerprint, **(seen.saved if seen else {}), **resp.charged())
@@ -656,20 +658,20 @@ class TaskRun:
             if self.ctx.reviewed(self.node):  # review: true - kept on its ref until approved
                 result = await self.iso.hold(self.node, self.attempt, verdict.output)
                 if result is None:
-                    await self.log.finish("succeeded", final_state="review", output=verdict.output,
+                    await self.log.finish("succeeded", final_state=TaskState.REVIEW, output=verdict.output,
                                           fingerprint=self.node.fingerprint, **attempt)
-                    raise Done("review")
+                    raise Done(TaskState.REVIEW)
             else:
                 result = await self.iso.land(self.node, self.attempt, verdict.output, self.recheck(resp.text))
         except (GitFailed, OSError, IsolationError) as e:
-            await self.log.finish("rejected", errors=[f"could not land its change: {e}"], final_state="failed",
+            await self.log.finish("rejected", errors=[f"could not land its change: {e}"], final_state=TaskState.FAILED,
                                   error=f"could not land its change: {e}", **attempt)
-            raise Done("failed") from None
+            raise Done(TaskState.FAILED) from None
         if isinstance(result, Landed):
-            await self.log.finish("succeeded", final_state="succeeded", output=verdict.output,
+            await self.log.finish("succeeded", final_state=TaskState.SUCCEEDED, output=verdict.output,
                                   fingerprint=self.node.fingerprint, **attempt)
             self.iso.landed(self.node, result)
-            raise Done("succeeded")
+            raise Done(TaskState.SUCCEEDED)
         if isinstance(result, Tampered):  # a failed attempt: tried again in a fresh worktree, told why
             verdict.ok, verdict.errors = False, [result.why]
             self.p.calls.answered(True, [result.why])  # iteration() counted it as verified
@@ -690,8 +692,8 @@ class TaskRun:
         ref = self.iso.blocked(self.node, self.attempt)
         error = (f"blocked: {why}, again after running once more from the new commit; its change is kept at "
                  f"{ref} (`git show {ref}`): merge it by hand, or `harnessc retry {self.tid}`")
-        await self.log.finish("rejected", errors=[why], final_state="blocked", error=error, **attempt)
-        raise Done("blocked")
+        await self.log.finish("rejected", errors=[why], final_state=TaskState.BLOCKED, error=error, **attempt)
+        raise Done(TaskState.BLOCKED)
 
     def recheck(self, text: str):
         """The task's checks again, on the merged tree in its worktree: their errors."""
@@ -788,7 +790,7 @@ class TaskRun:
                 f"{', '.join(ladder.rewrites_tried()) or 'none'}; agents: "
                 f"{' > '.join(self.route.agents[:self.route.index + 1])}); tell the agent what to do differently "
                 f"(`harnessc tell {self.tid} \"...\"`), then `harnessc retry {self.tid}`"))
-            raise Done("blocked")
+            raise Done(TaskState.BLOCKED)
         elif rung.kind == "give_up":
             self.give_up(f"{seen.stuck.reason} (after every recovery step)")
 
@@ -825,21 +827,23 @@ class TaskRun:
         has_output = bool(self.contract and self.contract.output)
         if strategy in ("fallback", "partial") and has_output:
             output, filled = planmod.partial_output(self.contract, self.p.best)
-            return "degraded", output, f"degraded ({strategy}): {reason}", filled
+            return TaskState.DEGRADED, output, f"degraded ({strategy}): {reason}", filled
         if strategy == "template" and has_output:
             output, filled = planmod.template_filled(self.contract)
-            return "degraded", output, f"degraded (template): {reason}", filled
+            return TaskState.DEGRADED, output, f"degraded (template): {reason}", filled
         if strategy in ("fallback", "partial", "template"):
-            return "failed", None, f"{reason} (on_failure {strategy}: the task has no contract output to fall back on)", None
+            return (TaskState.FAILED, None,
+                    f"{reason} (on_failure {strategy}: the task has no contract output to fall back on)", None)
         if strategy == "escalate":
-            return "failed", None, f"{reason} (on_failure escalate: no stronger agent left after '{self.route.agent}')", None
-        return "failed", None, reason, None
+            return (TaskState.FAILED, None,
+                    f"{reason} (on_failure escalate: no stronger agent left after '{self.route.agent}')", None)
+        return TaskState.FAILED, None, reason, None
 
     def give_up(self, why: str) -> None:
         """End the task as failed at a limit (or stuck after every recovery step): why, then
         what its calls did in this run."""
         story = self.p.calls.story()
-        raise Done(self._finish("failed", f"{why}; {story}" if story else why))
+        raise Done(self._finish(TaskState.FAILED, f"{why}; {story}" if story else why))
 
     def _finish(self, state: str, error: str) -> str:
         self.end_task(state, error=error)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from .. import outcome as outcomes
+from ..states import TaskState
 
 if TYPE_CHECKING:  # annotations only
     from ..planfile import PlanNode
@@ -79,10 +80,10 @@ class Schedule:
         self.opening: list[tuple[str, str]] = []  # skipped before anything starts (task, why)
         for tid, why in blocked.items():
             self.pending.discard(tid)
-            self.state[tid] = "skipped"
+            self.state[tid] = TaskState.SKIPPED
             self.opening.append((tid, why))
         for tid in self.pending:
-            self.waiting[tid] = sum(d in self.pending or self.state.get(d) == "review" for d in graph.deps[tid])
+            self.waiting[tid] = sum(d in self.pending or self.state.get(d) == TaskState.REVIEW for d in graph.deps[tid])
         for tid, c in self.waiting.items():
             if c == 0:
                 heapq.heappush(self._ready, self.key(tid))
@@ -117,7 +118,7 @@ class Schedule:
             tid = heapq.heappop(self._ready)[-1]
             self.pending.discard(tid)
             self.running.add(tid)
-            self.state[tid] = "running"
+            self.state[tid] = TaskState.RUNNING
             out.append(tid)
         return out
 
@@ -145,7 +146,7 @@ class Schedule:
             self._release(tid)
         elif outcome in outcomes.BROKEN:  # its dependents cannot
             end.skipped = self._skip_dependents(tid, f"dependency '{tid}' {outcome}")
-            if self.fail_fast and outcome == "failed":
+            if self.fail_fast and outcome == TaskState.FAILED:
                 end.halt = f"stopped after '{tid}' failed (--fail-fast)"
                 self.halted = True
         return end
@@ -154,10 +155,10 @@ class Schedule:
         """A review was decided: "pending" (rejected: runs again), "blocked" (approved, its
         change no longer merges) or "succeeded". Returns the tasks to record as skipped."""
         self.state[tid] = outcome
-        if outcome == "pending":
+        if outcome == TaskState.PENDING:
             self.pending.add(tid)
             heapq.heappush(self._ready, self.key(tid))
-        elif outcome == "blocked":
+        elif outcome == TaskState.BLOCKED:
             return self._skip_dependents(tid, f"dependency '{tid}' blocked")
         else:
             self._release(tid)
@@ -181,7 +182,7 @@ class Schedule:
                 if child in self.pending:
                     self.pending.discard(child)
                     self.waiting.pop(child, None)
-                    self.state[child] = "skipped"
+                    self.state[child] = TaskState.SKIPPED
                     skipped.append((child, why))
                     stack.append(child)
         return skipped

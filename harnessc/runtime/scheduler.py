@@ -25,6 +25,7 @@ from .. import outcome as outcomes
 from ..outcome import RunOutcome
 from ..planfile import Plan, PlanNode
 from ..providers import AgentConfig
+from ..states import LANDED, TaskState
 from ..textsafe import title_flaw
 from ..vocab import priority_rank
 from ..workspace import Workspace, WorkspaceError
@@ -331,11 +332,11 @@ class Runner:
         # a task run again from its end (--rerun, or every task with --rerun all) starts its
         # loop memory afresh: its old iterations are not this round's ("This is iteration 4"
         # on a round's first call); retry and resume keep it
-        fresh = [tid for tid in work.todo if self.rerun == "all" or rows[tid]["state"] in ("succeeded", "degraded")]
+        fresh = [tid for tid in work.todo if self.rerun == "all" or rows[tid]["state"] in LANDED]
         with self.store.tx():
             for tid in work.todo:
-                if rows[tid]["state"] != "pending":
-                    self.store.set_state(tid, "pending")
+                if rows[tid]["state"] != TaskState.PENDING:
+                    self.store.set_state(tid, TaskState.PENDING)
             self.store.forget_loop_state(fresh)
         try:
             files = outputs.present(self.workspace)
@@ -509,9 +510,9 @@ class Runner:
                 if t is None:
                     continue
                 self.live.pop(tid, None)
-                outcome = "interrupted" if t.cancelled() else t.result()
+                outcome = TaskState.INTERRUPTED if t.cancelled() else t.result()
                 end = sched.ended(tid, outcome)
-                if outcome in outputs.LANDED:
+                if outcome in LANDED:
                     self._land_output(tid, now=end.write_now)
                 self._skip(end.skipped)
                 if end.halt:
@@ -519,7 +520,7 @@ class Runner:
 
     def _skip(self, skipped: list[tuple[str, str]]) -> None:
         for tid, why in skipped:
-            self.store.set_state(tid, "skipped", error=why)
+            self.store.set_state(tid, TaskState.SKIPPED, error=why)
 
     # ------------------------------------------------------------------ one task
     # What a task's iterations (iteration.TaskRun) need from the run: the TaskContext.
@@ -528,18 +529,18 @@ class Runner:
         try:
             return await self._run_node(self.nodes[tid])
         except planmod.TemplateProblem as e:  # a retry's refine.md.j2 failed to render
-            self.store.finish_task(tid, "failed", error=f"could not render the retry prompt: "
+            self.store.finish_task(tid, TaskState.FAILED, error=f"could not render the retry prompt: "
                                    f"{e.span.path}:{e.span.line}: {e.code}: {e.message}")
-            return "failed"
+            return TaskState.FAILED
 
     async def _run_node(self, node: PlanNode) -> str:
         tid = node.id
         flaw = title_flaw(node.title)
         if flaw is not None:  # the lint refuses it (HC108): a plan.json edited by hand
-            self.store.finish_task(tid, "failed", error=(
+            self.store.finish_task(tid, TaskState.FAILED, error=(
                 f"its title holds {flaw[1]} at character {flaw[0] + 1}: a title is one line of plain text "
                 "(it becomes a commit's subject); fix it in roadmap.md and build again"))
-            return "failed"
+            return TaskState.FAILED
         route = self.router.route(node)
         if node.approaches is not None and self.isolation.is_isolated(node):
             run = self.task_runs[tid] = Approaches(self, node, route)  # best-of-N (approaches.py)
@@ -570,7 +571,7 @@ class Runner:
                 rec = json.loads(self.store.meta_get(key) or "{}")
             except ValueError:
                 rec = {}
-            if tid in self.nodes and rows.get(tid, {}).get("state") == "review" and isinstance(rec, dict):
+            if tid in self.nodes and rows.get(tid, {}).get("state") == TaskState.REVIEW and isinstance(rec, dict):
                 out[tid] = rec
             else:  # decided already, or damaged: nothing to do
                 self.store.meta_set(key, None)
@@ -587,10 +588,10 @@ class Runner:
                 why = str(rec.get("why") or "")
                 self.steering.feedback(tid, f"A reviewer rejected your last result (`harnessc reject`): {why}")
                 with self.store.tx():
-                    self.store.set_state(tid, "pending")
+                    self.store.set_state(tid, TaskState.PENDING)
                     self.store.meta_set(REVIEW_KEY + tid, None)
                     self.store.event("review_rejected", tid, why=why, message=f"{tid}: rejected in review: {why}")
-                done[tid] = "pending"
+                done[tid] = TaskState.PENDING
                 continue
             result = (await self.isolation.approve(node, approval_recheck(self.plan, self.store, self.baselines,
                                                                            self.isolation, node))
@@ -600,22 +601,22 @@ class Runner:
                          + (f": {'; '.join(result.errors[:3])}" if result.errors else "")
                          + f"; it is kept at {self.isolation.blocked_refs.get(tid, '')}: merge it by hand, "
                          f"or `harnessc retry {tid}`")
-                self.isolation._record(tid, {"state": "blocked", "ref": self.isolation.blocked_refs.get(tid, ""),
+                self.isolation._record(tid, {"state": TaskState.BLOCKED, "ref": self.isolation.blocked_refs.get(tid, ""),
                                              "branch": self.isolation.integration.branch})
                 with self.store.tx():
-                    self.store.finish_task(tid, "blocked", error=error)
+                    self.store.finish_task(tid, TaskState.BLOCKED, error=error)
                     self.store.meta_set(REVIEW_KEY + tid, None)
-                done[tid] = "blocked"
+                done[tid] = TaskState.BLOCKED
                 continue
             with self.store.tx():
-                self.store.finish_task(tid, "succeeded", output=row["output"], fingerprint=row.get("fingerprint"))
+                self.store.finish_task(tid, TaskState.SUCCEEDED, output=row["output"], fingerprint=row.get("fingerprint"))
                 self.store.meta_set(REVIEW_KEY + tid, None)
                 self.store.event("review_approved", tid, message=f"{tid}: approved in review"
                                  + (f"; landed {result.sha[:10]}" if result is not None else ""))
             if result is not None:
                 self.isolation.landed(node, result)
             self._land_output(tid, now=True)
-            done[tid] = "succeeded"
+            done[tid] = TaskState.SUCCEEDED
         return done
 
     def halting(self) -> bool:
@@ -662,7 +663,7 @@ class Runner:
         rows = self.store.tasks(list(node.depends_on))
         return {d: {"output": rows[d]["output"], "state": rows[d]["state"], "error": rows[d]["error"],
                     "filled": rows[d].get("filled")}
-                if d in rows else {"output": None, "state": "pending", "error": None}
+                if d in rows else {"output": None, "state": TaskState.PENDING, "error": None}
                 for d in node.depends_on}
 
     # ------------------------------------------------------------------ the end

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..planfile import Plan, PlanNode
+from ..states import BROKEN, COMPLETE, LANDED, TaskState
 from . import plan as planmod
-from .store.state import TERMINAL_OK
 
 
 @dataclass
@@ -28,16 +28,16 @@ class Work:
         """No task would start and every blocked task is skipped already: a run would
         change nothing."""
         return not self.startable and all(
-            (rows.get(t) or {}).get("state") == "skipped" for t in self.blocked)
+            (rows.get(t) or {}).get("state") == TaskState.SKIPPED for t in self.blocked)
 
 
 def row_state(nodes: dict[str, PlanNode], rows: dict[str, dict], tid: str) -> str:
     """A task's state as a new run sees it: done in roadmap.md wins; no row yet is pending;
     a task left running by a dead run is pending again."""
     if tid in nodes and nodes[tid].done:
-        return "done"
-    state = (rows.get(tid) or {}).get("state") or "pending"
-    return "pending" if state == "running" else state
+        return TaskState.DONE
+    state = (rows.get(tid) or {}).get("state") or TaskState.PENDING
+    return TaskState.PENDING if state == TaskState.RUNNING else state
 
 
 def plan_work(plan: Plan, rows: dict[str, dict], select: list[str], exclude: list[str],
@@ -49,18 +49,18 @@ def plan_work(plan: Plan, rows: dict[str, dict], select: list[str], exclude: lis
     todo, stale = [], []
     for tid in sorted(targets, key=lambda i: nodes[i].order):
         state = row_state(nodes, rows, tid)
-        if state == "done":
+        if state == TaskState.DONE:
             continue
-        if state in ("succeeded", "degraded"):
+        if state in LANDED:
             changed = (rows.get(tid) or {}).get("fingerprint") != nodes[tid].fingerprint
             if rerun == "all" or (rerun == "stale" and changed):
                 todo.append(tid)
             elif changed:
                 stale.append(tid)
             continue
-        if state == "review":  # waits for `harnessc approve` / `reject`, not for a run
+        if state == TaskState.REVIEW:  # waits for `harnessc approve` / `reject`, not for a run
             continue
-        if state in ("failed", "blocked") and not (rerun in ("failed", "all") or only is not None):
+        if state in (TaskState.FAILED, TaskState.BLOCKED) and not (rerun in ("failed", "all") or only is not None):
             continue
         todo.append(tid)
     work = Work(targets, todo, stale)
@@ -96,10 +96,10 @@ def blocked_at_start(nodes: dict[str, PlanNode], rows: dict[str, dict], todo: li
         for d in nodes[tid].depends_on:
             if d in pending:
                 continue
-            ds = "skipped" if d in blocked else row_state(nodes, rows, d)
-            if ds in TERMINAL_OK or ds == "review":  # review: it waits in the run for the approval
+            ds = TaskState.SKIPPED if d in blocked else row_state(nodes, rows, d)
+            if ds in COMPLETE or ds == TaskState.REVIEW:  # review: it waits in the run for the approval
                 continue
-            block(tid, f"dependency '{d}' {ds}" if ds in ("failed", "blocked", "skipped")
+            block(tid, f"dependency '{d}' {ds}" if ds in BROKEN
                   else f"dependency '{d}' is not complete and not selected")
             break
     return blocked
