@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ...planfile import PlanNode
+from ...states import TaskState
 from ..loop.files import OWN_COMMIT_PREFIX
 from ..store.state import StateStore
 from . import gitcmd
@@ -102,7 +103,8 @@ class GitCommits:
         nobody's work to keep), and what is left is one commit per set of tasks, naming them
         (harnessc cannot tell which of them made each change) - no verified work is left
         uncommitted because another task ran beside it."""
-        if outcome not in ("succeeded", "degraded", "review"):  # review: verified, its work is in the tree
+        # review: verified, its work is in the tree
+        if outcome not in (TaskState.SUCCEEDED, TaskState.DEGRADED, TaskState.REVIEW):
             self.unverified.add(tid)
         if self.repo is None or not self.waiting:
             return

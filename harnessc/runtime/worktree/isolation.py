@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from ...planfile import PlanNode
+from ...states import KEPT, TaskState
 from ..store.state import StateStore
 from . import gitcmd
 from . import repo as repomod
@@ -43,7 +44,6 @@ from .tripwire import Finding, Tripwire
 from .worktrees import REF_ROOT, Attempt, Worktrees
 
 WORKTREE, NONE = "worktree", "none"
-KEPT = ("blocked", "review")  # the task states whose change stays on its ref
 
 
 @dataclass
@@ -234,7 +234,7 @@ class Isolation:
         succeeded, once), else forgotten (the task runs again)."""
         for key in self.store.meta_keys(LANDING_KEY):
             rec = _load(self.store.meta_get(key))
-            if rec.get("state") != "pending":
+            if rec.get("state") != TaskState.PENDING:
                 continue
             tid = key.removeprefix(LANDING_KEY)
             sha = None
@@ -244,8 +244,9 @@ class Isolation:
                 self.store.meta_set(key, None)
                 continue
             state = self.store.tasks([tid]).get(tid, {}).get("state")
-            if state != "succeeded":
-                self.store.finish_task(tid, "succeeded", output=rec.get("output"), fingerprint=rec.get("fingerprint"))
+            if state != TaskState.SUCCEEDED:
+                self.store.finish_task(tid, TaskState.SUCCEEDED, output=rec.get("output"),
+                                       fingerprint=rec.get("fingerprint"))
             self._record(tid, {**rec, "state": "landed", "sha": sha, "output": None})
             self.store.event("landing_recovered", tid, sha=sha, message=(
                 f"{tid}'s change had landed ({sha[:10]}) when the earlier run stopped: counted once"))
@@ -398,7 +399,7 @@ class Isolation:
         """Move the integration branch from `tip` to `new` (under the landing lock): the
         landing recorded pending first, so a run killed in between finds it (_recover_landings)."""
         integ, landing = self.integration, self.landing
-        self._record(tid, {"state": "pending", "since": tip, "branch": integ.branch,
+        self._record(tid, {"state": TaskState.PENDING, "since": tip, "branch": integ.branch,
                            "output": output, "fingerprint": fingerprint})
         if not await asyncio.to_thread(self._advance, integ, new, tip):
             self.store.meta_set(LANDING_KEY + tid, None)
@@ -430,7 +431,7 @@ class Isolation:
     def blocked(self, node: PlanNode, attempt: Attempt | None) -> str:
         """The task ends blocked: its change is kept on its (attempt's) ref (named)."""
         ref = attempt.ref if attempt is not None else self.ref(node)
-        self._record(node.id, {"state": "blocked", "ref": ref, "branch": self.integration.branch})
+        self._record(node.id, {"state": TaskState.BLOCKED, "ref": ref, "branch": self.integration.branch})
         self.blocked_refs[node.id] = ref
         return ref
 
@@ -440,7 +441,7 @@ class Isolation:
         async with self._lock:
             if (tampered := await self._tampered(attempt)) is not None:
                 return tampered
-        self._record(node.id, {"state": "review", "ref": attempt.ref, "change": attempt.change,
+        self._record(node.id, {"state": TaskState.REVIEW, "ref": attempt.ref, "change": attempt.change,
                                "base": attempt.base, "branch": self.integration.branch,
                                "output": output, "fingerprint": node.fingerprint})
         self.blocked_refs[node.id] = attempt.ref
@@ -448,7 +449,7 @@ class Isolation:
 
     def held(self) -> dict[str, dict]:
         """Task -> its review record, for the tasks whose change waits for review."""
-        return dict(self._kept_records(("review",)))
+        return dict(self._kept_records((TaskState.REVIEW,)))
 
     async def approve(self, node: PlanNode,
                       recheck: Callable[[Path], Awaitable[list[str]]] | None = None) -> Landed | Conflict:
@@ -486,7 +487,7 @@ class Isolation:
         """The task (its approach `k`) ended: its worktree goes (kept with --keep-worktrees
         when it did not succeed), its ref too (kept when it is blocked)."""
         n = self.index[node.id]
-        keep_tree = self.keep_failed and outcome not in ("succeeded", "degraded", "cancelled")
+        keep_tree = self.keep_failed and outcome not in (TaskState.SUCCEEDED, TaskState.DEGRADED, TaskState.CANCELLED)
         keep_ref = outcome in KEPT or keep_tree
         if keep_tree:
             self.kept[node.id if k == 1 else f"{node.id} (approach {k})"] = path = \
