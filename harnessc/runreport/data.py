@@ -17,13 +17,14 @@ from ..errors import HarnesscError
 from ..runtime import plan as planmod
 from ..runtime.children.procs import scrubbed, secret_values
 from ..runtime.store import scoreboard
-from ..runtime.store.state import STATES, USAGE_COLUMNS, NoState, StateStore
+from ..runtime.store.state import USAGE_COLUMNS, NoState, StateStore
+from ..states import STORED, TaskState
 from ..wording import accept_name, command_text
 from ..workspace import Workspace
 
 FAILED_ATTEMPTS = ("rejected", "error", "over_limit", "stuck", "interrupted")
 ROUTING = ("routed", "fallback", "escalated")
-TASK_EVENTS = tuple(f"task_{s}" for s in STATES)
+TASK_EVENTS = tuple(f"task_{s}" for s in STORED)
 OUTPUT_CHARS = 4000  # of one task's verified output shown (the report stays small at 2,000 tasks)
 
 
@@ -106,15 +107,15 @@ def _run(run: dict, attempts: list[dict]) -> dict[str, Any]:
 def _task(tid: str, node, row: dict | None, attempts: list[dict], final: str | None,
           routing: list[dict], run_id: str, active: bool, board: dict | None = None) -> dict[str, Any]:
     state = final
-    if state == "running" and not active:
-        state = "interrupted"
+    if state == TaskState.RUNNING and not active:
+        state = TaskState.INTERRUPTED
     if state is None:
-        state = "done" if node is not None and node.done else "not run"
+        state = TaskState.DONE if node is not None and node.done else "not run"
     verified = next((a for a in reversed(attempts) if a["status"] == "succeeded"), None)
     output = None
     if verified is not None:
         output = verified["parsed_output"] if verified["parsed_output"] is not None else verified["raw_output"]
-    elif state == "degraded" and row and row.get("run_id") == run_id:
+    elif state == TaskState.DEGRADED and row and row.get("run_id") == run_id:
         output = row.get("output")  # the fallback's partial output
     return {
         "id": tid, "title": node.title if node else tid, "state": state, "phase": node.phase if node else None,
@@ -126,7 +127,7 @@ def _task(tid: str, node, row: dict | None, attempts: list[dict], final: str | N
         "agent": attempts[-1]["agent"] if attempts else (row or {}).get("agent"),
         "cost_usd": round(sum(a.get("cost_usd") or 0 for a in attempts), 6),
         "tokens": sum((a.get("input_tokens") or 0) + (a.get("output_tokens") or 0) for a in attempts),
-        "error": (row or {}).get("error") if state not in ("succeeded", "done", "not run") else None,
+        "error": (row or {}).get("error") if state not in (TaskState.SUCCEEDED, TaskState.DONE, "not run") else None,
         "verified": _verification(verified) if verified else None,
         "output": output,
         # best-of-N: the scoreboard of this run's approaches (an older run's is not this one's)

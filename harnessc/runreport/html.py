@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from ..package_data import read_text
+from ..states import TaskState
 from ..wording import duration as duration_text
 from ..wording import routing_line
 from . import charts, svg
@@ -55,7 +56,7 @@ def render(report: dict[str, Any]) -> str:
 def has_section(task: dict) -> bool:
     """Whether the task has its own part of the page (#task-ID): it ran, or it did not end
     done or not run."""
-    return bool(task["attempts"]) or task["state"] not in ("done", "not run")
+    return bool(task["attempts"]) or task["state"] not in (TaskState.DONE, "not run")
 
 
 def state_class(state: str) -> str:
@@ -74,7 +75,7 @@ def state_counts(tasks: list[dict]) -> list[tuple[str, int]]:
 
 def _task_views(tasks: list[dict]) -> list[dict]:
     """Each task with its texts clipped to its share of PAGE_TEXT_CHARS."""
-    shown = [t for t in tasks if t["attempts"] or t["state"] not in ("done", "not run")]
+    shown = [t for t in tasks if t["attempts"] or t["state"] not in (TaskState.DONE, "not run")]
     share = max(MIN_SHARE, min(TASK_CHARS, PAGE_TEXT_CHARS // max(1, len(shown))))
     views = []
     for t in tasks:

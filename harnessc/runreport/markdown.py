@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..states import TaskState
 from .charts import priced
 from .html import clip, duration, percent, state_counts
 from .text import code, fenced
@@ -32,7 +33,8 @@ def render(report: dict[str, Any], full_report: str | None) -> str:
             "| --- | ---: | ---: | ---: | ---: | ---: |",
             f"| {', '.join(f'{n} {s}' for s, n in state_counts(report['tasks']))} | {run_cost} "
             f"| {run['tokens']:,} | {percent(run['cache_share'])} | {run['attempts']} | {duration(run['duration'])} |", ""]
-    failures = [t for t in report["tasks"] if t["state"] in ("failed", "blocked", "degraded", "interrupted")]
+    failures = [t for t in report["tasks"]
+                if t["state"] in (TaskState.FAILED, TaskState.BLOCKED, TaskState.DEGRADED, TaskState.INTERRUPTED)]
     tail = [f"Full report: {code(full_report)}" if full_report
             else f"Full report: {code('harnessc report --run ' + run['id'])} writes it"]
     budget = LIMIT - RESERVE - _size(head) - _size(tail)
@@ -47,7 +49,7 @@ def render(report: dict[str, Any], full_report: str | None) -> str:
              "| --- | --- | --- | ---: | ---: |" + (" ---: |" if has_cost else "")]
     rows = [f"| {code(t['id'], cell=True)} | {t['state']} | {code(t['agent'] or '-', cell=True)} "
             f"| {len(t['attempts'])} | {t['tokens']:,} |" + (f" ${t['cost_usd']:.4f} |" if has_cost else "")
-            for t in report["tasks"] if t["attempts"] or t["state"] not in ("done", "not run")]
+            for t in report["tasks"] if t["attempts"] or t["state"] not in (TaskState.DONE, "not run")]
     room = budget - _size(body) - _size(table)
     kept = []
     for row in rows:

@@ -17,6 +17,7 @@ import html
 from collections import defaultdict
 from typing import Any
 
+from ..states import BROKEN, TaskState
 from .text import shown
 
 FONT = 12  # px: every label (readable: the report's test holds it at >= 11 px on screen)
@@ -30,8 +31,8 @@ STATE_COLORS = {
     "blocked": "#8c1c13", "skipped": "#9e9e9e", "interrupted": "#ff7f0e", "running": "#1f77b4",
     "ready": "#c6dbef", "pending": "#d9d9d9", "not run": "#eeeeee", "review": "#9467bd",
 }
-DARK_STATES = ("succeeded", "failed", "blocked", "running")  # shown with white text
-FAILED = ("failed", "blocked", "skipped", "interrupted")  # an edge out of one is drawn red
+DARK_STATES = (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.BLOCKED, TaskState.RUNNING)  # shown with white text
+FAILED = (*BROKEN, TaskState.INTERRUPTED)  # an edge out of one is drawn red
 FAILED_EDGE = "#d62728"
 
 

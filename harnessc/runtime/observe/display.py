@@ -18,14 +18,16 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ...states import TaskState
 from ...textsafe import visible
 from ...wording import duration, shorten
 from .. import clock
 from . import summaries
 from .eta import Eta
 
-FINAL = {"task_succeeded": "succeeded", "task_degraded": "degraded", "task_failed": "failed",
-         "task_blocked": "blocked", "task_skipped": "skipped", "task_review": "review"}
+# the events that end a task, and the state each names
+FINAL = {f"task_{s}": s for s in (TaskState.SUCCEEDED, TaskState.DEGRADED, TaskState.FAILED, TaskState.BLOCKED,
+                                  TaskState.SKIPPED, TaskState.REVIEW)}
 HEARTBEAT_SECONDS = 30.0  # a call running longer than this gets a "still running" line
 HEARTBEAT_ENV = "HARNESSC_HEARTBEAT"  # overrides it, in seconds (tests lower it)
 ATTEMPT_WORDS = {"rejected": "rejected", "error": "agent call failed", "progress": "no claim yet",

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ...outcome import BROKEN, COMPLETE
+from ...states import LANDED, TaskState
 from ...wording import routing_line
 from ...workspace import Workspace
 from .. import plan as planmod
@@ -16,7 +17,7 @@ from ..scheduler import task_summary
 from ..steering import paused_run
 from ..store import scoreboard
 from ..store.lock import holder
-from ..store.state import TERMINAL_OK, NoState, StateStore
+from ..store.state import NoState, StateStore
 
 
 def _open_state(workspace: Workspace) -> StateStore | None:
@@ -60,21 +61,21 @@ def status(root: Path) -> dict:
     for tid in order + sorted(set(rows) - set(order)):
         row = rows.get(tid)
         if row is None:
-            row = {"id": tid, "state": "done" if tid in nodes and nodes[tid].done else "pending", "attempts": 0,
-                   "iterations": 0, "agent": None, "tokens": 0, "cost_usd": 0.0, "error": None,
+            row = {"id": tid, "state": TaskState.DONE if tid in nodes and nodes[tid].done else TaskState.PENDING,
+                   "attempts": 0, "iterations": 0, "agent": None, "tokens": 0, "cost_usd": 0.0, "error": None,
                    "run_id": None}
         t = task_summary(row)
-        if t["state"] == "pending" and tid in nodes:
-            if all((rows.get(d) or {}).get("state") in TERMINAL_OK
+        if t["state"] == TaskState.PENDING and tid in nodes:
+            if all((rows.get(d) or {}).get("state") in COMPLETE
                    or (d in nodes and nodes[d].done) for d in nodes[tid].depends_on):
-                t["state"] = "ready"
-        if tid in nodes and row.get("state") in ("succeeded", "degraded"):
+                t["state"] = TaskState.READY
+        if tid in nodes and row.get("state") in LANDED:
             t["stale"] = row.get("fingerprint") != nodes[tid].fingerprint
         if tid not in nodes and plan:
             t["removed"] = True
-        if t["state"] == "running" and not active:  # its run was killed: `harnessc run` resumes it
-            t["state"] = "interrupted"
-        if active and t["state"] == "running" and row.get("started_at"):
+        if t["state"] == TaskState.RUNNING and not active:  # its run was killed: `harnessc run` resumes it
+            t["state"] = TaskState.INTERRUPTED
+        if active and t["state"] == TaskState.RUNNING and row.get("started_at"):
             t["elapsed"] = round(max(0.0, now - row["started_at"]), 3)  # so far
             if tid in loops:
                 t["loop"] = loops[tid]
@@ -174,7 +175,7 @@ def _loops(store: StateStore, plan, rows: dict) -> dict[str, dict]:
     out = {}
     for node in plan.nodes if plan else ():
         row = rows.get(node.id)
-        if row is None or row["state"] != "running" or not is_loop(node):
+        if row is None or row["state"] != TaskState.RUNNING or not is_loop(node):
             continue
         scores = store.recent_progress(node.id)
         saved = store.loop_state(node.id) or {}
@@ -235,10 +236,10 @@ def show(root: Path, task_id: str) -> dict:
         raise UnknownTask(known)
     node = nodes.get(task_id)
     if row is None:
-        row = {"id": task_id, "state": "done" if node.done else "pending"}
+        row = {"id": task_id, "state": TaskState.DONE if node.done else TaskState.PENDING}
     rec = outputs.result(row, node, plan.contract_of(node) if node else None, final)
     path = workspace.output(task_id)
-    rec["file"] = workspace.rel(path) if rec["state"] in outputs.LANDED and path.is_file() else None
+    rec["file"] = workspace.rel(path) if rec["state"] in LANDED and path.is_file() else None
     if board is not None:  # best-of-N: which approach did what, and which landed
         rec["approaches"] = board
     return rec

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ...states import COMPLETE
+from ...states import TaskState as S
 from .. import clock
 from ..store.state import StateStore
-
-DONE = ("succeeded", "degraded", "done")
 
 
 class Summaries:
@@ -28,8 +28,8 @@ class Summaries:
         ids = self.targets()
         rows = [r for tid, r in self.store.tasks().items() if tid in ids]
         count = {state: sum(r["state"] in states for r in rows)
-                 for state, states in (("done", DONE), ("running", ("running",)), ("failed", ("failed",)),
-                                       ("blocked", ("blocked",)))}
+                 for state, states in ((S.DONE, COMPLETE), (S.RUNNING, (S.RUNNING,)), (S.FAILED, (S.FAILED,)),
+                                       (S.BLOCKED, (S.BLOCKED,)))}
         self.store.event("summary", tasks=len(rows), **count,
                          iterations=sum(r["iterations"] or 0 for r in rows),
                          cost_usd=round(self.store.run_spent(self.store.run_id or ""), 6),

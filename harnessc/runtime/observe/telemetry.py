@@ -46,6 +46,7 @@ import threading
 import time
 from typing import Any
 
+from ...states import ENDED, TaskState
 from ...vocab import otlp_endpoint_problem
 from ..children.procs import REDACTED, forwarded_env, secret_forms
 
@@ -59,7 +60,7 @@ INSTALL = "pip install 'harnessc[otel]'"
 GENAI_PROVIDERS = {"anthropic": "anthropic", "claude-code": "anthropic", "openai": "openai",
                    "codex": "openai", "gemini-cli": "gcp.gemini"}
 ESTIMATED = {"command", "simulate"}  # providers whose usage harnessc estimates from the texts' sizes
-TASK_ENDS = {"succeeded", "degraded", "failed", "blocked", "skipped", "done", "pending", "review"}
+TASK_ENDS = {*ENDED, TaskState.PENDING}  # the task_<state> events that end a task's span
 ANSWERED = {"succeeded", "rejected", "progress", "stuck"}  # attempts whose answer was verified
 FAILED_CALLS = {"error", "over_limit", "interrupted"}
 # an attempt row's usage -> (GenAI semantic conventions, OpenInference) attributes
@@ -351,19 +352,20 @@ class Tracing:
         self.sdk.end(span, end, error=self._why("verification failed", row.get("errors")) if failed else None)
 
     def _task_ended(self, task: str, state: str, ev: dict) -> None:
-        if state == "pending" and task not in self.tasks:
+        if state == TaskState.PENDING and task not in self.tasks:
             self.task_started.pop(task, None)
             return  # set to run, not ended
         span = self._task_span(task, ev["ts"])  # a task ending without an attempt (skipped): an instant
         del self.tasks[task]
         attempts, tokens, cost = self.task_usage.pop(task, [0, 0, 0.0])
-        state = "interrupted" if state == "pending" else state  # an abort sends it back to pending
+        state = TaskState.INTERRUPTED if state == TaskState.PENDING else state  # an abort sends it back to pending
         self.sdk.set(span, {"harnessc.task.state": state, "harnessc.task.attempts": attempts,
                             "harnessc.tokens": tokens, "harnessc.cost_usd": cost})
-        if state == "skipped":  # harnessc's own words, naming tasks only: said with content off too
+        if state == TaskState.SKIPPED:  # harnessc's own words, naming tasks only: said with content off too
             error = f"skipped: {ev['error']}" if ev.get("error") else "skipped"
         else:
-            error = self._why(state, [ev.get("error")]) if state in ("failed", "blocked", "interrupted") else None
+            bad = state in (TaskState.FAILED, TaskState.BLOCKED, TaskState.INTERRUPTED)
+            error = self._why(state, [ev.get("error")]) if bad else None
         self.sdk.end(span, ev["ts"], error=error)
 
     def _run_finished(self, ev: dict) -> None:
