@@ -14,6 +14,7 @@ import ast
 from pathlib import Path
 
 import harnessc
+from harnessc.states import TaskState
 
 ROOT = Path(harnessc.__file__).parent
 RUNTIME_TOP_MAX = 20
@@ -193,3 +194,116 @@ def test_the_runtime_reaches_the_compiler_only_through_its_doorway():
     leaks = sorted(f"{m} -> {dep}" for m, deps in graph.items() if m.startswith("harnessc.runtime")
                    and m != DOORWAY for dep in deps if dep.startswith("harnessc.compiler"))
     assert leaks == [], "runtime modules importing the compiler (go through runtime/plan.py):\n" + "\n".join(leaks)
+
+
+# ------------------------------------------------------------------ states are named, not spelled
+
+STATE_VALUES = {s.value for s in TaskState}
+STATES_MODULE = ROOT / "states.py"
+# calls whose positional arguments (or state=/final_state=) are task states
+STATE_CALLS = {"set_state", "finish_task", "_finish", "ended", "Done", "_kept_records"}
+STATE_KEYS = {"state", "final_state"}
+
+
+def state_like(node: ast.AST) -> bool:
+    """An expression holding a task state: `state`, `x.outcome`, `row["state"]`, `row.get("state")`,
+    `states[tid]`, `states.get(tid)`."""
+    if isinstance(node, ast.Name):
+        name = node.id
+    elif isinstance(node, ast.Attribute):
+        name = node.attr
+    elif isinstance(node, ast.Subscript):
+        return (isinstance(node.slice, ast.Constant) and node.slice.value in STATE_KEYS) or state_like(node.value)
+    elif isinstance(node, ast.Call):
+        func = node.func
+        return isinstance(func, ast.Attribute) and func.attr == "get" and bool(node.args) and (
+            state_like(func.value) or (isinstance(node.args[0], ast.Constant) and node.args[0].value in STATE_KEYS))
+    else:
+        return False
+    return name in ("outcome", "ending", "ds") or name.endswith(("state", "states"))
+
+
+def spelled(node: ast.AST | None):
+    """The bare state strings in an expression that is (or holds, or chooses between) states."""
+    if isinstance(node, ast.Constant) and node.value in STATE_VALUES and isinstance(node.value, str):
+        yield node
+    elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        for item in node.elts:
+            yield from spelled(item)
+    elif isinstance(node, ast.IfExp):
+        yield from spelled(node.body)
+        yield from spelled(node.orelse)
+    elif isinstance(node, ast.BoolOp):  # row.get("state") or "pending"
+        for value in node.values:
+            yield from spelled(value)
+
+
+def bare_state_nodes(source: str):
+    """Each state spelled as a string where a state is meant: compared with,
+    assigned to or stored under a state, passed to a call that takes one, returned, a state group."""
+    for node in ast.walk(ast.parse(source)):
+        found = []
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(state_like(s) for s in sides):
+                found = [c for s in sides for c in spelled(s)]
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name in STATE_CALLS:
+                found = [c for a in node.args for c in spelled(a)]
+            if state_like(node):  # row.get("state", "pending")
+                found = [c for a in node.args[1:] for c in spelled(a)]
+            found += [c for k in node.keywords if k.arg in STATE_KEYS for c in spelled(k.value)]
+        elif isinstance(node, ast.Dict):
+            found = [c for k, v in zip(node.keys, node.values)
+                     if isinstance(k, ast.Constant) and k.value in STATE_KEYS for c in spelled(v)]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                    pairs = zip(target.elts, node.value.elts)
+                else:
+                    pairs = [(target, node.value)]
+                found += [c for t, v in pairs if state_like(t) for c in spelled(v)]
+            if (isinstance(node.value, (ast.Tuple, ast.Set, ast.List)) and len(node.value.elts) > 1
+                    and len(list(spelled(node.value))) == len(node.value.elts)):
+                found += list(spelled(node.value))  # a group of states: states.py defines them
+        elif isinstance(node, ast.Return):  # `return "failed"`, `return "failed", None, why`
+            value = node.value.elts[0] if isinstance(node.value, ast.Tuple) and node.value.elts else node.value
+            found = list(spelled(value))
+        yield from found
+
+
+def bare_states(source: str) -> list[tuple[int, str]]:
+    return [(c.lineno, c.value) for c in bare_state_nodes(source)]
+
+
+def test_the_state_checker_finds_spelled_states():
+    source = """
+if row["state"] == "failed" or state in ("succeeded", x) or ("done" if a else b) == t.outcome:
+    store.set_state(tid, "pending", running_s=1)
+    raise Done("blocked")
+d = {"state": "review", "status": "failed"}
+GROUP = ("failed", "blocked")
+run.outcome, run.why = "skipped", why
+ok = a["status"] == "succeeded" and kind == "failed"  # attempt and error words, not task states
+label = rows.get("state", "ready")
+state = row.get("state") or "pending"
+states[tid] = "skipped" if states.get(d) == "review" else x
+def f():
+    return "cancelled" if a else other
+"""
+    assert sorted(bare_states(source)) == [(2, "done"), (2, "failed"), (2, "succeeded"), (3, "pending"), (4, "blocked"),
+                                           (5, "review"), (6, "blocked"), (6, "failed"), (7, "skipped"), (9, "ready"),
+                                           (10, "pending"), (11, "review"),
+                                           (11, "skipped"), (13, "cancelled")]
+
+
+def test_no_bare_state_strings_outside_the_states_module():
+    """A task state is named by its TaskState member (harnessc/states.py), groups of them are
+    defined there once: a typo is an AttributeError, and `grep TaskState.FAILED` finds them all."""
+    found = [f"{path.relative_to(ROOT.parent)}:{line}: {value!r}"
+             for path in sorted(ROOT.rglob("*.py")) if path != STATES_MODULE
+             for line, value in bare_states(path.read_text())]
+    assert found == [], "name these states by their TaskState member (harnessc/states.py):\n" + "\n".join(found)

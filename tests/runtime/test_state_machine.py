@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from harnessc.runtime.scheduler import RunOptions, Runner, new_run_id
-from harnessc.runtime.store.state import STATES, StateStore
+from harnessc.runtime.store.state import StateStore
+from harnessc.states import STORED
 from harnessc.workspace import Workspace
 
 from .helpers import SIMPLE_CONTRACT, node, write_project
@@ -137,7 +138,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         if not getattr(self, "store", None):
             return
         for tid, r in self.store.tasks().items():
-            assert r["state"] in STATES
+            assert r["state"] in STORED
             assert (r["state"] == "done") == bool(self.nodes[tid]["done"])
 
     @invariant()

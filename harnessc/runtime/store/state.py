@@ -19,14 +19,13 @@ from json.encoder import encode_basestring_ascii as _encode_str
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from ...states import STORED, TaskState
 from ...workspace import Workspace, storage_reason
 from ..children.procs import secret_values
 from .schema import SCHEMA_VERSION, SET_ASIDE, NoState, StateError, prepare  # noqa: F401 (callers import them here)
 
-TERMINAL_OK = ("succeeded", "degraded", "done")
 MAX_COST_KEY = "max_cost_usd"  # meta: the last explicit --max-cost
 DAILY_KEEP = 2 * 86400.0  # seconds of forgotten calls a reset keeps for the daily limits (a local day, and then some)
-STATES = ("pending", "ready", "running", "succeeded", "degraded", "failed", "blocked", "skipped", "done", "review")
 REVIEW_KEY = "review."  # meta: review.<task> = {"decision": "approved" | "rejected", "why": ...} (`harnessc approve/reject`)
 
 # The ledger columns of an attempt, summed by usage_totals() (input_tokens is all input).
@@ -406,7 +405,7 @@ class StateStore:
         now = time.time()
         with self.tx():
             for tid in ids:
-                state = "done" if tid in done else "pending"
+                state = TaskState.DONE if tid in done else TaskState.PENDING
                 self.db.execute(
                     "INSERT INTO tasks (id, state, updated_at) VALUES (?,?,?) ON CONFLICT(id) DO NOTHING",
                     (tid, state, now))
@@ -415,9 +414,9 @@ class StateStore:
                         "UPDATE tasks SET state='done', updated_at=? WHERE id=? AND state!='done'", (now, tid))
 
     def set_state(self, task_id: str, state: str, error: str | None = None, **extra: Any) -> None:
-        assert state in STATES, state
+        assert state in STORED, state
         cols = {"state": state, "error": self.redact(error), "updated_at": time.time(), **extra}
-        if state == "running":
+        if state == TaskState.RUNNING:
             cols.setdefault("run_id", self.run_id)
             cols.setdefault("started_at", time.time())
         sets = ", ".join(f"{k}=?" for k in cols)
