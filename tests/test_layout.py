@@ -11,9 +11,11 @@ Only `if TYPE_CHECKING:` blocks are left out of it (annotations, never run).
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import harnessc
+from harnessc.events import EVENTS
 from harnessc.states import TaskState
 
 ROOT = Path(harnessc.__file__).parent
@@ -307,3 +309,71 @@ def test_no_bare_state_strings_outside_the_states_module():
              for path in sorted(ROOT.rglob("*.py")) if path != STATES_MODULE
              for line, value in bare_states(path.read_text())]
     assert found == [], "name these states by their TaskState member (harnessc/states.py):\n" + "\n".join(found)
+
+
+# ------------------------------------------------------------------ every event kind is declared
+
+# calls whose kind is a variable, and where the kinds it holds come from (each is checked below)
+KIND_VARIABLES = {
+    "runtime/worktree/gitops.py": "kind, data = self._commit(...) / self.notes: its git_* constants",
+}
+
+
+def event_calls(source: str):
+    """(line, kind node, field names) of each `<x>.event(kind, ...)` call."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "event" \
+                and node.args:
+            yield node.lineno, node.args[0], [k.arg for k in node.keywords if k.arg is not None]
+
+
+def kinds_named(kind: ast.AST) -> list[str] | None:
+    """The declared kinds a kind expression may name: a string is one, an f-string each kind its
+    pattern matches (`f"task_{state}"`); None for anything else."""
+    if isinstance(kind, ast.Constant) and isinstance(kind.value, str):
+        return [kind.value] if kind.value in EVENTS else []
+    if isinstance(kind, ast.JoinedStr):
+        pattern = "".join(re.escape(v.value) if isinstance(v, ast.Constant) else "[a-z_]+" for v in kind.values)
+        return [k for k in EVENTS if re.fullmatch(pattern, k)]
+    return None
+
+
+def undeclared_events(source: str, rel: str) -> list[str]:
+    """What is wrong with the events a module records (`rel`: its path under harnessc/)."""
+    found = []
+    for line, kind, fields in event_calls(source):
+        named = kinds_named(kind)
+        if named is None:
+            if rel not in KIND_VARIABLES:
+                found.append(f"{rel}:{line}: the kind {ast.unparse(kind)} is not a string: name it, or list the "
+                             "module in KIND_VARIABLES with where its kinds come from")
+            continue
+        if not named:
+            found.append(f"{rel}:{line}: event kind {ast.unparse(kind)} is not declared")
+            continue
+        allowed = set().union(*(EVENTS[k].fields for k in named))
+        found += [f"{rel}:{line}: {ast.unparse(kind)} has no field {f!r}" for f in fields if f not in allowed]
+    if rel in KIND_VARIABLES:
+        found += [f"{rel}:{node.lineno}: event kind {node.value!r} is not declared" for node in ast.walk(ast.parse(source))
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and re.fullmatch(r"git_[a-z_]+", node.value) and node.value not in EVENTS]
+    return found
+
+
+def test_the_event_checker_finds_undeclared_kinds_and_fields():
+    source = ('store.event("run_started", options={})\nstore.event("run_startd")\n'
+              'store.event(f"task_{state}", tid, error=e)\nstore.event(f"tsk_{s}")\n'
+              'self.store.event("stuck", tid, reason="r", signl="x")\nstore.event(kind)\n')
+    found = [line.split(": ", 1)[1] for line in undeclared_events(source, "m.py")]
+    assert found == ["event kind 'run_startd' is not declared", "event kind f'tsk_{s}' is not declared",
+                     "'stuck' has no field 'signl'",
+                     "the kind kind is not a string: name it, or list the module in KIND_VARIABLES with where its "
+                     "kinds come from"]
+
+
+def test_every_event_kind_and_field_is_declared():
+    """An event's kind and fields are declared once (harnessc/events.py): the display, alerts,
+    notifications, telemetry and reports read them, and a misspelt kind is nobody's event."""
+    found = [problem for path in sorted(ROOT.rglob("*.py"))
+             for problem in undeclared_events(path.read_text(), path.relative_to(ROOT).as_posix())]
+    assert found == [], "declare these in harnessc/events.py (or fix the call):\n" + "\n".join(found)

@@ -19,6 +19,7 @@ from json.encoder import encode_basestring_ascii as _encode_str
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from ... import events
 from ...states import STORED, TaskState
 from ...workspace import Workspace, storage_reason
 from ..children.procs import secret_values
@@ -263,7 +264,9 @@ class StateStore:
 
         The mirror is buffered: lines reach the file within MIRROR_FLUSH seconds or at
         flush_mirror()/close(). The db is the truth; a kill -9 may cut the mirror's tail.
+        `kind` and the fields are those harnessc/events.py declares (else UndeclaredEvent).
         """
+        events.check(kind, data)
         ts = time.time()
         ev = {"ts": ts, "run_id": self.run_id, "kind": kind, "task": task_id, **data}
         body = self._json(data) if data else None
