@@ -14,17 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HarnesscError
+from ..events import EVENTS
 from ..runtime import plan as planmod
 from ..runtime.children.procs import scrubbed, secret_values
 from ..runtime.store import scoreboard
 from ..runtime.store.state import USAGE_COLUMNS, NoState, StateStore
-from ..states import STORED, TaskState
+from ..states import TaskState
 from ..wording import accept_name, command_text
 from ..workspace import Workspace
 
 FAILED_ATTEMPTS = ("rejected", "error", "over_limit", "stuck", "interrupted")
 ROUTING = ("routed", "fallback", "escalated")
-TASK_EVENTS = tuple(f"task_{s}" for s in STORED)
+TASK_EVENTS = tuple(e.name for e in EVENTS.values() if e.state is not None)
 OUTPUT_CHARS = 4000  # of one task's verified output shown (the report stays small at 2,000 tasks)
 
 

@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ...events import EVENTS
 from ...states import TaskState
 from ...textsafe import visible
 from ...wording import duration, shorten
@@ -25,9 +26,10 @@ from .. import clock
 from . import summaries
 from .eta import Eta
 
-# the events that end a task, and the state each names
-FINAL = {f"task_{s}": s for s in (TaskState.SUCCEEDED, TaskState.DEGRADED, TaskState.FAILED, TaskState.BLOCKED,
-                                  TaskState.SKIPPED, TaskState.REVIEW)}
+# the events that end a task in the display, and the state each names
+FINAL = {e.name: e.state for e in EVENTS.values()
+         if e.state in (TaskState.SUCCEEDED, TaskState.DEGRADED, TaskState.FAILED, TaskState.BLOCKED, TaskState.SKIPPED,
+                        TaskState.REVIEW)}
 HEARTBEAT_SECONDS = 30.0  # a call running longer than this gets a "still running" line
 HEARTBEAT_ENV = "HARNESSC_HEARTBEAT"  # overrides it, in seconds (tests lower it)
 ATTEMPT_WORDS = {"rejected": "rejected", "error": "agent call failed", "progress": "no claim yet",

@@ -46,6 +46,7 @@ import threading
 import time
 from typing import Any
 
+from ...events import task_state
 from ...states import ENDED, TaskState
 from ...vocab import otlp_endpoint_problem
 from ..children.procs import REDACTED, forwarded_env, secret_forms
@@ -60,7 +61,7 @@ INSTALL = "pip install 'harnessc[otel]'"
 GENAI_PROVIDERS = {"anthropic": "anthropic", "claude-code": "anthropic", "openai": "openai",
                    "codex": "openai", "gemini-cli": "gcp.gemini"}
 ESTIMATED = {"command", "simulate"}  # providers whose usage harnessc estimates from the texts' sizes
-TASK_ENDS = {*ENDED, TaskState.PENDING}  # the task_<state> events that end a task's span
+TASK_ENDS = {*ENDED, TaskState.PENDING}  # the states whose task_<state> event ends a task's span
 ANSWERED = {"succeeded", "rejected", "progress", "stuck"}  # attempts whose answer was verified
 FAILED_CALLS = {"error", "over_limit", "interrupted"}
 # an attempt row's usage -> (GenAI semantic conventions, OpenInference) attributes
@@ -174,8 +175,8 @@ class Tracing:
             self._attempt_finished(task, ev)
         elif kind == "assist":
             self._assist(task, ev)
-        elif kind.startswith("task_") and kind[5:] in TASK_ENDS:
-            self._task_ended(task, kind[5:], ev)
+        elif (state := task_state(kind)) in TASK_ENDS:
+            self._task_ended(task, state, ev)
         elif kind == "run_finished":
             self._run_finished(ev)
 
