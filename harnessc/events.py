@@ -58,7 +58,7 @@ EVENTS: dict[str, EventKind] = _kinds(
     ("attempt_finished", "attempt status tokens cost_usd cost_source latency errors progress progressed",
      "a call ended and its answer was checked"),
     ("attempt_lost", "message", "an attempt's record could not be kept"),
-    ("assist", "purpose agent status reason cost_usd tokens", "a helper call for a loop task (a summary, a plan)"),
+    ("assist", "purpose agent status reason latency cost_usd tokens", "a helper call for a loop task (a summary, a plan)"),
     ("fallback", "agent to reason", "the task's calls moved to the next agent of its chain"),
     ("escalated", "agent to reason", "on_failure escalate: a stronger agent takes the task"),
     ("stuck", "signal reason", "a loop task made no progress"),
