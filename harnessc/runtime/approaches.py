@@ -43,10 +43,11 @@ from . import clock
 from .agents.base import Request, Response
 from .children import procs
 from .context import TaskContext
-from .iteration import AttemptLog, Done, Progress, TaskRun, conflict_text
+from .iteration import AttemptLog, Done, Progress, TaskRun, answer_end, conflict_text
 from .loop.loop import TaskLoop
 from .routing.router import Route
 from .store import scoreboard
+from .store.attempts import AttemptEnd
 from .verify import DEFAULT_ACCEPT_TIMEOUT, Verdict, fresh_pycache
 from .worktree import landing as landingmod
 from .worktree.gitcmd import GitFailed
@@ -78,14 +79,12 @@ class ApproachLog(AttemptLog):
     def write_begin(self, **kw: Any) -> int:
         return self.store.begin_attempt(self.tid, **{**kw, "start_task": False})
 
-    def write_finish(self, attempt_id: int, status: str, *, final_state: str | None = None, output: Any = None,
-                     fingerprint: str | None = None, error: str | None = None, loop_state: dict | None = None,
-                     **kw: Any) -> None:
+    def write_finish(self, attempt_id: int, end: AttemptEnd) -> None:
         # loop_state: the task's, one row; approaches do not resume each other's loops
-        self.store.finish_attempt(attempt_id, self.tid, status, **kw)
-        self.approach.cost += float(kw.get("cost_usd") or 0.0)
-        if final_state:
-            self.approach.ended(final_state, error, output)
+        self.store.finish_attempt(attempt_id, self.tid, dataclasses.replace(end, loop_state=None, task=None))
+        self.approach.cost += float(end.charge.cost_usd or 0.0)
+        if end.task:
+            self.approach.ended(end.task.state, end.task.error, end.task.output)
 
 
 class ApproachRun(TaskRun):
@@ -166,12 +165,10 @@ class ApproachRun(TaskRun):
             await self.iso.commit(self.attempt, message)
             self.diff = await asyncio.to_thread(diff_size, self.attempt)
         except (GitFailed, OSError, IsolationError) as e:
-            await self.log.finish("rejected", errors=[f"could not commit its change: {e}"], raw=resp.text,
-                                  **resp.charged())
+            await self.log.finish(answer_end("rejected", resp, errors=[f"could not commit its change: {e}"]))
             self.ended(TaskState.FAILED, f"could not commit its change: {e}")
             raise Done(TaskState.FAILED) from None
-        await self.log.finish("succeeded", raw=resp.text, parsed=verdict.output, checks=verdict.checks,
-                              **(seen.saved if seen else {}), **resp.charged())
+        await self.log.finish(answer_end("succeeded", resp, parsed=verdict.output, checks=verdict.checks, seen=seen))
         self.ended("verified", None, verdict.output)
         self.text, self.verified_at = resp.text, clock.monotonic()
         raise Done("verified")

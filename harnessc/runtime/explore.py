@@ -24,7 +24,7 @@ from ..providers import AgentConfig
 from ..states import TaskState
 from .agents.base import AgentError
 from .approaches import ApproachRun
-from .iteration import Done
+from .iteration import Done, answer_end
 from .routing.router import Route
 from .verify import Verdict, verify
 from .worktree.repo import IsolationError
@@ -66,8 +66,8 @@ class Branch(ApproachRun):
                              floors=await self.floors())
             seen = await self.loop.observe(name, resp.text, verdict.errors, verdict.checks, succeeded=verdict.ok)
             self.progress = math.inf if verdict.ok else seen.evidence.score
-            await self.log.finish("progress", raw=resp.text, errors=verdict.errors, checks=verdict.checks,
-                                  progress=seen.saved.get("progress"), **resp.charged())
+            end = answer_end("progress", resp, errors=verdict.errors, checks=verdict.checks, seen=seen)
+            await self.log.finish(dataclasses.replace(end, loop_state=None))  # the branch's progress only
             await self.iso.commit(self.attempt, f"harnessc: {self.tid}: exploration branch {self.j}")
         except Done:
             return  # refused by a budget: this branch made no progress

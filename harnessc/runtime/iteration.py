@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -36,13 +36,15 @@ from . import plan as planmod
 from .agents import deprecation
 from .agents.base import AgentError, Request, Response
 from .agents.errors import retry_delay
+from .agents.usage import Charge
 from .baseline import base_checks
 from .context import TaskContext
 from .executor import AttemptLost
 from .loop.assist import GRACE, Assistant
-from .loop.loop import TaskLoop
+from .loop.loop import Seen, TaskLoop
 from .routing.router import Route
 from .routing.tasklimits import TaskLimits
+from .store.attempts import AttemptEnd, TaskEnd
 from .store.state import StateStore
 from .verify import Verdict, verified_by, verify
 from .worktree import landing as landingmod
@@ -73,6 +75,14 @@ class Progress:
     agent: str = ""  # the agent of the current iteration
 
 
+def answer_end(status: str, resp: Response, *, parsed: Any = None, errors: list[str] | None = None,
+               checks: list[dict] | None = None, seen: Seen | None = None) -> AttemptEnd:
+    """The end of an attempt that answered: its text, the call's charge, what the verdict read
+    and a loop task's progress (`seen`). What ends the task too is added with replace()."""
+    return AttemptEnd(status, raw=resp.text, parsed=parsed, errors=errors or (), checks=checks, charge=resp.charged(),
+                      progress=seen.progress if seen else None, loop_state=seen.loop_state if seen else None)
+
+
 class AttemptLog:
     """The task's attempt rows, written through the store's group commit: `await`ing a write
     means it is durable. Knows which write was in flight when the task was cancelled."""
@@ -84,21 +94,21 @@ class AttemptLog:
         self._closing: asyncio.Future | None = None
         self._closing_id: int | None = None
         self._closing_final = False
-        self.answer_charge: dict[str, Any] = {}  # the attempt's answer's ledger, once it answered
+        self.answer_charge = Charge()  # the attempt's answer's ledger, once it answered
         self.answered_at: float | None = None  # when its answer came (for the run's trace)
 
     async def begin(self, **kw: Any) -> int:
-        self.answer_charge = {}
+        self.answer_charge = Charge()
         self.answered_at = None
         self._begin = self.store.defer(functools.partial(self.write_begin, **kw))
         self.id = await self._begin
         return self.id
 
-    async def finish(self, status: str, **kw: Any) -> None:
-        if self.answered_at is not None:
-            kw.setdefault("answered_at", self.answered_at)
-        self._closing_id, self._closing_final = self.id, bool(kw.get("final_state"))
-        self._closing = self.store.defer(functools.partial(self.write_finish, self.id, status, **kw))
+    async def finish(self, end: AttemptEnd) -> None:
+        if self.answered_at is not None and end.answered_at is None:
+            end = replace(end, answered_at=self.answered_at)
+        self._closing_id, self._closing_final = self.id, end.task is not None
+        self._closing = self.store.defer(functools.partial(self.write_finish, self.id, end))
         await self._closing
         self.id = None
 
@@ -113,7 +123,7 @@ class AttemptLog:
             self.id = None
         if self.id is not None:
             # an answer that came back before the abort (e.g. during verification) is charged
-            self.write_finish(self.id, "interrupted", raw=None, errors=["aborted"], **self.answer_charge)
+            self.write_finish(self.id, AttemptEnd("interrupted", errors=["aborted"], charge=self.answer_charge))
         return False
 
     # The two writes, in the store's group commit (approaches.ApproachLog writes them its own way).
@@ -121,8 +131,8 @@ class AttemptLog:
     def write_begin(self, **kw: Any) -> int:
         return self.store.begin_attempt(self.tid, **kw)
 
-    def write_finish(self, attempt_id: int, status: str, **kw: Any) -> None:
-        self.store.finish_attempt(attempt_id, self.tid, status, **kw)
+    def write_finish(self, attempt_id: int, end: AttemptEnd) -> None:
+        self.store.finish_attempt(attempt_id, self.tid, end)
 
 
 class TaskRun:
@@ -357,8 +367,8 @@ class TaskRun:
     async def over_limit(self, resp: Response, why: str) -> None:
         """A call that passed a contract constraint fails the task, whatever its answer says
         (the constraints are part of the contract); the answer is kept with its attempt."""
-        await self.log.finish("over_limit", raw=resp.text, errors=[why], final_state=TaskState.FAILED, error=why,
-                              **resp.charged())
+        await self.log.finish(AttemptEnd("over_limit", raw=resp.text, errors=[why], charge=resp.charged(),
+                                         task=TaskEnd(TaskState.FAILED, error=why)))
         raise Done(TaskState.FAILED)
 
     def clock(self) -> None:
@@ -454,8 +464,8 @@ class TaskRun:
         self.ctx.policy.health.record(name, call.error)
         if call.error is not None:
             e = call.error
-            await self.log.finish("error", raw=e.stderr or None, errors=[e.message],
-                                  latency=clock.monotonic() - started, **e.charged())
+            await self.log.finish(AttemptEnd("error", raw=e.stderr or None, errors=[e.message],
+                                             charge=replace(e.charged(), latency=clock.monotonic() - started)))
             return e
         self.p.transient_errors = 0
         self.lost = 0
@@ -515,7 +525,8 @@ class TaskRun:
     async def lost_attempt(self, lost: AttemptLost, started: float) -> AgentError | None:
         """A worker or node died with the attempt: it is interrupted (charged nothing: no
         answer came) and its iteration runs again; LOST_LIMIT in a row fail the call."""
-        await self.log.finish("interrupted", raw=None, errors=[lost.message], latency=clock.monotonic() - started)
+        await self.log.finish(AttemptEnd("interrupted", errors=[lost.message],
+                                         charge=Charge(latency=clock.monotonic() - started)))
         self.p.iteration -= 1
         self.lost += 1
         self.store.event("attempt_lost", self.tid, message=lost.message[:500])
@@ -526,8 +537,8 @@ class TaskRun:
     async def cut_by_stop(self, started: float) -> None:
         """A call still running the stop's grace after a graceful stop was cut: its attempt
         is interrupted, the task goes back to pending (the next run goes on from it)."""
-        await self.log.finish("interrupted", raw=None, latency=clock.monotonic() - started, errors=[
-            f"stopped: the call was still running {self.ctx.calls.grace:g}s after the stop, and was cut"])
+        await self.log.finish(AttemptEnd("interrupted", charge=Charge(latency=clock.monotonic() - started), errors=[
+            f"stopped: the call was still running {self.ctx.calls.grace:g}s after the stop, and was cut"]))
         self.requeue()
         raise Done(TaskState.INTERRUPTED)
 
@@ -607,10 +618,11 @@ class TaskRun:
         """No claim yet: the loop goes on with what it remembers, unless it is stuck (loop.py):
         then it climbs the recovery ladder."""
         seen = await self.loop.observe(self.p.agent, resp.text, [], [])
+        end = answer_end("progress", resp, seen=seen)
         if seen.stuck:
-            await self.stuck(seen, raw=resp.text, **seen.saved, **resp.charged())
+            await self.stuck(seen, end)
         else:
-            await self.log.finish("progress", raw=resp.text, **seen.saved, **resp.charged())
+            await self.log.finish(end)
         self.prompt, self.level = await self.next_prompt(), 0
 
     async def next_prompt(self) -> str:
@@ -629,25 +641,24 @@ class TaskRun:
     async def succeed(self, resp: Response, verdict: Verdict) -> None:
         seen = await self.loop.observe(self.p.agent, resp.text, [], verdict.checks, succeeded=True) \
             if self.loop else None
+        end = answer_end("succeeded", resp, parsed=verdict.output, checks=verdict.checks, seen=seen)
         if self.iso:
-            await self.land(resp, verdict, seen.saved if seen else {})
+            await self.land(resp, verdict, end)
             return
         # shared tree: the work is there already
         ending = TaskState.REVIEW if self.ctx.reviewed(self.node) else TaskState.SUCCEEDED
-        await self.log.finish("succeeded", raw=resp.text, parsed=verdict.output, checks=verdict.checks,
-                              final_state=ending, output=verdict.output,
-                              fingerprint=self.node.fingerprint, **(seen.saved if seen else {}), **resp.charged())
+        await self.log.finish(replace(end, task=TaskEnd(ending, output=verdict.output,
+                                                        fingerprint=self.node.fingerprint)))
         if self.files and not self.loop:
             await self.files.end(text=resp.text)
         await self.ctx.git.commit(self.node, self.how_verified(verdict), self.p.iteration, self.route.agent,
                                   self.files)
         raise Done(ending)
 
-    async def land(self, resp: Response, verdict: Verdict, saved: dict) -> None:
-        """An isolated task's verified change: committed in its worktree, then landed on the
-        integration branch (worktree/isolation.py). A conflict runs the task once more from
-        the new commit; a second one blocks it, its change kept on its ref."""
-        attempt = dict(raw=resp.text, parsed=verdict.output, checks=verdict.checks, **saved, **resp.charged())
+    async def land(self, resp: Response, verdict: Verdict, attempt: AttemptEnd) -> None:
+        """An isolated task's verified change (`attempt`: its verified end): committed in its
+        worktree, then landed on the integration branch (worktree/isolation.py). A conflict runs
+        the task once more from the new commit; a second one blocks it, its change kept on its ref."""
         message = landingmod.message(self.tid, self.node.title, self.how_verified(verdict), self.p.iteration,
                                      self.route.agent, self.store.run_id or "")
         if errors := await self.guarded():  # what its checks changed: never lands
@@ -658,18 +669,19 @@ class TaskRun:
             if self.ctx.reviewed(self.node):  # review: true - kept on its ref until approved
                 result = await self.iso.hold(self.node, self.attempt, verdict.output)
                 if result is None:
-                    await self.log.finish("succeeded", final_state=TaskState.REVIEW, output=verdict.output,
-                                          fingerprint=self.node.fingerprint, **attempt)
+                    await self.log.finish(replace(attempt, task=TaskEnd(TaskState.REVIEW, output=verdict.output,
+                                                                        fingerprint=self.node.fingerprint)))
                     raise Done(TaskState.REVIEW)
             else:
                 result = await self.iso.land(self.node, self.attempt, verdict.output, self.recheck(resp.text))
         except (GitFailed, OSError, IsolationError) as e:
-            await self.log.finish("rejected", errors=[f"could not land its change: {e}"], final_state=TaskState.FAILED,
-                                  error=f"could not land its change: {e}", **attempt)
+            why = f"could not land its change: {e}"
+            await self.log.finish(replace(attempt, status="rejected", errors=[why],
+                                          task=TaskEnd(TaskState.FAILED, error=why)))
             raise Done(TaskState.FAILED) from None
         if isinstance(result, Landed):
-            await self.log.finish("succeeded", final_state=TaskState.SUCCEEDED, output=verdict.output,
-                                  fingerprint=self.node.fingerprint, **attempt)
+            await self.log.finish(replace(attempt, task=TaskEnd(TaskState.SUCCEEDED, output=verdict.output,
+                                                                fingerprint=self.node.fingerprint)))
             self.iso.landed(self.node, result)
             raise Done(TaskState.SUCCEEDED)
         if isinstance(result, Tampered):  # a failed attempt: tried again in a fresh worktree, told why
@@ -681,7 +693,7 @@ class TaskRun:
         why = conflict_text(result)
         if self.conflict is None:
             self.conflict = result
-            await self.log.finish("rejected", errors=[why], **attempt)
+            await self.log.finish(replace(attempt, status="rejected", errors=[why]))
             self.store.event("conflict", self.tid, paths=result.paths[:200], why=result.why, tip=result.tip,
                              message=f"{why}; running it once more from {result.tip[:10]}")
             self.attempt = await self.open_attempt(base=result.tip)
@@ -692,7 +704,8 @@ class TaskRun:
         ref = self.iso.blocked(self.node, self.attempt)
         error = (f"blocked: {why}, again after running once more from the new commit; its change is kept at "
                  f"{ref} (`git show {ref}`): merge it by hand, or `harnessc retry {self.tid}`")
-        await self.log.finish("rejected", errors=[why], final_state=TaskState.BLOCKED, error=error, **attempt)
+        await self.log.finish(replace(attempt, status="rejected", errors=[why],
+                                      task=TaskEnd(TaskState.BLOCKED, error=error)))
         raise Done(TaskState.BLOCKED)
 
     def recheck(self, text: str):
@@ -715,8 +728,8 @@ class TaskRun:
         self.p.failures += 1
         seen = await self.loop.observe(self.p.agent, resp.text, verdict.errors, verdict.checks) \
             if self.loop else None
-        rejected = dict(raw=resp.text, parsed=verdict.parsed, errors=verdict.errors, checks=verdict.checks,
-                        **(seen.saved if seen else {}), **resp.charged())
+        rejected = answer_end("rejected", resp, parsed=verdict.parsed, errors=verdict.errors, checks=verdict.checks,
+                              seen=seen)
         kinds = [*verdict.kinds, *(["tool_denied"] if resp.denials else [])]
         not_retried = self.node.retry.not_retried(kinds)  # retry_on / dont_retry: on_failure at once
         if self.p.failures > self.node.retry.max_retries or not_retried:
@@ -727,21 +740,21 @@ class TaskRun:
                 failed = f"not retried ({not_retried}): {failed}"
             if escalates and self.escalate(failed):
                 if self.loop:
-                    rejected["loop_state"] = self.loop.state()  # with the agent it escalated to
-                await self.log.finish("rejected", **rejected)
+                    rejected = replace(rejected, loop_state=self.loop.state())  # with the agent it escalated to
+                await self.log.finish(rejected)
                 self.prompt, self.level = await self.next_prompt(), 0
                 return
             state, output, error, filled = self.on_failure()
             if not_retried:
                 error = f"not retried ({not_retried}); {error}"
-            await self.log.finish("rejected", final_state=state, output=output, filled=filled,
-                                  fingerprint=self.node.fingerprint, error=error, **rejected)
+            await self.log.finish(replace(rejected, task=TaskEnd(state, output=output, fingerprint=self.node.fingerprint,
+                                                                 error=error, filled=filled)))
             raise Done(state)
         if seen and seen.stuck:
-            await self.stuck(seen, **rejected)
+            await self.stuck(seen, rejected)
             self.prompt, self.level = await self.next_prompt(), 0
             return
-        await self.log.finish("rejected", **rejected)
+        await self.log.finish(rejected)
         self.level = self.node.retry.level(self.p.failures)
         with self.timed("prompt"):
             self.prompt = planmod.render_refinement(self.ctx.plan, self.tid, await self.next_prompt(), self.level,
@@ -756,7 +769,7 @@ class TaskRun:
         if self.p.best_errors is None or verdict.contract_errors <= self.p.best_errors:
             self.p.best, self.p.best_errors = verdict.parsed, verdict.contract_errors
 
-    async def stuck(self, seen: Any, **attempt: Any) -> None:
+    async def stuck(self, seen: Seen, attempt: AttemptEnd) -> None:
         """A loop task found stuck (loop.py says which signal, with its evidence) climbs the
         recovery ladder one rung (recovery.py): a rewritten prompt, a stronger agent, then a
         human (the task is blocked) - or it fails, as its rungs say."""
@@ -772,12 +785,12 @@ class TaskRun:
         if rung.kind == "mutate":
             example = planmod.template_output(self.contract) if self.contract and self.contract.output else None
             self.base = self.loop.recovered_prompt = await self.assist.mutation(
-                self.original, rung.mutation, why, str(attempt.get("raw") or ""), example, self.loop.iterations)
+                self.original, rung.mutation, why, attempt.raw or "", example, self.loop.iterations)
         elif rung.kind == "escalate":
             self.loop.escalated_to = self.route.next_agent
         self.loop.stuck.restart()  # the next rung gets stuck_after iterations of its own
         # saved with the attempt, in its commit: a run stopped from here on resumes past this rung
-        await self.log.finish("stuck", **{**attempt, "loop_state": self.loop.state()})
+        await self.log.finish(replace(attempt, status="stuck", loop_state=self.loop.state()))
         self.store.event("recovery", self.tid, step=rung.kind, mutation=rung.mutation, reason=why[:500])
         if rung.kind == "explore":
             await self.ctx.explore(self, why)  # explore.py builds on this module: the run hands it over

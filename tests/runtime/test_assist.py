@@ -10,6 +10,7 @@ import textwrap
 
 import pytest
 
+from harnessc.runtime.store.attempts import AttemptEnd
 from harnessc.runtime.store.state import StateStore
 from harnessc.workspace import Workspace
 
@@ -314,7 +315,7 @@ def test_a_summary_rewritten_between_iterations_is_saved_alone(tmp_path):
     try:
         aid = store.begin_attempt("t", 1, 0, "w", "p", "h", 0.0, start_task=True)
         saved = {"fingerprint": "f", "iterations": 1, "progress": {"x": 1}, "memory": {"summary": ["old"]}}
-        store.finish_attempt(aid, "t", "progress", raw="r", loop_state=saved)
+        store.finish_attempt(aid, "t", AttemptEnd("progress", raw="r", loop_state=saved))
         store.save_loop_memory("t", {"summary": ["new"], "summary_by": {"agent": "cheap", "iteration": 1}})
         assert store.loop_state("t") == {**saved, "memory": {"summary": ["new"],
                                                              "summary_by": {"agent": "cheap", "iteration": 1}}}

@@ -18,7 +18,9 @@ import pytest
 from harnessc.providers import agent_config
 from harnessc.runtime.agents.base import Response, Usage
 from harnessc.runtime.agents.errors import AgentError
+from harnessc.runtime.store.attempts import AttemptEnd, TaskEnd
 from harnessc.runtime.store.state import SCHEMA_VERSION, StateStore
+from harnessc.states import TaskState
 from harnessc.workspace import Workspace
 
 from .helpers import PY, SIMPLE_CONTRACT, harnessc, node, write_project
@@ -51,7 +53,8 @@ def test_an_attempt_records_its_usage_by_kind_and_settles_the_reservation(tmp_pa
         usage = Usage(input_tokens=1300, output_tokens=50, cache_read_tokens=1000, cache_write_tokens=200,
                       reasoning_tokens=20)
         resp = Response(text="x", usage=usage, cost_usd=0.0021, cost_source="price", latency=0.5)
-        store.finish_attempt(aid, "t", "succeeded", raw="x", final_state="succeeded", **resp.charged())
+        store.finish_attempt(aid, "t", AttemptEnd("succeeded", raw="x", charge=resp.charged(),
+                                                    task=TaskEnd(TaskState.SUCCEEDED)))
         row = store.attempts("t")[0]
         assert {k: row[k] for k in ("input_tokens", "uncached_input_tokens", "cache_read_tokens",
                                     "cache_write_tokens", "output_tokens", "reasoning_tokens",
@@ -80,7 +83,7 @@ def test_failed_attempts_are_charged_what_they_reported_or_zero_and_say_why(tmp_
         cut = AgentError("cut", kind="truncated", usage=Usage(10, 1), cost_usd=4.5e-5, cost_source="price")
         for err in (no_answer, cut):
             aid = store.begin_attempt("t", 1, 0, "llm", "p", "h", 0.01, reserve_tokens=(100, 100))
-            store.finish_attempt(aid, "t", "error", raw=None, errors=[err.message], **err.charged())
+            store.finish_attempt(aid, "t", AttemptEnd("error", errors=[err.message], charge=err.charged()))
         rows = store.attempts("t")
         assert [(r["input_tokens"], r["output_tokens"], r["cost_usd"], r["cost_source"]) for r in rows] == [
             (0, 0, 0.0, "no_response"), (10, 1, 4.5e-5, "price")]
@@ -301,10 +304,10 @@ def test_cli_agents_cost_source_claude_estimate_codex_price(tmp_path):
     err = call({"provider": "claude-code", "command": [str(failed)]})
     assert err.kind == "rate_limited"
     charged = err.charged()
-    assert (charged["usage"].total, charged["cost_usd"], charged["cost_source"]) == (8, 0.0002, "cli")
+    assert (charged.usage.total, charged.cost_usd, charged.cost_source) == (8, 0.0002, "cli")
     # a bare 429 result reports nothing used: charged 0, no_response
     bare = fake_cli(tmp_path / "bin3", "claude", rc=1, stdout=json.dumps(CLAUDE_429))
-    assert call({"provider": "claude-code", "command": [str(bare)]}).charged()["cost_source"] == "no_response"
+    assert call({"provider": "claude-code", "command": [str(bare)]}).charged().cost_source == "no_response"
     codex = fake_cli(tmp_path / "bin4", "codex", stdout=CODEX_OK)
     resp = call({"provider": "codex", "command": [str(codex)], "price": {"input": 1.0, "output": 10.0}})
     assert resp.cost_source == "price"

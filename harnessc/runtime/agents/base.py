@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 
 from ... import providers
 from ...estimates import cost_usd
@@ -22,6 +22,7 @@ from .usage import (  # noqa: F401
     NO_RESPONSE,
     PRICE,
     RESERVED,
+    Charge,
     Usage,
     checked_charge,
     reported,
@@ -96,12 +97,11 @@ class Response:
         self.unreported = [*self.unreported, *(n for n in unreported if n not in self.unreported)]
         self.latency = reported(self.latency, float("inf")) or 0.0
 
-    def charged(self) -> dict[str, Any]:
-        """What the answer adds to its attempt's row (state.finish_attempt's keywords): the
-        ledger figures, and the tool calls that were refused."""
-        return {"usage": self.usage, "cost_usd": self.cost_usd, "cost_source": self.cost_source,
-                "latency": self.latency, "denials": self.denials, "tool_calls": self.tool_calls,
-                "unreported": self.unreported}
+    def charged(self) -> Charge:
+        """What the answer adds to its attempt's row: the ledger figures, and the tool calls
+        that were refused."""
+        return Charge(self.usage, self.cost_usd, self.cost_source, self.latency, self.denials, self.tool_calls,
+                      tuple(self.unreported))
 
 
 class Agent(Protocol):

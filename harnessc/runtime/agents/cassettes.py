@@ -149,8 +149,8 @@ class Recorder:
             charge = e.charged()  # the figures believed (a NaN count is recorded as 0)
             self._record(asked, "error", {
                 "kind": e.kind, "message": e.message, "retry_after": e.retry_after,
-                "reset_at": e.reset_at, "retry": e.retry, "stderr": e.stderr, "usage": _usage(charge["usage"]),
-                "cost_usd": charge["cost_usd"], "cost_source": charge["cost_source"],
+                "reset_at": e.reset_at, "retry": e.retry, "stderr": e.stderr, "usage": _usage(charge.usage),
+                "cost_usd": charge.cost_usd, "cost_source": charge.cost_source,
                 **({"unreachable": True} if e.unreachable else {})}, failed=e)
             raise
         self._record(asked, "response", {

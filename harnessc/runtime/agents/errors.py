@@ -32,7 +32,7 @@ import zoneinfo
 from typing import Any, Mapping
 
 from .. import clock
-from .usage import NO_PRICE, NO_RESPONSE, PRICE, checked_charge
+from .usage import NO_PRICE, PRICE, Charge, checked_charge
 
 RETRIED = frozenset({"rate_limited", "overloaded", "server", "timeout", "connection", "truncated",
                      "bad_output"})
@@ -79,15 +79,14 @@ class AgentError(Exception):
             return False
         return self.kind in RETRIED if self.retry is None else self.retry
 
-    def charged(self) -> dict[str, Any]:
-        """The attempt's ledger figures (state.finish_attempt's keywords): what an unusable
-        answer used and cost, or nothing and "no_response" when no usage was reported."""
+    def charged(self) -> Charge:
+        """The attempt's ledger figures: what an unusable answer used and cost, or nothing
+        and "no_response" when no usage was reported."""
         if self.usage is None:
-            return {"usage": None, "cost_usd": 0.0, "cost_source": NO_RESPONSE}
+            return Charge()
         usage, cost, source, unreported = checked_charge(
             self.usage, self.cost_usd, self.cost_source or (PRICE if self.cost_usd else NO_PRICE))
-        return {"usage": usage, "cost_usd": cost, "cost_source": source,
-                "unreported": [*self.unreported, *unreported]}
+        return Charge(usage, cost, source, unreported=(*self.unreported, *unreported))
 
     @property
     def final(self) -> bool:

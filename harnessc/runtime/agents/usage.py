@@ -40,6 +40,20 @@ UNKNOWN = "unknown"  # the run died during the call: charged 0, its estimate kep
 COST_SOURCES = (PRICE, CLI, NO_PRICE, NO_RESPONSE, RESERVED, UNKNOWN)
 
 
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """What a call adds to its attempt's ledger (Response.charged(), AgentError.charged()).
+    The defaults are a call that never answered: nothing used, charged 0."""
+
+    usage: Usage | None = None  # None: nothing reported (0 tokens)
+    cost_usd: float = 0.0
+    cost_source: str = NO_RESPONSE  # see COST_SOURCES
+    latency: float = 0.0  # seconds
+    denials: list[dict] | None = None  # the tool calls the agent's permissions refused ({tool, target})
+    tool_calls: int | None = None  # as the agent reported them (None: it does not say)
+    unreported: tuple[str, ...] = ()  # the figures not believed (checked_charge), kept with the errors
+
+
 # The most one call may report, per token count and in cost: a figure past these (or NaN,
 # infinite, negative, not a number) is not believed, and recorded as not reported (0).
 MAX_CALL_TOKENS = 10**9

@@ -110,8 +110,8 @@ class Assistant:
             self.ctx.store.finish_assist(lid, self.node.id, *reserved, purpose=kind, agent=name, status="interrupted")
             raise
         charged = (resp or error).charged()  # a failed call is charged what it reported using
-        usage = charged["usage"]
-        cost, tokens = (charged["cost_usd"], usage.total) if usage is not None else (0.0, 0)
+        usage = charged.usage
+        cost, tokens = (charged.cost_usd, usage.total) if usage is not None else (0.0, 0)
         text, why = self._answer(resp, error, max_chars)
         split = {col: getattr(usage, col) for col in SPLIT} if usage is not None else {}  # for the run's trace
         record = dict(purpose=kind, agent=name, status="written" if text else "fallback",

@@ -13,7 +13,7 @@ climbs its ladder from the first rung, on its first agent).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,8 @@ class Seen:
 
     evidence: Evidence
     stuck: Stuck | None
-    saved: dict[str, Any] = field(default_factory=dict)  # finish_attempt's progress= and loop_state=
+    progress: dict | None = None  # saved with the attempt (store/attempts.py's AttemptEnd)
+    loop_state: dict | None = None
 
 
 class TaskLoop:
@@ -74,7 +75,7 @@ class TaskLoop:
         self.iterations += 1
         self.memory.record(self.iterations, agent, text, evidence, errors)
         stuck = None if succeeded else self.stuck.observe(evidence, text, errors)
-        return Seen(evidence, stuck, {"progress": evidence.record(), "loop_state": self.state()})
+        return Seen(evidence, stuck, evidence.record(), self.state())
 
     def state(self) -> dict[str, Any]:
         """What is saved with an attempt (and read back by a resumed run)."""

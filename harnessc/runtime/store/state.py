@@ -23,6 +23,7 @@ from ... import events
 from ...states import STORED, TaskState
 from ...workspace import Workspace, storage_reason
 from ..children.procs import secret_values
+from .attempts import AttemptEnd
 from .schema import SCHEMA_VERSION, SET_ASIDE, NoState, StateError, prepare  # noqa: F401 (callers import them here)
 
 MAX_COST_KEY = "max_cost_usd"  # meta: the last explicit --max-cost
@@ -531,34 +532,17 @@ class StateStore:
         # harnessc dies (children/lifeline.py).
         self.defer(write, within=CHILD_RECORD_WITHIN).add_done_callback(lambda f: f.cancelled() or f.exception())
 
-    def finish_attempt(self, attempt_id: int, task_id: str, status: str, *, raw: str | None,
-                       parsed: Any = None, errors: list[str] | None = None,
-                       checks: list[dict] | None = None, usage: Any = None,
-                       cost_usd: float = 0.0, cost_source: str = "no_response", latency: float = 0.0,
-                       final_state: str | None = None, output: Any = None,
-                       fingerprint: str | None = None, error: str | None = None, filled: list | None = None,
-                       progress: dict | None = None, loop_state: dict | None = None,
-                       denials: list[dict] | None = None, tool_calls: int | None = None,
-                       unreported: list[str] | None = None, answered_at: float | None = None) -> None:
-        """Complete an attempt with its ledger, settle its reservation to the real cost and
-        (optionally) finish the task: one commit.
-
-        usage: the call's agents.base.Usage (None: nothing reported, 0 tokens); cost_source:
-        where cost_usd came from (agents.base.COST_SOURCES). progress: a loop iteration's
-        evidence and score; loop_state: what the task's next iteration carries over
-        (runtime/loop/loop.py), saved in the same commit. denials: the tool calls the agent's
-        permissions refused ({tool, target}). tool_calls: as the agent reported them
-        (None: it does not say). unreported: figures of the call's that were not believed
-        (agents.base.checked_charge), kept with its errors. filled: the fields of a fallback
-        output taken from the contract ([{field, from, was}]). answered_at: when the agent's
-        answer came (a wall time), told in the event for the run's trace (telemetry.py).
-        """
+    def finish_attempt(self, attempt_id: int, task_id: str, end: AttemptEnd) -> None:
+        """Complete an attempt with its ledger, settle its reservation to the real cost and,
+        when `end.task` says so, finish the task: one commit (store/attempts.py: the record)."""
         now = time.time()
-        errors = [*(errors or []), *(unreported or [])]
+        charge, progress, loop_state = end.charge, end.progress, end.loop_state
+        cost_usd, task = charge.cost_usd, end.task
+        errors = [*end.errors, *charge.unreported]
         held = self._reserved.get(attempt_id)
-        counts = _usage_counts(usage)
+        counts = _usage_counts(charge.usage)
         tokens = counts["input_tokens"] + counts["output_tokens"]
-        if final_state and loop_state is not None:  # the task's end leaves its ladder (_end_recovery)
+        if task and loop_state is not None:  # the task's end leaves its ladder (_end_recovery)
             loop_state = {k: v for k, v in loop_state.items() if k != "recovery"}
         with self.tx():
             # progress, denials, tool_calls: kept as they were when not given
@@ -568,10 +552,10 @@ class StateStore:
                 " output_tokens=?, reasoning_tokens=?, cost_usd=?, cost_source=?, latency=?,"
                 " finished_at=?, progress=COALESCE(?, progress), denials=COALESCE(?, denials),"
                 " tool_calls=COALESCE(?, tool_calls) WHERE id=?",
-                (status, self.redact(raw), self._json(parsed), self._json(errors or []),
-                 self._json(checks or []), *(counts[c] for c in USAGE_COLUMNS), cost_usd, cost_source,
-                 latency, now, self._json(progress), self._json(denials) if denials else None, tool_calls,
-                 attempt_id))
+                (end.status, self.redact(end.raw), self._json(end.parsed), self._json(errors),
+                 self._json(end.checks or []), *(counts[c] for c in USAGE_COLUMNS), cost_usd, charge.cost_source,
+                 charge.latency, now, self._json(progress), self._json(charge.denials) if charge.denials else None,
+                 charge.tool_calls, attempt_id))
             if loop_state is not None:
                 self.db.execute(
                     "INSERT INTO loop_state (task_id, data, updated_at) VALUES (?,?,?) ON CONFLICT(task_id)"
@@ -582,28 +566,28 @@ class StateStore:
             else:
                 self.db.execute("UPDATE ledger SET actual=?, settled=1 WHERE attempt_id=?",
                                 (cost_usd, attempt_id))
-            if final_state:  # usage and the task's result in one UPDATE (see finish_task)
+            if task:  # usage and the task's result in one UPDATE (see finish_task)
                 self.db.execute(
                     "UPDATE tasks SET tokens=tokens+?, cost_usd=cost_usd+?, state=?, output=?, filled=?,"
                     " fingerprint=?, error=?, finished_at=?, updated_at=?, run_id=COALESCE(?, run_id),"
                     " running_s=0 WHERE id=?",
-                    (tokens, cost_usd, final_state, self._json(output), self._json(filled), fingerprint,
-                     self.redact(error), now, now, self.run_id, task_id))
+                    (tokens, cost_usd, task.state, self._json(task.output), self._json(task.filled), task.fingerprint,
+                     self.redact(task.error), now, now, self.run_id, task_id))
             else:
                 self.db.execute(
                     "UPDATE tasks SET tokens=tokens+?, cost_usd=cost_usd+?, updated_at=? WHERE id=?",
                     (tokens, cost_usd, now, task_id))
-            self.event("attempt_finished", task_id, attempt=attempt_id, status=status,
-                       tokens=tokens, cost_usd=cost_usd, cost_source=cost_source,
-                       latency=round(latency, 4), errors=(errors or [])[:5],
-                       **({"answered_at": answered_at} if answered_at else {}),
+            self.event("attempt_finished", task_id, attempt=attempt_id, status=end.status,
+                       tokens=tokens, cost_usd=cost_usd, cost_source=charge.cost_source,
+                       latency=round(charge.latency, 4), errors=errors[:5],
+                       **({"answered_at": end.answered_at} if end.answered_at else {}),
                        **({"progress": progress.get("score"), "progressed": bool(progress.get("progressed"))}
                           if progress else {}))
-            if final_state:
+            if task:
                 if loop_state is None:  # else it was just written without its ladder
                     self._end_recovery(task_id)
-                self.event(f"task_{final_state}", task_id, **({"error": error} if error else {}),
-                           **({"filled": filled} if filled else {}))
+                self.event(f"task_{task.state}", task_id, **({"error": task.error} if task.error else {}),
+                           **({"filled": task.filled} if task.filled else {}))
         self._reserved.pop(attempt_id, None)
         if held is None:  # not reserved by this store: read the totals again when asked
             self._spent = self._tokens = None
