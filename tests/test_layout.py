@@ -6,6 +6,10 @@ level, TYPE_CHECKING included: a cycle there breaks loading or hides one in the 
 dependency graph holds every import, those inside functions too: a lazy import saves the cost
 of a third-party package, it does not make a circle between our own modules any less a circle.
 Only `if TYPE_CHECKING:` blocks are left out of it (annotations, never run).
+
+Two vocabularies are checked too: a task state is named by its TaskState member, never
+spelled as a string (harnessc/states.py), and every event recorded or read is of a kind
+harnessc/events.py declares, with the fields it declares.
 """
 
 from __future__ import annotations
@@ -354,9 +358,36 @@ def undeclared_events(source: str, rel: str) -> list[str]:
         allowed = set().union(*(EVENTS[k].fields for k in named))
         found += [f"{rel}:{line}: {ast.unparse(kind)} has no field {f!r}" for f in fields if f not in allowed]
     if rel in KIND_VARIABLES:
-        found += [f"{rel}:{node.lineno}: event kind {node.value!r} is not declared" for node in ast.walk(ast.parse(source))
-                  if isinstance(node, ast.Constant) and isinstance(node.value, str)
-                  and re.fullmatch(r"git_[a-z_]+", node.value) and node.value not in EVENTS]
+        found += [f"{rel}:{node.lineno}: event kind {node.value!r} is not declared"
+                  for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Constant)
+                  and isinstance(node.value, str) and re.fullmatch(r"git_[a-z_]+", node.value)
+                  and node.value not in EVENTS]
+    return found
+
+
+# the modules that read events: a kind they compare with is a declared one
+EVENT_READERS = ("runtime/observe/", "runreport/")
+
+
+def kind_like(node: ast.AST) -> bool:
+    """`kind`, `ev["kind"]` or `ev.get("kind")`."""
+    if isinstance(node, ast.Name):
+        return node.id == "kind"
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "kind"
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+            and bool(node.args) and isinstance(node.args[0], ast.Constant) and node.args[0].value == "kind")
+
+
+def unknown_kinds_read(source: str, rel: str) -> list[str]:
+    """The kinds a reader compares events with that no event has."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and any(kind_like(side) for side in (node.left, *node.comparators)):
+            found += [f"{rel}:{c.lineno}: no event has the kind {c.value!r}"
+                      for side in (node.left, *node.comparators)
+                      for c in (side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side])
+                      if isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value not in EVENTS]
     return found
 
 
@@ -377,3 +408,12 @@ def test_every_event_kind_and_field_is_declared():
     found = [problem for path in sorted(ROOT.rglob("*.py"))
              for problem in undeclared_events(path.read_text(), path.relative_to(ROOT).as_posix())]
     assert found == [], "declare these in harnessc/events.py (or fix the call):\n" + "\n".join(found)
+
+
+def test_event_readers_compare_with_declared_kinds_only():
+    assert unknown_kinds_read('if ev["kind"] in ("stuck", "stuk") or kind == "run_finished":\n    pass\n', "m.py") == [
+        "m.py:1: no event has the kind 'stuk'"]
+    found = [problem for path in sorted(ROOT.rglob("*.py"))
+             if (rel := path.relative_to(ROOT).as_posix()).startswith(EVENT_READERS)
+             for problem in unknown_kinds_read(path.read_text(), rel)]
+    assert found == [], "the readers compare with kinds no event has:\n" + "\n".join(found)
