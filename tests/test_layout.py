@@ -324,11 +324,18 @@ KIND_VARIABLES = {
 
 
 def event_calls(source: str):
-    """(line, kind node, field names) of each `<x>.event(kind, ...)` call."""
+    """(line, kind node, field names) of each `<x>.event(kind, ...)` call, and of each event
+    noted for later (`<x>.notes.append((kind, {...}))`: loop/files.py, worktree/gitops.py)."""
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "event" \
-                and node.args:
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) or not node.args:
+            continue
+        if node.func.attr == "event":
             yield node.lineno, node.args[0], [k.arg for k in node.keywords if k.arg is not None]
+        elif node.func.attr == "append" and ast.unparse(node.func.value).endswith("notes") \
+                and isinstance(node.args[0], ast.Tuple) and len(node.args[0].elts) == 2 \
+                and isinstance(node.args[0].elts[1], ast.Dict):
+            kind, data = node.args[0].elts
+            yield node.lineno, kind, [k.value for k in data.keys if isinstance(k, ast.Constant)]
 
 
 def kinds_named(kind: ast.AST) -> list[str] | None:
@@ -380,9 +387,15 @@ def kind_like(node: ast.AST) -> bool:
 
 
 def unknown_kinds_read(source: str, rel: str) -> list[str]:
-    """The kinds a reader compares events with that no event has."""
+    """The kinds a reader compares events with, or keys a table by (most keys kinds: alerts'
+    RULES), that no event has."""
     found = []
     for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Dict) and node.keys and all(
+                isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.keys):
+            if sum(k.value in EVENTS for k in node.keys) * 2 >= len(node.keys):
+                found += [f"{rel}:{k.lineno}: no event has the kind {k.value!r}" for k in node.keys
+                          if k.value not in EVENTS]
         if isinstance(node, ast.Compare) and any(kind_like(side) for side in (node.left, *node.comparators)):
             found += [f"{rel}:{c.lineno}: no event has the kind {c.value!r}"
                       for side in (node.left, *node.comparators)
@@ -394,12 +407,13 @@ def unknown_kinds_read(source: str, rel: str) -> list[str]:
 def test_the_event_checker_finds_undeclared_kinds_and_fields():
     source = ('store.event("run_started", options={})\nstore.event("run_startd")\n'
               'store.event(f"task_{state}", tid, error=e)\nstore.event(f"tsk_{s}")\n'
-              'self.store.event("stuck", tid, reason="r", signl="x")\nstore.event(kind)\n')
+              'self.store.event("stuck", tid, reason="r", signl="x")\nstore.event(kind)\n'
+              'self.notes.append(("git_stale_lock_removed", {"path": p, "text": t}))\n')
     found = [line.split(": ", 1)[1] for line in undeclared_events(source, "m.py")]
     assert found == ["event kind 'run_startd' is not declared", "event kind f'tsk_{s}' is not declared",
                      "'stuck' has no field 'signl'",
                      "the kind kind is not a string: name it, or list the module in KIND_VARIABLES with where its "
-                     "kinds come from"]
+                     "kinds come from", "'git_stale_lock_removed' has no field 'text'"]
 
 
 def test_every_event_kind_and_field_is_declared():
@@ -411,8 +425,11 @@ def test_every_event_kind_and_field_is_declared():
 
 
 def test_event_readers_compare_with_declared_kinds_only():
-    assert unknown_kinds_read('if ev["kind"] in ("stuck", "stuk") or kind == "run_finished":\n    pass\n', "m.py") == [
-        "m.py:1: no event has the kind 'stuk'"]
+    source = ('if ev["kind"] in ("stuck", "stuk") or kind == "run_finished":\n    pass\n'
+              'RULES = {"fallback": 1, "escalatd": 2}\n'
+              'WORDS = {"stuck": 1, "error": 2, "over_limit": 3}\n')  # attempt statuses: not keyed by kind
+    assert sorted(unknown_kinds_read(source, "m.py")) == ["m.py:1: no event has the kind 'stuk'",
+                                                          "m.py:3: no event has the kind 'escalatd'"]
     found = [problem for path in sorted(ROOT.rglob("*.py"))
              if (rel := path.relative_to(ROOT).as_posix()).startswith(EVENT_READERS)
              for problem in unknown_kinds_read(path.read_text(), rel)]
