@@ -376,21 +376,36 @@ def undeclared_events(source: str, rel: str) -> list[str]:
 EVENT_READERS = ("runtime/observe/", "runreport/")
 
 
-def kind_like(node: ast.AST) -> bool:
-    """`kind`, `ev["kind"]` or `ev.get("kind")`."""
-    if isinstance(node, ast.Name):
-        return node.id == "kind"
+def kind_read(node: ast.AST) -> bool:
+    """`ev["kind"]` or `ev.get("kind")`."""
     if isinstance(node, ast.Subscript):
         return isinstance(node.slice, ast.Constant) and node.slice.value == "kind"
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
             and bool(node.args) and isinstance(node.args[0], ast.Constant) and node.args[0].value == "kind")
 
 
+def kind_names(tree: ast.AST) -> set[str]:
+    """The names an event's kind is read into: `kind = ev["kind"]`, `kind, task = ev["kind"], ...`."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                pairs = (zip(target.elts, node.value.elts) if isinstance(target, ast.Tuple)
+                         and isinstance(node.value, ast.Tuple) else [(target, node.value)])
+                names |= {t.id for t, v in pairs if isinstance(t, ast.Name) and kind_read(v)}
+    return names
+
+
 def unknown_kinds_read(source: str, rel: str) -> list[str]:
     """The kinds a reader compares events with, or keys a table by (most keys kinds: alerts'
     RULES), that no event has."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
+    found, tree = [], ast.parse(source)
+    names = kind_names(tree)
+
+    def kind_like(node: ast.AST) -> bool:
+        return kind_read(node) or (isinstance(node, ast.Name) and node.id in names)
+
+    for node in ast.walk(tree):
         if isinstance(node, ast.Dict) and node.keys and all(
                 isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.keys):
             if sum(k.value in EVENTS for k in node.keys) * 2 >= len(node.keys):
@@ -425,11 +440,13 @@ def test_every_event_kind_and_field_is_declared():
 
 
 def test_event_readers_compare_with_declared_kinds_only():
-    source = ('if ev["kind"] in ("stuck", "stuk") or kind == "run_finished":\n    pass\n'
+    source = ('kind = ev["kind"]\nif ev.get("kind") in ("stuck", "stuk") or kind == "run_finshed":\n    pass\n'
               'RULES = {"fallback": 1, "escalatd": 2}\n'
               'WORDS = {"stuck": 1, "error": 2, "over_limit": 3}\n')  # attempt statuses: not keyed by kind
-    assert sorted(unknown_kinds_read(source, "m.py")) == ["m.py:1: no event has the kind 'stuk'",
-                                                          "m.py:3: no event has the kind 'escalatd'"]
+    assert sorted(unknown_kinds_read(source, "m.py")) == ["m.py:2: no event has the kind 'run_finshed'",
+                                                          "m.py:2: no event has the kind 'stuk'",
+                                                          "m.py:4: no event has the kind 'escalatd'"]
+    assert unknown_kinds_read('for kind, item in rows:\n    if kind == "phase":\n        pass\n', "m.py") == []
     found = [problem for path in sorted(ROOT.rglob("*.py"))
              if (rel := path.relative_to(ROOT).as_posix()).startswith(EVENT_READERS)
              for problem in unknown_kinds_read(path.read_text(), rel)]
