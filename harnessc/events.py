@@ -115,6 +115,8 @@ EVENTS: dict[str, EventKind] = _kinds(
     ("landing_recovered", "sha message", "a landing a killed run began was completed"),
     ("isolation_result", "message", "a line of the isolated run's closing account (where its work is)"),
     ("worktree_not_brought", "message", "a file the task's worktree should have been given could not be"),
+    ("worktrees_reused", "made reused discarded why",
+     "the run's checkouts: how many were made, reused, and discarded (and why)"),
     ("worktree_kept", "path ref", "a failed task's worktree was kept (--keep-worktrees)"),
     ("worktree_remove_failed", "message", "a worktree could not be removed"),
     ("user_branch_followed", "branch sha", "the user's branch follows the integration branch to this commit"),
