@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 import time
 from contextlib import contextmanager
-from typing import Any
-
 from json.encoder import encode_basestring_ascii as _encode_str
+from typing import Any
 
 from ... import events
 from .db import Database
