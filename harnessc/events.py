@@ -13,6 +13,10 @@ from dataclasses import dataclass
 
 from .states import STORED, TaskState
 
+# Set to 1 (the test suite does): an undeclared event is an error. Unset (a user's run), it
+# is written all the same - a missing declaration must not end a run or lose what it says.
+STRICT = "HARNESSC_STRICT_EVENTS"
+
 
 class UndeclaredEvent(ValueError):
     """An event kind, or a field of it, that this module does not declare."""

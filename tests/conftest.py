@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from harnessc import events
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
 UPDATE = os.environ.get("HARNESSC_UPDATE_GOLDEN") == "1"
@@ -78,6 +80,9 @@ def _home_entries(home: Path) -> set[str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # an event kind or field harnessc/events.py does not declare is an error in the suite (and in
+    # every harnessc it starts); a user's run writes it all the same (store/eventlog.py)
+    os.environ[events.STRICT] = "1"
     if os.environ.get(_OWN_HOME):  # an xdist worker (or a nested run): its parent set it up
         return
     real = Path(os.path.expanduser("~"))

@@ -1,5 +1,7 @@
 """Event kinds and their fields are declared (harnessc/events.py): the store records a
-declared event as before, and refuses an undeclared kind or field before writing anything."""
+declared event as before; under the suite (HARNESSC_STRICT_EVENTS=1, tests/conftest.py) it
+refuses an undeclared kind or field before writing anything, and in a user's run it writes it
+all the same (nothing a run says is lost to a missing declaration)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import json
 
 import pytest
 
-from harnessc.events import EVENTS, UndeclaredEvent, task_state
+from harnessc.events import EVENTS, STRICT, UndeclaredEvent, task_state
 from harnessc.runtime.store.state import StateStore
 from harnessc.states import STORED, TaskState
 from harnessc.workspace import Workspace
@@ -56,3 +58,10 @@ def test_every_stored_state_has_its_task_event():
         assert task_state(f"task_{state}") is state
     assert task_state("run_started") is None and task_state("task_nothing") is None
     assert all(e.about for e in EVENTS.values())
+
+
+def test_a_users_run_writes_an_undeclared_event_all_the_same(store, monkeypatch):
+    monkeypatch.delenv(STRICT, raising=False)
+    store.event("stuk", "a", reason="x")
+    rows, lines = recorded(store)
+    assert rows == ["run_started", "stuk"] and lines[1]["reason"] == "x"
