@@ -7,11 +7,11 @@ Assist calls (runtime/loop/assist.py) are ledger rows of the task, without an at
 from __future__ import annotations
 
 import sqlite3
-import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ...states import TaskState
+from .. import clock
 from ..agents.usage import Charge
 from .ledger import Ledger
 from .tasks import Tasks
@@ -69,7 +69,7 @@ class Attempts(Tasks, Ledger):
         steps: the timed steps before it ({"prompt"|"route": [start, end]}, wall times), told
         in its event for the run's trace (telemetry.py).
         """
-        now = time.time()
+        now = clock.time()
         with self.tx():
             if start_task:  # what set_state(task_id, "running") does, in the same UPDATE
                 self.db.execute(
@@ -121,7 +121,7 @@ class Attempts(Tasks, Ledger):
     def finish_attempt(self, attempt_id: int, task_id: str, end: AttemptEnd) -> None:
         """Complete an attempt with its ledger, settle its reservation to the real cost and,
         when `end.task` says so, finish the task: one commit (store/attempts.py: the record)."""
-        now = time.time()
+        now = clock.time()
         charge, progress, loop_state = end.charge, end.progress, end.loop_state
         cost_usd, task = charge.cost_usd, end.task
         errors = [*end.errors, *charge.unreported]
@@ -281,7 +281,7 @@ class Attempts(Tasks, Ledger):
             lid = self.db.execute(
                 "INSERT INTO ledger (run_id, task_id, attempt_id, reserved, ts, kind, agent, tokens)"
                 " VALUES (?,?,NULL,?,?,?,?,?)",
-                (self.run_id, task_id, reserve_usd, time.time(), kind, agent, reserve_tokens)).lastrowid
+                (self.run_id, task_id, reserve_usd, clock.time(), kind, agent, reserve_tokens)).lastrowid
         if self._spent is not None:
             self._spent += reserve_usd
         if self._tokens is not None:
@@ -296,7 +296,7 @@ class Attempts(Tasks, Ledger):
         with self.tx():
             self.db.execute("UPDATE ledger SET actual=?, tokens=?, settled=1 WHERE id=?", (cost_usd, tokens, ledger_id))
             self.db.execute("UPDATE tasks SET tokens=tokens+?, cost_usd=cost_usd+?, updated_at=? WHERE id=?",
-                            (tokens, cost_usd, time.time(), task_id))
+                            (tokens, cost_usd, clock.time(), task_id))
             self.event("assist", task_id, cost_usd=cost_usd, tokens=tokens, **event)
         if self._spent is not None:
             self._spent += cost_usd - reserved

@@ -12,6 +12,7 @@ from json.encoder import encode_basestring_ascii as _encode_str
 from typing import Any
 
 from ... import events
+from .. import clock
 from .db import Database
 
 MIRROR_FLUSH = 0.1  # seconds events.jsonl lines may wait in the buffer (flush_mirror() too)
@@ -32,7 +33,7 @@ class EventLog(Database):
         """
         if os.environ.get(events.STRICT) == "1":
             events.check(kind, data)
-        ts = time.time()
+        ts = clock.time()
         ev = {"ts": ts, "run_id": self.run_id, "kind": kind, "task": task_id, **data}
         body = self._json(data) if data else None
         with self.tx():

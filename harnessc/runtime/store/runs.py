@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
 
+from .. import clock
 from .eventlog import EventLog
 
 
@@ -28,7 +28,7 @@ class Runs(EventLog):
         with self.tx():
             self.db.execute(
                 "INSERT INTO runs (id, started_at, status, pid, options) VALUES (?,?,?,?,?)",
-                (run_id, time.time(), "running", os.getpid(), self._json(options)),
+                (run_id, clock.time(), "running", os.getpid(), self._json(options)),
             )
             self.event("run_started", options=options)
 
@@ -36,7 +36,7 @@ class Runs(EventLog):
         with self.tx():
             self.db.execute(
                 "UPDATE runs SET ended_at=?, status=?, exit_code=?, message=? WHERE id=?",
-                (time.time(), status, exit_code, self.redact(message), self.run_id),
+                (clock.time(), status, exit_code, self.redact(message), self.run_id),
             )
             self.event("run_finished", status=status, exit_code=exit_code, message=message)
 
@@ -49,7 +49,7 @@ class Runs(EventLog):
         Tasks left running go back to pending. "leftovers" are their child processes' records
         (marker, pid, start time) for reaper.end_leftovers.
         """
-        now = time.time()
+        now = clock.time()
         self._spent = self._tokens = None
         with self.tx():
             rows = self.db.execute(

@@ -3,10 +3,10 @@ over between iterations); `reset` forgets tasks across every table."""
 
 from __future__ import annotations
 
-import time
 from typing import Any, Iterable
 
 from ...states import STORED, TaskState
+from .. import clock
 from .eventlog import EventLog
 from .ledger import MAX_COST_KEY
 
@@ -31,7 +31,7 @@ class Tasks(EventLog):
 
     def ensure_tasks(self, ids: Iterable[str], done: set[str]) -> None:
         """Rows for tasks seen for the first time; tasks checked in roadmap.md are 'done'."""
-        now = time.time()
+        now = clock.time()
         with self.tx():
             for tid in ids:
                 state = TaskState.DONE if tid in done else TaskState.PENDING
@@ -44,10 +44,10 @@ class Tasks(EventLog):
 
     def set_state(self, task_id: str, state: str, error: str | None = None, **extra: Any) -> None:
         assert state in STORED, state
-        cols = {"state": state, "error": self.redact(error), "updated_at": time.time(), **extra}
+        cols = {"state": state, "error": self.redact(error), "updated_at": clock.time(), **extra}
         if state == TaskState.RUNNING:
             cols.setdefault("run_id", self.run_id)
-            cols.setdefault("started_at", time.time())
+            cols.setdefault("started_at", clock.time())
         sets = ", ".join(f"{k}=?" for k in cols)
         with self.tx():
             self.db.execute(f"UPDATE tasks SET {sets} WHERE id=?", (*cols.values(), task_id))
@@ -55,7 +55,7 @@ class Tasks(EventLog):
 
     def finish_task(self, task_id: str, state: str, *, output: Any = None,
                     fingerprint: str | None = None, error: str | None = None) -> None:
-        now = time.time()
+        now = clock.time()
         with self.tx():
             self.db.execute(
                 "UPDATE tasks SET state=?, output=?, filled=NULL, fingerprint=?, error=?, finished_at=?,"
@@ -122,7 +122,7 @@ class Tasks(EventLog):
         """Copy the calls of the attempts and assist calls about to be forgotten (of tasks
         `ids`; None: all) from the last DAILY_KEEP seconds into daily_usage, which no reset
         deletes: a call made today counts against its agent's daily limits today (health.py)."""
-        since = time.time() - DAILY_KEEP
+        since = clock.time() - DAILY_KEEP
         self.db.execute("DELETE FROM daily_usage WHERE ts < ?", (since,))
         which, args = ("", ()) if ids is None else (f" AND task_id IN ({','.join('?' * len(ids))})", tuple(ids))
         self.db.execute(
@@ -144,7 +144,7 @@ class Tasks(EventLog):
         between iterations); nothing when the task has no saved state yet."""
         with self.tx():
             self.db.execute("UPDATE loop_state SET data=json_set(data, '$.memory', json(?)), updated_at=?"
-                            " WHERE task_id=?", (self._json(memory), time.time(), task_id))
+                            " WHERE task_id=?", (self._json(memory), clock.time(), task_id))
 
     def recent_progress(self, task_id: str, n: int = 5) -> list[float]:
         """The progress scores of the task's last `n` scored attempts, oldest first."""
