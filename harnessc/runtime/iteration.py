@@ -31,7 +31,7 @@ from ..planfile import Contract, PlanNode
 from ..providers import AgentConfig
 from ..states import TaskState
 from ..workspace import WorkspaceError
-from . import clock, protect
+from . import clock, protect, useredits
 from . import plan as planmod
 from .agents import deprecation
 from .agents.base import AgentError, Request, Response
@@ -151,6 +151,7 @@ class TaskRun:
         self.original = self.base = self.prompt = ""  # the rendered prompt; base: what iterations start from
         self.shared_ends: tuple[int, ...] = ()  # where the original's shared parts end (prompts.render_prompt_parts)
         self.operator = ""  # the operator's instructions, sent after the prompt (steering.py)
+        self.edits = ""  # the user's edits to its files since its last attempt (useredits.py)
         self.level = 0  # refinement level of the prompt (0: the first prompt)
         self.shown: dict = {}  # what displays show of the call in flight (ctx.live[task])
         # isolation: worktree - the attempt's worktree is where everything of the task happens
@@ -251,6 +252,8 @@ class TaskRun:
         finally:
             if self.files:
                 self.files.forget()
+            if not self.iso:
+                useredits.UserEdits.of(self.ctx).done(self.tid)
             if self.loop:
                 self.loop.close()
             try:
@@ -288,21 +291,27 @@ class TaskRun:
         self.check_limits()
         self.routing_since = clock.time()  # choosing the agent, reserving, a slot: until the attempt begins
         name, agent, cfg = await self.choose_agent()
-        cost, tokens = self.reserve(cfg)
-        await self.guard_before()
-        resp = await self.call(name, agent, cfg, cost, tokens)
-        if resp is None:  # lost with its worker: the iteration runs again
-            return
-        self.say_deprecated(name, cfg, resp)
-        over = self.limits.count(resp.usage, resp.tool_calls if isinstance(resp, Response) else 0, name)
-        if isinstance(resp, AgentError):
-            await self.guarded()  # a failed call's changes to protected files are put back too
-            self.p.calls.failed_call(resp.kind, resp.message)
-            await self.recover(name, resp)
-            return
-        if over:
-            await self.over_limit(resp, over)
-        verdict = await self.check(resp)
+        spell = await self.user_edits()
+        try:
+            cost, tokens = self.reserve(cfg)
+            await self.guard_before()
+            resp = await self.call(name, agent, cfg, cost, tokens)
+            if resp is None:  # lost with its worker: the iteration runs again
+                return
+            self.say_deprecated(name, cfg, resp)
+            over = self.limits.count(resp.usage, resp.tool_calls if isinstance(resp, Response) else 0, name)
+            if isinstance(resp, AgentError):
+                await self.guarded()  # a failed call's changes to protected files are put back too
+                await spell.end(again=True)
+                self.p.calls.failed_call(resp.kind, resp.message)
+                await self.recover(name, resp)
+                return
+            if over:
+                await self.over_limit(resp, over)
+            verdict = await self.check(resp)
+            await spell.end(again=not (verdict.claim and verdict.ok))
+        finally:
+            await spell.end(again=True)  # an iteration that ends early may run again
         self.p.calls.answered(verdict.claim, verdict.errors)
         if not verdict.claim:
             await self.keep_working(resp)
@@ -349,10 +358,24 @@ class TaskRun:
         """The task's end without an attempt to carry it (the attempt's end carries the others)."""
         self.store.finish_task(self.tid, state, error=error)
 
+    async def user_edits(self) -> useredits.Spell | useredits.NoSpell:
+        """The user's edits to the task's files since its last attempt, for its next prompt
+        (useredits.py); in the shared tree, the attempt's busy spell begins here."""
+        if self.iso:
+            if self.p.iteration > self.limits.iterations_before:  # an earlier attempt in this run
+                self.edits = await asyncio.to_thread(useredits.uncommitted_note, self.ctx.root, self.node)
+            return useredits.NoSpell()
+        ledger = useredits.UserEdits.of(self.ctx)
+        spell = ledger.spell(self.tid)
+        await spell.begin()
+        self.edits = ledger.take(self.tid, self.node)
+        return spell
+
     @property
     def sent_prompt(self) -> str:
-        """The prompt as the agent gets it: the working prompt, then the operator's instructions."""
-        return self.prompt + self.operator
+        """The prompt as the agent gets it: the working prompt, the user's edits to its
+        files, then the operator's instructions."""
+        return self.prompt + self.edits + self.operator
 
     def check_limits(self) -> None:
         """Before a call: the run halting ends the task for now (its time so far kept); its own
@@ -673,7 +696,8 @@ class TaskRun:
                                                                         fingerprint=self.node.fingerprint)))
                     raise Done(TaskState.REVIEW)
             else:
-                result = await self.iso.land(self.node, self.attempt, verdict.output, self.recheck(resp.text))
+                async with useredits.UserEdits.of(self.ctx).writing():  # the user's tree: harnessc's write
+                    result = await self.iso.land(self.node, self.attempt, verdict.output, self.recheck(resp.text))
         except (GitFailed, OSError, IsolationError) as e:
             why = f"could not land its change: {e}"
             await self.log.finish(replace(attempt, status="rejected", errors=[why],

@@ -1,0 +1,183 @@
+"""The user's edits during a run (runtime/useredits.py): a person edits the task's files
+between its attempts, from outside the run, and the next prompt carries the diff with
+"keep these changes"; the agent's own writes and an unrelated file are never shown as the
+user's. Real specs built by `harnessc build`, real git, a real command agent, the real CLI;
+waits poll the run's events."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import textwrap
+import time
+from pathlib import Path
+
+from .helpers import PY, git, git_repo, harnessc, spawn
+
+KEEP = "Changed by the user since your last attempt: keep these changes"
+
+# The agent writes what agent.cfg says for its iteration ({"1": {"path": "text"}}) and
+# claims the promise whatever it did.
+AGENT = """\
+import ast, os, pathlib, sys
+it = os.environ["HARNESSC_ITERATION"]
+cfg = ast.literal_eval(pathlib.Path(sys.argv[1]).read_text())
+for path, text in cfg.get(it, {}).items():
+    p = pathlib.Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+print("done <promise>DONE</promise>")
+"""
+# The accept check: passes once calc.add adds; writes a log each time it runs (a check's own write).
+CHECK = """\
+import pathlib, sys
+sys.path.insert(0, "src")
+pathlib.Path("out").mkdir(exist_ok=True)
+pathlib.Path("out/check.log").write_text("ran\\n", encoding="utf-8")
+import calc
+assert calc.add(2, 3) == 5, "add is wrong"
+"""
+
+
+def make(root: Path, steps: dict, isolation: str = "none") -> None:
+    root.mkdir(parents=True)
+    (root / "roadmap.md").write_text(textwrap.dedent(f"""\
+        ## Tasks
+
+        - [ ] **calc**: Make calc.add add
+          - agent: bot
+          - completion_promise: DONE
+          - accept: {PY} check.py
+          - context: notes/design.md, out/check.log
+          - isolation: {isolation}
+        """))
+    (root / "harness.yaml").write_text(
+        f"agents:\n  bot: {{provider: command, command: [{PY}, {root / 'agent.py'}, {root.parent / 'agent.cfg'}]}}\n"
+        "defaults:\n  max_retries: 3\n  retry_delays: [1000]\n")
+    (root / "agent.py").write_text(AGENT)
+    (root.parent / "agent.cfg").write_text(repr(steps))
+    (root / "check.py").write_text(CHECK)
+    (root / "notes").mkdir()
+    (root / "notes" / "design.md").write_text("# Design\n\nadd(a, b) returns a sum.\n")
+    (root / "out").mkdir()
+    (root / "out" / "check.log").write_text("never ran\n")
+    (root / "unrelated.txt").write_text("old\n")
+    git_repo(root)
+    (root / ".gitignore").write_text(".harness/\n__pycache__/\n")
+    git(root, "add", ".gitignore")
+    git(root, "commit", "-qm", "ignore caches")
+
+
+def events(root: Path) -> list[dict]:
+    out = []
+    for d in sorted((root / ".harness" / "runs").glob("*")):
+        path = d / "events.jsonl"
+        if path.exists():
+            out += [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+    return out
+
+
+def wait_rejected(root: Path, proc) -> None:
+    """Until the first attempt is rejected (its checks over: the tree is the user's now)."""
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        if any(e["kind"] == "attempt_finished" and e.get("status") == "rejected" for e in events(root)):
+            return
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise AssertionError(f"no rejected attempt: {proc.communicate(timeout=30)}")
+
+
+def prompts(root: Path) -> list[str]:
+    db = sqlite3.connect(root / ".harness" / "state.db")
+    try:
+        return [r[0] for r in db.execute("SELECT prompt FROM attempts WHERE task_id='calc' ORDER BY id")]
+    finally:
+        db.close()
+
+
+def run_with_an_edit_between_attempts(root: Path, edit) -> list[str]:
+    """`harnessc run`; after the first attempt's rejection the user edits (edit()), then an
+    urgent instruction cuts the 1000 s retry delay short. The attempts' prompts."""
+    assert harnessc(root, "build").returncode == 0
+    p = spawn(root, "run", "--jobs", "1")
+    wait_rejected(root, p)
+    edit()
+    r = harnessc(root, "tell", "calc", "go on", "--urgent")
+    assert r.returncode == 0, r
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, (out, err)
+    return prompts(root)
+
+
+def test_the_users_edit_between_attempts_is_in_the_next_prompt_and_the_agents_writes_are_not(tmp_path):
+    root = tmp_path / "p"
+    make(root, {"1": {"src/calc.py": "def add(a, b):\n    return a - b\n",
+                      "src/helper.py": "HELP = 1\n"},
+                "2": {"src/calc.py": "def add(a, b):\n    # the user's note stays\n    return a + b\n"}})
+
+    def edit():  # the person, from outside the run
+        (root / "notes" / "design.md").write_text("# Design\n\nadd(a, b) returns a sum; ints only.\n")
+        (root / "src" / "calc.py").write_text("def add(a, b):\n    # the user's note stays\n    return a - b\n")
+        (root / "unrelated.txt").write_text("new\n")
+
+    first, second = run_with_an_edit_between_attempts(root, edit)
+    assert KEEP not in first
+    assert KEEP in second
+    section = second[second.index(KEEP):]
+    # a context file and a file its earlier attempt changed, each with its diff
+    assert "- notes/design.md: changed" in section
+    assert "+add(a, b) returns a sum; ints only." in section and "-add(a, b) returns a sum." in section
+    assert "- src/calc.py: changed" in section and "+    # the user's note stays" in section
+    # the agent's own writes, the check's log and a file not the task's: not the user's
+    assert "src/helper.py" not in section and "out/check.log" not in section
+    assert "unrelated.txt" not in section
+    assert "changed by the user" not in section.split("## Instructions from the operator")[0].lower().replace(
+        KEEP.lower(), "")
+
+
+def test_nothing_edited_between_attempts_adds_nothing(tmp_path):
+    root = tmp_path / "p"
+    make(root, {"1": {"src/calc.py": "def add(a, b):\n    return a - b\n"},
+                "2": {"src/calc.py": "def add(a, b):\n    return a + b\n"}})
+    first, second = run_with_an_edit_between_attempts(root, lambda: None)
+    assert KEEP not in first and KEEP not in second
+
+
+def test_binary_and_large_edits_are_named_only(tmp_path):
+    root = tmp_path / "p"
+    make(root, {"1": {"src/calc.py": "def add(a, b):\n    return a - b\n"},
+                "2": {"src/calc.py": "def add(a, b):\n    return a + b\n"}})
+    text = (root / "roadmap.md").read_text().replace("out/check.log", "out/check.log, data/blob.bin, data/big.txt")
+    (root / "roadmap.md").write_text(text)
+    (root / "data").mkdir()
+    (root / "data" / "blob.bin").write_text("not yet\n")
+    (root / "data" / "big.txt").write_text("small\n")
+
+    def edit():
+        (root / "data" / "blob.bin").write_bytes(b"\0\1\2" * 100)
+        (root / "data" / "big.txt").write_text("line of text\n" * 5000)  # 65,000 characters: past the budget
+
+    _, second = run_with_an_edit_between_attempts(root, edit)
+    section = second[second.index(KEEP):]
+    assert "- data/blob.bin: changed (a binary file: not shown)" in section
+    assert "- data/big.txt: changed (its diff is past this section's budget: read the file)" in section
+    assert "line of text" not in section
+
+
+def test_an_isolated_task_is_told_of_uncommitted_edits_to_its_files(tmp_path):
+    root = tmp_path / "p"
+    make(root, {"1": {"src/calc.py": "def add(a, b):\n    return a - b\n"},
+                "2": {"src/calc.py": "def add(a, b):\n    return a + b\n"}}, isolation="worktree")
+
+    def edit():
+        (root / "notes" / "design.md").write_text("# Design\n\nints only.\n")
+        (root / "unrelated.txt").write_text("new\n")
+
+    first, second = run_with_an_edit_between_attempts(root, edit)
+    assert "not committed" not in first
+    note = second[second.index("## Edited by the user, not committed"):]
+    assert "- notes/design.md" in note and "once they commit them" in note
+    assert "unrelated.txt" not in note
+    assert KEEP not in second
