@@ -368,7 +368,7 @@ class TaskRun:
         ledger = useredits.UserEdits.of(self.ctx)
         spell = ledger.spell(self.tid)
         await spell.begin()
-        self.edits = ledger.take(self.tid, self.node)
+        self.edits = await ledger.take(self.tid, self.node)
         return spell
 
     @property

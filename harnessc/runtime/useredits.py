@@ -7,14 +7,17 @@ snapshots (runtime/loop/files.py, through the attribution ledger: one snapshot s
 taken as the tree goes from busy to idle and back. What changed in an idle spell is the
 user's: no agent ran and harnessc wrote nothing there. Each task that is waiting for another
 attempt collects the idle spells' changes; its next prompt lists those touching its files
-(its context files, protect and write_scope paths, the files its earlier attempts changed)
+(its context files, protect and write_scope paths, the files its earlier attempts changed:
+as the attribution ledger credits them to a tracked task, else those of an attempt that was
+alone in a busy spell after the task's first)
 with their diff, up to DIFF_TOKENS, as "changed by the user since your last attempt: keep
 these changes". An edit made while some agent works is not told apart from that agent's
 work: it is not reported.
 
-Isolated tasks (worktrees): an attempt starts from a commit, so the user's edits reach a
-task's next base only once committed; its next prompts note the uncommitted ones touching
-its files (names only: they are not in its worktree).
+Isolated tasks (worktrees): an attempt starts from a commit (the run's start, or where its
+dependencies landed), so the user's edits reach a task's base only once committed, on a
+later run (a run's base does not move); its next prompts name the uncommitted ones touching
+its files (they are not in its worktree).
 
 Bounds: only the project's files (snapshots never leave it, links are never followed: a link
 is named with where it points); a binary or large file is named only; the diff text stops at
@@ -103,7 +106,8 @@ class UserEdits:
         ends here, and what changed in it is the user's."""
         async with self.lock:
             if self.busy == 0:
-                now = await self._snapshot() if tid is not None or self.waiting else None
+                # none waits for another attempt: nothing to compare with (a first attempt costs nothing)
+                now = await self._snapshot() if self.waiting else None
                 if self.idle_from is not None and now is not None:
                     for path, edit in self._changed(self.idle_from, now).items():
                         for w in self.waiting.values():
@@ -148,7 +152,7 @@ class UserEdits:
     def spell(self, tid: str) -> "Spell":
         return Spell(self, tid)
 
-    def take(self, tid: str, node: Any) -> str:
+    async def take(self, tid: str, node: Any) -> str:
         """The prompt section for the task's next attempt (its edits are then told: dropped)."""
         w = self.waiting.get(tid)
         if w is None or not w.edits:
@@ -160,7 +164,12 @@ class UserEdits:
         edits = {p: w.edits.pop(p) for p in mine}
         if not edits:
             return ""
-        return render(edits, prefix, self.ledger.files, self.ledger.root)
+        files = self.ledger.files
+
+        def locked() -> str:  # one reader of the object store at a time (files.py)
+            with files.lock:
+                return render(edits, prefix, files, self.ledger.root)
+        return await asyncio.to_thread(locked)
 
 
 class Spell:
@@ -301,6 +310,6 @@ def uncommitted_note(root: Path, node: Any) -> str:
     listed = "".join(f"- {p}\n" for p in mine[:MAX_LISTED])
     return ("\n\n## Edited by the user, not committed\n\n"
             "The person running this harness has uncommitted changes to these files of your task in their "
-            "checkout. Your worktree starts from a commit, so it does not have them: they reach your task only "
-            "once they commit them. Do not redo or contradict them.\n\n" + listed)
+            "checkout. Your worktree starts from a commit, so it does not have them (committed, they are in the "
+            "task's base on its next run). Do not redo or contradict them.\n\n" + listed)
 

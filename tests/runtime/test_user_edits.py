@@ -16,13 +16,14 @@ from .helpers import PY, git, git_repo, harnessc, spawn
 
 KEEP = "Changed by the user since your last attempt: keep these changes"
 
-# The agent writes what agent.cfg says for its iteration ({"1": {"path": "text"}}) and
+# The agent writes what agent.cfg says for its iteration ({"1": {"path": "text"}}, or
+# {"<task><iteration>": ...}) and
 # claims the promise whatever it did.
 AGENT = """\
 import ast, os, pathlib, sys
-it = os.environ["HARNESSC_ITERATION"]
+it, task = os.environ["HARNESSC_ITERATION"], os.environ["HARNESSC_TASK"]
 cfg = ast.literal_eval(pathlib.Path(sys.argv[1]).read_text())
-for path, text in cfg.get(it, {}).items():
+for path, text in cfg.get(task + it, cfg.get(it, {})).items():
     p = pathlib.Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(text)
@@ -39,7 +40,7 @@ assert calc.add(2, 3) == 5, "add is wrong"
 """
 
 
-def make(root: Path, steps: dict, isolation: str = "none") -> None:
+def make(root: Path, steps: dict, isolation: str = "none", more: str = "") -> None:
     root.mkdir(parents=True)
     (root / "roadmap.md").write_text(textwrap.dedent(f"""\
         ## Tasks
@@ -50,7 +51,7 @@ def make(root: Path, steps: dict, isolation: str = "none") -> None:
           - accept: {PY} check.py
           - context: notes/design.md, out/check.log
           - isolation: {isolation}
-        """))
+        """) + more)
     (root / "harness.yaml").write_text(
         f"agents:\n  bot: {{provider: command, command: [{PY}, {root / 'agent.py'}, {root.parent / 'agent.cfg'}]}}\n"
         "defaults:\n  max_retries: 3\n  retry_delays: [1000]\n")
@@ -97,11 +98,11 @@ def prompts(root: Path) -> list[str]:
         db.close()
 
 
-def run_with_an_edit_between_attempts(root: Path, edit) -> list[str]:
+def run_with_an_edit_between_attempts(root: Path, edit, jobs: str = "1") -> list[str]:
     """`harnessc run`; after the first attempt's rejection the user edits (edit()), then an
     urgent instruction cuts the 1000 s retry delay short. The attempts' prompts."""
     assert harnessc(root, "build").returncode == 0
-    p = spawn(root, "run", "--jobs", "1")
+    p = spawn(root, "run", "--jobs", jobs)
     wait_rejected(root, p)
     edit()
     r = harnessc(root, "tell", "calc", "go on", "--urgent")
@@ -178,6 +179,32 @@ def test_an_isolated_task_is_told_of_uncommitted_edits_to_its_files(tmp_path):
     first, second = run_with_an_edit_between_attempts(root, edit)
     assert "not committed" not in first
     note = second[second.index("## Edited by the user, not committed"):]
-    assert "- notes/design.md" in note and "once they commit them" in note
+    assert "- notes/design.md" in note and "committed, they are in the task's base on its next run" in note
     assert "unrelated.txt" not in note
     assert KEEP not in second
+
+
+def test_another_tasks_agent_writing_the_tasks_file_is_not_the_users(tmp_path):
+    root = tmp_path / "p"
+    other = textwrap.dedent("""\
+
+        - [ ] **docs**: Reword the design notes
+          - agent: bot
+          - context: notes/design.md
+        """)
+    make(root, {"calc1": {"src/calc.py": "def add(a, b):\n    return a - b\n"},
+                "calc2": {"src/calc.py": "def add(a, b):\n    return a + b\n"},
+                "docs1": {"notes/design.md": "# Design\n\nreworded by the docs agent\n"}}, more=other)
+
+    def edit():  # once the other task is done: its agent's write came in a busy spell
+        end = time.monotonic() + 120
+        while not any(e["kind"] == "attempt_finished" and e.get("task") == "docs" for e in events(root)):
+            assert time.monotonic() < end, events(root)
+            time.sleep(0.05)
+        (root / "src" / "calc.py").write_text("def add(a, b):\n    # mine\n    return a - b\n")
+
+    _, second = run_with_an_edit_between_attempts(root, edit, jobs="2")
+    assert (root / "notes" / "design.md").read_text() == "# Design\n\nreworded by the docs agent\n"
+    section = second[second.index(KEEP):]
+    assert "- src/calc.py: changed" in section and "+    # mine" in section
+    assert "notes/design.md" not in section and "reworded" not in section
