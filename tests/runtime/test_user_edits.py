@@ -40,7 +40,7 @@ assert calc.add(2, 3) == 5, "add is wrong"
 """
 
 
-def make(root: Path, steps: dict, isolation: str = "none", more: str = "") -> None:
+def make(root: Path, steps: dict, isolation: str = "none", more: str = "", in_git: bool = True) -> None:
     root.mkdir(parents=True)
     (root / "roadmap.md").write_text(textwrap.dedent(f"""\
         ## Tasks
@@ -63,6 +63,8 @@ def make(root: Path, steps: dict, isolation: str = "none", more: str = "") -> No
     (root / "out").mkdir()
     (root / "out" / "check.log").write_text("never ran\n")
     (root / "unrelated.txt").write_text("old\n")
+    if not in_git:
+        return
     git_repo(root)
     (root / ".gitignore").write_text(".harness/\n__pycache__/\n")
     git(root, "add", ".gitignore")
@@ -208,3 +210,43 @@ def test_another_tasks_agent_writing_the_tasks_file_is_not_the_users(tmp_path):
     section = second[second.index(KEEP):]
     assert "- src/calc.py: changed" in section and "+    # mine" in section
     assert "notes/design.md" not in section and "reworded" not in section
+
+
+def test_outside_git_the_edited_file_is_shown_as_it_now_reads_and_a_link_is_never_followed(tmp_path):
+    root = tmp_path / "p"
+    (tmp_path / "secret.txt").write_text("outside the project\n")
+    make(root, {"1": {"src/calc.py": "def add(a, b):\n    return a - b\n"},
+                "2": {"src/calc.py": "def add(a, b):\n    return a + b\n"}}, in_git=False)
+    text = (root / "roadmap.md").read_text().replace("out/check.log", "out/check.log, notes/extra.md")
+    (root / "roadmap.md").write_text(text)
+    (root / "notes" / "extra.md").write_text("extra\n")
+
+    def edit():
+        (root / "notes" / "design.md").write_text("# Design\n\nints only.\n")
+        (root / "notes" / "extra.md").unlink()
+        (root / "notes" / "extra.md").symlink_to(tmp_path / "secret.txt")  # a link out of the project
+        (root / "unrelated.txt").write_text("new\n")
+
+    first, second = run_with_an_edit_between_attempts(root, edit)
+    assert KEEP not in first
+    section = second[second.index(KEEP):]
+    assert "- notes/design.md: changed; it now reads" in section and "ints only." in section
+    assert "- notes/extra.md: changed (not a regular file: not shown)" in section
+    assert "outside the project" not in second
+    assert "unrelated.txt" not in section
+
+
+def test_a_link_in_git_is_named_with_nothing_read_through_it(tmp_path):
+    root = tmp_path / "p"
+    (tmp_path / "secret.txt").write_text("outside the project\n")
+    make(root, {"1": {"src/calc.py": "def add(a, b):\n    return a - b\n"},
+                "2": {"src/calc.py": "def add(a, b):\n    return a + b\n"}})
+
+    def edit():
+        (root / "notes" / "design.md").unlink()
+        (root / "notes" / "design.md").symlink_to(tmp_path / "secret.txt")
+
+    _, second = run_with_an_edit_between_attempts(root, edit)
+    section = second[second.index(KEEP):]
+    assert "- notes/design.md: changed (a symbolic link: not shown)" in section
+    assert "outside the project" not in second
