@@ -367,7 +367,7 @@ class TaskRun:
             return useredits.NoSpell()
         ledger = useredits.UserEdits.of(self.ctx)
         spell = ledger.spell(self.tid)
-        await spell.begin()
+        await spell.begin(watch=ledger.watches(self.node, self.p.iteration == self.limits.iterations_before))
         self.edits = await ledger.take(self.tid, self.node)
         return spell
 

@@ -8,8 +8,8 @@ taken as the tree goes from busy to idle and back. What changed in an idle spell
 user's: no agent ran and harnessc wrote nothing there. Each task that is waiting for another
 attempt collects the idle spells' changes; its next prompt lists those touching its files
 (its context files, protect and write_scope paths, the files its earlier attempts changed:
-as the attribution ledger credits them to a tracked task, else those of an attempt that was
-alone in a busy spell after the task's first)
+as the attribution ledger credits them to a tracked task, else those of an attempt alone in
+its busy spell)
 with their diff, up to DIFF_TOKENS, as "changed by the user since your last attempt: keep
 these changes". An edit made while some agent works is not told apart from that agent's
 work: it is not reported.
@@ -101,13 +101,14 @@ class UserEdits:
                           after.blobs.get(p, base.get(p, "") if after.base else ""))
         return out
 
-    async def enter(self, tid: str | None) -> None:
+    async def enter(self, tid: str | None, watch: bool = False) -> None:
         """An attempt (tid) or a landing (None) is about to write the tree: an idle spell
-        ends here, and what changed in it is the user's."""
+        ends here, and what changed in it is the user's. `watch`: snapshot the tree even if
+        no task waits, so what this attempt changes is known as its files."""
         async with self.lock:
             if self.busy == 0:
-                # none waits for another attempt: nothing to compare with (a first attempt costs nothing)
-                now = await self._snapshot() if self.waiting else None
+                # none waits for another attempt, none to watch: no snapshot (nothing to compare)
+                now = await self._snapshot() if self.waiting or watch else None
                 if self.idle_from is not None and now is not None:
                     for path, edit in self._changed(self.idle_from, now).items():
                         for w in self.waiting.values():
@@ -152,6 +153,12 @@ class UserEdits:
     def spell(self, tid: str) -> "Spell":
         return Spell(self, tid)
 
+    def watches(self, node: Any, first: bool) -> bool:
+        """Whether the task's first attempt is watched for its files: it has checks that may
+        reject it, and the attribution ledger does not already follow its files."""
+        checked = bool(node.accept or node.contract or node.completion_promise or node.write_scope)
+        return first and checked and not self.ledger.tracks(node)
+
     async def take(self, tid: str, node: Any) -> str:
         """The prompt section for the task's next attempt (its edits are then told: dropped)."""
         w = self.waiting.get(tid)
@@ -178,8 +185,8 @@ class Spell:
     def __init__(self, edits: UserEdits, tid: str):
         self.edits, self.tid, self.open = edits, tid, False
 
-    async def begin(self) -> None:
-        await self.edits.enter(self.tid)
+    async def begin(self, watch: bool = False) -> None:
+        await self.edits.enter(self.tid, watch)
         self.open = True
 
     async def end(self, again: bool) -> None:

@@ -40,14 +40,17 @@ assert calc.add(2, 3) == 5, "add is wrong"
 """
 
 
-def make(root: Path, steps: dict, isolation: str = "none", more: str = "", in_git: bool = True) -> None:
+def make(root: Path, steps: dict, isolation: str = "none", more: str = "", in_git: bool = True,
+         promise: str = "DONE") -> None:
+    """A project whose task `calc` fails its accept check until calc.add adds; `promise`:
+    its completion promise (a loop task), "" for none."""
     root.mkdir(parents=True)
     (root / "roadmap.md").write_text(textwrap.dedent(f"""\
         ## Tasks
 
         - [ ] **calc**: Make calc.add add
           - agent: bot
-          - completion_promise: DONE
+          {f"- completion_promise: {promise}" if promise else "- tags: plain"}
           - accept: {PY} check.py
           - context: notes/design.md, out/check.log
           - isolation: {isolation}
@@ -250,3 +253,16 @@ def test_a_link_in_git_is_named_with_nothing_read_through_it(tmp_path):
     section = second[second.index(KEEP):]
     assert "- notes/design.md: changed (a symbolic link: not shown)" in section
     assert "outside the project" not in second
+
+
+def test_a_file_the_tasks_first_attempt_wrote_is_its_own_without_a_loop(tmp_path):
+    root = tmp_path / "p"
+    make(root, {"1": {"src/calc.py": "def add(a, b):\n    return a - b\n"},
+                "2": {"src/calc.py": "def add(a, b):\n    # mine\n    return a + b\n"}}, promise="")
+
+    def edit():
+        (root / "src" / "calc.py").write_text("def add(a, b):\n    # mine\n    return a - b\n")
+
+    _, second = run_with_an_edit_between_attempts(root, edit)
+    section = second[second.index(KEEP):]
+    assert "- src/calc.py: changed" in section and "+    # mine" in section
