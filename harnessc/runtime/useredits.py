@@ -9,10 +9,9 @@ user's: no agent ran and harnessc wrote nothing there. Each task that is waiting
 attempt collects the idle spells' changes; its next prompt lists those touching its files
 (its context files, protect and write_scope paths, the files its earlier attempts changed:
 as the attribution ledger credits them to a tracked task, else those of an attempt alone in
-its busy spell)
-with their diff, up to DIFF_TOKENS, as "changed by the user since your last attempt: keep
-these changes". An edit made while some agent works is not told apart from that agent's
-work: it is not reported.
+its busy spell) with their diff, up to DIFF_TOKENS, as "changed by the user since your last
+attempt: keep these changes". An edit made while some agent works is not told apart from
+that agent's work: it is not reported.
 
 Isolated tasks (worktrees): an attempt starts from a commit (the run's start, or where its
 dependencies landed), so the user's edits reach a task's base only once committed, on a
@@ -78,7 +77,7 @@ class UserEdits:
     @classmethod
     def of(cls, ctx: Any) -> "UserEdits":
         ledger = ctx.attribution
-        if getattr(ledger, "user_edits", None) is None:
+        if ledger.user_edits is None:
             ledger.user_edits = cls(ledger)
         return ledger.user_edits
 
