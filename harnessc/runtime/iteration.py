@@ -31,7 +31,7 @@ from ..planfile import Contract, PlanNode
 from ..providers import AgentConfig
 from ..states import TaskState
 from ..workspace import WorkspaceError
-from . import clock, protect, useredits
+from . import clock, protect
 from . import plan as planmod
 from .agents import deprecation
 from .agents.base import AgentError, Request, Response
@@ -40,6 +40,7 @@ from .agents.usage import Charge
 from .baseline import base_checks
 from .context import TaskContext
 from .executor import AttemptLost
+from .loop import useredits
 from .loop.assist import GRACE, Assistant
 from .loop.loop import Seen, TaskLoop
 from .routing.router import Route

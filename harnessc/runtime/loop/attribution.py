@@ -71,7 +71,7 @@ class Attribution:
         self.last: dict[str, Snapshot] = {}  # task -> the end of its last segment
         self.said: dict[str, str] = {}  # task -> its last answer (for rule 4)
         self.goals: dict[str, str] = {}  # task -> its title and goal (for rule 2)
-        self.user_edits = None  # the user's edits between attempts (runtime/useredits.py), made on first use
+        self.user_edits = None  # the user's edits between attempts (loop/useredits.py), made on first use
 
     def tracks(self, node: PlanNode) -> bool:
         """Loop and `git: commit` tasks always; the others when tasks run at the same time."""

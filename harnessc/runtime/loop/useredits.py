@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..estimates import CHARS_PER_TOKEN
-from .loop import files as filesmod
+from ...estimates import CHARS_PER_TOKEN
+from . import files as filesmod
 
 DIFF_TOKENS = 2000  # per prompt: the diffs' text, at most (then names only)
 MAX_LISTED = 50  # paths listed per prompt, at most
@@ -298,7 +298,7 @@ def render(edits: dict[str, Edit], prefix: str, files: Any, root: Path) -> str:
 def uncommitted_note(root: Path, node: Any) -> str:
     """An isolated task's note: the user's uncommitted edits to its files, which its
     worktree does not have (they reach its next base once committed)."""
-    from .worktree import gitcmd
+    from ..worktree import gitcmd
 
     try:
         out = gitcmd.Git(root).run("status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", "--",
