@@ -27,6 +27,7 @@ COMMANDS = {
     **{name: f"steering:{name}" for name in ("stop", "tell", "pause", "resume")},
     **{name: f"state:{name}" for name in ("status", "log", "runs", "show", "stats", "reset", "clean")},
     "report": "state:report_cmd",
+    "memory": "memory:memory",
     **{name: f"review:{name}" for name in ("review", "approve", "reject")},
 }
 

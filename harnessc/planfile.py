@@ -331,6 +331,7 @@ class Plan(Record):
     worktrees: dict | None = None  # harness.yaml `worktrees: {link, copy}` (None: nothing brought in)
     telemetry: dict | None = None  # harness.yaml `telemetry:` {otlp_endpoint, content, project} (None: as unset)
     notify: dict | None = None  # harness.yaml `notify:` {command, webhook, on, timeout, pass_env} (None: no notifier)
+    memory: dict | None = None  # harness.yaml `memory:` {on, summary_tokens, inject_tokens, every, agent} (None: defaults)
     executor: Executor | None = None  # harness.yaml `executor:`; None: local (every task on this machine)
     # what every task's agent may not change (the spec files, .harness/, CI configuration,
     # defaults.protect); a node's `protect` adds its own (None in a plan built before it existed)

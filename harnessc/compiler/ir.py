@@ -543,6 +543,21 @@ class Telemetry(_Spec):
         "its key pair belongs to.")
 
 
+class Memory(_Spec):
+    """Run memory (`.harness/memory/`): decisions, failures and constraints agents report with
+    <decision>, <failure> and <constraint> markers, shown to later tasks of any run."""
+
+    summary_tokens: int = Field(1500, ge=0, description="The running summary (one line per task that ended "
+                                "well, newest kept) is at most this many tokens.")
+    inject_tokens: int = Field(2000, ge=0, description="Each task's memory section is at most this many tokens "
+                               "(the summary, the decisions most related to the task, failures on its files, "
+                               "active constraints).")
+    every: int = Field(5, ge=1, description="Tasks between rewrites of the summary by `agent` (reserved: the "
+                       "deterministic summary is used).")
+    agent: str | None = Field(None, description="A cheap agent that rewrites the summary (reserved: not used "
+                              "yet; the deterministic summary is used).")
+
+
 class Notify(_Spec):
     """Tell someone when a run needs a person: each event of the kinds in `on` calls
     `command` with one JSON object on stdin and/or POSTs it to `webhook`."""
@@ -616,6 +631,9 @@ class HarnessConfig(_Spec):
         "false: no hook runs for any git command harnessc starts (an agent could have written one)."
     )
     telemetry: Telemetry = Field(default_factory=Telemetry, description="OpenTelemetry traces of each run.")
+    memory: Union[Literal["off", False], Memory] = Field(
+        default_factory=lambda: Memory(), description="Run memory across tasks and runs (.harness/memory/): "
+        "off (or false), or its budgets. Default: on, with the defaults.")
     notify: Notify | None = Field(None, description="Tell someone when a run needs a person: a command and/or a "
                                   "webhook given one JSON object per event.")
     executor: Union[Literal["local", "ray"], Executor] = Field(

@@ -444,6 +444,7 @@ def build_plan(project: Project) -> None:
         worktrees=cfg.worktrees.model_dump(mode="json", by_alias=True),
         telemetry=cfg.telemetry.model_dump(mode="json"),
         notify=cfg.notify.model_dump(mode="json") if cfg.notify else None,
+        memory=_memory(cfg.memory) if "memory" in cfg.model_fields_set else None,
         executor=_executor(cfg.executor),
         protect=[Protected(e.path, e.why, e.new) for e in common],
         contracts=entries,
@@ -452,6 +453,13 @@ def build_plan(project: Project) -> None:
         waves=waves,
         critical_path=_critical_path(order),
     )
+
+
+def _memory(memory) -> dict:
+    """harness.yaml `memory:` as plan.json keeps it (`off`: {on: false}; unset: None, the defaults)."""
+    if memory == "off" or memory is False:
+        return {"on": False}
+    return {"on": True, **memory.model_dump(mode="json")}
 
 
 class Edges(Sequence):

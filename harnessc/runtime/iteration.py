@@ -155,6 +155,7 @@ class TaskRun:
         self.edits = ""  # the user's edits to its files since its last attempt (useredits.py)
         self.level = 0  # refinement level of the prompt (0: the first prompt)
         self.shown: dict = {}  # what displays show of the call in flight (ctx.live[task])
+        self.answer: str | None = None  # the text of the answer that passed verification (run memory)
         # isolation: worktree - the attempt's worktree is where everything of the task happens
         self.iso = ctx.isolation if ctx.isolation.is_isolated(node) else None
         self.workdir = ctx.isolation.workdir(node) if self.iso else ctx.root
@@ -230,7 +231,20 @@ class TaskRun:
         parts = planmod.render_prompt_parts(self.ctx.plan, self.tid, self.ctx.deps(self.node), self.ctx.root,
                                             files_root=self.workdir)
         self.shared_ends = tuple(accumulate(len(p) for p in parts[:-1]))
-        return "".join(parts)
+        return "".join(parts) + self.memory_section()
+
+    def memory_section(self) -> str:
+        """What run memory tells this task (runtime/memory/), after the cacheable prefix."""
+        memory = getattr(self.ctx, "memory", None)
+        return memory.section(self.node) if memory is not None else ""
+
+    def remember(self, outcome: str) -> None:
+        """A task that ended well: what its last answer told goes to run memory."""
+        memory = getattr(self.ctx, "memory", None)
+        if memory is None or outcome not in ("succeeded", "review") or self.answer is None:
+            return
+        earlier = list(self.loop.memory.decisions) if self.loop and getattr(self.loop, "memory", None) else []
+        memory.ended(self.node, outcome, self.answer, earlier)
 
     async def iterations(self) -> str:
         if self.loop:
@@ -240,6 +254,7 @@ class TaskRun:
             while True:
                 await self.iteration()
         except Done as d:
+            self.remember(d.outcome)
             if self.files:
                 await self.files.end()  # its last changes, for the tasks still running
             await self.ctx.git.task_ended(self.tid, d.outcome)  # what a succeeded task shared with this one
@@ -663,6 +678,7 @@ class TaskRun:
                                                   f"{e.span.line}: {e.code}: {e.message}")) from None
 
     async def succeed(self, resp: Response, verdict: Verdict) -> None:
+        self.answer = resp.text
         seen = await self.loop.observe(self.p.agent, resp.text, [], verdict.checks, succeeded=True) \
             if self.loop else None
         end = answer_end("succeeded", resp, parsed=verdict.output, checks=verdict.checks, seen=seen)
@@ -753,6 +769,8 @@ class TaskRun:
         self.p.failures += 1
         seen = await self.loop.observe(self.p.agent, resp.text, verdict.errors, verdict.checks) \
             if self.loop else None
+        if (memory := getattr(self.ctx, "memory", None)) is not None:
+            memory.rejected(self.node, resp.text, verdict.errors)
         rejected = answer_end("rejected", resp, parsed=verdict.parsed, errors=verdict.errors, checks=verdict.checks,
                               seen=seen)
         kinds = [*verdict.kinds, *(["tool_denied"] if resp.denials else [])]

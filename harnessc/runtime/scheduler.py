@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .memory import RunMemory
 from .. import outcome as outcomes
 from ..outcome import RunOutcome
 from ..planfile import Plan, PlanNode
@@ -166,6 +167,7 @@ class Runner:
         # which changed files are whose, when tasks run at the same time (progress, commits)
         self.attribution = Attribution(root, self.workspace.loop / "run.index", shared, self.jobs,
                                        make_dir=self.workspace.make_dir, event=store.event)
+        self.memory = RunMemory.of(root, plan, store)  # .harness/memory/: what tasks learn (runtime/memory/)
         self.agents: dict[str, Any] = {}
         self.outputs_written = 0  # results this run wrote to .harness/outputs/
         self.results = outputs.Writer(self.workspace, store.redact)

@@ -1,0 +1,71 @@
+"""Run memory (`.harness/memory/`): what one task learns reaches the others, across tasks and
+runs. store.py keeps the entries (decisions, failures, constraints, the running summary);
+capture.py reads them from an agent's text; recall.py picks and renders a task's memory
+section within its token budget."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import capture, recall
+from .store import MemoryStore, Settings, stamp
+
+KEEP_DONE = 200  # summary lines a run's start keeps in the file (the summary shows fewer)
+
+
+class RunMemory:
+    """A run's hold on the project's memory: each task's section, what its answers tell."""
+
+    def __init__(self, root: Path, settings: Settings, store: Any):
+        self.settings = settings
+        self.state = store  # state.db's StateStore: the run id, events
+        self.file = MemoryStore(root, say=self._damaged)
+        self.file.entries()  # a damaged file is said and set aside once, at the start
+        try:
+            self.file.compact(KEEP_DONE)
+        except OSError:
+            pass  # a file that cannot be rewritten is read as it is
+
+    @classmethod
+    def of(cls, root: Path, plan: Any, store: Any) -> "RunMemory | None":
+        settings = Settings.of(getattr(plan, "memory", None))
+        return cls(root, settings, store) if settings.on else None
+
+    def _damaged(self, line: str) -> None:
+        print(line, file=sys.stderr)
+        self.state.event("memory_damaged", None, message=line[:500])
+
+    @property
+    def run_id(self) -> str | None:
+        return getattr(self.state, "run_id", None)
+
+    def section(self, node: Any) -> str:
+        return recall.section(self.file.entries(), node, self.settings, self.run_id)
+
+    def _add(self, entries: list[dict]) -> list[dict]:
+        try:
+            return self.file.add([stamp(e, self.run_id) for e in entries])
+        except OSError as e:  # memory is advice: a full disk must not fail the task
+            self.state.event("memory_unwritten", None, message=f"could not write to memory: {e}"[:500])
+            return []
+
+    def ended(self, node: Any, outcome: str, text: str, extra_decisions: list[str] = ()) -> None:
+        """A task ended well (succeeded, or waits for review): what its last answer (and a
+        loop task's earlier iterations) told, and its summary line."""
+        files = recall.task_files(node)
+        told = capture.markers(text, node.id, files)
+        told += [{"kind": "decision", "text": capture.clip(d), "task": node.id, "files": files}
+                 for d in extra_decisions if capture.clip(d)]
+        told = list({(e["kind"], e["text"]): e for e in told}.values())  # said twice: once
+        added = self._add(told)
+        self._add([recall.done_line(node, outcome, added or told)])
+
+    def rejected(self, node: Any, text: str, errors: list[str]) -> None:
+        """A rejected attempt: the failures it reported, else its first error."""
+        files = recall.task_files(node)
+        told = [e for e in capture.markers(text, node.id, files) if e["kind"] == "failure"]
+        if not told and (first := capture.rejection(errors, node.id, files)):
+            told = [first]
+        self._add(told)

@@ -1,0 +1,115 @@
+"""A task's memory section: the running summary, the decisions most related to the task
+(files it shares with them, then words), the failures on its files, every active
+constraint — at most `inject_tokens` (the summary itself at most `summary_tokens`). It goes
+after the prompt's cacheable prefix (the task's own part), so prompt caching is kept.
+
+The summary is deterministic: one line per task that ended well, newest kept (the cheap
+summary agent of `memory.agent` is not used yet)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ...estimates import estimate_tokens
+from .store import Settings, active
+
+WORD = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{3,}")
+STOP = frozenset("""this that with from have will your they them their there what when which into
+than then also each only more most must should would could been were does done make made
+uses used using task tasks file files code test tests agent agents need needs about after
+before other some such like just over under where while return returns write writes""".split())
+MAX_DECISIONS = 8
+MAX_FAILURES = 5
+
+
+def words(text: str) -> set[str]:
+    return {w.lower() for w in WORD.findall(text or "")} - STOP
+
+
+def task_files(node: Any) -> list[str]:
+    """The files a task names: its context, write scope and what its accept commands name."""
+    files = list(node.context or ())
+    files += [g for g in (node.write_scope or ()) if not any(c in g for c in "*?[")]
+    for cmd in node.accept or ():
+        files += [a for a in cmd.argv[1:] if "/" in a and not a.startswith("-") or re.match(r"^[\w./-]+\.\w{1,5}$", a)]
+    return list(dict.fromkeys(f.strip("./") if f.startswith("./") else f for f in files))
+
+
+def _related(entry: dict, files: set[str], said: set[str]) -> tuple[int, int]:
+    return len(files & set(entry.get("files") or ())), len(said & words(entry["text"]))
+
+
+def select(entries: list[dict], node: Any, run_id: str | None) -> dict[str, list[dict]]:
+    """The entries a task is shown, before the budget."""
+    files = set(task_files(node))
+    said = words(" ".join([node.title or "", node.goal or "", node.success or "", *files]))
+    mine = [e for e in entries if e["task"] != node.id]
+    ranked = []
+    for i, e in enumerate(mine):
+        if e["kind"] == "decision":
+            f, w = _related(e, files, said)
+            ranked.append(((f, w, i), e))
+    ranked.sort(key=lambda r: r[0], reverse=True)
+    return {
+        "summary": [e for e in entries if e["kind"] == "done"],
+        "decisions": [e for _, e in ranked[:MAX_DECISIONS]],
+        "failures": [e for e in mine if e["kind"] == "failure" and files & set(e.get("files") or ())][-MAX_FAILURES:],
+        "constraints": [e for e in entries if e["kind"] == "constraint" and active(e, run_id)],
+    }
+
+
+def _line(e: dict) -> str:
+    text = e["text"]
+    if e["kind"] == "failure":
+        text += "".join(f"; {k}: {e[k]}" for k in ("cause", "fix") if e.get(k))
+    if e["kind"] == "constraint" and e.get("expires"):
+        text += " (until the run ends)" if e["expires"] == "run" else f" (until {e['expires']})"
+    return f"- {text} [{e['id']}, task {e['task']}]\n"
+
+
+def render(view: dict[str, list[dict]]) -> str:
+    if not (view["decisions"] or view["failures"] or view["constraints"] or view["summary"]):
+        return ""
+    out = ["\n## Memory of earlier tasks\n\nWhat earlier tasks of this project recorded (`harnessc memory`). "
+           "Keep to the decisions and constraints unless your task says otherwise; report your own with "
+           "<decision>...</decision>, <failure cause=\"...\" fix=\"...\">...</failure> and "
+           "<constraint expires=\"...\">...</constraint>.\n"]
+    if view["summary"]:
+        out.append("\nSo far:\n")
+        out += [f"- {e['text']}\n" for e in view["summary"]]
+    for key, head in (("decisions", "Decisions"), ("failures", "Failures on your files"),
+                      ("constraints", "Active constraints")):
+        if view[key]:
+            out.append(f"\n{head}:\n")
+            out += [_line(e) for e in view[key]]
+    return "".join(out)
+
+
+def section(entries: list[dict], node: Any, settings: Settings, run_id: str | None) -> str:
+    """The task's memory section within its budget ("" when memory holds nothing to tell it,
+    or only the summary): the oldest summary lines go first, then the least related
+    decisions, the oldest failures, then constraints."""
+    view = select(entries, node, run_id)
+    if not (view["decisions"] or view["failures"] or view["constraints"]):
+        return ""  # a summary alone tells a task nothing it can act on
+    summary = view["summary"]
+    while summary and estimate_tokens("".join(e["text"] for e in summary)) > settings.summary_tokens:
+        summary.pop(0)
+    text = render(view)
+    while estimate_tokens(text) > settings.inject_tokens:
+        for key, end in (("summary", 0), ("decisions", -1), ("failures", 0), ("constraints", 0)):
+            if view[key]:
+                view[key].pop(end)
+                break
+        else:
+            return ""
+        text = render(view)
+    return text
+
+
+def done_line(node: Any, outcome: str, told: list[dict]) -> dict:
+    """A task's line of the running summary."""
+    said = "; ".join(f"decided: {e['text'][:80]}" for e in told if e["kind"] == "decision")
+    text = f"task {node.id} ({node.title[:80]}) {outcome}" + (f" - {said}" if said else "")
+    return {"kind": "done", "text": text, "task": node.id, "files": task_files(node)}

@@ -1,0 +1,149 @@
+"""Run memory (issue 30 item 1): what a task decides, fails at or constrains reaches the later
+tasks of the run and of later runs (`.harness/memory/`), within the prompt's memory budget.
+
+Real projects, a real command agent (each task's answer comes from answers/<task>.txt and
+its prompt is saved to prompts/<task>.txt), real processes and the real memory file."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .helpers import PY, harnessc
+
+AGENT = """\
+import os, pathlib, sys
+task = os.environ["HARNESSC_TASK"]
+pathlib.Path("prompts").mkdir(exist_ok=True)
+with open("prompts/" + task + ".txt", "a") as f:
+    f.write(sys.stdin.read() + "\\n=====\\n")
+answer = pathlib.Path("answers/" + task + ".txt")
+print(answer.read_text() if answer.exists() else "")
+print("<promise>DONE</promise>")
+"""
+
+
+def project(root: Path, tasks: dict[str, str], answers: dict[str, str], harness: str = "") -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "agent.py").write_text(AGENT)
+    (root / "answers").mkdir(exist_ok=True)
+    for tid, text in answers.items():
+        (root / "answers" / f"{tid}.txt").write_text(text)
+    (root / "harness.yaml").write_text(
+        f"agents:\n  bot:\n    provider: command\n    command: [{json.dumps(PY)}, agent.py]\n"
+        f"routing:\n  default: bot\ndefaults:\n  max_retries: 0\n{harness}")
+    lines = ["# Memory", "", "## Tasks", ""]
+    for k, (tid, goal) in enumerate(tasks.items()):  # -j 1 and priorities: the first task runs first
+        lines += [f"- [ ] **{tid}**: Task {tid}", "  - completion_promise: DONE",
+                  f"  - priority: {'high' if k == 0 else 'low'}", "", f"  {goal}", ""]
+    (root / "roadmap.md").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def prompt(root: Path, tid: str) -> str:
+    return (root / "prompts" / f"{tid}.txt").read_text()
+
+
+def run(root: Path, *args: str):
+    r = harnessc(root, "run", "-j", "1", *args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def entries(root: Path) -> list[dict]:
+    r = harnessc(root, "memory", "--output", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)["entries"]
+
+
+def test_a_decision_reaches_an_independent_later_task(tmp_path):
+    root = project(tmp_path / "p", {"a": "Create the ids module.", "b": "Store orders with their ids."},
+                   {"a": "Done. <decision>we use UUIDv7 ids</decision>"})
+    run(root)
+    assert "we use UUIDv7 ids" not in prompt(root, "a")
+    b = prompt(root, "b")
+    assert "## Memory of earlier tasks" in b and "we use UUIDv7 ids" in b and "task a]" in b
+    # after the cacheable prefix: the task's own part comes first, memory last
+    assert b.index("# Task b") < b.index("## Memory of earlier tasks")
+    listed = entries(root)
+    decision = next(e for e in listed if e["kind"] == "decision")
+    assert decision["text"] == "we use UUIDv7 ids" and decision["task"] == "a"
+    # across runs: a new task of a later run is told too; forget removes it
+    (root / "roadmap.md").write_text((root / "roadmap.md").read_text()
+                                     + "- [ ] **c**: Task c\n  - completion_promise: DONE\n\n  Export ids.\n")
+    r = harnessc(root, "memory", "forget", decision["id"])
+    assert r.returncode == 0 and decision["id"] in r.stdout, r.stdout + r.stderr
+    assert all(e["id"] != decision["id"] for e in entries(root))
+    r = harnessc(root, "memory", "forget", "d-nosuchid")
+    assert r.returncode == 1 and "no memory entry d-nosuchid" in r.stderr
+    run(root, "-s", "c")
+    assert "UUIDv7" not in prompt(root, "c")
+
+
+def test_constraints_hold_until_they_expire(tmp_path):
+    root = project(tmp_path / "p", {"a": "Set up.", "b": "Build the API.", "c": "Build the UI."},
+                   {"a": '<constraint>the API returns problem+json</constraint>'
+                         '<constraint expires="2000-01-01">freeze the schema</constraint>'
+                         '<constraint expires="run">do not touch vendor/</constraint>'})
+    run(root)
+    b = prompt(root, "b")
+    assert "Active constraints:" in b and "the API returns problem+json" in b
+    assert "do not touch vendor/ (until the run ends)" in b
+    assert "freeze the schema" not in b  # expired in 2000
+    # the next run: the run-only constraint is gone, the lasting one stays
+    (root / "prompts" / "c.txt").unlink()
+    run(root, "--rerun", "all", "-s", "c")
+    c = prompt(root, "c")
+    assert "the API returns problem+json" in c and "vendor/" not in c
+
+
+def test_a_rejected_attempt_failure_reaches_tasks_on_its_files(tmp_path):
+    root = project(tmp_path / "p", {"a": "Make the db.", "b": "Query the db."}, {
+        "a": '<failure cause="foreign keys are off by default" fix="PRAGMA foreign_keys=ON">'
+             'the test DB dropped cascades</failure>'})
+    # both tasks name the same file: a failure on it is shown to the other
+    text = (root / "roadmap.md").read_text().replace("  - completion_promise: DONE",
+                                                     "  - completion_promise: DONE\n  - context: db.sql")
+    (root / "roadmap.md").write_text(text)
+    (root / "db.sql").write_text("create table t (id int);\n")
+    run(root)
+    b = prompt(root, "b")
+    assert "Failures on your files:" in b
+    assert ("the test DB dropped cascades; cause: foreign keys are off by default; fix: PRAGMA foreign_keys=ON"
+            in b)
+
+
+def test_a_damaged_memory_file_is_set_aside_and_memory_starts_empty(tmp_path):
+    root = project(tmp_path / "p", {"a": "Set up.", "b": "Build."}, {"a": "<decision>tabs, not spaces</decision>"})
+    memdir = root / ".harness" / "memory"
+    memdir.mkdir(parents=True)
+    (memdir / "memory.jsonl").write_text('{"id": "d-1", "kind": "decision", "text": "old", "task": "x"}\n'
+                                         "this line was edited by hand\n")
+    r = run(root)
+    assert "memory.jsonl: line 2 is not JSON" in r.stderr and "memory starts empty" in r.stderr
+    assert "this line was edited by hand" in (memdir / "memory.jsonl.damaged").read_text()  # nothing lost
+    b = prompt(root, "b")
+    assert "tabs, not spaces" in b and "old" not in b.split("## Memory of earlier tasks")[1]
+    assert [e["text"] for e in entries(root) if e["kind"] == "decision"] == ["tabs, not spaces"]
+
+
+def test_memory_off_records_and_tells_nothing(tmp_path):
+    root = project(tmp_path / "p", {"a": "Set up.", "b": "Build."}, {"a": "<decision>we use UUIDv7 ids</decision>"},
+                   harness="memory: off\n")
+    run(root)
+    assert "UUIDv7" not in prompt(root, "b") and "Memory of earlier tasks" not in prompt(root, "b")
+    assert not (root / ".harness" / "memory" / "memory.jsonl").exists()
+    plan = json.loads((root / ".harness" / "build" / "plan.json").read_text())
+    assert plan["memory"] == {"on": False}
+
+
+def test_the_memory_section_stays_within_inject_tokens(tmp_path):
+    many = "".join(f"<decision>decision number {i} about the orders service and its storage layout</decision>"
+                   for i in range(20))
+    root = project(tmp_path / "p", {"a": "Set up.", "b": "Build the orders service."}, {"a": many},
+                   harness="memory:\n  inject_tokens: 120\n")
+    run(root)
+    section = prompt(root, "b").split("## Memory of earlier tasks")[1].split("\n=====")[0]
+    from harnessc.estimates import estimate_tokens
+    assert "decision number" in section and estimate_tokens("## Memory of earlier tasks" + section) <= 120
