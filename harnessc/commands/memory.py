@@ -31,6 +31,12 @@ def entries_of_task(root, task: str) -> list[dict]:
     return [e for e in MemoryStore(root).entries() if e["task"] == task and e["kind"] != "done"]
 
 
+def memory_lines(entries: list[dict]) -> list[str]:
+    """`show TASK`'s lines of what the task told memory."""
+    return [f"memory: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} (`harnessc memory forget ID` removes one)",
+            *("  " + _line(e) for e in entries)] if entries else []
+
+
 @click.group(invoke_without_command=True)
 @output_option("text", "json")
 @pass_ctx

@@ -577,10 +577,16 @@ def show(ctx: Context, task: str, output: str) -> None:
         rec = report.show(ctx.root(), task)
     except report.UnknownTask as e:
         fail_usage(f"no task '{task}' in the plan", did_you_mean(task, e.known) or "`harnessc ls` lists the tasks")
+    from .memory import entries_of_task, memory_lines
+
+    remembered = entries_of_task(ctx.root(), task)  # what it told run memory (runtime/memory/)
     if output == "json":
-        click.echo(json_text(rec, indent=2, sort_keys=True, ensure_ascii=False, default=str))
+        click.echo(json_text({**rec, **({"memory": remembered} if remembered else {})}, indent=2, sort_keys=True, ensure_ascii=False,
+                             default=str))
         return
     click.echo(visible(text(rec)))  # the agent's words: shown, never obeyed
+    for line in memory_lines(remembered):
+        echo_visible(line)
     if rec.get("approaches"):
         from ..runtime.store.scoreboard import lines as scoreboard_lines
 

@@ -147,3 +147,36 @@ def test_the_memory_section_stays_within_inject_tokens(tmp_path):
     section = prompt(root, "b").split("## Memory of earlier tasks")[1].split("\n=====")[0]
     from harnessc.estimates import estimate_tokens
     assert "decision number" in section and estimate_tokens("## Memory of earlier tasks" + section) <= 120
+
+
+def test_a_rejected_attempt_is_remembered_as_a_failure_on_its_files(tmp_path):
+    root = project(tmp_path / "p", {"a": "Make the db.", "b": "Query the db."}, {})
+    # a's first answer fails its accept command (no a.ok yet); its second passes
+    (root / "agent.py").write_text(AGENT.replace('print("<promise>DONE</promise>")', (
+        'tries = pathlib.Path(task + ".tries")\n'
+        'tries.write_text(str(int(tries.read_text() if tries.exists() else 0) + 1))\n'
+        'if task != "a" or tries.read_text() == "2":\n'
+        '    pathlib.Path(task + ".ok").write_text("ok")\n'
+        'print("<promise>DONE</promise>")')))
+    text = (root / "roadmap.md").read_text().replace(
+        "  - completion_promise: DONE", "  - completion_promise: DONE\n  - context: db.sql\n  - max_retries: 2", 1)
+    text = text.replace("  - priority: high", "  - priority: high\n  - accept: test -f a.ok", 1)
+    (root / "roadmap.md").write_text(text)
+    (root / "db.sql").write_text("create table t (id int);\n")
+    text = (root / "roadmap.md").read_text()
+    (root / "roadmap.md").write_text(text.replace("  - priority: low", "  - priority: low\n  - context: db.sql"))
+    run(root)
+    failure = next(e for e in entries(root) if e["kind"] == "failure")
+    assert failure["task"] == "a" and "test -f a.ok" in failure["text"] and failure["files"] == ["db.sql", "a.ok"]  # its context, what its accept names
+    b = prompt(root, "b")
+    assert "Failures on your files:" in b and failure["id"] in b
+
+
+def test_show_lists_what_a_task_told_memory(tmp_path):
+    root = project(tmp_path / "p", {"a": "Set up.", "b": "Build."}, {"a": "<decision>we use UUIDv7 ids</decision>"})
+    run(root)
+    r = harnessc(root, "show", "a")
+    assert r.returncode == 0 and "memory: 1 entry" in r.stdout and "we use UUIDv7 ids" in r.stdout, r.stdout
+    r = harnessc(root, "show", "a", "--output", "json")
+    assert [e["text"] for e in json.loads(r.stdout)["memory"]] == ["we use UUIDv7 ids"]
+    assert "memory:" not in harnessc(root, "show", "b").stdout
