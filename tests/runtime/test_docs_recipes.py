@@ -26,7 +26,8 @@ def test_each_synopsis_names_the_options_the_command_has(name):
     command = cli.get_command(click.Context(cli), name)
     synopsis = SYNOPSES[name]
     written = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-[a-zA-Z])\b", synopsis))
-    commands = list(command.commands.values()) if isinstance(command, click.Group) else [command]  # import
+    # a group (import, memory): its own options and its subcommands'
+    commands = [command, *command.commands.values()] if isinstance(command, click.Group) else [command]
     options = [p for c in commands for p in c.params if p.param_type_name == "option" and not p.hidden]
     assert [p.opts for p in options if not set(p.opts) & written] == [], synopsis  # undocumented
     assert written - {o for p in options for o in p.opts} == set(), synopsis  # documented, not there
