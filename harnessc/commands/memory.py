@@ -28,7 +28,7 @@ def entries_of_task(root, task: str) -> list[dict]:
     """The memory entries a task produced (for `show TASK`); [] when memory holds none."""
     from ..runtime.memory.store import MemoryStore
 
-    return [e for e in MemoryStore(root).entries() if e["task"] == task and e["kind"] != "done"]
+    return [e for e in MemoryStore(root, say=lambda line: click.echo(line, err=True)).entries() if e["task"] == task and e["kind"] != "done"]
 
 
 def memory_lines(entries: list[dict]) -> list[str]:

@@ -180,3 +180,18 @@ def test_show_lists_what_a_task_told_memory(tmp_path):
     r = harnessc(root, "show", "a", "--output", "json")
     assert [e["text"] for e in json.loads(r.stdout)["memory"]] == ["we use UUIDv7 ids"]
     assert "memory:" not in harnessc(root, "show", "b").stdout
+
+
+def test_memory_lists_say_a_hand_edited_file_once_and_keep_it(tmp_path):
+    root = project(tmp_path / "p", {"a": "Set up."}, {})
+    memdir = root / ".harness" / "memory"
+    memdir.mkdir(parents=True)
+    for bad, why in ((b'{"kind": "decision", "text": "no id", "task": "a"}\n', "line 1: an entry needs a string 'id'"),
+                     (b'{"id": "x", "kind": "rumour", "text": "t", "task": "a"}\n', "line 1: unknown kind 'rumour'"),
+                     (b"\xff\xfe not text\n", "it is not UTF-8 text"), (b"[1, 2]\n", "line 1 is not a JSON object")):
+        (memdir / "memory.jsonl").write_bytes(bad)
+        r = harnessc(root, "memory")
+        assert r.returncode == 0 and why in r.stderr and "memory starts empty" in r.stderr, (bad, r.stderr)
+        assert "Traceback" not in r.stderr and "memory is empty" in r.stdout
+        assert (memdir / "memory.jsonl.damaged").read_bytes() == bad
+        assert harnessc(root, "memory").stderr == ""  # said once: the file is aside now

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ...workspace import WorkspaceError
 from . import capture, recall
 from .store import MemoryStore, Settings, stamp
 
@@ -21,11 +22,10 @@ class RunMemory:
     def __init__(self, root: Path, settings: Settings, store: Any):
         self.settings = settings
         self.state = store  # state.db's StateStore: the run id, events
-        self.file = MemoryStore(root, say=self._damaged)
-        self.file.entries()  # a damaged file is said and set aside once, at the start
+        self.file = MemoryStore(root, say=self._damaged, keep_done=KEEP_DONE)
         try:
-            self.file.compact(KEEP_DONE)
-        except OSError:
+            self.file.compact()  # a damaged file is said and set aside here, once, at the start
+        except (OSError, WorkspaceError):
             pass  # a file that cannot be rewritten is read as it is
 
     @classmethod
@@ -47,7 +47,7 @@ class RunMemory:
     def _add(self, entries: list[dict]) -> list[dict]:
         try:
             return self.file.add([stamp(e, self.run_id) for e in entries])
-        except OSError as e:  # memory is advice: a full disk must not fail the task
+        except (OSError, WorkspaceError) as e:  # memory is advice: a full disk must not fail the task
             self.state.event("memory_unwritten", None, message=f"could not write to memory: {e}"[:500])
             return []
 

@@ -88,8 +88,8 @@ def _check(obj: object, n: int) -> dict:
     return obj
 
 
-def parse(text: str) -> list[dict]:
-    """The live entries of a memory file's text, oldest first. Raises DamagedMemory."""
+def parse(text: str) -> dict[str, dict]:
+    """The live entries of a memory file's text by id, oldest first. Raises DamagedMemory."""
     entries: dict[str, dict] = {}
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -98,98 +98,124 @@ def parse(text: str) -> list[dict]:
             obj = _check(json.loads(line), n)
         except json.JSONDecodeError as e:
             raise DamagedMemory(f"line {n} is not JSON ({e.msg})") from None
-        if "forget" in obj:
-            entries.pop(obj["forget"], None)
-        else:
-            entries.pop(obj["id"], None)  # told again: now the newest
-            entries[obj["id"]] = obj
-    return list(entries.values())
+        _apply(entries, obj)
+    return entries
+
+
+def _apply(entries: dict[str, dict], obj: dict) -> None:
+    if "forget" in obj:
+        entries.pop(obj["forget"], None)
+    else:
+        entries.pop(obj["id"], None)  # told again: now the newest
+        entries[obj["id"]] = obj
 
 
 class MemoryStore:
-    """The project's memory file, read again whenever it changed on disk (a `memory forget`
-    during a run counts from the next prompt on)."""
+    """The project's memory file, read again whenever something else changed it (a `memory
+    forget` during a run counts from the next prompt on); what this process appends updates
+    what it holds without reading the file again."""
 
-    def __init__(self, root: Path, say: Callable[[str], None] | None = None):
+    def __init__(self, root: Path, say: Callable[[str], None] | None = None, keep_done: int | None = None):
         self.ws = Workspace(root)
         self.dir = self.ws.harness / "memory"
         self.path = self.dir / FILE
         self.say = say or (lambda line: None)
+        self.keep_done = keep_done  # summary lines held (None: all); the file keeps them all till compact()
         self._seen: tuple | None = None
-        self._entries: list[dict] = []
+        self._entries: dict[str, dict] = {}
 
     def entries(self) -> list[dict]:
-        try:
-            st = os.stat(self.path, follow_symlinks=False)
-        except FileNotFoundError:
-            self._seen, self._entries = None, []
-            return []
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
-        if key != self._seen:
+        key = self._stat_key()
+        if key is None:
+            self._seen, self._entries = None, {}
+        elif key != self._seen:
             self._entries = self._load()
+            self._trim()
             self._seen = self._stat_key()
-        return list(self._entries)
+        return list(self._entries.values())
 
     def _stat_key(self) -> tuple | None:
         try:
             st = os.stat(self.path, follow_symlinks=False)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         return (st.st_mtime_ns, st.st_size, st.st_ino)
 
-    def _load(self) -> list[dict]:
+    def _trim(self) -> None:
+        if self.keep_done is None:
+            return
+        done = [i for i, e in self._entries.items() if e["kind"] == "done"]
+        for i in done[: max(0, len(done) - self.keep_done)]:
+            del self._entries[i]
+
+    def _load(self) -> dict[str, dict]:
         try:
-            text = self.ws.read_text(self.path)
-            return parse(text)
+            data = self.ws.read_bytes(self.path)
         except FileNotFoundError:
-            return []
-        except (DamagedMemory, UnicodeDecodeError, WorkspaceError, OSError) as e:
-            why = str(e) if isinstance(e, (DamagedMemory, WorkspaceError)) else "it is not UTF-8 text" \
-                if isinstance(e, UnicodeDecodeError) else e.strerror or str(e)
-            aside = self.dir / (FILE + ".damaged")
-            try:
-                self.ws.move(self.path, aside)
-                kept = f"kept as {self.ws.rel(aside)}"
-            except (WorkspaceError, OSError) as moved:
-                kept = f"left where it is ({moved})"
-            self.say(f"harnessc: warning: {self.ws.rel(self.path)}: {why}; memory starts empty (the file is {kept})")
-            return []
+            return {}
+        except (WorkspaceError, OSError) as e:  # not damage: nothing is moved
+            self.say(f"harnessc: warning: cannot read {self.ws.rel(self.path)}: {e}; memory is empty for now")
+            return {}
+        try:
+            return parse(data.decode("utf-8"))
+        except (DamagedMemory, UnicodeDecodeError) as e:
+            why = str(e) if isinstance(e, DamagedMemory) else "it is not UTF-8 text"
+        except RecursionError:
+            why = "a line nests too deep"
+        aside = self.dir / (FILE + ".damaged")
+        try:
+            self.ws.move(self.path, aside)
+            kept = f"kept as {self.ws.rel(aside)}"
+        except (WorkspaceError, OSError) as moved:
+            kept = f"left where it is ({moved})"
+        self.say(f"harnessc: warning: {self.ws.rel(self.path)}: {why}; memory starts empty (the file is {kept})")
+        return {}
+
+    def _append(self, objs: list[dict]) -> None:
+        """Append lines; what this process holds follows (no reading again) unless someone
+        else wrote to the file since this process last looked."""
+        current = self._seen == self._stat_key()
+        with self.ws.open_write(self.path, "a") as f:
+            f.write("".join(json.dumps(o, ensure_ascii=False, sort_keys=True) + "\n" for o in objs))
+        if current:
+            for o in objs:
+                _apply(self._entries, o)
+            self._trim()
+            self._seen = self._stat_key()
+        else:
+            self.entries()
 
     def add(self, entries: list[dict]) -> list[dict]:
         """Append the entries not already there as they are; returns those appended."""
         if not entries:
             return []
-        have = {e["id"]: e for e in self.entries()}
-        new = [e for e in entries if have.get(e["id"], {}).get("text") != e["text"] or e["kind"] == "done"]
-        if not new:
-            return []
-        with self.ws.open_write(self.path, "a") as f:
-            f.write("".join(json.dumps(e, ensure_ascii=False, sort_keys=True) + "\n" for e in new))
         self.entries()
+        have = self._entries
+        new = [e for e in entries if e["kind"] == "done" or have.get(e["id"], {}).get("text") != e["text"]]
+        if new:
+            self._append(new)
         return new
 
     def forget(self, entry_id: str) -> dict | None:
         """Remove an entry: the entry it was, None when there is none with that id."""
-        match = next((e for e in self.entries() if e["id"] == entry_id), None)
+        self.entries()
+        match = self._entries.get(entry_id)
         if match is not None:
-            with self.ws.open_write(self.path, "a") as f:
-                f.write(json.dumps({"forget": entry_id}) + "\n")
-            self.entries()
+            self._append([{"forget": entry_id}])
         return match
 
-    def compact(self, keep_done: int) -> None:
+    def compact(self) -> None:
         """Rewrite the file without forgotten or replaced lines and with only the newest
         `keep_done` summary lines (a run's start: the file grows with every task otherwise)."""
-        entries = self.entries()
-        done = [e for e in entries if e["kind"] == "done"]
-        kept = [e for e in entries if e["kind"] != "done" or e in done[-keep_done:]]
+        kept = self.entries()
         try:
-            lines = len(self.ws.read_text(self.path).splitlines())
+            lines = sum(1 for line in self.ws.read_text(self.path).splitlines() if line.strip())
         except (FileNotFoundError, UnicodeDecodeError, WorkspaceError, OSError):
             return
         if lines > len(kept):
             self.ws.write_atomic(self.path, "".join(json.dumps(e, ensure_ascii=False, sort_keys=True) + "\n"
                                                     for e in kept))
+            self._seen = None
             self.entries()
 
 
