@@ -7,7 +7,6 @@ its prompt is saved to prompts/<task>.txt), real processes and the real memory f
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from .helpers import PY, harnessc
