@@ -194,3 +194,20 @@ def test_memory_lists_say_a_hand_edited_file_once_and_keep_it(tmp_path):
         assert "Traceback" not in r.stderr and "memory is empty" in r.stdout
         assert (memdir / "memory.jsonl.damaged").read_bytes() == bad
         assert harnessc(root, "memory").stderr == ""  # said once: the file is aside now
+
+
+def test_isolated_tasks_remember_what_landed(tmp_path):
+    from .helpers import git, git_repo
+
+    root = project(tmp_path / "p", {"a": "Create the ids module.", "b": "Store orders with their ids."},
+                   {"a": "Done. <decision>we use UUIDv7 ids</decision>"}, harness="defaults:\n  isolation: worktree\n")
+    # in a worktree the agent's directory is the checkout: prompts and answers by absolute path
+    (root / "agent.py").write_text(AGENT.replace('"prompts', repr(str(root)) + ' + "/prompts')
+                                   .replace('"answers/', repr(str(root)) + ' + "/answers/'))
+    (root / "harness.yaml").write_text((root / "harness.yaml").read_text().replace(
+        "defaults:\n  max_retries: 0\ndefaults:\n  isolation: worktree\n", "defaults:\n  max_retries: 0\n  isolation: worktree\n"))
+    (root / ".gitignore").write_text(".harness/\nprompts/\n")
+    git_repo(root)
+    run(root)
+    assert "we use UUIDv7 ids" in prompt(root, "b") and "we use UUIDv7 ids" not in prompt(root, "a")
+    assert "a" in git(root, "log", "--format=%s")
