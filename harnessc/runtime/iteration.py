@@ -241,7 +241,7 @@ class TaskRun:
     def remember(self, outcome: str) -> None:
         """A task that ended well: what its last answer told goes to run memory."""
         memory = getattr(self.ctx, "memory", None)
-        if memory is None or outcome not in ("succeeded", "review") or self.answer is None:
+        if memory is None or outcome not in (TaskState.SUCCEEDED, TaskState.REVIEW) or self.answer is None:
             return
         earlier = list(self.loop.memory.decisions) if self.loop and getattr(self.loop, "memory", None) else []
         memory.ended(self.node, outcome, self.answer, earlier)
