@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .memory import RunMemory
 from .. import outcome as outcomes
 from ..outcome import RunOutcome
 from ..planfile import Plan, PlanNode
@@ -44,6 +43,7 @@ from .explore import explore_from
 from .iteration import TaskRun, conflict_text
 from .loop import loopflags
 from .loop.attribution import Attribution
+from .memory import RunMemory
 from .observe.alerts import Alerts
 from .observe.cachesaving import cache_figures
 from .observe.notify import Notifier
