@@ -29,6 +29,7 @@ COMMANDS = {
     "report": "state:report_cmd",
     "memory": "memory:memory",
     **{name: f"review:{name}" for name in ("review", "approve", "reject")},
+    "accept-proposal": "review:accept_proposal",
 }
 
 

@@ -95,6 +95,10 @@ CODES: dict[str, str] = {
     # context by retrieval
     "HC490": "bad context auto entry (auto or auto(N), N tokens >= 1)",
     "HC491": "context auto written twice in one task",
+    # a plan that grows under review (proposals.py): reported on proposed tasks, in .harness/proposals/
+    "HC495": "a proposed task over plan.max_new_tasks (per run)",
+    "HC496": "a proposed task deeper than plan.max_depth generations",
+    "HC497": "a proposed task id another task already proposed",
     # templates
     "HC501": "template syntax error",
     "HC502": "undefined variable in template",

@@ -93,6 +93,9 @@ EVENTS: dict[str, EventKind] = _kinds(
     ("review_rejected", "why message", "a rejected task runs again with the reviewer's words"),
     ("review_approved_asked", "why", "`harnessc approve` was typed"),
     ("review_rejected_asked", "why", "`harnessc reject` was typed"),
+    # a plan that grows under review (proposals.py)
+    ("proposal_filed", "proposed status diagnostics", "the task's agent proposed a task: filed waiting or rejected"),
+    ("proposal_ignored", "reason", "a proposed task that could not be read (a bad id, no goal, too many)"),
     # approaches and exploration
     ("approaches_started", "n select agents", "the task's approaches began"),
     ("approaches_off", "message", "the task runs once: its approaches need isolation: worktree"),

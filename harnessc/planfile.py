@@ -333,6 +333,7 @@ class Plan(Record):
     notify: dict | None = None  # harness.yaml `notify:` {command, webhook, on, timeout, pass_env} (None: no notifier)
     memory: dict | None = None  # harness.yaml `memory:` {on, summary_tokens, inject_tokens, every, agent} (None: defaults)
     executor: Executor | None = None  # harness.yaml `executor:`; None: local (every task on this machine)
+    growth: dict | None = None  # harness.yaml `plan:` {grow, max_new_tasks, max_depth} (None: the defaults)
     # what every task's agent may not change (the spec files, .harness/, CI configuration,
     # defaults.protect); a node's `protect` adds its own (None in a plan built before it existed)
     protect: list[Protected] | None = None

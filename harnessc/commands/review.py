@@ -14,6 +14,7 @@ import click
 
 from .. import completion
 from ..states import TaskState
+from ..textsafe import visible
 from .common import Context, fail_usage, pass_ctx
 
 
@@ -57,9 +58,14 @@ def _diffstat(root, base: str, change: str) -> str:
 @pass_ctx
 def review(ctx: Context, output: str) -> None:
     """List the tasks whose verified result waits for review, with how to see each diff."""
+    from .. import proposals
     from ..runtime.plan import PlanError, load_plan
     from ..runtime.store.state import REVIEW_KEY
 
+    proposed = [p for p in proposals.Store(ctx.root()).all() if p.status in (proposals.WAITING, proposals.REJECTED)]
+    if proposed and not ctx.root().joinpath(".harness", "state.db").exists():
+        _show_proposals(proposed, output, [])
+        return
     workspace, store = _open(ctx)
     try:
         rows = {t: r for t, r in store.tasks().items() if r["state"] == TaskState.REVIEW}
@@ -84,18 +90,87 @@ def review(ctx: Context, output: str) -> None:
             item.update(diffstat="in the working tree (not isolated): review gates its dependents only",
                         diff="git diff")
         items.append(item)
+    if proposed:
+        _show_proposals(proposed, output, items)
+        return
     if output == "json":
         click.echo(json.dumps(items, indent=2))
         return
     if not items:
         click.echo("nothing waits for review")
         return
+    _show_held(items)
+
+
+def _show_held(items: list[dict]) -> None:
     for it in items:
         click.echo(f"{it['task']}: {it['summary']}" + (" (decided: the run applies it)" if it["decided"] else ""))
         click.echo(f"  {it['diffstat']}")
         click.echo(f"  see it:  {it['diff']}")
     first = items[0]["task"]
     click.echo(f'then: harnessc approve {first}   or   harnessc reject {first} "why"')
+
+
+def _show_proposals(proposed: list, output: str, items: list[dict]) -> None:
+    """Proposed tasks (proposals.py) after the held results: waiting ones first, then rejected."""
+    from dataclasses import asdict
+
+    from .. import proposals
+
+    if output == "json":
+        click.echo(json.dumps({"review": items, "proposals": [asdict(p) for p in proposed]}, indent=2))
+        return
+    if items:
+        _show_held(items)
+        click.echo("")
+    waiting = [p for p in proposed if p.status == proposals.WAITING]
+    rejected = [p for p in proposed if p.status == proposals.REJECTED]
+    if waiting:
+        click.echo("proposed tasks waiting for review:")
+    for p in waiting:
+        deps = f" (depends on {', '.join(p.depends_on)})" if p.depends_on else ""
+        click.echo(f"  {p.id}: {visible(p.title)}{deps}  [proposed by {p.proposed_by}, generation {p.generation}]")
+        click.echo(f"    goal: {visible(p.goal[:200])}")
+    if rejected:
+        click.echo("proposed tasks rejected:")
+    for p in rejected:
+        click.echo(f"  {p.id}: {visible(p.title)}  [proposed by {p.proposed_by}]")
+        for d in p.diagnostics[:5]:
+            click.echo(f"    {visible(d)}")
+    if waiting:
+        click.echo(f"then: harnessc accept-proposal {waiting[0].id}   (appends it to roadmap.md and rebuilds; "
+                   ".harness/proposals/ has them in roadmap syntax)")
+
+
+@click.command("accept-proposal")
+@click.argument("task_ids", nargs=-1, required=True, metavar="ID...")
+@pass_ctx
+def accept_proposal(ctx: Context, task_ids: tuple) -> None:
+    """Append proposed tasks to roadmap.md (each linted again first) and rebuild the plan."""
+    import sys
+
+    from .. import proposals
+    from ..compiler import compile_project, write_build
+    from ..exitcodes import Exit
+    from .spec import report
+
+    root = ctx.root()
+    for tid in dict.fromkeys(task_ids):  # in the order given: a dependency first
+        try:
+            p, line = proposals.accept(root, tid)
+        except proposals.ProposalError as e:
+            fail_usage(str(e), "`harnessc review` lists the proposed tasks and why any was rejected")
+        except (OSError, UnicodeDecodeError) as e:
+            fail_usage(f"roadmap.md could not be changed ({e})")
+        click.echo(f"{p.id}: appended to roadmap.md at line {line} (proposed by {p.proposed_by}); "
+                   "`git diff roadmap.md` shows it")
+    project = compile_project(root, write_prompts=True)
+    code = report(project.diags, project.sources, "text", False, quiet_ok=True, root=project.root)
+    if code != Exit.OK or project.plan is None:
+        sys.exit(code)
+    write_build(project)
+    click.echo("rebuilt .harness/build/plan.json: the next `harnessc run` runs the new task"
+               + ("s" if len(task_ids) > 1 else ""))
 
 
 def _decide(ctx: Context, tasks: tuple[str, ...], decision: str, why: str | None = None) -> None:

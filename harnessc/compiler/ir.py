@@ -608,6 +608,20 @@ class Executor(_Spec):
         "SSH keys or credential helper.")
 
 
+class PlanGrowth(_Spec):
+    """Tasks agents propose (a `next_tasks` list in an output, `<task id=".." depends_on="a,b">goal</task>`
+    markers in an agent's text): filed in .harness/proposals/, linted, listed by `harnessc review`."""
+
+    grow: Union[Literal["review", "auto", "off"], Literal[False]] = Field(
+        "review", description="off (YAML reads a bare off as false: both mean off); review: proposals wait for `harnessc accept-proposal ID`, which appends the task to "
+        "roadmap.md; auto: reserved (proposals are filed for review as with review); off: proposals are ignored.")
+    max_new_tasks: int = Field(10, ge=0, le=1000, description="Proposals accepted for review per run; "
+                               "more are rejected (HC495).")
+    max_depth: int = Field(2, ge=0, le=100, description="Generations of proposed tasks: a task the roadmap's "
+                           "author wrote proposes generation 1, which proposes generation 2; deeper is "
+                           "rejected (HC496).")
+
+
 class HarnessConfig(_Spec):
     """harness.yaml: agents, routing, budgets and defaults."""
 
@@ -636,6 +650,8 @@ class HarnessConfig(_Spec):
         "off (or false), or its budgets. Default: on, with the defaults.")
     notify: Notify | None = Field(None, description="Tell someone when a run needs a person: a command and/or a "
                                   "webhook given one JSON object per event.")
+    plan: PlanGrowth = Field(default_factory=lambda: PlanGrowth(), description="A plan that grows under "
+                             "review: what happens to the tasks agents propose.")
     executor: Union[Literal["local", "ray"], Executor] = Field(
         "local", description="Where attempts run: local (default), ray (a Ray cluster with the defaults: "
         "the same as {kind: ray}) or a mapping with kind: ray and its settings. `run --executor` wins.")

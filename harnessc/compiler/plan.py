@@ -446,6 +446,7 @@ def build_plan(project: Project) -> None:
         notify=cfg.notify.model_dump(mode="json") if cfg.notify else None,
         memory=_memory(cfg.memory) if "memory" in cfg.model_fields_set else None,
         executor=_executor(cfg.executor),
+        growth=cfg.plan.model_dump(mode="json"),
         protect=[Protected(e.path, e.why, e.new) for e in common],
         contracts=entries,
         nodes=nodes,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from .. import nogc, providers
-from ..workspace import Workspace, storage_reason
+from ..workspace import Workspace, WorkspaceError, storage_reason
 from . import preflight
 from .children import procs, reaper
 from .observe import telemetry
@@ -55,6 +55,23 @@ def check_agents(runner: Runner, workspace: Workspace, opts: RunOptions) -> None
     runner.preflight = checked
 
 
+def file_proposals(runner: Runner, store: StateStore) -> list[str]:
+    """The tasks this run's succeeded tasks proposed, checked and filed for review
+    (proposals.py); the run's closing lines about them. Never changes the run's outcome."""
+    from .. import proposals
+    from .store.outputs import LANDED
+
+    todo = runner.planned.todo if runner.planned else []
+    rows = store.tasks(list(todo))
+    landed = [t for t in todo if rows.get(t, {}).get("state") in LANDED]
+    if not landed:
+        return []
+    try:
+        return proposals.collect(runner.root, runner.plan.growth, store, landed, store.run_id)
+    except (OSError, WorkspaceError) as e:  # a full disk, a link: the run's work stands
+        return [f"proposals: not filed ({e})"]
+
+
 def execute(root: Path, plan: Plan, opts: RunOptions,
             listeners: list[Callable[[dict], None]] | None = None,
             on_start: Callable[[Runner, dict], None] | None = None) -> RunResult:
@@ -95,6 +112,7 @@ def execute(root: Path, plan: Plan, opts: RunOptions,
             on_start(runner, recovered)
         with reaper.adopting(store.run_id), procs.child_watching(), nogc.for_a_run():
             result = asyncio.run(runner.run())
+        result.notes += file_proposals(runner, store)
         store.end_run(result.status, result.exit_code, result.message)
         write_results(workspace, result, store.last_run())
         return result

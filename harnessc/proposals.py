@@ -1,0 +1,481 @@
+"""A plan that grows under review (issue 30 item 4): tasks an agent proposes.
+
+A succeeded task's agent may propose follow-up tasks, as a `next_tasks` list in its
+contract output (items `{id, title, goal, depends_on, contract?}`) or as
+`<task id=".." depends_on="a,b">goal</task>` markers in its text. Each proposal is checked
+(`extract`: ids in the roadmap's grammar, sizes and counts capped: the text is an agent's,
+so hostile), then linted against the current roadmap with the proposals before it
+(`Batch.lint`), and written to `.harness/proposals/<proposing task>.md` (roadmap syntax,
+for people) and `.json` (for `review` and `accept-proposal`). A proposal that does not lint,
+would make a cycle, duplicates an id, or exceeds harness.yaml's `plan.max_new_tasks` (per
+run) or `plan.max_depth` (generations) is kept as rejected, with its diagnostics.
+
+`accept` appends a waiting proposal to roadmap.md, at the end of its tasks section: a plain
+text diff the user can read and revert. How many generations deep a task is lives in
+`.harness/proposals/accepted.json` (a task the author wrote is generation 0).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .compiler.roadmap import ID_PATTERN, MAX_ID_LENGTH
+from .vocab import ROADMAP
+
+GROW_MODES = ("review", "auto", "off")
+DEFAULTS = {"grow": "review", "max_new_tasks": 10, "max_depth": 2}
+MAX_SCAN = 200_000  # characters of an agent's text looked at for markers
+MAX_PER_TASK = 20  # proposals one task may make (more are ignored, and said so)
+MAX_TITLE, MAX_GOAL = 200, 4000
+_ID = re.compile(ID_PATTERN)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+# <task id="x" depends_on="a,b">goal</task>: the opening tag by a bounded pattern, its end by
+# str.find (markers(): linear on any text)
+_OPEN = re.compile(r"<task\b([^<>]{0,600})>", re.I)
+_CLOSE = re.compile(r"</task[ \t]*>", re.I)
+MAX_MARKER_GOAL = 8000
+_ATTR = re.compile(r"""([A-Za-z_]+)[ \t]*=[ \t]*(?:"([^"]{0,1000})"|'([^']{0,1000})')""")
+_TASKS_HEADING = re.compile(r"^##[ \t]+tasks[ \t]*$", re.I | re.M)
+_H2 = re.compile(r"^##[ \t]", re.M)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u2028\u2029]")
+
+WAITING, REJECTED, ACCEPTED, ADDED = "waiting", "rejected", "accepted", "added"
+
+
+class ProposalError(Exception):
+    """A proposal cannot be accepted (the message says why, one line)."""
+
+
+@dataclass
+class Proposal:
+    id: str
+    title: str
+    goal: str
+    depends_on: list[str]
+    contract: str | None = None
+    proposed_by: str = ""
+    generation: int = 1
+    run: str | None = None
+    status: str = WAITING
+    diagnostics: list[str] = field(default_factory=list)
+
+    def block(self) -> str:
+        """The task in roadmap syntax (one goal paragraph: an agent's text cannot start a
+        line of its own, so it cannot write a second task or a heading)."""
+        lines = [f"- [ ] **{self.id}**: {self.title}"]
+        if self.depends_on:
+            lines.append(f"  - depends_on: {', '.join(self.depends_on)}")
+        if self.contract:
+            lines.append(f"  - contract: {self.contract}")
+        lines += ["", f"  Goal: {self.goal}", ""]
+        return "\n".join(lines)
+
+
+def settings(plan_growth: dict | None) -> dict:
+    """harness.yaml `plan:` as plan.json holds it, with the defaults filled in."""
+    return {**DEFAULTS, **{k: v for k, v in (plan_growth or {}).items() if v is not None}}
+
+
+# ------------------------------------------------------------------ reading proposals
+
+def _line(text: Any, limit: int) -> str:
+    text = _CONTROL.sub(" ", str(text)).replace("<!--", "&lt;!--")
+    return " ".join(text.split())[:limit]
+
+
+def _ids(value: Any) -> list[str] | None:
+    """depends_on as a list of ids, or None when it is not one."""
+    if value is None or value == "":
+        return []
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or len(items) > 50:
+        return None
+    out = [str(i).strip() for i in items if isinstance(i, (str, int)) and str(i).strip()]
+    if len(out) != len(items) or not all(_valid_id(i) for i in out):
+        return None
+    return list(dict.fromkeys(out))
+
+
+def _valid_id(tid: str) -> bool:
+    return len(tid) <= MAX_ID_LENGTH and _ID.fullmatch(tid) is not None
+
+
+def _first_sentence(goal: str, limit: int = 80) -> str:
+    """A title for a proposal without one: the goal's first sentence, cut at a word."""
+    first = re.split(r"(?<=[.;:!?])\s", goal, maxsplit=1)[0].rstrip(".;:")
+    return first if len(first) <= limit else first[:limit].rsplit(" ", 1)[0] + "..."
+
+
+def _item(raw: Any, where: str) -> tuple[Proposal | None, str | None]:
+    if not isinstance(raw, dict):
+        return None, f"{where}: not a mapping with id and goal"
+    tid = raw.get("id")
+    if not isinstance(tid, str) or not _valid_id(tid):
+        return None, f"{where}: id {str(tid)[:60]!r} is not a task id (letters, digits, . _ -, at most {MAX_ID_LENGTH})"
+    goal = _line(raw.get("goal") or "", MAX_GOAL)
+    if not goal:
+        return None, f"{where}: task '{tid}' has no goal"
+    deps = _ids(raw.get("depends_on"))
+    if deps is None:
+        return None, f"{where}: task '{tid}': depends_on is not a list of task ids"
+    contract = raw.get("contract")
+    if contract is not None and (not isinstance(contract, str) or not _NAME.fullmatch(contract) or len(contract) > 100):
+        return None, f"{where}: task '{tid}': contract {str(contract)[:60]!r} is not a contract name"
+    title = _line(raw.get("title") or _first_sentence(goal), MAX_TITLE) or tid
+    return Proposal(tid, title, goal, deps, contract), None
+
+
+def markers(text: str) -> list[tuple[str, str]]:
+    """(attributes, goal) of each `<task ...>goal</task>` in the first MAX_SCAN characters."""
+    text, out, at = text[:MAX_SCAN], [], 0
+    while len(out) < 4 * MAX_PER_TASK:
+        m = _OPEN.search(text, at)
+        if m is None:
+            break
+        end = _CLOSE.search(text, m.end())
+        if end is None:
+            break  # no end after this opening: none after a later one either
+        if end.start() - m.end() <= MAX_MARKER_GOAL:
+            out.append((m.group(1), text[m.end():end.start()].strip()))
+        at = end.end()
+    return out
+
+
+def extract(text: str | None, output: Any) -> tuple[list[Proposal], list[str]]:
+    """The proposals in a succeeded attempt: `next_tasks` of its output, then the `<task>`
+    markers of its text. Returns (proposals, problems): a malformed item is a problem line,
+    never an exception."""
+    found: list[Proposal] = []
+    problems: list[str] = []
+    items = output.get("next_tasks") if isinstance(output, dict) else None
+    if items is not None and not isinstance(items, list):
+        problems.append("next_tasks: not a list")
+        items = None
+    for i, raw in enumerate(items or []):
+        p, why = _item(raw, f"next_tasks[{i}]")
+        found.append(p) if p else problems.append(why)
+    for tag, goal in markers(text or ""):
+        attrs = {k.lower(): a if a is not None else b for k, a, b in _ATTR.findall(tag)}
+        p, why = _item({**attrs, "goal": goal}, "<task> marker")
+        found.append(p) if p else problems.append(why)
+    seen: set[str] = set()
+    unique = []
+    for p in found:
+        if p.id in seen:
+            problems.append(f"task '{p.id}' proposed twice by the same answer: the first kept")
+            continue
+        seen.add(p.id)
+        unique.append(p)
+    if len(unique) > MAX_PER_TASK:
+        problems.append(f"{len(unique)} tasks proposed: the first {MAX_PER_TASK} kept")
+        unique = unique[:MAX_PER_TASK]
+    return unique, problems
+
+
+# ------------------------------------------------------------------ the roadmap and lint
+
+def insertion_line(text: str) -> int:
+    """Where a new task goes: before the heading that ends the Tasks section (or at the end)."""
+    start = _TASKS_HEADING.search(text)
+    nxt = _H2.search(text, start.end()) if start else None
+    return text.count("\n", 0, nxt.start()) if nxt else len(text.splitlines())
+
+
+def with_blocks(text: str, blocks: list[str]) -> tuple[str, list[int]]:
+    """roadmap.md's text with `blocks` inserted at the end of its tasks section, and each
+    block's first line (1-based) in the result."""
+    lines = text.splitlines()
+    at = insertion_line(text)
+    head, tail = lines[:at], lines[at:]
+    while head and not head[-1].strip():
+        head.pop()
+    out, starts = list(head), []
+    for b in blocks:
+        out.append("")
+        starts.append(len(out) + 1)
+        out.extend(b.rstrip("\n").splitlines())
+    if tail:
+        out.append("")
+        out.extend(tail)
+    return "\n".join(out) + "\n", starts
+
+
+def _lint_text(root: Path, roadmap_text: str):
+    """Lint the project as if roadmap.md were `roadmap_text` (the files on disk are not touched)."""
+    from .compiler import CHECK_PASSES, _run, load
+    from .compiler.project import Project
+
+    def discover(project: Project) -> None:
+        project.sources[ROADMAP] = roadmap_text
+        load.discover_contracts(project)
+
+    project = Project(root=Path(root))
+    _run(project, (discover, *CHECK_PASSES[1:]))
+    return project
+
+
+HERE = "\x00"  # a diagnostic's file until the proposal's place in its .md is known (markdown())
+
+
+def _said(d, line: int) -> str:
+    hint = f" (hint: {d.hint})" if d.hint else ""
+    return f"{HERE}:{line}:{d.span.col}: error[{d.code}]: {d.message}{hint}"
+
+
+def _placed(diagnostic: str, path: str, start: int) -> str:
+    """A diagnostic with its line in the proposal's block made a line of `path` (block at `start`)."""
+    if not diagnostic.startswith(HERE + ":"):
+        return diagnostic
+    line, rest = diagnostic[2:].split(":", 1)
+    return f"{path}:{start + int(line) - 1}:{rest}"
+
+
+class Batch:
+    """Lints proposals one after another against roadmap.md plus the ones that passed."""
+
+    def __init__(self, root: Path, roadmap_text: str):
+        self.root, self.text = Path(root), roadmap_text
+        base = _lint_text(root, roadmap_text)
+        self.baseline = {(d.code, d.message) for d in base.diags.errors}
+        self.ids = {t.id for t in base.tasks}
+        self.passed: list[Proposal] = []
+
+    def lint(self, group: list[Proposal], path: str) -> bool:
+        """Lint `group` (one proposal, or the ones left in a cycle) with those passed so far;
+        each gets the new errors (lines in `path`'s block); True when there were none."""
+        text, starts = with_blocks(self.text, [p.block() for p in [*self.passed, *group]])
+        project = _lint_text(self.root, text)
+        new = [d for d in project.diags.errors if (d.code, d.message) not in self.baseline]
+        got = {t.id: t for t in project.tasks}
+        mine = starts[len(self.passed):]
+        for p, start in zip(group, mine):
+            task = got.get(p.id)
+            if task is None:  # (the block is built so that it parses: a guard against surprises)
+                p.diagnostics.append(f"{HERE}:1:1: error: task '{p.id}' does not read back as one task of roadmap.md")
+        for d in new:
+            owner = next((i for i, s in enumerate(mine) if s <= d.span.line < s + p_len(group[i])), None)
+            targets = [group[owner]] if owner is not None else group
+            for p in targets:
+                line = d.span.line - mine[owner] + 1 if owner is not None else 1
+                p.diagnostics.append(_said(d, line))
+        ok = not any(p.diagnostics for p in group)
+        if ok:
+            self.passed += group
+        return ok
+
+
+def p_len(p: Proposal) -> int:
+    return len(p.block().rstrip("\n").splitlines())
+
+
+def _topo(group: list[Proposal]) -> tuple[list[Proposal], list[Proposal]]:
+    """The proposals in the agent's order, each after those of the group it depends on, and
+    those left in a cycle."""
+    ids = {p.id for p in group}
+    done: set[str] = set()
+    order, left = [], list(group)
+    while True:
+        ready = next((p for p in left if all(d in done or d not in ids for d in p.depends_on)), None)
+        if ready is None:
+            return order, left
+        done.add(ready.id)
+        order.append(ready)
+        left.remove(ready)
+
+
+# ------------------------------------------------------------------ files
+
+class Store:
+    """.harness/proposals/: <task>.json and <task>.md per proposing task, accepted.json."""
+
+    def __init__(self, root: Path):
+        from .workspace import Workspace
+
+        self.root = Path(root)
+        self.ws = Workspace(self.root)
+        self.dir = self.ws.harness / "proposals"
+
+    def _file(self, task: str, ext: str) -> Path:
+        from .workspace import task_file_name
+
+        return self.dir / f"{task_file_name(task)}.{ext}"
+
+    def all(self) -> list[Proposal]:
+        out = []
+        try:
+            names = sorted(p for p in self.dir.glob("*.json") if p.name != "accepted.json")
+        except OSError:
+            return []
+        for path in names:
+            try:
+                data = json.loads(self.ws.read_bytes(path))
+                out += [Proposal(**{k: v for k, v in item.items() if k in Proposal.__dataclass_fields__})
+                        for item in data.get("proposals", [])]
+            except (OSError, ValueError, TypeError, AttributeError):
+                continue  # damaged by hand: that file's proposals are not shown, the rest are
+        return out
+
+    def of(self, task: str) -> list[Proposal]:
+        return [p for p in self.all() if p.proposed_by == task]
+
+    def generations(self) -> dict[str, int]:
+        try:
+            data = json.loads(self.ws.read_bytes(self.dir / "accepted.json"))
+            return {k: int(v) for k, v in data.items()} if isinstance(data, dict) else {}
+        except (OSError, ValueError, TypeError):
+            return {}
+
+    def save(self, task: str, proposals: list[Proposal]) -> None:
+        self.ws.make_dir(self.dir)
+        text = markdown(task, proposals, self.path(task))  # first: it places the diagnostics
+        self.ws.write_atomic(self._file(task, "json"), json.dumps(
+            {"proposed_by": task, "proposals": [asdict(p) for p in proposals]}, indent=2) + "\n")
+        self.ws.write_atomic(self._file(task, "md"), text)
+
+    def remember(self, tid: str, generation: int) -> None:
+        gens = self.generations()
+        gens[tid] = generation
+        self.ws.make_dir(self.dir)
+        self.ws.write_atomic(self.dir / "accepted.json", json.dumps(gens, indent=2, sort_keys=True) + "\n")
+
+    def path(self, task: str) -> str:
+        return self.ws.rel(self._file(task, "md"))
+
+
+def markdown(task: str, proposals: list[Proposal], path: str) -> str:
+    """The .md of a proposing task's proposals, each diagnostic placed at its line in it."""
+    out = [f"# Tasks proposed by {task}", "",
+           "Roadmap syntax; `harnessc review` lists them, `harnessc accept-proposal ID` appends one to roadmap.md.",
+           ""]
+    for p in proposals:
+        out.append(f"<!-- {p.status}" + (f": {len(p.diagnostics)} problem(s) below" if p.diagnostics else "") + " -->")
+        start = len(out) + 1
+        out += p.block().rstrip("\n").split("\n")
+        p.diagnostics = [_placed(d, path, start) for d in p.diagnostics]
+        out += [f"<!-- {d.replace('--', '- -')} -->" for d in p.diagnostics]
+        out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+# ------------------------------------------------------------------ a run's side
+
+def collect(root: Path, growth: dict | None, store, tasks: Iterable[str], run_id: str | None) -> list[str]:
+    """Read, check, lint and file the proposals of `tasks` (succeeded in this run); returns the
+    run's closing lines. `store` is the run's StateStore (the attempts' text and outputs)."""
+    cfg = settings(growth)
+    if cfg["grow"] in ("off", False):  # YAML reads a bare `off` as false
+        return []
+    files = Store(root)
+    earlier = files.all()
+    gens = files.generations()
+    this_run = sum(1 for p in earlier if p.run == run_id and p.status != REJECTED)
+    taken = {p.id: p.proposed_by for p in earlier if p.status == WAITING}
+    try:
+        roadmap_text = (Path(root) / ROADMAP).read_text("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    batch: Batch | None = None
+    waiting = rejected = 0
+    rows = store.tasks(list(tasks))
+    for tid in tasks:
+        attempt = store.final_attempt(tid)
+        found, problems = extract(attempt and attempt.get("raw_output"), rows.get(tid, {}).get("output"))
+        if not found and not problems:
+            continue
+        for line in problems:
+            store.event("proposal_ignored", tid, reason=line)
+        if not found:
+            continue
+        path = files.path(tid)
+        generation = gens.get(tid, 0) + 1
+        for p in found:
+            p.proposed_by, p.generation, p.run = tid, generation, run_id
+            if generation > cfg["max_depth"]:
+                p.diagnostics.append(f"{HERE}:1:1: error[HC496]: task '{p.id}' would be generation {generation}, "
+                                     f"over plan.max_depth ({cfg['max_depth']}) (hint: raise plan.max_depth "
+                                     "in harness.yaml, or add the task to roadmap.md yourself)")
+            elif p.id in taken and taken[p.id] != tid:
+                p.diagnostics.append(f"{HERE}:1:1: error[HC497]: task '{p.id}' is already proposed by "
+                                     f"'{taken[p.id]}' (hint: `harnessc review` shows it)")
+        if batch is None:
+            batch = Batch(root, roadmap_text)
+        candidates = [p for p in found if not p.diagnostics]
+        order, cycle = _topo(candidates)
+        for p in order:
+            if this_run >= cfg["max_new_tasks"]:
+                p.diagnostics.append(f"{HERE}:1:1: error[HC495]: task '{p.id}' is over plan.max_new_tasks "
+                                     f"({cfg['max_new_tasks']} per run) (hint: raise plan.max_new_tasks in "
+                                     "harness.yaml, or add the task to roadmap.md yourself)")
+                continue
+            if batch.lint([p], path):
+                this_run += 1
+        if cycle:
+            batch.lint(cycle, path)
+        for p in found:
+            p.status = REJECTED if p.diagnostics else WAITING
+            waiting += p.status == WAITING
+            rejected += p.status == REJECTED
+            if p.status == WAITING:
+                taken.setdefault(p.id, tid)
+            store.event("proposal_filed", tid, proposed=p.id, status=p.status, diagnostics=p.diagnostics[:5])
+        kept = [p for p in files.of(tid) if p.status != WAITING and p.id not in {q.id for q in found}]
+        files.save(tid, kept + found)
+    lines = []
+    if waiting:
+        lines.append(f"proposals: {waiting} proposed task{'s' if waiting != 1 else ''} wait{'s' if waiting == 1 else ''}"
+                     " for review (not part of this run): `harnessc review`, then `harnessc accept-proposal ID`")
+    if rejected:
+        lines.append(f"proposals: {rejected} proposed task{'s' if rejected != 1 else ''} rejected with diagnostics:"
+                     " `harnessc review` shows them")
+    return lines
+
+
+# ------------------------------------------------------------------ accepting
+
+def accept(root: Path, tid: str) -> tuple[Proposal, int]:
+    """Append waiting proposal `tid` to roadmap.md (after linting it against the roadmap as it
+    is now); returns it and the line its task starts at. Raises ProposalError."""
+    files = Store(root)
+    every = files.all()
+    matches = [p for p in every if p.id == tid]
+    if not matches:
+        from .diagnostics import did_you_mean
+
+        near = did_you_mean(tid, [p.id for p in every])
+        raise ProposalError(f"no proposed task '{tid}'" + (f" ({near})" if near else ""))
+    p = next((m for m in matches if m.status == WAITING), matches[0])
+    if p.status != WAITING:
+        raise ProposalError(f"proposed task '{tid}' was {p.status}" +
+                            (f": {p.diagnostics[0]}" if p.diagnostics else ""))
+    roadmap = Path(root) / ROADMAP
+    text = roadmap.read_text("utf-8")
+    pending = {q.id: q.proposed_by for q in every if q.status == WAITING and q.id != tid}
+    for dep in p.depends_on:
+        if dep in pending:
+            raise ProposalError(f"'{tid}' depends on proposed task '{dep}': accept that one first")
+    p.diagnostics = []
+    batch = Batch(root, text)
+    new_text, starts = with_blocks(text, [p.block()])
+    if not batch.lint([p], files.path(p.proposed_by)):
+        said = [_placed(d, f"{ROADMAP} (as it would be)", starts[0]) for d in p.diagnostics[:3]]
+        raise ProposalError("it no longer lints against roadmap.md: " + "; ".join(said))
+    files.ws.write_atomic(roadmap, new_text)
+    _mark(files, p, ACCEPTED)
+    files.remember(p.id, p.generation)
+    return p, starts[0]
+
+
+def _mark(files: Store, p: Proposal, status: str) -> None:
+    mine = files.of(p.proposed_by)
+    for q in mine:
+        if q.id == p.id and q.status == WAITING:
+            q.status = status
+    files.save(p.proposed_by, mine)
+
+
+def waiting_count(root: Path) -> int:
+    return sum(1 for p in Store(root).all() if p.status == WAITING)

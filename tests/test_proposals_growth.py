@@ -1,0 +1,107 @@
+"""A plan grown by random accepted proposals stays acyclic and within its limits (proposals.py),
+and hostile agent text is read safely. Real files and the real linter; the attempts' text
+comes from a stand-in for state.db (tests/runtime/test_proposals.py runs the whole path)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harnessc import proposals
+from harnessc.compiler import lint_project
+
+ROADMAP = "# P\n\n## Tasks\n\n- [ ] **t0**: The first task\n  - completion_promise: DONE\n\n## Notes\n\nkept\n"
+
+
+class Attempts:
+    """What collect reads of state.db: each task's last answer and output."""
+
+    def __init__(self, texts: dict[str, str]):
+        self.texts = texts
+        self.events: list[tuple] = []
+
+    def tasks(self, ids):
+        return {t: {"output": None} for t in ids}
+
+    def final_attempt(self, tid):
+        return {"raw_output": self.texts.get(tid, "")}
+
+    def event(self, kind, tid=None, **data):
+        self.events.append((kind, tid, data))
+
+
+def _marker(tid: str, deps: list[str]) -> str:
+    return f'<task id="{tid}" depends_on="{",".join(deps)}">Do {tid}.</task>'
+
+
+round_ = st.tuples(
+    st.integers(0, 50),  # which existing task proposes (modulo how many there are)
+    st.lists(st.tuples(st.sampled_from([f"n{i}" for i in range(12)] + ["t0"]),  # ids may repeat, clash
+                       st.lists(st.integers(0, 30), max_size=3)), max_size=6),
+    st.lists(st.booleans(), min_size=6, max_size=6),  # which waiting ones to accept
+)
+
+
+@settings(max_examples=int(os.environ.get("HARNESSC_FUZZ_EXAMPLES", "25")), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(rounds=st.lists(round_, min_size=1, max_size=4), max_new=st.integers(0, 4), max_depth=st.integers(0, 3))
+def test_a_plan_grown_by_accepted_proposals_stays_acyclic_and_in_its_limits(rounds, max_new, max_depth):
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "roadmap.md").write_text(ROADMAP)
+        growth = {"grow": "review", "max_new_tasks": max_new, "max_depth": max_depth}
+        for r, (who, items, accepts) in enumerate(rounds):
+            ids = [t.id for t in lint_project(root).tasks]
+            proposer = ids[who % len(ids)]
+            pool = ids + [i for i, _ in items]  # a dependency may be any task or any proposal (cycles too)
+            text = "".join(_marker(i, [pool[d % len(pool)] for d in deps]) for i, deps in items)
+            proposals.collect(root, growth, Attempts({proposer: text}), [proposer], f"run{r}")
+            filed = [p for p in proposals.Store(root).all() if p.run == f"run{r}" and p.status != "rejected"]
+            assert len(filed) <= max_new
+            for p, yes in zip(filed, accepts):
+                if yes:
+                    try:
+                        proposals.accept(root, p.id)
+                    except proposals.ProposalError:
+                        pass  # e.g. its dependency is a proposal not accepted
+            project = lint_project(root)
+            assert not project.diags.has_errors(), [str(d) for d in project.diags.errors]
+            assert (root / "roadmap.md").read_text().rstrip().endswith("kept")  # the Notes stay last
+        gens = proposals.Store(root).generations()
+        assert all(g <= max_depth for g in gens.values())
+        tasks = {t.id: list(t.depends_on) for t in lint_project(root).tasks}
+        _assert_acyclic(tasks)
+
+
+def _assert_acyclic(deps: dict[str, list[str]]) -> None:
+    left = dict(deps)
+    while left:
+        ready = [t for t, ds in left.items() if not any(d in left for d in ds)]
+        assert ready, f"a cycle among {sorted(left)}"
+        for t in ready:
+            del left[t]
+
+
+@settings(max_examples=int(os.environ.get("HARNESSC_FUZZ_EXAMPLES", "60")), deadline=None, database=None)
+@given(text=st.text(max_size=2000))
+def test_any_text_is_read_without_error(text):
+    found, problems = proposals.extract(text, {"next_tasks": text})
+    assert not found and problems == ["next_tasks: not a list"]
+    for p in proposals.extract("<task id='a'>" + text + "</task>", None)[0]:
+        assert "\n" not in p.block().split("Goal: ", 1)[1].rstrip("\n")  # one paragraph, however hostile
+
+
+def test_hostile_markers():
+    text = ('<task id="../x" depends_on="a">up</task>'
+            '<task id="ok" depends_on="a b">space in an id</task>'
+            '<task id="fine">line one\n- [ ] **evil**: a task of its own\n## Heading\n<!-- open</task>'
+            + "<task id='z'>" * 50_000)  # many openings, no end: linear, not a hang
+    found, problems = proposals.extract(text, None)
+    assert [p.id for p in found] == ["fine"]
+    assert len(problems) == 2
+    block = found[0].block()
+    assert block.count("\n- [ ]") == 0 and "\n## " not in block and "<!--" not in block
