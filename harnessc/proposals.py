@@ -272,10 +272,16 @@ def p_len(p: Proposal) -> int:
     return len(p.block().rstrip("\n").splitlines())
 
 
-def _topo(group: list[Proposal]) -> tuple[list[Proposal], list[Proposal]]:
+def _over(p: Proposal, cfg: dict) -> str:
+    return (f"{HERE}:1:1: error[HC495]: task '{p.id}' is over plan.max_new_tasks ({cfg['max_new_tasks']} per run) "
+            "(hint: raise plan.max_new_tasks in harness.yaml, or add the task to roadmap.md yourself)")
+
+
+def _topo(group: list[Proposal], known: set[str]) -> tuple[list[Proposal], list[Proposal]]:
     """The proposals in the agent's order, each after those of the group it depends on, and
-    those left in a cycle."""
-    ids = {p.id for p in group}
+    those left in a cycle. A dependency on an id the roadmap has is on the roadmap's task
+    (a proposal reusing that id is rejected by lint)."""
+    ids = {p.id for p in group} - known
     done: set[str] = set()
     order, left = [], list(group)
     while True:
@@ -404,17 +410,17 @@ def collect(root: Path, growth: dict | None, store, tasks: Iterable[str], run_id
         if batch is None:
             batch = Batch(root, roadmap_text)
         candidates = [p for p in found if not p.diagnostics]
-        order, cycle = _topo(candidates)
+        order, cycle = _topo(candidates, batch.ids)
         for p in order:
             if this_run >= cfg["max_new_tasks"]:
-                p.diagnostics.append(f"{HERE}:1:1: error[HC495]: task '{p.id}' is over plan.max_new_tasks "
-                                     f"({cfg['max_new_tasks']} per run) (hint: raise plan.max_new_tasks in "
-                                     "harness.yaml, or add the task to roadmap.md yourself)")
-                continue
-            if batch.lint([p], path):
+                p.diagnostics.append(_over(p, cfg))
+            elif batch.lint([p], path):
                 this_run += 1
-        if cycle:
-            batch.lint(cycle, path)
+        for p in cycle[max(cfg["max_new_tasks"] - this_run, 0):]:
+            p.diagnostics.append(_over(p, cfg))
+        cycle = [p for p in cycle if not p.diagnostics]
+        if cycle and batch.lint(cycle, path):  # (a cycle never lints: a guard)
+            this_run += len(cycle)
         for p in found:
             p.status = REJECTED if p.diagnostics else WAITING
             waiting += p.status == WAITING

@@ -105,3 +105,19 @@ def test_hostile_markers():
     assert len(problems) == 2
     block = found[0].block()
     assert block.count("\n- [ ]") == 0 and "\n## " not in block and "<!--" not in block
+
+
+def test_the_limit_holds_for_proposals_left_in_a_cycle(tmp_path):
+    # found by the test above: 'n0' depends on roadmap task t0 while the same answer also
+    # proposes an id 't0'; n0 was linted with the cycle leftovers, past max_new_tasks: 0
+    (tmp_path / "roadmap.md").write_text(ROADMAP)
+    growth = {"grow": "review", "max_new_tasks": 0, "max_depth": 1}
+    proposals.collect(tmp_path, growth, Attempts({"t0": _marker("n0", ["t0"]) + _marker("t0", ["t0"])}), ["t0"], "r")
+    got = {p.id: p for p in proposals.Store(tmp_path).all()}
+    assert got["n0"].status == "rejected" and "HC495" in got["n0"].diagnostics[0]
+    assert got["t0"].status == "rejected"
+    growth["max_new_tasks"] = 5  # within the limit, the duplicate id is lint's error, n0 is fine
+    proposals.collect(tmp_path, growth, Attempts({"t0": _marker("n0", ["t0"]) + _marker("t0", ["t0"])}), ["t0"], "r2")
+    got = {p.id: p for p in proposals.Store(tmp_path).all()}
+    assert got["n0"].status == "waiting"
+    assert got["t0"].status == "rejected" and "duplicate task id 't0'" in got["t0"].diagnostics[0]
