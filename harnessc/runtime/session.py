@@ -59,7 +59,7 @@ def file_proposals(runner: Runner, store: StateStore) -> list[str]:
     """The tasks this run's succeeded tasks proposed, checked and filed for review
     (proposals.py); the run's closing lines about them. Never changes the run's outcome."""
     from .. import proposals
-    from .store.outputs import LANDED
+    from ..states import LANDED
 
     todo = runner.planned.todo if runner.planned else []
     rows = store.tasks(list(todo))
