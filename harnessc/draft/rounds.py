@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..diagnostics import REPEATS_SHOWN, Diagnostics, render_text
 from ..errors import HarnesscError
@@ -32,6 +32,9 @@ from ..vocab import BUILTIN_AGENT, CONTRACTS, HARNESS, SPEC_FILES
 from .answer import Draft, Unusable, read_answer
 from .offline import offline_draft
 from .prompt import first_prompt, next_prompt
+
+if TYPE_CHECKING:
+    from ..runtime.agents.usage import Charge
 
 SIMULATE = "simulate"  # --agent simulate: the offline draft, whether harness.yaml defines it or not
 DEFAULT_ROUNDS = 3
@@ -73,14 +76,13 @@ class Spent:
     cost_usd: float = 0.0
     sources: set[str] = field(default_factory=set)  # cost sources (agents/usage.py): price, cli, none, ...
 
-    def add(self, charged: dict[str, Any]) -> None:
+    def add(self, charged: Charge) -> None:
         self.calls += 1
-        usage = charged.get("usage")
-        if usage is not None:
-            self.input_tokens += usage.input_tokens
-            self.output_tokens += usage.output_tokens
-        self.cost_usd += charged.get("cost_usd") or 0.0
-        self.sources.add(charged.get("cost_source") or "none")
+        if charged.usage is not None:
+            self.input_tokens += charged.usage.input_tokens
+            self.output_tokens += charged.usage.output_tokens
+        self.cost_usd += charged.cost_usd or 0.0
+        self.sources.add(charged.cost_source or "none")
 
 
 @dataclass
