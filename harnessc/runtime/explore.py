@@ -56,7 +56,7 @@ class Branch(ApproachRun):
         self.measure_in(self.attempt)
         try:
             name, agent, cfg = await self.choose_agent()
-            cost, tokens = self.reserve(cfg)
+            cost, tokens = await self.reserve(cfg)
             resp = await self.call(name, agent, cfg, cost, tokens)
             if isinstance(resp, AgentError):
                 return

@@ -56,6 +56,9 @@ TRANSIENT_LIMIT = 5  # consecutive transient errors on one agent before it count
 LOST_LIMIT = 5  # attempts in a row lost with their worker (executor ray) before the call counts as failed
 
 
+BUDGET_POLL = 0.05  # seconds between looks while calls in flight hold the run budget's reservations
+
+
 class Done(Exception):
     """Ends the task's loop with its outcome (a final state, or "interrupted")."""
 
@@ -309,7 +312,7 @@ class TaskRun:
         name, agent, cfg = await self.choose_agent()
         spell = await self.user_edits()
         try:
-            cost, tokens = self.reserve(cfg)
+            cost, tokens = await self.reserve(cfg)
             await self.guard_before()
             resp = await self.call(name, agent, cfg, cost, tokens)
             if resp is None:  # lost with its worker: the iteration runs again
@@ -435,17 +438,20 @@ class TaskRun:
             raise Done(self._finish(TaskState.FAILED, e.message)) from None
         return name, agent, cfg
 
-    def reserve(self, cfg: AgentConfig) -> tuple[float, tuple[int, int]]:
-        """The estimated cost and tokens of a call on this agent, refused past a budget."""
+    async def reserve(self, cfg: AgentConfig) -> tuple[float, tuple[int, int]]:
+        """The estimated cost and tokens of a call on this agent, refused past a budget (it
+        waits while only other calls' reservations stand in the way)."""
         budget = self.ctx.policy.budget
         cost = budget.estimate(self.node, cfg, self.sent_prompt)
         tokens = budget.estimate_tokens(self.node, cfg, self.sent_prompt, self.ctx.system_prompt())
-        refusal = budget.refuse(self.node, cost, sum(tokens))
+        while (refusal := budget.refuse(self.node, cost, sum(tokens))) and refusal[0] == "wait" \
+                and not self.ctx.control.halting():
+            await clock.sleep(BUDGET_POLL)
         if refusal:
             self.ctx.policy.health.release(self.route.agent)
             scope, msg = refusal
-            if scope == "run":
-                if self.ctx.control.halt_run(outcomes.BUDGET, msg):
+            if scope in ("run", "wait"):  # wait: the run is halting meanwhile
+                if scope == "run" and self.ctx.control.halt_run(outcomes.BUDGET, msg):
                     self.store.event("budget_exhausted", self.tid, message=msg)
                 self.requeue()
                 raise Done(TaskState.INTERRUPTED)

@@ -240,6 +240,22 @@ def test_a_short_budget_steps_non_critical_tasks_down_a_tier_and_says_so_once(tm
     assert len(events) == 1 and "short of this run's estimate ($1.5000)" in events[0][0]
 
 
+def test_calls_in_flight_holding_the_run_budget_make_the_next_call_wait_not_stop_the_run(tmp_path):
+    """Three tasks start at once under a $1 run budget, each call reserving ~$0.50: the third
+    call is short only of what the two in flight reserved. It waits for them to settle (at a
+    fraction of a cent) and runs; the run is not stopped as out of money it never spent."""
+    slow = {**MID, "latency": 0.5}
+    nodes = [node(t, contract="summary", routing={"agent": "mid", "chain": [], "reason": "test"},
+                  estimate={"cost_usd": 0.5, "output_tokens": 100_000})  # reserved: ~$0.50 at $5 / Mtok
+             for t in ("a", "b", "c")]
+    write_project(tmp_path, nodes, agents={"mid": slow}, contracts={"summary": SIMPLE_CONTRACT},
+                  budget={"max_cost_usd": 1.0, "max_tokens": None}, concurrency=3)
+    r = harnessc(tmp_path, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert agent_of(tmp_path) == {"a": "mid", "b": "mid", "c": "mid"}
+    assert "budget reached" not in r.stdout
+
+
 def test_auto_routed_tasks_escalate_on_repeated_failures_whatever_on_failure_says(tmp_path):
     weak = {**CHEAP, "tier": "balanced", "skill": {"medium": 0.0}}
     write_project(tmp_path, [auto_node("t", "balanced", "medium", retry={"max_retries": 1, "on_failure": "retry"})],

@@ -53,10 +53,16 @@ class Budget:
         return price_cost(agent_cfg, Usage(tokens_in, output_tokens)), tokens_in + output_tokens
 
     def refuse(self, node: PlanNode, cost: float, tokens: int = 0) -> tuple[str, str] | None:
-        """('run'|'task', message) when this call would exceed a budget, else None."""
+        """('run'|'task', message) when this call would exceed a budget, else None; ('wait',
+        message) when only what calls in flight reserved stands in its way (they settle at what
+        they cost, mostly less than reserved: the call asks again then, and the run is not
+        stopped for money it has not spent)."""
         if self.run_limit is not None:
             spent = self.store.spent()
             if spent >= self.run_limit or spent + cost > self.run_limit:
+                if self.store.settled() + cost <= self.run_limit:
+                    return "wait", (f"waiting for calls in flight to settle: ${spent:.4f} spent or reserved of "
+                                    f"${self.run_limit:.4f} (next call needs ~${cost:.4f})")
                 self.refused = "cost"
                 return "run", (f"run budget reached: ${spent:.4f} spent or reserved of "
                                f"${self.run_limit:.4f} (next call needs ~${cost:.4f})")

@@ -26,6 +26,12 @@ class Ledger(EventLog):
             self._spent = total
         return total
 
+    def settled(self) -> float:
+        """USD of the calls that ended (what `spent` holds but the reservations of calls in
+        flight), across every run until reset."""
+        row = self.db.execute("SELECT COALESCE(SUM(actual), 0) FROM ledger WHERE settled").fetchone()
+        return float(row[0])
+
     def spent_this_round(self, task_id: str) -> float:
         """USD settled or reserved by the task since it last started afresh (`task_round`)."""
         row = self.db.execute(
