@@ -24,7 +24,7 @@ CASES = sorted(p for p in (FIXTURES / "projects").iterdir() if p.is_dir())
 
 def project(tmp_path: Path, **files: str) -> Path:
     root = tmp_path / "p"
-    shutil.copytree(DEMO, root)
+    shutil.copytree(DEMO, root, ignore=shutil.ignore_patterns(".harness"))  # not a demo run's state
     for name, text in files.items():
         (root / name.replace("_", ".")).write_text(text, encoding="utf-8")
     return root

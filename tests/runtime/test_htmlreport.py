@@ -360,7 +360,7 @@ def test_demo_report_in_headless_chromium(tmp_path):
     from .browser import load_page
 
     root = tmp_path / "demo"
-    shutil.copytree(REPO / "specs" / "demo", root)
+    shutil.copytree(REPO / "specs" / "demo", root, ignore=shutil.ignore_patterns(".harness"))  # not a demo run's state
     res = harnessc(root, "run")
     assert res.returncode == 0, res.stdout + res.stderr
     assert harnessc(root, "report").returncode == 0
@@ -401,7 +401,7 @@ def test_report_reads_at_every_size_in_headless_chromium(tmp_path, size):
 
     root = tmp_path / "p"
     if size == "demo":
-        shutil.copytree(REPO / "specs" / "demo", root)
+        shutil.copytree(REPO / "specs" / "demo", root, ignore=shutil.ignore_patterns(".harness"))  # not a demo run's state
     elif size.startswith("236"):
         write_big_roadmap(root, 236, phases=12)
     else:

@@ -180,7 +180,7 @@ def test_the_demo_lands_the_same_states_and_outputs_as_locally(tmp_path, on_ray)
     def demo(root: Path) -> Plan:
         from harnessc.runtime import plan as planmod
 
-        shutil.copytree(REPO / "specs" / "demo", root)
+        shutil.copytree(REPO / "specs" / "demo", root, ignore=shutil.ignore_patterns(".harness"))  # not a demo run's state
         git_repo(root)
         return planmod.ensure_plan(root, False, say=lambda m: None)
 
@@ -354,7 +354,7 @@ def test_an_address_nobody_answers_at_refuses_the_run_before_any_task(tmp_path, 
 def demo_copies(tmp_path: Path) -> tuple[Path, Path]:
     here, there = tmp_path / "local", tmp_path / "ray"
     for root in (here, there):
-        shutil.copytree(REPO / "specs" / "demo", root)
+        shutil.copytree(REPO / "specs" / "demo", root, ignore=shutil.ignore_patterns(".harness"))  # not a demo run's state
         git_repo(root)
     return here, there
 
