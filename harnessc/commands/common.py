@@ -67,6 +67,23 @@ def read_input(path: str) -> str:
         fail_usage(f"cannot read {path}: {e}")
 
 
+def read_bounded(path: str, limit: int, refused: str, hint: str, reason: bool = False) -> str:
+    """A file the user named, as UTF-8 text of at most `limit` bytes (read no further); a usage
+    error when it cannot be read, is larger (`{path} is larger than N MB; {refused}`, `hint`)
+    or is not UTF-8. `reason`: say the OS's reason alone (strerror), not the whole error."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        fail_usage(f"cannot read {path}: {(e.strerror or e) if reason else e}")
+    if len(data) > limit:
+        fail_usage(f"{path} is larger than {limit // 1_000_000} MB; {refused}", hint)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        fail_usage(f"cannot read {path}: not UTF-8 text (byte {e.start})", "save the file as UTF-8")
+
+
 def fail_usage(message: str, hint: str | None = None) -> NoReturn:
     click.echo(visible(f"harnessc: error: {message}"), err=True)
     if hint:

@@ -13,7 +13,7 @@ from .. import completion
 from ..exitcodes import Exit, diagnostics_summary
 from ..textsafe import visible
 from ..wording import plural
-from .common import Context, echo_visible, fail_usage, pass_ctx
+from .common import Context, echo_visible, fail_usage, pass_ctx, read_bounded
 
 MAX_DOCUMENT_BYTES = 1_000_000  # a requirements document sent whole in every round's prompt
 
@@ -133,18 +133,8 @@ def _spent(outcome) -> None:
 
 
 def _read_document(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_DOCUMENT_BYTES + 1)
-    except OSError as e:
-        fail_usage(f"cannot read {path}: {e.strerror or e}")
-    if len(data) > MAX_DOCUMENT_BYTES:
-        fail_usage(f"{path} is larger than {MAX_DOCUMENT_BYTES // 1_000_000} MB; not drafted from",
-                   "a requirements document is sent whole in every round: shorten it, or draft part by part")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        fail_usage(f"cannot read {path}: not UTF-8 text (byte {e.start})", "save the file as UTF-8")
+    text = read_bounded(path, MAX_DOCUMENT_BYTES, "not drafted from", "a requirements document is sent whole in "
+                        "every round: shorten it, or draft part by part", reason=True)
     if not text.strip():
         fail_usage(f"{path} is empty; nothing to draft from")
     return text

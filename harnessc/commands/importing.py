@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..wording import plural
-from .common import Context, echo_visible, fail_usage, pass_ctx
+from .common import Context, echo_visible, fail_usage, pass_ctx, read_bounded
 
 
 @click.group(name="import")
@@ -79,18 +79,8 @@ def _read_bounded(path: str) -> str:
     it cannot be read)."""
     from ..importers import MAX_IMPORT_BYTES
 
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_IMPORT_BYTES + 1)
-    except OSError as e:
-        fail_usage(f"cannot read {path}: {e}")
-    if len(data) > MAX_IMPORT_BYTES:
-        fail_usage(f"{path} is larger than {MAX_IMPORT_BYTES // 1_000_000} MB; not imported",
-                   "a task list that large is not one to import as a roadmap; is this the right file?")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        fail_usage(f"cannot read {path}: not UTF-8 text (byte {e.start})", "save the file as UTF-8")
+    return read_bounded(path, MAX_IMPORT_BYTES, "not imported",
+                        "a task list that large is not one to import as a roadmap; is this the right file?")
 
 
 def _write(target: Path, text: str, force: bool) -> None:
