@@ -387,13 +387,18 @@ class Isolation:
                 await asyncio.to_thread(self.trees.checkout, attempt, new)
                 errors = await recheck(attempt.workdir)
                 if errors:
-                    mine = set(await asyncio.to_thread(landing.changed, attempt.base, change))
-                    theirs = set(await asyncio.to_thread(landing.changed, attempt.base, tip))
-                    return Conflict(sorted(mine & theirs) or sorted(mine), "checks", tip, errors, others)
+                    return await self._checks_failed(attempt.base, change, tip, errors, others)
                 merged = True
                 if (tampered := await self._tampered(attempt)) is not None:  # while its checks ran again
                     return tampered
             return await self._move(node.id, new, tip, merged, output, node.fingerprint)
+
+    async def _checks_failed(self, base: str, change: str, tip: str, errors: list[str], others: list[str]) -> Conflict:
+        """A change whose checks fail merged onto `tip`: named by the paths both sides changed
+        (else its own)."""
+        mine = set(await asyncio.to_thread(self.landing.changed, base, change))
+        theirs = set(await asyncio.to_thread(self.landing.changed, base, tip))
+        return Conflict(sorted(mine & theirs) or sorted(mine), "checks", tip, errors, others)
 
     async def _move(self, tid: str, new: str, tip: str, merged: bool, output: Any, fingerprint: str | None) -> Landed:
         """Move the integration branch from `tip` to `new` (under the landing lock): the
@@ -475,9 +480,7 @@ class Isolation:
                     async with self.checkout(new) as workdir:
                         errors = await recheck(workdir)
                     if errors:
-                        mine = set(await asyncio.to_thread(landing.changed, base, change))
-                        theirs = set(await asyncio.to_thread(landing.changed, base, tip))
-                        return Conflict(sorted(mine & theirs) or sorted(mine), "checks", tip, errors, others)
+                        return await self._checks_failed(base, change, tip, errors, others)
                 merged = True
             landed = await self._move(node.id, new, tip, merged, rec.get("output"), rec.get("fingerprint"))
             self.blocked_refs.pop(node.id, None)
