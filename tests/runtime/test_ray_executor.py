@@ -434,11 +434,22 @@ def wait_for(check, timeout: float = 90.0) -> None:
 
 
 def free_port() -> int:
+    """A port nobody listens on, outside the kernel's ephemeral range (where Ray's own
+    components, and every outgoing connection on the machine, take theirs: a port from there
+    may be taken again between this check and the dashboard's bind) and Ray's worker ports."""
+    import random
     import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    low, high = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    candidates = [p for p in range(20000, 30000) if not low <= p <= high] or list(range(20000, 30000))
+    for port in random.sample(candidates, 50):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port between 20000 and 30000")
 
 
 def marked(marker: str) -> list[int]:
