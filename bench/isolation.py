@@ -42,9 +42,9 @@ import harnessc_env  # noqa: E402  (bench/: this script's directory)
 harnessc_env.require()
 sys.path.insert(0, str(harnessc_env.REPO))
 
+from harnessc.gitrepo import open_repo  # noqa: E402
 from harnessc.runtime.worktree.landing import Landing  # noqa: E402
 from harnessc.runtime.worktree.tripwire import Tripwire  # noqa: E402
-from harnessc.runtime.worktree.repo import open_repo  # noqa: E402
 from harnessc.runtime.worktree.worktrees import Worktrees  # noqa: E402
 
 PY = sys.executable

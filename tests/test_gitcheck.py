@@ -83,7 +83,7 @@ def test_lint_of_a_project_without_isolation_starts_no_git_and_imports_no_gitpyt
     root = project(tmp_path, ROADMAP.replace("  - isolation: worktree\n", ""))
     out = subprocess.run([sys.executable, "-X", "importtime", "-m", "harnessc", "-C", str(root), "lint"],
                          capture_output=True, text=True)
-    assert "harnessc.runtime.worktree.gitcmd" not in out.stderr and " git\n" not in out.stderr
+    assert "harnessc.gitcmd" not in out.stderr and " git\n" not in out.stderr
     (tmp_path / "iso").mkdir()
     isolated = project(tmp_path / "iso", ROADMAP)
     out = subprocess.run([sys.executable, "-X", "importtime", "-m", "harnessc", "-C", str(isolated), "lint"],

@@ -202,6 +202,32 @@ def test_the_runtime_reaches_the_compiler_only_through_its_doorway():
     assert leaks == [], "runtime modules importing the compiler (go through runtime/plan.py):\n" + "\n".join(leaks)
 
 
+def test_the_compiler_never_imports_the_runtime():
+    """lint and build stand on their own: what they share with a run (git, a child's
+    environment) lives below both halves (gitcmd.py, gitrepo.py, childenv.py)."""
+    graph = dependency_graph()
+    leaks = sorted(f"{m} -> {dep}" for m, deps in graph.items() if m.startswith("harnessc.compiler")
+                   for dep in deps if dep.startswith("harnessc.runtime"))
+    assert leaks == [], "compiler modules importing the runtime (move the shared piece below both):\n" + \
+        "\n".join(leaks)
+
+
+# the pieces both halves share: they import neither half (nor what stands on them)
+BELOW_BOTH = ("harnessc.argv", "harnessc.childenv", "harnessc.diagnostics", "harnessc.errors", "harnessc.events",
+              "harnessc.gitcmd", "harnessc.gitrepo", "harnessc.protectrules", "harnessc.providers",
+              "harnessc.states", "harnessc.textsafe", "harnessc.vocab", "harnessc.workspace")
+ABOVE = ("harnessc.compiler", "harnessc.runtime", "harnessc.commands", "harnessc.cli", "harnessc.draft",
+         "harnessc.importers", "harnessc.runreport")
+
+
+def test_the_shared_pieces_stay_below_both_halves():
+    graph = dependency_graph()
+    assert set(BELOW_BOTH) <= set(graph), f"modules named in BELOW_BOTH are gone: {set(BELOW_BOTH) - set(graph)}"
+    below = [m for m in graph if any(m == b or m.startswith(b + ".") for b in BELOW_BOTH)]
+    leaks = sorted(f"{m} -> {dep}" for m in below for dep in graph[m] if dep.startswith(ABOVE))
+    assert leaks == [], "a shared piece importing a half (it must stand below both):\n" + "\n".join(leaks)
+
+
 # ------------------------------------------------------------------ states are named, not spelled
 
 STATE_VALUES = {s.value for s in TaskState}

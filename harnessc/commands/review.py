@@ -44,7 +44,7 @@ def _held(store) -> dict[str, dict]:
 
 
 def _diffstat(root, base: str, change: str) -> str:
-    from ..runtime.worktree import repo
+    from .. import gitrepo as repo
 
     try:  # harnessc's own git: its git directory named, the repository's config only (gitcmd.py)
         return repo.find(root).git().run("diff", "--shortstat", base, change, worktree=False).strip() \

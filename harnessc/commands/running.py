@@ -84,12 +84,12 @@ def _execute(root: Path, plan: dict, opts, detached_fd: int | None = None) -> No
     # same user could otherwise read it from /proc/<harnessc>/environ. (Only run and retry
     # start children; other commands keep their start-up cost and stay debuggable.)
     prctl.make_undumpable()
+    from ..gitrepo import IsolationError
     from ..runtime.executor import ExecutorError
     from ..runtime.preflight import Refused
     from ..runtime.session import execute
     from ..runtime.store.lock import Locked
     from ..runtime.store.state import StateError
-    from ..runtime.worktree.repo import IsolationError
     from ..workspace import Workspace
 
     _leave_out_redirected_output(root)

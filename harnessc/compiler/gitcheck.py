@@ -2,7 +2,7 @@
 `executor: ray`): what `run` would refuse, and the files a worktree will not have.
 
 * HC417 (error): the repository cannot hold worktrees - not a repository, no commit, a
-  detached HEAD, a bare one, submodules, LFS - with what to do (runtime/worktree/repo.py's
+  detached HEAD, a bare one, submodules, LFS - with what to do (gitrepo.py's
   checks, the ones `run` makes);
 * HC418 (warning): a context path, or a file an accept or score command names, is untracked
   or modified in your tree: a worktree holds committed files only, so the agent and the
@@ -11,7 +11,7 @@
   agent.py]`): every call of an isolated task would fail.
 
 Nothing here runs, and no git process starts, unless some task works in a worktree: lint
-stays fast for everyone else. git runs through runtime/worktree/gitcmd.py (never gitpython).
+stays fast for everyone else. git runs through gitcmd.py (never gitpython).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def check_worktree_repository(project: Project) -> None:
     tasks = isolated_tasks(project)
     if not tasks:
         return
-    from ..runtime.worktree.repo import IsolationError, open_repo
+    from ..gitrepo import IsolationError, open_repo
 
     try:
         repo = open_repo(project.root)
@@ -101,9 +101,9 @@ def program_files(argv: list[str], root: Path, first: bool = True) -> list[str]:
 
 def uncommitted(repo, paths: list[str]) -> dict[str, str] | None:
     """Which of `paths` (project-relative) are untracked or ignored ("untracked") or differ
-    from the commit ("modified") in `repo` (runtime/worktree/repo.py's Repo); None when git
+    from the commit ("modified") in `repo` (gitrepo.py's Repo); None when git
     could not say."""
-    from ..runtime.worktree import gitcmd
+    from .. import gitcmd
 
     git, prefix = repo.git(), repo.prefix  # git runs at the repository's top
     status: dict[str, str] = {}

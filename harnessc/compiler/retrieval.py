@@ -152,7 +152,7 @@ class Index:
         return sorted(set(out))
 
     def _git_listing(self) -> list[str] | None:
-        from ..runtime.worktree import gitcmd
+        from .. import gitcmd
 
         try:  # in a subdirectory of a work tree git lists the files below it, relative to it
             out = gitcmd.Git(Path(self.root)).run("ls-files", "-z", "--cached", "--others", "--exclude-standard")

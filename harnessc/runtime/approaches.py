@@ -36,6 +36,7 @@ import dataclasses
 import math
 from typing import Any
 
+from ..gitcmd import GitFailed
 from ..planfile import PlanNode
 from ..providers import AgentConfig
 from ..states import TaskState
@@ -50,7 +51,6 @@ from .store import scoreboard
 from .store.attempts import AttemptEnd
 from .verify import DEFAULT_ACCEPT_TIMEOUT, Verdict, fresh_pycache
 from .worktree import landing as landingmod
-from .worktree.gitcmd import GitFailed
 from .worktree.isolation import Conflict, IsolationError, Landed, Tampered
 
 # a task with no verified approach: the first of these any approach reached

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .. import providers
+from .. import gitcmd, providers
 from ..planfile import Plan
 from ..providers import AgentConfig, CliConfig
 from ..workspace import Workspace
@@ -30,7 +30,6 @@ from .executor import ExecutorError
 from .executor.rayconfig import ExecutorSettings, require_ray
 from .preflight import RECORD_HINT, Check, Usability, agent_checks, check_run, config_of, executable
 from .routing.router import Router
-from .worktree import gitcmd
 
 CONNECT_TIMEOUT = 2.0  # seconds for a base_url's (or a Ray address's) TCP connect
 WORKERS_TIMEOUT = 60.0  # seconds for every node's answer to check_workers
@@ -123,8 +122,8 @@ def _isolated(node, executor: ExecutorSettings | None) -> bool:
 def _worktree_files(root: Path, plan: Plan, isolated: list, routes: dict[str, list[str]]) -> list[Check]:
     """The files of the project a command agent of an isolated task runs (`python agent.py`)
     that a worktree will not have (untracked) or has another version of (modified)."""
+    from ..gitrepo import IsolationError, open_repo
     from .plan import program_files, uncommitted
-    from .worktree.repo import IsolationError, open_repo
 
     agents = sorted({a for n in isolated for a in routes.get(n.id, [])})
     brought = [p.rstrip("/") for key in ("link", "copy") for p in (plan.worktrees or {}).get(key) or []]

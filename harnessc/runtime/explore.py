@@ -20,6 +20,7 @@ import dataclasses
 import math
 from typing import Any
 
+from ..gitrepo import IsolationError
 from ..providers import AgentConfig
 from ..states import TaskState
 from .agents.base import AgentError
@@ -27,7 +28,6 @@ from .approaches import ApproachRun
 from .iteration import Done, answer_end
 from .routing.router import Route
 from .verify import Verdict, verify
-from .worktree.repo import IsolationError
 
 DEFAULT_BRANCHES = 3
 

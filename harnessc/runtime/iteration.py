@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import outcome as outcomes
+from ..gitcmd import GitFailed
 from ..planfile import Contract, PlanNode
 from ..providers import AgentConfig
 from ..states import TaskState
@@ -49,7 +50,6 @@ from .store.attempts import AttemptEnd, TaskEnd
 from .store.state import StateStore
 from .verify import Verdict, verified_by, verify
 from .worktree import landing as landingmod
-from .worktree.gitcmd import GitFailed
 from .worktree.isolation import Conflict, IsolationError, Landed, Tampered
 
 TRANSIENT_LIMIT = 5  # consecutive transient errors on one agent before it counts as failing

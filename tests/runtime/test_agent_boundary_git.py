@@ -1,5 +1,5 @@
 """What an agent does in its checkout never reaches the user's repository through harnessc's
-own git (runtime/worktree/: gitcmd.py, worktrees.py).
+own git (gitcmd.py, runtime/worktree/worktrees.py).
 
 Each test runs a real command agent in `isolation: worktree` that attacks the way a hostile
 or careless agent would: it writes a filter, a gpg program or `core.worktree` into the shared
@@ -336,7 +336,7 @@ def test_commits_are_made_as_the_identity_read_once_from_the_user_s_configuratio
 def test_harnessc_s_git_reads_no_global_config_and_ignores_replace_refs(tmp_path):
     """A global excludesFile (or anything else there) does not change what harnessc's git
     sees; a `refs/replace/` ref an agent adds replaces no object for it."""
-    from harnessc.runtime.worktree import gitcmd
+    from harnessc import gitcmd
 
     top = tmp_path / "r"
     top.mkdir()

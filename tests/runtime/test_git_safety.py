@@ -1,4 +1,4 @@
-"""git never runs an agent's code with harnessc's keys (runtime/worktree/gitcmd.py).
+"""git never runs an agent's code with harnessc's keys (gitcmd.py).
 
 An agent without `pass_env` plants code that git would run - hooks, core.fsmonitor, a filter
 driver, diff.external, a gpg program for signed commits - and harnessc's own git processes
@@ -104,7 +104,7 @@ def test_git_hooks_true_runs_the_user_s_hooks_without_harnessc_s_environment(tmp
 
 def test_a_driver_whose_name_holds_an_equals_sign_is_blanked_too(tmp_path):
     """`-c filter.x=y.clean=` would set `filter.x` instead: the blanks go by GIT_CONFIG_KEY_n."""
-    from harnessc.runtime.worktree.gitcmd import Git
+    from harnessc.gitcmd import Git
 
     git_repo(tmp_path)
     git(tmp_path, "config", "filter.x=y.clean", f"sh -c 'env > {tmp_path / 'leak-eq.txt'}; cat'")
@@ -160,7 +160,7 @@ def test_a_secret_split_across_two_read_chunks_is_found(tmp_path):
 def test_drivers_configured_after_the_list_was_read_are_blanked_too(tmp_path):
     """The driver list is read again whenever a config file changes - the repository's, or
     one an include names that did not exist when the list was read."""
-    from harnessc.runtime.worktree.gitcmd import Git
+    from harnessc.gitcmd import Git
 
     git_repo(tmp_path)
     (tmp_path / ".gitattributes").write_text("*.txt filter=late\n")

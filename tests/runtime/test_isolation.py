@@ -361,7 +361,7 @@ def test_links_and_copies_bring_untracked_things_into_each_worktree_and_stay_out
 
 def test_the_landing_reads_a_branch_tip_from_its_loose_ref_and_from_git_when_it_is_packed(tmp_path):
     from harnessc.runtime.worktree.landing import Landing
-    from harnessc.runtime.worktree.repo import open_repo
+    from harnessc.gitrepo import open_repo
 
     root = tmp_path / "p"
     root.mkdir()

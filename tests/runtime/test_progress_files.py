@@ -10,9 +10,9 @@ from pathlib import Path
 from git import Repo
 
 from harnessc import planfile
+from harnessc.gitcmd import GitFailed
 from harnessc.runtime.loop.attribution import Attribution, naming
 from harnessc.runtime.loop.files import GitSnapshots
-from harnessc.runtime.worktree.gitcmd import GitFailed
 
 from .helpers import git_repo, node
 

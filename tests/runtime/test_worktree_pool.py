@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from harnessc.gitrepo import open_repo
 from harnessc.runtime.children import sandbox
 from harnessc.runtime.worktree.pool import _umask
-from harnessc.runtime.worktree.repo import open_repo
 from harnessc.runtime.worktree.worktrees import Worktrees
 
 from .helpers import PY, git, git_repo, harnessc, node, spawn, write_project

@@ -15,19 +15,21 @@ import signal
 import sys
 import threading
 import time
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import urlsplit
 
+from ...childenv import (  # noqa: F401 - procs.child_env & co: the names its callers use
+    BASE_ENV,
+    child_env,
+    forwarded_env,
+    forwarding,
+    stop_forwarding,
+)
 from . import reaper
 
 MAX_OUTPUT = 1 << 20  # bytes kept per stream; the rest is drained and dropped
 KILL_GRACE = 1.0  # seconds between SIGTERM and SIGKILL
-# What every child gets from our environment (documented in docs/cli.md): enough to find
-# programs, a home, a locale and a terminal. Anything else is passed by name (`pass_env:`).
-BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR")
-BASE_ENV_PREFIXES = ("LC_",)
 _SECRET_MARKS = ("API_KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL",
                  "PRIVATE_KEY", "ACCESS_KEY")
 
@@ -63,36 +65,6 @@ def is_secret_name(name: str) -> bool:
     """Environment variables whose values must never reach the disk."""
     upper = name.upper()
     return any(mark in upper for mark in _SECRET_MARKS)
-
-
-# The variables an executor shipped with a remote attempt (executor/remote.py): forwarded to
-# its agent instead of this (worker) process's own. None: read our own environment.
-_forwarded: ContextVar[Mapping[str, str] | None] = ContextVar("harnessc_forwarded_env", default=None)
-
-
-def forwarded_env() -> Mapping[str, str]:
-    """Where the variables forwarded to an agent (`pass_env:`, its key) are read: the
-    driver's values shipped with a remote attempt, else our environment."""
-    shipped = _forwarded.get()
-    return os.environ if shipped is None else shipped
-
-
-def forwarding(values: Mapping[str, str]) -> Any:
-    """From here on (this context) agents get `values` as the forwarded variables; returns
-    the token for `_forwarded.reset`."""
-    return _forwarded.set(dict(values))
-
-
-def child_env(pass_env: Iterable[str] = (), extra: dict[str, str] | None = None) -> dict[str, str]:
-    """A child's environment: the base list (ours), the variables named in pass_env (when
-    set; forwarded_env), then the explicit `extra` values. Nothing else reaches a child."""
-    environ = os.environ  # iterating its keys decodes only those; .items() decodes every value too
-    env = {k: environ[k] for k in environ if k in BASE_ENV or k.startswith(BASE_ENV_PREFIXES)}
-    source = forwarded_env()
-    env.update({k: source[k] for k in pass_env if k in source})
-    if extra:
-        env.update({str(k): str(v) for k, v in extra.items()})
-    return env
 
 
 def secret_values(min_len: int = 6, names: Iterable[str] = ()) -> list[str]:

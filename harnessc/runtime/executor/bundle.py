@@ -25,8 +25,9 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..worktree import gitcmd, neverlands
-from ..worktree.gitcmd import CONFINED, NEUTRAL, NO_HOOKS
+from ... import gitcmd
+from ...gitcmd import CONFINED, NEUTRAL, NO_HOOKS
+from ..worktree import neverlands
 
 GIT_TIMEOUT = 600.0
 _QUIET = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_NO_REPLACE_OBJECTS": "1"}

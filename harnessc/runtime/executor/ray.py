@@ -52,7 +52,7 @@ class RayExecutor:
     def __init__(self, settings: ExecutorSettings, top: Path, prefix: str, forwarded: dict[str, list[str]],
                  git_dir: Path | None = None):
         self.settings, self.top, self.prefix = settings, Path(top), prefix
-        self.git_dir = git_dir  # the user's tree's git directory (repo.py found it once)
+        self.git_dir = git_dir  # the user's tree's git directory (gitrepo.py found it once)
         self.forwarded = forwarded  # agent -> the variable names its calls forward
         self.ray: Any = None
         self.owned = False  # we started the cluster (no address): we shut it down

@@ -285,7 +285,7 @@ async def _work(job: dict, workdir: Path, where: str, clock: _Phases) -> dict:
             clock.done("verify")
         return out
     finally:
-        procs._forwarded.reset(token)
+        procs.stop_forwarding(token)
 
 
 async def _verify(job: dict, resp: Any, workdir: Path) -> Any:

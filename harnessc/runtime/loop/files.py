@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..worktree import gitcmd
+from ... import gitcmd
 
 # Never evidence: harnessc's own directory and what test runners leave behind.
 EXCLUDED = (".harness", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "node_modules", ".venv")

@@ -298,7 +298,7 @@ def render(edits: dict[str, Edit], prefix: str, files: Any, root: Path) -> str:
 def uncommitted_note(root: Path, node: Any) -> str:
     """An isolated task's note: the user's uncommitted edits to its files, which its
     worktree does not have (they reach its next base once committed)."""
-    from ..worktree import gitcmd
+    from ... import gitcmd
 
     try:
         out = gitcmd.Git(root).run("status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", "--",

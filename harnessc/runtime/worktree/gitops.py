@@ -9,7 +9,7 @@ is committed with a message naming the task and how it was verified: the paths t
 during the task's attempts, as runtime/loop/attribution.py decides them when several tasks run
 at once (another running task's paths stay out).
 
-Every git process goes through gitcmd.py: the child base environment, no hook (unless
+Every git process goes through harnessc/gitcmd.py: the child base environment, no hook (unless
 harness.yaml says `git_hooks: true`), no fsmonitor, filter driver or signing program. Commits
 are made with `--no-verify` in any case (pre-commit and commit-msg never run: harnessc
 verified the change itself). gitpython (finding the repository, reading HEAD; no process)
@@ -23,11 +23,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ... import gitcmd
 from ...planfile import PlanNode
 from ...states import TaskState
 from ..loop.files import OWN_COMMIT_PREFIX
 from ..store.state import StateStore
-from . import gitcmd
 from .commitmsg import headline, message_bytes
 
 IGNORED = (".harness/", ".harness")

@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
+from ... import gitcmd
+from ... import gitrepo as repomod
+from ...gitrepo import IsolationError, Repo, open_repo  # noqa: F401 - IsolationError: for callers
 from ...planfile import PlanNode
 from ...states import KEPT, TaskState
 from ..store.state import StateStore
-from . import gitcmd
-from . import repo as repomod
 from .landing import BRANCH_PREFIX, INTEGRATION_KEY, LANDING_KEY, Conflict, Integration, Landed, Landing
-from .repo import IsolationError, Repo, open_repo  # noqa: F401 - IsolationError: for callers
 from .tripwire import Finding, Tripwire
 from .worktrees import REF_ROOT, Attempt, Worktrees
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import gitcmd
+from ... import gitcmd
+from ...gitrepo import Repo
 from .commitmsg import headline, message_bytes
-from .repo import Repo
 
 BRANCH_PREFIX = "refs/heads/harnessc/run/"
 INTEGRATION_KEY = "isolation.integration"  # state.db meta: the integration branch's record

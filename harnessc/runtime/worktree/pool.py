@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import gitcmd
+from ... import gitcmd
 
 FREE = "free-"  # a free checkout's name under .harness/worktrees/<run>/
 KEEP = ("commondir", "gitdir")  # of a worktree's git directory: what take rewrites or checks, not removes

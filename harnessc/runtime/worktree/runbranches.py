@@ -11,9 +11,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import gitcmd
+from ... import gitcmd
+from ...gitrepo import find
 from .landing import BRANCH_PREFIX, INTEGRATION_KEY
-from .repo import find
 
 
 @dataclass

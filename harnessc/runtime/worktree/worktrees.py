@@ -11,7 +11,7 @@ in (a symbolic link, or a read-only copy), and they are never part of the change
 
 The agent can write anywhere in its checkout and, without a sandbox, beside it. So:
 
-* every git process names its git directory: the user's tree's (found once, repo.py), or
+* every git process names its git directory: the user's tree's (found once, gitrepo.py), or
   the attempt's `<common>/worktrees/<name>`, read from the `.git` file git wrote when the
   worktree was made; before harnessc uses a checkout it checks that file still says so
   (`verify`: an agent that deleted or rewrote it is rejected, `tampered with .git`);
@@ -36,11 +36,12 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import gitcmd, neverlands
+from ... import gitcmd
+from ...gitrepo import IsolationError, Repo
+from . import neverlands
 from .commitmsg import message_bytes
 from .gitops import LITERAL, PATH_CHUNK, secret_blobs
 from .pool import Kept, Pool
-from .repo import IsolationError, Repo
 
 REF_ROOT = "refs/harnessc"
 PROJECTS = REF_ROOT + "/projects"  # + /<key>: the refs of a project inside the repository

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import HarnesscError
 from . import gitcmd
+from .errors import HarnesscError
 
 
 class IsolationError(HarnesscError):

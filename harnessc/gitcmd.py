@@ -5,7 +5,7 @@ and git runs what those name: hooks, `core.fsmonitor`, filter drivers, gpg for a
 commit. A git process harnessc starts for a snapshot or a commit must not run that code
 with harnessc's environment (API keys included). So every git process gets
 
-* the child base environment only (procs.child_env, what an agent without `pass_env:`
+* the child base environment only (childenv.child_env, what an agent without `pass_env:`
   gets), plus the committer's identity variables when set;
 * `-c` settings, which win over every config file (includes too), turning off what a
   snapshot or a commit could run: hooks (`core.hooksPath=/dev/null`), `core.fsmonitor`,
@@ -47,7 +47,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..children import procs
+from . import childenv
 
 GIT_TIMEOUT = 30.0  # seconds for one git command
 # What git takes from harnessc's environment besides the base list: who commits.
@@ -102,7 +102,7 @@ class Git:
         return ["git", "--no-pager", *(x for s in settings for x in ("-c", s)), *args]
 
     def env(self, extra: dict[str, str] | None = None, drivers: bool = False) -> dict[str, str]:
-        env = procs.child_env(IDENTITY_ENV, {**self.where, **(extra or {})})
+        env = childenv.child_env(IDENTITY_ENV, {**self.where, **(extra or {})})
         for key, value in self.ident.items():
             env.setdefault(key, value)  # harnessc's own GIT_AUTHOR_* (when set) win, as in git
         if drivers:
@@ -239,8 +239,8 @@ def identity(git_dir: Path) -> dict[str, str]:
     none is configured: git then makes one up as it always does, or says who to set."""
     key = str(common_dir(Path(git_dir)))
     if key not in _IDENTITY:
-        env = procs.child_env(("XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM"),
-                              {"GIT_DIR": str(git_dir), "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"})
+        env = childenv.child_env(("XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM"),
+                                 {"GIT_DIR": str(git_dir), "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"})
         try:
             res = subprocess.run(["git", "config", "-z", "--get-regexp", r"^(user|author|committer)\.(name|email)$"],
                                  env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=GIT_TIMEOUT)
