@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import importlib
 import os
+import shlex
 import sys
 
 import click
 
 from . import __version__
 from .commands.common import Context, fail_usage
+from .errors import HarnesscError
 from .exitcodes import Exit
 
 # Every command: its name -> "module:function" in harnessc/commands/ (one module per area).
@@ -73,8 +75,6 @@ def cli(ctx: click.Context, project: str | None) -> None:
 
 
 def main() -> None:
-    from .errors import HarnesscError
-
     try:
         # the completion variable is _HARNESSC_COMPLETE however harnessc was started (python -m)
         cli.main(standalone_mode=False, complete_var="_HARNESSC_COMPLETE")
@@ -113,8 +113,6 @@ def main() -> None:
 
 def _project_first(args: list[str]) -> str:
     """The command line with a misplaced -C DIR (or --project[=]DIR) moved to the front."""
-    import shlex
-
     rest, moved, i = [], [], 0
     while i < len(args):
         a = args[i]

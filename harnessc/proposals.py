@@ -23,7 +23,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from .compiler import CHECK_PASSES, _run, load
+from .compiler.project import Project
 from .compiler.roadmap import ID_PATTERN, MAX_ID_LENGTH
+from .diagnostics import did_you_mean
 from .vocab import ROADMAP
 
 GROW_MODES = ("review", "auto", "off")
@@ -206,9 +209,6 @@ def with_blocks(text: str, blocks: list[str]) -> tuple[str, list[int]]:
 
 def _lint_text(root: Path, roadmap_text: str):
     """Lint the project as if roadmap.md were `roadmap_text` (the files on disk are not touched)."""
-    from .compiler import CHECK_PASSES, _run, load
-    from .compiler.project import Project
-
     def discover(project: Project) -> None:
         project.sources[ROADMAP] = roadmap_text
         load.discover_contracts(project)
@@ -449,8 +449,6 @@ def accept(root: Path, tid: str) -> tuple[Proposal, int]:
     every = files.all()
     matches = [p for p in every if p.id == tid]
     if not matches:
-        from .diagnostics import did_you_mean
-
         near = did_you_mean(tid, [p.id for p in every])
         raise ProposalError(f"no proposed task '{tid}'" + (f" ({near})" if near else ""))
     p = next((m for m in matches if m.status == WAITING), matches[0])

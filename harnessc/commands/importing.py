@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -87,8 +88,6 @@ def _write(target: Path, text: str, force: bool) -> None:
     """Write the roadmap without following a link: a new file is created exclusively (a file
     or link that appeared since the checks stops it); with --force a file written beside it
     replaces the old one (a rename replaces a link, never writes through it)."""
-    import os
-
     data = text.encode("utf-8")
     target.parent.mkdir(parents=True, exist_ok=True)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)

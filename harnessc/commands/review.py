@@ -9,18 +9,20 @@ two processes never land. With no run going on, the next `harnessc run` applies 
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
 from .. import completion
+from ..exitcodes import Exit
 from ..states import TaskState
 from ..textsafe import visible
+from ..workspace import Workspace, WorkspaceError
 from .common import Context, fail_usage, pass_ctx
 
 
 def _open(ctx: Context):
     from ..runtime.store.state import NoState, StateStore
-    from ..workspace import Workspace
 
     workspace = Workspace(ctx.root())
     try:
@@ -147,11 +149,8 @@ def _show_proposals(proposed: list, output: str, items: list[dict]) -> None:
 @pass_ctx
 def accept_proposal(ctx: Context, task_ids: tuple) -> None:
     """Append proposed tasks to roadmap.md (each linted again first) and rebuild the plan."""
-    import sys
-
     from .. import proposals
     from ..compiler import compile_project, write_build
-    from ..exitcodes import Exit
     from .spec import report
 
     root = ctx.root()
@@ -177,7 +176,6 @@ def _decide(ctx: Context, tasks: tuple[str, ...], decision: str, why: str | None
     from ..runtime.steering import InboxError, write_inbox
     from ..runtime.store.lock import holder
     from ..runtime.store.state import REVIEW_KEY
-    from ..workspace import WorkspaceError
 
     workspace, store = _open(ctx)
     said = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -10,9 +12,10 @@ import click
 
 from .. import completion
 from ..exitcodes import Exit
-from ..outcome import BROKEN
+from ..outcome import BROKEN, next_steps, run_summary_line
 from ..textsafe import visible
-from ..wording import plural
+from ..wording import plural, table
+from ..workspace import Workspace
 from .common import (
     SELECTOR_HINT,
     USD,
@@ -90,7 +93,6 @@ def _execute(root: Path, plan: dict, opts, detached_fd: int | None = None) -> No
     from ..runtime.session import execute
     from ..runtime.store.lock import Locked
     from ..runtime.store.state import StateError
-    from ..workspace import Workspace
 
     _leave_out_redirected_output(root)
     # detached: the terminal is only borrowed until the run starts; the log is never live
@@ -140,7 +142,6 @@ def _execute(root: Path, plan: dict, opts, detached_fd: int | None = None) -> No
         fail_usage(e.message, hint=e.hint)
     finally:
         view.close()
-    from ..outcome import next_steps, run_summary_line
     from ..runtime.observe.cachesaving import cache_line
 
     if result.run_id:
@@ -208,8 +209,6 @@ def _leave_out_redirected_output(root: Path) -> None:
 def _report_line(root: Path, run_id: str, prog: str) -> str:
     """Where the run's HTML report goes. `run` does not draw it: the chart library costs a
     second of start-up that a short run (and `run`'s import budget) should not pay."""
-    from ..workspace import Workspace
-
     return f"report: `{prog} report` writes {where_from_here(Workspace(root).run_dir(run_id) / 'report.html')}"
 
 
@@ -320,8 +319,6 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
     if dry_run:
         _dry_run(root, plan, opts)
     if detached_fd is not None:
-        import os
-
         os.set_inheritable(detached_fd, False)  # no agent or tool the run starts holds the parent waiting
     _execute(root, plan, opts, detached_fd)
 
@@ -370,7 +367,6 @@ def doctor(ctx: Context, output: str, executor: str | None, ray_address: str | N
     """Check that every agent can be used (keys, SDKs, CLIs and their versions, base_url
     reachable, replay cassettes), the git identity when a task commits, whether the sandbox
     (bubblewrap) can start and, with the ray executor, Ray, the cluster's address and each node's git and agent CLIs; calls no agent."""
-    import json
     from types import SimpleNamespace
 
     from ..runtime import doctor as doctormod
@@ -392,8 +388,6 @@ def doctor(ctx: Context, output: str, executor: str | None, ray_address: str | N
 def _doctor_lines(result) -> list[str]:
     """`doctor`: a row per agent (its verdict, then what was checked), git, and what a run
     would refuse."""
-    from ..wording import table
-
     rows = [(a.agent, a.provider, a.verdict, "; ".join(c.detail for c in a.checks) or "nothing to check (offline)")
             for a in result.agents]
     lines = [table(("agent", "provider", "verdict", "checks"), rows)]

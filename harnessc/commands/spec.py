@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -12,7 +15,7 @@ from .. import __version__, completion
 from ..exitcodes import Exit, diagnostics_exit, diagnostics_summary
 from ..nogc import no_cyclic_gc
 from ..textsafe import visible
-from ..wording import plural
+from ..wording import duration, plural, table
 from .common import SELECTOR_HINT, Context, fail_usage, output_option, pass_ctx, read_input
 
 FORMATS = ("text", "json", "github", "sarif")
@@ -21,8 +24,6 @@ FORMATS = ("text", "json", "github", "sarif")
 def shown_paths(diagnostics, root: Path | None) -> dict[str, str]:
     """Where each project file a diagnostic names is, from the invoking directory: with
     `-C specs/demo`, roadmap.md is specs/demo/roadmap.md (so editors and CI find it)."""
-    import os
-
     from ..compiler.project import SPEC_FILES
 
     if root is None:
@@ -186,8 +187,6 @@ def _compiled_or_exit(ctx: Context):
 @pass_ctx
 def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
     """List the tasks as resolved: agent, contract, effective limits, dependencies."""
-    import json
-
     from ..compiler import compile_project
     from ..compiler.plan import task_view
     from ..compiler.select import SelectionError, select_ids
@@ -232,8 +231,6 @@ def _task_table(nodes: list[dict]) -> str:
     """`ls`: one row per task, with the agent, contract and limits a run would use. Titles
     may come from anywhere (an import, a paste): their control characters are shown, as `log`
     shows an agent's output, never obeyed."""
-    from ..wording import duration, table
-
     rows = []
     for n in nodes:
         lim = n["limits"]
@@ -289,8 +286,6 @@ UNREADABLE_SPEC = ("HC002", "HC003")  # contracts.yaml or harness.yaml too large
 def validate(ctx: Context, contract_name: str, file: str, output: str) -> None:
     """Validate an output JSON file against a contract: exit 0 valid, 1 invalid, 2 when the
     contract or the file cannot be read. Works outside a project with a built-in contract."""
-    import json
-
     from ..compiler import check, load
     from ..compiler.contract_schema import contract_plan_entry
     from ..compiler.project import Project
@@ -351,8 +346,6 @@ def schema(out_dir: str | None) -> None:
             (d / name).write_text(dump(body), encoding="utf-8")
             click.echo(f"wrote {d / name}")
     else:
-        import json
-
         click.echo(json.dumps(schemas, indent=2))
 
 
@@ -360,8 +353,6 @@ def schema(out_dir: str | None) -> None:
 @output_option("text", "json")
 def contracts(output: str) -> None:
     """List the built-in contract library."""
-    import json
-
     from ..compiler.contract_schema import load_builtin_contracts
 
     lib = load_builtin_contracts()
@@ -378,8 +369,6 @@ def contracts(output: str) -> None:
 @output_option("text", "json")
 def explain(code: str | None, output: str) -> None:
     """What a diagnostic CODE means, a minimal example and the fix (no CODE: every code)."""
-    import json
-
     from ..diagnostics import sole_match
     from ..explain import explanations, lookup
 
@@ -409,7 +398,6 @@ def init(directory: str, force: bool) -> None:
     written = scaffold(Path(directory), force=force)  # ScaffoldError: shown by cli.main
     for path in written:
         click.echo(f"created {path}")
-    import shlex
 
     here = Path(directory).resolve() == Path.cwd().resolve()
     click.echo(("next: " if here else f"next: cd {shlex.quote(directory)} && ") + "harnessc lint && harnessc build")

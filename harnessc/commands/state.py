@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json as jsonlib
 import sys
 from pathlib import Path
 
@@ -10,7 +11,8 @@ import click
 from .. import completion
 from ..exitcodes import Exit
 from ..textsafe import json_text, visible
-from ..wording import accept_name, plural
+from ..wording import accept_name, duration, plural, table
+from ..workspace import Workspace, WorkspaceError
 from .common import Context, echo_visible, fail_usage, known_task_or_exit, output_option, pass_ctx, where_from_here
 
 
@@ -78,7 +80,6 @@ def _status_parts(data: dict, terminal: bool) -> list:
     aligned text otherwise)."""
     from ..runtime.observe import report
     from ..runtime.observe.display import plain_summary, summary_table
-    from ..wording import duration
 
     parts: list = []
     run_ = data["run"]
@@ -189,7 +190,6 @@ def reset(ctx: Context, tasks, all_: bool, downstream: bool, breakers: bool) -> 
     from ..runtime.store.lock import Locked, RunLock
     from ..runtime.store.outputs import forget as forget_outputs
     from ..runtime.store.state import NoState, StateStore
-    from ..workspace import Workspace, WorkspaceError
 
     if tasks and all_ or not (tasks or all_ or breakers):
         fail_usage("give task ids or --all (not both), or --breakers")
@@ -259,7 +259,6 @@ def clean(ctx: Context, keep: int, dry_run: bool, branches: bool) -> None:
     from ..runtime.store.clean import prune, remove_stale_indexes
     from ..runtime.worktree.isolation import clean_leftovers
     from ..runtime.worktree.runbranches import clean_branches
-    from ..workspace import Workspace
 
     workspace = Workspace(ctx.root())
     result = prune(workspace, keep, dry_run)
@@ -297,7 +296,6 @@ def clean(ctx: Context, keep: int, dry_run: bool, branches: bool) -> None:
 def stats(ctx: Context, output: str) -> None:
     """How each agent has done per task complexity and per contract, across runs."""
     from ..runtime.observe import report
-    from ..wording import table
 
     rows = report.stats(ctx.root())
     if output == "json":
@@ -426,7 +424,6 @@ def _run_log(root: Path, run_id: str, follow: bool) -> None:
     import time
 
     from ..runtime.observe import report
-    from ..workspace import Workspace
 
     runs = report.runs(root)
     if run_id == "last" and runs:
@@ -472,7 +469,6 @@ def runs(ctx: Context, output: str) -> None:
     import time
 
     from ..runtime.observe import report
-    from ..wording import table
 
     rows = report.runs(ctx.root())
     if output == "json":
@@ -532,8 +528,6 @@ def _attempt_cost(a: dict) -> str:
 
 def _attempt_lines(a: dict, total: int, events: bool = True) -> list[str]:
     """One attempt as `log` prints it; `events`: with the lines of what came before it."""
-    import json as jsonlib
-
     from ..runtime.observe import report
 
     tokens = (a["input_tokens"] or 0) + (a["output_tokens"] or 0)

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from .. import completion
+from ..workspace import Workspace
 from .common import Context, fail_usage, known_task_or_exit, pass_ctx, plan_task_ids
 
 
@@ -16,7 +17,6 @@ from .common import Context, fail_usage, known_task_or_exit, pass_ctx, plan_task
 def stop(ctx: Context, abort: bool) -> None:
     """Ask the running `harnessc run` to stop (it checkpoints and exits 3)."""
     from ..runtime.store.lock import holder
-    from ..workspace import Workspace
 
     workspace = Workspace(ctx.root())
     workspace.write_atomic(workspace.stop, "abort\n" if abort else "stop\n")
@@ -31,7 +31,6 @@ def _to_inbox(ctx: Context, kind: str, data: dict, what: str, later: str) -> Non
     """Write one inbox file (runtime/steering.py) and say who will read it."""
     from ..runtime.steering import InboxError, write_inbox
     from ..runtime.store.lock import holder
-    from ..workspace import Workspace
 
     workspace = Workspace(ctx.root())
     try:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..diagnostics import Diagnostics
 from ..package_data import read_text
+from .yamlsafe import load_yaml
 
 SOURCE = "builtin_contracts.yaml"
 COPY = "builtin_contracts.json"
@@ -22,8 +23,6 @@ NOTE = f"generated from {SOURCE} by `python -m harnessc.compiler.builtin_library
 
 def source_data() -> dict:
     """The library as the YAML says it, safe-loaded like a user's specs."""
-    from .yamlsafe import load_yaml
-
     data, _ = load_yaml(read_text("compiler", SOURCE), "<builtin>", Diagnostics(fail_fast=True))
     return data
 

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..argv import split_command
 from ..diagnostics import Span, closest, did_you_mean
-from ..vocab import BUILTIN_AGENT
-from . import contextentry, contextglob
+from ..providers import clis
+from ..vocab import BUILTIN_AGENT, ERROR_KINDS
+from . import contextentry, contextglob, userregex
 from .project import Project
+from .specview import raw
+from .tasks import approaches_of
 
 
 def _value_span(task, key: str, index: int = 0) -> Span:
@@ -185,8 +188,6 @@ def check_approaches(project: Project) -> None:
     """Best-of-N settings that cannot work together: several approaches in the task's own
     `isolation: none` (HC416: they need worktrees); `min_score` without a `score` command,
     `select`/`min_score` where one approach runs (HC415)."""
-    from .tasks import approaches_of
-
     default = 1 if project.config_unreadable else project.config.defaults.approaches
     for task in project.tasks:
         if task.done:
@@ -250,7 +251,6 @@ def check_protect(project: Project) -> None:
     lifts nothing (HC421) or names harnessc's own `.harness/`, which stays protected (HC422);
     a write_scope where nothing checks it, a task in the shared tree (HC423). Warnings but HC420."""
     from .. import protectrules as protect
-    from .tasks import approaches_of
 
     defaults = None if project.config_unreadable else project.config.defaults
     marks = project.config_marks
@@ -335,7 +335,6 @@ def _rule_span(project: Project, marks, loc: tuple, offset: int, length: int) ->
 def check_contracts(project: Project) -> None:
     """Rules parse and type-check; examples and defaults satisfy their own type and rules."""
     from .contract_schema import schema_refs
-    from .specview import raw
     from .validate import check_example
 
     for name in sorted(project.contract_marks):
@@ -485,7 +484,6 @@ def _kind(value) -> str:
 
 def _check_schema_patterns(project: Project, marks, loc: tuple, schema: dict) -> bool:
     """Every regex of a `schema:` escape hatch must run on RE2 (HC305); True when all do."""
-    from . import userregex
     from .contract_schema import schema_patterns
 
     ok = True
@@ -655,8 +653,6 @@ def check_read_only_changes(project: Project) -> None:
 
 def _read_only_cli_agents(project: Project) -> frozenset[str]:
     """The agents of harness.yaml that are CLI agents with `permissions: read-only` (the default)."""
-    from ..providers import clis
-
     cli_providers = clis()
     return frozenset(name for name, config in project.config.agents.items()
                      if config.provider in cli_providers and (config.permissions or "read-only") == "read-only")
@@ -724,8 +720,6 @@ def check_min_passed(project: Project) -> None:
     """`min_passed:` and `junit:` (bad values are HC425, read with the rest): a JUnit path
     must stay inside the project (HC426); a task's min_passed with no accept command to
     count has nothing to hold (HC427, a warning)."""
-    from .specview import raw
-
     for name in sorted(project.contract_marks):
         contract = project.contracts.get(name)
         if contract is None or name in project.broken_contracts:
@@ -753,9 +747,6 @@ def check_min_passed(project: Project) -> None:
 def check_retry_kinds(project: Project) -> None:
     """A contract's `retry_on` / `dont_retry` name kinds of failure the runtime tells apart
     (HC451; a task's are read with the roadmap, roadmap.py)."""
-    from ..vocab import ERROR_KINDS
-    from .specview import raw
-
     for name in sorted(project.contract_marks):
         contract = project.contracts.get(name)
         if contract is None or name in project.broken_contracts:
@@ -774,8 +765,6 @@ def check_retry_kinds(project: Project) -> None:
 
 def junit_problem(path: str) -> str | None:
     """What keeps a `junit:` path from naming a file inside the project; None when it does."""
-    from pathlib import PurePosixPath
-
     if not path.strip() or "\0" in path:
         return "is empty" if not path.strip() else "holds a NUL byte"
     p = PurePosixPath(path)

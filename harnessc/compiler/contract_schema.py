@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from .. import providers as _providers
 from ..argv import split_command
 from ..providers.subset import compact, is_strict  # noqa: F401  (is_strict: re-exported)
+from .load import builtin_contract_data
 
 if TYPE_CHECKING:  # the pydantic IR and plan.json's records: imported where built (lint stays light)
     from collections.abc import Iterator
@@ -326,6 +327,5 @@ def prompt_format(contract_entry: dict) -> str:
 def load_builtin_contracts() -> dict[str, Contract]:
     """The built-in contract library as pydantic contracts (builtin_contracts.yaml)."""
     from .ir import Contract
-    from .load import builtin_contract_data
 
     return {name: Contract.model_validate(body) for name, body in builtin_contract_data().items()}

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..diagnostics import Diagnostics, Fix
 from .project import CONTRACTS, HARNESS, ROADMAP, Project
+from .yamlsafe import load_yaml
 
 _YAML_UNREADABLE = {"HC201", "HC202", "HC203", "HC205", "HC206"}  # the loader refused the file
 
@@ -107,8 +108,6 @@ def _problems(name: str, text: str) -> set[tuple[str, int, str]]:
 
         parse_roadmap(text, name, diags)
     else:
-        from .yamlsafe import load_yaml
-
         load_yaml(text, name, diags)
     return {(d.code, d.span.line, d.message) for d in diags.items}
 

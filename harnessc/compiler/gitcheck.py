@@ -22,6 +22,7 @@ from pathlib import Path
 from ..argv import split_command
 from ..diagnostics import Span
 from .project import Project
+from .tasks import approaches_of
 
 PATHS_PER_CALL = 500  # paths per `git status` (argv length)
 
@@ -29,8 +30,6 @@ PATHS_PER_CALL = 500  # paths per `git status` (argv length)
 def isolated_tasks(project: Project) -> list:
     """The tasks (not done) that will work in a worktree, as the plan decides it - all of
     them with `executor: ray` (a worker's checkout is the task's worktree)."""
-    from .tasks import approaches_of
-
     if project.executor_kind == "ray":
         return [task for task in project.tasks if not task.done]
     if project.config_unreadable:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 
@@ -45,8 +46,6 @@ def to_dot(nodes: list[dict]) -> str:
 
 def to_json(nodes: list[dict]) -> str:
     """{"nodes": [{id, title, done, wave}], "edges": [[from, to], ...]}: the DAG for tools."""
-    import json
-
     data = {
         "nodes": [{"id": n["id"], "title": n["title"], "done": bool(n.get("done")), "wave": n.get("wave")}
                   for n in nodes],

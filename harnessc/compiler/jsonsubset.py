@@ -9,6 +9,7 @@ user's `schema:` escape hatch) needs the full jsonschema library instead.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -46,8 +47,6 @@ def json_type(value: Any) -> str:
 
 def short_json(value: Any, limit: int = 60) -> str:
     """A value as JSON for a message, cut to `limit` characters."""
-    import json
-
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
     except (TypeError, ValueError):

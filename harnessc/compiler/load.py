@@ -16,11 +16,13 @@ from ..diagnostics import Span, did_you_mean
 from ..vocab import (
     BUILTIN_AGENT,
     MIN_RESOURCE,
+    NOTIFY_KINDS,
     RAY_ADDRESS_FORMS,
     RAY_RESERVED_RESOURCES,
     clone_url_problem,
     is_usd_place,
     otlp_endpoint_problem,
+    parse_duration,
     parse_usd,
     ray_address,
 )
@@ -271,8 +273,6 @@ def _check_notify(project: Project) -> None:
     """HC440-HC444: what the schema cannot say about `notify:` - an event kind that does not
     exist, a webhook that is no http(s) URL, a command that is empty, a notifier that sends
     nothing, a provider's key in its pass_env."""
-    from ..vocab import NOTIFY_KINDS
-
     marks, written = project.config_marks, project.config.raw().get("notify")
     if marks is None or not isinstance(written, dict):
         return
@@ -312,8 +312,6 @@ def _check_notify(project: Project) -> None:
 
 def _seconds(value) -> float | None:
     """A duration as written, in seconds; None when it is none (the schema says so)."""
-    from ..vocab import parse_duration
-
     try:
         return None if value is None or isinstance(value, bool) else float(parse_duration(value))
     except (ValueError, TypeError):

@@ -32,6 +32,7 @@ from ..planfile import (
 from ..vocab import LADDER_ENDS, priority_rank
 from .analysis import analyse, contract_size
 from .ir import BUILTIN_AGENT, LS_KEYS, AgentConfig, Contract, HarnessConfig, Task
+from .ir import Executor as ExecutorConfig
 from .planjson import canonical, compact
 from .project import PLAN_VERSION, Project
 from .staging import add_retrieved, auto_budget, choose_budget, stage
@@ -83,8 +84,6 @@ def _isolation(task: Task, defaults, approaches: Approaches | None) -> str | Non
 
 def _executor(setting) -> Executor | None:
     """plan.json's `executor`: None for local; `ray` alone is {kind: ray} with the defaults."""
-    from .ir import Executor as ExecutorConfig
-
     config = ExecutorConfig(kind="ray") if setting == "ray" else setting
     if not isinstance(config, ExecutorConfig) or config.kind != "ray":
         return None

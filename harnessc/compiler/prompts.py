@@ -9,9 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import traceback
+from collections import Counter
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -151,7 +154,6 @@ def _at_name(span: Span, root: Path, name) -> Span:
         return span
     if not 0 < span.line <= len(lines):
         return span
-    import re
 
     m = re.search(rf"(?<![\w]){re.escape(str(name))}(?![\w])", lines[span.line - 1])
     return Span(span.path, span.line, m.start() + 1, span.line, m.end() + 1) if m else span
@@ -378,8 +380,6 @@ def _shared_context_paths(plan: dict) -> frozenset[str]:
     """The context files more than one task of the plan reads (once per plan)."""
     cache = _plan_cache(plan)
     if cache.shared_context is None:
-        from collections import Counter
-
         counts = Counter(path for n in plan["nodes"] for path in (n.get("context") or ()))
         cache.shared_context = frozenset(path for path, k in counts.items() if k > 1)
     return cache.shared_context
@@ -495,8 +495,6 @@ def render_assist(plan: dict, node_id: str, kind: str, context: dict, root: Path
 
 def template_files_hash(plan: dict, root: Path) -> str:
     """A hash of the templates in effect (user overrides and built-ins), for fingerprints."""
-    from importlib import resources
-
     from ..workspace import Workspace
 
     h = hashlib.sha256()

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterator
 
-from ..diagnostics import CompileError, Diagnostics, Fix, Span, closest, did_you_mean, sole_match
+from ..diagnostics import CODES, CompileError, Diagnostics, Fix, Span, closest, did_you_mean, sole_match
 from ..nogc import no_cyclic_gc
 from ..textsafe import char_name, title_flaw
 from ..vocab import (
@@ -758,8 +758,6 @@ class _Builder:
 
     def ignore(self, comment: _Ignore, no: int, fields: dict) -> None:
         """Record the codes of an ignore comment in fields["_ignore"]; warn about unknown ones."""
-        from ..diagnostics import CODES
-
         codes = fields.setdefault("_ignore", [])
         col = comment.col
         for word in re.split(r"([ \t,]+)", comment.codes):

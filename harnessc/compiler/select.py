@@ -13,6 +13,7 @@ from __future__ import annotations
 import fnmatch
 import re
 
+from ..diagnostics import closest
 from ..errors import HarnesscError
 
 
@@ -32,8 +33,6 @@ def _listed(names: list[str]) -> str:
 
 def _nothing_matched(kind: str, want: str, tasks: list[dict]) -> SelectionError:
     """`tag:nosuch`: say so, with the closest selector and the tags and phases there are."""
-    from ..diagnostics import closest
-
     tags = sorted({tag for t in tasks for tag in t.get("tags") or []})
     phases = list(dict.fromkeys(_slug(t["phase"]) for t in tasks if t.get("phase")))
     if kind == "id":

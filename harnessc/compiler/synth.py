@@ -19,6 +19,7 @@ import copy
 import math
 from typing import Any, NamedTuple
 
+from .rules import RuleError, parse_rule
 from .rules.tree import BoolOp, Call, Compare, Const, ListLit, Name, Node, Unary
 
 Loc = tuple  # YAML keys from `output:` to a deliverable: ("a", "fields", "b", "items")
@@ -155,8 +156,6 @@ def _num_bound(want: _Want, op: str, n: float) -> None:
 
 
 def _wants(d: dict) -> _Want:
-    from .rules import RuleError, parse_rule
-
     want = _Want()
     for text in d.get("rules") or []:
         try:

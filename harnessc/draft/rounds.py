@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import providers
+from ..compiler import lint_project, load
+from ..compiler.project import Project
 from ..diagnostics import REPEATS_SHOWN, Diagnostics, render_text
 from ..errors import HarnesscError
 from ..vocab import BUILTIN_AGENT, CONTRACTS, HARNESS, SPEC_FILES
@@ -117,10 +120,7 @@ def project_agents(root: Path) -> tuple[dict[str, Any], str]:
     """harness.yaml's agents as a run reads them (name -> AgentConfig) and its
     `routing.default`. DraftSetupError, with the diagnostics, when harness.yaml has errors:
     no agent of a broken harness.yaml is called."""
-    from .. import providers
-    from ..compiler import load
     from ..compiler.plan import agent_entries
-    from ..compiler.project import Project
 
     project = Project(root=root, sources={CONTRACTS: ""})  # harness.yaml alone is read
     load.discover_contracts(project)
@@ -178,8 +178,6 @@ class Drafter:
         return outcome
 
     def lint(self, number: int, draft: Draft) -> Round:
-        from ..compiler import lint_project
-
         project = lint_project(self.root, texts=draft.texts())
         return Round(number, draft, project.diags, dict(project.sources), feedback(project.diags, project.sources),
                      len(project.tasks))
@@ -218,7 +216,6 @@ class Drafter:
     async def _call(self, agent: Any, prompt: str, number: int, spent: Spent) -> tuple[str, str | None, str | None]:
         """(the answer's text, why it is only its start or None, None) or ("", None, why the
         call failed); its usage added to `spent`."""
-        from .. import providers
         from ..runtime.agents.base import AgentError, Request
 
         cfg = self.choice.config

@@ -28,8 +28,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..compiler.roadmap import ID_PATTERN, IGNORE_COMMENT, _property_line, format_roadmap
+from ..compiler.roadmap import ID_PATTERN, IGNORE_COMMENT, _property_line, format_roadmap, parse_roadmap
 from ..compiler.tasks import Roadmap, Task
+from ..diagnostics import Diagnostics
 from ..textsafe import visible
 
 MAX_IMPORT_BYTES = 50_000_000  # as a roadmap.md (compiler/load.py): the roadmap written is no smaller
@@ -75,9 +76,6 @@ class Imported:
         """The roadmap's text, read back with the compiler's parser first: it must hold exactly
         the imported tasks, nothing more (a planted task), less or different, and parse with
         no error. Otherwise NotImportable: an importer bug, nothing is written."""
-        from ..compiler.roadmap import parse_roadmap
-        from ..diagnostics import Diagnostics
-
         text = self.text()
         diags = Diagnostics()
         read = parse_roadmap(text, "roadmap.md", diags)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import HarnesscError
 from ..events import EVENTS
+from ..providers import key_envs
 from ..runtime import plan as planmod
 from ..runtime.children.procs import scrubbed, secret_values
 from ..runtime.store import scoreboard
@@ -61,8 +62,6 @@ def collect(root: Path, run_id: str | None = None) -> dict[str, Any]:
 
 
 def _key_envs(plan) -> set[str]:
-    from ..providers import key_envs
-
     return key_envs(plan.agents) if plan else set()
 
 

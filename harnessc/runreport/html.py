@@ -14,6 +14,7 @@ from ..wording import duration as duration_text
 from ..wording import routing_line
 from . import charts, svg
 from .data import FAILED_ATTEMPTS, check
+from .text import shown
 
 # Characters of task text (outputs, accept tails, errors) in the whole page: a 2,000-task
 # run stays within 3 MB with its charts. Each task gets an equal share, at most TASK_CHARS.
@@ -117,8 +118,6 @@ def _pre_text(text: str):
     """Text for a <pre>: only & < > escaped (quotes need none there, and JSON is full of them),
     control and bidirectional characters shown (an RTL override would reorder what follows)."""
     from markupsafe import Markup
-
-    from .text import shown
 
     return Markup(html.escape(shown(text), quote=False))
 

@@ -18,6 +18,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..states import BROKEN, TaskState
+from ..wording import duration
 from .text import shown
 
 FONT = 12  # px: every label (readable: the report's test holds it at >= 11 px on screen)
@@ -243,7 +244,6 @@ def _ticks(span: float, room: float) -> list[float]:
 def _seconds(v: float) -> str:
     if v < 60:
         return f"{v:g}s"
-    from ..wording import duration
 
     return duration(v)
 

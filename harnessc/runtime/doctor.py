@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import importlib.util
 import os
+import shutil
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .. import gitcmd, providers
+from .. import __version__, gitcmd, providers
 from ..planfile import Plan
 from ..providers import AgentConfig, CliConfig
+from ..vocab import ray_address
 from ..workspace import Workspace
 from .agents import deprecation
 from .agents.cli import CodexAgent
@@ -288,8 +291,6 @@ async def _executor_checks(settings: ExecutorSettings, plan: Plan) -> list[Check
 async def _address_check(address: str) -> Check:
     """The cluster's address answers: a TCP connect to the GCS port (HOST:PORT), the Ray
     Client port (ray://HOST:PORT, 10001 by default), or the cluster `auto` finds."""
-    from ..vocab import ray_address
-
     label = address
     try:
         form, host, port = ray_address(address)
@@ -328,8 +329,6 @@ def check_workers(ray, settings: ExecutorSettings, plan: Plan) -> list[Check]:
     tools, sdks = _worker_needs(plan, settings.placement)
 
     def probe(tools: dict[str, str], sdks: dict[str, str]) -> dict:  # a closure: pickled by value,
-        import importlib.util  # so the workers need no harnessc
-        import shutil
 
         try:  # the attempt's function is imported there: the driver's harnessc is needed
             import harnessc
@@ -386,8 +385,6 @@ def _worker_needs(plan: Plan, placement: str) -> tuple[dict[str, str], dict[str,
 
 
 def _worker_check(name: str, found: dict, tools: dict[str, str], sdks: dict[str, str]) -> Check:
-    from .. import __version__
-
     theirs = found.get("harnessc")
     missing = [] if theirs else [f"harnessc {__version__} (pip install 'harnessc[ray]' in the Python Ray runs)"]
     missing += [f"{tools[what]} ({what})" if what != "git" else "git" for what in found["missing"]]

@@ -10,6 +10,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from .. import planfile
+from ..compiler import compile_project, lint_project, write_build
+from ..compiler.gitcheck import program_files as files
+from ..compiler.gitcheck import uncommitted as status
 from ..compiler.project import PLAN_VERSION, SPEC_FILES
 from ..compiler.prompts import (  # noqa: F401
     TemplateProblem,
@@ -25,10 +28,12 @@ from ..compiler.validate import (  # noqa: F401
     Deadline,
     OutOfTime,
     extract_json,
+    fill_output,
     filled_text,
     template_output,
     validate_output,
 )
+from ..compiler.validate import template_filled as filled
 from ..errors import HarnesscError
 from ..workspace import Workspace
 
@@ -105,8 +110,6 @@ def stale_sources(plan: planfile.Plan, root: Path) -> list[str]:
 def build(root: Path) -> tuple[planfile.Plan | None, Any]:
     """Lint + build through the compiler: (the plan as written, or None; the compiled project,
     whose `diags` and `sources` the caller shows as `harnessc build` would)."""
-    from ..compiler import compile_project, write_build
-
     project = compile_project(Path(root), write_prompts=True)
     if project.plan is None:
         return None, project
@@ -128,15 +131,11 @@ def simulated_output(contract: planfile.Contract) -> dict:
 def partial_output(contract: planfile.Contract, data: Any) -> tuple[dict, list[dict]]:
     """The best output completed from defaults and examples, and what was filled:
     [{field, from, was}] (compiler.validate.fill_output)."""
-    from ..compiler.validate import fill_output
-
     return fill_output(contract, data, Deadline(PARTIAL_CHECK_SECONDS))
 
 
 def template_filled(contract: planfile.Contract) -> tuple[dict, list[dict]]:
     """The contract's template output, and where each field came from."""
-    from ..compiler.validate import template_filled as filled
-
     return filled(contract)
 
 
@@ -161,7 +160,6 @@ def select_in(tasks: list[dict], selectors: list[str]) -> set[str]:
 def linted_tasks(root: Path) -> list[dict] | None:
     """Each task as lint reads the roadmap (the plan's task fields), for when plan.json is
     missing or stale; None when the roadmap has no task or cannot be read."""
-    from ..compiler import lint_project
     from ..compiler.plan import task_view
 
     project = lint_project(root)
@@ -172,15 +170,11 @@ def linted_tasks(root: Path) -> list[dict] | None:
 
 def program_files(argv: list[str], root: Path, first: bool = True) -> list[str]:
     """The words of `argv` naming a file of the project (compiler/gitcheck.py, as lint reads them)."""
-    from ..compiler.gitcheck import program_files as files
-
     return files(argv, root, first)
 
 
 def uncommitted(repo, paths: list[str]) -> dict[str, str] | None:
     """Which of `paths` are untracked or modified in `repo` (compiler/gitcheck.py, as lint says it)."""
-    from ..compiler.gitcheck import uncommitted as status
-
     return status(repo, paths)
 
 

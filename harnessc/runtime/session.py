@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from .. import nogc, providers
+from ..states import LANDED
 from ..workspace import Workspace, WorkspaceError, storage_reason
 from . import preflight
 from .children import procs, reaper
@@ -59,7 +60,6 @@ def file_proposals(runner: Runner, store: StateStore) -> list[str]:
     """The tasks this run's succeeded tasks proposed, checked and filed for review
     (proposals.py); the run's closing lines about them. Never changes the run's outcome."""
     from .. import proposals
-    from ..states import LANDED
 
     todo = runner.planned.todo if runner.planned else []
     rows = store.tasks(list(todo))

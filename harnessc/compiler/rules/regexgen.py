@@ -9,6 +9,8 @@ the caller checks the result with the matcher rules run on (compiler/userregex.p
 
 from __future__ import annotations
 
+import re
+
 _MAX_OUT = 10_000
 
 
@@ -33,7 +35,6 @@ def generate(pattern: str, extra: int = 0, variant: int = 0) -> str:
         import re._parser as sre_parse
     except ImportError:  # pragma: no cover - Pythons before 3.11
         raise RegexTooHard("no regex parser") from None
-    import re
 
     try:
         parsed = sre_parse.parse(pattern)

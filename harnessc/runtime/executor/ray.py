@@ -18,12 +18,15 @@ import dataclasses
 import math
 import os
 import pickle
+import socket
 import time
 from pathlib import Path
 from typing import Any
 
+from ... import providers
 from ..agents.base import AgentError, Request, Response
 from ..agents.command import SubprocessAgent
+from ..children.procs import BASE_ENV
 from ..loop.returned import ReturnedChange
 from ..verify import Verdict
 from . import AttemptLost, ExecutorError
@@ -308,9 +311,7 @@ def no_node_offers(need: dict[str, float], offers: list[dict]) -> str | None:
 def forwarded_names(agents: Any) -> dict[str, list[str]]:
     """Agent -> the variables of ours its calls may read: `pass_env:`, its key, and a CLI's
     own (agents/cli.py ENV_VARS); procs' base list is the worker's own."""
-    from ... import providers
     from ..agents.cli import ENV_VARS
-    from ..children.procs import BASE_ENV
 
     out = {}
     for name, cfg in agents.items():
@@ -323,8 +324,6 @@ def forwarded_names(agents: Any) -> dict[str, list[str]]:
 def probe(address: str) -> None:
     """A host:port (or ray://host:port) address answers a TCP connect within PROBE_TIMEOUT:
     ray.init would otherwise retry an address nobody listens on for a minute."""
-    import socket
-
     if address == "auto" or ":" not in address:
         return
     hostport = address.removeprefix("ray://").rsplit("/", 1)[0]

@@ -23,6 +23,7 @@ loop state (loop.py), so a stopped run resumes on the next rung - a `recovery_re
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,7 +137,5 @@ def mutate(prompt: str, mutation: str, why: str, last_output: str, example: Any 
     if seen:
         parts += ["", f"Your last output began: \"{seen}\""]
     if mutation == "examples" and example is not None:
-        import json
-
         parts += ["", "```json", json.dumps(example, indent=2, sort_keys=True)[:4000], "```"]
     return "\n".join(parts) + "\n\n---\n\n" + prompt

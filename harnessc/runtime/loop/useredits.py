@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ... import gitcmd
 from ...estimates import CHARS_PER_TOKEN
 from . import files as filesmod
 
@@ -298,8 +299,6 @@ def render(edits: dict[str, Edit], prefix: str, files: Any, root: Path) -> str:
 def uncommitted_note(root: Path, node: Any) -> str:
     """An isolated task's note: the user's uncommitted edits to its files, which its
     worktree does not have (they reach its next base once committed)."""
-    from ... import gitcmd
-
     try:
         out = gitcmd.Git(root).run("status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", "--",
                                    ".", ":(exclude,glob)**/.harness/**")

@@ -11,13 +11,16 @@ from ...states import LANDED, TaskState
 from ...wording import routing_line
 from ...workspace import Workspace
 from .. import plan as planmod
-from ..loop.recovery import resumed_text
+from ..loop.progress import is_loop
+from ..loop.recovery import Ladder, resumed_text, rungs_for
 from ..routing.health import agent_report
+from ..routing.history import History
 from ..scheduler import task_summary
 from ..steering import paused_run
-from ..store import scoreboard
+from ..store import outputs, scoreboard
 from ..store.lock import holder
 from ..store.state import NoState, StateStore
+from .cachesaving import cache_figures
 
 
 def _open_state(workspace: Workspace) -> StateStore | None:
@@ -170,8 +173,6 @@ def usage_text(row: dict) -> str:
 def _loops(store: StateStore, plan, rows: dict) -> dict[str, dict]:
     """For each running loop task: iteration N of its limit, the last-5 average progress,
     and its last <progress> marker (seed 003 §10.3; the agent and elapsed time are the task's)."""
-    from ..loop.progress import is_loop
-
     out = {}
     for node in plan.nodes if plan else ():
         row = rows.get(node.id)
@@ -189,8 +190,6 @@ def _loops(store: StateStore, plan, rows: dict) -> dict[str, dict]:
 def _rung(plan, node, saved: dict) -> dict | None:
     """The recovery rung a loop task is on, from its saved loop state: {"step": rungs climbed,
     "rungs": the ladder's length, "rung": the last one climbed}; None before its first."""
-    from ..loop.recovery import Ladder, rungs_for
-
     if saved.get("fingerprint") != node.fingerprint or not isinstance(saved.get("recovery"), dict):
         return None
     recovery = saved["recovery"]
@@ -215,8 +214,6 @@ def show(root: Path, task_id: str) -> dict:
     """A task's result (outputs.result) for `harnessc show`, with `file`: its
     .harness/outputs/ file when one was written, and `approaches`: a best-of-N task's last
     scoreboard (scoreboard.py). Raises UnknownTask, StateError."""
-    from ..store import outputs
-
     workspace = Workspace(root)
     try:
         plan = planmod.load_plan(root)
@@ -411,9 +408,6 @@ def stats(root: Path) -> list[dict]:
     """Each agent's record per complexity and per contract, from every run (history.py),
     then per agent what the prompt cache did: `{agent, cache: {input_tokens,
     cache_read_tokens, cache_write_tokens, share, saved_usd}}` (cachesaving.py)."""
-    from ..routing.history import History
-    from .cachesaving import cache_figures
-
     plan = planmod.load_plan(root)  # complexities and contracts come from the plan
     store = _open_state(Workspace(root))
     if store is None:

@@ -10,6 +10,7 @@ from typing import Callable
 
 from ...states import COMPLETE
 from ...states import TaskState as S
+from ...wording import duration
 from .. import clock
 from ..store.state import StateStore
 
@@ -38,8 +39,6 @@ class Summaries:
 
 def describe(ev: dict) -> str:
     """The summary event as the displays print it."""
-    from ...wording import duration
-
     blocked = f", {ev['blocked']} blocked" if ev.get("blocked") else ""  # a human decides: worth a word
     return (f"summary: {ev['done']}/{ev['tasks']} done, {ev['running']} running, {ev['failed']} failed{blocked} · "
             f"{ev['iterations']} iterations · ${ev['cost_usd']:.4f} · {duration(ev['elapsed'])}")

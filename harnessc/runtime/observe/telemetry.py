@@ -46,6 +46,7 @@ import threading
 import time
 from typing import Any
 
+from ... import __version__
 from ...events import task_state
 from ...states import ENDED, TaskState
 from ...vocab import otlp_endpoint_problem
@@ -438,8 +439,6 @@ class _Sdk:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
-
-        from ... import __version__
 
         self.trace, self.failed, self.clean = trace, 0, clean
         sdk = self

@@ -26,6 +26,7 @@ from ...planfile import Contract, PlanNode
 from ...states import LANDED, TaskState
 from ...wording import accept_name, plural
 from ...workspace import Workspace, write_atomic_at
+from ..plan import filled_text
 from ..verify import verified_by
 
 
@@ -109,8 +110,6 @@ def missing(workspace: Workspace, rows: dict[str, dict], files: set[str]) -> lis
 def text(rec: dict) -> str:
     """A result as `harnessc show` prints it: a head line, how it was verified (or why it was
     not), then the output JSON or the answer's text."""
-    from ..plan import filled_text
-
     tid, state = rec["task"], rec["state"]
     title = f" ({rec['title']})" if rec.get("title") else ""
     where = ", ".join(p for p in (f"agent {rec['agent']}" if rec.get("agent") else "",

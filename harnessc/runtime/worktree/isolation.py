@@ -38,7 +38,8 @@ from ... import gitrepo as repomod
 from ...gitrepo import IsolationError, Repo, open_repo  # noqa: F401 - IsolationError: for callers
 from ...planfile import PlanNode
 from ...states import KEPT, TaskState
-from ..store.state import StateStore
+from ...workspace import Workspace
+from ..store.state import NoState, StateStore
 from .landing import BRANCH_PREFIX, INTEGRATION_KEY, LANDING_KEY, Conflict, Integration, Landed, Landing
 from .tripwire import Finding, Tripwire
 from .worktrees import REF_ROOT, Attempt, Worktrees
@@ -572,9 +573,7 @@ def clean_leftovers(root: Path, dry_run: bool = False) -> list[str]:
     """`harnessc clean`: remove the worktrees and refs a crashed (or --keep-worktrees) run
     left, keeping blocked tasks' refs; what was (or would be) removed. Nothing while a run
     holds the lock, or outside a git repository."""
-    from ...workspace import Workspace
     from ..store.lock import holder
-    from ..store.state import NoState
 
     workspace = Workspace(root)
     there = (workspace.harness / "worktrees").is_dir()
