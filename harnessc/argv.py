@@ -6,6 +6,7 @@ Shared by the compiler (accept: commands) and the runtime (accept checks, the co
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -26,6 +27,5 @@ def _split_string(cmd: str) -> tuple[str, ...]:
     only split on whitespace; cached, as roadmaps repeat their accept commands."""
     if _PLAIN_COMMAND.fullmatch(cmd):
         return tuple(cmd.split())
-    import shlex  # only for commands with quotes or escapes
 
     return tuple(shlex.split(cmd))

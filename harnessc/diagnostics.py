@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, Iterator, Literal, Mapping
+from urllib.parse import quote
 
 Severity = Literal["error", "warning", "note"]
 
@@ -373,8 +374,6 @@ def render_sarif(diagnostics: Iterable[Diagnostic], version: str, paths: Mapping
                  src_root: str | None = None) -> str:
     """SARIF 2.1.0, the format code-scanning UIs read. Locations are relative URIs against
     the base id %SRCROOT%, which `src_root` (a file: URI of the invoking directory) defines."""
-    from urllib.parse import quote
-
     diagnostics = list(diagnostics)
     paths = paths or {}
     used = sorted({d.code for d in diagnostics})

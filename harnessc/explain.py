@@ -6,6 +6,7 @@ and formats them. It imports no SDK and nothing of the compiler.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -39,8 +40,6 @@ class Explanation:
 
 
 def _wrap(text: str) -> list[str]:
-    import textwrap
-
     return textwrap.wrap(text, 88, break_on_hyphens=False, break_long_words=False)
 
 

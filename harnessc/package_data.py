@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parent
@@ -18,6 +19,4 @@ def read_text(*parts: str) -> str:
     try:
         return path.read_text("utf-8")
     except (FileNotFoundError, NotADirectoryError):
-        from importlib import resources
-
         return resources.files("harnessc").joinpath(*parts).read_text("utf-8")

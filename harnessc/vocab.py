@@ -9,6 +9,7 @@ import re
 from enum import Enum
 from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
 ROADMAP = "roadmap.md"
 CONTRACTS = "contracts.yaml"
@@ -196,8 +197,6 @@ NOTIFY_KINDS = ("blocked", "failed", "review", "budget", "stuck", "run_end")
 def otlp_endpoint_problem(url: str) -> tuple[str, str] | None:
     """(what is wrong, what to write) for an OTLP/HTTP base URL (harness.yaml's
     `telemetry.otlp_endpoint`, OTEL_EXPORTER_OTLP_ENDPOINT); None when it can be used."""
-    from urllib.parse import urlsplit
-
     example = "a base URL like http://localhost:4318 (/v1/traces is added)"
     if not url.strip() or any(c.isspace() for c in url):
         return "is not a URL", example
@@ -228,8 +227,6 @@ def ray_address(text: str) -> tuple[str, str | None, int | None]:
     """harness.yaml `executor.address` / `run --ray-address` -> (form, host, port): form is
     "auto" (host and port None), "gcs" (HOST:PORT) or "client" (ray://HOST[:PORT], port
     10001 when not given). Raises ValueError(what is wrong) for anything else."""
-    from urllib.parse import urlsplit
-
     text = text.strip()
     if text == "auto":
         return "auto", None, None
@@ -258,8 +255,6 @@ def ray_address(text: str) -> tuple[str, str | None, int | None]:
 def clone_url_problem(url: str) -> tuple[str, str] | None:
     """(what is wrong, what to write) for harness.yaml `executor.clone_url`; None when git
     can be given it. Credentials are refused: plan.json and Ray's task arguments would show them."""
-    from urllib.parse import urlsplit
-
     example = "a URL git clones, like https://github.com/acme/app.git or git@github.com:acme/app.git"
     if not url.strip() or any(c.isspace() for c in url) or url.startswith("-"):
         return "is not a git URL", example

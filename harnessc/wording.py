@@ -4,6 +4,7 @@ aligned tables."""
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Sequence
 
 
@@ -95,8 +96,6 @@ COMMAND_CHARS = 200  # of a command's text in a one-line message
 
 def command_text(argv: Sequence[str] | None, limit: int = COMMAND_CHARS) -> str:
     """A command as a shell would take it (`python3 -c 'print(1)'`), cut to `limit` characters."""
-    import shlex
-
     text = shlex.join(str(a) for a in argv or ())
     return text if len(text) <= limit else text[:limit - 1] + "\u2026"
 

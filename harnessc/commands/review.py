@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 
 import click
 
@@ -115,8 +116,6 @@ def _show_held(items: list[dict]) -> None:
 
 def _show_proposals(proposed: list, output: str, items: list[dict]) -> None:
     """Proposed tasks (proposals.py) after the held results: waiting ones first, then rejected."""
-    from dataclasses import asdict
-
     from .. import proposals
 
     if output == "json":

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, NoReturn
 
 import click
@@ -367,8 +368,6 @@ def doctor(ctx: Context, output: str, executor: str | None, ray_address: str | N
     """Check that every agent can be used (keys, SDKs, CLIs and their versions, base_url
     reachable, replay cassettes), the git identity when a task commits, whether the sandbox
     (bubblewrap) can start and, with the ray executor, Ray, the cluster's address and each node's git and agent CLIs; calls no agent."""
-    from types import SimpleNamespace
-
     from ..runtime import doctor as doctormod
     from ..runtime.children import prctl
 

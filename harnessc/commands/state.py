@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json as jsonlib
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -56,8 +57,6 @@ def status(ctx: Context, output: str, watch: bool, interval: float) -> None:
 
 
 def _clock() -> str:
-    import time
-
     return time.strftime("%H:%M:%S")
 
 
@@ -421,8 +420,6 @@ def log(ctx: Context, task: str | None, output: str, last: bool, number: int | N
 def _run_log(root: Path, run_id: str, follow: bool) -> None:
     """`log --run ID [--follow]`: the run's run.log; following, what is added to it until the
     run ends (a log deleted under the run: following goes on while the run does)."""
-    import time
-
     from ..runtime.observe import report
 
     runs = report.runs(root)
@@ -466,8 +463,6 @@ def _print_from(path: Path, offset: int) -> int:
 @pass_ctx
 def runs(ctx: Context, output: str) -> None:
     """Every recorded run, oldest first: id, start, end, state, tasks attempted, cost."""
-    import time
-
     from ..runtime.observe import report
 
     rows = report.runs(ctx.root())
@@ -490,8 +485,6 @@ def runs(ctx: Context, output: str) -> None:
 def _follow_log(root: Path, task: str, last: bool) -> None:
     """`log --follow`: the attempts so far (the last one only with --last), then each new one
     as it starts and as it ends, until the task ends."""
-    import time
-
     from ..runtime.observe import report
 
     past = len(report.log(root, task))

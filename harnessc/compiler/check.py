@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -144,8 +145,6 @@ def check_accept_commands(project: Project) -> None:
 def check_accept_programs(project: Project) -> None:
     """HC455 (warning): an accept or score command whose program is a bare name not on PATH
     (`pytset`) fails every attempt, after the agent's call. `run` refuses such a task."""
-    import shutil
-
     missing: dict[str, str | None] = {}  # program -> its hint, None when found (one lookup each)
     for task in project.tasks:
         if task.done:

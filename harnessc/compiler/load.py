@@ -10,6 +10,7 @@ import copy
 import os
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from .. import providers
 from ..diagnostics import Span, did_you_mean
@@ -320,8 +321,6 @@ def _seconds(value) -> float | None:
 
 def _webhook_problem(url: str) -> tuple[str, str] | None:
     """(what is wrong, what to write) for `notify.webhook`; None when it can be used."""
-    from urllib.parse import urlsplit
-
     example = "an http:// or https:// URL, e.g. https://hooks.example.com/harnessc"
     try:
         parts = urlsplit(url)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import operator
+from urllib.parse import urlsplit
 
 from .. import userregex
 from .parse import check_pattern
@@ -99,7 +101,6 @@ def _is_email(s) -> bool:
 def _is_url(s) -> bool:
     if not isinstance(s, str) or len(s) > 2048 or any(c.isspace() or ord(c) < 32 for c in s):
         return False
-    from urllib.parse import urlsplit  # evaluation only: lint's start-up stays light
 
     try:
         parts = urlsplit(s)
@@ -114,7 +115,6 @@ def _is_datetime(s) -> bool:
         return False
     if s[-1] in "Zz":
         s = s[:-1] + "+00:00"
-    import datetime  # evaluation only
 
     try:
         datetime.datetime.fromisoformat(s)

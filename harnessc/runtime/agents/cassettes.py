@@ -29,6 +29,7 @@ the cassettes of the tasks it runs and leaves the others alone.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -271,8 +272,6 @@ def _malformed(call: Any) -> str | None:
 
 def _distance(recorded: dict, wanted: dict, fields: tuple[str, ...]) -> tuple[int, float]:
     """Fields that differ, then how unlike the prompts are (0 = the same text)."""
-    import difflib
-
     differing = sum(recorded.get(f) != wanted.get(f) for f in fields)
     a, b = str(recorded.get("prompt")), str(wanted.get("prompt"))
     return differing, 0.0 if a == b else 1.0 - difflib.SequenceMatcher(None, a, b).quick_ratio()
