@@ -28,6 +28,7 @@ from .compiler.project import Project
 from .compiler.roadmap import ID_PATTERN, MAX_ID_LENGTH
 from .diagnostics import did_you_mean
 from .vocab import ROADMAP
+from .workspace import Workspace, task_file_name
 
 GROW_MODES = ("review", "auto", "off")
 DEFAULTS = {"grow": "review", "max_new_tasks": 10, "max_depth": 2}
@@ -299,15 +300,11 @@ class Store:
     """.harness/proposals/: <task>.json and <task>.md per proposing task, accepted.json."""
 
     def __init__(self, root: Path):
-        from .workspace import Workspace
-
         self.root = Path(root)
         self.ws = Workspace(self.root)
         self.dir = self.ws.harness / "proposals"
 
     def _file(self, task: str, ext: str) -> Path:
-        from .workspace import task_file_name
-
         return self.dir / f"{task_file_name(task)}.{ext}"
 
     def all(self) -> list[Proposal]:

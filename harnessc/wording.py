@@ -3,8 +3,10 @@ aligned tables."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+from pathlib import Path
 from typing import Sequence
 
 
@@ -107,3 +109,13 @@ def accept_name(check: dict) -> str:
     if given and not _GIVEN_ACCEPT_ID.fullmatch(given):
         return given
     return command_text(check.get("argv")) or given or "?"
+
+
+def command_prefix(root: Path) -> str:
+    """`harnessc`, with `-C DIR` when the project is not the current directory: a hint printed
+    after `harnessc -C specs/demo run` must work pasted where that command ran."""
+    here = Path.cwd().resolve()
+    if root.resolve() == here:
+        return "harnessc"
+    rel = os.path.relpath(root.resolve(), here)
+    return f"harnessc -C {shlex.quote(rel if not rel.startswith('../../..') else str(root.resolve()))}"

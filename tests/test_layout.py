@@ -212,6 +212,14 @@ def test_the_compiler_never_imports_the_runtime():
         "\n".join(leaks)
 
 
+def test_neither_half_imports_the_commands():
+    """cli.py and commands/ stand on top: a helper both need (command_prefix) lives below."""
+    graph = dependency_graph()
+    leaks = sorted(f"{m} -> {dep}" for m, deps in graph.items() if m.startswith(("harnessc.compiler", "harnessc.runtime"))
+                   for dep in deps if dep.startswith(("harnessc.commands", "harnessc.cli")))
+    assert leaks == [], "modules importing the commands (move the piece below):\n" + "\n".join(leaks)
+
+
 # the pieces both halves share: they import neither half (nor what stands on them)
 BELOW_BOTH = ("harnessc.argv", "harnessc.childenv", "harnessc.diagnostics", "harnessc.errors", "harnessc.events",
               "harnessc.gitcmd", "harnessc.gitrepo", "harnessc.protectrules", "harnessc.providers",

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
-import shlex
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -149,16 +147,6 @@ def known_task_or_exit(root: Path, task: str) -> None:
         return  # no readable plan: nothing to compare with
     if task not in ids:
         fail_usage(f"no task '{task}' in the plan", did_you_mean(task, ids) or "`harnessc ls` lists the tasks")
-
-
-def command_prefix(root: Path) -> str:
-    """`harnessc`, with `-C DIR` when the project is not the current directory: a hint printed
-    after `harnessc -C specs/demo run` must work pasted where that command ran."""
-    here = Path.cwd().resolve()
-    if root.resolve() == here:
-        return "harnessc"
-    rel = os.path.relpath(root.resolve(), here)
-    return f"harnessc -C {shlex.quote(rel if not rel.startswith('../../..') else str(root.resolve()))}"
 
 
 def where_from_here(path: Path) -> str:

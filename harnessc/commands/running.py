@@ -15,13 +15,12 @@ from .. import completion
 from ..exitcodes import Exit
 from ..outcome import BROKEN, next_steps, run_summary_line
 from ..textsafe import visible
-from ..wording import plural, table
+from ..wording import command_prefix, plural, table
 from ..workspace import Workspace
 from .common import (
     SELECTOR_HINT,
     USD,
     Context,
-    command_prefix,
     fail_usage,
     output_option,
     pass_ctx,

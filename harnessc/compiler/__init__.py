@@ -11,6 +11,7 @@ from typing import Iterable, Mapping
 
 from ..diagnostics import Diagnostics
 from ..nogc import no_cyclic_gc
+from ..workspace import Workspace
 from . import check, gitcheck, load
 from .ignore import apply_ignores
 from .project import Project
@@ -116,7 +117,6 @@ def compile_project(root: Path, diags: Diagnostics | None = None, write_prompts:
     """
     project = Project(root=Path(root), diags=diags or Diagnostics())
     if write_prompts:
-        from ..workspace import Workspace
         from .promptfiles import PromptFiles  # build's, as the plan passes (lint stays light)
 
         project.prompt_files = PromptFiles(Workspace(project.root))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..diagnostics import Span
+from ..workspace import WorkspaceError
 
 # Variables of a task template whose text differs between tasks, and those tasks share.
 TASK_NAMES = frozenset({"task", "deps", "accept", "task_context", "context_left_out", "context_files"})
@@ -36,7 +37,6 @@ def task_before_shared(env, source: str) -> tuple[int, str, str] | None:
 
 def check_task_template(project, plan: dict, env) -> None:
     """Warn (HC504) when the project's task.md.j2 puts a task's own text first."""
-    from ..workspace import WorkspaceError
     from .sandbox import TemplateError
 
     templates = plan.get("templates")

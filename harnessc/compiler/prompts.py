@@ -21,6 +21,7 @@ from types import SimpleNamespace
 from ..diagnostics import Diagnostics, Span, did_you_mean
 from ..estimates import CHARS_PER_TOKEN
 from ..states import TaskState
+from ..workspace import UnsafePath, Workspace, WorkspaceError
 from .contextentry import PRIORITIES
 
 TEMPLATE_NAMES = ("system.md.j2", "task.md.j2", "refine.md.j2", "memory.md.j2")
@@ -80,7 +81,6 @@ def _template_span(exc: BaseException, root: str, templates: str | None) -> Span
 
 
 def _render(plan: dict, root: Path, name: str, context: dict) -> str:
-    from ..workspace import UnsafePath
     from .sandbox import SecurityError, TemplateError, TemplateSyntaxError, UndefinedError
 
     templates = plan.get("templates")
@@ -165,7 +165,6 @@ def _context_files(plan: dict, node: dict, root: Path) -> list[dict]:
     workspace.UnsafePath, which fails the task, instead of handing its target to the agent."""
     if not node.get("context"):
         return []  # most tasks: no Workspace to look up
-    from ..workspace import UnsafePath, WorkspaceError
 
     workspace = _workspace(plan, root)
     staged = {f["path"]: f for f in (node.get("context_staging") or {}).get("files", ())}
@@ -305,8 +304,6 @@ def _forget_plan() -> None:
 def _workspace(plan: dict, root: Path):
     """The Workspace of `root` that reads context files, one per plan and root (a Workspace
     holds only paths, but makes a dozen of them)."""
-    from ..workspace import Workspace
-
     workspaces = _plan_cache(plan).workspaces
     key = str(root)
     if key not in workspaces:
@@ -495,8 +492,6 @@ def render_assist(plan: dict, node_id: str, kind: str, context: dict, root: Path
 
 def template_files_hash(plan: dict, root: Path) -> str:
     """A hash of the templates in effect (user overrides and built-ins), for fingerprints."""
-    from ..workspace import Workspace
-
     h = hashlib.sha256()
     templates = plan.get("templates")
     for name in TEMPLATE_NAMES:

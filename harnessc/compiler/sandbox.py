@@ -47,6 +47,8 @@ from jinja2.runtime import LoopContext, Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import missing  # noqa: F401  (re-exported for prompts.py)
 
+from ..workspace import Workspace
+
 MAX_OUTPUT = 10_000_000  # characters one render produces
 MAX_VALUE = 1_000_000  # characters or items one expression builds; largest int argument or width
 MAX_INT_BITS = 10_000  # bits of an integer a template computes (about 3,000 digits)
@@ -328,8 +330,6 @@ class ProjectLoader(BaseLoader):
     workspace.UnsafePath instead of reading /etc."""
 
     def __init__(self, root: str, templates: str):
-        from ..workspace import Workspace
-
         self.workspace, self.directory = Workspace(root), Path(root) / templates
 
     def get_source(self, environment, template):

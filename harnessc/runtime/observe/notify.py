@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ... import providers
+from ...wording import command_prefix
 from .. import clock
 from ..children import procs
 
@@ -74,7 +75,6 @@ class Notifier:
         self.root, self.store, self.alert = root, store, alert
         self.look = "harnessc"
         if self.enabled:  # `harnessc -C DIR` when the run was started elsewhere
-            from ...commands.common import command_prefix
 
             self.look = command_prefix(root)
         self.pending: list[_Event] = []  # events not delivered yet (a cut delivery stays)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ... import gitcmd
 from ...gitrepo import find
+from ...workspace import Workspace
 from .landing import BRANCH_PREFIX, INTEGRATION_KEY
 
 
@@ -25,7 +26,6 @@ class Branches:
 def clean_branches(root: Path, everything: bool = False, dry_run: bool = False) -> Branches:
     """Delete (or, dry_run, list) this project's integration branches merged into HEAD, all
     of them with `everything`. Nothing outside a git repository or before any run."""
-    from ...workspace import Workspace
     from ..store.lock import holder
     from ..store.state import NoState, StateStore
 
