@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import harnessc
@@ -234,6 +235,146 @@ def test_the_shared_pieces_stay_below_both_halves():
     below = [m for m in graph if any(m == b or m.startswith(b + ".") for b in BELOW_BOTH)]
     leaks = sorted(f"{m} -> {dep}" for m in below for dep in graph[m] if dep.startswith(ABOVE))
     assert leaks == [], "a shared piece importing a half (it must stand below both):\n" + "\n".join(leaks)
+
+
+# ------------------------------------------------------------------ imports inside functions
+
+# Third-party packages heavy enough to be imported where first needed, and the modules that
+# may do it (an SDK, Ray, a chart or template library, GitPython, a tracer: each behind the
+# module of its job).
+HEAVY = {
+    "anthropic": {"runtime/agents/anthropic_api.py", "runtime/agents/deprecation.py"},
+    "openai": {"runtime/agents/openai_api.py"},
+    "ray": {"runtime/executor/rayconfig.py", "runtime/executor/remote.py", "runtime/doctor.py"},
+    "git": {"runtime/worktree/gitops.py", "runtime/loop/files.py"},  # GitPython
+    "matplotlib": {"runreport/charts.py"},
+    "jinja2": {"runreport/html.py"}, "markupsafe": {"runreport/html.py"},  # prompts: compiler/sandbox.py
+    "opentelemetry": {"runtime/observe/telemetry.py"}, "requests": {"runtime/observe/telemetry.py"},
+    "lark": {"grammar/generate.py"},  # the parsers are generated: lint never loads lark
+    "rich": {"commands/state.py", "commands/running.py"},
+    "pydantic": {"compiler/load.py"}, "jsonschema": {"compiler/check.py", "compiler/validate.py"},
+    "referencing": {"compiler/validate.py"}, "re2": {"compiler/userregex.py"},
+    "orjson": {"compiler/planjson.py"}, "yaml": {"explain.py"},
+}
+# Standard-library modules lint's start-up does without (each a few ms of it): imported where used.
+LAZY_STDLIB = {"hashlib", "logging", "ctypes", "decimal", "difflib", "unicodedata", "re"}
+# Where our own modules may be imported inside a function: in commands/ (and completion.py),
+# a command loads the half it drives only when it runs; elsewhere, what each module may defer
+# today (lint never loads build's half, a run loads no compiler but through runtime/plan.py,
+# a Ray worker's function loads the runtime there). A new one fails: import it at the top of
+# the module, or move what both sides need below them; a real start-up saving is a budget raised here.
+LAZY_OWN_ANYWHERE = ("commands/", "completion.py")
+GENERATED = {"grammar/lark_parsers.py"}  # Lark's stand-alone runtime, as Lark writes it
+LAZY_OWN = {
+    "compiler/__init__.py": 5, "compiler/check.py": 7, "compiler/contract_schema.py": 4, "compiler/fix.py": 1,
+    "compiler/gitcheck.py": 2, "compiler/ir.py": 1, "compiler/load.py": 3, "compiler/output.py": 1,
+    "compiler/plan.py": 5, "compiler/promptorder.py": 2, "compiler/prompts.py": 8, "compiler/retrieval.py": 1,
+    "compiler/roadmap.py": 2, "compiler/rules/parse.py": 3, "compiler/scaffold.py": 1, "compiler/schemas.py": 1,
+    "compiler/synth.py": 3, "compiler/validate.py": 4, "compiler/yamlsafe.py": 1, "draft/rounds.py": 4,
+    "grammar/generate.py": 1, "planfile.py": 1, "providers/__init__.py": 2,
+    "providers/unit.py": 1, "runreport/__init__.py": 3, "runtime/doctor.py": 3, "runtime/executor/ray.py": 1,
+    "runtime/executor/remote.py": 7, "runtime/loop/loopflags.py": 1, "runtime/plan.py": 6,
+    "runtime/scheduler.py": 1, "runtime/session.py": 1, "runtime/worktree/isolation.py": 1,
+    "runtime/worktree/runbranches.py": 2,
+}
+
+
+def function_imports(tree: ast.AST):
+    """(import statement, guarded) for each import inside a function (not under `if
+    TYPE_CHECKING:`); guarded: in a `try` that catches ImportError (a check that it is there)."""
+    def visit(node: ast.AST, in_function: bool, guarded: bool):
+        for child in ast.iter_child_nodes(node):
+            if is_type_checking(child):
+                continue
+            if in_function and isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield child, guarded
+            catches = isinstance(child, ast.Try) and any(
+                h.type is not None and "ImportError" in ast.unparse(h.type) for h in child.handlers)
+            yield from visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)),
+                             guarded or catches)
+    yield from visit(tree, False, False)
+
+
+def imported_names(node: ast.stmt, name: str, is_package: bool, known: set[str]) -> list[str]:
+    """The modules a statement loads: `from a import b` loads a, and a.b when that is a module."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level:
+        package = (name if is_package else name.rpartition(".")[0]).split(".")
+        module = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+    else:
+        module = node.module or ""
+    return [module, *(f"{module}.{a.name}" for a in node.names if f"{module}.{a.name}" in known)]
+
+
+def loaded_with() -> dict[str, set[str]]:
+    """Every module (ours or not) loaded when each of our modules is, by module-level imports
+    (its packages' too; not those under TYPE_CHECKING)."""
+    found = modules()
+    direct = {}
+    for name, (path, is_package) in found.items():
+        body = [n for n in ast.parse(path.read_text()).body if not is_type_checking(n)]
+        direct[name] = {m for node in statements(body) for m in imported_names(node, name, is_package, set(found))}
+    closure: dict[str, set[str]] = {}
+    for start in found:
+        parts = start.split(".")
+        todo, seen = [*(".".join(parts[:i]) for i in range(1, len(parts) + 1))], set()
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in direct:
+                for m in direct[name]:
+                    mparts = m.split(".")
+                    todo += [".".join(mparts[:i]) for i in range(1, len(mparts) + 1)]
+        closure[start] = seen
+    return closure
+
+
+def lazy_import_problems() -> list[str]:
+    found, closure, problems = modules(), loaded_with(), []
+    always = closure["harnessc.cli"]  # what every harnessc process loads
+    own: dict[str, int] = {}
+    for name, (path, is_package) in sorted(found.items()):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel in GENERATED:
+            continue
+        for node, guarded in function_imports(ast.parse(path.read_text())):
+            targets = imported_names(node, name, is_package, set(found))
+            where = f"{rel}:{node.lineno}: {ast.unparse(node)}"
+            if not guarded and name not in targets and all(t in closure[name] or t in always for t in targets):
+                problems.append(f"{where}: already loaded with the module: import it at the top")
+            top = targets[0].split(".")[0]
+            if top == "harnessc":
+                own[rel] = own.get(rel, 0) + 1
+            elif top in sys.stdlib_module_names:
+                if top not in LAZY_STDLIB and not guarded:
+                    problems.append(f"{where}: a standard module: import it at the top (or list it in LAZY_STDLIB)")
+            elif rel not in HEAVY.get(top, ()):
+                problems.append(f"{where}: {top} is not a heavy package imported by this module (HEAVY)")
+    for rel, n in sorted(own.items()):
+        if not rel.startswith(LAZY_OWN_ANYWHERE) and n > LAZY_OWN.get(rel, 0):
+            problems.append(f"{rel}: {n} imports of our modules inside functions, {LAZY_OWN.get(rel, 0)} allowed "
+                            "(LAZY_OWN): import at the top, or move the shared piece below both")
+    return problems
+
+
+def test_the_lazy_import_checker_finds_what_is_already_loaded():
+    tree = ast.parse("import os\ndef f():\n    import json\n    try:\n        import ray\n"
+                     "    except ImportError:\n        pass\nif TYPE_CHECKING:\n    from x import y\n")
+    assert [(ast.unparse(n), g) for n, g in function_imports(tree)] == [("import json", False), ("import ray", True)]
+    closure = loaded_with()
+    assert "harnessc.diagnostics" in closure["harnessc.compiler.check"]
+    assert "harnessc.compiler.plan" not in closure["harnessc.compiler.check"]  # lint does not load build's half
+
+
+def test_imports_inside_functions_only_defer_something_heavy():
+    """An import inside a function saves start-up only when its module is not loaded anyway:
+    third-party ones only for the heavy packages (HEAVY), each behind the module of its job;
+    our own ones only where a command or lint would otherwise load a half it does not use."""
+    problems = lazy_import_problems()
+    assert problems == [], "imports inside functions:\n" + "\n".join(problems)
 
 
 # ------------------------------------------------------------------ states are named, not spelled
