@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parent
@@ -19,4 +18,6 @@ def read_text(*parts: str) -> str:
     try:
         return path.read_text("utf-8")
     except (FileNotFoundError, NotADirectoryError):
+        from importlib import resources  # lazy: a fallback (a zipped install); it loads tempfile
+
         return resources.files("harnessc").joinpath(*parts).read_text("utf-8")

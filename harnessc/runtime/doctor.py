@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-import importlib.util
 import os
-import shutil
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -329,6 +327,8 @@ def check_workers(ray, settings: ExecutorSettings, plan: Plan) -> list[Check]:
     tools, sdks = _worker_needs(plan, settings.placement)
 
     def probe(tools: dict[str, str], sdks: dict[str, str]) -> dict:  # a closure: pickled by value,
+        import importlib.util  # lazy: run on a worker, which needs no harnessc
+        import shutil  # lazy: the same
 
         try:  # the attempt's function is imported there: the driver's harnessc is needed
             import harnessc
