@@ -15,6 +15,8 @@ harnessc/events.py declares, with the fields it declares.
 from __future__ import annotations
 
 import ast
+import functools
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -257,7 +259,7 @@ HEAVY = {
     "orjson": {"compiler/planjson.py"}, "yaml": {"explain.py"},
 }
 # Standard-library modules lint's start-up does without (each a few ms of it): imported where used.
-LAZY_STDLIB = {"hashlib", "logging", "ctypes", "decimal", "difflib", "unicodedata", "re"}
+LAZY_STDLIB = {"hashlib", "logging", "ctypes", "decimal", "difflib", "unicodedata", "re", "xml"}
 # Where our own modules may be imported inside a function: in commands/ (and completion.py),
 # a command loads the half it drives only when it runs; elsewhere, what each module may defer
 # today (lint never loads build's half, a run loads no compiler but through runtime/plan.py,
@@ -305,7 +307,17 @@ def imported_names(node: ast.stmt, name: str, is_package: bool, known: set[str])
         module = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
     else:
         module = node.module or ""
-    return [module, *(f"{module}.{a.name}" for a in node.names if f"{module}.{a.name}" in known)]
+    return [module, *(f"{module}.{a.name}" for a in node.names if f"{module}.{a.name}" in known
+                      or (module.split(".")[0] in sys.stdlib_module_names and is_module(f"{module}.{a.name}")))]
+
+
+@functools.lru_cache(maxsize=None)
+def is_module(name: str) -> bool:
+    """Whether a standard-library name is a module (`from importlib import resources`)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def loaded_with() -> dict[str, set[str]]:

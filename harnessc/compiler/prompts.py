@@ -14,7 +14,6 @@ import shlex
 import traceback
 from collections import Counter
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -492,6 +491,8 @@ def render_assist(plan: dict, node_id: str, kind: str, context: dict, root: Path
 
 def template_files_hash(plan: dict, root: Path) -> str:
     """A hash of the templates in effect (user overrides and built-ins), for fingerprints."""
+    from importlib import resources  # lazy: built-ins from a zipped install only; it loads tempfile
+
     h = hashlib.sha256()
     templates = plan.get("templates")
     for name in TEMPLATE_NAMES:

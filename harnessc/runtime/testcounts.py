@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 MAX_TEXT = 8 << 20  # characters read of an output (its end: the summary is last)
@@ -177,6 +176,8 @@ def junit_passed(path: Path) -> int:
     """Passing test cases in a JUnit XML file: <testcase> elements with no <failure>,
     <error> or <skipped> inside. No DTD or entity is ever read (billion laughs, external
     entities): a file with a DOCTYPE is refused, and its size is bounded. A link is not followed."""
+    import xml.etree.ElementTree as ET  # only a task whose progress reads JUnit XML pays for it
+
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
