@@ -46,6 +46,7 @@ EVENTS: dict[str, EventKind] = _kinds(
     ("output_not_written", "reason", "results could not be written to (or looked for in) .harness/outputs"),
     ("telemetry_failed", "reason", "traces stopped or never started (the run goes on)"),
     ("memory_damaged", "message", "the memory file was unreadable: set aside, memory starts empty (the run goes on)"),
+    ("memory_summary", "agent phases message", "the running summary of run memory was rewritten (by memory.agent, or from the entries)"),
     ("memory_unwritten", "message", "what a task told could not be written to run memory (the run goes on)"),
     # steering: the operator's commands
     ("stop_requested", "mode via", "`harnessc stop`, a signal or a limit asked the run to stop"),

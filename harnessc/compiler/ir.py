@@ -547,15 +547,16 @@ class Memory(_Spec):
     """Run memory (`.harness/memory/`): decisions, failures and constraints agents report with
     <decision>, <failure> and <constraint> markers, shown to later tasks of any run."""
 
-    summary_tokens: int = Field(1500, ge=0, description="The running summary (one line per task that ended "
-                                "well, newest kept) is at most this many tokens.")
+    summary_tokens: int = Field(1500, ge=0, description="The running summary (.harness/memory/summary.json, "
+                                "written by `agent` or from the entries, newest first) is at most this many tokens.")
     inject_tokens: int = Field(2000, ge=0, description="Each task's memory section is at most this many tokens "
                                "(the summary, the decisions most related to the task, failures on its files, "
                                "active constraints).")
-    every: int = Field(5, ge=1, description="Tasks between rewrites of the summary by `agent` (reserved: the "
-                       "deterministic summary is used).")
-    agent: str | None = Field(None, description="A cheap agent that rewrites the summary (reserved: not used "
-                              "yet; the deterministic summary is used).")
+    every: int = Field(5, ge=1, description="The running summary is rewritten after this many tasks ended well, "
+                       "and at each phase's end (after the task's landing, one rewrite at a time).")
+    agent: str | None = Field(None, description="A cheap agent (one of `agents:`) that rewrites the running "
+                              "summary; its calls count against the budget. Unset, or when its answer is not "
+                              "usable: the summary is built from the entries, newest first.")
 
 
 class Notify(_Spec):

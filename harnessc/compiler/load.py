@@ -396,7 +396,8 @@ def _first_link(root: Path, name: str) -> str | None:
 
 
 def _check_routing_names(project: Project) -> None:
-    """Agent names used inside harness.yaml (routing, the loop's mutation and summary agents)
+    """Agent names used inside harness.yaml (routing, the loop's mutation and summary agents,
+    memory's summary agent)
     must exist: defined under `agents:`, or the built-in `rehearsal`."""
     marks, cfg = project.config_marks, project.config
     if marks is None:
@@ -408,6 +409,7 @@ def _check_routing_names(project: Project) -> None:
     uses = [(loc, name) for loc, name in uses if name != "auto"]  # the router chooses
     uses += [(("loop", "recovery", "mutation_agent"), cfg.loop.recovery.mutation_agent),
              (("loop", "context", "summary_agent"), cfg.loop.context.summary_agent)]
+    uses.append((("memory", "agent"), getattr(cfg.memory, "agent", None)))  # "off": none
     for loc, name in uses:
         if name is not None and not project.defines_agent(name):
             fallback = (f"agents defined: {', '.join(names)}" if loc[0] == "routing" else

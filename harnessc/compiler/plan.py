@@ -412,7 +412,8 @@ def build_plan(project: Project) -> None:
     assists = Assists(cfg.loop.recovery.mutation_agent, cfg.loop.context.summary_agent,
                       cfg.loop.context.summarize_every)
     used_agents = sorted({n["routing"]["agent"] for n in nodes} | {a for n in nodes for a in n["routing"]["chain"]}
-                         | {a for a in (assists.mutation_agent, assists.summary_agent) if a in agents})
+                         | {a for a in (assists.mutation_agent, assists.summary_agent, _memory_agent(cfg.memory))
+                            if a in agents})
     order = _topo_order(nodes)
     waves = _waves(nodes, order)
     by_id = {n["id"]: n for n in nodes}
@@ -453,6 +454,11 @@ def build_plan(project: Project) -> None:
         waves=waves,
         critical_path=_critical_path(order),
     )
+
+
+def _memory_agent(memory) -> str | None:
+    """memory.agent (the summary agent), None when memory is off or names none."""
+    return getattr(memory, "agent", None)  # "off", or unset
 
 
 def _memory(memory) -> dict:

@@ -440,6 +440,8 @@ class Runner:
             self._check_state_file()  # a removal since the watcher's last look
         finally:
             watcher.cancel()
+            if self.memory is not None:  # a summary refresh in flight (an abort cancels it)
+                await self.memory.settle(abort=self.stop_mode == "abort")
             self.store.flush()  # a record still waiting to ride along with a commit (state.defer)
             await self._outputs_written()
             await self.notifier.settle()  # the one in flight ends (within notify.timeout); close() sends the rest
@@ -517,6 +519,8 @@ class Runner:
                 if outcome in LANDED:
                     self._land_output(tid, now=end.write_now)
                 self._skip(end.skipped)
+                if self.memory is not None:  # after the landing: a summary refresh due runs aside
+                    self.memory.task_ended(self, self.nodes[tid])
                 if end.halt:
                     self.halt_run(outcomes.FAIL_FAST, end.halt)
 

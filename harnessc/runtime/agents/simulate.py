@@ -80,6 +80,9 @@ class SimulateAgent:
         if request.purpose == "mutation":
             return (f"(simulated rewrite {n} by {self.name}) Stop and list what blocks task {request.task_id}; "
                     "then change one thing you have not changed before, and report it with <progress>.")
+        if request.purpose == "memory_summary":  # the run memory's summary: its entries' first lines, kept
+            said = [line for line in request.prompt.splitlines() if line.startswith("- decision ")][:5]
+            return "\n".join([f"- (simulated memory summary {n} by {self.name}) the project's tasks so far:", *said])
         return (f"(simulated summary {n} by {self.name}) Task {request.task_id}, up to iteration "
                 f"{request.iteration}: earlier iterations worked on it; see the most recent ones below.")
 

@@ -1,7 +1,8 @@
 """Run memory (`.harness/memory/`): what one task learns reaches the others, across tasks and
 runs. store.py keeps the entries (decisions, failures, constraints, the running summary);
-capture.py reads them from an agent's text; recall.py picks and renders a task's memory
-section within its token budget."""
+capture.py reads them from an agent's text (markers) and a contract's output (fields);
+summary.py refreshes the running summary; recall.py picks and renders a task's memory section
+within its token budget."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 from ...workspace import WorkspaceError
 from . import capture, recall
 from .store import MemoryStore, Settings, stamp
+from .summary import Refresher
 
 KEEP_DONE = 200  # summary lines a run's start keeps in the file (the summary shows fewer)
 
@@ -27,6 +29,7 @@ class RunMemory:
             self.file.compact()  # a damaged file is said and set aside here, once, at the start
         except (OSError, WorkspaceError):
             pass  # a file that cannot be rewritten is read as it is
+        self.refresher = Refresher(root, settings, self.file, self._damaged, store)
 
     @classmethod
     def of(cls, root: Path, plan: Any, store: Any) -> "RunMemory | None":
@@ -42,7 +45,16 @@ class RunMemory:
         return getattr(self.state, "run_id", None)
 
     def section(self, node: Any) -> str:
-        return recall.section(self.file.entries(), node, self.settings, self.run_id)
+        return recall.section(self.file.entries(), node, self.settings, self.run_id, self.refresher.file.read())
+
+    def task_ended(self, ctx: Any, node: Any) -> None:
+        """A task's outcome is recorded, its change landed: refresh the summary when due
+        (in the background, one refresh at a time: summary.py)."""
+        self.refresher.ended(ctx, node)
+
+    async def settle(self, abort: bool = False) -> None:
+        """The run ends: a refresh in flight ends with it (an abort cancels it)."""
+        await self.refresher.settle(abort)
 
     def _add(self, entries: list[dict]) -> list[dict]:
         try:

@@ -3,8 +3,8 @@
 constraint — at most `inject_tokens` (the summary itself at most `summary_tokens`). It goes
 after the prompt's cacheable prefix (the task's own part), so prompt caching is kept.
 
-The summary is deterministic: one line per task that ended well, newest kept (the cheap
-summary agent of `memory.agent` is not used yet)."""
+"So far" is the running summary (summary.py: by `memory.agent`, or from the entries) and the
+lines of the tasks that ended since it was written, oldest dropped first."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 
 from ...estimates import estimate_tokens
 from .store import Settings, active
+from .summary import pending
 
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{3,}")
 STOP = frozenset("""this that with from have will your they them their there what when which into
@@ -40,7 +41,7 @@ def _related(entry: dict, files: set[str], said: set[str]) -> tuple[int, int]:
     return len(files & set(entry.get("files") or ())), len(said & words(entry["text"]))
 
 
-def select(entries: list[dict], node: Any, run_id: str | None) -> dict[str, list[dict]]:
+def select(entries: list[dict], node: Any, run_id: str | None, summary: dict | None = None) -> dict[str, list[dict]]:
     """The entries a task is shown, before the budget."""
     files = set(task_files(node))
     said = words(" ".join([node.title or "", node.goal or "", node.success or "", *files]))
@@ -52,7 +53,8 @@ def select(entries: list[dict], node: Any, run_id: str | None) -> dict[str, list
             ranked.append(((f, w, i), e))
     ranked.sort(key=lambda r: r[0], reverse=True)
     return {
-        "summary": [e for e in entries if e["kind"] == "done"],
+        "summary": ([{"text": summary["text"], "written": summary.get("by", "entries")}] if summary and summary.get("text") else [])
+        + pending(entries, (summary or {}).get("upto")),
         "decisions": [e for _, e in ranked[:MAX_DECISIONS]],
         "failures": [e for e in mine if e["kind"] == "failure" and files & set(e.get("files") or ())][-MAX_FAILURES:],
         "constraints": [e for e in entries if e["kind"] == "constraint" and active(e, run_id)],
@@ -77,7 +79,12 @@ def render(view: dict[str, list[dict]]) -> str:
            "<constraint expires=\"...\">...</constraint>.\n"]
     if view["summary"]:
         out.append("\nSo far:\n")
-        out += [f"- {e['text']}\n" for e in view["summary"]]
+        for e in view["summary"]:
+            if "written" in e:  # the running summary: an agent's words are shown as quoted data
+                by = "its summary agent" if e["written"] != "entries" else "harnessc, from the entries"
+                out.append(f"(the running summary, written by {by})\n{e['text']}\n(end of the summary)\n")
+            else:
+                out.append(f"- {e['text']}\n")
     for key, head in (("decisions", "Decisions"), ("failures", "Failures on your files"),
                       ("constraints", "Active constraints")):
         if view[key]:
@@ -86,16 +93,17 @@ def render(view: dict[str, list[dict]]) -> str:
     return "".join(out)
 
 
-def section(entries: list[dict], node: Any, settings: Settings, run_id: str | None) -> str:
+def section(entries: list[dict], node: Any, settings: Settings, run_id: str | None, summary: dict | None = None) -> str:
     """The task's memory section within its budget ("" when memory holds nothing to tell it,
     or only the summary): the oldest summary lines go first, then the least related
     decisions, the oldest failures, then constraints."""
-    view = select(entries, node, run_id)
-    if not (view["decisions"] or view["failures"] or view["constraints"]):
-        return ""  # a summary alone tells a task nothing it can act on
-    summary = view["summary"]
-    while summary and estimate_tokens("".join(e["text"] for e in summary)) > settings.summary_tokens:
-        summary.pop(0)
+    view = select(entries, node, run_id, summary)
+    told = [e for e in view["summary"] if e.get("written", "entries") != "entries"]  # an agent's summary
+    if not (view["decisions"] or view["failures"] or view["constraints"] or told):
+        return ""  # harnessc's own summary alone tells a task nothing it can act on
+    lines = view["summary"]
+    while lines and estimate_tokens("".join(e["text"] for e in lines)) > settings.summary_tokens:
+        lines.pop(0 if "written" not in lines[0] or len(lines) == 1 else 1)  # the running summary goes last
     text = render(view)
     while estimate_tokens(text) > settings.inject_tokens:
         for key, end in (("summary", 0), ("decisions", -1), ("failures", 0), ("constraints", 0)):

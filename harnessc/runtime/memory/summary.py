@@ -1,0 +1,211 @@
+"""The running summary, `.harness/memory/summary.json`: rewritten every `memory.every` tasks
+that ended well and at a phase's end, by the cheap agent `memory.agent` when one is named,
+else (or when its answer is unusable) from the entries, newest first.
+
+When: after the ending task's landing, off the landing's path. The scheduler tells
+`Refresher.ended()` once a task's outcome is recorded; a refresh that is due starts in the
+background, one at a time (a refresh due while one runs starts after it), and the run's end
+waits for it (an abort cancels it: the file keeps the last summary written). Whether one is due
+is read from the files (ended tasks newer than the summary's `upto`; phases ended and not in its
+`phases`), so a run that crashed before a refresh does it at its next task's end.
+
+The file is written atomically; a damaged one is said once and the summary starts empty.
+An agent's answer is hostile text: control characters and markup removed, bounded to
+`memory.summary_tokens`, shown to later tasks as what it is (a summary, not instructions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from ...estimates import CHARS_PER_TOKEN, estimate_tokens
+from ...workspace import WorkspaceError
+from .store import MemoryStore, Settings, now_iso
+
+FILE = "summary.json"
+PURPOSE = "memory_summary"  # the call's purpose (HARNESSC_PURPOSE) and template, memory_summary.md.j2
+ENTRY_CHARS = 12_000  # of the entries shown to the summary agent
+FINAL = frozenset({"succeeded", "degraded", "done", "failed", "skipped", "blocked", "review"})
+UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+MARKUP = re.compile(r"</?\s*(?:decision|failure|constraint|promise|task|progress|system|memory)\b[^>]*>", re.I)
+
+
+def clean(text: str, tokens: int) -> str:
+    """An agent's summary as a prompt may carry it: no control characters, none of harnessc's
+    markers (a summary must not report a decision or a promise), within `tokens`."""
+    text = MARKUP.sub("", UNSAFE.sub("", text or ""))
+    lines = [line.rstrip() for line in text.strip().splitlines()]
+    text = "\n".join(line for i, line in enumerate(lines) if line or (i and lines[i - 1]))
+    cap = tokens * CHARS_PER_TOKEN
+    return text if len(text) <= cap else text[: max(0, cap - 4)].rstrip() + " ..."
+
+
+def fallback(entries: list[dict], tokens: int) -> str:
+    """The deterministic summary: the entries' lines, newest first, within `tokens`: each
+    ended task's line (it names the task's decisions) and each failure with its fix (the
+    section lists the decisions and constraints themselves)."""
+    lines: list[str] = []
+    used = 0
+    for e in reversed(entries):
+        if e["kind"] not in ("done", "failure"):
+            continue
+        fix = "".join(f"; {k}: {e[k]}" for k in ("cause", "fix") if e.get(k))
+        line = f"- {e['text']}" if e["kind"] == "done" else f"- failure (task {e['task']}): {e['text']}{fix}"
+        cost = estimate_tokens(line + "\n")
+        if used + cost > tokens:
+            break
+        lines.append(line)
+        used += cost
+    return "\n".join(lines)
+
+
+class SummaryFile:
+    """summary.json: {"text", "by": agent name | "entries", "at", "run", "upto": the newest
+    ended task's summary line it covers, "phases": [the phases it covered the end of]}."""
+
+    def __init__(self, memory: MemoryStore, say: Callable[[str], None]):
+        self.ws, self.say = memory.ws, say
+        self.path = memory.dir / FILE
+        self._damage_said = False
+
+    def read(self) -> dict:
+        try:
+            data = json.loads(self.ws.read_text(self.path))
+            if not (isinstance(data, dict) and isinstance(data.get("text"), str)
+                    and isinstance(data.get("phases", []), list) and isinstance(data.get("upto"), (str, type(None)))):
+                raise ValueError("not a summary object")
+            return data
+        except FileNotFoundError:
+            return {}
+        except (ValueError, UnicodeDecodeError, RecursionError, OSError, WorkspaceError) as e:
+            if not self._damage_said:
+                self._damage_said = True
+                why = "it is not a summary (JSON with a text)" if isinstance(e, ValueError) else str(e)
+                self.say(f"harnessc: warning: {self.ws.rel(self.path)}: {why}; the summary starts empty "
+                         "(it is rewritten at the next refresh)")
+            return {}
+
+    def write(self, data: dict) -> None:
+        self.ws.write_atomic(self.path, json.dumps(data, ensure_ascii=False, sort_keys=True, indent=1) + "\n")
+
+
+def pending(entries: list[dict], upto: str | None) -> list[dict]:
+    """The ended tasks' lines newer than the summary (all of them when it covers none)."""
+    done = [e for e in entries if e["kind"] == "done"]
+    ids = [e["id"] for e in done]
+    return done[ids.index(upto) + 1:] if upto in ids else done
+
+
+class Refresher:
+    """A run's refreshes of the summary: due after `every` ended tasks and at a phase's end,
+    one at a time, in the background."""
+
+    def __init__(self, root: Path, settings: Settings, memory: MemoryStore, say: Callable[[str], None], state: Any):
+        self.root, self.settings, self.memory, self.state = root, settings, memory, state
+        self.file = SummaryFile(memory, say)
+        self.running: asyncio.Task | None = None
+        self.again: tuple[Any, Any] | None = None  # (ctx, node) of a refresh due while one ran
+        self._phases: dict[str, list[str]] | None = None  # phase -> its tasks' ids
+
+    def phases_ended(self, ctx: Any, node: Any) -> list[str]:
+        """The phase of the task that ended, when every task of that phase is now final."""
+        phase = getattr(node, "phase", None)
+        if not phase:
+            return []
+        if self._phases is None:
+            self._phases = {}
+            for n in ctx.plan.nodes:
+                if getattr(n, "phase", None):
+                    self._phases.setdefault(n.phase, []).append(n.id)
+        same = self._phases.get(phase, [])
+        rows = ctx.store.tasks(same)
+        return [phase] if all(rows.get(t, {}).get("state") in FINAL for t in same) else []
+
+    def due(self, phases_ended: list[str]) -> list[str] | None:
+        """The phases whose end a refresh now covers, or None when none is due."""
+        data = self.file.read()
+        covered = set(data.get("phases") or ())
+        ended = [p for p in phases_ended if p not in covered]
+        if ended or len(pending(self.memory.entries(), data.get("upto"))) >= self.settings.every:
+            return ended
+        return None
+
+    def ended(self, ctx: Any, node: Any) -> None:
+        """A task's outcome is recorded (after its landing): start a refresh when one is due."""
+        if self.running is not None and not self.running.done():
+            self.again = (ctx, node)
+            return
+        if self.due(self.phases_ended(ctx, node)) is None:
+            return
+        self.running = asyncio.get_running_loop().create_task(self._refresh(ctx, node), name="memory-summary")
+
+    async def settle(self, abort: bool = False) -> None:
+        """The run ends: the refresh in flight ends (an abort cancels it)."""
+        while self.running is not None and not self.running.done():
+            if abort:
+                self.running.cancel()
+            try:
+                await self.running
+            except asyncio.CancelledError:
+                if not abort:
+                    raise
+                return
+
+    async def _refresh(self, ctx: Any, node: Any) -> None:
+        while True:
+            try:
+                await self.refresh(ctx, node)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # memory is advice: a refresh never fails the run
+                self.state.event("memory_unwritten", node.id, message=f"could not refresh the summary: {e}"[:500])
+            if self.again is None:
+                return
+            (ctx, node), self.again = self.again, None
+            if self.due(self.phases_ended(ctx, node)) is None:
+                return
+
+    async def refresh(self, ctx: Any, node: Any) -> None:
+        phases = self.due(self.phases_ended(ctx, node))
+        if phases is None:
+            return
+        old = self.file.read()
+        entries = self.memory.entries()
+        done = [e for e in entries if e["kind"] == "done"]
+        tokens = self.settings.summary_tokens
+        text, by = None, "entries"
+        if self.settings.agent:
+            text = await self._ask(ctx, node, old, entries, tokens)
+            if text:
+                by = self.settings.agent
+        if not text:
+            text = fallback(entries, tokens)
+        self.file.write({"text": text, "by": by, "at": now_iso(), "run": getattr(self.state, "run_id", None),
+                         "upto": done[-1]["id"] if done else None,
+                         "phases": sorted(set(old.get("phases") or ()) | set(phases))})
+        self.state.event("memory_summary", node.id, agent=by, phases=phases,
+                         message=f"the memory summary was refreshed ({'by ' + by if by != 'entries' else 'from the entries'})")
+
+    async def _ask(self, ctx: Any, node: Any, old: dict, entries: list[dict], tokens: int) -> str | None:
+        """The summary agent's answer, cleaned; None when it gave nothing usable (the
+        assist event says why)."""
+        from ..loop.assist import Assistant
+
+        shown, size = [], 0
+        for e in reversed(entries):  # newest first, within what the agent is shown
+            line = (f"{e['kind']} (task {e['task']}): {e['text']}"
+                    + "".join(f"; {k}: {e[k]}" for k in ("cause", "fix", "expires") if e.get(k)))
+            size += len(line)
+            if size > ENTRY_CHARS:
+                break
+            shown.append(line)
+        variables = {"summary": old.get("text") or "", "entries": shown, "max_words": max(1, tokens * 3 // 4)}
+        # the answer may be a little over (cleaning cuts it to the bound); far over is not a summary
+        text = await Assistant(ctx, node, lambda: math.inf).ask(PURPOSE, self.settings.agent, 0,
+                                                                 tokens * CHARS_PER_TOKEN * 2, tokens, variables)
+        return clean(text, tokens) or None if text else None
