@@ -159,6 +159,7 @@ class TaskRun:
         self.level = 0  # refinement level of the prompt (0: the first prompt)
         self.shown: dict = {}  # what displays show of the call in flight (ctx.live[task])
         self.answer: str | None = None  # the text of the answer that passed verification (run memory)
+        self.output: Any = None  # and its validated output (its memory fields: runtime/memory/capture.py)
         # isolation: worktree - the attempt's worktree is where everything of the task happens
         self.iso = ctx.isolation if ctx.isolation.is_isolated(node) else None
         self.workdir = ctx.isolation.workdir(node) if self.iso else ctx.root
@@ -247,7 +248,7 @@ class TaskRun:
         if memory is None or outcome not in (TaskState.SUCCEEDED, TaskState.REVIEW) or self.answer is None:
             return
         earlier = list(self.loop.memory.decisions) if self.loop and getattr(self.loop, "memory", None) else []
-        memory.ended(self.node, outcome, self.answer, earlier)
+        memory.ended(self.node, outcome, self.answer, earlier, output=self.output)
 
     async def iterations(self) -> str:
         if self.loop:
@@ -684,7 +685,7 @@ class TaskRun:
                                                   f"{e.span.line}: {e.code}: {e.message}")) from None
 
     async def succeed(self, resp: Response, verdict: Verdict) -> None:
-        self.answer = resp.text
+        self.answer, self.output = resp.text, verdict.output
         seen = await self.loop.observe(self.p.agent, resp.text, [], verdict.checks, succeeded=True) \
             if self.loop else None
         end = answer_end("succeeded", resp, parsed=verdict.output, checks=verdict.checks, seen=seen)

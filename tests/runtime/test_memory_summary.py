@@ -132,3 +132,54 @@ def test_the_agent_must_be_defined(tmp_path):
 
 
 assert AGENT  # the task agent of test_run_memory
+
+
+CONTRACTS = """\
+contracts:
+  step:
+    description: A step that reports what it learned
+    output:
+      done: {type: bool}
+      decisions: {type: list, items: str, required: false}
+      failures:
+        type: list
+        required: false
+        items:
+          type: dict
+          fields:
+            text: {type: str}
+            cause: {type: str, required: false}
+            fix: {type: str, required: false}
+      constraints:
+        type: list
+        required: false
+        items:
+          type: dict
+          fields:
+            text: {type: str}
+            expires: {type: str, required: false}
+            files: {type: list, items: str, required: false}
+"""
+
+
+def test_contract_fields_are_a_memory_source(tmp_path):
+    answer = json.dumps({"done": True, "decisions": ["the API returns problem+json"],
+                         "failures": [{"text": "the test DB dropped cascades", "cause": "foreign keys off",
+                                       "fix": "PRAGMA foreign_keys=ON"}],
+                         "constraints": [{"text": "do not touch vendor/", "expires": "run", "files": ["vendor/x.c"]},
+                                         {"text": "freeze the schema", "expires": "2000-01-01"}]})
+    root = project(tmp_path / "p", {"a": "Set up.", "b": "Build the API."}, {"a": f"```json\n{answer}\n```"})
+    (root / "contracts.yaml").write_text(CONTRACTS)
+    (root / "roadmap.md").write_text((root / "roadmap.md").read_text().replace(
+        "  - priority: high", "  - priority: high\n  - contract: step", 1))
+    run(root)
+    told = {e["kind"]: e for e in entries(root) if e["kind"] != "done"}
+    assert told["decision"]["text"] == "the API returns problem+json" and told["decision"]["task"] == "a"
+    assert told["failure"]["fix"] == "PRAGMA foreign_keys=ON" and told["failure"]["cause"] == "foreign keys off"
+    constraints = [e for e in entries(root) if e["kind"] == "constraint"]
+    assert {c["text"]: c.get("expires") for c in constraints} == {
+        "do not touch vendor/": "run", "freeze the schema": "2000-01-01T00:00:00Z"}
+    assert next(c for c in constraints if c["expires"] == "run")["files"] == ["vendor/x.c"]
+    b = prompt(root, "b")
+    assert "the API returns problem+json [d-" in b and "do not touch vendor/ (until the run ends)" in b
+    assert "freeze the schema" not in b  # expired

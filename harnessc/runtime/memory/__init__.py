@@ -63,11 +63,16 @@ class RunMemory:
             self.state.event("memory_unwritten", None, message=f"could not write to memory: {e}"[:500])
             return []
 
-    def ended(self, node: Any, outcome: str, text: str, extra_decisions: list[str] = ()) -> None:
-        """A task ended well (succeeded, or waits for review): what its last answer (and a
-        loop task's earlier iterations) told, and its summary line."""
+    def ended(self, node: Any, outcome: str, text: str, extra_decisions: list[str] = (), output: Any = None) -> None:
+        """A task ended well (succeeded, or waits for review): what its last answer (markers,
+        and its output's memory fields) and a loop task's earlier iterations told, and its
+        summary line."""
         files = recall.task_files(node)
-        told = capture.markers(text, node.id, files)
+        told, skipped = capture.fields(output, node.id, files)
+        if skipped:
+            self.state.event("memory_unwritten", node.id, message=(
+                "output fields not taken into memory: " + "; ".join(skipped[:5]))[:500])
+        told += capture.markers(text, node.id, files)
         told += [{"kind": "decision", "text": capture.clip(d), "task": node.id, "files": files}
                  for d in extra_decisions if capture.clip(d)]
         told = list({(e["kind"], e["text"]): e for e in told}.values())  # said twice: once

@@ -1,6 +1,9 @@
-"""What an agent's text tells memory: `<decision>...</decision>`,
+"""What an agent tells memory: `<decision>...</decision>`,
 `<failure cause="..." fix="...">...</failure>` and `<constraint expires="...">...</constraint>`
-markers (attributes optional). A constraint's `expires` is an ISO date or time (UTC), a
+markers in its text (attributes optional), and the `decisions` / `failures` / `constraints`
+fields of its validated output (a contract that declares them): each a list whose items are a
+string (the text) or an object {text, files?: [paths], and cause?/fix? (failures) or
+expires? (constraints)}; an item's `files` replace the task's own. A constraint's `expires` is an ISO date or time (UTC), a
 duration from now (`30m`, `12h`, `3d`) or `run` (until this run ends); anything else: no
 expiry, the text kept as said."""
 
@@ -9,6 +12,8 @@ from __future__ import annotations
 import html
 import re
 from datetime import datetime, timedelta, timezone
+
+from .. import clock
 
 MARKER = re.compile(r"<(decision|failure|constraint)((?:\s+[a-z_]+\s*=\s*\"[^\"]*\")*)\s*>(.*?)</\1\s*>",
                     re.S | re.I)
@@ -26,7 +31,7 @@ def clip(text: str, n: int = TEXT_CHARS) -> str:
 def expiry(raw: str, now: datetime | None = None) -> str | None:
     """`expires` as the store keeps it: an ISO time in UTC, "run", or None (none / not understood)."""
     raw = raw.strip()
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.fromtimestamp(clock.time(), timezone.utc)  # the runtime's clock (a test's virtual one)
     if raw.lower() == "run":
         return "run"
     m = DURATION.match(raw.lower())
@@ -64,6 +69,57 @@ def markers(text: str, task: str, files: list[str]) -> list[dict]:
         if len(out) >= MAX_PER_TEXT:
             break
     return out
+
+
+FIELDS = {"decisions": "decision", "failures": "failure", "constraints": "constraint"}
+MAX_FILES = 20  # an item's files
+
+
+def fields(output: object, task: str, files: list[str]) -> tuple[list[dict], list[str]]:
+    """The entries (unstamped) an output's memory fields make, and what in them was skipped."""
+    out: list[dict] = []
+    skipped: list[str] = []
+    if not isinstance(output, dict):
+        return out, skipped
+    for field, kind in FIELDS.items():
+        items = output.get(field)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            skipped.append(f"{field}: not a list")
+            continue
+        for i, item in enumerate(items):
+            entry = _item(item, kind, task, files)
+            if isinstance(entry, str):
+                skipped.append(f"{field}[{i}]: {entry}")
+            elif entry is not None and len(out) < MAX_PER_TEXT:
+                out.append(entry)
+    return out, skipped
+
+
+def _item(item: object, kind: str, task: str, files: list[str]) -> dict | str | None:
+    """One item as an entry, None when it says nothing, or why it is not one."""
+    if isinstance(item, str):
+        item = {"text": item}
+    if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+        return "not a string or an object with a text"
+    text = clip(item["text"])
+    if not text:
+        return None
+    own = item.get("files")
+    if own is not None and not (isinstance(own, list) and all(isinstance(f, str) for f in own)):
+        return "files: not a list of paths"
+    entry = {"kind": kind, "text": text, "task": task,
+             "files": [clip(f, 200) for f in own[:MAX_FILES]] if own else list(files)}
+    if kind == "failure":
+        entry.update({k: clip(item[k]) for k in ("cause", "fix") if isinstance(item.get(k), str) and item[k].strip()})
+    elif kind == "constraint" and isinstance(item.get("expires"), str) and item["expires"].strip():
+        when = expiry(item["expires"])
+        if when:
+            entry["expires"] = when
+        else:
+            entry["text"] = f"{text} (expires: {clip(item['expires'], 40)}, not understood: kept until forgotten)"
+    return entry
 
 
 def rejection(errors: list[str], task: str, files: list[str]) -> dict | None:
