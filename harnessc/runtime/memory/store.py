@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from ...workspace import Workspace, WorkspaceError
+from .. import clock
 
 KINDS = ("decision", "failure", "constraint", "done")
 FILE = "memory.jsonl"
@@ -53,7 +54,8 @@ def entry_id(kind: str, task: str, text: str) -> str:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The time now in UTC, as entries keep it: the runtime's clock (a test's virtual one)."""
+    return datetime.fromtimestamp(clock.time(), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def active(entry: dict, run_id: str | None, now: str | None = None) -> bool:

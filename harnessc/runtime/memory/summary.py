@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from ...estimates import CHARS_PER_TOKEN, estimate_tokens
+from ...estimates import CHARS_PER_TOKEN, tokens_for_chars
 from ...workspace import WorkspaceError
 from .store import MemoryStore, Settings, now_iso
 
@@ -38,7 +38,9 @@ MARKUP = re.compile(r"</?\s*(?:decision|failure|constraint|promise|task|progress
 def clean(text: str, tokens: int) -> str:
     """An agent's summary as a prompt may carry it: no control characters, none of harnessc's
     markers (a summary must not report a decision or a promise), within `tokens`."""
-    text = MARKUP.sub("", UNSAFE.sub("", text or ""))
+    text = UNSAFE.sub("", text or "")
+    while MARKUP.search(text):  # until none is left: removing one may join another ("<deci<task>sion>")
+        text = MARKUP.sub("", text)
     lines = [line.rstrip() for line in text.strip().splitlines()]
     text = "\n".join(line for i, line in enumerate(lines) if line or (i and lines[i - 1]))
     cap = tokens * CHARS_PER_TOKEN
@@ -50,17 +52,16 @@ def fallback(entries: list[dict], tokens: int) -> str:
     ended task's line (it names the task's decisions) and each failure with its fix (the
     section lists the decisions and constraints themselves)."""
     lines: list[str] = []
-    used = 0
+    chars = -1  # the joined text's length (no newline before the first line)
     for e in reversed(entries):
         if e["kind"] not in ("done", "failure"):
             continue
         fix = "".join(f"; {k}: {e[k]}" for k in ("cause", "fix") if e.get(k))
         line = f"- {e['text']}" if e["kind"] == "done" else f"- failure (task {e['task']}): {e['text']}{fix}"
-        cost = estimate_tokens(line + "\n")
-        if used + cost > tokens:
+        if tokens_for_chars(chars + 1 + len(line)) > tokens:
             break
         lines.append(line)
-        used += cost
+        chars += 1 + len(line)
     return "\n".join(lines)
 
 
