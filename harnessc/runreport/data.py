@@ -28,6 +28,7 @@ FAILED_ATTEMPTS = ("rejected", "error", "over_limit", "stuck", "interrupted")
 ROUTING = ("routed", "fallback", "escalated")
 TASK_EVENTS = tuple(e.name for e in EVENTS.values() if e.state is not None)
 OUTPUT_CHARS = 4000  # of one task's verified output shown (the report stays small at 2,000 tasks)
+MEMORY_ENTRIES = 200  # the newest memory entries shown (the report stays small)
 
 
 class ReportError(HarnesscError):
@@ -57,8 +58,26 @@ def collect(root: Path, run_id: str | None = None) -> dict[str, Any]:
     except planmod.PlanError:
         plan = None  # the report still shows what ran, without the plan's graph
     report = _assemble(run, attempts, events, rows, plan, boards)
+    report["memory"] = memory(root, run["id"])
     report["secrets"] = secret_values(names=_key_envs(plan))  # for redact(), on the written text
     return report
+
+
+def memory(root: Path, run_id: str) -> dict[str, Any]:
+    """Run memory as it is now (.harness/memory/): the running summary and the newest
+    entries, each with the task that recorded it and whether this run did. A damaged file is
+    read as empty (the next run says so and sets it aside)."""
+    from ..runtime.memory.store import MemoryStore, active
+    from ..runtime.memory.summary import SummaryFile
+
+    store = MemoryStore(root, aside=False)  # a report only reads: a damaged file stays where it is
+    entries = [e for e in store.entries() if e["kind"] != "done"]
+    summary = SummaryFile(store, lambda line: None).read()
+    shown = [{**{k: e.get(k) for k in ("id", "kind", "text", "task", "cause", "fix", "expires")},
+              "this_run": e.get("run") == run_id,
+              "expired": e["kind"] == "constraint" and not active(e, run_id)} for e in entries[-MEMORY_ENTRIES:]]
+    return {"summary": summary.get("text") or "", "summary_by": summary.get("by"), "entries": shown[::-1],
+            "more": max(0, len(entries) - MEMORY_ENTRIES)}
 
 
 def _key_envs(plan) -> set[str]:

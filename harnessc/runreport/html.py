@@ -48,7 +48,7 @@ def render(report: dict[str, Any]) -> str:
         run=report["run"], project=report["project"], charts=drawn, charts_note=charts_note, alerts=report["alerts"],
         tasks=tasks, counts=state_counts(report["tasks"]), priced=charts.priced(report),
         agents=[(a, colors[a]) for a in report["agents"]], agent_rows=list(report["agents"].items()),
-        has_section=has_section,
+        has_section=has_section, memory=report.get("memory") or {}, linked=linked,
         generated_at=report["generated_at"], state_class=state_class, label=svg.label,
         state_colors=list(svg.STATE_COLORS.items()), dark_states=svg.DARK_STATES,
         when=when, duration=duration, percent=percent)

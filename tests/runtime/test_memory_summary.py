@@ -183,3 +183,23 @@ def test_contract_fields_are_a_memory_source(tmp_path):
     b = prompt(root, "b")
     assert "the API returns problem+json [d-" in b and "do not touch vendor/ (until the run ends)" in b
     assert "freeze the schema" not in b  # expired
+
+
+def test_the_report_lists_the_summary_and_the_entries_with_their_tasks(tmp_path):
+    root = with_summary_agent(project(tmp_path / "p", {"a": "Set up.", "b": "Build."}, {
+        "a": '<decision>we use UUIDv7 ids</decision><constraint expires="run">keep <script>alert(1)</script> out'
+             '</constraint>'}), "- ids are UUIDv7", every=1)
+    run(root)
+    r = harnessc(root, "report")
+    assert r.returncode == 0, r.stdout + r.stderr
+    page = (root / r.stdout.strip().removeprefix("report: ")).read_text()
+    memory = page.split('<h2 id="memory">Memory</h2>')[1].split('<h2 id="tasks">')[0]
+    assert "Running summary (by cheap)" in memory and "- ids are UUIDv7" in memory
+    assert '<a href="#task-a">a</a> <span class="muted">(this run)</span></td><td>we use UUIDv7 ids' in memory
+    assert "keep &lt;script&gt;alert(1)&lt;/script&gt; out" in memory and "until the run ends" in memory
+    assert "<script" not in page
+    # a damaged memory file: the report reads it as empty, and leaves it where it is for the next run
+    (root / ".harness" / "memory" / "memory.jsonl").write_text("not json\n")
+    r = harnessc(root, "report")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert (root / ".harness" / "memory" / "memory.jsonl").read_text() == "not json\n"

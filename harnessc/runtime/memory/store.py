@@ -117,8 +117,10 @@ class MemoryStore:
     forget` during a run counts from the next prompt on); what this process appends updates
     what it holds without reading the file again."""
 
-    def __init__(self, root: Path, say: Callable[[str], None] | None = None, keep_done: int | None = None):
+    def __init__(self, root: Path, say: Callable[[str], None] | None = None, keep_done: int | None = None,
+                 aside: bool = True):
         self.ws = Workspace(root)
+        self.aside = aside  # a damaged file is moved aside (False: a reader that only looks, the report)
         self.dir = self.ws.harness / "memory"
         self.path = self.dir / FILE
         self.say = say or (lambda line: None)
@@ -165,6 +167,9 @@ class MemoryStore:
         except RecursionError:
             why = "a line nests too deep"
         aside = self.dir / (FILE + ".damaged")
+        if not self.aside:
+            self.say(f"harnessc: warning: {self.ws.rel(self.path)}: {why}; memory is read as empty")
+            return {}
         try:
             self.ws.move(self.path, aside)
             kept = f"kept as {self.ws.rel(aside)}"
