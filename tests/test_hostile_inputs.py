@@ -73,7 +73,7 @@ def test_keys_are_text_and_build(tmp_path: Path) -> None:
         f"  {k}:\n    output:\n      n: {{type: int, example: 1}}\n" for k in ("1", "true", "~"))
     harness = HARNESS.replace("agents:\n", "agents:\n  1: {provider: simulate}\n  true: {provider: simulate}\n"
                                            "  ~: {provider: simulate}\n")
-    roadmap = (DEMO / "roadmap.md").read_text(encoding="utf-8").replace("contract: market_analysis", "contract: 1") \
+    roadmap = (DEMO / "roadmap.md").read_text(encoding="utf-8").replace("contract: market_notes", "contract: 1") \
         .replace("agent: careful", "agent: true")
     root = project(tmp_path, contracts_yaml=contracts, harness_yaml=harness, roadmap_md=roadmap)
     built = compile_project(root)

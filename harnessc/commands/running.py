@@ -163,7 +163,7 @@ def _execute(root: Path, plan: dict, opts, detached_fd: int | None = None) -> No
         if cached:
             say(cached)
     for line in result.notes:  # isolation: a landing's conflict names git's words
-        say(visible(line))
+        say(visible(line.replace("`harnessc ", f"`{prog} ")))  # a command it names works pasted here
     for line in next_steps(result.outcome, result.tasks, result.budget_stop, prog):  # skip reasons: agents' words
         say(visible(line))
     # status "error": state.db was lost under the run, and no longer holds it to report on

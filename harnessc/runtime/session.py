@@ -112,6 +112,7 @@ def execute(root: Path, plan: Plan, opts: RunOptions,
             on_start(runner, recovered)
         with reaper.adopting(store.run_id), procs.child_watching(), nogc.for_a_run():
             result = asyncio.run(runner.run())
+        result.notes += runner.memory.closing() if runner.memory is not None else []
         result.notes += file_proposals(runner, store)
         store.end_run(result.status, result.exit_code, result.message)
         write_results(workspace, result, store.last_run())

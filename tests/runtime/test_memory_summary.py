@@ -203,3 +203,24 @@ def test_the_report_lists_the_summary_and_the_entries_with_their_tasks(tmp_path)
     r = harnessc(root, "report")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert (root / ".harness" / "memory" / "memory.jsonl").read_text() == "not json\n"
+
+
+def test_the_demo_shows_memory_and_a_proposal(tmp_path):
+    """The README's demo, offline: market-001 records a decision (its contract's `decisions`
+    field) that brief-001's prompt carries; brief-001 proposes a task, filed for review; the
+    run ends 0 and its closing lines point to `harnessc memory` and `harnessc review`."""
+    import shutil
+
+    demo = tmp_path / "demo"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "specs" / "demo", demo,
+                    ignore=shutil.ignore_patterns(".harness"))
+    r = harnessc(demo, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "memory: this run recorded 1 decision for later tasks: `harnessc memory` lists them" in r.stdout, r.stdout
+    assert "proposals: 1 proposed task waits for review" in r.stdout and "`harnessc review`" in r.stdout
+    decision = next(e for e in entries(demo) if e["kind"] == "decision")
+    assert decision["task"] == "market-001" and "EUR" in decision["text"]
+    log = harnessc(demo, "log", "brief-001").stdout
+    assert f"- {decision['text']} [{decision['id']}, task market-001]" in log.split("## Memory of earlier tasks")[1]
+    review = harnessc(demo, "review")
+    assert review.returncode == 0 and "followup-001: Book the demo with Acme Corp" in review.stdout, review.stdout

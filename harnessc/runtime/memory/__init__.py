@@ -79,6 +79,17 @@ class RunMemory:
         added = self._add(told)
         self._add([recall.done_line(node, outcome, added or told)])
 
+    def closing(self) -> list[str]:
+        """The run's closing line about what its agents told memory (none when they told nothing;
+        a rejected attempt's first error, recorded as a failure of its own, does not count)."""
+        mine = [e for e in self.file.entries() if e.get("run") == self.run_id
+                and (e["kind"] in ("decision", "constraint") or e["kind"] == "failure" and (e.get("cause") or e.get("fix")))]
+        if not mine:
+            return []
+        counts = {k: sum(e["kind"] == k for e in mine) for k in ("decision", "failure", "constraint")}
+        told = ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in counts.items() if n)
+        return [f"memory: this run recorded {told} for later tasks: `harnessc memory` lists them"]
+
     def rejected(self, node: Any, text: str, errors: list[str]) -> None:
         """A rejected attempt: the failures it reported, else its first error."""
         files = recall.task_files(node)

@@ -2,10 +2,12 @@
 that ended well and at a phase's end, by the cheap agent `memory.agent` when one is named,
 else (or when its answer is unusable) from the entries, newest first.
 
-When: after the ending task's landing, off the landing's path. The scheduler tells
-`Refresher.ended()` once a task's outcome is recorded; a refresh that is due starts in the
-background, one at a time (a refresh due while one runs starts after it), and the run's end
-waits for it (an abort cancels it: the file keeps the last summary written). Whether one is due
+When: after the ending task's landing. The scheduler tells `Refresher.ended()` once a task's
+outcome is recorded and its change landed. From the entries, the refresh is a file write done
+there and then (the next task's prompt has it). By the agent, it runs in the background, one
+at a time (a refresh due while one runs is looked at again after it), never holding up a
+landing or a start; the run's end waits for it (an abort cancels it: the file keeps the last
+summary written). Whether one is due
 is read from the files (ended tasks newer than the summary's `upto`; phases ended and not in its
 `phases`), so a run that crashed before a refresh does it at its next task's end.
 
@@ -137,13 +139,22 @@ class Refresher:
         return None
 
     def ended(self, ctx: Any, node: Any) -> None:
-        """A task's outcome is recorded (after its landing): start a refresh when one is due."""
+        """A task's outcome is recorded (after its landing): refresh the summary when due. From
+        the entries (no agent) at once: a file write, so the next task's prompt has it; by the
+        agent in the background, one refresh at a time."""
         if self.running is not None and not self.running.done():
             self.again = (ctx, node)
             return
-        if self.due(self.phases_ended(ctx, node)) is None:
+        phases = self.due(self.phases_ended(ctx, node))
+        if phases is None:
             return
-        self.running = asyncio.get_running_loop().create_task(self._refresh(ctx, node), name="memory-summary")
+        if self.settings.agent:
+            self.running = asyncio.get_running_loop().create_task(self._refresh(ctx, node), name="memory-summary")
+            return
+        try:
+            self._write(self.file.read(), self.memory.entries(), None, phases, node)
+        except Exception as e:  # memory is advice: a refresh never fails the run
+            self.state.event("memory_unwritten", node.id, message=f"could not refresh the summary: {e}"[:500])
 
     async def settle(self, abort: bool = False) -> None:
         """The run ends: the refresh in flight ends (an abort cancels it)."""
@@ -175,22 +186,19 @@ class Refresher:
         phases = self.due(self.phases_ended(ctx, node))
         if phases is None:
             return
-        old = self.file.read()
-        entries = self.memory.entries()
+        old, entries = self.file.read(), self.memory.entries()  # what this refresh covers (more may come meanwhile)
+        text = await self._ask(ctx, node, old, entries, self.settings.summary_tokens) if self.settings.agent else None
+        self._write(old, entries, text, phases, node)
+
+    def _write(self, old: dict, entries: list[dict], text: str | None, phases: list[str], node: Any) -> None:
+        """summary.json with the agent's `text`, else the entries' (atomically)."""
+        by = self.settings.agent if text else "entries"
         done = [e for e in entries if e["kind"] == "done"]
-        tokens = self.settings.summary_tokens
-        text, by = None, "entries"
-        if self.settings.agent:
-            text = await self._ask(ctx, node, old, entries, tokens)
-            if text:
-                by = self.settings.agent
-        if not text:
-            text = fallback(entries, tokens)
-        self.file.write({"text": text, "by": by, "at": now_iso(), "run": getattr(self.state, "run_id", None),
-                         "upto": done[-1]["id"] if done else None,
+        self.file.write({"text": text or fallback(entries, self.settings.summary_tokens), "by": by, "at": now_iso(),
+                         "run": getattr(self.state, "run_id", None), "upto": done[-1]["id"] if done else None,
                          "phases": sorted(set(old.get("phases") or ()) | set(phases))})
         self.state.event("memory_summary", node.id, agent=by, phases=phases,
-                         message=f"the memory summary was refreshed ({'by ' + by if by != 'entries' else 'from the entries'})")
+                         message=f"the memory summary was refreshed ({'by ' + by if text else 'from the entries'})")
 
     async def _ask(self, ctx: Any, node: Any, old: dict, entries: list[dict], tokens: int) -> str | None:
         """The summary agent's answer, cleaned; None when it gave nothing usable (the
