@@ -47,9 +47,13 @@ def memory(click_ctx: click.Context, ctx: Context, output: str) -> None:
         return
     from ..runtime.memory.store import active
 
-    entries = _store(ctx).entries()
+    from ..runtime.memory.summary import SummaryFile
+
+    store = _store(ctx)
+    entries = store.entries()
+    summary = SummaryFile(store, lambda line: click.echo(line, err=True)).read()
     if output == "json":
-        click.echo(json_text({"entries": entries}, indent=2, sort_keys=True))
+        click.echo(json_text({"entries": entries, **({"summary": summary} if summary else {})}, indent=2, sort_keys=True))
         return
     knowledge = [e for e in entries if e["kind"] != "done"]
     if not entries:
@@ -61,6 +65,9 @@ def memory(click_ctx: click.Context, ctx: Context, output: str) -> None:
     done = [e for e in entries if e["kind"] == "done"]
     if done:
         click.echo(f"summary: {len(done)} task(s) ended well; the newest: {done[-1]['text']}")
+    if summary.get("text"):
+        by = "from the entries" if summary.get("by") == "entries" else f"by {summary.get('by')}"
+        echo_visible(f"running summary ({by}, {summary.get('at', '?')}):\n{summary['text']}")
 
 
 @memory.command()

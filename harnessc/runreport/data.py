@@ -18,6 +18,7 @@ from ..events import EVENTS
 from ..providers import key_envs
 from ..runtime import plan as planmod
 from ..runtime.children.procs import scrubbed, secret_values
+from ..runtime.memory.view import memory_view
 from ..runtime.store import scoreboard
 from ..runtime.store.state import USAGE_COLUMNS, NoState, StateStore
 from ..states import TaskState
@@ -58,26 +59,9 @@ def collect(root: Path, run_id: str | None = None) -> dict[str, Any]:
     except planmod.PlanError:
         plan = None  # the report still shows what ran, without the plan's graph
     report = _assemble(run, attempts, events, rows, plan, boards)
-    report["memory"] = memory(root, run["id"])
+    report["memory"] = memory_view(root, run["id"], MEMORY_ENTRIES)  # run memory as it is now
     report["secrets"] = secret_values(names=_key_envs(plan))  # for redact(), on the written text
     return report
-
-
-def memory(root: Path, run_id: str) -> dict[str, Any]:
-    """Run memory as it is now (.harness/memory/): the running summary and the newest
-    entries, each with the task that recorded it and whether this run did. A damaged file is
-    read as empty (the next run says so and sets it aside)."""
-    from ..runtime.memory.store import MemoryStore, active
-    from ..runtime.memory.summary import SummaryFile
-
-    store = MemoryStore(root, aside=False)  # a report only reads: a damaged file stays where it is
-    entries = [e for e in store.entries() if e["kind"] != "done"]
-    summary = SummaryFile(store, lambda line: None).read()
-    shown = [{**{k: e.get(k) for k in ("id", "kind", "text", "task", "cause", "fix", "expires")},
-              "this_run": e.get("run") == run_id,
-              "expired": e["kind"] == "constraint" and not active(e, run_id)} for e in entries[-MEMORY_ENTRIES:]]
-    return {"summary": summary.get("text") or "", "summary_by": summary.get("by"), "entries": shown[::-1],
-            "more": max(0, len(entries) - MEMORY_ENTRIES)}
 
 
 def _key_envs(plan) -> set[str]:
