@@ -46,7 +46,6 @@ def memory(click_ctx: click.Context, ctx: Context, output: str) -> None:
     if click_ctx.invoked_subcommand is not None:
         return
     from ..runtime.memory.store import active
-
     from ..runtime.memory.summary import SummaryFile
 
     store = _store(ctx)

@@ -224,3 +224,20 @@ def test_the_demo_shows_memory_and_a_proposal(tmp_path):
     assert f"- {decision['text']} [{decision['id']}, task market-001]" in log.split("## Memory of earlier tasks")[1]
     review = harnessc(demo, "review")
     assert review.returncode == 0 and "followup-001: Book the demo with Acme Corp" in review.stdout, review.stdout
+
+
+def test_a_refresh_a_stopped_run_left_due_is_done_at_the_next_tasks_end(tmp_path):
+    """Whether a refresh is due is read from the files: a run that ended (or was killed) after
+    tasks ended but before their refresh leaves it due, and the next run's first task does it."""
+    root = project(tmp_path / "p", {"a": "Set up.", "b": "Build."}, {}, harness="memory:\n  every: 3\n")
+    run(root, "-s", "a")
+    assert not (root / ".harness" / "memory" / "summary.json").exists()  # 1 ended of 3
+    memfile = root / ".harness" / "memory" / "memory.jsonl"
+    done = json.loads(memfile.read_text().splitlines()[-1])
+    with memfile.open("a") as f:  # as if the run before had ended one more task, then died
+        f.write(json.dumps({**done, "id": "s-00000001", "task": "old", "text": "task old (Old) succeeded"}) + "\n")
+    run(root, "-s", "b")
+    s = summary(root)
+    assert s["by"] == "entries" and s["upto"] == entries(root)[-1]["id"]
+    assert s["text"].splitlines() == ["- task b (Task b) succeeded", "- task old (Old) succeeded",
+                                      "- task a (Task a) succeeded"]
