@@ -236,6 +236,8 @@ class Runner:
                 self.store.event("stop_requested", mode="abort", via=via)
                 for t in self.running.values():
                     t.cancel()
+                if self.memory is not None:
+                    self.memory.cancel()  # a summary refresh in flight
         elif self.stop_mode is None:
             self.stop_mode = "stop"
             self.store.event("stop_requested", mode="stop", via=via)
@@ -437,11 +439,13 @@ class Runner:
             self._step_down_if_short(work)
             self.git.start()
             await self._schedule(work)
+            if self.memory is not None:  # a summary refresh in flight ends (the watcher still hears an abort)
+                await self.memory.settle()
             self._check_state_file()  # a removal since the watcher's last look
         finally:
             watcher.cancel()
-            if self.memory is not None:  # a summary refresh in flight (an abort cancels it)
-                await self.memory.settle(abort=self.stop_mode == "abort")
+            if self.memory is not None:  # an error or an abort: a refresh still in flight is cancelled
+                await self.memory.settle(abort=True)
             self.store.flush()  # a record still waiting to ride along with a commit (state.defer)
             await self._outputs_written()
             await self.notifier.settle()  # the one in flight ends (within notify.timeout); close() sends the rest

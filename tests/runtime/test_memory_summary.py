@@ -241,3 +241,42 @@ def test_a_refresh_a_stopped_run_left_due_is_done_at_the_next_tasks_end(tmp_path
     assert s["by"] == "entries" and s["upto"] == entries(root)[-1]["id"]
     assert s["text"].splitlines() == ["- task b (Task b) succeeded", "- task old (Old) succeeded",
                                       "- task a (Task a) succeeded"]
+
+
+def test_an_abort_cancels_a_summary_call_in_flight(tmp_path):
+    """The run's end waits for the summary agent's call; `stop --abort` cancels it: the run
+    ends as its tasks did, the agent's process is ended, the call is recorded as interrupted, and the summary
+    file keeps what it held (none here)."""
+    import os
+    import time
+
+    from .helpers import spawn
+
+    root = with_summary_agent(project(tmp_path / "p", {"a": "Set up.", "b": "Build."}, {}), None)
+    (root / "cheap.py").write_text(
+        "import os, pathlib, time\n"
+        "pathlib.Path('cheap.pid').write_text(str(os.getpid()))\n"
+        "time.sleep(600)\n")
+    proc = spawn(root, "run", "-j", "1")
+    for _ in range(1200):  # polls the state, no timing asserted: the call has started
+        if (root / "cheap.pid").exists() or proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert (root / "cheap.pid").exists(), proc.communicate()
+    assert harnessc(root, "stop", "--abort").returncode == 0
+    out, err = proc.communicate(timeout=120)
+    # every task had ended: the run succeeded; only the summary was left unwritten
+    assert proc.returncode == 0 and "aborting" in out and "Traceback" not in err, out + err
+    assert not (root / ".harness" / "memory" / "summary.json").exists()
+    pid = int((root / "cheap.pid").read_text())
+    for _ in range(600):  # the agent's process group was killed (it may take a moment to be reaped)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the summary agent {pid} outlived the run")
+    with sqlite3.connect(root / ".harness" / "state.db") as db:
+        statuses = [json.loads(d)["status"] for (d,) in db.execute("SELECT data FROM events WHERE kind = 'assist'")]
+    assert statuses == ["interrupted"], statuses

@@ -56,6 +56,10 @@ class RunMemory:
         """The run ends: a refresh in flight ends with it (an abort cancels it)."""
         await self.refresher.settle(abort)
 
+    def cancel(self) -> None:
+        """An abort: a refresh in flight is cancelled (the file keeps the last summary written)."""
+        self.refresher.cancel()
+
     def _add(self, entries: list[dict]) -> list[dict]:
         try:
             return self.file.add([stamp(e, self.run_id) for e in entries])

@@ -156,17 +156,23 @@ class Refresher:
         except Exception as e:  # memory is advice: a refresh never fails the run
             self.state.event("memory_unwritten", node.id, message=f"could not refresh the summary: {e}"[:500])
 
+    def cancel(self) -> None:
+        self.again = None
+        if self.running is not None:
+            self.running.cancel()
+
     async def settle(self, abort: bool = False) -> None:
         """The run ends: the refresh in flight ends (an abort cancels it)."""
-        while self.running is not None and not self.running.done():
-            if abort:
-                self.running.cancel()
-            try:
-                await self.running
-            except asyncio.CancelledError:
-                if not abort:
-                    raise
-                return
+        if abort:
+            self.cancel()
+        if self.running is None:
+            return
+        try:
+            await self.running
+        except asyncio.CancelledError:
+            if not self.running.cancelled():
+                raise  # the run itself is cancelled
+        self.running = None
 
     async def _refresh(self, ctx: Any, node: Any) -> None:
         while True:
