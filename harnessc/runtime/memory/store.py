@@ -2,8 +2,8 @@
 
 An entry: {"id", "kind": decision|failure|constraint|done, "text", "task", "run", "at",
 "files": [...], and per kind "cause"/"fix" (failure), "expires" (constraint: an ISO time in
-UTC, or "run": this run only)}; `done` lines make the running summary (one per task that
-ended well). `{"forget": ID}` removes an entry (`harnessc memory forget`): appending keeps a
+UTC, or "run": this run only)}; `done` lines (one per task that ended well) are what the
+running summary (summary.py, `summary.json`) is rewritten from. `{"forget": ID}` removes an entry (`harnessc memory forget`): appending keeps a
 running harnessc and the command from overwriting each other.
 
 A line that is not such an object (a damaged or hand-edited file) makes the whole file
