@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from ...estimates import CHARS_PER_TOKEN, tokens_for_chars
 from ...workspace import WorkspaceError
+from ..loop.assist import Assistant
 from .store import MemoryStore, Settings, now_iso
 
 FILE = "summary.json"
@@ -209,8 +210,6 @@ class Refresher:
     async def _ask(self, ctx: Any, node: Any, old: dict, entries: list[dict], tokens: int) -> str | None:
         """The summary agent's answer, cleaned; None when it gave nothing usable (the
         assist event says why)."""
-        from ..loop.assist import Assistant
-
         shown, size = [], 0
         for e in reversed(entries):  # newest first, within what the agent is shown
             line = (f"{e['kind']} (task {e['task']}): {e['text']}"
