@@ -240,6 +240,7 @@ class PlanNode(Record):
     allow_edit: list[str] = ()  # globs lifting protection (defaults' and the task's; never of .harness/)
     write_scope: list[str] | None = None  # globs: a change outside them rejects the attempt; None: anywhere
     review: bool | None = None  # `review: true`: its verified result waits for `harnessc approve`
+    split: bool | None = None  # `split: true`: its first call proposes subtasks (runtime/growth.py)
     loop: NodeLoop | None = None  # the task's own loop settings; None: the plan's
     context_staging: ContextStaging | None = None  # None: the task has no context files
     wave: int | None = None
@@ -414,6 +415,7 @@ def _node(d: Mapping) -> PlanNode:
         allow_edit=list(d.get("allow_edit") or ()),
         write_scope=list(d["write_scope"]) if d.get("write_scope") is not None else None,
         review=True if d.get("review") else None,
+        split=True if d.get("split") else None,
         loop=NodeLoop(**d["loop"]) if d.get("loop") else None,
         context_staging=_staging(d["context_staging"]) if d.get("context_staging") else None,
         estimate=Estimate(**d["estimate"]) if d.get("estimate") else None,
@@ -422,7 +424,7 @@ def _node(d: Mapping) -> PlanNode:
 
 
 _NODE_REQUIRED = [k for k in PlanNode._keys
-                  if k not in ("accept", "limits", "retry", "routing", "analysis", "git", "isolation", "approaches", "resources", "review", "loop", "context_staging",
+                  if k not in ("accept", "limits", "retry", "routing", "analysis", "git", "isolation", "approaches", "resources", "review", "split", "loop", "context_staging",
                                "estimate", "prompt", "wave", "fingerprint", "protect", "allow_edit", "write_scope")]
 
 

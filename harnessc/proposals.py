@@ -366,68 +366,100 @@ def markdown(task: str, proposals: list[Proposal], path: str) -> str:
 
 # ------------------------------------------------------------------ a run's side
 
+class Filing:
+    """One run's filing of proposals: what it counts against plan.max_new_tasks, which ids
+    waiting proposals hold, the generations of accepted and added tasks."""
+
+    def __init__(self, root: Path, cfg: dict, store, run_id: str | None):
+        self.root, self.cfg, self.store, self.run_id = Path(root), cfg, store, run_id
+        self.files = Store(root)
+        earlier = self.files.all()
+        self.gens = self.files.generations()
+        self.this_run = sum(1 for p in earlier if p.run == run_id and p.status != REJECTED)
+        self.taken = {p.id: p.proposed_by for p in earlier if p.status == WAITING}
+
+    def read(self, tid: str, output: Any = None) -> list[Proposal]:
+        """The proposals of `tid`'s final attempt (text and `output`); malformed ones are events."""
+        attempt = self.store.final_attempt(tid)
+        found, problems = extract(attempt and attempt.get("raw_output"), output)
+        for line in problems:
+            self.store.event("proposal_ignored", tid, reason=line)
+        return found
+
+    def check(self, tid: str, found: list[Proposal], batch: Batch, limit: int | None = None) -> None:
+        """Lint `found` (proposed by `tid`) with `batch`, within the run's limits (`limit`:
+        the most of them that may pass, else plan.max_new_tasks); a proposal that fails gets
+        its diagnostics and is REJECTED, the others are WAITING."""
+        path = self.files.path(tid)
+        generation = self.gens.get(tid, 0) + 1
+        cap = self.cfg["max_new_tasks"] if limit is None else self.this_run + limit
+        for p in found:
+            p.proposed_by, p.generation, p.run = tid, generation, self.run_id
+            if generation > self.cfg["max_depth"]:
+                p.diagnostics.append(f"{HERE}:1:1: error[HC496]: task '{p.id}' would be generation {generation}, "
+                                     f"over plan.max_depth ({self.cfg['max_depth']}) (hint: raise plan.max_depth "
+                                     "in harness.yaml, or add the task to roadmap.md yourself)")
+            elif p.id in self.taken and self.taken[p.id] != tid:
+                p.diagnostics.append(f"{HERE}:1:1: error[HC497]: task '{p.id}' is already proposed by "
+                                     f"'{self.taken[p.id]}' (hint: `harnessc review` shows it)")
+        candidates = [p for p in found if not p.diagnostics]
+        order, cycle = _topo(candidates, batch.ids)
+        for p in order:
+            if self.this_run >= cap:
+                p.diagnostics.append(_over(p, self.cfg))
+            elif batch.lint([p], path):
+                self.this_run += 1
+        for p in cycle[max(cap - self.this_run, 0):]:
+            p.diagnostics.append(_over(p, self.cfg))
+        cycle = [p for p in cycle if not p.diagnostics]
+        if cycle and batch.lint(cycle, path):  # (a cycle never lints: a guard)
+            self.this_run += len(cycle)
+        for p in found:
+            p.status = REJECTED if p.diagnostics else WAITING
+
+    def save(self, tid: str, found: list[Proposal]) -> None:
+        """Record `found` (their events, the ids waiting ones hold) and write tid's files."""
+        for p in found:
+            if p.status == WAITING:
+                self.taken.setdefault(p.id, tid)
+            self.store.event("proposal_filed", tid, proposed=p.id, status=p.status, diagnostics=p.diagnostics[:5])
+        kept = [p for p in self.files.of(tid) if p.status != WAITING and p.id not in {q.id for q in found}]
+        self.files.save(tid, kept + found)
+
+
 def collect(root: Path, growth: dict | None, store, tasks: Iterable[str], run_id: str | None) -> list[str]:
     """Read, check, lint and file the proposals of `tasks` (succeeded in this run); returns the
     run's closing lines. `store` is the run's StateStore (the attempts' text and outputs)."""
     cfg = settings(growth)
     if cfg["grow"] in ("off", False):  # YAML reads a bare `off` as false
         return []
-    files = Store(root)
-    earlier = files.all()
-    gens = files.generations()
-    this_run = sum(1 for p in earlier if p.run == run_id and p.status != REJECTED)
-    taken = {p.id: p.proposed_by for p in earlier if p.status == WAITING}
     try:
         roadmap_text = (Path(root) / ROADMAP).read_text("utf-8")
     except (OSError, UnicodeDecodeError):
         return []
+    filing = Filing(root, cfg, store, run_id)
     batch: Batch | None = None
     waiting = rejected = 0
-    rows = store.tasks(list(tasks))
+    tasks = list(tasks)
+    rows = store.tasks(tasks)
     for tid in tasks:
-        attempt = store.final_attempt(tid)
-        found, problems = extract(attempt and attempt.get("raw_output"), rows.get(tid, {}).get("output"))
-        if not found and not problems:
-            continue
-        for line in problems:
-            store.event("proposal_ignored", tid, reason=line)
+        found = filing.read(tid, rows.get(tid, {}).get("output"))
         if not found:
             continue
-        path = files.path(tid)
-        generation = gens.get(tid, 0) + 1
-        for p in found:
-            p.proposed_by, p.generation, p.run = tid, generation, run_id
-            if generation > cfg["max_depth"]:
-                p.diagnostics.append(f"{HERE}:1:1: error[HC496]: task '{p.id}' would be generation {generation}, "
-                                     f"over plan.max_depth ({cfg['max_depth']}) (hint: raise plan.max_depth "
-                                     "in harness.yaml, or add the task to roadmap.md yourself)")
-            elif p.id in taken and taken[p.id] != tid:
-                p.diagnostics.append(f"{HERE}:1:1: error[HC497]: task '{p.id}' is already proposed by "
-                                     f"'{taken[p.id]}' (hint: `harnessc review` shows it)")
         if batch is None:
             batch = Batch(root, roadmap_text)
-        candidates = [p for p in found if not p.diagnostics]
-        order, cycle = _topo(candidates, batch.ids)
-        for p in order:
-            if this_run >= cfg["max_new_tasks"]:
-                p.diagnostics.append(_over(p, cfg))
-            elif batch.lint([p], path):
-                this_run += 1
-        for p in cycle[max(cfg["max_new_tasks"] - this_run, 0):]:
-            p.diagnostics.append(_over(p, cfg))
-        cycle = [p for p in cycle if not p.diagnostics]
-        if cycle and batch.lint(cycle, path):  # (a cycle never lints: a guard)
-            this_run += len(cycle)
-        for p in found:
-            p.status = REJECTED if p.diagnostics else WAITING
-            waiting += p.status == WAITING
-            rejected += p.status == REJECTED
-            if p.status == WAITING:
-                taken.setdefault(p.id, tid)
-            store.event("proposal_filed", tid, proposed=p.id, status=p.status, diagnostics=p.diagnostics[:5])
-        kept = [p for p in files.of(tid) if p.status != WAITING and p.id not in {q.id for q in found}]
-        files.save(tid, kept + found)
+        filing.check(tid, found, batch)
+        waiting += sum(p.status == WAITING for p in found)
+        rejected += sum(p.status == REJECTED for p in found)
+        filing.save(tid, found)
+    return closing_lines(waiting, rejected)
+
+
+def closing_lines(waiting: int, rejected: int, added: int = 0) -> list[str]:
     lines = []
+    if added:
+        lines.append(f"proposals: {added} proposed task{'s' if added != 1 else ''} added to the plan and roadmap.md"
+                     " (plan.grow: auto or split: true): `git diff roadmap.md` shows them")
     if waiting:
         lines.append(f"proposals: {waiting} proposed task{'s' if waiting != 1 else ''} wait{'s' if waiting == 1 else ''}"
                      " for review (not part of this run): `harnessc review`, then `harnessc accept-proposal ID`")
@@ -435,6 +467,33 @@ def collect(root: Path, growth: dict | None, store, tasks: Iterable[str], run_id
         lines.append(f"proposals: {rejected} proposed task{'s' if rejected != 1 else ''} rejected with diagnostics:"
                      " `harnessc review` shows them")
     return lines
+
+
+def grow(filing: Filing, tid: str, output: Any = None, limit: int | None = None,
+         found: list[Proposal] | None = None) -> list[Proposal]:
+    """plan.grow: auto (and split: true): lint the proposals of `tid` against roadmap.md as it
+    is now, append those that pass to it at once (status ADDED: the running plan takes them,
+    runtime/growth.py), file the rest as rejected. Returns the added ones, in dependency order.
+
+    roadmap.md is written before the proposals' record: a run killed in between resumes with
+    the tasks (the next `run` builds them) and loses only their generation."""
+    roadmap = filing.root / ROADMAP
+    found = filing.read(tid, output) if found is None else found
+    if not found:
+        return []
+    text = roadmap.read_text("utf-8")
+    batch = Batch(filing.root, text)
+    filing.check(tid, found, batch, limit)
+    added = list(batch.passed)
+    if added:
+        new_text, _ = with_blocks(text, [p.block() for p in added])
+        filing.files.ws.write_atomic(roadmap, new_text)
+        for p in added:
+            p.status = ADDED
+            filing.gens[p.id] = p.generation
+            filing.files.remember(p.id, p.generation)
+    filing.save(tid, found)
+    return added
 
 
 # ------------------------------------------------------------------ accepting

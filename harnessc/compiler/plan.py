@@ -405,6 +405,7 @@ def build_plan(project: Project) -> None:
             allow_edit=shared(allow_edit) or _NONE,
             write_scope=write_scope,
             review=_review(task, contract),
+            split=True if task.split else None,
             loop=shared(_node_loop(task, cfg.loop.recovery.human)),
         )
         nodes.append(node)
@@ -638,12 +639,14 @@ def _check_affordable(project: Project, task: Task, node: dict, estimate: Estima
 # Nor how many approaches run and which lands (`approaches`, `select`); a score and its
 # minimum are what a result must pass, so they are hashed with the accept commands. Nor where
 # its attempts run (`resources`), nor what its agent may not change (`protect`, `allow_edit`,
-# `write_scope`): they bound how an attempt works, and a result that passed stays good.
+# `write_scope`): they bound how an attempt works, and a result that passed stays good. Nor
+# `split`: a split task's result is its subtasks', each fingerprinted itself.
 # `min_passed` is hashed with the accept commands it holds. Nor how failures are retried
 # (`retry_on`, `dont_retry`, `start_level`): not what a result must be.
 _UNFINGERPRINTED = ("done", "git", "isolation", "context_tokens", "progress_threshold", "recovery",
                     "approaches", "select", "score", "min_score", "resources", "min_passed",
-                    "retry_on", "dont_retry", "start_level", "protect", "allow_edit", "write_scope", "review")
+                    "retry_on", "dont_retry", "start_level", "protect", "allow_edit", "write_scope", "review",
+                    "split")
 _fingerprinted_fields = operator.attrgetter(*(key for key in LS_KEYS if key not in _UNFINGERPRINTED))
 
 

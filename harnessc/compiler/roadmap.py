@@ -105,6 +105,7 @@ PROPERTY_KEYS: dict[str, str] = {
     "allow_edit": "paths",
     "write_scope": "paths",
     "review": "bool",
+    "split": "bool",
 }
 KEY_ALIASES: dict[str, str] = {"after": "depends_on", "cli": "agent", "timeout": "max_time"}
 _ALL_KEYS = [*PROPERTY_KEYS, *KEY_ALIASES]

@@ -164,6 +164,49 @@ class Schedule:
             self._release(tid)
         return []
 
+    def grow(self, part: Graph) -> list[tuple[str, str]]:
+        """Tasks added to the running plan (plan.grow: auto, split: true; runtime/growth.py).
+        `part` holds only the new tasks: each may depend on any task of the plan or on a new
+        one; a task the plan has never gains a dependency, so a done or running task never
+        waits on a new one. Raises ValueError (and changes nothing) on a known id, an unknown
+        dependency or a cycle among the new tasks. The new tasks are pending in this run; one
+        behind a broken dependency is skipped at once: returns those (task, why)."""
+        g = self.graph
+        new = list(part.deps)
+        if clash := [t for t in new if t in g.deps]:
+            raise ValueError(f"task '{clash[0]}' is in the plan already")
+        for tid in new:
+            if missing := [d for d in part.deps[tid] if d not in g.deps and d not in part.deps]:
+                raise ValueError(f"task '{tid}' depends on '{missing[0]}', which is not in the plan")
+        order = _kahn(part.deps)
+        if len(order) < len(new):
+            raise ValueError(f"the new tasks {sorted(set(new) - set(order))} make a cycle")
+        children = {t: list(k) for t, k in g.children.items()}
+        for tid in order:
+            children[tid] = []
+            for d in part.deps[tid]:
+                children[d].append(tid)
+        self.graph = Graph(deps={**g.deps, **part.deps}, children=children, priority={**g.priority, **part.priority},
+                           path={**g.path, **part.path}, order={**g.order, **part.order})
+        skipped: list[tuple[str, str]] = []
+        for tid in order:
+            self.state[tid] = TaskState.PENDING
+            waits = [d for d in part.deps[tid]
+                     if d in self.pending or d in self.running or self.state.get(d) == TaskState.REVIEW]
+            stuck = next((d for d in part.deps[tid]
+                          if d not in waits and self.state.get(d) not in outcomes.COMPLETE), None)
+            if stuck is not None:  # broken, or not complete and not in this run
+                self.state[tid] = TaskState.SKIPPED
+                state = self.state.get(stuck)
+                skipped.append((tid, f"dependency '{stuck}' {state}" if state in outcomes.BROKEN
+                                else f"dependency '{stuck}' is not complete and not selected"))
+                continue
+            self.pending.add(tid)
+            self.waiting[tid] = len(waits)
+            if self.waiting[tid] == 0:
+                heapq.heappush(self._ready, self.key(tid))
+        return skipped
+
     # ------------------------------------------------------------------ graph walks
 
     def _release(self, tid: str) -> None:
@@ -188,6 +231,23 @@ class Schedule:
         return skipped
 
 
+def _kahn(deps: dict[str, tuple[str, ...]]) -> list[str]:
+    """`deps`' tasks, each after those of them it depends on; a task in a cycle is left out."""
+    waiting = {t: sum(d in deps for d in ds) for t, ds in deps.items()}
+    kids: dict[str, list[str]] = {t: [] for t in deps}
+    for t, ds in deps.items():
+        for d in ds:
+            if d in kids:
+                kids[d].append(t)
+    order = [t for t, k in waiting.items() if k == 0]
+    for t in order:  # grows while it is read
+        for c in kids[t]:
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                order.append(c)
+    return order
+
+
 def longest_paths(nodes: dict[str, PlanNode], children: dict[str, list[str]]) -> dict[str, int]:
     """For each task, the estimated work (tokens in and out, a stand-in for time) on the
     longest chain from it to the end of the plan, itself included; done tasks weigh nothing."""
@@ -203,7 +263,7 @@ def longest_paths(nodes: dict[str, PlanNode], children: dict[str, list[str]]) ->
                 order.append(c)
     length: dict[str, int] = {}
     for tid in reversed(order):
-        length[tid] = task_weight(nodes[tid]) + max((length[c] for c in children[tid]), default=0)
+        length[tid] = task_weight(nodes[tid]) + max((length.get(c, 0) for c in children[tid]), default=0)
     return {tid: length.get(tid, 0) for tid in nodes}
 
 

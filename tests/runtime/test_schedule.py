@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from harnessc import outcome as outcomes
-from harnessc.runtime.schedule import Graph, Schedule
+from harnessc.runtime.schedule import Graph, Schedule, _kahn
 from harnessc.runtime.work import blocked_at_start
 
 ENDINGS = ("succeeded", "degraded", "failed", "blocked", "skipped", "review", "interrupted")
@@ -165,6 +165,50 @@ class ScheduleMachine(RuleBasedStateMachine):
         self.halted = True
         self.s.halt()
 
+    @rule(data=st.data(), bad=st.sampled_from([None, None, None, "known id", "unknown dependency", "cycle"]))
+    def grow(self, data, bad):
+        """plan.grow: auto / split: tasks added to the running plan (Schedule.grow). A bad
+        addition is refused whole; a good one never gives a task of the plan a new dependency."""
+        k = data.draw(st.integers(1, 3), label="new tasks")
+        base = len(self.nodes)
+        new = []
+        for i in range(k):
+            pool = sorted(self.nodes) + [n.id for n in new]
+            deps = sorted(data.draw(st.sets(st.sampled_from(pool), max_size=3), label=f"new deps{i}"))
+            new.append(SimpleNamespace(id=f"t{base + i}", depends_on=deps, order=base + i, done=False,
+                                       priority=data.draw(st.sampled_from([None, "high"]), label=f"new prio{i}"),
+                                       estimate=None))
+        if bad == "known id":
+            new[0].id = data.draw(st.sampled_from(sorted(self.nodes)), label="clash")
+        elif bad == "unknown dependency":
+            new[-1].depends_on = [*new[-1].depends_on, "ghost"]
+        elif bad == "cycle":
+            new[0].depends_on = [*new[0].depends_on, new[-1].id]
+            new[-1].depends_on = sorted({*new[-1].depends_on, new[0].id})
+        before = (dict(self.s.graph.deps), set(self.s.pending), dict(self.s.state))
+        try:
+            skipped = self.s.grow(Graph.of(new, rank))
+        except ValueError:
+            assert bad is not None
+            assert (dict(self.s.graph.deps), set(self.s.pending), dict(self.s.state)) == before
+            return
+        assert bad is None
+        assert all(self.s.graph.deps[t] == d for t, d in before[0].items()), "a task of the plan gained a dependency"
+        self.graph = self.s.graph
+        expect = {}
+        for n in new:
+            self.nodes[n.id] = n
+            self.starts[n.id] = self.ends[n.id] = 0
+            waits = [d for d in n.depends_on if d in self.pending or d in self.running or self.state[d] == "review"]
+            stuck = [d for d in n.depends_on if d not in waits and self.state[d] not in outcomes.COMPLETE]
+            if stuck:
+                expect[n.id] = stuck[0]
+                self.state[n.id] = "skipped"
+            else:
+                self.state[n.id] = "pending"
+                self.pending.add(n.id)
+        assert {t for t, _ in skipped} == set(expect)
+
     # ------------------------------------------------------------------ invariants
 
     @invariant()
@@ -174,6 +218,12 @@ class ScheduleMachine(RuleBasedStateMachine):
         assert set(self.s.ready) == self.model_ready()
         assert self.s.ready == sorted(self.model_ready(), key=self.model_key)
         assert len(self.running) <= self.jobs
+
+    @invariant()
+    def the_plan_stays_acyclic(self):
+        deps = {t: tuple(n.depends_on) for t, n in self.nodes.items()}
+        assert self.s.graph.deps == deps
+        assert len(_kahn(deps)) == len(deps), "a cycle"
 
     @invariant()
     def every_start_ends_once(self):
