@@ -97,6 +97,8 @@ EVENTS: dict[str, EventKind] = _kinds(
     # a plan that grows under review (proposals.py)
     ("proposal_filed", "proposed status diagnostics", "the task's agent proposed a task: filed waiting or rejected"),
     ("proposal_ignored", "reason", "a proposed task that could not be read (a bad id, no goal, too many)"),
+    ("plan_grown", "tasks split message", "tasks were added to roadmap.md and this run (plan.grow: auto, split: true)"),
+    ("split_done", "subtasks message", "a split task is done: its subtasks are"),
     # approaches and exploration
     ("approaches_started", "n select agents", "the task's approaches began"),
     ("approaches_off", "message", "the task runs once: its approaches need isolation: worktree"),

@@ -539,3 +539,22 @@ def _mark(files: Store, p: Proposal, status: str) -> None:
 
 def waiting_count(root: Path) -> int:
     return sum(1 for p in Store(root).all() if p.status == WAITING)
+
+
+def unadd(filing: Filing, tid: str, added: list[Proposal], why: str) -> None:
+    """Proposals grow() added whose plan did not build (roadmap.md was put back): rejected, with why."""
+    ids = {p.id for p in added}
+    for p in added:
+        p.status = REJECTED
+        p.diagnostics.append(f"{filing.files.path(tid)}:1:1: error: {why}")
+        filing.gens.pop(p.id, None)
+        filing.this_run -= 1
+    gens = filing.files.generations()
+    for i in ids:
+        gens.pop(i, None)
+    filing.files.ws.write_atomic(filing.files.dir / "accepted.json", json.dumps(gens, indent=2, sort_keys=True) + "\n")
+    mine = filing.files.of(tid)
+    for q in mine:
+        if q.id in ids and q.status == ADDED:
+            q.status, q.diagnostics = REJECTED, [*q.diagnostics, f"{filing.files.path(tid)}:1:1: error: {why}"]
+    filing.files.save(tid, mine)

@@ -320,6 +320,29 @@ class SharedGuard:
         return out
 
 
+def harnessc_wrote(root: Path, rel: str) -> None:
+    """harnessc itself changed protected file `rel` while agents may run (runtime/growth.py:
+    roadmap.md grown by a proposal): each shared-tree guard whose call is in flight takes the
+    new version as the one from before its call, so it is neither put back nor blamed on its agent."""
+    with _RUNNING_LOCK:
+        guards = list(_RUNNING.get(str(root), ()))
+    path = Path(root) / rel
+    try:
+        st = os.lstat(path)
+        data = _read(path)
+    except OSError:
+        return
+    cid = f"{stat.S_IMODE(st.st_mode):o}:{hashlib.sha256(data).hexdigest()}"
+    for g in guards:
+        if rel not in g.before_ids:
+            continue
+        if not os.path.lexists(g.store / cid):
+            g.ws.write_atomic(g.store / cid, data)
+        g.before_ids[rel] = cid
+        if g.last is not None:
+            g.last[rel] = cid
+
+
 def _walk(root: Path, pattern: str):
     """Project-relative files `pattern` names: walked from its literal start, no link followed,
     test runners' caches and `.harness/` aside."""

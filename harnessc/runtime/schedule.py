@@ -207,6 +207,41 @@ class Schedule:
                 heapq.heappush(self._ready, self.key(tid))
         return skipped
 
+    def split(self, tid: str, part: Graph) -> list[tuple[str, str]]:
+        """Running task `tid` (split: true) answered with its subtasks `part`: they are added
+        as by grow() and `tid` goes back to pending, now depending on them (the one task
+        that gains dependencies: it asked for them, and its work is theirs). Raises
+        ValueError (changing nothing) as grow() does, when `tid` is not running, or when a
+        subtask depends on `tid` or on a task behind it (a cycle)."""
+        if tid not in self.running:
+            raise ValueError(f"task '{tid}' is not running")
+        behind, stack = {tid}, [tid]
+        while stack:
+            for child in self.graph.children[stack.pop()]:
+                if child not in behind:
+                    behind.add(child)
+                    stack.append(child)
+        for sub, deps in part.deps.items():
+            if hit := [d for d in deps if d in behind]:
+                raise ValueError(f"subtask '{sub}' depends on '{hit[0]}', which waits for '{tid}': a cycle")
+        skipped = self.grow(part)
+        g = self.graph
+        subtasks = tuple(part.deps)
+        children = {**g.children, **{s: [*g.children[s], tid] for s in subtasks}}
+        self.graph = Graph(deps={**g.deps, tid: (*g.deps[tid], *subtasks)}, children=children,
+                           priority=g.priority, path=g.path, order=g.order)
+        self.running.discard(tid)
+        gone = {s for s, _ in skipped}
+        if gone:
+            first = next(s for s in subtasks if s in gone)
+            self.state[tid] = TaskState.SKIPPED
+            self.waiting.pop(tid, None)
+            return [*skipped, (tid, f"dependency '{first}' skipped")]
+        self.state[tid] = TaskState.PENDING
+        self.pending.add(tid)
+        self.waiting[tid] = len(subtasks)
+        return skipped
+
     # ------------------------------------------------------------------ graph walks
 
     def _release(self, tid: str) -> None:

@@ -39,6 +39,7 @@ from .baseline import Baselines
 from .children import reaper
 from .context import CallPolicy, RunControl
 from .executor.rayconfig import resolve_executor
+from .growth import PlanGrowth
 from .explore import explore_from
 from .iteration import TaskRun, conflict_text
 from .loop import loopflags
@@ -140,6 +141,7 @@ class Runner:
         loopflags.apply(plan, opts.preset, flags)
         self.started = clock.monotonic()
         self.nodes = {n.id: n for n in plan.nodes}
+        self.growth = PlanGrowth(self)  # plan.grow: auto, split: true (growth.py); before the graph
         self.graph = Graph.of(plan.nodes, priority_rank)  # what orders ready tasks (schedule.py)
         self.jobs = max(1, opts.jobs or int(plan.concurrency or 4))
         budget = plan.budget or {}
@@ -519,9 +521,13 @@ class Runner:
                     continue
                 self.live.pop(tid, None)
                 outcome = TaskState.INTERRUPTED if t.cancelled() else t.result()
+                if (split := self.growth.split_ended(sched, tid)) is not None:  # it waits for its subtasks now
+                    self._skip(split)
+                    continue
                 end = sched.ended(tid, outcome)
                 if outcome in LANDED:
                     self._land_output(tid, now=end.write_now)
+                    self._skip(await self.growth.landed(sched, tid))  # plan.grow: auto: what it proposed joins the run
                 self._skip(end.skipped)
                 if self.memory is not None:  # after the landing: a summary refresh due runs aside
                     self.memory.task_ended(self, self.nodes[tid])
@@ -530,7 +536,7 @@ class Runner:
 
     def _skip(self, skipped: list[tuple[str, str]]) -> None:
         for tid, why in skipped:
-            self.store.set_state(tid, TaskState.SKIPPED, error=why)
+            self.store.set_state(tid, *self.growth.skipped(tid, why))
 
     # ------------------------------------------------------------------ one task
     # What a task's iterations (iteration.TaskRun) need from the run: the TaskContext.
@@ -552,6 +558,8 @@ class Runner:
                 "(it becomes a commit's subject); fix it in roadmap.md and build again"))
             return TaskState.FAILED
         route = self.router.route(node)
+        if node.split:  # its subtasks first (growth.py)
+            return await self.growth.run_split(node, route)
         if node.approaches is not None and self.isolation.is_isolated(node):
             run = self.task_runs[tid] = Approaches(self, node, route)  # best-of-N (approaches.py)
         else:
@@ -564,6 +572,11 @@ class Runner:
             return await run.run()
         finally:
             self.task_runs.pop(tid, None)
+
+    def register(self, nodes: list[PlanNode]) -> None:
+        """Tasks added to the running plan (growth.py): the isolation and git commits know them."""
+        self.isolation.add(nodes)
+        self.git.titles.update({n.id: n.title for n in nodes})
 
     # ------------------------------------------------------------------ review (`review: true`)
 

@@ -61,13 +61,14 @@ def file_proposals(runner: Runner, store: StateStore) -> list[str]:
     (proposals.py); the run's closing lines about them. Never changes the run's outcome."""
     from .. import proposals
 
-    todo = runner.planned.todo if runner.planned else []
+    todo = [*(runner.planned.todo if runner.planned else []), *runner.growth.added]
     rows = store.tasks(list(todo))
-    landed = [t for t in todo if rows.get(t, {}).get("state") in LANDED]
+    landed = [t for t in todo if rows.get(t, {}).get("state") in LANDED and t not in runner.growth.handled]
+    lines = runner.growth.closing_lines()  # plan.grow: auto and split: true took theirs as they landed
     if not landed:
-        return []
+        return lines
     try:
-        return proposals.collect(runner.root, runner.plan.growth, store, landed, store.run_id)
+        return lines + proposals.collect(runner.root, runner.plan.growth, store, landed, store.run_id)
     except (OSError, WorkspaceError) as e:  # a full disk, a link: the run's work stands
         return [f"proposals: not filed ({e})"]
 

@@ -209,6 +209,58 @@ class ScheduleMachine(RuleBasedStateMachine):
                 self.pending.add(n.id)
         assert {t for t, _ in skipped} == set(expect)
 
+    @precondition(lambda self: self.running)
+    @rule(data=st.data(), bad=st.sampled_from([None, None, "depends on the parent"]))
+    def split(self, data, bad):
+        """split: true - a running task's answer adds its subtasks; it waits for them (Schedule.split)."""
+        tid = data.draw(st.sampled_from(sorted(self.running)), label="splits")
+        k = data.draw(st.integers(1, 3), label="subtasks")
+        base = len(self.nodes)
+        behind, stack = {tid}, [tid]
+        while stack:
+            for c in self.graph.children[stack.pop()]:
+                if c not in behind:
+                    behind.add(c)
+                    stack.append(c)
+        new = []
+        for i in range(k):
+            pool = sorted(set(self.nodes) - behind) + [n.id for n in new]
+            deps = sorted(data.draw(st.sets(st.sampled_from(pool), max_size=2), label=f"sub deps{i}")) if pool else []
+            new.append(SimpleNamespace(id=f"t{base + i}", depends_on=deps, order=base + i, done=False,
+                                       priority=None, estimate=None))
+        if bad:
+            new[-1].depends_on = [*new[-1].depends_on, data.draw(st.sampled_from(sorted(behind)), label="into")]
+        before = (dict(self.s.graph.deps), set(self.s.pending), set(self.s.running))
+        try:
+            skipped = self.s.split(tid, Graph.of(new, rank))
+        except ValueError:
+            assert bad
+            assert (dict(self.s.graph.deps), set(self.s.pending), set(self.s.running)) == before
+            return
+        assert not bad
+        self.graph = self.s.graph
+        self.running.discard(tid)
+        self.ends[tid] += 1  # its split call ended; it starts again once its subtasks are complete
+        stuck = set()
+        for n in new:
+            self.nodes[n.id] = n
+            self.starts[n.id] = self.ends[n.id] = 0
+            waits = [d for d in n.depends_on if d in self.pending or d in self.running or self.state[d] == "review"]
+            if any(d not in waits and self.state[d] not in outcomes.COMPLETE for d in n.depends_on):
+                stuck.add(n.id)
+                self.state[n.id] = "skipped"
+            else:
+                self.state[n.id] = "pending"
+                self.pending.add(n.id)
+        self.nodes[tid].depends_on = [*self.nodes[tid].depends_on, *(n.id for n in new)]
+        if stuck:
+            assert {t for t, _ in skipped} == stuck | {tid}
+            self.state[tid] = "skipped"
+        else:
+            assert {t for t, _ in skipped} == set()
+            self.state[tid] = "pending"
+            self.pending.add(tid)
+
     # ------------------------------------------------------------------ invariants
 
     @invariant()

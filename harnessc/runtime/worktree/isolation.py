@@ -71,6 +71,7 @@ class Isolation:
         self.root, self.store, self.hooks, self.keep_failed = Path(root), store, hooks, keep_failed
         self.tasks = {n.id: n for n in nodes if isolated(n, override)}
         self.index = {n.id: i for i, n in enumerate(nodes, 1)}  # <n>: the task's place in the plan
+        self.override = override
         self.settings = worktrees or {}
         self.repo: Repo | None = None
         self.trees: Worktrees | None = None
@@ -87,6 +88,14 @@ class Isolation:
     @property
     def wanted(self) -> bool:
         return bool(self.tasks)
+
+    def add(self, nodes: list[PlanNode]) -> None:
+        """Tasks added to the running plan (runtime/growth.py): isolated as the others are,
+        when the run isolates tasks at all (it opened the repository at its start)."""
+        for n in nodes:
+            self.index.setdefault(n.id, len(self.index) + 1)
+            if self.wanted and isolated(n, self.override):
+                self.tasks[n.id] = n
 
     def is_isolated(self, node: PlanNode) -> bool:
         return node.id in self.tasks

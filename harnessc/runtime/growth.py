@@ -1,0 +1,265 @@
+"""Tasks added to a running plan (issue 30 item 4): `plan.grow: auto` and `split: true`.
+
+plan.grow: auto - when a task lands, the tasks its agent proposed (proposals.py) that lint
+are appended to roadmap.md and the plan is rebuilt (.harness/build/plan.json); the new tasks
+join this run's Schedule (Schedule.grow) and run in it. roadmap.md is where the grown plan
+lives: a run killed after growing resumes with the new tasks (the next `harnessc run` builds
+them from roadmap.md and runs those not complete), and `ls`, `status`, `show` and the report
+see them as any other task.
+
+split: true - a task's first call asks for its subtasks instead of the work (SplitRun); they
+are added as in auto mode whatever plan.grow says (the author asked for the split), within
+plan.max_new_tasks and plan.max_depth, and the task waits for them (Schedule.split). Once they
+are complete it succeeds without a call; a subtask that fails, is blocked or skipped fails it.
+Which subtasks a task has is its added proposals in .harness/proposals/<task>.json: a
+resumed run reads them (`PlanGrowth.__init__`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import proposals
+from ..states import BROKEN, TaskState
+from ..vocab import ROADMAP, priority_rank
+from ..workspace import WorkspaceError
+from . import plan as planmod
+from . import protect
+from .loop import useredits
+from .iteration import Done, TaskRun, answer_end
+from .schedule import Graph, Schedule
+from .verify import Verdict
+
+if TYPE_CHECKING:  # annotations only
+    from ..planfile import PlanNode
+    from .scheduler import Runner
+
+SPLIT_SECTION = """
+
+## Split this task into subtasks (`split: true`)
+
+Do not do the work of this task now. Answer with its subtasks instead, one marker each:
+
+<task id="SUBTASK-ID" depends_on="ID,ID">What the subtask must achieve, and how to check it.</task>
+
+Each id is new (letters, digits, `.`, `_`, `-`). A subtask may depend on tasks of the roadmap
+and on the subtasks before it, never on '{tid}' or a task that waits for it. At most {most}
+subtasks. '{tid}' is done when all its subtasks are.
+"""
+
+
+class PlanGrowth:
+    """One run's growing plan: the Runner's side of proposals.grow."""
+
+    def __init__(self, runner: Runner):
+        self.runner = runner
+        self.cfg = proposals.settings(runner.plan.growth)
+        self.auto = self.cfg["grow"] == "auto"
+        self.filing: proposals.Filing | None = None  # made on first use: the run's id is known then
+        self.handled: set[str] = set()  # tasks whose proposals this run took (session.file_proposals skips them)
+        self.added: list[str] = []  # the tasks this run added to the plan
+        self.subtasks: dict[str, list[str]] = {}  # split task -> its subtasks in the plan
+        self.splitting: dict[str, list[PlanNode]] = {}  # split task whose call just ended -> its new subtasks
+        if any(n.split for n in runner.plan.nodes):
+            self._read_splits()
+
+    def _read_splits(self) -> None:
+        """The split tasks of earlier runs wait for their subtasks again (in memory: the plan's
+        node gains them as dependencies, as Schedule.split gave them), unless that would close
+        a cycle (roadmap.md edited since)."""
+        nodes = self.runner.nodes
+        for p in proposals.Store(self.runner.root).all():
+            parent = nodes.get(p.proposed_by)
+            if p.status == proposals.ADDED and p.id in nodes and parent is not None and parent.split:
+                self.subtasks.setdefault(parent.id, []).append(p.id)
+        for tid, subs in self.subtasks.items():
+            node = nodes[tid]
+            node.depends_on = [*node.depends_on, *(s for s in subs if s not in node.depends_on
+                                                   and tid not in _reaches(nodes, s))]
+
+    def _filing(self) -> proposals.Filing:
+        if self.filing is None:
+            self.filing = proposals.Filing(self.runner.root, self.cfg, self.runner.store, self.runner.store.run_id)
+        return self.filing
+
+    # ------------------------------------------------------------------ plan.grow: auto
+
+    async def landed(self, sched: Schedule, tid: str) -> list[tuple[str, str]]:
+        """A task landed: with plan.grow: auto, the tasks it proposed join the plan and this
+        run. Returns the tasks to record as skipped (a new task behind a broken one)."""
+        node = self.runner.nodes[tid]
+        if not self.auto or node.split:
+            return []
+        self.handled.add(tid)
+        output = self.runner.store.tasks([tid]).get(tid, {}).get("output")
+        nodes = await self._file(tid, lambda filing: proposals.grow(filing, tid, output))
+        return self._join(sched, nodes, tid, split=False) if nodes else []
+
+    async def _file(self, tid: str, grow) -> list[PlanNode]:
+        """File `tid`'s proposals with `grow(filing)` (which appends those that pass to
+        roadmap.md), then rebuild the plan: the new tasks' nodes. A plan that does not build
+        with them puts roadmap.md back and rejects them, with the build's errors."""
+        root = Path(self.runner.root)
+        store = self.runner.store
+        try:
+            before = (root / ROADMAP).read_text("utf-8")
+            async with useredits.UserEdits.of(self.runner).writing():  # harnessc's write, not the user's
+                added = grow(self._filing())
+        except (OSError, UnicodeDecodeError, WorkspaceError) as e:  # a full disk, a link: the run's work stands
+            store.event("proposal_ignored", tid, reason=f"proposals not filed: {e}")
+            return []
+        if not added:
+            return []
+        protect.harnessc_wrote(root, ROADMAP)  # the agents running now did not write it
+        plan, project = planmod.build(root)
+        if plan is None:
+            said = [f"{d.span.path}:{d.span.line}:{d.span.col}: error[{d.code}]: {d.message}"
+                    for d in project.diags.errors[:3]]
+            self._filing().files.ws.write_atomic(root / ROADMAP, before)
+            protect.harnessc_wrote(root, ROADMAP)
+            proposals.unadd(self._filing(), tid, added, "the plan does not build with it: " + "; ".join(said))
+            planmod.build(root)  # plan.json as it was
+            return []
+        by_id = {n.id: n for n in plan.nodes}
+        return [by_id[p.id] for p in added if p.id in by_id]
+
+    def _join(self, sched: Schedule, nodes: list[PlanNode], tid: str, split: bool) -> list[tuple[str, str]]:
+        """Make `nodes` tasks of this run: the Runner's, state.db's, the Schedule's."""
+        runner = self.runner
+        ids = [n.id for n in nodes]
+        part = Graph.of(nodes, priority_rank)
+        skipped = sched.split(tid, part) if split else sched.grow(part)
+        runner.plan.nodes.extend(nodes)
+        runner.nodes.update({n.id: n for n in nodes})
+        runner.targets.update(ids)
+        runner.register(nodes)
+        runner.store.ensure_tasks(ids, set())
+        self.added += ids
+        if split:
+            self.subtasks[tid] = ids
+            runner.nodes[tid].depends_on = [*runner.nodes[tid].depends_on, *ids]
+        runner.store.event("plan_grown", tid, tasks=ids, split=split,
+                           message=f"{tid}: {'split into' if split else 'proposed'} {', '.join(ids)} "
+                                   "(added to roadmap.md and this run)")
+        return skipped
+
+    # ------------------------------------------------------------------ split: true
+
+    async def run_split(self, node: PlanNode, route: Any) -> str:
+        """A split task's turn: its first call asks for subtasks (SplitRun); once they are
+        complete (it starts again only then) it succeeds without a call."""
+        tid = node.id
+        if tid not in self.subtasks:
+            self.handled.add(tid)
+            return await SplitRun(self.runner, node, route).run()
+        store = self.runner.store
+        store.set_state(tid, TaskState.RUNNING)
+        store.finish_task(tid, TaskState.SUCCEEDED, output=None, fingerprint=node.fingerprint)
+        store.event("split_done", tid, subtasks=self.subtasks[tid],
+                    message=f"{tid}: done, its subtasks are ({', '.join(self.subtasks[tid])})")
+        return TaskState.SUCCEEDED
+
+    def split_ended(self, sched: Schedule, tid: str) -> list[tuple[str, str]] | None:
+        """The driver's look at a task that ended: a split task whose call added subtasks
+        waits for them now (the tasks to record as skipped); None for any other ending."""
+        nodes = self.splitting.pop(tid, None)
+        if nodes is None:
+            return None
+        return self._join(sched, nodes, tid, split=True)
+
+    def skipped(self, tid: str, why: str) -> tuple[str, str]:
+        """The state and reason a task the schedule skips is recorded with: a split task
+        whose subtask broke has failed (its work was theirs)."""
+        subs = self.subtasks.get(tid)
+        if subs:
+            rows = self.runner.store.tasks(subs)
+            broken = next((s for s in subs if rows.get(s, {}).get("state") in BROKEN), None)
+            if broken is not None:
+                state = rows[broken]["state"]
+                return TaskState.FAILED, f"its subtask '{broken}' {state}" + (
+                    f": {rows[broken]['error']}" if rows[broken].get("error") else "")
+        return TaskState.SKIPPED, why
+
+    def subtask_proposals(self, tid: str, text: str) -> list[proposals.Proposal]:
+        """The subtasks in a split task's answer; one that depends on the task or on one
+        waiting for it (a cycle once the task waits for its subtasks) is rejected (HC498)."""
+        found, problems = proposals.extract(text, None)
+        for line in problems:
+            self.runner.store.event("proposal_ignored", tid, reason=line)
+        behind = _behind(self.runner.nodes, tid)
+        refused: set[str] = set()
+        for p in found:
+            hit = next((d for d in p.depends_on if d in behind or d in refused), None)
+            if hit is not None:
+                refused.add(p.id)
+                p.diagnostics.append(
+                    f"{proposals.HERE}:1:1: error[HC498]: subtask '{p.id}' of split task '{tid}' depends on "
+                    f"'{hit}', which waits for '{tid}' (hint: a subtask may depend on tasks '{tid}' does not "
+                    "come before, and on the subtasks before it)")
+        return found
+
+    # ------------------------------------------------------------------ the end
+
+    def closing_lines(self) -> list[str]:
+        return proposals.closing_lines(0, 0, added=len(self.added)) if self.added else []
+
+
+class SplitRun(TaskRun):
+    """A split task's call for its subtasks: the prompt says so, an answer with at least one
+    subtask that can be added succeeds (nothing else is checked: the subtasks are), the rest
+    is retried as any failed verification, with why."""
+
+    def render(self) -> str:
+        most = max(self.ctx.growth.cfg["max_new_tasks"] - self.ctx.growth._filing().this_run, 0)
+        return super().render() + SPLIT_SECTION.format(tid=self.tid, most=min(most, proposals.MAX_PER_TASK))
+
+    async def check(self, resp: Any) -> Verdict:
+        found, _ = proposals.extract(resp.text, None)
+        verdict = Verdict(claim=True, ok=bool(found))
+        if not found:
+            verdict.failed("promise", "split: true - the answer proposed no subtask: answer with one "
+                           '<task id="..." depends_on="...">goal</task> marker per subtask, and nothing else')
+        return verdict
+
+    async def succeed(self, resp: Any, verdict: Verdict) -> None:
+        growth = self.ctx.growth
+        self.answer = resp.text
+        found = growth.subtask_proposals(self.tid, resp.text)
+        nodes = await growth._file(self.tid, lambda filing: proposals.grow(filing, self.tid, found=found))
+        if not nodes:
+            why = "; ".join(d for p in found for d in p.diagnostics[:1])[:1500]
+            await self.log.finish(answer_end("rejected", resp, errors=[why]))
+            raise Done(self._finish(TaskState.FAILED, "split: true, but none of the subtasks its answer proposed "
+                                    f"could be added (`harnessc review` shows why): {why}"))
+        await self.log.finish(answer_end("succeeded", resp))
+        self.store.set_state(self.tid, TaskState.PENDING)
+        growth.splitting[self.tid] = nodes
+        raise Done(TaskState.PENDING)
+
+
+def _behind(nodes: dict[str, PlanNode], tid: str) -> set[str]:
+    """`tid` and every task that waits for it, transitively."""
+    children: dict[str, list[str]] = {}
+    for n in nodes.values():
+        for d in n.depends_on:
+            children.setdefault(d, []).append(n.id)
+    out, stack = {tid}, [tid]
+    while stack:
+        for c in children.get(stack.pop(), ()):
+            if c not in out:
+                out.add(c)
+                stack.append(c)
+    return out
+
+
+def _reaches(nodes: dict[str, PlanNode], tid: str) -> set[str]:
+    """What `tid` waits for, transitively."""
+    out, stack = set(), [tid]
+    while stack:
+        n = nodes.get(stack.pop())
+        for d in (n.depends_on if n is not None else ()):
+            if d not in out:
+                out.add(d)
+                stack.append(d)
+    return out

@@ -1,0 +1,264 @@
+"""A plan that grows while it runs (runtime/growth.py): `plan.grow: auto` runs the tasks an
+agent proposes in the same run, within plan.max_new_tasks and plan.max_depth; `split: true`
+asks a task's first call for subtasks and ends it with them; a run killed after growing
+resumes with the grown tasks. Real processes: a command agent (a Python script) that prints
+`<task>` markers, real files, real SQLite."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import textwrap
+import time
+
+from .helpers import PY, harnessc, spawn
+
+# Appends its task to ran.log, writes done/<task>; prints says/<task> when there is one.
+# With hold/<task> present, it writes started/<task> and waits for the file to go away.
+AGENT = """\
+import os, pathlib, sys, time
+task = os.environ["HARNESSC_TASK"]
+with open("ran.log", "a") as f:
+    f.write(task + "\\n")
+if pathlib.Path("fail", task).exists():
+    sys.exit(3)
+hold = pathlib.Path("hold", task)
+if hold.exists():
+    pathlib.Path("started").mkdir(exist_ok=True)
+    pathlib.Path("started", task).write_text(str(os.getpid()))
+    while hold.exists():
+        time.sleep(0.05)
+pathlib.Path("done").mkdir(exist_ok=True)
+pathlib.Path("done", task).write_text("ok")
+says = pathlib.Path("says", task)
+print(says.read_text() if says.exists() else "done")
+"""
+
+TASKS = """\
+# Growing
+
+## Tasks
+
+- [ ] **impl**: Implement the feature
+
+  Goal: implement it.
+
+## Notes
+
+Written by hand.
+"""
+
+
+def project(root, says: dict[str, str], plan: str = "plan: {grow: auto}", tasks: str = TASKS):
+    root.mkdir(exist_ok=True)
+    (root / "agent.py").write_text(AGENT)
+    for d in ("says", "hold", "fail"):
+        (root / d).mkdir()
+    for task, text in says.items():
+        (root / "says" / task).write_text(text)
+    (root / "harness.yaml").write_text(textwrap.dedent(f"""\
+        agents:
+          bot: {{provider: command, command: [{PY}, agent.py]}}
+        routing: {{default: bot}}
+        {plan}
+        """))
+    (root / "roadmap.md").write_text(tasks)
+    return root
+
+
+def ran(root) -> list[str]:
+    path = root / "ran.log"
+    return path.read_text().split() if path.exists() else []
+
+
+def proposed(root, task: str) -> dict[str, dict]:
+    data = json.loads((root / ".harness" / "proposals" / f"{task}.json").read_text())
+    return {p["id"]: p for p in data["proposals"]}
+
+
+def states(root) -> dict[str, str]:
+    r = harnessc(root, "status", "--output", "json")
+    assert r.returncode == 0, r.stderr
+    return {t["id"]: t["state"] for t in json.loads(r.stdout)["tasks"]}
+
+
+def marker(tid: str, deps: str = "", goal: str | None = None) -> str:
+    return f'<task id="{tid}" depends_on="{deps}">{goal or f"Do {tid}."}</task>'
+
+
+def test_grow_auto_runs_the_proposed_tasks_in_the_same_run(tmp_path):
+    root = project(tmp_path / "p", {
+        "impl": "Done. " + marker("migrate", "impl", "Add a migration for the new column.") + marker("docs"),
+        "migrate": marker("backfill", "migrate"),  # generation 2: still within max_depth 2
+    })
+    r = harnessc(root, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(ran(root)) == ["backfill", "docs", "impl", "migrate"]
+    assert ran(root)[0] == "impl" and ran(root).index("migrate") < ran(root).index("backfill")
+    assert "3 proposed tasks added to the plan" in r.stdout
+    roadmap = (root / "roadmap.md").read_text()
+    assert "- [ ] **migrate**: Add a migration for the new column\n  - depends_on: impl" in roadmap
+    assert roadmap.index("**backfill**") < roadmap.index("## Notes") and roadmap.rstrip().endswith("Written by hand.")
+    assert {p["status"] for p in proposed(root, "impl").values()} == {"added"}
+    assert states(root) == {"impl": "succeeded", "migrate": "succeeded", "docs": "succeeded", "backfill": "succeeded"}
+    r = harnessc(root, "show", "backfill")
+    assert r.returncode == 0 and "backfill" in r.stdout, r.stderr
+    assert "migrate" not in harnessc(root, "review").stdout  # added, not waiting
+    r = harnessc(root, "run")  # nothing left: the grown tasks are tasks of the plan, complete
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(ran(root)) == 4
+
+
+def test_grow_auto_limits_reject_extras_with_diagnostics(tmp_path):
+    root = project(tmp_path / "p", {
+        "impl": marker("a1", "impl") + marker("a2") + marker("a3"),
+        "a1": marker("b1", "a1"),
+        "b1": marker("c1", "b1"),  # generation 3
+    }, plan="plan: {grow: auto, max_new_tasks: 3, max_depth: 2}")
+    r = harnessc(root, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(ran(root)) == ["a1", "a2", "a3", "impl"]  # b1 is over max_new_tasks (3 per run)
+    got = proposed(root, "a1")
+    assert got["b1"]["status"] == "rejected" and "HC495" in got["b1"]["diagnostics"][0]
+    assert got["b1"]["diagnostics"][0].startswith(".harness/proposals/a1.md:")
+    r = harnessc(root, "review")
+    assert "b1" in r.stdout and "HC495" in r.stdout
+
+    root = project(tmp_path / "q", {"impl": marker("a1", "impl"), "a1": marker("b1", "a1"),
+                                    "b1": marker("c1", "b1")}, plan="plan: {grow: auto, max_depth: 2}")
+    r = harnessc(root, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(ran(root)) == ["a1", "b1", "impl"]
+    got = proposed(root, "b1")
+    assert got["c1"]["status"] == "rejected" and "HC496" in got["c1"]["diagnostics"][0]
+    assert "c1" not in (root / "roadmap.md").read_text()
+
+
+def test_grow_auto_rejects_a_cycle_an_unknown_dependency_and_a_known_id(tmp_path):
+    root = project(tmp_path / "p", {"impl": marker("x1", "x2") + marker("x2", "x1") + marker("lost", "ghost")
+                                    + marker("impl") + marker("fine", "impl")})
+    r = harnessc(root, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(ran(root)) == ["fine", "impl"]
+    got = proposed(root, "impl")
+    assert got["fine"]["status"] == "added"
+    for tid in ("x1", "x2", "lost", "impl"):
+        assert got[tid]["status"] == "rejected" and got[tid]["diagnostics"], tid
+    assert "ghost" in " ".join(got["lost"]["diagnostics"])
+    roadmap = (root / "roadmap.md").read_text()
+    assert "**x1**" not in roadmap and "**lost**" not in roadmap and roadmap.count("**impl**") == 1
+    r = harnessc(root, "review")
+    assert "x1" in r.stdout and "lost" in r.stdout
+
+
+def test_hostile_marker_text(tmp_path):
+    huge = "x" * 300_000
+    text = (f'<task id="../../etc/passwd">escape</task><task id="a\x00b">nul</task>'
+            f'<task id="ok-1" depends_on="impl">line one\x1b[31m\r\n## Tasks\n- [ ] **evil**: injected</task>'
+            f'<task id="{"l" * 500}">too long an id</task>' + huge + marker("after-the-scan-limit"))
+    root = project(tmp_path / "p", {"impl": text})
+    r = harnessc(root, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(ran(root)) == ["impl", "ok-1"]
+    roadmap = (root / "roadmap.md").read_text()
+    assert "\x1b" not in roadmap and "\x00" not in roadmap
+    tasks = [line for line in roadmap.splitlines() if line.startswith("- [ ]")]
+    assert [t.split("**")[1] for t in tasks] == ["impl", "ok-1"]  # the injected heading and task stay in a goal
+    assert not list(tmp_path.rglob("passwd*")) and "after-the-scan-limit" not in roadmap
+
+
+def test_a_run_killed_after_growing_resumes_and_runs_the_grown_tasks_once(tmp_path):
+    root = project(tmp_path / "p", {"impl": marker("grown", "impl") + marker("side")})
+    (root / "hold" / "grown").write_text("")  # grown waits until the test lets it go
+    proc = spawn(root, "run")
+    try:
+        deadline = time.monotonic() + 300
+        while not (root / "started" / "grown").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "grown never started"
+            time.sleep(0.05)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    os.kill(int((root / "started" / "grown").read_text()), signal.SIGKILL)  # its agent, left alone
+    (root / "hold" / "grown").unlink()
+    assert "**grown**" in (root / "roadmap.md").read_text()
+    r = harnessc(root, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    log = ran(root)
+    assert log.count("impl") == 1 and log.count("side") in (1, 2)  # side's call may have been cut too
+    assert log.count("grown") == 2  # its call cut by the kill, then once to the end
+    assert states(root) == {"impl": "succeeded", "grown": "succeeded", "side": "succeeded"}
+    db = sqlite3.connect(root / ".harness" / "state.db")
+    ok = db.execute("SELECT task_id, COUNT(*) FROM attempts WHERE status='succeeded' GROUP BY task_id").fetchall()
+    assert dict(ok) == {"impl": 1, "grown": 1, "side": 1}
+    r = harnessc(root, "run")
+    assert r.returncode == 0 and ran(root) == log, r.stdout
+
+
+SPLIT_TASKS = """\
+# Splitting
+
+## Tasks
+
+- [ ] **setup**: Set things up
+
+  Goal: set up.
+
+- [ ] **big**: A big piece of work
+  - depends_on: setup
+  - split: true
+
+  Goal: build the whole thing.
+
+- [ ] **ship**: Ship it
+  - depends_on: big
+
+  Goal: ship.
+"""
+
+
+def test_a_split_task_is_done_when_its_subtasks_are(tmp_path):
+    root = project(tmp_path / "p", {"big": marker("big-a", "setup") + marker("big-b", "big-a")},
+                   plan="", tasks=SPLIT_TASKS)
+    r = harnessc(root, "lint")
+    assert "nothing verifies task 'big'" not in r.stdout + r.stderr  # its subtasks verify a split task
+    r = harnessc(root, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ran(root) == ["setup", "big", "big-a", "big-b", "ship"]  # big's one call, then its subtasks, then ship
+    assert not (root / "done" / "big").read_text() == "" and "split" in (root / "roadmap.md").read_text()
+    assert states(root) == {"setup": "succeeded", "big": "succeeded", "big-a": "succeeded",
+                            "big-b": "succeeded", "ship": "succeeded"}
+    assert {p["status"] for p in proposed(root, "big").values()} == {"added"}
+
+
+def test_a_split_task_fails_when_a_subtask_fails_or_nothing_usable_is_proposed(tmp_path):
+    root = project(tmp_path / "p", {"big": marker("big-a", "setup") + marker("big-b", "big-a")
+                                    + marker("loop", "ship")},  # ship waits for big: a cycle (HC498)
+                   plan="", tasks=SPLIT_TASKS.replace("Goal: build", "- max_retries: 0\n\n  Goal: build"))
+    (root / "fail" / "big-a").write_text("")
+    r = harnessc(root, "run")
+    assert r.returncode == 1, r.stdout + r.stderr
+    got = proposed(root, "big")
+    assert got["loop"]["status"] == "rejected" and "HC498" in got["loop"]["diagnostics"][0]
+    assert [got["big-a"]["status"], got["big-b"]["status"]] == ["added", "added"]
+    st = states(root)
+    assert (st["big-a"], st["big-b"], st["big"], st["ship"]) == ("failed", "skipped", "failed", "skipped")
+    r = harnessc(root, "show", "big")
+    assert "its subtask 'big-a' failed" in r.stdout, r.stdout
+    (root / "fail" / "big-a").unlink()
+    r = harnessc(root, "retry", "big-a", "big-b", "big", "ship")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert set(states(root).values()) == {"succeeded"}
+    assert ran(root).count("big") == 1  # split once: its second turn needs no call
+
+    root = project(tmp_path / "q", {"big": "I would rather just do it."}, plan="", tasks=SPLIT_TASKS.replace(
+        "Goal: build", "- max_retries: 0\n\n  Goal: build"))
+    r = harnessc(root, "run")
+    assert r.returncode == 1, r.stdout + r.stderr
+    st = states(root)
+    assert st["big"] == "failed" and st["ship"] == "skipped"
+    r = harnessc(root, "show", "big")
+    assert "proposed no subtask" in r.stdout, r.stdout
