@@ -100,6 +100,7 @@ CODES: dict[str, str] = {
     "HC495": "a proposed task over plan.max_new_tasks (per run)",
     "HC496": "a proposed task deeper than plan.max_depth generations",
     "HC497": "a proposed task id another task already proposed",
+    "HC498": "a split task's subtask that depends on the split task or on a task after it",
     # templates
     "HC501": "template syntax error",
     "HC502": "undefined variable in template",

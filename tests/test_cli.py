@@ -248,7 +248,7 @@ LS_KEYS = ["id", "title", "phase", "done", "depends_on", "contract", "agent", "m
            "priority", "max_iterations", "max_time", "stuck_after", "progress_threshold", "recovery",
            "completion_promise", "success", "accept", "context", "context_tokens", "tags", "git", "isolation",
            "approaches", "select", "score", "min_score", "resources", "min_passed", "retry_on", "dont_retry",
-           "start_level", "protect", "allow_edit", "write_scope", "review", "goal"]
+           "start_level", "protect", "allow_edit", "write_scope", "review", "split", "goal"]
 
 
 def test_ls_json_seed_roadmap_keeps_its_meaning(seed: Path) -> None:

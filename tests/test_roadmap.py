@@ -410,9 +410,9 @@ def test_every_property_is_formatted() -> None:
                 context_tokens=500, approaches=3, select="best", score="python bench.py", min_score=-0.5,
                 resources={"gpu_box": 1, "node:10.0.0.5": 0.01}, min_passed="base",
                 retry_on=("contract", "accept"), dont_retry=("missing_file",), start_level=2,
-                protect=("docs/**",), allow_edit=("tests/test_a.py",), write_scope=("src/**", "tests/"), review=True)
+                protect=("docs/**",), allow_edit=("tests/test_a.py",), write_scope=("src/**", "tests/"), review=True, split=True)
     text = format_roadmap(Roadmap(path=PATH, tasks=[task]))
-    assert "  - review: true\n" in text
+    assert "  - review: true\n" in text and "  - split: true\n" in text
     assert "  - max_time: 1h30m\n" in text and "  - budget: 0.0000001\n" in text
     assert "  - progress_threshold: 0.05\n" in text and "  - recovery: negative, fail\n" in text
     assert "  - min_score: -0.5\n" in text and "  - approaches: 3\n" in text

@@ -615,9 +615,10 @@ class PlanGrowth(_Spec):
 
     grow: Union[Literal["review", "auto", "off"], Literal[False]] = Field(
         "review", description="off (YAML reads a bare off as false: both mean off); review: proposals wait for `harnessc accept-proposal ID`, which appends the task to "
-        "roadmap.md; auto: reserved (proposals are filed for review as with review); off: proposals are ignored.")
-    max_new_tasks: int = Field(10, ge=0, le=1000, description="Proposals accepted for review per run; "
-                               "more are rejected (HC495).")
+        "roadmap.md; auto: proposals that lint are appended to roadmap.md and run in the same run; off: proposals are "
+        "ignored. `split: true` tasks add their subtasks whatever it says.")
+    max_new_tasks: int = Field(10, ge=0, le=1000, description="Proposals filed for review or added to the plan "
+                               "(auto, split: true) per run; more are rejected (HC495).")
     max_depth: int = Field(2, ge=0, le=100, description="Generations of proposed tasks: a task the roadmap's "
                            "author wrote proposes generation 1, which proposes generation 2; deeper is "
                            "rejected (HC496).")
