@@ -32,6 +32,7 @@ COMMANDS = {
     "memory": "memory:memory",
     **{name: f"review:{name}" for name in ("review", "approve", "reject")},
     "accept-proposal": "review:accept_proposal",
+    "reject-proposal": "review:reject_proposal",
 }
 
 

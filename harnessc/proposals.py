@@ -66,6 +66,7 @@ class Proposal:
     run: str | None = None
     status: str = WAITING
     diagnostics: list[str] = field(default_factory=list)
+    dismissed: bool = False  # rejected by a person (`harnessc reject-proposal`): no longer shown in review
 
     def block(self) -> str:
         """The task in roadmap syntax (one goal paragraph: an agent's text cannot start a
@@ -355,7 +356,8 @@ def markdown(task: str, proposals: list[Proposal], path: str) -> str:
            "Roadmap syntax; `harnessc review` lists them, `harnessc accept-proposal ID` appends one to roadmap.md.",
            ""]
     for p in proposals:
-        out.append(f"<!-- {p.status}" + (f": {len(p.diagnostics)} problem(s) below" if p.diagnostics else "") + " -->")
+        out.append(f"<!-- {p.status}" + (" by `harnessc reject-proposal`" if p.dismissed else "")
+                   + (f": {len(p.diagnostics)} problem(s) below" if p.diagnostics else "") + " -->")
         start = len(out) + 1
         out += p.block().rstrip("\n").split("\n")
         p.diagnostics = [_placed(d, path, start) for d in p.diagnostics]
@@ -527,6 +529,30 @@ def accept(root: Path, tid: str) -> tuple[Proposal, int]:
     _mark(files, p, ACCEPTED)
     files.remember(p.id, p.generation)
     return p, starts[0]
+
+
+def reject(root: Path, tid: str) -> Proposal:
+    """A person rejects proposed task `tid` (waiting, or rejected by lint): it leaves
+    `harnessc review` and stays in .harness/proposals/ marked rejected. Raises ProposalError."""
+    files = Store(root)
+    every = files.all()
+    matches = [p for p in every if p.id == tid and not p.dismissed]
+    if not matches:
+        from .diagnostics import did_you_mean
+
+        near = did_you_mean(tid, [p.id for p in every if not p.dismissed])
+        raise ProposalError(f"no proposed task '{tid}' in review" + (f" ({near})" if near else ""))
+    p = next((m for m in matches if m.status == WAITING), matches[0])
+    if p.status not in (WAITING, REJECTED):
+        raise ProposalError(f"proposed task '{tid}' was {p.status}: it is a task of roadmap.md now "
+                            "(remove it there to drop it)")
+    mine = files.of(p.proposed_by)
+    for q in mine:
+        if q.id == p.id and q.status == p.status and not q.dismissed:
+            q.status, q.dismissed = REJECTED, True
+            break
+    files.save(p.proposed_by, mine)
+    return p
 
 
 def _mark(files: Store, p: Proposal, status: str) -> None:

@@ -65,7 +65,8 @@ def review(ctx: Context, output: str) -> None:
     from ..runtime.plan import PlanError, load_plan
     from ..runtime.store.state import REVIEW_KEY
 
-    proposed = [p for p in proposals.Store(ctx.root()).all() if p.status in (proposals.WAITING, proposals.REJECTED)]
+    proposed = [p for p in proposals.Store(ctx.root()).all()
+                if p.status in (proposals.WAITING, proposals.REJECTED) and not p.dismissed]
     if proposed and not ctx.root().joinpath(".harness", "state.db").exists():
         _show_proposals(proposed, output, [])
         return
@@ -169,6 +170,26 @@ def accept_proposal(ctx: Context, task_ids: tuple) -> None:
     write_build(project)
     click.echo("rebuilt .harness/build/plan.json: the next `harnessc run` runs the new task"
                + ("s" if len(task_ids) > 1 else ""))
+
+
+@click.command("reject-proposal")
+@click.argument("task_ids", nargs=-1, required=True, metavar="ID...")
+@pass_ctx
+def reject_proposal(ctx: Context, task_ids: tuple) -> None:
+    """Reject proposed tasks: they leave `harnessc review` (kept in .harness/proposals/, marked rejected)."""
+    from .. import proposals
+    from ..workspace import WorkspaceError
+
+    root = ctx.root()
+    for tid in dict.fromkeys(task_ids):
+        try:
+            p = proposals.reject(root, tid)
+        except proposals.ProposalError as e:
+            fail_usage(str(e), "`harnessc review` lists the proposed tasks")
+        except (OSError, WorkspaceError) as e:
+            fail_usage(f".harness/proposals/ could not be changed ({e})")
+        click.echo(f"{p.id}: rejected (proposed by {p.proposed_by}); "
+                   f"{proposals.Store(root).path(p.proposed_by)} keeps it")
 
 
 def _decide(ctx: Context, tasks: tuple[str, ...], decision: str, why: str | None = None) -> None:

@@ -262,3 +262,30 @@ def test_a_split_task_fails_when_a_subtask_fails_or_nothing_usable_is_proposed(t
     assert st["big"] == "failed" and st["ship"] == "skipped"
     r = harnessc(root, "show", "big")
     assert "proposed no subtask" in r.stdout, r.stdout
+
+
+def test_reject_proposal_takes_it_out_of_review_and_keeps_it_on_disk(tmp_path):
+    root = project(tmp_path / "p", {"impl": marker("keep", "impl") + marker("drop", "impl") + marker("bad", "ghost")},
+                   plan="")  # plan.grow: review (the default)
+    r = harnessc(root, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ran(root) == ["impl"]  # waiting proposals are not work of the run
+    r = harnessc(root, "reject-proposal", "drop", "bad")  # a waiting one, and one lint rejected
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "drop: rejected (proposed by impl); .harness/proposals/impl.md keeps it" in r.stdout
+    r = harnessc(root, "review")
+    assert "keep" in r.stdout and "drop" not in r.stdout and "bad" not in r.stdout, r.stdout
+    got = proposed(root, "impl")
+    assert (got["drop"]["status"], got["drop"]["dismissed"]) == ("rejected", True)
+    assert got["bad"]["dismissed"] and got["bad"]["diagnostics"]  # its diagnostics are kept
+    md = (root / ".harness" / "proposals" / "impl.md").read_text()
+    assert "<!-- rejected by `harnessc reject-proposal` -->\n- [ ] **drop**" in md
+    r = harnessc(root, "accept-proposal", "drop")
+    assert r.returncode == 2 and "was rejected" in r.stderr
+    r = harnessc(root, "reject-proposal", "drop")
+    assert r.returncode == 2 and "no proposed task 'drop' in review" in r.stderr
+    r = harnessc(root, "reject-proposal", "kep")
+    assert r.returncode == 2 and "keep" in r.stderr  # did you mean
+    assert harnessc(root, "accept-proposal", "keep").returncode == 0
+    r = harnessc(root, "reject-proposal", "keep")
+    assert r.returncode == 2 and "was accepted" in r.stderr
