@@ -39,8 +39,8 @@ from .baseline import Baselines
 from .children import reaper
 from .context import CallPolicy, RunControl
 from .executor.rayconfig import resolve_executor
-from .growth import PlanGrowth
 from .explore import explore_from
+from .growth import PlanGrowth
 from .iteration import TaskRun, conflict_text
 from .loop import loopflags
 from .loop.attribution import Attribution

@@ -1,58 +1,29 @@
-"""Tasks added to a running plan (issue 30 item 4): `plan.grow: auto` and `split: true`.
-
-plan.grow: auto - when a task lands, the tasks its agent proposed (proposals.py) that lint
-are appended to roadmap.md and the plan is rebuilt (.harness/build/plan.json); the new tasks
-join this run's Schedule (Schedule.grow) and run in it. roadmap.md is where the grown plan
-lives: a run killed after growing resumes with the new tasks (the next `harnessc run` builds
-them from roadmap.md and runs those not complete), and `ls`, `status`, `show` and the report
-see them as any other task.
-
-split: true - a task's first call asks for its subtasks instead of the work (SplitRun); they
-are added as in auto mode whatever plan.grow says (the author asked for the split), within
-plan.max_new_tasks and plan.max_depth, and the task waits for them (Schedule.split). Once they
-are complete it succeeds without a call; a subtask that fails, is blocked or skipped fails it.
-Which subtasks a task has is its added proposals in .harness/proposals/<task>.json: a
-resumed run reads them (`PlanGrowth.__init__`).
-"""
+"""The Runner's side of a growing plan: proposals added to roadmap.md, the plan rebuilt, the
+new tasks joined to the running schedule (see the package's docstring)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import proposals
-from ..states import BROKEN, TaskState
-from ..vocab import ROADMAP, priority_rank
-from ..workspace import WorkspaceError
-from . import plan as planmod
-from . import protect
-from .loop import useredits
-from .iteration import Done, TaskRun, answer_end
-from .schedule import Graph, Schedule
-from .verify import Verdict
+from ... import proposals
+from ...states import BROKEN, TaskState
+from ...vocab import ROADMAP, priority_rank
+from ...workspace import WorkspaceError
+from .. import plan as planmod
+from .. import protect
+from ..loop import useredits
+from ..schedule import Graph, Schedule
+from .split import SplitRun
 
 if TYPE_CHECKING:  # annotations only
-    from ..planfile import PlanNode
-    from .scheduler import Runner
-
-SPLIT_SECTION = """
-
-## Split this task into subtasks (`split: true`)
-
-Do not do the work of this task now. Answer with its subtasks instead, one marker each:
-
-<task id="SUBTASK-ID" depends_on="ID,ID">What the subtask must achieve, and how to check it.</task>
-
-Each id is new (letters, digits, `.`, `_`, `-`). A subtask may depend on tasks of the roadmap
-and on the subtasks before it, never on '{tid}' or a task that waits for it. At most {most}
-subtasks. '{tid}' is done when all its subtasks are.
-"""
+    from ...planfile import PlanNode
 
 
 class PlanGrowth:
     """One run's growing plan: the Runner's side of proposals.grow."""
 
-    def __init__(self, runner: Runner):
+    def __init__(self, runner: Any):  # scheduler.Runner
         self.runner = runner
         self.cfg = proposals.settings(runner.plan.growth)
         self.auto = self.cfg["grow"] == "auto"
@@ -78,7 +49,7 @@ class PlanGrowth:
             node.depends_on = [*node.depends_on, *(s for s in subs if s not in node.depends_on
                                                    and tid not in _reaches(nodes, s))]
 
-    def _filing(self) -> proposals.Filing:
+    def run_filing(self) -> proposals.Filing:
         if self.filing is None:
             self.filing = proposals.Filing(self.runner.root, self.cfg, self.runner.store, self.runner.store.run_id)
         return self.filing
@@ -93,10 +64,10 @@ class PlanGrowth:
             return []
         self.handled.add(tid)
         output = self.runner.store.tasks([tid]).get(tid, {}).get("output")
-        nodes = await self._file(tid, lambda filing: proposals.grow(filing, tid, output))
+        nodes = await self.add_proposals(tid, lambda filing: proposals.grow(filing, tid, output))
         return self._join(sched, nodes, tid, split=False) if nodes else []
 
-    async def _file(self, tid: str, grow) -> list[PlanNode]:
+    async def add_proposals(self, tid: str, grow) -> list[PlanNode]:
         """File `tid`'s proposals with `grow(filing)` (which appends those that pass to
         roadmap.md), then rebuild the plan: the new tasks' nodes. A plan that does not build
         with them puts roadmap.md back and rejects them, with the build's errors."""
@@ -105,7 +76,7 @@ class PlanGrowth:
         try:
             before = (root / ROADMAP).read_text("utf-8")
             async with useredits.UserEdits.of(self.runner).writing():  # harnessc's write, not the user's
-                added = grow(self._filing())
+                added = grow(self.run_filing())
         except (OSError, UnicodeDecodeError, WorkspaceError) as e:  # a full disk, a link: the run's work stands
             store.event("proposal_ignored", tid, reason=f"proposals not filed: {e}")
             return []
@@ -116,9 +87,9 @@ class PlanGrowth:
         if plan is None:
             said = [f"{d.span.path}:{d.span.line}:{d.span.col}: error[{d.code}]: {d.message}"
                     for d in project.diags.errors[:3]]
-            self._filing().files.ws.write_atomic(root / ROADMAP, before)
+            self.run_filing().files.ws.write_atomic(root / ROADMAP, before)
             protect.harnessc_wrote(root, ROADMAP)
-            proposals.unadd(self._filing(), tid, added, "the plan does not build with it: " + "; ".join(said))
+            proposals.unadd(self.run_filing(), tid, added, "the plan does not build with it: " + "; ".join(said))
             planmod.build(root)  # plan.json as it was
             return []
         by_id = {n.id: n for n in plan.nodes}
@@ -152,7 +123,9 @@ class PlanGrowth:
         tid = node.id
         if tid not in self.subtasks:
             self.handled.add(tid)
-            return await SplitRun(self.runner, node, route).run()
+            run = SplitRun(self.runner, node, route)
+            run.growth = self
+            return await run.run()
         store = self.runner.store
         store.set_state(tid, TaskState.RUNNING)
         store.finish_task(tid, TaskState.SUCCEEDED, output=None, fingerprint=node.fingerprint)
@@ -203,39 +176,6 @@ class PlanGrowth:
 
     def closing_lines(self) -> list[str]:
         return proposals.closing_lines(0, 0, added=len(self.added)) if self.added else []
-
-
-class SplitRun(TaskRun):
-    """A split task's call for its subtasks: the prompt says so, an answer with at least one
-    subtask that can be added succeeds (nothing else is checked: the subtasks are), the rest
-    is retried as any failed verification, with why."""
-
-    def render(self) -> str:
-        most = max(self.ctx.growth.cfg["max_new_tasks"] - self.ctx.growth._filing().this_run, 0)
-        return super().render() + SPLIT_SECTION.format(tid=self.tid, most=min(most, proposals.MAX_PER_TASK))
-
-    async def check(self, resp: Any) -> Verdict:
-        found, _ = proposals.extract(resp.text, None)
-        verdict = Verdict(claim=True, ok=bool(found))
-        if not found:
-            verdict.failed("promise", "split: true - the answer proposed no subtask: answer with one "
-                           '<task id="..." depends_on="...">goal</task> marker per subtask, and nothing else')
-        return verdict
-
-    async def succeed(self, resp: Any, verdict: Verdict) -> None:
-        growth = self.ctx.growth
-        self.answer = resp.text
-        found = growth.subtask_proposals(self.tid, resp.text)
-        nodes = await growth._file(self.tid, lambda filing: proposals.grow(filing, self.tid, found=found))
-        if not nodes:
-            why = "; ".join(d for p in found for d in p.diagnostics[:1])[:1500]
-            await self.log.finish(answer_end("rejected", resp, errors=[why]))
-            raise Done(self._finish(TaskState.FAILED, "split: true, but none of the subtasks its answer proposed "
-                                    f"could be added (`harnessc review` shows why): {why}"))
-        await self.log.finish(answer_end("succeeded", resp))
-        self.store.set_state(self.tid, TaskState.PENDING)
-        growth.splitting[self.tid] = nodes
-        raise Done(TaskState.PENDING)
 
 
 def _behind(nodes: dict[str, PlanNode], tid: str) -> set[str]:

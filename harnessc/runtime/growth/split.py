@@ -1,0 +1,59 @@
+"""`split: true`: a task's first call asks for its subtasks instead of the work (SplitRun);
+growth/plan.py adds them to roadmap.md and the running plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import proposals
+from ...states import TaskState
+from ..iteration import Done, TaskRun, answer_end
+from ..verify import Verdict
+
+SPLIT_SECTION = """
+
+## Split this task into subtasks (`split: true`)
+
+Do not do the work of this task now. Answer with its subtasks instead, one marker each:
+
+<task id="SUBTASK-ID" depends_on="ID,ID">What the subtask must achieve, and how to check it.</task>
+
+Each id is new (letters, digits, `.`, `_`, `-`). A subtask may depend on tasks of the roadmap
+and on the subtasks before it, never on '{tid}' or a task that waits for it. At most {most}
+subtasks. '{tid}' is done when all its subtasks are.
+"""
+
+
+class SplitRun(TaskRun):
+    """A split task's call for its subtasks: the prompt says so, an answer with at least one
+    subtask that can be added succeeds (nothing else is checked: the subtasks are), the rest
+    is retried as any failed verification, with why."""
+
+    growth: Any = None  # the run's growth.PlanGrowth (set by it)
+
+    def render(self) -> str:
+        most = max(self.growth.cfg["max_new_tasks"] - self.growth.run_filing().this_run, 0)
+        return super().render() + SPLIT_SECTION.format(tid=self.tid, most=min(most, proposals.MAX_PER_TASK))
+
+    async def check(self, resp: Any) -> Verdict:
+        found, _ = proposals.extract(resp.text, None)
+        verdict = Verdict(claim=True, ok=bool(found))
+        if not found:
+            verdict.failed("promise", "split: true - the answer proposed no subtask: answer with one "
+                           '<task id="..." depends_on="...">goal</task> marker per subtask, and nothing else')
+        return verdict
+
+    async def succeed(self, resp: Any, verdict: Verdict) -> None:
+        growth = self.growth
+        self.answer = resp.text
+        found = growth.subtask_proposals(self.tid, resp.text)
+        nodes = await growth.add_proposals(self.tid, lambda filing: proposals.grow(filing, self.tid, found=found))
+        if not nodes:
+            why = "; ".join(d for p in found for d in p.diagnostics[:1])[:1500]
+            await self.log.finish(answer_end("rejected", resp, errors=[why]))
+            raise Done(self._finish(TaskState.FAILED, "split: true, but none of the subtasks its answer proposed "
+                                    f"could be added (`harnessc review` shows why): {why}"))
+        await self.log.finish(answer_end("succeeded", resp))
+        self.store.set_state(self.tid, TaskState.PENDING)
+        growth.splitting[self.tid] = nodes
+        raise Done(TaskState.PENDING)
