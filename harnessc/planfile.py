@@ -240,7 +240,7 @@ class PlanNode(Record):
     allow_edit: list[str] = ()  # globs lifting protection (defaults' and the task's; never of .harness/)
     write_scope: list[str] | None = None  # globs: a change outside them rejects the attempt; None: anywhere
     review: bool | None = None  # `review: true`: its verified result waits for `harnessc approve`
-    split: bool | None = None  # `split: true`: its first call proposes subtasks (runtime/growth.py)
+    split: bool | None = None  # `split: true`: its first call proposes subtasks (runtime/growth/)
     loop: NodeLoop | None = None  # the task's own loop settings; None: the plan's
     context_staging: ContextStaging | None = None  # None: the task has no context files
     wave: int | None = None

@@ -475,7 +475,7 @@ def grow(filing: Filing, tid: str, output: Any = None, limit: int | None = None,
          found: list[Proposal] | None = None) -> list[Proposal]:
     """plan.grow: auto (and split: true): lint the proposals of `tid` against roadmap.md as it
     is now, append those that pass to it at once (status ADDED: the running plan takes them,
-    runtime/growth.py), file the rest as rejected. Returns the added ones, in dependency order.
+    runtime/growth/), file the rest as rejected. Returns the added ones, in dependency order.
 
     roadmap.md is written before the proposals' record: a run killed in between resumes with
     the tasks (the next `run` builds them) and loses only their generation."""

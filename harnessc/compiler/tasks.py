@@ -55,7 +55,7 @@ class Task:
     allow_edit: tuple[str, ...] = ()  # globs lifting protection
     write_scope: tuple[str, ...] = ()  # globs: a change outside them is rejected; (): anywhere
     review: bool | None = None  # a person approves its verified result before it lands (None: the contract's)
-    split: bool | None = None  # its first call proposes subtasks; it is done when they are (runtime/growth.py)
+    split: bool | None = None  # its first call proposes subtasks; it is done when they are (runtime/growth/)
     goal: str = ""
     # the roadmap this task was read from: positions beyond `span` are looked up there
     source: "TaskSource | None" = field(default=None, compare=False, repr=False)

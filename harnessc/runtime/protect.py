@@ -321,7 +321,7 @@ class SharedGuard:
 
 
 def harnessc_wrote(root: Path, rel: str) -> None:
-    """harnessc itself changed protected file `rel` while agents may run (runtime/growth.py:
+    """harnessc itself changed protected file `rel` while agents may run (runtime/growth/:
     roadmap.md grown by a proposal): each shared-tree guard whose call is in flight takes the
     new version as the one from before its call, so it is neither put back nor blamed on its agent."""
     with _RUNNING_LOCK:

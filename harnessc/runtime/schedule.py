@@ -165,7 +165,7 @@ class Schedule:
         return []
 
     def grow(self, part: Graph) -> list[tuple[str, str]]:
-        """Tasks added to the running plan (plan.grow: auto, split: true; runtime/growth.py).
+        """Tasks added to the running plan (plan.grow: auto, split: true; runtime/growth/).
         `part` holds only the new tasks: each may depend on any task of the plan or on a new
         one; a task the plan has never gains a dependency, so a done or running task never
         waits on a new one. Raises ValueError (and changes nothing) on a known id, an unknown

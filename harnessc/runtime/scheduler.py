@@ -141,7 +141,7 @@ class Runner:
         loopflags.apply(plan, opts.preset, flags)
         self.started = clock.monotonic()
         self.nodes = {n.id: n for n in plan.nodes}
-        self.growth = PlanGrowth(self)  # plan.grow: auto, split: true (growth.py); before the graph
+        self.growth = PlanGrowth(self)  # plan.grow: auto, split: true (growth/); before the graph
         self.graph = Graph.of(plan.nodes, priority_rank)  # what orders ready tasks (schedule.py)
         self.jobs = max(1, opts.jobs or int(plan.concurrency or 4))
         budget = plan.budget or {}
@@ -558,7 +558,7 @@ class Runner:
                 "(it becomes a commit's subject); fix it in roadmap.md and build again"))
             return TaskState.FAILED
         route = self.router.route(node)
-        if node.split:  # its subtasks first (growth.py)
+        if node.split:  # its subtasks first (growth/)
             return await self.growth.run_split(node, route)
         if node.approaches is not None and self.isolation.is_isolated(node):
             run = self.task_runs[tid] = Approaches(self, node, route)  # best-of-N (approaches.py)
@@ -574,7 +574,7 @@ class Runner:
             self.task_runs.pop(tid, None)
 
     def register(self, nodes: list[PlanNode]) -> None:
-        """Tasks added to the running plan (growth.py): the isolation and git commits know them."""
+        """Tasks added to the running plan (growth/): the isolation and git commits know them."""
         self.isolation.add(nodes)
         self.git.titles.update({n.id: n.title for n in nodes})
 

@@ -90,7 +90,7 @@ class Isolation:
         return bool(self.tasks)
 
     def add(self, nodes: list[PlanNode]) -> None:
-        """Tasks added to the running plan (runtime/growth.py): isolated as the others are,
+        """Tasks added to the running plan (runtime/growth/): isolated as the others are,
         when the run isolates tasks at all (it opened the repository at its start)."""
         for n in nodes:
             self.index.setdefault(n.id, len(self.index) + 1)
