@@ -8,6 +8,11 @@ is accepted (proposals.accept: linted again against roadmap.md as it is, appende
 grown roadmap is built once (compile_project + write_build, as `accept-proposal` does after
 its last). In-process, real files; the attempt's text comes from a stand-in for state.db.
 
+Then plan.grow: auto on a fresh copy: each proposing task's proposals linted and appended to
+roadmap.md as it lands (proposals.grow), the plan rebuilt (runtime/plan.py build, as the run
+does after each landing that added tasks) and the new tasks joined to a running Schedule
+(Schedule.grow).
+
 Prints the time per proposal of each step; nothing is asserted.
 """
 
@@ -26,6 +31,9 @@ sys.path.insert(0, str(harnessc_env.REPO))
 
 from harnessc import proposals  # noqa: E402
 from harnessc.compiler import compile_project, write_build  # noqa: E402
+from harnessc.runtime import plan as planmod  # noqa: E402
+from harnessc.runtime.schedule import Graph, Schedule  # noqa: E402
+from harnessc.vocab import priority_rank  # noqa: E402
 
 
 class Attempts:
@@ -89,6 +97,38 @@ def main() -> None:
     print(f"  accepted (lint + append to roadmap.md): {accepted:8.3f} s  ({1000 * accepted / n:7.2f} ms per proposal)")
     print(f"  rebuild of the grown plan ({args.base + len(waiting)} tasks): {built:8.3f} s")
     total = filed + accepted + built
+    print(f"  total: {total:.3f} s, {1000 * total / n:.2f} ms per proposal")
+    auto(args.base, n, texts)
+
+
+def auto(base: int, n: int, texts: dict[str, str]) -> None:
+    """plan.grow: auto: what a run does as each proposing task lands."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "roadmap.md").write_text(roadmap(base))
+        plan, _ = planmod.build(root)
+        assert plan is not None
+        sched = Schedule(Graph.of(plan.nodes, priority_rank), {t.id: "succeeded" for t in plan.nodes}, [], {}, jobs=4)
+        cfg = proposals.settings({"grow": "auto", "max_new_tasks": n, "max_depth": 2})
+        filing = proposals.Filing(root, cfg, Attempts(texts), "bench")
+        linted = rebuilt = joined = 0.0
+        added = 0
+        for by in texts:
+            t0 = time.perf_counter()
+            new = proposals.grow(filing, by)
+            t1 = time.perf_counter()
+            plan, _ = planmod.build(root)
+            assert plan is not None
+            t2 = time.perf_counter()
+            ids = {p.id for p in new}
+            sched.grow(Graph.of([x for x in plan.nodes if x.id in ids], priority_rank))
+            t3 = time.perf_counter()
+            linted, rebuilt, joined, added = linted + t1 - t0, rebuilt + t2 - t1, joined + t3 - t2, added + len(new)
+    total = linted + rebuilt + joined
+    print(f"plan.grow: auto: {added} of {n} proposals added to the running plan, from {len(texts)} landings")
+    print(f"  linted + appended to roadmap.md: {linted:8.3f} s  ({1000 * linted / n:7.2f} ms per proposal)")
+    print(f"  plan rebuilt after each landing: {rebuilt:8.3f} s  ({1000 * rebuilt / len(texts):7.2f} ms per landing)")
+    print(f"  joined to the schedule:          {joined:8.3f} s  ({1000 * joined / n:7.2f} ms per proposal)")
     print(f"  total: {total:.3f} s, {1000 * total / n:.2f} ms per proposal")
 
 
