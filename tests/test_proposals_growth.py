@@ -77,6 +77,38 @@ def test_a_plan_grown_by_accepted_proposals_stays_acyclic_and_in_its_limits(roun
         _assert_acyclic(tasks)
 
 
+@settings(max_examples=int(os.environ.get("HARNESSC_FUZZ_EXAMPLES", "25")), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(rounds=st.lists(round_, min_size=1, max_size=4), max_new=st.integers(0, 4), max_depth=st.integers(0, 3))
+def test_a_plan_grown_by_auto_stays_acyclic_and_in_its_limits(rounds, max_new, max_depth):
+    """plan.grow: auto (proposals.grow, as runtime/growth/ calls it when a task lands): what is
+    added to roadmap.md lints clean, the run adds at most max_new_tasks, no task is deeper than
+    max_depth generations, no task of the roadmap gains a dependency."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "roadmap.md").write_text(ROADMAP)
+        cfg = proposals.settings({"grow": "auto", "max_new_tasks": max_new, "max_depth": max_depth})
+        for r, (who, items, _) in enumerate(rounds[:2]):
+            before = {t.id: list(t.depends_on) for t in lint_project(root).tasks}
+            ids = list(before)
+            proposer = ids[who % len(ids)]
+            pool = ids + [i for i, _ in items]
+            text = "".join(_marker(i, [pool[d % len(pool)] for d in deps]) for i, deps in items)
+            filing = proposals.Filing(root, cfg, Attempts({proposer: text}), "one-run")
+            added = proposals.grow(filing, proposer)
+            project = lint_project(root)
+            assert not project.diags.has_errors(), [str(d) for d in project.diags.errors]
+            after = {t.id: list(t.depends_on) for t in project.tasks}
+            assert {t: after[t] for t in before} == before, "a task of the roadmap gained a dependency"
+            assert set(after) - set(before) == {p.id for p in added}
+            assert (root / "roadmap.md").read_text().rstrip().endswith("kept")
+        run = [p for p in proposals.Store(root).all() if p.status == "added"]
+        assert len(run) <= max_new
+        gens = proposals.Store(root).generations()
+        assert all(g <= max_depth for g in gens.values())
+        _assert_acyclic({t.id: list(t.depends_on) for t in lint_project(root).tasks})
+
+
 def _assert_acyclic(deps: dict[str, list[str]]) -> None:
     left = dict(deps)
     while left:
