@@ -243,6 +243,8 @@ def verified_by(node: PlanNode, contract: Contract | None, checks: list[dict]) -
     if node.completion_promise:
         parts.append(f"completion promise {node.completion_promise}")
     parts += [f"accept {accept_name(c)} (exit {c.get('returncode')})" for c in checks]
+    if getattr(node, "split", None):
+        parts.append("its subtasks (split: true), each verified itself")
     return parts
 
 

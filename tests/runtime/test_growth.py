@@ -228,10 +228,17 @@ def test_a_split_task_is_done_when_its_subtasks_are(tmp_path):
     r = harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert ran(root) == ["setup", "big", "big-a", "big-b", "ship"]  # big's one call, then its subtasks, then ship
-    assert not (root / "done" / "big").read_text() == "" and "split" in (root / "roadmap.md").read_text()
+    roadmap = (root / "roadmap.md").read_text()
+    assert "- [ ] **big-b**: Do big-b\n  - depends_on: big-a" in roadmap
+    assert "**big**: A big piece of work\n  - depends_on: setup\n" in roadmap  # big's own lines unchanged
+    prompts = sqlite3.connect(root / ".harness" / "state.db").execute(
+        "SELECT prompt FROM attempts WHERE task_id='big'").fetchall()
+    assert len(prompts) == 1 and "## Split this task into subtasks (`split: true`)" in prompts[0][0]
     assert states(root) == {"setup": "succeeded", "big": "succeeded", "big-a": "succeeded",
                             "big-b": "succeeded", "ship": "succeeded"}
     assert {p["status"] for p in proposed(root, "big").values()} == {"added"}
+    r = harnessc(root, "show", "big")
+    assert "verified by: its subtasks (split: true)" in r.stdout, r.stdout
 
 
 def test_a_split_task_fails_when_a_subtask_fails_or_nothing_usable_is_proposed(tmp_path):
