@@ -296,3 +296,25 @@ def test_reject_proposal_takes_it_out_of_review_and_keeps_it_on_disk(tmp_path):
     assert harnessc(root, "accept-proposal", "keep").returncode == 0
     r = harnessc(root, "reject-proposal", "keep")
     assert r.returncode == 2 and "was accepted" in r.stderr
+
+
+def test_a_split_task_killed_while_its_subtasks_run_is_not_split_again(tmp_path):
+    root = project(tmp_path / "p", {"big": marker("big-a", "setup") + marker("big-b", "big-a")},
+                   plan="", tasks=SPLIT_TASKS)
+    (root / "hold" / "big-b").write_text("")
+    proc = spawn(root, "run")
+    try:
+        deadline = time.monotonic() + 300
+        while not (root / "started" / "big-b").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "big-b never started"
+            time.sleep(0.05)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    os.kill(int((root / "started" / "big-b").read_text()), signal.SIGKILL)
+    (root / "hold" / "big-b").unlink()
+    r = harnessc(root, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ran(root) == ["setup", "big", "big-a", "big-b", "big-b", "ship"]  # big asked once; ship after big
+    assert set(states(root).values()) == {"succeeded"}
