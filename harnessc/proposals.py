@@ -25,9 +25,8 @@ from typing import Any, Iterable
 
 from .compiler import CHECK_PASSES, _run, load
 from .compiler.project import Project
-from .compiler.roadmap import ID_PATTERN, MAX_ID_LENGTH
 from .diagnostics import did_you_mean
-from .vocab import ROADMAP
+from .vocab import ID_PATTERN, MAX_ID_LENGTH, ROADMAP
 from .workspace import Workspace, task_file_name
 
 GROW_MODES = ("review", "auto", "off")
@@ -538,8 +537,6 @@ def reject(root: Path, tid: str) -> Proposal:
     every = files.all()
     matches = [p for p in every if p.id == tid and not p.dismissed]
     if not matches:
-        from .diagnostics import did_you_mean
-
         near = did_you_mean(tid, [p.id for p in every if not p.dismissed])
         raise ProposalError(f"no proposed task '{tid}' in review" + (f" ({near})" if near else ""))
     p = next((m for m in matches if m.status == WAITING), matches[0])

@@ -180,6 +180,10 @@ def ladder_rungs(prompt_mutations: int, escalate: bool, human: bool, explore: bo
     return (*MUTATIONS[:n], *((EXPLORE,) if explore else ()), *(("escalate",) if escalate else ()),
             "human" if human else "fail")
 
+# A task id (roadmap.md's grammar; proposals.py checks an agent's ids with it too)
+ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+MAX_ID_LENGTH = 128  # an id names files (prompts/<id>.md): well under the 255-byte file name limit
+
 # Canonical task keys, in the order `harnessc ls --output json` prints them.
 LS_KEYS = (
     "id", "title", "phase", "done", "depends_on", "contract", "agent", "model", "complexity",

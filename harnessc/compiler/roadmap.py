@@ -28,8 +28,10 @@ from ..nogc import no_cyclic_gc
 from ..textsafe import char_name, title_flaw
 from ..vocab import (
     ERROR_KINDS,
+    ID_PATTERN,
     LADDER_ENDS,
     MAX_APPROACHES,
+    MAX_ID_LENGTH,
     MIN_RESOURCE,
     MUTATIONS,
     RAY_RESERVED_RESOURCES,
@@ -49,8 +51,6 @@ from .tasks import Roadmap, Task, TaskSource
 
 __all__ = ["parse_roadmap", "format_roadmap", "PROPERTY_KEYS", "KEY_ALIASES", "ID_PATTERN"]
 
-ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
-MAX_ID_LENGTH = 128  # an id names files (prompts/<id>.md): well under the 255-byte file name limit
 _ID = re.compile(ID_PATTERN)
 _WORD = re.compile(r"[A-Za-z0-9_-]+")
 # "  - key: value" (also "*" or "+" bullets). Anchored and free of nested quantifiers, so a
