@@ -3,7 +3,7 @@ a failure skips, when the run is over.
 
 No asyncio, database or clock: the driver (scheduler.Runner) tells a `Schedule` what
 happened (a task ended in some state, a review was decided, the run halted or paused, a
-task was prioritized) and carries out what it answers (start these tasks in this order,
+task was prioritized, tasks were added to the plan: grow, split) and carries out what it answers (start these tasks in this order,
 record these as skipped with this reason, write this result now, stop after a failure).
 Modelled on miniwdl's workflow StateMachine; tests/runtime/test_schedule.py drives it
 directly with a hypothesis state machine.

@@ -64,7 +64,10 @@ class PlanGrowth:
             return []
         self.handled.add(tid)
         output = self.runner.store.tasks([tid]).get(tid, {}).get("output")
-        nodes = await self.add_proposals(tid, lambda filing: proposals.grow(filing, tid, output))
+        found = self.run_filing().read(tid, output)
+        if not found:  # most landings: nothing to lint, write or build
+            return []
+        nodes = await self.add_proposals(tid, lambda filing: proposals.grow(filing, tid, found=found))
         return self._join(sched, nodes, tid, split=False) if nodes else []
 
     async def add_proposals(self, tid: str, grow) -> list[PlanNode]:
