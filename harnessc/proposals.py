@@ -581,3 +581,18 @@ def unadd(filing: Filing, tid: str, added: list[Proposal], why: str) -> None:
         if q.id in ids and q.status == ADDED:
             q.status, q.diagnostics = REJECTED, [*q.diagnostics, f"{filing.files.path(tid)}:1:1: error: {why}"]
     filing.files.save(tid, mine)
+
+
+def lineage(root: Path, tid: str) -> list[str]:
+    """`harnessc show TASK`'s lines on the plan's growth: who proposed the task, and what it
+    added to the plan (a split task's subtasks)."""
+    lines = []
+    every = Store(root).all()
+    mine = next((p for p in every if p.id == tid and p.status in (ADDED, ACCEPTED)), None)
+    if mine is not None:
+        how = "added by the run" if mine.status == ADDED else "accepted with `harnessc accept-proposal`"
+        lines.append(f"proposed by: {mine.proposed_by} (generation {mine.generation}; {how})")
+    added = [p.id for p in every if p.proposed_by == tid and p.status in (ADDED, ACCEPTED)]
+    if added:
+        lines.append(f"it proposed, now in the plan: {', '.join(added)}")
+    return lines

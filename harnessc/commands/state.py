@@ -574,6 +574,10 @@ def show(ctx: Context, task: str, output: str) -> None:
     click.echo(visible(text(rec)))  # the agent's words: shown, never obeyed
     for line in memory_lines(remembered):
         echo_visible(line)
+    from ..proposals import lineage
+
+    for line in lineage(ctx.root(), task):  # a grown plan: who proposed it, what it added
+        echo_visible(line)
     if rec.get("approaches"):
         from ..runtime.store.scoreboard import lines as scoreboard_lines
 

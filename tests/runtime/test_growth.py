@@ -104,7 +104,9 @@ def test_grow_auto_runs_the_proposed_tasks_in_the_same_run(tmp_path):
     assert {p["status"] for p in proposed(root, "impl").values()} == {"added"}
     assert states(root) == {"impl": "succeeded", "migrate": "succeeded", "docs": "succeeded", "backfill": "succeeded"}
     r = harnessc(root, "show", "backfill")
-    assert r.returncode == 0 and "backfill" in r.stdout, r.stderr
+    assert r.returncode == 0, r.stderr
+    assert "proposed by: migrate (generation 2; added by the run)" in r.stdout, r.stdout
+    assert "it proposed, now in the plan: migrate, docs" in harnessc(root, "show", "impl").stdout
     assert "migrate" not in harnessc(root, "review").stdout  # added, not waiting
     r = harnessc(root, "run")  # nothing left: the grown tasks are tasks of the plan, complete
     assert r.returncode == 0, r.stdout + r.stderr
