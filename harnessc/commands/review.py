@@ -178,7 +178,6 @@ def accept_proposal(ctx: Context, task_ids: tuple) -> None:
 def reject_proposal(ctx: Context, task_ids: tuple) -> None:
     """Reject proposed tasks: they leave `harnessc review` (kept in .harness/proposals/, marked rejected)."""
     from .. import proposals
-    from ..workspace import WorkspaceError
 
     root = ctx.root()
     for tid in dict.fromkeys(task_ids):

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from .. import nogc, providers
+from .. import nogc, proposals, providers
 from ..states import LANDED
 from ..workspace import Workspace, WorkspaceError, storage_reason
 from . import preflight
@@ -59,8 +59,6 @@ def check_agents(runner: Runner, workspace: Workspace, opts: RunOptions) -> None
 def file_proposals(runner: Runner, store: StateStore) -> list[str]:
     """The tasks this run's succeeded tasks proposed, checked and filed for review
     (proposals.py); the run's closing lines about them. Never changes the run's outcome."""
-    from .. import proposals
-
     todo = [*(runner.planned.todo if runner.planned else []), *runner.growth.added]
     rows = store.tasks(list(todo))
     landed = [t for t in todo if rows.get(t, {}).get("state") in LANDED and t not in runner.growth.handled]
