@@ -11,8 +11,8 @@ CI configuration, the files a task's accept and score commands name, `protect:`,
   them), not for the scope. Each file that breaks the rules is kept aside under
   `.harness/rejected/<task>/<path>` and put back as it is at the base (a new file removed).
 * SharedGuard (the project's own tree): files are compared between attempts only. Before
-  each agent call the protected files are hashed and a copy kept (`.harness/protected/`);
-  after it, a protected file the agent changed is moved aside under
+  each agent call the protected files are hashed and a copy kept (in memory when they are
+  light, else in `.harness/protected/`: a copy is only read back by the same run); after it, a protected file the agent changed is moved aside under
   `.harness/rejected/<task>/<path>` and the earlier version put back - unless the file also
   changed while no agent ran (a person's edit between attempts): then the attempt is
   rejected and nothing is put back. A change made while another task's agent ran too is put
@@ -205,6 +205,10 @@ class SharedGuard:
         self.store = workspace.harness / "protected" / task_file_name(task_id)
         self.last: dict[str, str] | None = None  # after the previous attempt (its files put back)
         self.before_ids: dict[str, str] = {}
+        # the copies of before_ids' files when they are light (LIGHT_FILES, LIGHT_BYTES): held
+        # here, as read for hashing, instead of a directory and a file each per task (a file's
+        # creation costs more than all the rest of a light guard's work); else in self.store
+        self.copies: dict[str, bytes] = {}
         self.edited: set[str] = set()  # changed while no agent ran: a person's edit
         self.overlapped: set[SharedGuard] = set()  # other tasks' guards whose call ran during this one's
         self.reads = bool(rules_.accept or rules_.score or rules_.shared_entries())  # (else: no file to read)
@@ -228,18 +232,21 @@ class SharedGuard:
             for other in running:
                 other.overlapped.add(self)
             running.add(self)
-        ids = self._snapshot()
+        copies: dict[str, bytes] = {}
+        ids = self._snapshot(copies)
         last = self.last if self.last is not None else ids
         self.edited = {p for p in set(ids) | set(last) if ids.get(p) != last.get(p)}
-        missing = [(path, cid) for path, cid in ids.items() if not os.path.lexists(self.store / cid)]
-        if missing:  # one walk to the task's copies for all of them (a walk costs more than a small file)
-            fd = self.ws.open_dir(self.store)
-            try:
-                for path, cid in missing:
-                    write_atomic_at(fd, cid, _read(self.root / path), lambda c=cid: self.ws.rel(self.store / c))
-            finally:
-                os.close(fd)
-        self.before_ids = ids
+        if not all(cid in copies for cid in ids.values()):  # not light: copies on disk
+            copies = {}
+            missing = [(path, cid) for path, cid in ids.items() if not os.path.lexists(self.store / cid)]
+            if missing:  # one walk to the task's copies for all of them (a walk costs more than a small file)
+                fd = self.ws.open_dir(self.store)
+                try:
+                    for path, cid in missing:
+                        write_atomic_at(fd, cid, _read(self.root / path), lambda c=cid: self.ws.rel(self.store / c))
+                finally:
+                    os.close(fd)
+        self.before_ids, self.copies = ids, copies
 
     def after(self, attempt=None) -> list[str]:
         now = self._snapshot()
@@ -292,15 +299,18 @@ class SharedGuard:
             os.close(fd)
 
     def _put_back(self, path: str, cid: str) -> None:
-        data = self.ws.read_bytes(self.store / cid)
+        data = self.copies.get(cid)
+        if data is None:
+            data = self.ws.read_bytes(self.store / cid)
         target = self.root / path
         self.ws.write_atomic(target, data)
         mode = int(cid.split(":", 1)[0], 8)
         os.chmod(target, mode, follow_symlinks=False)
 
-    def _snapshot(self) -> dict[str, str]:
+    def _snapshot(self, copies: dict[str, bytes] | None = None) -> dict[str, str]:
         """path -> 'mode:sha256' of each protected file there now (links and special files
-        are compared by what they are, never followed)."""
+        are compared by what they are, never followed). `copies`: filled with 'mode:sha256'
+        -> the bytes hashed, while the files are light (emptied once they are not)."""
         out: dict[str, str] = {}
         size = 0
         for e in self.rules.shared_entries():
@@ -312,9 +322,14 @@ class SharedGuard:
                 except OSError:
                     continue
                 if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_HASHED_BYTES:
-                    digest = hashlib.sha256(_read(self.root / rel)).hexdigest()
-                    out[rel] = f"{stat.S_IMODE(st.st_mode):o}:{digest}"
+                    data = _read(self.root / rel)
+                    cid = out[rel] = f"{stat.S_IMODE(st.st_mode):o}:{hashlib.sha256(data).hexdigest()}"
                     size += st.st_size
+                    if copies is not None:
+                        copies[cid] = data
+                        if len(out) > LIGHT_FILES or size > LIGHT_BYTES:
+                            copies.clear()
+                            copies = None
         if self.reads:  # (a guard with nothing protected says nothing of the others' files)
             _SEEN[str(self.root)] = (len(out), size)
         return out

@@ -157,7 +157,8 @@ def test_a_shared_tree_keeps_the_agents_version_aside_and_puts_the_test_back(tmp
     assert (root / "tests" / "test_auth.py").read_text() == TEST
     assert (root / ".harness" / "rejected" / "login" / "tests" / "test_auth.py").read_text() == CHEAT
     assert (root / "auth.py").read_text() == HONEST
-    assert list((root / ".harness" / "protected" / "login").iterdir()) == []  # the copies went with the task
+    copies = root / ".harness" / "protected"  # light files: copies in memory, none on disk
+    assert not copies.exists() or list(copies.rglob("*")) in ([], [copies / "login"])  # none left
 
 
 def test_a_shared_tree_restores_a_deleted_spec_file(tmp_path):
@@ -374,3 +375,33 @@ def test_a_shared_guard_hashes_in_a_thread_only_what_is_not_light(tmp_path):
     assert named.reads_after  # ...and that snapshot was heavy: the next step goes to a thread
     assert (tmp_path / "check.py").read_text() == "print('ok')\n"
     assert (protect.WorktreeGuard.reads_before, protect.WorktreeGuard.reads_after) == (False, True)
+
+
+def test_a_shared_guard_keeps_light_copies_in_memory_and_heavy_ones_on_disk(tmp_path):
+    """A light snapshot's copies are the bytes it hashed, held by the guard: no directory and
+    file per task (their creation cost a run of no-op tasks more than the rest of the guard);
+    a heavy one's are files under .harness/protected/<task>/, gone when the task ends. Either
+    way the agent's change is put back."""
+    from harnessc.runtime import protect
+
+    from .helpers import node, write_project
+
+    plan = write_project(tmp_path, [node("a", accept=[{"argv": [PY, "check.py"], "id": None}])])
+    (tmp_path / "check.py").write_text("print('ok')\n")
+    store = tmp_path / ".harness" / "protected"
+    guard = protect.guard(plan, plan.nodes[0], tmp_path)
+    guard.before()
+    assert not store.exists()  # light: nothing written
+    (tmp_path / "check.py").write_text("print('cheat')\n")
+    assert guard.after() != [] and (tmp_path / "check.py").read_text() == "print('ok')\n"
+
+    heavy = "#" * (protect.LIGHT_BYTES + 1) + "\n"
+    (tmp_path / "check.py").write_text(heavy)
+    guard.close()
+    guard = protect.guard(plan, plan.nodes[0], tmp_path)  # (an edit between attempts is a person's: left)
+    guard.before()
+    assert len(list((store / "a").iterdir())) == 1  # heavy: its copy on disk
+    (tmp_path / "check.py").write_text("print('cheat')\n")
+    assert guard.after() != [] and (tmp_path / "check.py").read_text() == heavy
+    guard.close()
+    assert list((store / "a").iterdir()) == []
