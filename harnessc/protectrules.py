@@ -56,6 +56,7 @@ def glob_problem(pattern: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4096)  # a guard matches each file against every pattern, twice per attempt
 def _parts(pattern: str) -> tuple[str, ...]:
     out: list[str] = []
     for p in pattern.replace("\\", "/").split("/"):

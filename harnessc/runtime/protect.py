@@ -313,16 +313,23 @@ class SharedGuard:
         -> the bytes hashed, while the files are light (emptied once they are not)."""
         out: dict[str, str] = {}
         size = 0
+        root = str(self.root)
+        why: dict[str, str | None] = {}  # (a file several entries name is matched once)
         for e in self.rules.shared_entries():
-            for rel in _walk(self.root, e.path):
-                if rel in out or self.rules.why(rel, True) is None:
+            for rel, st in _walk(root, e.path):
+                if rel in out:
                     continue
-                try:
-                    st = os.lstat(self.root / rel)
-                except OSError:
+                if rel not in why:
+                    why[rel] = self.rules.why(rel, True)
+                if why[rel] is None:
                     continue
+                if st is None:
+                    try:
+                        st = os.lstat(os.path.join(root, rel))
+                    except OSError:
+                        continue
                 if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_HASHED_BYTES:
-                    data = _read(self.root / rel)
+                    data = _read(os.path.join(root, rel))
                     cid = out[rel] = f"{stat.S_IMODE(st.st_mode):o}:{hashlib.sha256(data).hexdigest()}"
                     size += st.st_size
                     if copies is not None:
@@ -351,16 +358,18 @@ def harnessc_wrote(root: Path, rel: str) -> None:
     for g in guards:
         if rel not in g.before_ids:
             continue
-        if not os.path.lexists(g.store / cid):
+        if g.copies:  # a light guard holds its copies in memory
+            g.copies[cid] = data
+        elif not os.path.lexists(g.store / cid):
             g.ws.write_atomic(g.store / cid, data)
         g.before_ids[rel] = cid
         if g.last is not None:
             g.last[rel] = cid
 
 
-def _walk(root: Path, pattern: str):
-    """Project-relative files `pattern` names: walked from its literal start, no link followed,
-    test runners' caches and `.harness/` aside."""
+def _walk(root: str, pattern: str):
+    """(project-relative path, its lstat or None) of the files `pattern` names: walked from its
+    literal start, no link followed, test runners' caches and `.harness/` aside."""
     parts = [p for p in pattern.replace("\\", "/").split("/") if p not in ("", ".")]
     start: list[str] = []
     for p in parts:
@@ -368,13 +377,13 @@ def _walk(root: Path, pattern: str):
             break
         start.append(p)
     rel = "/".join(start)
-    top = root / rel if rel else root
+    top = os.path.join(root, rel) if rel else root
     try:
         st = os.lstat(top)
     except OSError:
         return
     if not stat.S_ISDIR(st.st_mode):
-        yield rel
+        yield rel, st
         return
     for dirpath, dirnames, filenames in os.walk(top):
         dirnames[:] = sorted(d for d in dirnames if d not in EXCLUDED)
@@ -382,13 +391,18 @@ def _walk(root: Path, pattern: str):
         for name in sorted(filenames):
             path = name if base == "." else f"{base}/{name}"
             if rules.matches(pattern, path):
-                yield path
+                yield path, None
 
 
-def _read(path: Path) -> bytes:
+def _read(path: Path | str) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f:
-        return f.read()
+    try:  # (os.read, not a file object: a small file's read costs less than the object)
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _keep_aside(ws: Workspace, tid: str, path: Path, rel: str) -> str:
