@@ -134,3 +134,44 @@ def test_a_dependent_starts_once_its_dependencys_result_file_is_written(tmp_path
     assert result.exit_code == 0, result.message
     assert state_of(root, "b") == "succeeded"
     assert json.loads((root / ".harness/outputs/b.json").read_text())["output"]["title"] == "b"
+
+
+def test_results_queued_together_go_to_the_writers_thread_as_one_batch(tmp_path, monkeypatch):
+    """Results that land close together are written by one hand-off to the thread (a hand-off
+    per file fought the event loop for the GIL once per task); each keeps its own outcome: a
+    file that cannot be written fails its own future only. A result whose batch was not due
+    when the writer closed is written by close()."""
+    import asyncio
+
+    from harnessc.runtime.store import outputs
+    from harnessc.workspace import Workspace, WorkspaceError
+
+    ws = Workspace(tmp_path)
+    writer = outputs.Writer(ws, lambda text: text)
+    batches: list[list[str]] = []
+    write_batch, write = outputs.Writer._write_batch, outputs.Writer.write
+
+    def counted(self, recs):
+        batches.append([r["task"] for r in recs])
+        return write_batch(self, recs)
+
+    def refusing(self, rec):
+        if rec["task"] == "bad":
+            raise WorkspaceError("cannot write bad.json: disk full")
+        write(self, rec)
+
+    monkeypatch.setattr(outputs.Writer, "_write_batch", counted)
+    monkeypatch.setattr(outputs.Writer, "write", refusing)
+
+    async def main():
+        futs = [writer.write_soon({"task": t, "state": "succeeded"}) for t in ("a", "bad", "c")]
+        done = await asyncio.gather(*futs, return_exceptions=True)
+        late = writer.write_soon({"task": "late", "state": "succeeded"})  # its batch is not due yet
+        return done, late
+
+    done, late = asyncio.run(main())
+    assert batches == [["a", "bad", "c"]]
+    assert done[0] is None and done[2] is None and isinstance(done[1], WorkspaceError)
+    assert sorted(outputs.present(ws)) == ["a.json", "c.json"]
+    writer.close()
+    assert sorted(outputs.present(ws)) == ["a.json", "c.json", "late.json"]

@@ -18,6 +18,9 @@ from .db import Database
 MIRROR_FLUSH = 0.1  # seconds events.jsonl lines may wait in the buffer (flush_mirror() too)
 
 
+_INSERT = "INSERT INTO events (run_id, ts, kind, task_id, data) VALUES (?,?,?,?,?)"
+
+
 def _enc(value: str | None) -> str:
     return "null" if value is None else _encode_str(value)
 
@@ -36,11 +39,12 @@ class EventLog(Database):
         ts = clock.time()
         ev = {"ts": ts, "run_id": self.run_id, "kind": kind, "task": task_id, **data}
         body = self._json(data) if data else None
-        with self.tx():
-            self.db.execute(
-                "INSERT INTO events (run_id, ts, kind, task_id, data) VALUES (?,?,?,?,?)",
-                (self.run_id, ts, kind, task_id, body),
-            )
+        row = (self.run_id, ts, kind, task_id, body)
+        if self._in_tx:  # (most events are part of a write: no context manager to join it)
+            self.db.execute(_INSERT, row)
+        else:
+            with self.tx():
+                self.db.execute(_INSERT, row)
         if self.mirror:
             # One encoding for both: the mirror line is the data object with the envelope.
             head = (f'{{"kind": {_enc(kind)}, "run_id": {_enc(self.run_id)}, '

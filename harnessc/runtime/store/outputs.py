@@ -25,7 +25,7 @@ from typing import Any, Iterable
 from ...planfile import Contract, PlanNode
 from ...states import LANDED, TaskState
 from ...wording import accept_name, plural
-from ...workspace import Workspace, write_atomic_at
+from ...workspace import Workspace, WorkspaceError, write_atomic_at
 from ..plan import filled_text
 from ..verify import verified_by
 
@@ -52,6 +52,9 @@ def result(row: dict, node: PlanNode | None, contract: Contract | None, final: d
     return rec
 
 
+BATCH_WAIT = 0.02  # seconds a result file may wait for others to go to the writer's thread with
+
+
 class Writer:
     """Writes results into .harness/outputs/, opened once (confined, through no link) for a
     run: a walk from the project directory per file would double a file's cost."""
@@ -60,13 +63,66 @@ class Writer:
         self.workspace, self.redact = workspace, redact
         self.fd: int | None = None
         self._thread: ThreadPoolExecutor | None = None  # one thread: files land in their tasks' order
+        self._queued: list[tuple[dict, asyncio.Future]] = []  # for the thread's next batch
+        self._busy = False  # a batch is due or being written
 
     def write_soon(self, rec: dict) -> asyncio.Future:
         """write(rec) in the writer's thread; the future is done once the file is in place
-        (or holds the WorkspaceError). Await every one before close()."""
+        (or holds the WorkspaceError). Await every one before close().
+
+        The records queued within BATCH_WAIT seconds, or while the thread writes, go to it
+        together: a hand-off per file woke the thread and then the loop once per task, each
+        fighting the other for the GIL. (Nobody waits for these files: a task with dependents
+        has its file written at once, by write().)"""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._queued.append((rec, fut))
+        if not self._busy:
+            self._busy = True
+            loop.call_later(BATCH_WAIT, self._hand_over, loop)
+        return fut
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The queued records to the thread, as one batch; their futures settle when it ends."""
+        if not self._queued:  # (closed meanwhile: close() wrote them)
+            self._busy = False
+            return
         if self._thread is None:
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="harnessc-outputs")
-        return asyncio.get_running_loop().run_in_executor(self._thread, self.write, rec)
+        batch, self._queued = self._queued, []
+        self._busy = True
+        job = loop.run_in_executor(self._thread, self._write_batch, [rec for rec, _ in batch])
+        job.add_done_callback(lambda done: self._batch_done(loop, batch, done))
+
+    def _write_batch(self, recs: list[dict]) -> list[BaseException | None]:
+        """Write each record; what each raised (None: written), so one file's trouble stays its own."""
+        raised: list[BaseException | None] = []
+        for rec in recs:
+            try:
+                self.write(rec)
+                raised.append(None)
+            except Exception as e:  # a WorkspaceError, or a bug the scheduler raises when it counts
+                raised.append(e)
+        return raised
+
+    def _batch_done(self, loop: asyncio.AbstractEventLoop, batch: list, done: asyncio.Future) -> None:
+        self._busy = False
+        if done.cancelled() or done.exception() is not None:
+            outcomes = [done.exception() if not done.cancelled() else None] * len(batch)
+        else:
+            outcomes = done.result()
+        for (_, fut), err in zip(batch, outcomes):
+            if fut.done():
+                continue
+            if done.cancelled():
+                fut.cancel()
+            elif err is not None:
+                fut.set_exception(err)
+            else:
+                fut.set_result(None)
+        if self._queued:  # (they waited for this batch: no BATCH_WAIT more)
+            self._busy = True
+            self._hand_over(loop)
 
     def write(self, rec: dict) -> None:
         """.harness/outputs/<task>.json, all at once. Raises WorkspaceError."""
@@ -77,7 +133,14 @@ class Writer:
         write_atomic_at(self.fd, path.name, self.redact(text).encode("utf-8"), lambda: self.workspace.rel(path))
 
     def close(self) -> None:
-        """After the writes were awaited: the thread ends, the directory is closed."""
+        """After the writes were awaited: the thread ends, the directory is closed. Records
+        whose batch was not due yet (a run cut short) are written now."""
+        queued, self._queued = self._queued, []
+        for rec, _ in queued:
+            try:
+                self.write(rec)
+            except WorkspaceError:
+                pass  # state.db keeps the result; the next run writes the file (`missing`)
         if self._thread is not None:
             self._thread.shutdown()
             self._thread = None
