@@ -341,3 +341,25 @@ def test_a_failed_call_records_how_long_it_took(tmp_path):
     (latency,) = sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
         "SELECT latency FROM attempts WHERE status='error'").fetchone()
     assert latency >= 0.3
+
+
+def test_a_tasks_round_counts_the_attempts_this_store_began_and_a_reset_forgets(tmp_path):
+    """task_round reads a never-attempted task's empty round from memory (no count over the
+    attempts table per task), and counts again once an attempt began, a reset, or another
+    store (a resumed run) sees attempts on record."""
+    store = _store(tmp_path)
+    try:
+        store.ensure_tasks(["u"], set())
+        assert store.task_round("t")["iterations"] == 0 and store.never_attempted() == {"t", "u"}
+        aid = store.begin_attempt("t", 1, 0, "llm", "p", "h", 0.0, start_task=True, reserve_tokens=(10, 5))
+        assert store.task_round("t") == {"iterations": 1, "tokens": 15, "tool_calls": 0, "running_s": 0.0}
+        assert store.never_attempted() == {"u"}
+        store.finish_attempt(aid, "t", AttemptEnd("failed", errors=["no"]))
+        again = StateStore(Workspace(tmp_path))  # a resumed run's store
+        assert again.task_round("t")["iterations"] == 1 and again.never_attempted() == {"u"}
+        again.close()
+        store.reset(["t"])
+        store.ensure_tasks(["t"], set())
+        assert store.task_round("t")["iterations"] == 0 and store.never_attempted() == {"t", "u"}
+    finally:
+        store.close()

@@ -95,6 +95,8 @@ class Attempts(Tasks, Ledger):
             self.event("attempt_started", task_id, attempt=aid, iteration=iteration, level=level,
                        agent=agent, reserved_usd=reserve_usd, **({"steps": steps} if steps else {}))
         self._reserved[aid] = (lid, reserve_usd, sum(reserve_tokens))
+        if self._never_attempted is not None:
+            self._never_attempted.discard(task_id)
         if self._spent is not None:
             self._spent += reserve_usd
         if self._tokens is not None:

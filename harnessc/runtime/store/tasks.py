@@ -81,12 +81,23 @@ class Tasks(EventLog):
         (as reported): of every attempt; `running_s`: its running time so far."""
         row = self.db.execute("SELECT finished_at, running_s FROM tasks WHERE id=?", (task_id,)).fetchone()
         since, running = (row[0] or 0.0, float(row[1] or 0.0)) if row else (0.0, 0.0)
+        if task_id in self.never_attempted():
+            return {"iterations": 0, "tokens": 0, "tool_calls": 0, "running_s": running}
         iterations, tokens, tools = self.db.execute(
             "SELECT COALESCE(SUM(status != 'interrupted'), 0),"
             " COALESCE(SUM(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)), 0),"
             " COALESCE(SUM(COALESCE(tool_calls, 0)), 0) FROM attempts WHERE task_id=? AND started_at > ?",
             (task_id, since)).fetchone()
         return {"iterations": int(iterations), "tokens": int(tokens), "tool_calls": int(tools), "running_s": running}
+
+    def never_attempted(self) -> set[str]:
+        """The tasks with no attempt on record, read once (then begin_attempt keeps it; a reset
+        reads it again): most tasks of a big run start from nothing, and their rounds need no
+        count over the attempts table. Only this process's run writes attempts (the run lock)."""
+        if self._never_attempted is None:
+            self._never_attempted = {tid for (tid,) in self.db.execute(
+                "SELECT id FROM tasks WHERE NOT EXISTS (SELECT 1 FROM attempts WHERE attempts.task_id = tasks.id)")}
+        return self._never_attempted
 
     def save_running_time(self, task_id: str, seconds: float) -> None:
         """The running task's time so far in its round (a task no longer running keeps its own)."""
@@ -96,7 +107,7 @@ class Tasks(EventLog):
     def reset(self, ids: list[str] | None) -> int:
         """Forget tasks (None = everything, including the budget ledger). The agents' calls of
         the last days stay counted by their daily limits (`keep_daily_usage`)."""
-        self._spent = self._tokens = None
+        self._spent = self._tokens = self._never_attempted = None
         with self.tx():
             self.keep_daily_usage(ids)
             if ids is None:
