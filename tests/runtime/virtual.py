@@ -26,7 +26,50 @@ def virtual_clock(wall: float | None = None) -> VirtualClock:
     return VirtualClock(autojump_threshold=0, wall=noon_today() if wall is None else wall)
 
 
+def children_running() -> bool:
+    """Whether a child process of this one does work (any thread's: /proc/self/task/*/children),
+    other than a run's lifeline watcher (runtime/children/lifeline.py), which waits all run long."""
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            pids = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if not any(a.endswith(b"children/lifeline.py") for a in argv):
+                return True
+    return False
+
+
+class PatientClock(VirtualClock):
+    """A virtual clock that does not jump while a child process runs (an accept command, a
+    check): a real process's work takes real time, which a timer (the check's own timeout,
+    the task's max_time) must not overtake. It jumps whenever every task waits otherwise."""
+
+    def new_event_loop(self):
+        loop = super().new_event_loop()
+        selector = loop._selector  # type: ignore[attr-defined]
+        virtual, real = selector.select, type(selector).select.__get__(selector)
+
+        def select(timeout=None):
+            if timeout is not None and timeout > 0 and children_running():
+                return real(min(timeout, 0.01))  # poll: the child's exit wakes the loop anyway
+            return virtual(timeout)
+
+        selector.select = select
+        return loop
+
+
 _clocks: dict[Path, VirtualClock] = {}
+
+
+def use_clock(root: Path, clock: VirtualClock) -> VirtualClock:
+    """Make `clock` the project's virtual clock (before its first command)."""
+    _clocks[Path(root).resolve()] = clock
+    return clock
 
 
 def clock_of(root: Path, wall: float | None = None) -> VirtualClock:
