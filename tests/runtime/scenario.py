@@ -10,6 +10,10 @@ says. Accept commands and checks run for real. scenario.yaml:
 
     about: what it shows
     moved_from: [tests/runtime/test_x.py::test_y]   # the subprocess tests it replaces
+    plan:                         # instead of roadmap.md: a compiled plan (helpers.write_project)
+      nodes: [{id: a, contract: summary, retry: {on_failure: fallback}}]   # helpers.node's keywords
+      agents: {cmd: {provider: simulate}}
+      contracts: {summary: {on_failure: fallback}}   # helpers.SIMPLE_CONTRACT with these keys
     commands: [[run]]             # each an argv after `harnessc -C <project>`; default [[run]]
     exit: [1]                     # each command's exit code (default: all 0)
     replies:                      # agent -> task ("*": any task) -> one reply per call; the
@@ -24,6 +28,7 @@ says. Accept commands and checks run for real. scenario.yaml:
       tasks: {a: {state: failed, attempts: 3, error: {startswith: "..."}}}   # state.db's tasks rows
       attempts: {a: [{level: 0, status: rejected}, {prompt: {contains: "..."}}]}  # every attempt, in order
       files: {out.txt: true, gone.txt: false}   # exist in the project, or not
+      json: {.harness/build/plan.json: {defaults: {budget: 0.01}}}   # a JSON file's content
       output: {contains: ["..."]}  # stdout + stderr of all the commands
 
 A value in `expect` is equal to what was found, or a matcher: {startswith: s}, {contains: s or
@@ -50,7 +55,7 @@ from harnessc.runtime.agents import cassettes
 from harnessc.runtime.agents.base import Request, Response, Usage, priced
 from harnessc.runtime.agents.errors import AgentError
 
-from . import virtual
+from . import helpers, virtual
 
 HERE = Path(__file__).resolve().parent / "scenarios"
 SCENARIO, TRACE = "scenario.yaml", "trace.jsonl"
@@ -80,8 +85,15 @@ class Scenario:
         return [[str(a) for a in c] for c in self.spec.get("commands", [["run"]])]
 
     def project(self, root: Path) -> Path:
-        """Copy the scenario's project files to `root`."""
+        """Copy the scenario's project files to `root`; with `plan:`, write the compiled plan
+        it lists as well (helpers.write_project)."""
         shutil.copytree(self.dir, root, ignore=shutil.ignore_patterns(SCENARIO, TRACE))
+        plan = self.spec.get("plan")
+        if plan:
+            contracts = {name: {**helpers.SIMPLE_CONTRACT, "name": name, **c}
+                         for name, c in (plan.get("contracts") or {}).items()}
+            helpers.write_project(root, [helpers.node(n["id"], **{k: v for k, v in n.items() if k != "id"}) for n in plan["nodes"]], agents=plan.get("agents"),
+                                  contracts=contracts, concurrency=plan.get("concurrency", 4))
         return root
 
 
@@ -110,8 +122,12 @@ class ScriptedAgent:
         def fill(s: str) -> str:
             return str(s).replace("{task}", request.task_id).replace("{n}", str(n)).replace("{agent}", self.name)
 
-        if reply.get("latency"):
-            await clock.sleep(float(reply["latency"]))
+        latency = float(reply.get("latency", 0.0))
+        if request.timeout is not None and latency > request.timeout:  # bounded as every agent bounds its call
+            await clock.sleep(request.timeout)
+            raise AgentError(f"agent '{self.name}': no answer within {request.timeout:g}s", kind="timeout")
+        if latency:
+            await clock.sleep(latency)
         where = request.workdir or request.root
         for rel, content in (reply.get("files") or {}).items():
             path = Path(where) / fill(rel)
@@ -128,7 +144,7 @@ class ScriptedAgent:
                       int(u.get("output_tokens", estimate_tokens(text))))
         cost, source = priced(self.config, usage)
         return Response(text=text, usage=usage, cost_usd=cost, cost_source=source,
-                        latency=float(reply.get("latency", 0.0)), tool_calls=reply.get("tool_calls"))
+                        latency=latency, tool_calls=reply.get("tool_calls"))
 
 
 def scripted(monkeypatch: Any, replies: dict[str, dict[str, list[dict]]]) -> None:
@@ -209,6 +225,8 @@ def check_state(root: Path, expect: dict, output: str) -> None:
         check("attempts", expect["attempts"], found)
     for rel, there in (expect.get("files") or {}).items():
         assert (root / rel).exists() == bool(there), f"{rel} {'missing' if there else 'should not exist'}"
+    for rel, want in (expect.get("json") or {}).items():
+        check(rel, want, json.loads((root / rel).read_text(encoding="utf-8")))
     if "output" in expect:
         check("output", expect["output"], output)
 

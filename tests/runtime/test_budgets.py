@@ -3,7 +3,8 @@ ceiling, a budget too small for one call is warned of before any call (HC450, `r
 --dry-run`), and a call cut off by kill -9 is recorded as cost unknown, never charged.
 
 Real projects built from roadmap.md and harness.yaml, a real command agent with a price, real
-processes and the real state.db."""
+processes and the real state.db. That `defaults.budget` caps every task and a task's budget wins
+is the scenario defaults-budget-caps-every-task (tests/runtime/scenarios/)."""
 
 from __future__ import annotations
 
@@ -50,20 +51,6 @@ def rows(root: Path) -> dict[str, dict]:
     db = sqlite3.connect(root / ".harness" / "state.db")
     db.row_factory = sqlite3.Row
     return {r["id"]: dict(r) for r in db.execute("SELECT * FROM tasks")}
-
-
-def test_defaults_budget_caps_every_task_and_a_task_budget_wins(tmp_path):
-    root = project(tmp_path / "p", {"plain": {}, "own": {"budget": "$5"}}, defaults="  budget: $0.01\n")
-    r = harnessc(root, "run")
-    assert r.returncode == 1, r.stdout + r.stderr
-    tasks = rows(root)
-    assert tasks["own"]["state"] == "succeeded" and (root / "own.txt").exists()
-    assert tasks["plain"]["state"] == "failed" and not (root / "plain.txt").exists()
-    assert "task budget too small for one call" in tasks["plain"]["error"], tasks["plain"]
-    assert "the task's budget is $0.0100" in tasks["plain"]["error"]
-    plan = json.loads((root / ".harness" / "build" / "plan.json").read_text())
-    limits = {n["id"]: n["limits"]["budget_usd"] for n in plan["nodes"]}
-    assert limits == {"plain": 0.01, "own": 5.0} and plan["defaults"]["budget"] == 0.01
 
 
 def test_without_defaults_budget_the_plan_has_no_budget_key(tmp_path):

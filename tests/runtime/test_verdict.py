@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from .helpers import PY, REPO, SHORT_BREAKER, SIMPLE_CONTRACT, env, harnessc, node, write_project
+from .helpers import PY, REPO, SIMPLE_CONTRACT, env, harnessc, node, write_project
 
 
 def tasks(root) -> dict[str, dict]:
@@ -102,71 +102,10 @@ def test_a_replay_of_a_request_that_was_not_recorded_fails_the_task(tmp_path):
     assert a["state"] == "failed" and a["error"].startswith("1 call failed without an answer (not_recorded)"), a
 
 
-def test_transient_errors_past_the_limit_fail_the_task(tmp_path):
-    write_project(tmp_path, [node("a", contract="summary", routing={"agent": "down"},
-                                  retry={"on_failure": "fallback"})],
-                  agents={"down": {"provider": "simulate", "fail_rate": 1.0}},
-                  contracts={"summary": contract("fallback")})
-    r = harnessc(tmp_path, "run", prelude=SHORT_BREAKER)  # the 6th call: the probe after the cool-down
-    assert r.returncode == 1, r.stdout + r.stderr
-    a = tasks(tmp_path)["a"]
-    assert a["state"] == "failed", a
-    assert a["error"].startswith("6 calls failed without an answer (overloaded)"), a["error"]
-
-
-def test_rejected_answers_then_failed_calls_fail_the_task(tmp_path):
-    # the last call decides: it failed as a call, so there is no answer to fall back on
-    agent = script_agent(tmp_path, """\
-        if n == 1:
-            print('{"title": "first", "score": -1}')
-        else:
-            sys.exit(3)
-        """)
-    write_project(tmp_path, [node("a", contract="summary", routing={"agent": "cmd"},
-                                  retry={"max_retries": 2, "on_failure": "fallback", "delays": [0]})],
-                  agents={"cmd": agent}, contracts={"summary": contract("fallback")})
-    r = harnessc(tmp_path, "run")
-    assert r.returncode == 1, r.stdout + r.stderr
-    a = tasks(tmp_path)["a"]
-    assert a["state"] == "failed", a
-    assert a["error"].startswith("3 calls: 1 failed verification, 2 failed without an answer (failed); last: "
-                                 "agent 'cmd': "), a["error"]
-    assert "exited with 3" in a["error"]
-
-
-def test_a_failed_call_then_rejected_answers_falls_back_and_counts_both(tmp_path):
-    agent = script_agent(tmp_path, """\
-        if n == 1:
-            sys.exit(3)
-        print('{"title": "answer %d", "score": -1}' % n)
-        """)
-    write_project(tmp_path, [node("a", contract="summary", routing={"agent": "cmd"},
-                                  retry={"max_retries": 2, "on_failure": "fallback", "delays": [0]})],
-                  agents={"cmd": agent}, contracts={"summary": contract("fallback")})
-    r = harnessc(tmp_path, "run")
-    assert r.returncode == 0, r.stdout + r.stderr
-    a = tasks(tmp_path)["a"]
-    assert a["state"] == "degraded", a
-    assert a["error"].startswith("degraded (fallback): 3 calls: 2 failed verification, 1 failed without an answer "
-                                 "(failed); last: $.score"), a["error"]
-    assert "a degraded (fallback): 3 calls" in r.stdout  # the state is said once
-    assert "degraded: degraded" not in r.stdout
-
-
 # ------------------------------------------------------------------ item 3: the final error says what happened
-
-
-def test_a_task_that_runs_out_of_time_says_max_time_reached(tmp_path):
-    agent = script_agent(tmp_path, "time.sleep(30)\n")
-    write_project(tmp_path, [node("a", contract="summary", routing={"agent": "slow"},
-                                  limits={"max_time": 1}, retry={"max_retries": 5, "delays": [0]})],
-                  agents={"slow": agent}, contracts={"summary": contract("retry")})
-    r = harnessc(tmp_path, "run")
-    assert r.returncode == 1, r.stdout + r.stderr
-    error = tasks(tmp_path)["a"]["error"]
-    assert error.startswith("max_time (1s) reached; "), error
-    # the call was cut at the time the task had left: a timeout, not a wait past max_time
-    assert "would wait" not in error and "failed without an answer (timeout)" in error, error
+#
+# in the scenarios (tests/runtime/scenarios/): transient-errors-past-the-limit,
+# rejected-then-failed-calls, failed-call-then-rejected-falls-back, max-time-reached
 
 
 # ------------------------------------------------------------------ item 11: fallbacks say what they filled
