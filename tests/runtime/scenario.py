@@ -14,6 +14,8 @@ says. Accept commands and checks run for real. scenario.yaml:
       nodes: [{id: a, contract: summary, retry: {on_failure: fallback}}]   # helpers.node's keywords
       agents: {cmd: {provider: simulate}}
       contracts: {summary: {on_failure: fallback}}   # helpers.SIMPLE_CONTRACT with these keys
+      loop: {recovery: {prompt_mutations: 0}}   # harness.yaml's loop: sections (helpers.loop_settings)
+      concurrency: 1
     commands: [[run]]             # each an argv after `harnessc -C <project>`; default [[run]]
     exit: [1]                     # each command's exit code (default: all 0)
     replies:                      # agent -> task ("*": any task) -> one reply per call; the
@@ -29,6 +31,7 @@ says. Accept commands and checks run for real. scenario.yaml:
       attempts: {a: [{level: 0, status: rejected}, {prompt: {contains: "..."}}]}  # every attempt, in order
       files: {out.txt: true, gone.txt: false}   # exist in the project, or not
       json: {.harness/build/plan.json: {defaults: {budget: 0.01}}}   # a JSON file's content
+      events: {recovery: [{task: a, step: give_up}]}   # every event of the kind, in order
       output: {contains: ["..."]}  # stdout + stderr of all the commands
 
 A value in `expect` is equal to what was found, or a matcher: {startswith: s}, {contains: s or
@@ -93,7 +96,7 @@ class Scenario:
             contracts = {name: {**helpers.SIMPLE_CONTRACT, "name": name, **c}
                          for name, c in (plan.get("contracts") or {}).items()}
             helpers.write_project(root, [helpers.node(n["id"], **{k: v for k, v in n.items() if k != "id"}) for n in plan["nodes"]], agents=plan.get("agents"),
-                                  contracts=contracts, concurrency=plan.get("concurrency", 4))
+                                  contracts=contracts, concurrency=plan.get("concurrency", 4), loop=plan.get("loop"))
         return root
 
 
@@ -225,6 +228,11 @@ def check_state(root: Path, expect: dict, output: str) -> None:
         check("attempts", expect["attempts"], found)
     for rel, there in (expect.get("files") or {}).items():
         assert (root / rel).exists() == bool(there), f"{rel} {'missing' if there else 'should not exist'}"
+    if "events" in expect:
+        found = {}
+        for r in rows(root, "SELECT kind, task_id, data FROM events ORDER BY id"):
+            found.setdefault(r["kind"], []).append({"task": r["task_id"], **json.loads(r["data"] or "{}")})
+        check("events", expect["events"], {kind: found.get(kind, []) for kind in expect["events"]})
     for rel, want in (expect.get("json") or {}).items():
         check(rel, want, json.loads((root / rel).read_text(encoding="utf-8")))
     if "output" in expect:

@@ -1,4 +1,6 @@
-"""The recovery ladder of a stuck task (runtime/loop/recovery.py): mutations, escalation, a human."""
+"""The recovery ladder of a stuck task (runtime/loop/recovery.py): mutations, escalation, a human.
+The scenarios stuck-without-a-human-rung-fails and a-tasks-own-recovery-steps
+(tests/runtime/scenarios/) hold two more ladders."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import sqlite3
 
 from harnessc.runtime.loop.recovery import Ladder, rungs_for, switched
 
+from . import virtual
 from .helpers import PY, harnessc, node, write_project
 
 STUCK = {"provider": "simulate", "complete_after": 99, "progress": "none"}  # the same text, never a claim
@@ -21,7 +24,7 @@ def test_a_stuck_task_climbs_mutations_then_escalation_then_is_blocked_for_a_hum
                                   limits={"stuck_after": 2}),
                              node("after", depends_on=["loop"]), node("other")],
                   agents={"weak": STUCK, "strong": STUCK}, loop={"recovery": {"prompt_mutations": 2}})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     steps = [(json.loads(d)["step"], json.loads(d)["mutation"])
              for (d,) in rows(tmp_path, "SELECT data FROM events WHERE kind='recovery' ORDER BY id")]
@@ -32,12 +35,12 @@ def test_a_stuck_task_climbs_mutations_then_escalation_then_is_blocked_for_a_hum
     assert "Why: 2 iterations in a row with identical output and no file changed" in prompts[2]
     agents = [a for (a,) in rows(tmp_path, "SELECT agent FROM attempts WHERE task_id='loop' ORDER BY id")]
     assert agents == ["weak"] * 6 + ["strong"] * 2
-    tasks = {t["id"]: t for t in json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)["tasks"]}
+    tasks = {t["id"]: t for t in json.loads(virtual.harnessc(tmp_path, "status", "--output", "json").stdout)["tasks"]}
     assert tasks["loop"]["state"] == "blocked" and "harnessc tell loop" in tasks["loop"]["error"]
     assert tasks["after"]["state"] == "skipped" and tasks["other"]["state"] == "succeeded"
     assert "blocked: loop" in r.stdout and "harnessc retry" in r.stdout
     # `log` tells the task's story between its attempts, and how it ended
-    story = [line for line in harnessc(tmp_path, "log", "loop").stdout.splitlines()
+    story = [line for line in virtual.harnessc(tmp_path, "log", "loop").stdout.splitlines()
              if line.startswith(("--- stuck", "--- recovery", "--- escalated", "--- blocked"))]
     assert [line.split(":")[0] for line in story] == [
         "--- stuck (identical_output)", "--- recovery", "--- stuck (identical_output)", "--- recovery",
@@ -50,48 +53,17 @@ def test_a_stuck_task_climbs_mutations_then_escalation_then_is_blocked_for_a_hum
     assert "alert warning: loop: recovery step mutate (rephrase): 2 iterations in a row" in r.stdout
     assert "alert info: loop: escalated from weak to strong: stuck: 2 iterations in a row" in r.stdout
     # a human steps in: retry runs the blocked task again (here it is still stuck)
-    assert harnessc(tmp_path, "tell", "loop", "stop repeating yourself").returncode == 0
-    again = harnessc(tmp_path, "retry")
+    assert virtual.harnessc(tmp_path, "tell", "loop", "stop repeating yourself").returncode == 0
+    again = virtual.harnessc(tmp_path, "retry")
     assert again.returncode == 1 and "loop" in again.stdout, again.stdout + again.stderr
     retried = rows(tmp_path, "SELECT prompt FROM attempts WHERE task_id='loop' ORDER BY id")[8][0]
     assert "stop repeating yourself" in retried
     assert len(rows(tmp_path, "SELECT id FROM attempts WHERE task_id='loop'")) > 8
 
 
-def test_without_a_human_rung_the_stuck_task_fails(tmp_path):
-    write_project(tmp_path, [node("loop", completion_promise="DONE", routing={"agent": "weak"},
-                                  limits={"stuck_after": 2})], agents={"weak": STUCK},
-                  loop={"recovery": {"prompt_mutations": 0, "escalate": True, "human": False}})
-    r = harnessc(tmp_path, "run")
-    assert r.returncode == 1
-    task = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)["tasks"][0]
-    assert task["state"] == "failed" and "after every recovery step" in task["error"]
-    # no chain to escalate along: escalation is passed over
-    steps = [json.loads(d)["step"] for (d,) in rows(tmp_path, "SELECT data FROM events WHERE kind='recovery'")]
-    assert steps == ["give_up"]
-
-
 def recovery_steps(root) -> list[tuple[str, str | None]]:
     return [(json.loads(d)["step"], json.loads(d)["mutation"])
             for (d,) in rows(root, "SELECT data FROM events WHERE kind='recovery' ORDER BY id")]
-
-
-def test_a_tasks_own_recovery_steps_are_the_ones_it_climbs(tmp_path):
-    write_project(tmp_path, [node("own", completion_promise="DONE", routing={"agent": "weak"}, limits={"stuck_after": 2},
-                                  loop={"progress_threshold": None, "recovery": ["constrain", "negative", "fail"]}),
-                             node("plans", completion_promise="DONE", routing={"agent": "weak"},
-                                  limits={"stuck_after": 2})],
-                  agents={"weak": STUCK}, concurrency=1,
-                  loop={"recovery": {"prompt_mutations": 1, "escalate": False, "human": False}})
-    r = harnessc(tmp_path, "run")
-    assert r.returncode == 1, r.stdout + r.stderr
-    by_task = {}
-    for tid, d in rows(tmp_path, "SELECT task_id, data FROM events WHERE kind='recovery' ORDER BY id"):
-        by_task.setdefault(tid, []).append((json.loads(d)["step"], json.loads(d)["mutation"]))
-    assert by_task == {"own": [("mutate", "constrain"), ("mutate", "negative"), ("give_up", None)],
-                       "plans": [("mutate", "rephrase"), ("give_up", None)]}
-    prompts = [p for (p,) in rows(tmp_path, "SELECT prompt FROM attempts WHERE task_id='own' ORDER BY id")]
-    assert prompts[2].startswith("## Recovery (constrain)") and prompts[4].startswith("## Recovery (negative)")
 
 
 # Says the same thing every call, changes nothing; the first call on `strong` hangs (the run
