@@ -9,7 +9,7 @@ from harnessc.compiler.ir import Loop
 from harnessc.runtime.loop import loopflags
 
 from . import virtual
-from .helpers import harnessc, node, write_project
+from .helpers import node, write_project
 
 
 def tasks(root) -> dict[str, dict]:
@@ -38,7 +38,7 @@ def test_max_iterations_and_stuck_after_override_every_task_for_this_run(tmp_pat
                                   limits={"stuck_after": 9})],
                   agents={"slowpoke": {"provider": "simulate", "complete_after": 4},
                           "stuckbot": {"provider": "simulate", "complete_after": 99, "progress": "none"}})
-    r = harnessc(tmp_path, "run", "--max-iterations", "3", "--stuck-after", "2")
+    r = virtual.harnessc(tmp_path, "run", "--max-iterations", "3", "--stuck-after", "2")
     assert r.returncode == 1
     t = tasks(tmp_path)
     assert t["slow"]["state"] == "failed" and "max_iterations (3)" in t["slow"]["error"]
@@ -78,7 +78,7 @@ def test_flag_errors_are_usage_errors(tmp_path):
                         (["--progress-threshold", "1.5"], "not in the range"),
                         (["--max-time", "0"], "use a number with a unit"),
                         (["--progress-threshold", "nan"], "a number from 0 to 1")):  # nan passes click's range
-        r = harnessc(tmp_path, "run", *args)
+        r = virtual.harnessc(tmp_path, "run", *args)
         assert r.returncode == 2 and words in r.stderr, (args, r.stderr)
 
 
@@ -87,9 +87,9 @@ def test_progress_threshold_flag_decides_what_counts_as_progress_for_this_run(tm
                   agents={"rehearsal": {"provider": "simulate", "complete_after": 5}},
                   loop={"recovery": {"prompt_mutations": 0, "escalate": False, "human": False}})
     # steady simulate progress (a new <progress> marker each time) scores above 0.15 ...
-    assert harnessc(tmp_path, "run").returncode == 0
+    assert virtual.harnessc(tmp_path, "run").returncode == 0
     # ... and under a threshold of 0.9: stuck after 2 iterations
-    r = harnessc(tmp_path, "run", "--rerun", "all", "--progress-threshold", "0.9")
+    r = virtual.harnessc(tmp_path, "run", "--rerun", "all", "--progress-threshold", "0.9")
     assert r.returncode == 1
     t = tasks(tmp_path)["t"]
     assert t["state"] == "failed" and "under progress_threshold 0.9" in t["error"], t
@@ -103,12 +103,12 @@ def test_a_tasks_own_threshold_decides_stuck_and_the_run_flag_wins_over_it(tmp_p
                   loop={"progress": {"threshold": 0.9},
                         "recovery": {"prompt_mutations": 0, "escalate": False, "human": False}})
     # harness.yaml's 0.9 finds steady simulate progress stuck; the task's own 0.05 does not
-    assert harnessc(tmp_path, "run").returncode == 1
+    assert virtual.harnessc(tmp_path, "run").returncode == 1
     t = tasks(tmp_path)
     assert t["own"]["state"] == "succeeded", t["own"]
     assert t["plain"]["state"] == "failed" and "under progress_threshold 0.9" in t["plain"]["error"]
     # a run flag wins over the task's own setting
-    r = harnessc(tmp_path, "run", "--rerun", "all", "--progress-threshold", "0.95")
+    r = virtual.harnessc(tmp_path, "run", "--rerun", "all", "--progress-threshold", "0.95")
     assert r.returncode == 1
     t = tasks(tmp_path)
     assert t["own"]["state"] == "failed" and "under progress_threshold 0.95" in t["own"]["error"], t["own"]
@@ -128,13 +128,13 @@ def test_a_preset_sets_its_recovery_switches_over_a_tasks_own_rungs(tmp_path):
 def test_termination_max_iterations_stops_the_run_and_each_run_goes_on(tmp_path):
     write_project(tmp_path, [node(f"t{i}") for i in range(5)], concurrency=1,
                   loop={"termination": {"max_iterations": 2}})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 3, r.stdout + r.stderr
     assert "loop.termination.max_iterations (2) reached" in r.stdout
     assert [t["state"] for t in tasks(tmp_path).values()].count("succeeded") == 2
-    assert harnessc(tmp_path, "run").returncode == 3  # two more, then the limit again
+    assert virtual.harnessc(tmp_path, "run").returncode == 3  # two more, then the limit again
     assert [t["state"] for t in tasks(tmp_path).values()].count("succeeded") == 4
-    assert harnessc(tmp_path, "run").returncode == 0
+    assert virtual.harnessc(tmp_path, "run").returncode == 0
 
 
 def test_termination_max_time_in_harness_yaml_and_the_flag_wins(tmp_path):
