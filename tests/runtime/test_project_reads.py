@@ -10,13 +10,13 @@ from pathlib import Path
 from harnessc.compiler import lint_project
 from harnessc.compiler.contextglob import MAX_MATCHES
 
-from .helpers import harnessc
+from . import virtual
 
 
 def starter(tmp_path: Path, context: str) -> Path:
     """The `harnessc init` project, its first task given `context`."""
     root = tmp_path / "p"
-    assert harnessc(tmp_path, "init", str(root)).returncode == 0
+    assert virtual.harnessc(tmp_path, "init", str(root)).returncode == 0
     roadmap = root / "roadmap.md"
     text = roadmap.read_text()
     roadmap.write_text(text.replace("  - complexity: simple\n",
@@ -28,16 +28,16 @@ def test_a_context_file_replaced_by_a_link_after_build_fails_the_task(tmp_path):
     root = starter(tmp_path, "data/leads.json")
     (root / "data").mkdir()
     (root / "data/leads.json").write_text('{"lead": "ok"}\n')
-    r = harnessc(root, "build")
+    r = virtual.harnessc(root, "build")
     assert r.returncode == 0, r.stdout + r.stderr
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP-SECRET-LINE\n")
     (root / "data/leads.json").unlink()
     (root / "data/leads.json").symlink_to(secret)
-    r = harnessc(root, "run", "--no-build")
+    r = virtual.harnessc(root, "run", "--no-build")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr
-    task = {t["id"]: t for t in json.loads(harnessc(root, "status", "--json").stdout)["tasks"]}["research-001"]
+    task = {t["id"]: t for t in json.loads(virtual.harnessc(root, "status", "--json").stdout)["tasks"]}["research-001"]
     assert task["state"] == "failed"
     assert task["error"] == ("could not render the prompt: refusing to read through a symbolic link: "
                              f"data/leads.json -> {secret}")
@@ -51,26 +51,26 @@ def test_a_linked_directory_on_the_way_is_refused_too(tmp_path):
     root = starter(tmp_path, "data/leads.json")
     (root / "data").mkdir()
     (root / "data/leads.json").write_text("{}\n")
-    assert harnessc(root, "build").returncode == 0
+    assert virtual.harnessc(root, "build").returncode == 0
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "leads.json").write_text("TOP-SECRET-LINE\n")
     (root / "data/leads.json").unlink()
     (root / "data").rmdir()
     (root / "data").symlink_to(elsewhere)
-    r = harnessc(root, "run", "--no-build")
+    r = virtual.harnessc(root, "run", "--no-build")
     assert r.returncode == 1
-    task = {t["id"]: t for t in json.loads(harnessc(root, "status", "--json").stdout)["tasks"]}["research-001"]
+    task = {t["id"]: t for t in json.loads(virtual.harnessc(root, "status", "--json").stdout)["tasks"]}["research-001"]
     assert task["error"].endswith(f"refusing to read through a symbolic link: data -> {elsewhere}")
 
 
 def test_a_missing_context_file_at_run_time_is_said_in_the_prompt(tmp_path):
     root = starter(tmp_path, "notes.md")
     (root / "notes.md").write_text("remember this\n")
-    assert harnessc(root, "build").returncode == 0
+    assert virtual.harnessc(root, "build").returncode == 0
     (root / "notes.md").unlink()
-    assert harnessc(root, "run", "--no-build").returncode == 0
-    log = json.loads(harnessc(root, "log", "research-001", "--json").stdout)
+    assert virtual.harnessc(root, "run", "--no-build").returncode == 0
+    log = json.loads(virtual.harnessc(root, "log", "research-001", "--json").stdout)
     assert "(could not read: No such file or directory)" in log[0]["prompt"]
 
 
@@ -109,7 +109,7 @@ def templated(tmp_path: Path) -> Path:
     (root / "prompts").mkdir()
     (root / "prompts/task.md.j2").write_text("Task {{ task.id }}{% include 'part.md' %}\n")
     (root / "prompts/part.md").write_text(" (with a part)")
-    r = harnessc(root, "build")
+    r = virtual.harnessc(root, "build")
     assert r.returncode == 0, r.stdout + r.stderr
     return root
 
@@ -120,9 +120,9 @@ def test_a_template_replaced_by_a_link_after_build_fails_the_task(tmp_path):
     secret.write_text("TOP-SECRET-LINE\n")
     (root / "prompts/task.md.j2").unlink()
     (root / "prompts/task.md.j2").symlink_to(secret)
-    r = harnessc(root, "run", "--no-build")
+    r = virtual.harnessc(root, "run", "--no-build")
     assert r.returncode == 1, r.stdout + r.stderr
-    tasks = {t["id"]: t for t in json.loads(harnessc(root, "status", "--json").stdout)["tasks"]}
+    tasks = {t["id"]: t for t in json.loads(virtual.harnessc(root, "status", "--json").stdout)["tasks"]}
     assert tasks["research-001"]["error"] == ("could not render the prompt: refusing to read through "
                                               f"a symbolic link: prompts/task.md.j2 -> {secret}")
     assert "TOP-SECRET-LINE" not in "\n".join(sqlite3.connect(root / ".harness/state.db").iterdump())
@@ -135,10 +135,10 @@ def test_an_included_template_through_a_linked_directory_is_refused(tmp_path):
     (elsewhere / "passwd").write_text("TOP-SECRET-LINE\n")
     (root / "prompts/etc").symlink_to(elsewhere)
     (root / "prompts/task.md.j2").write_text("{% include 'etc/passwd' %}\n")
-    r = harnessc(root, "build")  # lint: HC216 at harness.yaml's templates:
+    r = virtual.harnessc(root, "build")  # lint: HC216 at harness.yaml's templates:
     assert r.returncode == 1 and "error[HC216]: templates directory 'prompts' holds a symbolic link: prompts/etc" in r.stdout
-    r = harnessc(root, "run", "--no-build")  # the plan built before the link: refused when rendering
-    tasks = {t["id"]: t for t in json.loads(harnessc(root, "status", "--json").stdout)["tasks"]}
+    r = virtual.harnessc(root, "run", "--no-build")  # the plan built before the link: refused when rendering
+    tasks = {t["id"]: t for t in json.loads(virtual.harnessc(root, "status", "--json").stdout)["tasks"]}
     assert tasks["research-001"]["error"] == ("could not render the prompt: refusing to read through "
                                               f"a symbolic link: prompts/etc -> {elsewhere}")
     assert "TOP-SECRET-LINE" not in "\n".join(sqlite3.connect(root / ".harness/state.db").iterdump())

@@ -10,16 +10,16 @@ import pytest
 
 from harnessc.workspace import UnsafePath, Workspace, WorkspaceError
 
-from .helpers import harnessc
+from . import virtual
 
 
 @pytest.fixture
 def project(tmp_path) -> Path:
     """A starter project (`harnessc init`), built once."""
     root = tmp_path / "p"
-    r = harnessc(tmp_path, "init", str(root))
+    r = virtual.harnessc(tmp_path, "init", str(root))
     assert r.returncode == 0, r.stderr
-    r = harnessc(root, "build")
+    r = virtual.harnessc(root, "build")
     assert r.returncode == 0, r.stdout + r.stderr
     return root
 
@@ -53,67 +53,67 @@ def replace_by_link(path: Path, target: Path) -> None:
 
 def test_build_refuses_a_linked_prompts_directory(project, outside):
     replace_by_link(project / ".harness/build/prompts", outside)
-    refused(harnessc(project, "build"), ".harness/build/prompts")
+    refused(virtual.harnessc(project, "build"), ".harness/build/prompts")
     assert sorted(os.listdir(outside)) == ["keep.md"]  # nothing deleted, nothing written there
 
 
 def test_build_refuses_a_linked_build_directory(project, outside):
     replace_by_link(project / ".harness/build", outside)
-    refused(harnessc(project, "build"), ".harness/build")
+    refused(virtual.harnessc(project, "build"), ".harness/build")
     assert sorted(os.listdir(outside)) == ["keep.md"]  # no plan.json, no prompts/
 
 
 def test_build_refuses_a_linked_harness_directory(project, outside):
     replace_by_link(project / ".harness", outside)
-    refused(harnessc(project, "build"), ".harness")
-    refused(harnessc(project, "run"), ".harness")
+    refused(virtual.harnessc(project, "build"), ".harness")
+    refused(virtual.harnessc(project, "run"), ".harness")
     assert sorted(os.listdir(outside)) == ["keep.md"]
 
 
 def test_build_refuses_a_linked_plan_and_prompt(project, outside):
     (project / ".harness/build/plan.json").unlink()
     (project / ".harness/build/plan.json").symlink_to(outside / "keep.md")
-    refused(harnessc(project, "build"), ".harness/build/plan.json")
+    refused(virtual.harnessc(project, "build"), ".harness/build/plan.json")
     prompt = project / ".harness/build/prompts/research-001.md"
     prompt.unlink()
     prompt.symlink_to(outside / "keep.md")
-    refused(harnessc(project, "build"), ".harness/build/prompts/research-001.md")
+    refused(virtual.harnessc(project, "build"), ".harness/build/prompts/research-001.md")
     assert (outside / "keep.md").read_text() == "precious\n"
 
 
 def test_run_refuses_a_linked_run_lock(project, outside):
     (project / ".harness").mkdir(exist_ok=True)
     (project / ".harness/run.lock").symlink_to(outside / "keep.md")
-    refused(harnessc(project, "run"), ".harness/run.lock")
+    refused(virtual.harnessc(project, "run"), ".harness/run.lock")
     assert (outside / "keep.md").read_text() == "precious\n"  # not truncated
 
 
 def test_run_refuses_a_hard_linked_run_lock(project, outside):
     os.link(outside / "keep.md", project / ".harness/run.lock")
-    r = harnessc(project, "run")
+    r = virtual.harnessc(project, "run")
     assert r.returncode == 2 and "refusing to lock through a hard link: .harness/run.lock" in r.stderr, r.stderr
     assert (outside / "keep.md").read_text() == "precious\n"
 
 
 def test_stop_refuses_a_linked_stop_file(project, outside):
     (project / ".harness/stop").symlink_to(outside / "keep.md")
-    refused(harnessc(project, "stop"), ".harness/stop")
+    refused(virtual.harnessc(project, "stop"), ".harness/stop")
     assert (outside / "keep.md").read_text() == "precious\n"  # not overwritten
 
 
 def test_run_refuses_a_linked_state_db_and_wal(project, outside):
     (project / ".harness/state.db").symlink_to(outside / "state.db")
-    refused(harnessc(project, "run"), ".harness/state.db")
+    refused(virtual.harnessc(project, "run"), ".harness/state.db")
     assert sorted(os.listdir(outside)) == ["keep.md"]  # no database created out there
     (project / ".harness/state.db").unlink()
     (project / ".harness/state.db-wal").symlink_to(outside / "keep.md")
-    refused(harnessc(project, "run"), ".harness/state.db-wal")
+    refused(virtual.harnessc(project, "run"), ".harness/state.db-wal")
     assert (outside / "keep.md").read_text() == "precious\n"
 
 
 def test_run_refuses_a_linked_runs_directory(project, outside):
     (project / ".harness/runs").symlink_to(outside)
-    refused(harnessc(project, "run"), ".harness/runs")
+    refused(virtual.harnessc(project, "run"), ".harness/runs")
     assert sorted(os.listdir(outside)) == ["keep.md"]
 
 
@@ -123,7 +123,7 @@ def test_init_force_never_writes_through_a_link(tmp_path, outside, name):
     root.mkdir()
     target = outside if name == ".schemas" else outside / "keep.md"
     (root / name).symlink_to(target)
-    r = harnessc(tmp_path, "init", "--force", str(root))
+    r = virtual.harnessc(tmp_path, "init", "--force", str(root))
     refused(r, name)
     assert sorted(os.listdir(outside)) == ["keep.md"]
     assert (outside / "keep.md").read_text() == "precious\n"
