@@ -6,7 +6,7 @@ import json
 import sqlite3
 
 from . import virtual
-from .helpers import SIMPLE_CONTRACT, at_noon, harnessc, node, write_project
+from .helpers import SIMPLE_CONTRACT, node, write_project
 
 
 def first_attempts(root) -> list[str]:
@@ -21,7 +21,7 @@ def test_the_longest_chain_starts_before_side_tasks_listed_first(tmp_path):
         node("c1"), node("c2", depends_on=["c1"]), node("c3", depends_on=["c2"]),
         node("urgent", priority="high"),  # priority still comes first
     ], concurrency=1)
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     # c3 alone weighs what a side task does: from there roadmap order decides
     assert first_attempts(tmp_path) == ["urgent", "c1", "c2", "side1", "side2", "c3"]
@@ -29,7 +29,7 @@ def test_the_longest_chain_starts_before_side_tasks_listed_first(tmp_path):
 
 def test_ties_on_the_critical_path_keep_roadmap_order(tmp_path):
     write_project(tmp_path, [node("b"), node("a"), node("c")], concurrency=1)
-    assert harnessc(tmp_path, "run").returncode == 0
+    assert virtual.harnessc(tmp_path, "run").returncode == 0
     assert first_attempts(tmp_path) == ["b", "a", "c"]
 
 
@@ -42,23 +42,23 @@ def _skill_project(root, skill: dict, seed: int = 7) -> None:
 
 
 def attempts_by_task(root) -> dict[str, int]:
-    r = harnessc(root, "status", "--output", "json")
+    r = virtual.harnessc(root, "status", "--output", "json")
     return {t["id"]: t["attempts"] for t in json.loads(r.stdout)["tasks"]}
 
 
 def test_simulate_skill_is_a_seeded_chance_per_complexity(tmp_path):
     for name in ("one", "two"):
         _skill_project(tmp_path / name, {"medium": 0.5})
-        assert harnessc(tmp_path / name, "run").returncode == 0
+        assert virtual.harnessc(tmp_path / name, "run").returncode == 0
     once, again = attempts_by_task(tmp_path / "one"), attempts_by_task(tmp_path / "two")
     assert once == again  # same seed, tasks and iterations: the same draws
     assert max(once.values()) > 1 and min(once.values()) == 1  # some attempts failed, not all
     _skill_project(tmp_path / "other-seed", {"medium": 0.5}, seed=8)
-    assert harnessc(tmp_path / "other-seed", "run").returncode == 0
+    assert virtual.harnessc(tmp_path / "other-seed", "run").returncode == 0
     assert attempts_by_task(tmp_path / "other-seed") != once
     # a complexity the map does not list always answers validly
     _skill_project(tmp_path / "unlisted", {"epic": 0.0})
-    assert harnessc(tmp_path / "unlisted", "run").returncode == 0
+    assert virtual.harnessc(tmp_path / "unlisted", "run").returncode == 0
     assert set(attempts_by_task(tmp_path / "unlisted").values()) == {1}
 
 
@@ -69,7 +69,7 @@ def test_escalation_rehearsed_with_skill(tmp_path):
                   agents={"cheap": {"provider": "simulate", "skill": {"epic": 0.0}},
                           "strong": {"provider": "simulate", "skill": {"epic": 1.0}}},
                   contracts={"summary": SIMPLE_CONTRACT})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     agents = [a for (a,) in sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
         "SELECT agent FROM attempts ORDER BY id")]
@@ -84,25 +84,25 @@ def _two_agents(root) -> None:
 
 
 def agent_of(root) -> dict[str, str]:
-    r = harnessc(root, "status", "--output", "json")
+    r = virtual.harnessc(root, "status", "--output", "json")
     return {t["id"]: t["agent"] for t in json.loads(r.stdout)["tasks"]}
 
 
 def test_run_agent_serves_every_task_with_one_agent(tmp_path):
     _two_agents(tmp_path)
-    dry = harnessc(tmp_path, "run", "--agent", "spare", "--dry-run")
+    dry = virtual.harnessc(tmp_path, "run", "--agent", "spare", "--dry-run")
     assert dry.returncode == 0 and dry.stdout.count("spare") == 2, dry.stdout
-    assert harnessc(tmp_path, "run", "--agent", "spare").returncode == 0
+    assert virtual.harnessc(tmp_path, "run", "--agent", "spare").returncode == 0
     assert agent_of(tmp_path) == {"a": "spare", "b": "spare"}
 
 
 def test_run_agents_keeps_each_chain_to_the_listed_agents(tmp_path):
     _two_agents(tmp_path)
-    assert harnessc(tmp_path, "run", "--agents", "strong,spare").returncode == 0
+    assert virtual.harnessc(tmp_path, "run", "--agents", "strong,spare").returncode == 0
     # a: cheap is left out, strong (its chain) serves; b: strong is allowed
     assert agent_of(tmp_path) == {"a": "strong", "b": "strong"}
     _two_agents(tmp_path / "p2")
-    assert harnessc(tmp_path / "p2", "run", "--agents", "spare").returncode == 0
+    assert virtual.harnessc(tmp_path / "p2", "run", "--agents", "spare").returncode == 0
     assert agent_of(tmp_path / "p2") == {"a": "spare", "b": "spare"}  # none of theirs: the first listed
 
 
@@ -112,7 +112,7 @@ def test_run_agent_options_are_checked_before_anything_runs(tmp_path):
                         (["--agents", "cheap,nope"], "agent 'nope' is not defined"),
                         (["--agents", ","], "--agents needs at least one agent name"),
                         (["--agent", "cheap", "--agents", "strong"], "cannot be used together")):
-        r = harnessc(tmp_path, "run", *args)
+        r = virtual.harnessc(tmp_path, "run", *args)
         assert r.returncode == 2 and words in r.stderr, (args, r.stderr)
         assert "Traceback" not in r.stderr
     assert not (tmp_path / ".harness" / "state.db").exists()
@@ -141,9 +141,9 @@ def test_a_daily_limit_moves_tasks_to_the_next_agent_and_status_shows_it(tmp_pat
 def test_a_daily_limit_without_a_fallback_ends_the_task_with_the_reason(tmp_path):
     write_project(tmp_path, [node("a"), node("b")], concurrency=1,
                   agents={"rehearsal": {"provider": "simulate", "limits": {"daily_calls": 1}}})
-    r = harnessc(tmp_path, "run", env=at_noon())
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1
-    data = {t["id"]: t for t in json.loads(harnessc(tmp_path, "status", "--output", "json", env=at_noon()).stdout)["tasks"]}
+    data = {t["id"]: t for t in json.loads(virtual.harnessc(tmp_path, "status", "--output", "json").stdout)["tasks"]}
     assert data["a"]["state"] == "succeeded"
     assert data["b"]["state"] == "failed" and "daily calls limit" in data["b"]["error"]
     assert "past the" in data["b"]["error"] and data["b"]["attempts"] == 0
@@ -189,7 +189,7 @@ def test_auto_routing_picks_the_cheapest_agent_expected_to_succeed(tmp_path):
     write_project(tmp_path, [auto_node("easy", "fast", "simple"), auto_node("hard", "powerful", "epic"),
                              auto_node("middle", "balanced", "medium")],
                   agents={"cheap": CHEAP, "mid": MID, "strong": STRONG}, contracts={"summary": SIMPLE_CONTRACT})
-    assert harnessc(tmp_path, "run").returncode == 0
+    assert virtual.harnessc(tmp_path, "run").returncode == 0
     assert agent_of(tmp_path) == {"easy": "cheap", "hard": "strong", "middle": "mid"}
     routed = sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
         "SELECT task_id, data FROM events WHERE kind='routed' ORDER BY id").fetchall()
@@ -205,25 +205,25 @@ def test_history_stops_sending_a_class_of_task_to_an_agent_that_keeps_failing_it
                                        retry={"max_retries": 0, "on_failure": "escalate"}) for i in range(5)],
                   agents={"cheap": failing, "strong": STRONG}, contracts={"summary": SIMPLE_CONTRACT},
                   concurrency=1)
-    assert harnessc(tmp_path, "run").returncode == 0
+    assert virtual.harnessc(tmp_path, "run").returncode == 0
     # t0 and t1 try the cheap agent (its tier says it can), fail, escalate; after two
     # failures its expected success (0 of 2 against a 0.9 prior) drops below 0.7
     assert attempt_agents(tmp_path) == [("t0", "cheap"), ("t0", "strong"), ("t1", "cheap"), ("t1", "strong"),
                                         ("t2", "strong"), ("t3", "strong"), ("t4", "strong")]
-    st = json.loads(harnessc(tmp_path, "stats", "--output", "json").stdout)
+    st = json.loads(virtual.harnessc(tmp_path, "stats", "--output", "json").stdout)
     cheap = next(r for r in st if r["agent"] == "cheap" and r.get("complexity") == "medium")
     assert cheap["attempts"] == 2 and cheap["successes"] == 0
-    text = harnessc(tmp_path, "stats").stdout
+    text = virtual.harnessc(tmp_path, "stats").stdout
     assert "cheap" in text and "0%" in text and "100%" in text
 
 
 def test_history_stops_paying_for_a_strong_agent_where_a_cheap_one_has_been_reliable(tmp_path):
     write_project(tmp_path, [auto_node(f"t{i}", "balanced", "medium") for i in range(6)],
                   agents={"cheap": CHEAP, "strong": STRONG}, contracts={"summary": SIMPLE_CONTRACT})
-    assert harnessc(tmp_path, "run").returncode == 0
+    assert virtual.harnessc(tmp_path, "run").returncode == 0
     assert set(agent_of(tmp_path).values()) == {"strong"}  # a fast agent on medium work: 0.5, not enough
-    assert harnessc(tmp_path, "run", "--rerun", "all", "--agent", "cheap").returncode == 0  # evidence
-    assert harnessc(tmp_path, "run", "--rerun", "all").returncode == 0
+    assert virtual.harnessc(tmp_path, "run", "--rerun", "all", "--agent", "cheap").returncode == 0  # evidence
+    assert virtual.harnessc(tmp_path, "run", "--rerun", "all").returncode == 0
     assert set(agent_of(tmp_path).values()) == {"cheap"}  # 6 of 6: (6 + 0.5*4) / (6 + 4) = 0.8
 
 
@@ -233,7 +233,7 @@ def test_a_short_budget_steps_non_critical_tasks_down_a_tier_and_says_so_once(tm
              auto_node("vip", "powerful", "complex", priority="critical", estimate={"cost_usd": 0.5})]
     write_project(tmp_path, nodes, agents={"cheap": CHEAP, "mid": MID, "strong": STRONG},
                   contracts={"summary": SIMPLE_CONTRACT}, budget={"max_cost_usd": 1.0, "max_tokens": None})
-    assert harnessc(tmp_path, "run").returncode == 0
+    assert virtual.harnessc(tmp_path, "run").returncode == 0
     assert agent_of(tmp_path) == {"a": "mid", "b": "mid", "vip": "strong"}
     events = sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
         "SELECT data FROM events WHERE kind='budget_step_down'").fetchall()
@@ -250,7 +250,7 @@ def test_calls_in_flight_holding_the_run_budget_make_the_next_call_wait_not_stop
              for t in ("a", "b", "c")]
     write_project(tmp_path, nodes, agents={"mid": slow}, contracts={"summary": SIMPLE_CONTRACT},
                   budget={"max_cost_usd": 1.0, "max_tokens": None}, concurrency=3)
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert agent_of(tmp_path) == {"a": "mid", "b": "mid", "c": "mid"}
     assert "budget reached" not in r.stdout
@@ -260,7 +260,7 @@ def test_auto_routed_tasks_escalate_on_repeated_failures_whatever_on_failure_say
     weak = {**CHEAP, "tier": "balanced", "skill": {"medium": 0.0}}
     write_project(tmp_path, [auto_node("t", "balanced", "medium", retry={"max_retries": 1, "on_failure": "retry"})],
                   agents={"cheap": weak, "strong": STRONG}, contracts={"summary": SIMPLE_CONTRACT})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert attempt_agents(tmp_path) == [("t", "cheap"), ("t", "cheap"), ("t", "strong")]
     results = json.loads(next((tmp_path / ".harness" / "runs").glob("*/run_results.json")).read_text())
@@ -274,5 +274,5 @@ def test_strengths_break_ties_towards_what_the_task_needs(tmp_path):
     write_project(tmp_path, [node_], agents={"coder": {**same, "strengths": ["implementation"]},
                                              "scholar": {**same, "strengths": ["research", "large_context"]}},
                   contracts={"summary": SIMPLE_CONTRACT})
-    assert harnessc(tmp_path, "run").returncode == 0
+    assert virtual.harnessc(tmp_path, "run").returncode == 0
     assert agent_of(tmp_path) == {"r": "scholar"}
