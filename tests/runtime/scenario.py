@@ -16,6 +16,7 @@ says. Accept commands and checks run for real. scenario.yaml:
       contracts: {summary: {on_failure: fallback}}   # helpers.SIMPLE_CONTRACT with these keys
       loop: {recovery: {prompt_mutations: 0}}   # harness.yaml's loop: sections (helpers.loop_settings)
       concurrency: 1
+      templates: prompts          # the project's template directory
     commands: [[run]]             # each an argv after `harnessc -C <project>`; default [[run]]
     exit: [1]                     # each command's exit code (default: all 0)
     replies:                      # agent -> task ("*": any task) -> one reply per call; the
@@ -96,7 +97,8 @@ class Scenario:
             contracts = {name: {**helpers.SIMPLE_CONTRACT, "name": name, **c}
                          for name, c in (plan.get("contracts") or {}).items()}
             helpers.write_project(root, [helpers.node(n["id"], **{k: v for k, v in n.items() if k != "id"}) for n in plan["nodes"]], agents=plan.get("agents"),
-                                  contracts=contracts, concurrency=plan.get("concurrency", 4), loop=plan.get("loop"))
+                                  contracts=contracts, concurrency=plan.get("concurrency", 4), loop=plan.get("loop"),
+                                  templates=plan.get("templates"))
         return root
 
 

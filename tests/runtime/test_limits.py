@@ -145,23 +145,5 @@ def test_stop_finishes_a_long_verification_within_max_time(tmp_path):
     assert row["state"] == "failed" and "max_time" in row["error"], row
 
 
-def test_a_retry_prompt_template_past_its_bounds_fails_the_task_with_a_clear_error(tmp_path):
-    # refine.md.j2 renders only when an attempt is rejected, so lint never ran it.
-    from .helpers import SIMPLE_CONTRACT
-
-    write_project(tmp_path, [node("t", contract="summary", routing={"agent": "bot", "chain": ["bot"]}),
-                             node("after", depends_on=["t"])],
-                  agents=_agent(tmp_path, {"title": "", "score": -1}), contracts={"summary": SIMPLE_CONTRACT},
-                  templates="prompts")
-    (tmp_path / "prompts").mkdir()
-    (tmp_path / "prompts" / "refine.md.j2").write_text(
-        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}\n")
-    r = harnessc(tmp_path, "run", timeout=120)
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "internal error" not in r.stdout + r.stderr
-    row = _task_row(tmp_path)
-    assert row["state"] == "failed", row
-    assert row["error"].startswith("could not render the retry prompt: prompts/refine.md.j2:1: HC503: "
-                                   "template is too costly: more than 1,000,000 steps"), row["error"]
-    states = {t["id"]: t["state"] for t in json.loads(harnessc(tmp_path, "status", "--json").stdout)["tasks"]}
-    assert states["after"] == "skipped"
+# A retry prompt template past its bounds: the scenario retry-template-past-its-bounds
+# (tests/runtime/scenarios/).
