@@ -244,7 +244,6 @@ def check_state(root: Path, expect: dict, output: str) -> None:
 def run(scenario: Scenario, root: Path, monkeypatch: Any) -> str:
     """Run the scenario's commands on a copy of its project at `root`; their output."""
     scenario.project(root)
-    virtual.use_clock(root, virtual.PatientClock(autojump_threshold=0, wall=virtual.noon_today()))
     scripted(monkeypatch, scenario.spec.get("replies") or {})
     codes = scenario.spec.get("exit") or [0] * len(scenario.commands)
     out = []

@@ -21,14 +21,11 @@ def noon_today() -> float:
     return time.mktime((t.tm_year, t.tm_mon, t.tm_mday, 12, 0, 0, 0, 0, -1))
 
 
-def virtual_clock(wall: float | None = None) -> VirtualClock:
-    """A clock that jumps to the next timer whenever every task waits, at local noon today."""
-    return VirtualClock(autojump_threshold=0, wall=noon_today() if wall is None else wall)
-
-
-def children_running() -> bool:
-    """Whether a child process of this one does work (any thread's: /proc/self/task/*/children),
-    other than a run's lifeline watcher (runtime/children/lifeline.py), which waits all run long."""
+def children() -> set[int]:
+    """This process's live child processes (any thread's: /proc/self/task/*/children; not a
+    zombie), other than a run's lifeline watcher (runtime/children/lifeline.py), which waits
+    all run long."""
+    found = set()
     for task in Path("/proc/self/task").iterdir():
         try:
             pids = (task / "children").read_text().split()
@@ -36,18 +33,22 @@ def children_running() -> bool:
             continue
         for pid in pids:
             try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
                 argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except OSError:
+            except (OSError, IndexError):
                 continue
-            if not any(a.endswith(b"children/lifeline.py") for a in argv):
-                return True
-    return False
+            if state != "Z" and not any(a.endswith(b"children/lifeline.py") for a in argv):
+                found.add(int(pid))
+    return found
 
 
 class PatientClock(VirtualClock):
     """A virtual clock that does not jump while a child process runs (an accept command, a
     check): a real process's work takes real time, which a timer (the check's own timeout,
-    the task's max_time) must not overtake. It jumps whenever every task waits otherwise."""
+    the task's max_time) must not overtake. It jumps whenever every task waits otherwise.
+    `before`: children that were there before the command (another test's), not waited for."""
+
+    before: set[int] = set()
 
     def new_event_loop(self):
         loop = super().new_event_loop()
@@ -55,7 +56,7 @@ class PatientClock(VirtualClock):
         virtual, real = selector.select, type(selector).select.__get__(selector)
 
         def select(timeout=None):
-            if timeout is not None and timeout > 0 and children_running():
+            if timeout is not None and timeout > 0 and children() - self.before:
                 return real(min(timeout, 0.01))  # poll: the child's exit wakes the loop anyway
             return virtual(timeout)
 
@@ -63,13 +64,13 @@ class PatientClock(VirtualClock):
         return loop
 
 
+def virtual_clock(wall: float | None = None) -> VirtualClock:
+    """A clock that jumps to the next timer whenever every task waits (and no child process
+    works: PatientClock), at local noon today."""
+    return PatientClock(autojump_threshold=0, wall=noon_today() if wall is None else wall)
+
+
 _clocks: dict[Path, VirtualClock] = {}
-
-
-def use_clock(root: Path, clock: VirtualClock) -> VirtualClock:
-    """Make `clock` the project's virtual clock (before its first command)."""
-    _clocks[Path(root).resolve()] = clock
-    return clock
 
 
 def clock_of(root: Path, wall: float | None = None) -> VirtualClock:
@@ -88,6 +89,8 @@ def harnessc(root: Path, *args: str) -> subprocess.CompletedProcess:
     from harnessc.runtime.children import prctl
 
     clock = clock_of(root)
+    if isinstance(clock, PatientClock):
+        clock.before = children()
     subreaper = prctl.is_subreaper()
     out, err = io.StringIO(), io.StringIO()
     code = 0
