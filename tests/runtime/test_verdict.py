@@ -11,11 +11,12 @@ import textwrap
 
 import pytest
 
+from . import virtual
 from .helpers import PY, REPO, SIMPLE_CONTRACT, env, harnessc, node, write_project
 
 
 def tasks(root) -> dict[str, dict]:
-    r = harnessc(root, "status", "--output", "json")
+    r = virtual.harnessc(root, "status", "--output", "json")
     assert r.returncode == 0, r.stderr
     return {t["id"]: t for t in json.loads(r.stdout)["tasks"]}
 
@@ -82,7 +83,7 @@ def test_a_command_not_found_fails_the_task(tmp_path):
                                   retry={"max_retries": 1, "on_failure": "partial", "delays": [0]})],
                   agents={"gone": {"provider": "command", "command": ["sh", "-c", "harnessc-no-such-program-7f3a"]}},
                   contracts={"summary": contract("partial")})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     a = tasks(tmp_path)["a"]
     assert a["state"] == "failed", a
@@ -96,7 +97,7 @@ def test_a_replay_of_a_request_that_was_not_recorded_fails_the_task(tmp_path):
     cassettes = tmp_path / ".harness" / "cassettes"
     cassettes.mkdir(parents=True)
     (cassettes / "a.jsonl").write_text("")  # a cassette without this request
-    r = harnessc(tmp_path, "run", "--replay")
+    r = virtual.harnessc(tmp_path, "run", "--replay")
     assert r.returncode == 1, r.stdout + r.stderr
     a = tasks(tmp_path)["a"]
     assert a["state"] == "failed" and a["error"].startswith("1 call failed without an answer (not_recorded)"), a
@@ -121,16 +122,16 @@ def test_a_partial_fallback_starts_from_the_best_answer_and_names_what_it_filled
                              node("b", depends_on=["a"])],
                   agents={"cmd": agent, "rehearsal": {"provider": "simulate"}},
                   contracts={"summary": contract("partial")})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
-    shown = json.loads(harnessc(tmp_path, "show", "a", "--output", "json").stdout)
+    shown = json.loads(virtual.harnessc(tmp_path, "show", "a", "--output", "json").stdout)
     assert shown["state"] == "degraded" and shown["verified"] is False
     assert shown["output"] == {"title": "best", "score": 0}
     assert shown["filled"] == [{"field": "score", "from": "default", "was": "invalid"}]
     filled = "score (default, the answer's was invalid)"
-    assert filled in harnessc(tmp_path, "show", "a").stdout
-    assert f"filled from the contract, not from the agent: {filled}" in harnessc(tmp_path, "log", "a").stdout
-    prompt = json.loads(harnessc(tmp_path, "log", "b", "--output", "json").stdout)[0]["prompt"]
+    assert filled in virtual.harnessc(tmp_path, "show", "a").stdout
+    assert f"filled from the contract, not from the agent: {filled}" in virtual.harnessc(tmp_path, "log", "a").stdout
+    prompt = json.loads(virtual.harnessc(tmp_path, "log", "b", "--output", "json").stdout)[0]["prompt"]
     assert f"Not from the agent (filled from the contract): {filled}." in prompt
 
 
@@ -142,7 +143,7 @@ def test_show_prints_the_verified_output_and_every_result_lands_in_outputs(tmp_p
                              node("txt-001", completion_promise="DONE",
                                   accept=[{"id": "ok", "argv": ["true"], "timeout": 5}])],
                   contracts={"summary": SIMPLE_CONTRACT})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "outputs: 2 results in .harness/outputs/<task>.json" in r.stdout
     assert "costs: simulated prices" in r.stdout
@@ -150,25 +151,25 @@ def test_show_prints_the_verified_output_and_every_result_lands_in_outputs(tmp_p
     on_disk = json.loads((out / "sum-001.json").read_text())
     assert on_disk["output"] == {"title": "hello", "score": 3} and on_disk["verified"] is True
     assert on_disk["verified_by"] == ["contract summary"]
-    shown = harnessc(tmp_path, "show", "sum-001")
+    shown = virtual.harnessc(tmp_path, "show", "sum-001")
     assert shown.returncode == 0
     assert "verified by: contract summary" in shown.stdout and '"title": "hello"' in shown.stdout
-    assert json.loads(harnessc(tmp_path, "show", "sum-001", "--output", "json").stdout)["file"] == \
+    assert json.loads(virtual.harnessc(tmp_path, "show", "sum-001", "--output", "json").stdout)["file"] == \
         ".harness/outputs/sum-001.json"
-    text = harnessc(tmp_path, "show", "txt-001").stdout
+    text = virtual.harnessc(tmp_path, "show", "txt-001").stdout
     assert "verified by: completion promise DONE, accept ok (exit 0)" in text
     assert "answer (.harness/outputs/txt-001.json):" in text and "<promise>DONE</promise>" in text
     assert not list(out.glob(".tmp-*"))  # written by rename
     # a reset task's result no longer stands
-    assert harnessc(tmp_path, "reset", "txt-001").returncode == 0
+    assert virtual.harnessc(tmp_path, "reset", "txt-001").returncode == 0
     assert not (out / "txt-001.json").exists() and (out / "sum-001.json").exists()
 
 
 def test_show_of_an_unknown_task_is_a_usage_error_with_a_suggestion(tmp_path):
     write_project(tmp_path, [node("sum-001")])
-    r = harnessc(tmp_path, "show", "sum-01")
+    r = virtual.harnessc(tmp_path, "show", "sum-01")
     assert r.returncode == 2 and "no task 'sum-01'" in r.stderr and "did you mean 'sum-001'" in r.stderr, r.stderr
-    r = harnessc(tmp_path, "show", "sum-001")  # known, not run yet
+    r = virtual.harnessc(tmp_path, "show", "sum-001")  # known, not run yet
     assert r.returncode == 0 and "sum-001 (Task sum-001): pending" in r.stdout and "no output yet" in r.stdout
 
 
@@ -185,18 +186,18 @@ def test_an_output_file_never_holds_a_secret(tmp_path):
 def test_an_output_that_cannot_be_written_is_a_warning(tmp_path):
     write_project(tmp_path, [node("a", contract="summary")], contracts={"summary": SIMPLE_CONTRACT})
     (tmp_path / ".harness" / "outputs").write_text("not a directory")
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "warning: a: cannot write .harness/outputs" in r.stdout, r.stdout
     assert "`harnessc show a` prints it" in r.stdout
     assert "Traceback" not in r.stdout + r.stderr and "outputs: 1 result" not in r.stdout
-    shown = json.loads(harnessc(tmp_path, "show", "a", "--output", "json").stdout)
+    shown = json.loads(virtual.harnessc(tmp_path, "show", "a", "--output", "json").stdout)
     assert shown["output"] == {"title": "hello", "score": 3} and shown["file"] is None
 
 
 def test_the_demo_says_its_costs_are_simulated(tmp_path):
     root = tmp_path / "demo"
     shutil.copytree(REPO / "specs" / "demo", root, ignore=shutil.ignore_patterns(".harness"))
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "costs: simulated prices (every call went to a simulate agent); no money was spent" in r.stdout
