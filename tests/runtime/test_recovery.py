@@ -175,15 +175,15 @@ def test_retry_task_reruns_that_blocked_task_and_what_was_skipped_because_of_it(
                   agents={"bot": {"provider": "command", "command": [PY, str(tmp_path / "heeds.py")]},
                           "rehearsal": {"provider": "simulate"}},
                   loop={"recovery": {"prompt_mutations": 1}})
-    assert harnessc(tmp_path, "run").returncode == 1
+    assert virtual.harnessc(tmp_path, "run").returncode == 1
     states = dict(rows(tmp_path, "SELECT id, state FROM tasks"))
     assert states == {"a": "blocked", "b": "blocked", "c": "skipped", "d": "succeeded"}
-    wrong = harnessc(tmp_path, "retry", "aa")
+    wrong = virtual.harnessc(tmp_path, "retry", "aa")
     assert wrong.returncode == 2 and "no task 'aa' in the plan" in wrong.stderr, wrong.stderr
-    done = harnessc(tmp_path, "retry", "d")
+    done = virtual.harnessc(tmp_path, "retry", "d")
     assert done.returncode == 2 and "'d' is succeeded" in done.stderr and "harnessc reset d" in done.stderr
-    assert harnessc(tmp_path, "tell", "a", "use plan B").returncode == 0
-    r = harnessc(tmp_path, "retry", "a")
+    assert virtual.harnessc(tmp_path, "tell", "a", "use plan B").returncode == 0
+    r = virtual.harnessc(tmp_path, "retry", "a")
     assert r.returncode == 0, r.stdout + r.stderr
     states = dict(rows(tmp_path, "SELECT id, state FROM tasks"))
     assert states == {"a": "succeeded", "b": "blocked", "c": "succeeded", "d": "succeeded"}
