@@ -14,7 +14,8 @@ from harnessc.runtime.store.attempts import AttemptEnd
 from harnessc.runtime.store.state import StateStore
 from harnessc.workspace import Workspace
 
-from .helpers import PY, harnessc, node, write_project
+from . import virtual
+from .helpers import PY, node, write_project
 
 # The worker: a loop task's agent. "stuck" repeats itself; "steady" reports a new step each
 # time and claims at its 7th call.
@@ -93,7 +94,7 @@ MUTATIONS = {"recovery": {"prompt_mutations": 2, "escalate": False, "human": Fal
 
 def test_the_mutation_agent_rewrites_the_head_and_the_task_stays(tmp_path):
     project(tmp_path, [loop_node("stuck", limits={"stuck_after": 2})], loop=MUTATIONS)
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr  # stuck after every rung: fails (human: false)
     # the worker's prompt after the first rung: the cheap agent's instructions, the evidence, the task
     third = sent(tmp_path, "stuck", 3)
@@ -116,10 +117,10 @@ def test_the_mutation_agent_rewrites_the_head_and_the_task_stays(tmp_path):
     assert [round(c, 9) for _, _, c, _, _ in ledger] == [round(e["cost_usd"], 9) for e in events]
     (task_cost,) = query(tmp_path, "SELECT cost_usd FROM tasks WHERE id='stuck'")[0]
     assert task_cost > 0 and abs(task_cost - sum(e["cost_usd"] for e in events)) < 1e-12  # the worker is free
-    status = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)
+    status = json.loads(virtual.harnessc(tmp_path, "status", "--output", "json").stdout)
     assert abs(status["tasks"][0]["cost_usd"] - task_cost) < 1e-9
     assert status["totals"]["assists"]["calls"] == 2 and abs(status["run"]["cost_usd"] - task_cost) < 1e-9
-    assert "over 2 calls (prompt mutations and summaries" in harnessc(tmp_path, "status").stdout
+    assert "over 2 calls (prompt mutations and summaries" in virtual.harnessc(tmp_path, "status").stdout
 
 
 SUMMARIES = {"context": {"raw_window_size": 2, "summary_agent": "cheap", "summarize_every": 3},
@@ -128,7 +129,7 @@ SUMMARIES = {"context": {"raw_window_size": 2, "summary_agent": "cheap", "summar
 
 def test_the_summary_agent_rewrites_the_summary_every_n_iterations(tmp_path):
     project(tmp_path, [loop_node("steady")], loop=SUMMARIES)
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     summary = {n: sent(tmp_path, "steady", n).split("### Summary of earlier iterations")
                for n in range(1, 8)}
@@ -154,7 +155,7 @@ def test_a_failing_cheap_agent_falls_back_to_the_deterministic_text(tmp_path):
     loop = {"context": {"raw_window_size": 1, "summary_agent": "cheap", "summarize_every": 2},
             "recovery": {"prompt_mutations": 1, "escalate": False, "human": False, "mutation_agent": "cheap"}}
     project(tmp_path, [loop_node("stuck", limits={"stuck_after": 2})], cheap_mode="fail", loop=loop)
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
     third = sent(tmp_path, "stuck", 3)
     assert third.startswith("## Recovery (rephrase)\n\nYour last iterations made no progress. Before anything "
@@ -164,20 +165,20 @@ def test_a_failing_cheap_agent_falls_back_to_the_deterministic_text(tmp_path):
     events = assist_events(tmp_path)
     assert {(e["purpose"], e["status"]) for e in events} == {("summary", "fallback"), ("mutation", "fallback")}
     assert all("cheap: out of service" in e["reason"] for e in events), events
-    task = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)["tasks"][0]
+    task = json.loads(virtual.harnessc(tmp_path, "status", "--output", "json").stdout)["tasks"][0]
     assert task["state"] == "failed" and task["error"].startswith("stuck: "), task  # the ladder's end, not the assist
     # the fallbacks are alerts, and `log` shows each assist call between the attempts
     alerts = [json.loads(line) for line in (tmp_path / ".harness" / "alerts.log").read_text().splitlines()]
     fell = [a["message"] for a in alerts if a["kind"] == "assist_fallback"]
     assert fell and all(m.startswith("cheap did not write the ") and "the built-in one is used" in m for m in fell)
-    log = harnessc(tmp_path, "log", "stuck").stdout
+    log = virtual.harnessc(tmp_path, "log", "stuck").stdout
     assert "--- assist: mutation by cheap: fallback (failed: agent 'cheap'" in log and "out of service" in log
 
 
 def test_a_slow_or_verbose_cheap_agent_falls_back(tmp_path):
     project(tmp_path, [loop_node("stuck", limits={"stuck_after": 2})], cheap_mode="slow", cheap_timeout=1,
             loop=MUTATIONS)
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "restate the goal below" in sent(tmp_path, "stuck", 3)
     events = assist_events(tmp_path)
@@ -186,7 +187,7 @@ def test_a_slow_or_verbose_cheap_agent_falls_back(tmp_path):
     verbose = tmp_path / "verbose"
     verbose.mkdir()
     project(verbose, [loop_node("stuck", limits={"stuck_after": 2})], cheap_mode="verbose", loop=MUTATIONS)
-    r = harnessc(verbose, "run")
+    r = virtual.harnessc(verbose, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "restate the goal below" in sent(verbose, "stuck", 3)
     assert "xxxx" not in sent(verbose, "stuck", 3)
@@ -199,7 +200,7 @@ def test_a_budget_refusal_falls_back_without_calling(tmp_path):
     # the cheap agent's estimate alone is past the task's budget; the worker is free
     project(tmp_path, [loop_node("stuck", limits={"stuck_after": 2, "budget_usd": 0.001})],
             cheap_price={"input": 100.0, "output": 100.0}, loop=MUTATIONS)
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "restate the goal below" in sent(tmp_path, "stuck", 3)
     assert not (tmp_path / ".harness" / "cheap-mutation").exists()  # never called
@@ -215,7 +216,7 @@ def test_assist_calls_count_against_the_agents_daily_limit(tmp_path):
     data["agents"]["cheap"]["limits"] = {"daily_calls": 1}
     path.write_text(json.dumps(data))
     assert plan.assists.mutation_agent == "cheap"
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     first, second = assist_events(tmp_path)
     assert first["status"] == "written" and second["status"] == "fallback", (first, second)
@@ -231,7 +232,7 @@ def test_simulate_writes_mutations_and_summaries_offline(tmp_path):
                   loop={"context": {"raw_window_size": 1, "summary_agent": "rehearsal", "summarize_every": 2},
                         "recovery": {"prompt_mutations": 2, "escalate": False, "human": False,
                                      "mutation_agent": "rehearsal"}})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr  # still stuck: the worker never changes
     prompts = [p for (p,) in query(tmp_path, "SELECT prompt FROM attempts ORDER BY id")]
     assert prompts[2].startswith("## Recovery (rephrase)\n\n(simulated rewrite 1 by rehearsal)")
@@ -250,7 +251,7 @@ def test_projects_override_the_assist_templates(tmp_path):
     (tmp_path / "tpl").mkdir()
     (tmp_path / "tpl" / "mutation.md.j2").write_text("OUR OWN ASK: {{ mutation }} for {{ task.id }}\n")
     (tmp_path / "tpl" / "summary.md.j2").write_text("{{ memory.nope }}\n")  # a mistake: no `memory` here
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
     assert read(tmp_path, "cheap-mutation-1.md").endswith("OUR OWN ASK: rephrase for stuck\n")
     assert sent(tmp_path, "stuck", 3).startswith("## Recovery (rephrase)\n\nCHEAP REWRITE 1:")

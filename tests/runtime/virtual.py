@@ -44,8 +44,9 @@ def children() -> set[int]:
 
 class PatientClock(VirtualClock):
     """A virtual clock that does not jump while a child process runs (an accept command, a
-    check): a real process's work takes real time, which a timer (the check's own timeout,
-    the task's max_time) must not overtake. It jumps whenever every task waits otherwise.
+    command agent) but goes at the real pace: a real process's work takes real time, which a
+    timer (the check's own timeout, the task's max_time) must not overtake, and a timeout set
+    on it still comes. It jumps whenever every task waits otherwise.
     `before`: children that were there before the command (another test's), not waited for."""
 
     before: set[int] = set()
@@ -57,7 +58,11 @@ class PatientClock(VirtualClock):
 
         def select(timeout=None):
             if timeout is not None and timeout > 0 and children() - self.before:
-                return real(min(timeout, 0.01))  # poll: the child's exit wakes the loop anyway
+                # time goes as fast as the child's: real seconds, polled (its exit wakes the loop)
+                started = time.monotonic()
+                events = real(min(timeout, 0.01))
+                self.jump(min(time.monotonic() - started, timeout))
+                return events
             return virtual(timeout)
 
         selector.select = select
