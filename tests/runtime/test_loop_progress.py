@@ -11,7 +11,8 @@ import textwrap
 from harnessc.compiler.ir import Loop
 from harnessc.runtime.store.state import SCHEMA_VERSION
 
-from .helpers import PY, git_repo, harnessc, node, write_project
+from . import virtual
+from .helpers import PY, git_repo, node, write_project
 
 # One script, several behaviours (by task id). It counts its calls in a file of its own
 # (outside the project's git view: .harness/ is never evidence).
@@ -72,13 +73,13 @@ def loop_node(tid, **kw):
 
 
 def task_rows(root) -> dict:
-    r = harnessc(root, "status", "--output", "json")
+    r = virtual.harnessc(root, "status", "--output", "json")
     assert r.returncode == 0, r.stderr
     return {t["id"]: t for t in json.loads(r.stdout)["tasks"]}
 
 
 def attempts(root, tid) -> list[dict]:
-    r = harnessc(root, "log", tid, "--output", "json")
+    r = virtual.harnessc(root, "log", tid, "--output", "json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -87,7 +88,7 @@ def test_steady_file_progress_is_not_stuck_and_a_talker_is(tmp_path):
     git_project(tmp_path, [loop_node("steady", limits={"stuck_after": 2}),
                            loop_node("talker", limits={"stuck_after": 3}),
                            loop_node("quiet", limits={"stuck_after": 2})], concurrency=1)
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     rows = task_rows(tmp_path)
     # Real work at every iteration: never flagged, however short the iterations or the text.
     assert rows["steady"]["state"] == "succeeded", rows["steady"]
@@ -118,7 +119,7 @@ def test_an_isolated_loop_task_is_measured_in_its_worktree_as_a_shared_one_is(tm
     git_project(tmp_path, [loop_node("steady", limits={"stuck_after": 2}, **iso),
                            loop_node("quiet", limits={"stuck_after": 2}, **iso),
                            loop_node("talker", limits={"stuck_after": 3}, **iso)], concurrency=1)
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     rows = task_rows(tmp_path)
     assert rows["steady"]["state"] == "succeeded", rows["steady"]
     assert rows["quiet"]["state"] == "succeeded", rows["quiet"]
@@ -151,7 +152,7 @@ def test_the_first_prompt_asks_for_progress_markers_so_iteration_1_can_earn_them
     own prompt asks, so an agent that does as it is told earns the marker signal at once
     instead of counting toward stuck_after while no file changes."""
     git_project(tmp_path, [loop_node("follower", limits={"stuck_after": 2})])
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     first = (tmp_path / ".harness" / "prompt-follower-1.md").read_text()
     assert "`<progress>what you did</progress>`" in first and "Your earlier iterations" not in first
     tries = attempts(tmp_path, "follower")
@@ -163,7 +164,7 @@ def test_the_first_prompt_asks_for_progress_markers_so_iteration_1_can_earn_them
 def test_a_repeated_error_is_stuck_with_its_fingerprint(tmp_path):
     git_project(tmp_path, [loop_node("failing", limits={"stuck_after": 3}, retry={"max_retries": 10},
                                      accept=[{"id": "tests", "argv": [PY, "check.py"], "timeout": 30}])])
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1
     row = task_rows(tmp_path)["failing"]
     assert row["iterations"] == 3, row  # not max_retries (10)
@@ -187,7 +188,7 @@ def test_simulate_steady_is_progress_and_none_is_stuck(tmp_path):
     ], agents={"steady": {"provider": "simulate", "complete_after": 6},
                "idle": {"provider": "simulate", "complete_after": 6, "progress": "none"}},
         loop={"recovery": NO_LADDER})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1
     rows = task_rows(tmp_path)
     assert rows["steady"]["state"] == "succeeded" and rows["steady"]["iterations"] == 7
@@ -233,7 +234,7 @@ def test_state_migrates_from_version_2_to_the_current_one(tmp_path):
     """)
     con.commit()
     con.close()
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     con = sqlite3.connect(db)
     assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
@@ -277,7 +278,7 @@ def test_memory_reaches_the_next_prompt_and_survives_kill_9(tmp_path):
     import os
     import signal
 
-    from .helpers import spawn
+    from .helpers import harnessc, spawn
 
     (tmp_path / "agent.py").write_text(MEMORY_AGENT)
     write_project(tmp_path, [node("mem", completion_promise="DONE", routing={"agent": "script"},
@@ -327,7 +328,7 @@ def test_memory_window_summary_and_budget(tmp_path):
     plan["loop"] = Loop().model_dump(mode="json")  # as a build writes it
     plan["loop"]["context"].update(raw_window_size=2, max_summary_tokens=60, max_tokens=400)
     plan_path.write_text(json.dumps(plan))
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     prompts = [a["prompt"] for a in attempts(tmp_path, "t")]
     last = prompts[-1]
@@ -368,14 +369,14 @@ def test_checklist_items_and_passing_tests_are_evidence(tmp_path):
                                   limits={"stuck_after": 5}, retry={"max_retries": 5},
                                   accept=[{"id": "tests", "argv": [PY, "check.py"], "timeout": 30}])],
                   agents={"script": {"provider": "command", "command": [PY, str(tmp_path / "agent.py")]}})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     progress = [a["progress"] for a in attempts(tmp_path, "t")]
     assert [p["done"] for p in progress] == [["alpha step"], [], ["beta step"], []]
     assert [p["signals"]["checklist"] for p in progress] == [1.0, 0.0, 1.0, 0.0]
     assert [p["passed"] for p in progress] == [1, 2, 2, 2]
     assert [p["signals"]["tests"] for p in progress] == [1.0, 1.0, 0.0, 1.0]  # the 4th: exit 0
-    text = harnessc(tmp_path, "log", "t", "--attempt", "1").stdout
+    text = virtual.harnessc(tmp_path, "log", "t", "--attempt", "1").stdout
     assert "--- progress " in text and "done: alpha step" in text
 
 
@@ -384,7 +385,7 @@ def test_a_broken_memory_template_fails_the_task_with_its_place(tmp_path):
                   agents={"s": {"provider": "simulate", "complete_after": 3}}, templates="tpl")
     (tmp_path / "tpl").mkdir()
     (tmp_path / "tpl" / "memory.md.j2").write_text("Iteration {{ iteration }}\n{{ memory.nope }}\n")
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1 and "Traceback" not in r.stderr
     row = task_rows(tmp_path)["t"]
     assert row["state"] == "failed" and row["iterations"] == 1
@@ -428,7 +429,7 @@ def test_a_task_is_not_credited_with_what_another_task_writes_at_the_same_time(t
     (tmp_path / "agent.py").write_text(SIDE_BY_SIDE)
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "seed.py").write_text("seed = 0\n")
-    harnessc(tmp_path, "run")
+    virtual.harnessc(tmp_path, "run")
     rows = task_rows(tmp_path)
     assert rows["worker"]["state"] == "succeeded", rows["worker"]
     worker = attempts(tmp_path, "worker")
