@@ -24,7 +24,7 @@ says. Accept commands and checks run for real. scenario.yaml:
         "*":
           - text: "done <promise>DONE</promise>"   # {task} and {n} (the call's number) filled in
             usage: {input_tokens: 10, output_tokens: 5}  # default: estimated from the text
-            latency: 30           # virtual seconds the call takes
+            latency: 30           # virtual seconds the call takes (default LATENCY)
             files: {out.txt: "..."}  # written in the attempt's directory before answering
           - error: {kind: failed, message: "agent '{agent}': exited with 3"}
     expect:
@@ -65,6 +65,13 @@ HERE = Path(__file__).resolve().parent / "scenarios"
 SCENARIO, TRACE = "scenario.yaml", "trace.jsonl"
 # Fields of an event that change from run to run (times, ids, paths, measured sizes) or with
 # every prompt wording (tokens): the trace keeps the rest.
+# Periodic summaries come by the clock, which goes at the real pace while a child process
+# works (virtual.PatientClock): not part of the trace.
+TRACE_DROPPED_KINDS = frozenset({"summary"})
+# A scripted call takes this long (virtual seconds, free) unless its reply says: a real call
+# takes time, and iterations faster than loop.alerts' min_iteration_duration (1 s) would be a
+# runaway sign that came or not by how fast the machine ran the accept commands.
+LATENCY = 5.0
 TRACE_DROPPED = frozenset({"ts", "run_id", "task", "steps", "answered_at", "latency", "attempt", "options",
                            "elapsed", "tokens", "reserved_usd", "pids", "started", "duration", "path"})
 
@@ -127,7 +134,7 @@ class ScriptedAgent:
         def fill(s: str) -> str:
             return str(s).replace("{task}", request.task_id).replace("{n}", str(n)).replace("{agent}", self.name)
 
-        latency = float(reply.get("latency", 0.0))
+        latency = float(reply.get("latency", LATENCY))
         if request.timeout is not None and latency > request.timeout:  # bounded as every agent bounds its call
             await clock.sleep(request.timeout)
             raise AgentError(f"agent '{self.name}': no answer within {request.timeout:g}s", kind="timeout")
@@ -180,6 +187,8 @@ def trace(root: Path) -> str:
     """The runs' events (state.db), grouped by task, the run's own first, as JSON lines."""
     groups: dict[str, list[dict]] = {}
     for r in rows(root, "SELECT kind, task_id, data FROM events ORDER BY id"):
+        if r["kind"] in TRACE_DROPPED_KINDS:
+            continue
         data = json.loads(r["data"] or "{}")
         kept = {k: v for k, v in sorted(data.items()) if k not in TRACE_DROPPED and k not in ("kind", "task_id")}
         groups.setdefault(r["task_id"] or "", []).append({"task": r["task_id"], "kind": r["kind"], **kept})
