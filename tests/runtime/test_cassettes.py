@@ -20,10 +20,11 @@ from hypothesis import strategies as st
 
 from harnessc.providers import agent_config
 from harnessc.runtime.agents.base import Request
-from harnessc.runtime.agents.errors import AgentError
 from harnessc.runtime.agents.cassettes import Cassettes, normalized
+from harnessc.runtime.agents.errors import AgentError
 from harnessc.workspace import Workspace
 
+from . import virtual
 from .helpers import PY, SIMPLE_CONTRACT, env, harnessc, node, write_project
 
 # Fails the first call of each task (exit 1: kind `failed`, retried with the same prompt),
@@ -52,8 +53,8 @@ def _project(root: Path, agent: dict | None = None, title: str = "Task a") -> No
                   agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
 
 
-def _attempts(root: Path, task: str, **kw) -> list[tuple]:
-    r = harnessc(root, "log", task, "--output", "json", **kw)
+def _attempts(root: Path, task: str) -> list[tuple]:
+    r = virtual.harnessc(root, "log", task, "--output", "json")
     assert r.returncode == 0, r.stderr
     return [(a["status"], a["errors"], a["raw_output"], a["parsed_output"], a["input_tokens"],
              a["output_tokens"], a["cost_usd"], a["cost_source"]) for a in json.loads(r.stdout)]
@@ -69,7 +70,7 @@ def _forget_state(root: Path) -> None:
 def _record(root: Path) -> dict[str, list[tuple]]:
     (root / "agent.py").write_text(SCRIPT, encoding="utf-8")
     _project(root)
-    r = harnessc(root, "run", "--record")
+    r = virtual.harnessc(root, "run", "--record")
     assert r.returncode == 0, r.stdout + r.stderr
     return {t: _attempts(root, t) for t in ("a", "b")}
 
@@ -86,7 +87,7 @@ def test_replay_serves_the_recorded_run_without_the_agent(tmp_path) -> None:
     for seen in tmp_path.glob("seen-*"):
         seen.unlink()
     _forget_state(tmp_path)
-    r = harnessc(tmp_path, "run", "--replay")
+    r = virtual.harnessc(tmp_path, "run", "--replay")
     assert r.returncode == 0, r.stdout + r.stderr
     replayed = {t: _attempts(tmp_path, t) for t in ("a", "b")}
     assert replayed == recorded
@@ -97,9 +98,9 @@ def test_a_changed_prompt_fails_the_task_naming_the_cassette_and_the_nearest_req
     _record(tmp_path)
     _project(tmp_path, title="Task a, reworded")
     _forget_state(tmp_path)
-    r = harnessc(tmp_path, "run", "--replay")
+    r = virtual.harnessc(tmp_path, "run", "--replay")
     assert r.returncode == 1, r.stdout + r.stderr
-    tasks = {t["id"]: t for t in json.loads(harnessc(tmp_path, "status", "--json").stdout)["tasks"]}
+    tasks = {t["id"]: t for t in json.loads(virtual.harnessc(tmp_path, "status", "--json").stdout)["tasks"]}
     assert tasks["a"]["state"] == "failed" and tasks["b"]["state"] == "skipped"
     error = tasks["a"]["error"]
     assert "replay: no recorded answer for task 'a'" in error
@@ -120,30 +121,30 @@ def test_a_request_asked_more_often_than_recorded_says_so(tmp_path) -> None:
     lines = (tmp_path / ".harness/cassettes/a.jsonl").read_text().splitlines()
     (tmp_path / ".harness/cassettes/a.jsonl").write_text(lines[0] + "\n")  # only the failure
     _forget_state(tmp_path)
-    r = harnessc(tmp_path, "run", "--replay")
+    r = virtual.harnessc(tmp_path, "run", "--replay")
     assert r.returncode == 1
-    error = {t["id"]: t for t in json.loads(harnessc(tmp_path, "status", "--json").stdout)["tasks"]}["a"]["error"]
+    error = {t["id"]: t for t in json.loads(virtual.harnessc(tmp_path, "status", "--json").stdout)["tasks"]}["a"]["error"]
     assert "this request was recorded 1 time(s) and each recorded answer was served already" in error
 
 
 def test_replay_without_cassettes_or_with_a_damaged_one(tmp_path) -> None:
     (tmp_path / "agent.py").write_text(SCRIPT, encoding="utf-8")
     _project(tmp_path)
-    r = harnessc(tmp_path, "run", "--replay")  # the pre-flight refuses: nothing is called
+    r = virtual.harnessc(tmp_path, "run", "--replay")  # the pre-flight refuses: nothing is called
     assert r.returncode == 2, r.stdout + r.stderr
     assert r.stderr.splitlines()[:2] == [
         f"harnessc: error: agent 'llm' cannot be used: .harness/cassettes/{t}.jsonl does not exist "
         f"(record it with `harnessc run --record`) (the only agent of task '{t}')" for t in ("a", "b")]
-    assert harnessc(tmp_path, "status", "--json").returncode == 0
-    assert json.loads(harnessc(tmp_path, "status", "--json").stdout)["run"] is None
+    assert virtual.harnessc(tmp_path, "status", "--json").returncode == 0
+    assert json.loads(virtual.harnessc(tmp_path, "status", "--json").stdout)["run"] is None
     assert not list(tmp_path.glob("seen-*"))
 
     (tmp_path / ".harness/cassettes").mkdir()
     (tmp_path / ".harness/cassettes/a.jsonl").write_text('{"v": 1, "key": "x"}\n{"v": 1\n')
     (tmp_path / ".harness/cassettes/b.jsonl").write_text("")
-    r = harnessc(tmp_path, "run", "--replay")
+    r = virtual.harnessc(tmp_path, "run", "--replay")
     assert r.returncode == 1
-    tasks = {t["id"]: t for t in json.loads(harnessc(tmp_path, "status", "--json").stdout)["tasks"]}
+    tasks = {t["id"]: t for t in json.loads(virtual.harnessc(tmp_path, "status", "--json").stdout)["tasks"]}
     assert ".harness/cassettes/a.jsonl line 1 is not a recorded call (no request with task, system and prompt)" \
         in tasks["a"]["error"]
     assert "Traceback" not in r.stderr
@@ -151,7 +152,7 @@ def test_replay_without_cassettes_or_with_a_damaged_one(tmp_path) -> None:
 
 def test_record_and_replay_together_is_a_usage_error(tmp_path) -> None:
     _project(tmp_path)
-    r = harnessc(tmp_path, "run", "--record", "--replay")
+    r = virtual.harnessc(tmp_path, "run", "--record", "--replay")
     assert r.returncode == 2
     assert r.stderr == "harnessc: error: --record and --replay cannot be used together\n"
 
@@ -164,12 +165,12 @@ def test_provider_replay_serves_a_committed_cassette_directory(tmp_path) -> None
     shutil.rmtree(tmp_path / ".harness/cassettes")
     _forget_state(tmp_path)
     _project(tmp_path, agent={"provider": "replay", "cassette": "tests/cassettes"})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert {t: _attempts(tmp_path, t) for t in ("a", "b")} == recorded
 
     _project(tmp_path, agent={"provider": "replay", "cassette": "../elsewhere"})
-    r = harnessc(tmp_path, "run", "--rerun", "all")  # refused by the pre-flight
+    r = virtual.harnessc(tmp_path, "run", "--rerun", "all")  # refused by the pre-flight
     assert r.returncode == 2
     assert r.stderr.startswith("harnessc: error: agent 'llm' cannot be used: cassette '../elsewhere' must be "
                                "a directory inside the project (the only agent of tasks 'a', 'b')\n"), r.stderr
@@ -200,7 +201,7 @@ def test_recorded_api_errors_replay_by_kind_keys_never_recorded_and_no_sdk_impor
         r = harnessc(tmp_path, "run", "--record", env={**e, "LLM_KEY": key})
         assert r.returncode == 0, r.stdout + r.stderr
         assert api.count == 2
-    recorded = _attempts(tmp_path, "a", env=e)
+    recorded = _attempts(tmp_path, "a")
     assert [a[0] for a in recorded] == ["error", "succeeded"]
     tape = (tmp_path / ".harness/cassettes/a.jsonl").read_bytes()
     forms = [key, key[::-1], base64.b64encode(key.encode()).decode()[:-4]]
@@ -224,7 +225,7 @@ def test_recorded_api_errors_replay_by_kind_keys_never_recorded_and_no_sdk_impor
                        text=True, timeout=120, env=e)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "SDKS []" in r.stderr
-    replayed = _attempts(tmp_path, "a", env=e)
+    replayed = _attempts(tmp_path, "a")
     assert [a[:2] for a in replayed] == [a[:2] for a in recorded]  # the same error, then success
     assert replayed[1][3] == recorded[1][3] == json.loads(answer)
     assert replayed[1][4:] == recorded[1][4:]  # tokens, cost and its source as recorded
@@ -345,18 +346,18 @@ def test_a_recorded_fallback_replays_along_the_same_chain(tmp_path) -> None:
     agents = {n: {"provider": "command", "command": [PY, str(tmp_path / f"{n}.py")]} for n in ("bad", "good")}
     write_project(tmp_path, [node("a", contract="summary", routing={"agent": "bad", "chain": ["bad", "good"]})],
                   agents=agents, contracts={"summary": SIMPLE_CONTRACT})
-    r = harnessc(tmp_path, "run", "--record")
+    r = virtual.harnessc(tmp_path, "run", "--record")
     assert r.returncode == 0, r.stdout + r.stderr
-    log = json.loads(harnessc(tmp_path, "log", "a", "--output", "json").stdout)
+    log = json.loads(virtual.harnessc(tmp_path, "log", "a", "--output", "json").stdout)
     recorded = [(a["agent"], a["status"], a["errors"], a["raw_output"]) for a in log]
     assert [a[:2] for a in recorded][-2:] == [("bad", "error"), ("good", "succeeded")]
 
     for n in ("bad", "good"):
         (tmp_path / f"{n}.py").unlink()
     _forget_state(tmp_path)
-    r = harnessc(tmp_path, "run", "--replay")
+    r = virtual.harnessc(tmp_path, "run", "--replay")
     assert r.returncode == 0, r.stdout + r.stderr
-    log = json.loads(harnessc(tmp_path, "log", "a", "--output", "json").stdout)
+    log = json.loads(virtual.harnessc(tmp_path, "log", "a", "--output", "json").stdout)
     assert [(a["agent"], a["status"], a["errors"], a["raw_output"]) for a in log] == recorded
 
 
@@ -368,10 +369,10 @@ def test_retry_records_and_replays_like_run(tmp_path) -> None:
     write_project(tmp_path, [node("b", completion_promise="DONE", routing=llm,
                                   retry={"max_retries": 0, "on_failure": "retry", "delays": [0]})],
                   agents={"llm": {"provider": "command", "command": [PY, str(tmp_path / "agent.py")]}})
-    assert harnessc(tmp_path, "run").returncode == 1
+    assert virtual.harnessc(tmp_path, "run").returncode == 1
     state = tmp_path.parent / "state-after-the-failed-run"
     shutil.copytree(tmp_path / ".harness", state)
-    r = harnessc(tmp_path, "retry", "--record")
+    r = virtual.harnessc(tmp_path, "retry", "--record")
     assert r.returncode == 0, r.stdout + r.stderr
     recorded = _attempts(tmp_path, "b")
     (tmp_path / "agent.py").unlink()
@@ -379,8 +380,8 @@ def test_retry_records_and_replays_like_run(tmp_path) -> None:
     shutil.copytree(cassettes, state / "cassettes")
     shutil.rmtree(tmp_path / ".harness")
     shutil.copytree(state, tmp_path / ".harness")
-    r = harnessc(tmp_path, "retry", "--replay")
+    r = virtual.harnessc(tmp_path, "retry", "--replay")
     assert r.returncode == 0, r.stdout + r.stderr
     assert _attempts(tmp_path, "b") == recorded
-    both = harnessc(tmp_path, "retry", "--record", "--replay")
+    both = virtual.harnessc(tmp_path, "retry", "--record", "--replay")
     assert both.returncode == 2 and "cannot be used together" in both.stderr
