@@ -1,4 +1,6 @@
-"""Run-time routing: critical-path-first scheduling, simulate's skill, escalation by skill."""
+"""Run-time routing: critical-path-first scheduling, simulate's skill, escalation by skill (the
+scenario escalation-along-the-chain, tests/runtime/scenarios/), agents chosen by the run's flags,
+limits, history and budget."""
 
 from __future__ import annotations
 
@@ -60,20 +62,6 @@ def test_simulate_skill_is_a_seeded_chance_per_complexity(tmp_path):
     _skill_project(tmp_path / "unlisted", {"epic": 0.0})
     assert virtual.harnessc(tmp_path / "unlisted", "run").returncode == 0
     assert set(attempts_by_task(tmp_path / "unlisted").values()) == {1}
-
-
-def test_escalation_rehearsed_with_skill(tmp_path):
-    write_project(tmp_path, [node("hard", contract="summary", complexity="epic",
-                                  retry={"max_retries": 1, "on_failure": "escalate"},
-                                  routing={"agent": "cheap", "chain": ["strong"]})],
-                  agents={"cheap": {"provider": "simulate", "skill": {"epic": 0.0}},
-                          "strong": {"provider": "simulate", "skill": {"epic": 1.0}}},
-                  contracts={"summary": SIMPLE_CONTRACT})
-    r = virtual.harnessc(tmp_path, "run")
-    assert r.returncode == 0, r.stdout + r.stderr
-    agents = [a for (a,) in sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
-        "SELECT agent FROM attempts ORDER BY id")]
-    assert agents == ["cheap", "cheap", "strong"]
 
 
 def _two_agents(root) -> None:
