@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import SIMPLE_CONTRACT, harnessc, node, spawn, write_project
+from . import virtual
+from .helpers import SIMPLE_CONTRACT, node, spawn, write_project
 
 
 def run_project(root: Path, n: int = 60) -> Path:
     """A project whose run finished: state.db holds n tasks and their attempts. The db path."""
     write_project(root, [node(f"t{i}", contract="summary") for i in range(n)],
                   contracts={"summary": SIMPLE_CONTRACT}, concurrency=8)
-    r = harnessc(root, "run", "--no-build")
+    r = virtual.harnessc(root, "run", "--no-build")
     assert r.returncode == 0, r.stdout + r.stderr
     db = root / ".harness" / "state.db"
     con = sqlite3.connect(db)
@@ -73,7 +74,7 @@ def test_random_bytes_over_a_page(ran_project, tmp_path: Path, name: str) -> Non
     overwrite_page(db, name, seed=7)
     damaged = db.read_bytes()
     for cmd in (["status"], ["log", "t1"], ["run", "--no-build"], ["reset", "--all"]):
-        assert_clear_error(harnessc(tmp_path, *cmd), "move it aside")
+        assert_clear_error(virtual.harnessc(tmp_path, *cmd), "move it aside")
     assert db.read_bytes() == damaged  # never repaired or reset behind the user's back
 
 
@@ -85,15 +86,15 @@ def test_wrong_schema_version(ran_project, tmp_path: Path, version: str, words: 
     db = ran_project(tmp_path, n=3)
     with sqlite3.connect(db) as con:
         con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (version,))
-    assert_clear_error(harnessc(tmp_path, "status"), words)
+    assert_clear_error(virtual.harnessc(tmp_path, "status"), words)
 
 
 def test_dropped_table(ran_project, tmp_path: Path) -> None:
     db = ran_project(tmp_path, n=3)
     with sqlite3.connect(db) as con:
         con.execute("DROP TABLE ledger")
-    assert_clear_error(harnessc(tmp_path, "run", "--no-build"), "lost its ledger table")
-    assert_clear_error(harnessc(tmp_path, "status"), "lost its ledger table")
+    assert_clear_error(virtual.harnessc(tmp_path, "run", "--no-build"), "lost its ledger table")
+    assert_clear_error(virtual.harnessc(tmp_path, "status"), "lost its ledger table")
 
 
 @pytest.mark.parametrize("sql, cmd, words", [
@@ -105,7 +106,7 @@ def test_bad_json_in_a_row(ran_project, tmp_path: Path, sql: str, cmd: list[str]
     db = ran_project(tmp_path, n=3)
     with sqlite3.connect(db) as con:
         con.execute(sql)
-    assert_clear_error(harnessc(tmp_path, *cmd), words)
+    assert_clear_error(virtual.harnessc(tmp_path, *cmd), words)
 
 
 # Values of the wrong kind were a TypeError or ValueError in status, log, stats or retry (issue 17).
@@ -136,7 +137,7 @@ def test_a_value_of_the_wrong_kind_is_damage_named_by_its_row(ran_project, tmp_p
     con.close()
     damaged = db.read_bytes()
     for cmd in (["status"], ["log", "t1"], ["stats"], ["retry", "--no-build"], ["run", "--no-build"]):
-        r = harnessc(tmp_path, *cmd)
+        r = virtual.harnessc(tmp_path, *cmd)
         if cmd[0] in readers:
             assert_clear_error(r, words, "move it aside")
             assert len(r.stderr.splitlines()) == 1, r.stderr
