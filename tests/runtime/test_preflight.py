@@ -14,7 +14,8 @@ import sys
 from harnessc.providers import agent_config
 from harnessc.runtime.preflight import agent_checks
 
-from .helpers import PY, SIMPLE_CONTRACT, env, harnessc, node, write_project
+from . import virtual
+from .helpers import PY, SIMPLE_CONTRACT, env, node, write_project
 
 UNSET = "HC_PREFLIGHT_UNSET_KEY"
 PAID = {"provider": "anthropic", "model": "claude-sonnet-4-6", "api_key_env": UNSET}
@@ -48,7 +49,7 @@ def attempts_by_agent(root) -> list[tuple[str, str]]:
 def test_a_task_whose_only_agent_has_no_key_refuses_the_run_and_nothing_is_charged(tmp_path):
     write_project(tmp_path, [node("a", contract="summary", routing={"agent": "paid"})],
                   agents={"paid": PAID}, contracts={"summary": SIMPLE_CONTRACT})
-    r = harnessc(tmp_path, "run", env=run_env())
+    r = virtual.harnessc(tmp_path, "run", env=run_env())
     assert r.returncode == 2, r.stdout + r.stderr
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("harnessc: error:")]
     assert errors == [f"harnessc: error: agent 'paid' cannot be used: {UNSET} is not set (the only agent of task 'a')"]
@@ -62,7 +63,7 @@ def test_an_unusable_agent_on_a_chain_is_passed_over_with_one_warning(tmp_path):
     write_project(tmp_path, [node("a", contract="summary", routing={"agent": "paid", "chain": ["rehearsal"]}),
                              node("b", contract="summary", routing={"agent": "rehearsal"})],
                   agents={"paid": PAID, "rehearsal": SIM}, contracts={"summary": SIMPLE_CONTRACT})
-    r = harnessc(tmp_path, "run", env=run_env())
+    r = virtual.harnessc(tmp_path, "run", env=run_env())
     assert r.returncode == 0, r.stdout + r.stderr
     warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("warning:")]
     assert warnings == [f"warning: passing over unusable agents: paid ({UNSET} is not set) "
@@ -80,12 +81,12 @@ def test_only_the_tasks_this_run_starts_count(tmp_path):
                              node("a", contract="summary", routing={"agent": "rehearsal"}),
                              node("b", contract="summary", routing={"agent": "paid"})],
                   agents={"paid": PAID, "rehearsal": SIM}, contracts={"summary": SIMPLE_CONTRACT})
-    r = harnessc(tmp_path, "run", "-s", "a", env=run_env())
+    r = virtual.harnessc(tmp_path, "run", "-s", "a", env=run_env())
     assert r.returncode == 0, r.stdout + r.stderr
     assert "warning:" not in r.stderr
-    r = harnessc(tmp_path, "run", "--agent", "paid", "-s", "b", env=run_env())  # forced onto it: refused
+    r = virtual.harnessc(tmp_path, "run", "--agent", "paid", "-s", "b", env=run_env())  # forced onto it: refused
     assert r.returncode == 2 and "agent 'paid' cannot be used" in r.stderr
-    r = harnessc(tmp_path, "run", "--agents", "rehearsal", env=run_env())
+    r = virtual.harnessc(tmp_path, "run", "--agents", "rehearsal", env=run_env())
     assert r.returncode == 0, r.stdout + r.stderr
     assert attempts_by_agent(tmp_path) == [("a", "rehearsal"), ("b", "rehearsal")]
 
@@ -101,14 +102,14 @@ def test_a_missing_executable_refuses_and_a_present_one_runs(tmp_path):
                           "gone": {"provider": "command", "command": ["./no-such-agent.sh", "{prompt}"]},
                           "here": {"provider": "command", "command": ["./agent.sh"]}})
     bare = run_env(PATH=os.path.dirname(PY))  # python, but no `claude`
-    r = harnessc(tmp_path, "run", env=bare)
+    r = virtual.harnessc(tmp_path, "run", env=bare)
     assert r.returncode == 2, r.stdout + r.stderr
     assert [ln for ln in r.stderr.splitlines() if ln.startswith("harnessc: error:")] == [
         "harnessc: error: agent 'cc' cannot be used: 'claude' is not on PATH (the only agent of task 'cli')",
         "harnessc: error: agent 'gone' cannot be used: './no-such-agent.sh' is not an executable file "
         "(the only agent of task 'gone')"]
     assert rows(tmp_path, "attempts") == 0
-    r = harnessc(tmp_path, "run", "-s", "here", env=bare)
+    r = virtual.harnessc(tmp_path, "run", "-s", "here", env=bare)
     assert r.returncode == 0, r.stdout + r.stderr
     assert attempts_by_agent(tmp_path) == [("here", "here")]
 
@@ -116,7 +117,7 @@ def test_a_missing_executable_refuses_and_a_present_one_runs(tmp_path):
 def test_a_replay_agent_without_the_tasks_cassette_is_passed_over(tmp_path):
     write_project(tmp_path, [node("a", contract="summary", routing={"agent": "tape", "chain": ["rehearsal"]})],
                   agents={"tape": {"provider": "replay"}, "rehearsal": SIM}, contracts={"summary": SIMPLE_CONTRACT})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert [ln for ln in r.stderr.splitlines() if ln.startswith("warning:")] == [
         "warning: passing over unusable agents: tape (.harness/cassettes/a.jsonl does not exist (record it "
@@ -128,11 +129,11 @@ def test_dry_run_says_what_the_run_would_refuse_and_exits_2(tmp_path):
     write_project(tmp_path, [node("a", contract="summary", routing={"agent": "paid"}),
                              node("b", contract="summary", routing={"agent": "paid", "chain": ["rehearsal"]})],
                   agents={"paid": PAID, "rehearsal": SIM}, contracts={"summary": SIMPLE_CONTRACT})
-    r = harnessc(tmp_path, "run", "--dry-run", env=run_env())
+    r = virtual.harnessc(tmp_path, "run", "--dry-run", env=run_env())
     assert r.returncode == 2, r.stdout + r.stderr
     assert (f"would refuse to start: agent 'paid' cannot be used: {UNSET} is not set (the only agent of task 'a')"
             in r.stdout.splitlines())
-    r = harnessc(tmp_path, "run", "--dry-run", "-s", "b", env=run_env())
+    r = virtual.harnessc(tmp_path, "run", "--dry-run", "-s", "b", env=run_env())
     assert r.returncode == 0, r.stdout + r.stderr
     assert "  b     rehearsal" in r.stdout and f"would warn: passing over unusable agents: paid ({UNSET}" in r.stdout
 

@@ -87,9 +87,10 @@ def clock_of(root: Path, wall: float | None = None) -> VirtualClock:
     return _clocks[key]
 
 
-def harnessc(root: Path, *args: str) -> subprocess.CompletedProcess:
+def harnessc(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """`harnessc -C root ...` run in this process on the project's virtual clock; its exit code
-    and output as helpers.harnessc gives them. The next command comes a virtual second later."""
+    and output as helpers.harnessc gives them. The next command comes a virtual second later.
+    `env`: the whole environment during the command (as subprocess's), then restored."""
     from harnessc.cli import main
     from harnessc.runtime.children import prctl
 
@@ -100,8 +101,11 @@ def harnessc(root: Path, *args: str) -> subprocess.CompletedProcess:
     out, err = io.StringIO(), io.StringIO()
     code = 0
     argv = ["harnessc", "-C", str(root), *args]
-    here, saved_argv = os.getcwd(), sys.argv
+    here, saved_argv, saved_env = os.getcwd(), sys.argv, dict(os.environ)
     try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
         os.chdir(root)
         sys.argv = argv
         with clock.installed(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -113,6 +117,9 @@ def harnessc(root: Path, *args: str) -> subprocess.CompletedProcess:
         if not subreaper:  # a run makes its process a child subreaper for good: not this one
             prctl.call(prctl.PR_SET_CHILD_SUBREAPER, 0)
         sys.argv = saved_argv
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(saved_env)
         os.chdir(here)
         clock.jump(1.0)
     return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
