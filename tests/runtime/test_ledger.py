@@ -23,6 +23,7 @@ from harnessc.runtime.store.state import SCHEMA_VERSION, StateStore
 from harnessc.states import TaskState
 from harnessc.workspace import Workspace
 
+from . import virtual
 from .helpers import PY, SIMPLE_CONTRACT, harnessc, node, write_project
 from .helpers import env as cli_env
 
@@ -137,7 +138,7 @@ def _v2_project(root: Path) -> None:
 
 def test_a_version_2_state_database_is_migrated_and_keeps_its_figures(tmp_path):
     _v2_project(tmp_path)
-    before = {r["id"]: r for r in json.loads(harnessc(tmp_path, "status", "--json").stdout)["tasks"]}
+    before = {r["id"]: r for r in json.loads(virtual.harnessc(tmp_path, "status", "--json").stdout)["tasks"]}
     store = StateStore(Workspace(tmp_path), create=False)
     try:
         assert store.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
@@ -147,20 +148,20 @@ def test_a_version_2_state_database_is_migrated_and_keeps_its_figures(tmp_path):
     finally:
         store.close()
     assert before["a"]["tokens"] == 161 and before["a"]["cost_usd"] == 0.000663
-    r = harnessc(tmp_path, "retry")  # b's command fails again: two more attempts, no usage reported
+    r = virtual.harnessc(tmp_path, "retry")  # b's command fails again: two more attempts, no usage reported
     assert r.returncode == 1, r.stdout + r.stderr
-    status = json.loads(harnessc(tmp_path, "status", "--json").stdout)
+    status = json.loads(virtual.harnessc(tmp_path, "status", "--json").stdout)
     tasks = {t["id"]: t for t in status["tasks"]}
     assert tasks["a"]["tokens"] == 161 and tasks["b"]["attempts"] == 4
     totals = status["totals"]
     assert (totals["attempts"], totals["tokens"], totals["unsplit_input_tokens"], totals["cost_usd"]) == (
         5, 161, 146, 0.000663)
     assert totals["cost_sources"] == {"unrecorded": 3, "no_response": 2}
-    new = json.loads(harnessc(tmp_path, "log", "b", "--last", "--json").stdout)[0]
+    new = json.loads(virtual.harnessc(tmp_path, "log", "b", "--last", "--json").stdout)[0]
     assert (new["uncached_input_tokens"], new["cost_usd"], new["cost_source"]) == (0, 0.0, "no_response")
-    text = harnessc(tmp_path, "log", "a").stdout
+    text = virtual.harnessc(tmp_path, "log", "a").stdout
     assert "ledger: 146 in + 15 out; $0.000663 (source not recorded)" in text
-    assert "146 not split" in harnessc(tmp_path, "status").stdout
+    assert "146 not split" in virtual.harnessc(tmp_path, "status").stdout
 
 
 # ------------------------------------------------------------------ abort
@@ -231,9 +232,9 @@ def test_every_request_is_one_attempt_with_its_ledger(tmp_path, provider, wire):
         paths = {seen.path for seen in api.requests}
     assert r.returncode == 0, r.stdout + r.stderr
     assert paths == {{None: "/v1/messages", "chat": "/v1/chat/completions", "responses": "/v1/responses"}[wire]}
-    status = json.loads(harnessc(tmp_path, "status", "--json", env=e).stdout)
+    status = json.loads(virtual.harnessc(tmp_path, "status", "--json", env=e).stdout)
     task = status["tasks"][0]
-    rows = json.loads(harnessc(tmp_path, "log", "t", "--json", env=e).stdout)
+    rows = json.loads(virtual.harnessc(tmp_path, "log", "t", "--json", env=e).stdout)
     assert requests == 5 and task["attempts"] == requests and len(rows) == requests
 
     if provider == "anthropic":  # cache counters add to input_tokens
@@ -272,10 +273,10 @@ def test_every_request_is_one_attempt_with_its_ledger(tmp_path, provider, wire):
     results = json.loads((tmp_path / ".harness" / "runs" / status["run"]["id"] / "run_results.json").read_text())
     assert results["results"][0]["tokens"] == tokens
     assert results["results"][0]["cost_usd"] == pytest.approx(cost)
-    log = harnessc(tmp_path, "log", "t", "--last", env=e).stdout
+    log = virtual.harnessc(tmp_path, "log", "t", "--last", env=e).stdout
     assert f"ledger: {answer['input_tokens']:,} in (100 uncached, 1,000 cache read" in log
     assert "(price: tokens x the agent's price)" in log
-    text = harnessc(tmp_path, "status", env=e).stdout
+    text = virtual.harnessc(tmp_path, "status", env=e).stdout
     assert f"total: {tokens:,} tokens = " in text and "2,000 cache read" in text
 
 
