@@ -10,11 +10,12 @@ import time
 
 import pytest
 
+from . import virtual
 from .helpers import PY, SIMPLE_CONTRACT, env, harnessc, node, spawn, write_project
 
 
 def status(root) -> dict:
-    r = harnessc(root, "status", "--output", "json")
+    r = virtual.harnessc(root, "status", "--output", "json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -28,13 +29,13 @@ def test_run_succeeds_and_outputs_flow_to_dependents(tmp_path):
                              node("b", depends_on=["a"], completion_promise="DONE"),
                              node("c", accept=[{"id": "ok", "argv": ["true"], "timeout": 5}])],
                   contracts={"summary": SIMPLE_CONTRACT})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "succeeded" in r.stdout and "attempts" in r.stdout  # the summary table
     data = status(tmp_path)
     assert {t["id"]: t["state"] for t in data["tasks"]} == {"a": "succeeded", "b": "succeeded", "c": "succeeded"}
     assert data["run"]["status"] == "succeeded" and data["run"]["exit_code"] == 0
-    log = json.loads(harnessc(tmp_path, "log", "b", "--json").stdout)
+    log = json.loads(virtual.harnessc(tmp_path, "log", "b", "--json").stdout)
     assert '"title": "hello"' in log[0]["prompt"]  # a's validated output reached b's prompt
     run_id = data["run"]["id"]
     results = json.loads((tmp_path / ".harness" / "runs" / run_id / "run_results.json").read_text())
@@ -42,9 +43,9 @@ def test_run_succeeds_and_outputs_flow_to_dependents(tmp_path):
     events = (tmp_path / ".harness" / "runs" / run_id / "events.jsonl").read_text().splitlines()
     assert json.loads(events[0])["kind"] == "run_started"
     # Running again does nothing: succeeded tasks never re-run.
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0
-    assert [len(json.loads(harnessc(tmp_path, "log", t, "--json").stdout)) for t in "abc"] == [1, 1, 1]
+    assert [len(json.loads(virtual.harnessc(tmp_path, "log", t, "--json").stdout)) for t in "abc"] == [1, 1, 1]
 
 
 def test_failure_skips_dependents_then_retry_and_reset(tmp_path):
@@ -52,27 +53,27 @@ def test_failure_skips_dependents_then_retry_and_reset(tmp_path):
     check = [PY, "-c", f"import os, sys; sys.exit(0 if os.path.exists({str(marker)!r}) else 1)"]
     write_project(tmp_path, [node("a", accept=[{"id": "gate", "argv": check, "timeout": 10}]),
                              node("b", depends_on=["a"]), node("c")])
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1
     assert states(tmp_path) == {"a": "failed", "b": "skipped", "c": "succeeded"}
     a = [t for t in status(tmp_path)["tasks"] if t["id"] == "a"][0]
     assert a["attempts"] == 3 and "gate" in a["error"]  # max_retries 2 = 3 attempts
-    log = json.loads(harnessc(tmp_path, "log", "a", "--json").stdout)
+    log = json.loads(virtual.harnessc(tmp_path, "log", "a", "--json").stdout)
     assert [x["level"] for x in log] == [0, 1, 2]  # refinement rises
     assert "not accepted" in log[1]["prompt"].lower() or "gate" in log[1]["prompt"]
     marker.write_text("")
-    r = harnessc(tmp_path, "retry")
+    r = virtual.harnessc(tmp_path, "retry")
     assert r.returncode == 0, r.stdout + r.stderr
     assert states(tmp_path) == {"a": "succeeded", "b": "succeeded", "c": "succeeded"}
-    r = harnessc(tmp_path, "reset", "c")
+    r = virtual.harnessc(tmp_path, "reset", "c")
     assert r.returncode == 0 and "reset 1" in r.stdout
     assert states(tmp_path)["c"] in ("pending", "ready")
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0 and states(tmp_path)["c"] == "succeeded"
-    assert harnessc(tmp_path, "reset", "nope").returncode == 2
-    assert harnessc(tmp_path, "reset").returncode == 2
-    assert harnessc(tmp_path, "reset", "--all").returncode == 0
-    assert harnessc(tmp_path, "log", "a").stdout.startswith("no attempts")
+    assert virtual.harnessc(tmp_path, "reset", "nope").returncode == 2
+    assert virtual.harnessc(tmp_path, "reset").returncode == 2
+    assert virtual.harnessc(tmp_path, "reset", "--all").returncode == 0
+    assert virtual.harnessc(tmp_path, "log", "a").stdout.startswith("no attempts")
 
 
 def test_fallback_strategies(tmp_path):
@@ -87,7 +88,7 @@ def test_fallback_strategies(tmp_path):
         node("fixed", contract="summary", routing={"agent": "flaky"}),
     ], agents={**agents, "flaky": {"provider": "simulate", "invalid_first": 2}},
         contracts={"summary": SIMPLE_CONTRACT})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1
     data = {t["id"]: t for t in status(tmp_path)["tasks"]}
     assert data["part"]["state"] == "degraded" and data["tmpl"]["state"] == "degraded"
@@ -104,6 +105,7 @@ def events(root, kind: str) -> list[dict]:
 
 
 def test_escalation_moves_up_the_chain_with_retries_reset(tmp_path):
+    # real time: `log` tells which events came between two attempts by their times
     write_project(tmp_path, [
         node("esc", contract="summary", retry={"max_retries": 1, "on_failure": "escalate"},
              routing={"agent": "weak", "chain": ["mid", "strong"]}),
@@ -169,7 +171,7 @@ def test_stuck_and_iteration_limits(tmp_path):
              limits={"max_iterations": 2}),
     ], agents={"slowpoke": {"provider": "simulate", "complete_after": 4},
                "stuckbot": {"provider": "simulate", "complete_after": 99, "progress": "none"}})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1
     data = {t["id"]: t for t in status(tmp_path)["tasks"]}
     assert data["loop"]["state"] == "succeeded" and data["loop"]["iterations"] == 5
@@ -225,15 +227,15 @@ def test_budget_stops_the_run_with_exit_3_and_is_kept_across_resumes(tmp_path):
     price = {"input": 1000.0, "output": 1000.0}  # about $0.1 per call
     write_project(tmp_path, [node(f"t{i}") for i in range(6)],
                   agents={"rehearsal": {"provider": "simulate", "price": price}}, concurrency=1)
-    r = harnessc(tmp_path, "run", "--max-cost", "0.25")
+    r = virtual.harnessc(tmp_path, "run", "--max-cost", "0.25")
     assert r.returncode == 3, r.stdout + r.stderr
     assert "budget" in (r.stdout + r.stderr).lower()
     done1 = sum(s == "succeeded" for s in states(tmp_path).values())
     assert 1 <= done1 < 6
-    r = harnessc(tmp_path, "run", "--max-cost", "0.25")  # the ledger remembers what was spent
+    r = virtual.harnessc(tmp_path, "run", "--max-cost", "0.25")  # the ledger remembers what was spent
     assert r.returncode == 3
     assert sum(s == "succeeded" for s in states(tmp_path).values()) == done1
-    r = harnessc(tmp_path, "run", "--max-cost", "100")
+    r = virtual.harnessc(tmp_path, "run", "--max-cost", "100")
     assert r.returncode == 0
 
 
@@ -351,13 +353,13 @@ def test_transient_errors_are_retried_and_task_budget_fails_the_task(tmp_path):
                           accept=[{"id": "no", "argv": ["false"], "timeout": 5}])],
                   agents={"flaky": {"provider": "simulate", "fail_rate": 0.3, "seed": 7},
                           "pricey": {"provider": "simulate", "price": {"input": 1000.0, "output": 1000.0}}})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1
     data = {t["id"]: t for t in status(tmp_path)["tasks"]}
     assert all(data[f"f{i}"]["state"] == "succeeded" for i in range(8))
     assert sum(data[f"f{i}"]["attempts"] for i in range(8)) > 8  # some calls failed and were retried
     assert data["pricey"]["state"] == "failed" and "task budget too small for one call" in data["pricey"]["error"]
-    errors = [a for i in range(8) for a in json.loads(harnessc(tmp_path, "log", f"f{i}", "--json").stdout)
+    errors = [a for i in range(8) for a in json.loads(virtual.harnessc(tmp_path, "log", f"f{i}", "--json").stdout)
               if a["status"] == "error"]
     assert errors and all("transient" in a["errors"][0] for a in errors)
 
@@ -367,7 +369,7 @@ def test_token_budget_stops_the_run_with_exit_3_and_is_kept_across_resumes(tmp_p
     # output estimate) before the call; 250 tokens let a few calls through, not six.
     write_project(tmp_path, [node(f"t{i}") for i in range(6)], concurrency=1,
                   budget={"max_cost_usd": None, "max_tokens": 250})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 3, r.stdout + r.stderr
     assert "token budget reached" in r.stdout + r.stderr
     data = status(tmp_path)
@@ -375,11 +377,11 @@ def test_token_budget_stops_the_run_with_exit_3_and_is_kept_across_resumes(tmp_p
     assert 1 <= done1 < 6
     assert sum(t["tokens"] for t in data["tasks"]) <= 250
     assert data["run"]["exit_code"] == 3
-    r = harnessc(tmp_path, "run")  # the attempts remember what was used
+    r = virtual.harnessc(tmp_path, "run")  # the attempts remember what was used
     assert r.returncode == 3
     assert sum(s == "succeeded" for s in states(tmp_path).values()) == done1
-    harnessc(tmp_path, "reset", "--all")
-    r = harnessc(tmp_path, "run")
+    virtual.harnessc(tmp_path, "reset", "--all")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 3  # a fresh ledger: as far as the budget goes again
     assert sum(s == "succeeded" for s in states(tmp_path).values()) == done1
 
@@ -396,7 +398,7 @@ def test_ready_tasks_start_in_priority_then_roadmap_order(tmp_path):
     write_project(tmp_path, [node("lo", priority="low"), node("unset", priority=None),
                              node("crit", priority="critical"), node("hi", priority="high")],
                   concurrency=1)
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     con = sqlite3.connect(tmp_path / ".harness" / "state.db")
     started = [row[0] for row in con.execute("SELECT task_id FROM attempts ORDER BY id")]
@@ -411,25 +413,25 @@ def test_log_numbers_attempts_per_task_with_last_and_attempt(tmp_path):
                   agents={"flaky_a": {"provider": "simulate", "invalid_first": 2},
                           "flaky_b": {"provider": "simulate", "invalid_first": 2}},
                   contracts={"summary": SIMPLE_CONTRACT})
-    r = harnessc(tmp_path, "run", "-j", "1")
+    r = virtual.harnessc(tmp_path, "run", "-j", "1")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "succeeded: 2 tasks succeeded (" in r.stdout
-    full = json.loads(harnessc(tmp_path, "log", "b", "--output", "json").stdout)
+    full = json.loads(virtual.harnessc(tmp_path, "log", "b", "--output", "json").stdout)
     assert [a["attempt"] for a in full] == [1, 2, 3] and full[0]["id"] > 3
-    text = harnessc(tmp_path, "log", "b").stdout
+    text = virtual.harnessc(tmp_path, "log", "b").stdout
     assert [ln.split(" · ")[0] for ln in text.splitlines() if ln.startswith("===")] == [
         "=== attempt 1 of 3", "=== attempt 2 of 3", "=== attempt 3 of 3"]
-    last = harnessc(tmp_path, "log", "b", "--last").stdout
+    last = virtual.harnessc(tmp_path, "log", "b", "--last").stdout
     assert last.count("===") == 1 and last.startswith("=== attempt 3 of 3") and "succeeded" in last.splitlines()[0]
-    second = json.loads(harnessc(tmp_path, "log", "b", "--attempt", "2", "--json").stdout)
+    second = json.loads(virtual.harnessc(tmp_path, "log", "b", "--attempt", "2", "--json").stdout)
     assert [(a["attempt"], a["id"]) for a in second] == [(2, full[1]["id"])]
-    r = harnessc(tmp_path, "log", "b", "--attempt", "4")
+    r = virtual.harnessc(tmp_path, "log", "b", "--attempt", "4")
     assert r.returncode == 2 and "'b' has 3 recorded attempts; there is no attempt 4" in r.stderr
-    r = harnessc(tmp_path, "log", "b", "--attempt", "1", "--last")
+    r = virtual.harnessc(tmp_path, "log", "b", "--attempt", "1", "--last")
     assert r.returncode == 2 and "not both" in r.stderr
     # One task: "1 task", never "1 tasks".
-    harnessc(tmp_path, "reset", "a")
-    r = harnessc(tmp_path, "run", "-s", "a")
+    virtual.harnessc(tmp_path, "reset", "a")
+    r = virtual.harnessc(tmp_path, "run", "-s", "a")
     assert r.returncode == 0 and "succeeded: 1 task succeeded (" in r.stdout, r.stdout
 
 
@@ -437,28 +439,28 @@ def test_reset_checks_ids_offers_downstream_and_names_stale_dependents(tmp_path)
     write_project(tmp_path, [node("a-001"), node("b-001", depends_on=["a-001"]),
                              node("c-001", depends_on=["b-001"]), node("d-001")])
     # No state yet: a typo is still a typo (exit 2, did-you-mean); a real id has nothing to reset.
-    r = harnessc(tmp_path, "reset", "a-01")
+    r = virtual.harnessc(tmp_path, "reset", "a-01")
     assert r.returncode == 2 and "no task 'a-01' in the project" in r.stderr
     assert "did you mean 'a-001'?" in r.stderr
-    r = harnessc(tmp_path, "reset", "a-001")
+    r = virtual.harnessc(tmp_path, "reset", "a-001")
     assert r.returncode == 0 and "nothing to reset: no state yet" in r.stdout
     assert not (tmp_path / ".harness" / "state.db").exists()
-    assert harnessc(tmp_path, "run").returncode == 0
+    assert virtual.harnessc(tmp_path, "run").returncode == 0
     # Resetting a task leaves its succeeded dependents stale: say which.
-    r = harnessc(tmp_path, "reset", "a-001")
+    r = virtual.harnessc(tmp_path, "reset", "a-001")
     assert r.returncode == 0 and "reset 1 task" in r.stdout
     assert "warning: b-001, c-001 succeeded on the output of what was reset and are now stale" in r.stderr
     assert "`harnessc reset --downstream a-001`" in r.stderr
     assert states(tmp_path) == {"a-001": "ready", "b-001": "succeeded", "c-001": "succeeded", "d-001": "succeeded"}
-    assert harnessc(tmp_path, "run").returncode == 0
+    assert virtual.harnessc(tmp_path, "run").returncode == 0
     # --downstream resets the dependents too, and nothing is left stale.
-    r = harnessc(tmp_path, "reset", "--downstream", "b-001")
+    r = virtual.harnessc(tmp_path, "reset", "--downstream", "b-001")
     assert r.returncode == 0 and "reset 2 tasks (with --downstream: b-001, c-001)" in r.stdout
     assert "warning" not in r.stderr
     assert states(tmp_path) == {"a-001": "succeeded", "b-001": "ready", "c-001": "pending", "d-001": "succeeded"}
-    r = harnessc(tmp_path, "reset", "d-001", "zzz")
+    r = virtual.harnessc(tmp_path, "reset", "d-001", "zzz")
     assert r.returncode == 2 and "no task 'zzz'" in r.stderr and states(tmp_path)["d-001"] == "succeeded"
-    assert harnessc(tmp_path, "reset", "--all", "--downstream").returncode == 2
+    assert virtual.harnessc(tmp_path, "reset", "--all", "--downstream").returncode == 2
 
 
 def test_status_shows_elapsed_time_of_running_tasks(tmp_path):
@@ -492,33 +494,33 @@ def test_clean_keeps_the_newest_runs_and_never_follows_links(tmp_path):
 
     write_project(tmp_path, [node("a")])
     runs = tmp_path / ".harness" / "runs"
-    r = harnessc(tmp_path, "clean")
+    r = virtual.harnessc(tmp_path, "clean")
     assert r.returncode == 0 and "nothing to clean: 0 runs" in r.stdout
     ids = []
     for _ in range(4):
-        assert harnessc(tmp_path, "run", "--rerun", "all").returncode == 0
+        assert virtual.harnessc(tmp_path, "run", "--rerun", "all").returncode == 0
         ids.append(status(tmp_path)["run"]["id"])
     assert sorted(p.name for p in runs.iterdir()) == sorted(ids)
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "precious").write_text("keep me")
     os.symlink(outside, runs / "zz-link")
-    r = harnessc(tmp_path, "clean", "--keep", "2", "--dry-run")
+    r = virtual.harnessc(tmp_path, "clean", "--keep", "2", "--dry-run")
     assert r.returncode == 0 and r.stdout.splitlines()[:2] == [
         f"would remove .harness/runs/{ids[0]}/", f"would remove .harness/runs/{ids[1]}/"]
     assert len(list(runs.iterdir())) == 5
-    r = harnessc(tmp_path, "clean", "--keep", "2")
+    r = virtual.harnessc(tmp_path, "clean", "--keep", "2")
     assert r.returncode == 0 and f"removed 2 runs, kept 2 runs (newest: {ids[3]})" in r.stdout
     assert "left .harness/runs/zz-link alone" in r.stderr
     assert sorted(p.name for p in runs.iterdir()) == sorted(ids[2:] + ["zz-link"])
     assert (outside / "precious").read_text() == "keep me"
-    r = harnessc(tmp_path, "clean", "--keep", "1")
+    r = virtual.harnessc(tmp_path, "clean", "--keep", "1")
     assert r.returncode == 0 and "removed 1 run, kept 1 run" in r.stdout
     # A .harness/runs that is itself a link is refused, and nothing is removed.
     (runs / "zz-link").unlink()
     runs.rename(tmp_path / "real-runs")
     os.symlink(tmp_path / "real-runs", runs)
-    r = harnessc(tmp_path, "clean", "--keep", "0")
+    r = virtual.harnessc(tmp_path, "clean", "--keep", "0")
     assert r.returncode == 2 and "refusing to read through a symbolic link: .harness/runs ->" in r.stderr
     assert [p.name for p in (tmp_path / "real-runs").iterdir()] == [ids[3]]
 
@@ -563,15 +565,15 @@ def test_clean_removes_the_per_task_indexes_of_earlier_versions_but_not_run_inde
     outside = tmp_path / "outside.index"
     outside.write_text("keep me")
     os.symlink(outside, loop / "link.index")
-    r = harnessc(tmp_path, "clean", "--dry-run")
+    r = virtual.harnessc(tmp_path, "clean", "--dry-run")
     assert r.returncode == 0 and r.stdout.splitlines() == [
         "would remove .harness/loop/a.index (a stale index of an earlier version)",
         "would remove .harness/loop/b.index (a stale index of an earlier version)",
         "no run to remove: 0 runs in .harness/runs/, keeping 10"], r.stdout
     assert len(list(loop.iterdir())) == 6
-    r = harnessc(tmp_path, "clean")
+    r = virtual.harnessc(tmp_path, "clean")
     assert r.returncode == 0 and "removed .harness/loop/b.index" in r.stdout
     assert sorted(p.name for p in loop.iterdir()) == ["a.index.lock", "link.index", "notes.txt", "run.index"]
     assert outside.read_text() == "keep me"
-    r = harnessc(tmp_path, "clean")
+    r = virtual.harnessc(tmp_path, "clean")
     assert r.returncode == 0 and r.stdout.splitlines() == ["nothing to clean: 0 runs in .harness/runs/, keeping 10"]
