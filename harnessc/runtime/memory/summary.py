@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -76,8 +77,25 @@ class SummaryFile:
         self.ws, self.say = memory.ws, say
         self.path = memory.dir / FILE
         self._damage_said = False
+        self._held: tuple[tuple | None, dict] | None = None  # (the file's stat key, what it holds)
+
+    def _stat_key(self) -> tuple | None:
+        try:
+            st = os.stat(self.path, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
 
     def read(self) -> dict:
+        """What the file holds (read again only when it changed: a run asks at every task's end)."""
+        key = self._stat_key()
+        if self._held is not None and self._held[0] == key:
+            return dict(self._held[1])
+        data = self._read() if key is not None else {}
+        self._held = (key, data)
+        return dict(data)
+
+    def _read(self) -> dict:
         try:
             data = json.loads(self.ws.read_text(self.path))
             if not (isinstance(data, dict) and isinstance(data.get("text"), str)
@@ -96,6 +114,7 @@ class SummaryFile:
 
     def write(self, data: dict) -> None:
         self.ws.write_atomic(self.path, json.dumps(data, ensure_ascii=False, sort_keys=True, indent=1) + "\n")
+        self._held = (self._stat_key(), dict(data))
 
 
 def pending(entries: list[dict], upto: str | None) -> list[dict]:
