@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -44,11 +45,11 @@ from . import clock
 from .agents.base import Request, Response
 from .children import procs
 from .context import TaskContext
-from .iteration import AttemptLog, Done, Progress, TaskRun, answer_end, conflict_text
+from .iteration import AttemptLog, Progress, TaskRun, answer_end, conflict_text
 from .loop.loop import TaskLoop
 from .routing.router import Route
 from .store import scoreboard
-from .store.attempts import AttemptEnd
+from .store.attempts import AttemptEnd, Ending, TaskEnd
 from .verify import DEFAULT_ACCEPT_TIMEOUT, Verdict, fresh_pycache
 from .worktree import landing as landingmod
 from .worktree.isolation import Conflict, IsolationError, Landed, Tampered
@@ -68,9 +69,9 @@ def approach_route(route: Route, own: list[str], k: int) -> Route:
 
 
 class ApproachLog(AttemptLog):
-    """One approach's attempt rows: they are the task's (recorded, charged, counted), but an
-    attempt's ending is the approach's own - handed to it, never written as the task's state
-    (the coordinator decides that)."""
+    """One approach's attempt rows: they are the task's (recorded, charged, counted), but its
+    ending is the approach's own - handed to it, never written as the task's state (the
+    coordinator decides that)."""
 
     def __init__(self, store: Any, approach: "ApproachRun"):
         super().__init__(store, approach.tid)
@@ -83,8 +84,12 @@ class ApproachLog(AttemptLog):
         # loop_state: the task's, one row; approaches do not resume each other's loops
         self.store.finish_attempt(attempt_id, self.tid, dataclasses.replace(end, loop_state=None, task=None))
         self.approach.cost += float(end.charge.cost_usd or 0.0)
-        if end.task:
-            self.approach.ended(end.task.state, end.task.error, end.task.output)
+
+    def write_end(self, ending: Ending) -> None:
+        if ending.attempt is not None:
+            self.write_finish(ending.attempt_id, ending.attempt)
+        if ending.task is not None:  # (None: it would be pending again; the coordinator decides)
+            self.approach.outcome_is(ending.task.state, ending.task.error, ending.task.output)
 
 
 class ApproachRun(TaskRun):
@@ -108,17 +113,20 @@ class ApproachRun(TaskRun):
         self.cost = 0.0
         self.verified_at: float | None = None
 
-    async def run(self) -> str:
+    async def run(self) -> Ending:
         """Open its worktree and iterate; the worktree stays (the coordinator lands or removes it)."""
         try:
             self.attempt = await self.open_attempt(k=self.k)
         except (GitFailed, OSError, IsolationError) as e:
-            return self._finish(TaskState.FAILED, f"could not create its worktree: {e}")
+            return self.failed(f"could not create its worktree: {e}").ending
         try:
             self.original = self.base = self.prompt = self.render()
         except Exception as e:  # a template problem is this approach's failure
-            return self._finish(TaskState.FAILED, f"could not render the prompt: {e}")
+            return self.failed(f"could not render the prompt: {e}").ending
         return await self.iterations()
+
+    async def close_worktree(self, outcome: str) -> None:
+        pass  # the coordinator's (Approaches.close)
 
     def render(self) -> str:
         return super().render() + approach_line(self.k, self.n)
@@ -126,23 +134,16 @@ class ApproachRun(TaskRun):
     def request(self, cfg: AgentConfig) -> Request:
         return dataclasses.replace(super().request(cfg), approach=self.k)
 
-    def ended(self, state: str, error: str | None, output: Any = None) -> None:
+    def outcome_is(self, state: str, error: str | None, output: Any = None) -> None:
         self.outcome, self.why, self.output = state, error, output
 
     # The task's state is the coordinator's (Approaches): an approach's ending is its own.
 
     def requeue(self, **extra: Any) -> None:
-        pass  # "pending" after a halt or a cancel: the coordinator sets the task's state
+        pass  # "pending" after a cancel: the coordinator sets the task's state
 
     def save_time(self, used: float) -> None:
         pass  # the coordinator's clock saves the task's
-
-    def end_task(self, state: str, error: str | None = None) -> None:
-        self.ended(state, error)
-
-    def _finish(self, state: str, error: str) -> str:
-        self.ended(state, error)
-        return state
 
     async def succeed(self, resp: Response, verdict: Verdict) -> None:
         """Verified: scored (a failed score is a rejected claim), its change committed on its
@@ -165,13 +166,12 @@ class ApproachRun(TaskRun):
             await self.iso.commit(self.attempt, message)
             self.diff = await asyncio.to_thread(diff_size, self.attempt)
         except (GitFailed, OSError, IsolationError) as e:
-            await self.log.finish(answer_end("rejected", resp, errors=[f"could not commit its change: {e}"]))
-            self.ended(TaskState.FAILED, f"could not commit its change: {e}")
-            raise Done(TaskState.FAILED) from None
+            why = f"could not commit its change: {e}"
+            raise self.done(TaskEnd(TaskState.FAILED, error=why), answer_end("rejected", resp, errors=[why])) from None
         await self.log.finish(answer_end("succeeded", resp, parsed=verdict.output, checks=verdict.checks, seen=seen))
-        self.ended("verified", None, verdict.output)
+        self.outcome_is("verified", None, verdict.output)
         self.text, self.verified_at = resp.text, clock.monotonic()
-        raise Done("verified")
+        raise self.done(None)  # verified: the coordinator selects
 
     def how_verified(self, verdict: Verdict) -> str:
         text = super().how_verified(verdict)
@@ -248,29 +248,57 @@ class Approaches:
                      for k in range(1, n + 1)]
         self.selected: ApproachRun | None = None
         self.t0 = clock.monotonic()
+        self.log = AttemptLog(ctx.store, node.id)  # the scheduler writes the task's ending through it
+        self.tasks: dict[asyncio.Task, ApproachRun] = {}
+        self.then: Any = None  # what follows the task's ending once written (the landing's record)
 
     def clock(self) -> None:
         """Every CLOCK_EVERY seconds (scheduler.py): the task's running time so far."""
         self.store.save_running_time(self.tid, self.runs[0].limits.time_before + clock.monotonic() - self.t0)
 
-    async def run(self) -> str:
+    async def run(self) -> Ending:
+        """Run the approaches, select one, land it: the task's ending, which the scheduler
+        writes, then calls `ended` (also when this raised)."""
         self.store.set_state(self.tid, TaskState.RUNNING)
         self.store.event("approaches_started", self.tid, n=len(self.runs), select=self.spec.select,
                          agents=[r.route.agent for r in self.runs])
         self.save()
-        tasks = {asyncio.create_task(r.run(), name=f"{self.tid}#{r.k}"): r for r in self.runs}
+        self.tasks = {asyncio.create_task(self.drive(r), name=f"{self.tid}#{r.k}"): r for r in self.runs}
+        await self.race(self.tasks)
+        return await self.finish()
+
+    async def interrupted(self) -> None:
+        """Abort: the approaches checkpoint, the task goes back to pending."""
+        await _cancel(self.tasks)
+        self.store.set_state(self.tid, TaskState.PENDING)
+
+    async def ended(self, ending: Ending | None) -> None:
+        """After the scheduler wrote the ending (None: it was not): the landing's record, then
+        the approaches' worktrees go and the scoreboard is saved."""
         try:
-            await self.race(tasks)
-            return await self.finish()
-        except asyncio.CancelledError:
-            await _cancel(tasks)
-            self.store.set_state(self.tid, TaskState.PENDING)
-            raise
+            if ending is not None and self.then is not None:
+                self.then()
         finally:
-            await _cancel(tasks)
+            await _cancel(self.tasks)
             for r in self.runs:
                 await self.close(r)
             self.save()
+
+    @staticmethod
+    async def drive(run: ApproachRun) -> str:
+        """One approach, as the scheduler drives a task: its ending written (its attempt's
+        record; the outcome is its own, ApproachLog), then wound up."""
+        written = None
+        try:
+            ending = await run.run()
+            await run.log.end(ending)
+            written = ending
+            return ending.state
+        except asyncio.CancelledError:
+            await run.interrupted()
+            raise
+        finally:
+            await run.ended(written)
 
     async def race(self, tasks: dict[asyncio.Task, ApproachRun]) -> None:
         """Run until all ended, or (select: first) one verified: then cancel the others."""
@@ -278,22 +306,22 @@ class Approaches:
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             for t in done:
-                self.ended(tasks[t], t)
+                self.approach_ended(tasks[t], t)
             if self.spec.select == "first" and any(tasks[t].outcome == "verified" for t in done) and pending:
                 for t in pending:
-                    tasks[t].ended(TaskState.CANCELLED, "cancelled: another approach verified first (select: first)")
+                    tasks[t].outcome_is(TaskState.CANCELLED, "cancelled: another approach verified first (select: first)")
                 await _cancel({t: tasks[t] for t in pending})
                 for t in pending:
                     self.store.event("approach_cancelled", self.tid, approach=tasks[t].k)
                 pending = set()
 
-    def ended(self, run: ApproachRun, task: asyncio.Task) -> None:
+    def approach_ended(self, run: ApproachRun, task: asyncio.Task) -> None:
         if task.cancelled():
             run.outcome = run.outcome or TaskState.CANCELLED
         elif task.exception() is not None:
-            run.ended(TaskState.FAILED, f"internal error: {type(task.exception()).__name__}: {task.exception()}")
+            run.outcome_is(TaskState.FAILED, f"internal error: {type(task.exception()).__name__}: {task.exception()}")
         elif run.outcome is None:
-            run.ended(task.result(), run.why)
+            run.outcome_is(task.result(), run.why)
         self.store.event("approach_ended", self.tid, approach=run.k, outcome=run.outcome, agent=run.route.agent,
                          score=run.score, cost_usd=round(run.cost, 6), why=(run.why or "")[:500])
         self.save()
@@ -307,42 +335,33 @@ class Approaches:
         return sorted(verified, key=lambda r: (-(r.score if r.score is not None else -math.inf), r.cost,
                                                r.diff or 0, r.k))
 
-    async def finish(self) -> str:
+    async def finish(self) -> Ending:
         """Land the best verified approach (the next on a conflict), or end the task as the
         approaches' endings say."""
         if self.ctx.control.halting() and any(r.outcome in (TaskState.INTERRUPTED, TaskState.CANCELLED)
                                                 for r in self.runs) \
                 and self.spec.select == "best":
-            self.store.set_state(self.tid, TaskState.PENDING, running_s=self.runs[0].used_time())
-            return TaskState.INTERRUPTED
+            return Ending(None, running_s=self.runs[0].used_time())
         ranking = self.ranking()
         if not ranking:
             if self.ctx.control.halting() and any(r.outcome == TaskState.INTERRUPTED for r in self.runs):
-                self.store.set_state(self.tid, TaskState.PENDING, running_s=self.runs[0].used_time())
-                return TaskState.INTERRUPTED
+                return Ending(None, running_s=self.runs[0].used_time())
             return self.none_verified()
         if self.ctx.reviewed(self.node) and await self.ctx.isolation.hold(self.node, ranking[0].attempt,
                                                                           ranking[0].output) is None:
             run = self.selected = ranking[0]  # review: true - the best waits on its ref until approved
             run.outcome = TaskState.REVIEW
-            self.store.finish_task(self.tid, TaskState.REVIEW, output=run.output, fingerprint=self.node.fingerprint)
-            return TaskState.REVIEW
+            return Ending(TaskEnd(TaskState.REVIEW, output=run.output, fingerprint=self.node.fingerprint))
         conflicts: list[tuple[ApproachRun, Conflict]] = []
         for run in ranking:
             try:
                 result = await self.ctx.isolation.land(self.node, run.attempt, run.output, run.recheck(run.text))
             except (GitFailed, OSError, IsolationError) as e:
-                self.store.finish_task(self.tid, TaskState.FAILED, error=f"could not land approach {run.k}'s change: {e}")
-                return TaskState.FAILED
+                return Ending(TaskEnd(TaskState.FAILED, error=f"could not land approach {run.k}'s change: {e}"))
             if isinstance(result, Landed):
                 self.selected = run
-                self.store.finish_task(self.tid, TaskState.SUCCEEDED, output=run.output, fingerprint=self.node.fingerprint)
-                self.ctx.isolation.landed(self.node, result)
-                self.store.event("approach_selected", self.tid, approach=run.k, agent=run.route.agent,
-                                 score=run.score, sha=result.sha, message=(
-                                     f"approach {run.k} ({run.route.agent}) landed"
-                                     + (f" with score {run.score:g}" if run.score is not None else "")))
-                return TaskState.SUCCEEDED
+                self.then = functools.partial(self.landed, run, result)
+                return Ending(TaskEnd(TaskState.SUCCEEDED, output=run.output, fingerprint=self.node.fingerprint))
             if isinstance(result, Tampered):  # it never lands: the next verified approach may
                 run.outcome, run.why = TaskState.FAILED, result.why
                 continue
@@ -355,23 +374,29 @@ class Approaches:
         run, _ = conflicts[0]
         run.outcome = TaskState.BLOCKED
         ref = self.ctx.isolation.blocked(self.node, run.attempt)
-        self.store.finish_task(self.tid, TaskState.BLOCKED, error=(
+        return Ending(TaskEnd(TaskState.BLOCKED, error=(
             f"blocked: every verified approach conflicts with the integration branch ({run.why}); approach "
             f"{run.k}'s change is kept at {ref} (`git show {ref}`): merge it by hand, or "
-            f"`harnessc retry {self.tid}`"))
-        return TaskState.BLOCKED
+            f"`harnessc retry {self.tid}`")))
 
-    def none_verified(self) -> str:
+    def landed(self, run: ApproachRun, result: Landed) -> None:
+        """Once the task's success is written: the landing is done, the approach selected."""
+        self.ctx.isolation.landed(self.node, result)
+        self.store.event("approach_selected", self.tid, approach=run.k, agent=run.route.agent,
+                         score=run.score, sha=result.sha, message=(
+                             f"approach {run.k} ({run.route.agent}) landed"
+                             + (f" with score {run.score:g}" if run.score is not None else "")))
+
+    def none_verified(self) -> Ending:
         reasons = "; ".join(f"approach {r.k} ({r.route.agent}): {(r.why or r.outcome or '?')[:400]}" for r in self.runs)
         for state in ENDINGS:
             ends = [r for r in self.runs if r.outcome == state]
             if ends or state == TaskState.FAILED:
                 output = ends[0].output if ends and state == TaskState.DEGRADED else None
-                self.store.finish_task(self.tid, state, output=output,
-                                       fingerprint=self.node.fingerprint if state == TaskState.DEGRADED else None,
-                                       error=f"no approach verified: {reasons}"[:4000])
-                return state
-        return TaskState.FAILED
+                return Ending(TaskEnd(state, output=output,
+                                      fingerprint=self.node.fingerprint if state == TaskState.DEGRADED else None,
+                                      error=f"no approach verified: {reasons}"[:4000]))
+        return Ending(TaskEnd(TaskState.FAILED))
 
     async def close(self, run: ApproachRun) -> None:
         """Its worktree goes (the blocked one's ref stays; --keep-worktrees keeps a failed one)."""

@@ -46,7 +46,7 @@ from .loop.assist import GRACE, Assistant
 from .loop.loop import Seen, TaskLoop
 from .routing.router import Route
 from .routing.tasklimits import TaskLimits
-from .store.attempts import AttemptEnd, TaskEnd
+from .store.attempts import AttemptEnd, Ending, TaskEnd
 from .store.state import StateStore
 from .verify import Verdict, verified_by, verify
 from .worktree import landing as landingmod
@@ -60,10 +60,14 @@ BUDGET_POLL = 0.05  # seconds between looks while calls in flight hold the run b
 
 
 class Done(Exception):
-    """Ends the task's loop with its outcome (a final state, or "interrupted")."""
+    """Ends the task's loop with its ending (store/attempts.py), which the scheduler writes."""
 
-    def __init__(self, outcome: str):
-        self.outcome = outcome
+    def __init__(self, ending: Ending):
+        self.ending = ending
+
+    @property
+    def outcome(self) -> str:
+        return self.ending.state
 
 
 @dataclass
@@ -116,6 +120,19 @@ class AttemptLog:
         await self._closing
         self.id = None
 
+    async def end(self, ending: Ending) -> None:
+        """Write the task's ending (the scheduler's call): one store.end_task. With the attempt
+        still open, in the group commit, known as finish's write is when the task is cancelled."""
+        if ending.attempt is None:
+            self.write_end(ending)
+            return
+        if self.answered_at is not None and ending.attempt.answered_at is None:
+            ending = replace(ending, attempt=replace(ending.attempt, answered_at=self.answered_at))
+        self._closing_id, self._closing_final = ending.attempt_id, True
+        self._closing = self.store.defer(functools.partial(self.write_end, ending))
+        await self._closing
+        self.id = None
+
     def interrupted(self) -> bool:
         """After a cancel: record the attempt in flight as interrupted. True when the task's
         end had already committed (leave it as it is)."""
@@ -137,6 +154,9 @@ class AttemptLog:
 
     def write_finish(self, attempt_id: int, end: AttemptEnd) -> None:
         self.store.finish_attempt(attempt_id, self.tid, end)
+
+    def write_end(self, ending: Ending) -> None:
+        self.store.end_task(self.tid, ending)
 
 
 class TaskRun:
@@ -180,31 +200,70 @@ class TaskRun:
         # times), told with it so the run's trace shows where that time went (telemetry.py)
         self.steps: dict[str, list[float]] = {}
         self.routing_since: float | None = None
+        self.iterated = False  # its iterations began (their wind-up is due)
+        self.then: Any = None  # what follows its ending once written (a landing's record, a commit)
 
-    async def run(self) -> str:
+    async def run(self) -> Ending:
+        """The task's iterations until it ends: its ending, not yet written. The scheduler
+        writes it (AttemptLog.end), then calls `ended` - also when this raised."""
         if self.node.routing.auto:
             self.store.event("routed", self.tid, agents=self.route.agents)
-        outcome = TaskState.INTERRUPTED
-        try:
-            if self.iso:
-                try:
-                    self.attempt = await self.open_attempt()
-                except (GitFailed, OSError, IsolationError) as e:
-                    outcome = self._finish(TaskState.FAILED, f"could not create its worktree: {e}")
-                    return outcome
+        if self.iso:
             try:
-                with self.timed("prompt"):
-                    self.original = self.base = self.prompt = self.render()
-            except Exception as e:  # a template problem is this task's failure, not the run's
-                outcome = self._finish(TaskState.FAILED, f"could not render the prompt: {e}")
-                return outcome
-            if not self.iso and base_checks(self.node):  # the shared tree: before the agent touches it
-                await self.floors()
-            outcome = await self.iterations()
-            return outcome
+                self.attempt = await self.open_attempt()
+            except (GitFailed, OSError, IsolationError) as e:
+                return self.failed(f"could not create its worktree: {e}").ending
+        try:
+            with self.timed("prompt"):
+                self.original = self.base = self.prompt = self.render()
+        except Exception as e:  # a template problem is this task's failure, not the run's
+            return self.failed(f"could not render the prompt: {e}").ending
+        if not self.iso and base_checks(self.node):  # the shared tree: before the agent touches it
+            await self.floors()
+        return await self.iterations()
+
+    async def interrupted(self) -> None:
+        """Abort (the task was cancelled before its ending was written): the attempt in flight
+        is interrupted and the task goes back to pending. A write that committed after the
+        cancel was requested still counts."""
+        if not self.log.interrupted():
+            self.requeue(running_s=self.used_time())
+
+    async def ended(self, ending: Ending | None) -> None:
+        """After the scheduler wrote the ending (None: it was not, the task was cancelled or
+        failed): what follows it - the landing's record, the shared tree's commit, run memory,
+        the shared files - then the task's clean-up and its worktree's."""
+        outcome = ending.state if ending is not None else TaskState.INTERRUPTED
+        try:
+            if self.iterated:
+                await self.wind_up(ending)
         finally:
-            if self.iso and self.attempt is not None:
-                await self.iso.close(self.node, outcome)
+            await self.close_worktree(outcome)
+
+    async def wind_up(self, ending: Ending | None) -> None:
+        try:
+            if ending is not None:
+                if self.then is not None:
+                    await self.then()
+                self.remember(ending.state)
+                if self.files:
+                    await self.files.end()  # its last changes, for the tasks still running
+                await self.ctx.git.task_ended(self.tid, ending.state)  # what a succeeded task shared with this one
+        finally:
+            if self.files:
+                self.files.forget()
+            if not self.iso:
+                useredits.UserEdits.of(self.ctx).done(self.tid)
+            if self.loop:
+                self.loop.close()
+            try:
+                self.guard.close()  # a shared tree's copies of the protected files
+            except (OSError, WorkspaceError):
+                pass  # left in .harness/protected/: the next run of the task replaces them
+
+    async def close_worktree(self, outcome: str) -> None:
+        if self.iso and self.attempt is not None:
+            await self.iso.close(self.node, outcome)
 
     async def open_attempt(self, base: str | None = None, k: int = 1) -> Any:
         """The attempt's worktree, where a loop task's file evidence is measured from now on.
@@ -250,7 +309,8 @@ class TaskRun:
         earlier = list(self.loop.memory.decisions) if self.loop and getattr(self.loop, "memory", None) else []
         memory.ended(self.node, outcome, self.answer, earlier, output=self.output)
 
-    async def iterations(self) -> str:
+    async def iterations(self) -> Ending:
+        self.iterated = True  # `ended` winds them up
         if self.loop:
             self.resume_recovery()
         try:
@@ -258,28 +318,7 @@ class TaskRun:
             while True:
                 await self.iteration()
         except Done as d:
-            self.remember(d.outcome)
-            if self.files:
-                await self.files.end()  # its last changes, for the tasks still running
-            await self.ctx.git.task_ended(self.tid, d.outcome)  # what a succeeded task shared with this one
-            return d.outcome
-        except asyncio.CancelledError:
-            # Abort: the attempt in flight is interrupted; the task goes back to pending. A
-            # write that committed after the cancel was requested still counts.
-            if not self.log.interrupted():
-                self.requeue(running_s=self.used_time())
-            raise
-        finally:
-            if self.files:
-                self.files.forget()
-            if not self.iso:
-                useredits.UserEdits.of(self.ctx).done(self.tid)
-            if self.loop:
-                self.loop.close()
-            try:
-                self.guard.close()  # a shared tree's copies of the protected files
-            except (OSError, WorkspaceError):
-                pass  # left in .harness/protected/: the next run of the task replaces them
+            return d.ending
 
     def resume_recovery(self) -> None:
         """A loop task stopped on its recovery ladder goes on where it was (loop.py saved it):
@@ -358,25 +397,29 @@ class TaskRun:
         steering.poll(max_age=0.05)
         self.t0 += await steering.hold(self.ctx.control.halting)
         if steering.skipped(self.tid) and not self.ctx.control.halting():
-            raise Done(self._finish(TaskState.SKIPPED, "skipped by the operator (inbox)"))
+            raise self.done(TaskEnd(TaskState.SKIPPED, error="skipped by the operator (inbox)"))
         try:
             self.operator = planmod.render_operator(self.ctx.plan, steering.instructions_for(self.tid), self.ctx.root)
         except planmod.TemplateProblem as e:  # a project's operator.md.j2
-            raise Done(self._finish(TaskState.FAILED, f"could not render the operator's instructions: "
-                                              f"{e.span.path}:{e.span.line}: {e.code}: {e.message}")) from None
+            raise self.failed(f"could not render the operator's instructions: "
+                              f"{e.span.path}:{e.span.line}: {e.code}: {e.message}") from None
 
-    # The task's own state writes (an approach of approaches.py keeps them for its coordinator).
+    # The task's endings: raised as Done, written by the scheduler (an approach's by its coordinator).
+
+    def done(self, task: TaskEnd | None, attempt: AttemptEnd | None = None, running_s: float | None = None) -> Done:
+        """The task ends (`task` None: pending again, it runs on resume); `attempt`: the last
+        record of the attempt still open, written in the same commit."""
+        return Done(Ending(task, self.log.id if attempt is not None else None, attempt, running_s))
+
+    def failed(self, error: str) -> Done:
+        return self.done(TaskEnd(TaskState.FAILED, error=error))
 
     def requeue(self, **extra: Any) -> None:
-        """Back to pending (a halt, a cancel, a run budget): the task runs again on resume."""
+        """Back to pending after an abort: the task runs again on resume."""
         self.store.set_state(self.tid, TaskState.PENDING, **extra)
 
     def save_time(self, used: float) -> None:
         self.store.save_running_time(self.tid, used)
-
-    def end_task(self, state: str, error: str | None = None) -> None:
-        """The task's end without an attempt to carry it (the attempt's end carries the others)."""
-        self.store.finish_task(self.tid, state, error=error)
 
     async def user_edits(self) -> useredits.Spell | useredits.NoSpell:
         """The user's edits to the task's files since its last attempt, for its next prompt
@@ -401,8 +444,7 @@ class TaskRun:
         """Before a call: the run halting ends the task for now (its time so far kept); its own
         limits, counted across resumes (tasklimits.py), end it for good."""
         if self.ctx.control.halting():
-            self.requeue(running_s=self.used_time())
-            raise Done(TaskState.INTERRUPTED)
+            raise self.done(None, running_s=self.used_time())
         why = self.limits.reached(self.p.iteration, self.used_time())
         if why:
             self.give_up(why)
@@ -410,9 +452,8 @@ class TaskRun:
     async def over_limit(self, resp: Response, why: str) -> None:
         """A call that passed a contract constraint fails the task, whatever its answer says
         (the constraints are part of the contract); the answer is kept with its attempt."""
-        await self.log.finish(AttemptEnd("over_limit", raw=resp.text, errors=[why], charge=resp.charged(),
-                                         task=TaskEnd(TaskState.FAILED, error=why)))
-        raise Done(TaskState.FAILED)
+        raise self.done(TaskEnd(TaskState.FAILED, error=why),
+                        AttemptEnd("over_limit", raw=resp.text, errors=[why], charge=resp.charged()))
 
     def clock(self) -> None:
         """Every CLOCK_EVERY seconds while the task runs (scheduler.py): its time so far is
@@ -436,7 +477,7 @@ class TaskRun:
         try:
             agent, cfg = self.ctx.agent(name)
         except AgentError as e:
-            raise Done(self._finish(TaskState.FAILED, e.message)) from None
+            raise self.failed(e.message) from None
         return name, agent, cfg
 
     async def reserve(self, cfg: AgentConfig) -> tuple[float, tuple[int, int]]:
@@ -454,9 +495,8 @@ class TaskRun:
             if scope in ("run", "wait"):  # wait: the run is halting meanwhile
                 if scope == "run" and self.ctx.control.halt_run(outcomes.BUDGET, msg):
                     self.store.event("budget_exhausted", self.tid, message=msg)
-                self.requeue()
-                raise Done(TaskState.INTERRUPTED)
-            raise Done(self._finish(TaskState.FAILED, msg))
+                raise self.done(None)
+            raise self.failed(msg)
         return cost, tokens
 
     async def begin_attempt(self, name: str, cost: float, tokens: tuple[int, int]) -> None:
@@ -528,7 +568,7 @@ class TaskRun:
         try:
             await self._guard_call(self.guard.reads_before, self.guard.before)
         except (OSError, WorkspaceError) as e:
-            raise Done(self._finish(TaskState.FAILED, f"could not record its protected files: {e}")) from None
+            raise self.failed(f"could not record its protected files: {e}") from None
 
     @staticmethod
     async def _guard_call(reads: bool, fn, *args):
@@ -583,10 +623,8 @@ class TaskRun:
     async def cut_by_stop(self, started: float) -> None:
         """A call still running the stop's grace after a graceful stop was cut: its attempt
         is interrupted, the task goes back to pending (the next run goes on from it)."""
-        await self.log.finish(AttemptEnd("interrupted", charge=Charge(latency=clock.monotonic() - started), errors=[
+        raise self.done(None, AttemptEnd("interrupted", charge=Charge(latency=clock.monotonic() - started), errors=[
             f"stopped: the call was still running {self.ctx.calls.grace:g}s after the stop, and was cut"]))
-        self.requeue()
-        raise Done(TaskState.INTERRUPTED)
 
     def request(self, cfg: AgentConfig) -> Request:
         prompt = self.sent_prompt
@@ -648,7 +686,7 @@ class TaskRun:
         strategy = self.node.retry.on_failure
         if strategy in ("fallback", "partial", "template") and self.contract and self.contract.output:
             error += f" (on_failure {strategy} not applied: the last call produced no answer)"
-        raise Done(self._finish(TaskState.FAILED, error))
+        raise self.failed(error)
 
     def fall_back(self, why: str) -> bool:
         """Move the task to the next agent of its chain; False when there is none."""
@@ -681,8 +719,8 @@ class TaskRun:
             try:
                 return self.loop.prompt(self.base)
             except planmod.TemplateProblem as e:
-                raise Done(self._finish(TaskState.FAILED, f"could not render the memory section: {e.span.path}:"
-                                                  f"{e.span.line}: {e.code}: {e.message}")) from None
+                raise self.failed(f"could not render the memory section: {e.span.path}:"
+                                  f"{e.span.line}: {e.code}: {e.message}") from None
 
     async def succeed(self, resp: Response, verdict: Verdict) -> None:
         self.answer, self.output = resp.text, verdict.output
@@ -693,14 +731,16 @@ class TaskRun:
             await self.land(resp, verdict, end)
             return
         # shared tree: the work is there already
-        ending = TaskState.REVIEW if self.ctx.reviewed(self.node) else TaskState.SUCCEEDED
-        await self.log.finish(replace(end, task=TaskEnd(ending, output=verdict.output,
-                                                        fingerprint=self.node.fingerprint)))
-        if self.files and not self.loop:
-            await self.files.end(text=resp.text)
-        await self.ctx.git.commit(self.node, self.how_verified(verdict), self.p.iteration, self.route.agent,
-                                  self.files)
-        raise Done(ending)
+        state = TaskState.REVIEW if self.ctx.reviewed(self.node) else TaskState.SUCCEEDED
+
+        async def commit() -> None:  # once its success is written
+            if self.files and not self.loop:
+                await self.files.end(text=resp.text)
+            await self.ctx.git.commit(self.node, self.how_verified(verdict), self.p.iteration, self.route.agent,
+                                      self.files)
+
+        self.then = commit
+        raise self.done(TaskEnd(state, output=verdict.output, fingerprint=self.node.fingerprint), end)
 
     async def land(self, resp: Response, verdict: Verdict, attempt: AttemptEnd) -> None:
         """An isolated task's verified change (`attempt`: its verified end): committed in its
@@ -716,22 +756,22 @@ class TaskRun:
             if self.ctx.reviewed(self.node):  # review: true - kept on its ref until approved
                 result = await self.iso.hold(self.node, self.attempt, verdict.output)
                 if result is None:
-                    await self.log.finish(replace(attempt, task=TaskEnd(TaskState.REVIEW, output=verdict.output,
-                                                                        fingerprint=self.node.fingerprint)))
-                    raise Done(TaskState.REVIEW)
+                    raise self.done(TaskEnd(TaskState.REVIEW, output=verdict.output,
+                                            fingerprint=self.node.fingerprint), attempt)
             else:
                 async with useredits.UserEdits.of(self.ctx).writing():  # the user's tree: harnessc's write
                     result = await self.iso.land(self.node, self.attempt, verdict.output, self.recheck(resp.text))
         except (GitFailed, OSError, IsolationError) as e:
             why = f"could not land its change: {e}"
-            await self.log.finish(replace(attempt, status="rejected", errors=[why],
-                                          task=TaskEnd(TaskState.FAILED, error=why)))
-            raise Done(TaskState.FAILED) from None
+            raise self.done(TaskEnd(TaskState.FAILED, error=why),
+                            replace(attempt, status="rejected", errors=[why])) from None
         if isinstance(result, Landed):
-            await self.log.finish(replace(attempt, task=TaskEnd(TaskState.SUCCEEDED, output=verdict.output,
-                                                                fingerprint=self.node.fingerprint)))
-            self.iso.landed(self.node, result)
-            raise Done(TaskState.SUCCEEDED)
+            async def record() -> None:  # once its success is written: the landing is done
+                self.iso.landed(self.node, result)
+
+            self.then = record
+            raise self.done(TaskEnd(TaskState.SUCCEEDED, output=verdict.output, fingerprint=self.node.fingerprint),
+                            attempt)
         if isinstance(result, Tampered):  # a failed attempt: tried again in a fresh worktree, told why
             verdict.ok, verdict.errors = False, [result.why]
             self.p.calls.answered(True, [result.why])  # iteration() counted it as verified
@@ -752,9 +792,7 @@ class TaskRun:
         ref = self.iso.blocked(self.node, self.attempt)
         error = (f"blocked: {why}, again after running once more from the new commit; its change is kept at "
                  f"{ref} (`git show {ref}`): merge it by hand, or `harnessc retry {self.tid}`")
-        await self.log.finish(replace(attempt, status="rejected", errors=[why],
-                                      task=TaskEnd(TaskState.BLOCKED, error=error)))
-        raise Done(TaskState.BLOCKED)
+        raise self.done(TaskEnd(TaskState.BLOCKED, error=error), replace(attempt, status="rejected", errors=[why]))
 
     def recheck(self, text: str):
         """The task's checks again, on the merged tree in its worktree: their errors."""
@@ -797,9 +835,8 @@ class TaskRun:
             state, output, error, filled = self.on_failure()
             if not_retried:
                 error = f"not retried ({not_retried}); {error}"
-            await self.log.finish(replace(rejected, task=TaskEnd(state, output=output, fingerprint=self.node.fingerprint,
-                                                                 error=error, filled=filled)))
-            raise Done(state)
+            raise self.done(TaskEnd(state, output=output, fingerprint=self.node.fingerprint, error=error,
+                                    filled=filled), rejected)
         if seen and seen.stuck:
             await self.stuck(seen, rejected)
             self.prompt, self.level = await self.next_prompt(), 0
@@ -848,12 +885,11 @@ class TaskRun:
         if rung.kind == "escalate":
             self.escalate(f"stuck: {why}")
         elif rung.kind == "human":
-            self.end_task("blocked", error=(
+            raise self.done(TaskEnd(TaskState.BLOCKED, error=(
                 f"blocked: stuck ({why}) after every recovery step (prompt rewrites: "
                 f"{', '.join(ladder.rewrites_tried()) or 'none'}; agents: "
                 f"{' > '.join(self.route.agents[:self.route.index + 1])}); tell the agent what to do differently "
-                f"(`harnessc tell {self.tid} \"...\"`), then `harnessc retry {self.tid}`"))
-            raise Done(TaskState.BLOCKED)
+                f"(`harnessc tell {self.tid} \"...\"`), then `harnessc retry {self.tid}`")))
         elif rung.kind == "give_up":
             self.give_up(f"{seen.stuck.reason} (after every recovery step)")
 
@@ -906,11 +942,7 @@ class TaskRun:
         """End the task as failed at a limit (or stuck after every recovery step): why, then
         what its calls did in this run."""
         story = self.p.calls.story()
-        raise Done(self._finish(TaskState.FAILED, f"{why}; {story}" if story else why))
-
-    def _finish(self, state: str, error: str) -> str:
-        self.end_task(state, error=error)
-        return state
+        raise self.failed(f"{why}; {story}" if story else why)
 
     def used_time(self) -> float:
         """Seconds the task has run in its round: in earlier runs, then in this one (pauses not counted)."""

@@ -60,6 +60,7 @@ from .routing.throttle import Throttle
 from .schedule import Graph, Schedule
 from .steering import Steering
 from .store import outputs
+from .store.attempts import Ending, TaskEnd
 from .store.state import REVIEW_KEY, StateError, StateStore
 from .termination import RunLimits
 from .work import Work, plan_work
@@ -545,18 +546,22 @@ class Runner:
         try:
             return await self._run_node(self.nodes[tid])
         except planmod.TemplateProblem as e:  # a retry's refine.md.j2 failed to render
-            self.store.finish_task(tid, TaskState.FAILED, error=f"could not render the retry prompt: "
-                                   f"{e.span.path}:{e.span.line}: {e.code}: {e.message}")
-            return TaskState.FAILED
+            return self._end(tid, Ending(TaskEnd(TaskState.FAILED, error=f"could not render the retry prompt: "
+                                                 f"{e.span.path}:{e.span.line}: {e.code}: {e.message}")))
+
+    def _end(self, tid: str, ending: Ending) -> str:
+        self.store.end_task(tid, ending)
+        return ending.state
 
     async def _run_node(self, node: PlanNode) -> str:
+        """Run the task (its iterations, or its approaches) to its ending, write that - the
+        task's final state and its attempt's last record, one commit - then let it wind up."""
         tid = node.id
         flaw = title_flaw(node.title)
         if flaw is not None:  # the lint refuses it (HC108): a plan.json edited by hand
-            self.store.finish_task(tid, TaskState.FAILED, error=(
+            return self._end(tid, Ending(TaskEnd(TaskState.FAILED, error=(
                 f"its title holds {flaw[1]} at character {flaw[0] + 1}: a title is one line of plain text "
-                "(it becomes a commit's subject); fix it in roadmap.md and build again"))
-            return TaskState.FAILED
+                "(it becomes a commit's subject); fix it in roadmap.md and build again"))))
         route = self.router.route(node)
         if node.split:  # its subtasks first (growth/)
             return await self.growth.run_split(node, route)
@@ -568,10 +573,20 @@ class Runner:
                     f"{tid}: approaches and score need isolation: worktree; this run (--isolation none) "
                     "runs the task once, without its score"))
             run = self.task_runs[tid] = TaskRun(self, node, route)
+        written = None
         try:
-            return await run.run()
+            ending = await run.run()
+            await run.log.end(ending)  # store.end_task, in the group commit when its attempt is still open
+            written = ending
+            return ending.state
+        except asyncio.CancelledError:  # abort: the attempt in flight interrupted, the task pending
+            await run.interrupted()
+            raise
         finally:
-            self.task_runs.pop(tid, None)
+            try:
+                await run.ended(written)  # what follows the written ending, the task's clean-up
+            finally:
+                self.task_runs.pop(tid, None)
 
     def register(self, nodes: list[PlanNode]) -> None:
         """Tasks added to the running plan (growth/): the isolation and git commits know them."""

@@ -7,7 +7,7 @@ Assist calls (runtime/loop/assist.py) are ledger rows of the task, without an at
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from ...states import TaskState
@@ -46,6 +46,24 @@ class AttemptEnd:
     loop_state: dict | None = None  # what a loop task's next iteration carries over (runtime/loop/loop.py)
     task: TaskEnd | None = None  # the task ends with this attempt
     answered_at: float | None = None  # when the agent's answer came (a wall time), for the run's trace
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a task's run ended: what runtime/iteration.py's TaskRun (or approaches.py's
+    coordinator) returns and the scheduler writes with `end_task`, in one commit: the task's
+    end (None: pending again, it runs on resume) and the last record of the attempt that
+    reached it, when that attempt was still open."""
+
+    task: TaskEnd | None
+    attempt_id: int | None = None
+    attempt: AttemptEnd | None = None  # its `task` is this ending's, whatever it holds
+    running_s: float | None = None  # pending again: its running time so far in its round (None: kept)
+
+    @property
+    def state(self) -> TaskState:
+        return self.task.state if self.task is not None else TaskState.INTERRUPTED
+
 
 def _usage_counts(usage: Any) -> dict[str, int]:
     """An agents.base.Usage as the attempt's USAGE_COLUMNS (all 0 for None: nothing reported)."""
@@ -184,6 +202,20 @@ class Attempts(Tasks, Ledger):
                 self._spent += cost_usd - held[1]
             if self._tokens is not None:
                 self._tokens += tokens - held[2]
+
+    def end_task(self, task_id: str, ending: Ending) -> None:
+        """Write a task's ending: its attempt's last record and the task's final state (or
+        pending again) in one transaction, so no crash falls between them."""
+        with self.tx():
+            if ending.attempt is not None:
+                self.finish_attempt(ending.attempt_id, task_id, replace(ending.attempt, task=ending.task))
+            elif ending.task is not None:
+                task = ending.task
+                self.finish_task(task_id, task.state, output=task.output, fingerprint=task.fingerprint,
+                                 error=task.error)
+            if ending.task is None:
+                extra = {} if ending.running_s is None else {"running_s": ending.running_s}
+                self.set_state(task_id, TaskState.PENDING, **extra)
 
     def attempts(self, task_id: str) -> list[dict]:
         """The task's attempts in order; `estimated_usd`: what was reserved for the call."""
