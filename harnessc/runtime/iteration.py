@@ -12,7 +12,11 @@ Each iteration is the same short sequence of named steps:
 
 The scheduler (scheduler.py) owns only the graph; everything one task does lives here. What
 a step needs from the run - the state store, the budget, agents, the stop flag - comes
-through `TaskContext`, a small interface the Runner implements.
+through `TaskContext`, a small interface the Runner implements. A step that ends the task
+decides and does not write: it raises `Done` with an `Ending` (store/attempts.py: the
+task's end and the last record of its open attempt), `run` returns it, and the scheduler
+writes it in one commit (AttemptLog.end -> store.end_task) before `ended` does what follows
+a written end (a landing's record, the shared tree's commit, run memory, clean-up).
 """
 
 from __future__ import annotations
@@ -225,8 +229,8 @@ class TaskRun:
     async def interrupted(self) -> None:
         """Abort (the task was cancelled before its ending was written): the attempt in flight
         is interrupted and the task goes back to pending. A write that committed after the
-        cancel was requested still counts."""
-        if not self.log.interrupted():
+        cancel was requested still counts. (Before its iterations began: left as it is.)"""
+        if self.iterated and not self.log.interrupted():
             self.requeue(running_s=self.used_time())
 
     async def ended(self, ending: Ending | None) -> None:

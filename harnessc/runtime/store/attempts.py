@@ -1,7 +1,8 @@
 """The attempts table: an attempt is recorded (and its cost reserved in the ledger) before the
 agent is called, and completed after with its end - a typed record (AttemptEnd) built where
 the attempt ends (runtime/iteration.py): its answer and verdict, what the call cost, a loop
-task's progress and, when the attempt ends its task, the task's end, all in one commit.
+task's progress and, when the attempt ends its task, the task's end, all in one commit
+(`end_task`: the scheduler writes a task's Ending so).
 Assist calls (runtime/loop/assist.py) are ledger rows of the task, without an attempt."""
 
 from __future__ import annotations
