@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -55,15 +55,19 @@ def _show_build_diagnostics(project) -> None:
     click.echo(render_text(items, project.sources, shown_paths(items, project.root), REPEATS_SHOWN), nl=False, err=True)
 
 
-def _executor_settings(plan, opts, need_ray: bool = False):
+UNRESOLVED: Any = object()  # executor settings not resolved yet
+
+
+def _executor_settings(plan, opts, need_ray: bool = False, settings: Any = UNRESOLVED):
     """The run's executor settings (None: local) from the plan and `opts.executor` /
-    `opts.ray_address`; exits with a usage error for flags that cannot be used, or, with
-    `need_ray`, when Ray cannot be imported."""
+    `opts.ray_address` (or `settings`, resolved already); exits with a usage error for flags
+    that cannot be used, or, with `need_ray`, when Ray cannot be imported."""
     from ..runtime.executor import ExecutorError
     from ..runtime.executor.rayconfig import require_ray, resolve_executor
 
     try:
-        settings = resolve_executor(plan, opts.executor, opts.ray_address)
+        if settings is UNRESOLVED:
+            settings = resolve_executor(plan, opts.executor, opts.ray_address)
         if settings is not None and need_ray:
             require_ray()
     except ExecutorError as e:
@@ -71,13 +75,15 @@ def _executor_settings(plan, opts, need_ray: bool = False):
     return settings
 
 
-def _execute(root: Path, plan: dict, opts, detached_fd: int | None = None) -> None:
+def _execute(root: Path, plan: dict, opts, detached_fd: int | None = None, settings: Any = UNRESOLVED) -> None:
     """Run with a display, print the summary, exit with the run's code. Everything said
     once the run started also goes to its run.log (observe/runlog.py). `detached_fd`: this
-    is the child of `run --detach`, reporting on that pipe once the run started (children/detach.py)."""
+    is the child of `run --detach`, reporting on that pipe once the run started (children/detach.py).
+    `settings`: the executor's, when the caller resolved them (else resolved here, once)."""
     from rich.console import Console
 
-    _executor_settings(plan, opts, need_ray=True)  # before anything starts: Ray is importable
+    # before anything starts: Ray is importable
+    settings = _executor_settings(plan, opts, need_ray=True, settings=settings)
 
     from ..runtime.children import prctl
     from ..runtime.observe import display as displaymod
@@ -121,7 +127,7 @@ def _execute(root: Path, plan: dict, opts, detached_fd: int | None = None) -> No
 
     try:
         result = execute(root, plan, opts, listeners=[view.on_event, log.on_event],
-                         on_start=on_start)
+                         on_start=on_start, executor_settings=settings)  # resolved once, here
     except Locked as e:
         fail_usage(str(e), hint="wait for it, or stop it with `harnessc stop`")
     except Refused as e:  # nothing was called or charged
@@ -303,7 +309,7 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
                       max_iterations=_iterations_option(max_iterations),
                       isolation=isolation, keep_worktrees=keep_worktrees, auto_approve=auto_approve,
                       executor=executor, ray_address=ray_address)
-    _executor_settings(plan, opts)  # a bad --ray-address or flag pair: a usage error, even for --dry-run
+    settings = _executor_settings(plan, opts)  # a bad --ray-address or flag pair: a usage error, even for --dry-run
     try:
         planmod.select_ids(plan, opts.select, opts.exclude)
         Router(plan.agents, force=opts.agent, only=opts.agents)
@@ -320,7 +326,7 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
         _dry_run(root, plan, opts)
     if detached_fd is not None:
         os.set_inheritable(detached_fd, False)  # no agent or tool the run starts holds the parent waiting
-    _execute(root, plan, opts, detached_fd)
+    _execute(root, plan, opts, detached_fd, settings)
 
 
 def _detach(root: Path) -> NoReturn:

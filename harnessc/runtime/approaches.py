@@ -309,7 +309,8 @@ class Approaches:
                 self.approach_ended(tasks[t], t)
             if self.spec.select == "first" and any(tasks[t].outcome == "verified" for t in done) and pending:
                 for t in pending:
-                    tasks[t].outcome_is(TaskState.CANCELLED, "cancelled: another approach verified first (select: first)")
+                    tasks[t].outcome_is(TaskState.CANCELLED,
+                                        "cancelled: another approach verified first (select: first)")
                 await _cancel({t: tasks[t] for t in pending})
                 for t in pending:
                     self.store.event("approach_cancelled", self.tid, approach=tasks[t].k)

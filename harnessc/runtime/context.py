@@ -1,17 +1,25 @@
-"""What one task's iterations need from the run: `TaskContext`, the interface the Runner
-(scheduler.py) implements and a task's iterations (iteration.py), its approaches
-(approaches.py) and its assist calls (loop/assist.py) are given."""
+"""What a run is made of: `Setup`, the collaborators session.py builds once from the plan
+and the frozen RunOptions, which the Runner (scheduler.py) runs the graph with; and what one
+task's iterations need from the run: `TaskContext`, the interface the Runner implements and
+a task's iterations (iteration.py), its approaches (approaches.py) and its assist calls
+(loop/assist.py) are given, with its two bundles `CallPolicy` and `RunControl`."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol
 
 from ..planfile import Plan, PlanNode
 from ..providers import AgentConfig
+from ..workspace import Workspace
+from .agents.cassettes import Cassettes
 from .baseline import Baselines
 from .loop.attribution import Attribution
+from .memory import RunMemory
+from .observe.alerts import Alerts
+from .observe.notify import Notifier
 from .routing.budget import Budget
 from .routing.callbounds import CallBounds
 from .routing.health import Health
@@ -19,6 +27,7 @@ from .routing.router import Router
 from .routing.throttle import Throttle
 from .steering import Steering
 from .store.state import StateStore
+from .termination import RunLimits
 from .worktree.gitops import GitCommits
 from .worktree.isolation import Isolation
 
@@ -42,6 +51,31 @@ class RunControl:
     halt_run: Callable[[str, str], bool]  # (outcome kind, why) -> False when it was halting already
     sleep: Callable[..., Awaitable[None]]  # (seconds, task id)
     steering: Steering
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A run's collaborators, built once by session.setup from the plan and the frozen
+    RunOptions; the Runner keeps no options of its own but these."""
+
+    jobs: int  # tasks at once
+    fail_fast: bool
+    auto_approve: bool  # run --auto-approve: `review: true` tasks land as any other
+    selection: dict[str, Any]  # work.plan_work's keywords: select, exclude, rerun, only
+    limits: RunLimits  # the run's own (max_time)
+    policy: CallPolicy
+    executor_settings: Any  # None: attempts run here; else executor/rayconfig.py's, for executor/ray.py
+    workspace: Workspace
+    isolation: Isolation
+    baselines: Baselines
+    git: GitCommits
+    attribution: Attribution
+    memory: RunMemory | None
+    cassettes: Cassettes
+    steering: Steering
+    alerts: Alerts
+    notifier: Notifier
+    wake: asyncio.Event  # set when the scheduler has something to look at (steering sets it too)
 
 
 class TaskContext(Protocol):

@@ -5,7 +5,8 @@ by priority, then critical path first (the longest estimated chain of work still
 them), then roadmap order, at most `jobs` at a time. A failed task skips its dependents
 and independent work goes on (unless fail_fast). Those decisions are schedule.Schedule's
 (a plain state machine); the Runner drives it on asyncio, owns the stop flags and limits
-and what tasks share. What one task does - its iterations - is iteration.TaskRun.
+and what tasks share - built once by session.setup (context.Setup). What one task does - its
+iterations - is iteration.TaskRun: it returns the task's Ending and the Runner writes it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .. import outcome as outcomes
 from ..outcome import RunOutcome
@@ -32,40 +33,24 @@ from ..workspace import Workspace, WorkspaceError
 from . import clock
 from . import plan as planmod
 from .agents.base import AgentError
-from .agents.cassettes import Cassettes
 from .approaches import Approaches
 from .approval import approval_recheck
-from .baseline import Baselines
 from .children import reaper
-from .context import CallPolicy, RunControl
-from .executor.rayconfig import resolve_executor
+from .context import RunControl, Setup
 from .explore import explore_from
 from .growth import PlanGrowth
 from .iteration import TaskRun, conflict_text
-from .loop import loopflags
-from .loop.attribution import Attribution
-from .memory import RunMemory
-from .observe.alerts import Alerts
 from .observe.cachesaving import cache_figures
-from .observe.notify import Notifier
 from .observe.summaries import Summaries
 from .preflight import RunCheck, config_of
-from .routing.budget import Budget
 from .routing.callbounds import CallBounds
-from .routing.health import Health
-from .routing.history import History
-from .routing.router import Router
 from .routing.tasklimits import CLOCK_EVERY
-from .routing.throttle import Throttle
 from .schedule import Graph, Schedule
-from .steering import Steering
 from .store import outputs
 from .store.attempts import Ending, TaskEnd
 from .store.state import REVIEW_KEY, StateError, StateStore
-from .termination import RunLimits
 from .work import Work, plan_work
-from .worktree.gitops import GitCommits
-from .worktree.isolation import WORKTREE, Isolation, Landed
+from .worktree.isolation import Landed
 
 STOP_POLL = 0.2  # seconds between looks at .harness/stop
 
@@ -130,47 +115,28 @@ def new_run_id() -> str:
 
 
 class Runner:
-    def __init__(self, root: Path, plan: Plan, store: StateStore, opts: RunOptions,
-                 listeners: list[Callable[[dict], None]] | None = None):
-        self.root = root
-        self.plan = plan
-        self.store = store
-        self.fail_fast, self.auto_approve, self.rerun = opts.fail_fast, opts.auto_approve, opts.rerun
-        self.selection = dict(select=opts.select, exclude=opts.exclude, rerun=opts.rerun, only=opts.only)  # plan_work's
-        flags = loopflags.resolve(opts.preset, opts.max_time, opts.max_iterations, opts.stuck_after,
-                                  opts.progress_threshold)
-        loopflags.apply(plan, opts.preset, flags)
+    """Runs the task graph with the collaborators session.setup built (context.Setup), and is
+    the TaskContext its tasks call back into."""
+
+    def __init__(self, root: Path, plan: Plan, store: StateStore, setup: Setup):
+        self.root, self.plan, self.store = root, plan, store
+        self.fail_fast, self.auto_approve = setup.fail_fast, setup.auto_approve
+        self.selection = setup.selection  # plan_work's
         self.started = clock.monotonic()
         self.nodes = {n.id: n for n in plan.nodes}
         self.growth = PlanGrowth(self)  # plan.grow: auto, split: true (growth/); before the graph
         self.graph = Graph.of(plan.nodes, priority_rank)  # what orders ready tasks (schedule.py)
-        self.jobs = max(1, opts.jobs or int(plan.concurrency or 4))
-        budget = plan.budget or {}
-        limit = opts.max_cost if opts.max_cost is not None else budget.get("max_cost_usd")
-        max_tokens = budget.get("max_tokens")
-        self.budget = Budget(store, limit, int(max_tokens) if max_tokens is not None else None)
-        self.router = Router(plan.agents, force=opts.agent, only=opts.agents, history=History(store, plan))
-        self.health = Health(store, plan.agents)
-        self.deprecations_said: set[str] = set()
-        # a task's approaches run at once (approaches.py): an agent may have as many calls in
-        # flight as the widest task has approaches, unless its own limits.concurrency says fewer
-        widest = max((n.approaches.n for n in plan.nodes if n.approaches is not None and not n.done), default=1)
-        self.throttle = Throttle(plan.agents, max(self.jobs, widest))
-        # executor ray: every attempt runs on a worker, each task isolated whatever isolation: says
-        self.executor_settings = resolve_executor(plan, opts.executor, opts.ray_address)
+        self.jobs = setup.jobs
+        self.policy = setup.policy  # what a task's calls share (context.py)
+        self.budget, self.health = setup.policy.budget, setup.policy.health
+        self.router, self.throttle = setup.policy.router, setup.policy.throttle
+        self.executor_settings = setup.executor_settings
         self.executor: Any = None  # started by start_executor (executor/ray.py)
-        # isolated tasks work in worktrees and land as commits (worktree/); the others share the tree
-        isolation = WORKTREE if self.executor_settings is not None else opts.isolation
-        self.isolation = Isolation(root, plan.nodes, store, isolation, hooks=bool(plan.git_hooks),
-                                   worktrees=plan.worktrees, keep_failed=opts.keep_worktrees)
-        self.baselines = Baselines(store)  # min_passed: base - each base measured once (baseline.py)
-        shared = [n for n in plan.nodes if not self.isolation.is_isolated(n)]
-        self.git = GitCommits(root, store, shared, hooks=bool(plan.git_hooks))
-        self.workspace = Workspace(root)
-        # which changed files are whose, when tasks run at the same time (progress, commits)
-        self.attribution = Attribution(root, self.workspace.loop / "run.index", shared, self.jobs,
-                                       make_dir=self.workspace.make_dir, event=store.event)
-        self.memory = RunMemory.of(root, plan, store)  # .harness/memory/: what tasks learn (runtime/memory/)
+        self.workspace, self.isolation, self.baselines = setup.workspace, setup.isolation, setup.baselines
+        self.git, self.attribution, self.memory = setup.git, setup.attribution, setup.memory
+        self.cassettes, self.limits = setup.cassettes, setup.limits
+        self.steering, self.alerts, self.notifier = setup.steering, setup.alerts, setup.notifier
+        self.deprecations_said: set[str] = set()
         self.agents: dict[str, Any] = {}
         self.outputs_written = 0  # results this run wrote to .harness/outputs/
         self.results = outputs.Writer(self.workspace, store.redact)
@@ -179,9 +145,8 @@ class Runner:
         self.stop_mode: str | None = None  # None | stop | abort
         self.calls = CallBounds()  # every agent call's deadline; a stop's grace cuts them
         self.halt: tuple[str, str] | None = None  # (outcome.BUDGET|FAIL_FAST, why): ends the run early
-        self.wake = asyncio.Event()
+        self.wake = setup.wake
         self._stop_event = asyncio.Event()  # wakes retry delays early
-        self.cassettes = Cassettes(self.workspace, opts.cassettes)
         self.running: dict[str, asyncio.Task] = {}
         self.task_runs: dict[str, TaskRun] = {}  # the running tasks' iterations, for their clocks
         self._clocked = 0.0  # when the running tasks' times were last saved
@@ -194,22 +159,9 @@ class Runner:
         self.planned: Work | None = None  # what idle_result found to do (the pre-flight checks it)
         self.preflight: RunCheck | None = None  # what the pre-flight found (session.py)
         self.notes: list[str] = []  # the isolation's closing lines
-        if listeners:
-            store.listeners = listeners
-        # The operator's side of a run: the inbox and overrides, alerts, periodic summaries.
-        loop_cfg = planmod.loop_settings(plan)
-        self.limits = RunLimits.of(opts.max_time, flags.get("max_time"), loop_cfg)
-        self.steering = Steering(self.workspace, store, set(self.nodes), self.budget, set(plan.agents), self.wake.set,
-                                 instructions=loop_cfg.environment.inbox,
-                                 env_overrides=loop_cfg.environment.env_overrides)
-        self.alerts = Alerts(self.workspace, store, loop_cfg, self.budget, self._max_iterations,
-                             lambda why: self.steering.pause("alert", why))
-        self.summaries = Summaries(store, loop_cfg.summary_every, lambda: self.targets)
-        # after the alerts: it is told of theirs (notify.py); `self.notifier.send` is the emitter
-        self.notifier = Notifier(plan.notify, root, store, self.alerts.alert, plan.agents)
-        store.listeners = [*store.listeners, self.alerts.on_event, self.notifier.on_event, self._count_iteration]
+        self.summaries = Summaries(store, planmod.loop_settings(plan).summary_every, lambda: self.targets)
+        store.listeners = [*store.listeners, self._count_iteration]
         # what a task's iterations get of the run, besides the store and the checkouts (context.py)
-        self.policy = CallPolicy(self.budget, self.health, self.router, self.throttle)
         self.control = RunControl(self.halting, self.halt_run, self.sleep, self.steering)
 
     def start_executor(self) -> None:
@@ -307,9 +259,6 @@ class Runner:
         """Sleep, but wake early when a stop is requested (or an urgent instruction for the task comes)."""
         await self.steering.sleep(seconds, task_id, self._stop_event)
 
-    def _max_iterations(self, tid: str) -> int | None:
-        return self.nodes[tid].limits.max_iterations if tid in self.nodes else 0
-
     # ------------------------------------------------------------------ selection
 
     def idle_result(self) -> RunResult | None:
@@ -339,7 +288,7 @@ class Runner:
         # a task run again from its end (--rerun, or every task with --rerun all) starts its
         # loop memory afresh: its old iterations are not this round's ("This is iteration 4"
         # on a round's first call); retry and resume keep it
-        fresh = [tid for tid in work.todo if self.rerun == "all" or rows[tid]["state"] in LANDED]
+        fresh = [tid for tid in work.todo if self.selection["rerun"] == "all" or rows[tid]["state"] in LANDED]
         with self.store.tx():
             for tid in work.todo:
                 if rows[tid]["state"] != TaskState.PENDING:

@@ -1,4 +1,5 @@
-"""One `harnessc run`: take the lock, open and recover the state, run, checkpoint, report."""
+"""One `harnessc run`: take the lock, open and recover the state, build the run's
+collaborators once from the plan and the frozen RunOptions (`setup`), run, checkpoint, report."""
 
 from __future__ import annotations
 
@@ -6,20 +7,104 @@ import asyncio
 import dataclasses
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .. import nogc, proposals, providers
 from ..states import LANDED
 from ..workspace import Workspace, WorkspaceError, storage_reason
+from . import plan as planmod
 from . import preflight
+from .agents.cassettes import Cassettes
+from .baseline import Baselines
 from .children import procs, reaper
+from .context import CallPolicy, Setup
+from .executor.rayconfig import resolve_executor
+from .loop import loopflags
+from .loop.attribution import Attribution
+from .memory import RunMemory
 from .observe import telemetry
+from .observe.alerts import Alerts
+from .observe.notify import Notifier
+from .routing.budget import Budget
+from .routing.health import Health
+from .routing.history import History
+from .routing.router import Router
+from .routing.throttle import Throttle
 from .scheduler import Runner, RunOptions, RunResult, new_run_id, write_results
+from .steering import Steering
 from .store.lock import RunLock
 from .store.state import StateError, StateStore
+from .termination import RunLimits
+from .worktree.gitops import GitCommits
+from .worktree.isolation import WORKTREE, Isolation
 
 if TYPE_CHECKING:  # an annotation only (plan.json's typed contract)
     from ..planfile import Plan
+
+UNRESOLVED: Any = object()  # execute's executor_settings when the caller did not resolve them
+
+
+def setup(root: Path, plan: Plan, store: StateStore, opts: RunOptions,
+          listeners: list[Callable[[dict], None]] | None = None,
+          executor_settings: Any = UNRESOLVED) -> Setup:
+    """The run's collaborators, each built once from the plan and `opts` (the --preset and
+    limit flags are applied to the plan first). `executor_settings`: resolved already by
+    the caller (the CLI, which refuses bad flags before anything starts)."""
+    flags = loopflags.resolve(opts.preset, opts.max_time, opts.max_iterations, opts.stuck_after,
+                              opts.progress_threshold)
+    loopflags.apply(plan, opts.preset, flags)
+    nodes = {n.id: n for n in plan.nodes}
+    jobs = max(1, opts.jobs or int(plan.concurrency or 4))
+    caps = plan.budget or {}
+    limit = opts.max_cost if opts.max_cost is not None else caps.get("max_cost_usd")
+    max_tokens = caps.get("max_tokens")
+    budget = Budget(store, limit, int(max_tokens) if max_tokens is not None else None)
+    router = Router(plan.agents, force=opts.agent, only=opts.agents, history=History(store, plan))
+    # a task's approaches run at once (approaches.py): an agent may have as many calls in
+    # flight as the widest task has approaches, unless its own limits.concurrency says fewer
+    widest = max((n.approaches.n for n in plan.nodes if n.approaches is not None and not n.done), default=1)
+    policy = CallPolicy(budget, Health(store, plan.agents), router, Throttle(plan.agents, max(jobs, widest)))
+    if executor_settings is UNRESOLVED:
+        executor_settings = resolve_executor(plan, opts.executor, opts.ray_address)
+    # executor ray: every attempt runs on a worker, each task isolated whatever isolation: says;
+    # isolated tasks work in worktrees and land as commits (worktree/), the others share the tree
+    isolation = Isolation(root, plan.nodes, store, WORKTREE if executor_settings is not None else opts.isolation,
+                          hooks=bool(plan.git_hooks), worktrees=plan.worktrees, keep_failed=opts.keep_worktrees)
+    baselines = Baselines(store)  # min_passed: base - each base measured once (baseline.py)
+    shared = [n for n in plan.nodes if not isolation.is_isolated(n)]
+    git = GitCommits(root, store, shared, hooks=bool(plan.git_hooks))
+    workspace = Workspace(root)
+    # which changed files are whose, when tasks run at the same time (progress, commits)
+    attribution = Attribution(root, workspace.loop / "run.index", shared, jobs, make_dir=workspace.make_dir,
+                              event=store.event)
+    memory = RunMemory.of(root, plan, store)  # .harness/memory/: what tasks learn (runtime/memory/)
+    cassettes = Cassettes(workspace, opts.cassettes)
+    if listeners:
+        store.listeners = listeners
+    # The operator's side of a run: the inbox and overrides, alerts, notifications.
+    loop_cfg = planmod.loop_settings(plan)
+    wake = asyncio.Event()
+    steering = Steering(workspace, store, set(nodes), budget, set(plan.agents), wake.set,
+                        instructions=loop_cfg.environment.inbox, env_overrides=loop_cfg.environment.env_overrides)
+    alerts = Alerts(workspace, store, loop_cfg, budget,
+                    lambda tid: nodes[tid].limits.max_iterations if tid in nodes else 0,
+                    lambda why: steering.pause("alert", why))
+    notifier = Notifier(plan.notify, root, store, alerts.alert, plan.agents)  # told of the alerts' (notify.py)
+    store.listeners = [*store.listeners, alerts.on_event, notifier.on_event]
+    return Setup(
+        jobs=jobs, fail_fast=opts.fail_fast, auto_approve=opts.auto_approve,
+        selection=dict(select=opts.select, exclude=opts.exclude, rerun=opts.rerun, only=opts.only),
+        limits=RunLimits.of(opts.max_time, flags.get("max_time"), loop_cfg), policy=policy,
+        executor_settings=executor_settings, workspace=workspace, isolation=isolation, baselines=baselines,
+        git=git, attribution=attribution, memory=memory, cassettes=cassettes, steering=steering, alerts=alerts,
+        notifier=notifier, wake=wake)
+
+
+def new_runner(root: Path, plan: Plan, store: StateStore, opts: RunOptions,
+           listeners: list[Callable[[dict], None]] | None = None,
+           executor_settings: Any = UNRESOLVED) -> Runner:
+    """A Runner of the plan with its collaborators (`setup`)."""
+    return Runner(root, plan, store, setup(root, plan, store, opts, listeners, executor_settings))
 
 
 def keep_max_cost(store: StateStore, opts: RunOptions, recovered: dict) -> RunOptions:
@@ -73,9 +158,11 @@ def file_proposals(runner: Runner, store: StateStore) -> list[str]:
 
 def execute(root: Path, plan: Plan, opts: RunOptions,
             listeners: list[Callable[[dict], None]] | None = None,
-            on_start: Callable[[Runner, dict], None] | None = None) -> RunResult:
+            on_start: Callable[[Runner, dict], None] | None = None,
+            executor_settings: Any = UNRESOLVED) -> RunResult:
     """Run the plan to the end (or a stop). Raises lock.Locked, state.StateError,
-    workspace.WorkspaceError, preflight.Refused (nothing was started)."""
+    workspace.WorkspaceError, preflight.Refused (nothing was started). `executor_settings`:
+    when the caller resolved them already (rayconfig.resolve_executor)."""
     workspace = Workspace(root)
     lock = RunLock(workspace)
     lock.acquire()
@@ -86,7 +173,7 @@ def execute(root: Path, plan: Plan, opts: RunOptions,
         ended = reaper.end_leftovers(recovered["leftovers"])  # before any agent starts again
         workspace.unlink(workspace.stop)  # a stop meant for an earlier run
         opts = keep_max_cost(store, opts, recovered)
-        runner = Runner(root, plan, store, opts, listeners)
+        runner = new_runner(root, plan, store, opts, listeners, executor_settings)
         idle = runner.idle_result()
         if idle is not None:
             return idle  # nothing to run: no run recorded, no run directory

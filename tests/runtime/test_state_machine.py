@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from harnessc.runtime.scheduler import RunOptions, Runner, new_run_id
+from harnessc.runtime.session import new_runner
 from harnessc.runtime.store.state import StateStore
 from harnessc.states import STORED
 from harnessc.workspace import Workspace
@@ -70,7 +71,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.store.run_id = f"{new_run_id()}-{self.runs}"
         self.store.db.execute("INSERT INTO runs (id, started_at, status) VALUES (?, 0, 'running')",
                               (self.store.run_id,))
-        return Runner(self.tmp, self.plan, self.store, RunOptions(jobs=2), listeners)
+        return new_runner(self.tmp, self.plan, self.store, RunOptions(jobs=2), listeners)
 
     def _expected_final(self) -> dict[str, str]:
         out = {}
