@@ -75,11 +75,13 @@ def _executor_settings(plan, opts, need_ray: bool = False, settings: Any = UNRES
     return settings
 
 
-def _execute(root: Path, plan: dict, opts, detached_fd: int | None = None, settings: Any = UNRESOLVED) -> None:
+def _execute(root: Path, plan: dict, opts, detached_fd: int | None = None, settings: Any = UNRESOLVED,
+             **settled: Any) -> None:
     """Run with a display, print the summary, exit with the run's code. Everything said
     once the run started also goes to its run.log (observe/runlog.py). `detached_fd`: this
     is the child of `run --detach`, reporting on that pipe once the run started (children/detach.py).
-    `settings`: the executor's, when the caller resolved them (else resolved here, once)."""
+    `settings`: the executor's, when the caller resolved them (else resolved here, once);
+    `settled`: the router and the selected tasks, when the caller worked them out (session.setup)."""
     from rich.console import Console
 
     # before anything starts: Ray is importable
@@ -127,7 +129,7 @@ def _execute(root: Path, plan: dict, opts, detached_fd: int | None = None, setti
 
     try:
         result = execute(root, plan, opts, listeners=[view.on_event, log.on_event],
-                         on_start=on_start, executor_settings=settings)  # resolved once, here
+                         on_start=on_start, executor_settings=settings, **settled)  # worked out once
     except Locked as e:
         fail_usage(str(e), hint="wait for it, or stop it with `harnessc stop`")
     except Refused as e:  # nothing was called or charged
@@ -311,8 +313,8 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
                       executor=executor, ray_address=ray_address)
     settings = _executor_settings(plan, opts)  # a bad --ray-address or flag pair: a usage error, even for --dry-run
     try:
-        planmod.select_ids(plan, opts.select, opts.exclude)
-        Router(plan.agents, force=opts.agent, only=opts.agents)
+        targets = planmod.select_ids(plan, opts.select, opts.exclude)
+        router = Router(plan.agents, force=opts.agent, only=opts.agents)
     except RoutingError as e:
         fail_usage(str(e))
     except planmod.PlanError as e:  # a selector that matches nothing, or a bad one
@@ -323,10 +325,10 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
             click.echo(f"put off: {plural(len(put_off), 'open task')} tagged deferred, or waiting for one, "
                        "not selected (`-s tag:deferred+` runs them)", err=True)
     if dry_run:
-        _dry_run(root, plan, opts)
+        _dry_run(root, plan, opts, router)
     if detached_fd is not None:
         os.set_inheritable(detached_fd, False)  # no agent or tool the run starts holds the parent waiting
-    _execute(root, plan, opts, detached_fd, settings)
+    _execute(root, plan, opts, detached_fd, settings, router=router, targets=targets)
 
 
 def _detach(root: Path) -> NoReturn:
@@ -429,12 +431,10 @@ def _iterations_option(text: str | None) -> int | str | None:
     return int(text)
 
 
-def _dry_run(root: Path, plan: Plan, opts) -> NoReturn:
+def _dry_run(root: Path, plan: Plan, opts, router) -> NoReturn:
     from ..runtime.preview import preview
-    from ..runtime.routing.router import Router
 
-    view = preview(root, plan, opts.select, opts.exclude, opts.rerun, opts.max_cost,
-                   Router(plan.agents, force=opts.agent, only=opts.agents),
+    view = preview(root, plan, opts.select, opts.exclude, opts.rerun, opts.max_cost, router,
                    replaying=opts.cassettes == "replay")
     for line in view.lines():
         click.echo(visible(line))

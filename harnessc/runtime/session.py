@@ -35,6 +35,7 @@ from .steering import Steering
 from .store.lock import RunLock
 from .store.state import StateError, StateStore
 from .termination import RunLimits
+from .work import selected
 from .worktree.gitops import GitCommits
 from .worktree.isolation import WORKTREE, Isolation
 
@@ -46,10 +47,11 @@ UNRESOLVED: Any = object()  # execute's executor_settings when the caller did no
 
 def setup(root: Path, plan: Plan, store: StateStore, opts: RunOptions,
           listeners: list[Callable[[dict], None]] | None = None,
-          executor_settings: Any = UNRESOLVED) -> Setup:
+          executor_settings: Any = UNRESOLVED, router: Router | None = None, targets: set[str] | None = None) -> Setup:
     """The run's collaborators, each built once from the plan and `opts` (the --preset and
-    limit flags are applied to the plan first). `executor_settings`: resolved already by
-    the caller (the CLI, which refuses bad flags before anything starts)."""
+    limit flags are applied to the plan first). `executor_settings`, `router` (without its
+    history) and `targets` (work.selected): worked out already by the caller (the CLI,
+    which refuses bad flags before anything starts)."""
     flags = loopflags.resolve(opts.preset, opts.max_time, opts.max_iterations, opts.stuck_after,
                               opts.progress_threshold)
     loopflags.apply(plan, opts.preset, flags)
@@ -59,7 +61,9 @@ def setup(root: Path, plan: Plan, store: StateStore, opts: RunOptions,
     limit = opts.max_cost if opts.max_cost is not None else caps.get("max_cost_usd")
     max_tokens = caps.get("max_tokens")
     budget = Budget(store, limit, int(max_tokens) if max_tokens is not None else None)
-    router = Router(plan.agents, force=opts.agent, only=opts.agents, history=History(store, plan))
+    if router is None:
+        router = Router(plan.agents, force=opts.agent, only=opts.agents)
+    router.history = History(store, plan)
     # a task's approaches run at once (approaches.py): an agent may have as many calls in
     # flight as the widest task has approaches, unless its own limits.concurrency says fewer
     widest = max((n.approaches.n for n in plan.nodes if n.approaches is not None and not n.done), default=1)
@@ -93,7 +97,8 @@ def setup(root: Path, plan: Plan, store: StateStore, opts: RunOptions,
     store.listeners = [*store.listeners, alerts.on_event, notifier.on_event]
     return Setup(
         jobs=jobs, fail_fast=opts.fail_fast, auto_approve=opts.auto_approve,
-        selection=dict(select=opts.select, exclude=opts.exclude, rerun=opts.rerun, only=opts.only),
+        selection=dict(targets=selected(plan, opts.select, opts.exclude, opts.only) if targets is None else targets,
+                       rerun=opts.rerun, only=opts.only),
         limits=RunLimits.of(opts.max_time, flags.get("max_time"), loop_cfg), policy=policy,
         executor_settings=executor_settings, workspace=workspace, isolation=isolation, baselines=baselines,
         git=git, attribution=attribution, memory=memory, cassettes=cassettes, steering=steering, alerts=alerts,
@@ -101,10 +106,9 @@ def setup(root: Path, plan: Plan, store: StateStore, opts: RunOptions,
 
 
 def new_runner(root: Path, plan: Plan, store: StateStore, opts: RunOptions,
-           listeners: list[Callable[[dict], None]] | None = None,
-           executor_settings: Any = UNRESOLVED) -> Runner:
-    """A Runner of the plan with its collaborators (`setup`)."""
-    return Runner(root, plan, store, setup(root, plan, store, opts, listeners, executor_settings))
+               listeners: list[Callable[[dict], None]] | None = None, **settled: Any) -> Runner:
+    """A Runner of the plan with its collaborators (`setup`; `settled`: its keywords)."""
+    return Runner(root, plan, store, setup(root, plan, store, opts, listeners, **settled))
 
 
 def keep_max_cost(store: StateStore, opts: RunOptions, recovered: dict) -> RunOptions:
@@ -158,11 +162,10 @@ def file_proposals(runner: Runner, store: StateStore) -> list[str]:
 
 def execute(root: Path, plan: Plan, opts: RunOptions,
             listeners: list[Callable[[dict], None]] | None = None,
-            on_start: Callable[[Runner, dict], None] | None = None,
-            executor_settings: Any = UNRESOLVED) -> RunResult:
+            on_start: Callable[[Runner, dict], None] | None = None, **settled: Any) -> RunResult:
     """Run the plan to the end (or a stop). Raises lock.Locked, state.StateError,
-    workspace.WorkspaceError, preflight.Refused (nothing was started). `executor_settings`:
-    when the caller resolved them already (rayconfig.resolve_executor)."""
+    workspace.WorkspaceError, preflight.Refused (nothing was started). `settled`: what the
+    caller worked out already (setup's executor_settings, router, targets)."""
     workspace = Workspace(root)
     lock = RunLock(workspace)
     lock.acquire()
@@ -173,7 +176,7 @@ def execute(root: Path, plan: Plan, opts: RunOptions,
         ended = reaper.end_leftovers(recovered["leftovers"])  # before any agent starts again
         workspace.unlink(workspace.stop)  # a stop meant for an earlier run
         opts = keep_max_cost(store, opts, recovered)
-        runner = new_runner(root, plan, store, opts, listeners, executor_settings)
+        runner = new_runner(root, plan, store, opts, listeners, **settled)
         idle = runner.idle_result()
         if idle is not None:
             return idle  # nothing to run: no run recorded, no run directory

@@ -40,12 +40,21 @@ def row_state(nodes: dict[str, PlanNode], rows: dict[str, dict], tid: str) -> st
     return TaskState.PENDING if state == TaskState.RUNNING else state
 
 
-def plan_work(plan: Plan, rows: dict[str, dict], select: list[str], exclude: list[str],
-              rerun: str | None = None, only: set[str] | None = None) -> Work:
+def selected(plan: Plan, select: list[str], exclude: list[str], only: set[str] | None = None) -> set[str]:
+    """The tasks a run's selectors (or `only`: explicit ids, `harnessc retry`) choose."""
+    if only is not None:
+        return set(only) & {n.id for n in plan.nodes}
+    return planmod.select_ids(plan, select, exclude)
+
+
+def plan_work(plan: Plan, rows: dict[str, dict], select: list[str] = (), exclude: list[str] = (),
+              rerun: str | None = None, only: set[str] | None = None, targets: set[str] | None = None) -> Work:
     """Which selected tasks run. Failed tasks wait for `retry` (only=...) or --rerun failed;
-    skipped ones are looked at again (their dependency may be complete or selected now)."""
+    skipped ones are looked at again (their dependency may be complete or selected now).
+    `targets`: `selected` already (a run selects once)."""
     nodes = {n.id: n for n in plan.nodes}
-    targets = set(only) & set(nodes) if only is not None else planmod.select_ids(plan, select, exclude)
+    if targets is None:
+        targets = selected(plan, select, exclude, only)
     todo, stale = [], []
     for tid in sorted(targets, key=lambda i: nodes[i].order):
         state = row_state(nodes, rows, tid)
