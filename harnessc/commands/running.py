@@ -320,7 +320,8 @@ def run(ctx: Context, select, exclude, jobs, fail_fast, rerun, max_cost, no_buil
     except planmod.PlanError as e:  # a selector that matches nothing, or a bad one
         fail_usage(str(e), e.hint or SELECTOR_HINT)
     if not opts.select:  # work put off is left out in silence nowhere
-        put_off = {n.id for n in plan.nodes if not n.done} - planmod.select_ids(plan, [], [])
+        default = targets if not opts.exclude else planmod.select_ids(plan, [], [])  # the run's own, when it is
+        put_off = {n.id for n in plan.nodes if not n.done} - default
         if put_off:
             click.echo(f"put off: {plural(len(put_off), 'open task')} tagged deferred, or waiting for one, "
                        "not selected (`-s tag:deferred+` runs them)", err=True)
