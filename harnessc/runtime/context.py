@@ -17,7 +17,6 @@ from ..workspace import Workspace
 from .agents.cassettes import Cassettes
 from .baseline import Baselines
 from .loop.attribution import Attribution
-from .memory import RunMemory
 from .observe.alerts import Alerts
 from .observe.notify import Notifier
 from .routing.budget import Budget
@@ -70,7 +69,7 @@ class Setup:
     baselines: Baselines
     git: GitCommits
     attribution: Attribution
-    memory: RunMemory | None
+    memory: Any  # memory.RunMemory, or None (runtime/memory/ calls on a task's context: not imported here)
     cassettes: Cassettes
     steering: Steering
     alerts: Alerts
