@@ -522,6 +522,11 @@ class Runner:
                     f"{tid}: approaches and score need isolation: worktree; this run (--isolation none) "
                     "runs the task once, without its score"))
             run = self.task_runs[tid] = TaskRun(self, node, route)
+        return await self.run_to_end(tid, run)
+
+    async def run_to_end(self, tid: str, run: Any) -> str:
+        """Run a task's run (TaskRun, Approaches, growth's SplitRun) to its ending, write that,
+        then let it wind up; the ending's state."""
         written = None
         try:
             ending = await run.run()

@@ -128,7 +128,7 @@ class PlanGrowth:
             self.handled.add(tid)
             run = SplitRun(self.runner, node, route)
             run.growth = self
-            return await run.run()
+            return await self.runner.run_to_end(tid, run)
         store = self.runner.store
         store.set_state(tid, TaskState.RUNNING)
         store.finish_task(tid, TaskState.SUCCEEDED, output=None, fingerprint=node.fingerprint)

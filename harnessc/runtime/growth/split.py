@@ -7,7 +7,8 @@ from typing import Any
 
 from ... import proposals
 from ...states import TaskState
-from ..iteration import Done, TaskRun, answer_end
+from ..iteration import TaskRun, answer_end
+from ..store.attempts import TaskEnd
 from ..verify import Verdict
 
 SPLIT_SECTION = """
@@ -50,10 +51,8 @@ class SplitRun(TaskRun):
         nodes = await growth.add_proposals(self.tid, lambda filing: proposals.grow(filing, self.tid, found=found))
         if not nodes:
             why = "; ".join(d for p in found for d in p.diagnostics[:1])[:1500]
-            await self.log.finish(answer_end("rejected", resp, errors=[why]))
-            raise Done(self._finish(TaskState.FAILED, "split: true, but none of the subtasks its answer proposed "
-                                    f"could be added (`harnessc review` shows why): {why}"))
-        await self.log.finish(answer_end("succeeded", resp))
-        self.store.set_state(self.tid, TaskState.PENDING)
+            raise self.done(TaskEnd(TaskState.FAILED, error="split: true, but none of the subtasks its answer "
+                                    f"proposed could be added (`harnessc review` shows why): {why}"),
+                            answer_end("rejected", resp, errors=[why]))
         growth.splitting[self.tid] = nodes
-        raise Done(TaskState.PENDING)
+        raise self.done(None, answer_end("succeeded", resp))  # pending: it waits for its subtasks
