@@ -22,7 +22,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from harnessc.planfile import Plan  # noqa: E402
-from harnessc.runtime import scheduler  # noqa: E402
+from harnessc.runtime import session  # noqa: E402
 from harnessc.runtime.executor import ExecutorError  # noqa: E402
 from harnessc.runtime.executor.rayconfig import ExecutorSettings  # noqa: E402
 from harnessc.runtime.scheduler import RunOptions  # noqa: E402
@@ -101,7 +101,7 @@ def on_ray(cluster, monkeypatch):
     def resolve(plan, executor=None, ray_address=None):
         return settings["value"] if executor == "ray" else None
 
-    monkeypatch.setattr(scheduler, "resolve_executor", resolve)
+    monkeypatch.setattr(session, "resolve_executor", resolve)
     return settings
 
 
