@@ -281,7 +281,7 @@ def main() -> None:
     import ray
     from ray.cluster_utils import Cluster
 
-    from harnessc.runtime import scheduler
+    from harnessc.runtime import session
     from harnessc.runtime.executor.rayconfig import ExecutorSettings
 
     t0 = time.perf_counter()
@@ -293,7 +293,7 @@ def main() -> None:
     print(f"cluster: a head with {head_cpus} CPU and {len(nodes)} nodes of {', '.join(map(str, nodes))}"
           f" ({SLOTS} slots) up in {time.perf_counter() - t0:.1f}s")
     settings = ExecutorSettings(address=cluster.address)
-    scheduler.resolve_executor = lambda plan, executor=None, ray_address=None: settings if executor == "ray" else None
+    session.resolve_executor = lambda plan, executor=None, ray_address=None: settings if executor == "ray" else None
     try:
         with tempfile.TemporaryDirectory(prefix="hc-ray-") as tmp:
             work = Path(tmp)
