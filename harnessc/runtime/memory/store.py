@@ -112,6 +112,16 @@ def _apply(entries: dict[str, dict], obj: dict) -> None:
         entries[obj["id"]] = obj
 
 
+def stat_key(path: Path) -> tuple | None:
+    """What tells a file's versions apart (None: there is none): a writer replaces or appends,
+    so mtime, size or inode moves."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
 class MemoryStore:
     """The project's memory file, read again whenever something else changed it (a `memory
     forget` during a run counts from the next prompt on); what this process appends updates
@@ -129,21 +139,14 @@ class MemoryStore:
         self._entries: dict[str, dict] = {}
 
     def entries(self) -> list[dict]:
-        key = self._stat_key()
+        key = stat_key(self.path)
         if key is None:
             self._seen, self._entries = None, {}
         elif key != self._seen:
             self._entries = self._load()
             self._trim()
-            self._seen = self._stat_key()
+            self._seen = stat_key(self.path)
         return list(self._entries.values())
-
-    def _stat_key(self) -> tuple | None:
-        try:
-            st = os.stat(self.path, follow_symlinks=False)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        return (st.st_mtime_ns, st.st_size, st.st_ino)
 
     def _trim(self) -> None:
         if self.keep_done is None:
@@ -181,14 +184,14 @@ class MemoryStore:
     def _append(self, objs: list[dict]) -> None:
         """Append lines; what this process holds follows (no reading again) unless someone
         else wrote to the file since this process last looked."""
-        current = self._seen == self._stat_key()
+        current = self._seen == stat_key(self.path)
         with self.ws.open_write(self.path, "a") as f:
             f.write("".join(json.dumps(o, ensure_ascii=False, sort_keys=True) + "\n" for o in objs))
         if current:
             for o in objs:
                 _apply(self._entries, o)
             self._trim()
-            self._seen = self._stat_key()
+            self._seen = stat_key(self.path)
         else:
             self.entries()
 

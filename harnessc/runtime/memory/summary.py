@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -29,7 +28,7 @@ from typing import Any, Callable
 from ...estimates import CHARS_PER_TOKEN, tokens_for_chars
 from ...workspace import WorkspaceError
 from ..loop.assist import Assistant
-from .store import MemoryStore, Settings, now_iso
+from .store import MemoryStore, Settings, now_iso, stat_key
 
 FILE = "summary.json"
 PURPOSE = "memory_summary"  # the call's purpose (HARNESSC_PURPOSE) and template, memory_summary.md.j2
@@ -79,16 +78,9 @@ class SummaryFile:
         self._damage_said = False
         self._held: tuple[tuple | None, dict] | None = None  # (the file's stat key, what it holds)
 
-    def _stat_key(self) -> tuple | None:
-        try:
-            st = os.stat(self.path, follow_symlinks=False)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        return (st.st_mtime_ns, st.st_size, st.st_ino)
-
     def read(self) -> dict:
         """What the file holds (read again only when it changed: a run asks at every task's end)."""
-        key = self._stat_key()
+        key = stat_key(self.path)
         if self._held is not None and self._held[0] == key:
             return dict(self._held[1])
         data = self._read() if key is not None else {}
@@ -114,7 +106,7 @@ class SummaryFile:
 
     def write(self, data: dict) -> None:
         self.ws.write_atomic(self.path, json.dumps(data, ensure_ascii=False, sort_keys=True, indent=1) + "\n")
-        self._held = (self._stat_key(), dict(data))
+        self._held = (stat_key(self.path), dict(data))
 
 
 def pending(entries: list[dict], upto: str | None) -> list[dict]:
