@@ -97,6 +97,16 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["HOME"] = str(home)
     for var, name in _HOME_NAMES.items():
         os.environ[var] = str(home / name)
+    # the temporary directory too: Chromium's profiles, multiprocessing's pymp-*, pytest's own
+    # tmp_path and whatever else the suite's processes leave go with the suite's home. Ray keeps
+    # its /tmp/ray: its socket paths under a longer directory pass the 107-byte limit.
+    os.environ.setdefault("RAY_TMPDIR", tempfile.gettempdir())
+    tmp = base / "tmp"
+    tmp.mkdir()
+    base.chmod(0o711)  # as /tmp is: a test that runs harnessc as another user reaches its files
+    tmp.chmod(0o1777)
+    os.environ["TMPDIR"] = str(tmp)
+    tempfile.tempdir = None  # read TMPDIR again
 
 
 _HOME_KEY = pytest.StashKey[tuple]()
