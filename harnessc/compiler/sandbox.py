@@ -26,27 +26,27 @@ from contextvars import ContextVar
 from functools import partial
 from pathlib import Path
 
-# The one module that imports Jinja (prompts.py imports it when a template is first
-# rendered): lint and the run's start never pay for it.
-from jinja2 import (  # noqa: F401  (TemplateError & co. re-exported for prompts.py)
+# Jinja comes through harnessc/jinja.py (prompts.py imports this module when a template is
+# first rendered): lint and the run's start never pay for it.
+from ..jinja import (  # noqa: F401  (TemplateError & co. re-exported for prompts.py)
     BaseLoader,
     ChoiceLoader,
+    CodeGenerator,
+    ImmutableSandboxedEnvironment,
+    LoopContext,
+    Macro,
     PackageLoader,
+    SecurityError,
     StrictUndefined,
     Template,
     TemplateError,
     TemplateNotFound,
     TemplateSyntaxError,
     UndefinedError,
+    missing,
     nodes,
+    split_template_path,
 )
-from jinja2.compiler import CodeGenerator
-from jinja2.exceptions import SecurityError
-from jinja2.loaders import split_template_path
-from jinja2.runtime import LoopContext, Macro
-from jinja2.sandbox import ImmutableSandboxedEnvironment
-from jinja2.utils import missing  # noqa: F401  (re-exported for prompts.py)
-
 from ..workspace import Workspace
 
 MAX_OUTPUT = 10_000_000  # characters one render produces

@@ -39,7 +39,7 @@ def render(report: dict[str, Any]) -> str:
     else:
         drawn["spending"] = charts.spending(report, colors)
         charts_note = None
-    from jinja2 import Environment
+    from ..jinja import Environment  # Jinja: met only for an HTML page
 
     env = Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
     env.filters["text"] = _pre_text
@@ -117,7 +117,7 @@ def _failures(task: dict, limit: int) -> str | None:
 def _pre_text(text: str):
     """Text for a <pre>: only & < > escaped (quotes need none there, and JSON is full of them),
     control and bidirectional characters shown (an RTL override would reorder what follows)."""
-    from markupsafe import Markup
+    from ..jinja import Markup
 
     return Markup(html.escape(shown(text), quote=False))
 

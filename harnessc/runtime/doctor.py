@@ -24,11 +24,11 @@ from ..planfile import Plan
 from ..providers import AgentConfig, CliConfig
 from ..vocab import ray_address
 from ..workspace import Workspace
-from .agents import deprecation
+from .agents import anthropic_api
 from .agents.cli import CodexAgent
 from .children import procs, sandbox
 from .executor import ExecutorError
-from .executor.rayconfig import ExecutorSettings, require_ray
+from .executor.rayconfig import ExecutorSettings, auto_address, pinned_to, require_ray
 from .preflight import RECORD_HINT, Check, Usability, agent_checks, check_run, config_of, executable
 from .routing.router import Router
 
@@ -198,7 +198,7 @@ def _model_deprecated(config: AgentConfig, checks: list[Check]) -> list[Check]:
     sdk_ok = any(c.what == "sdk" and c.ok for c in checks)
     if config.provider != "anthropic" or not config.model or not sdk_ok:
         return []
-    date = deprecation.end_of_life(config.model)
+    date = anthropic_api.end_of_life(config.model)
     if date is None:
         return []
     return [Check("model", True, f"model '{config.model}' is deprecated and reaches end-of-life on {date} "
@@ -295,7 +295,7 @@ async def _address_check(address: str) -> Check:
     except ValueError as e:
         return Check("address", False, f"address '{address}' {e}")
     if form == "auto":
-        found = _auto_address()
+        found = auto_address()
         if found is None:
             return Check("address", False, "auto: no Ray cluster runs on this machine (start one with "
                                            "`ray start --head`, or name its address)")
@@ -304,25 +304,12 @@ async def _address_check(address: str) -> Check:
     return await _connect("address", host, port, label if form == "gcs" and label != address else "")
 
 
-def _auto_address() -> str | None:
-    """The HOST:PORT `ray.init(address="auto")` would connect to (RAY_ADDRESS, or the cluster
-    `ray start` left in Ray's temp directory), or None when there is none."""
-    try:
-        from ray._private.services import get_ray_address_from_environment  # Ray's own lookup
-
-        return get_ray_address_from_environment("auto", None)
-    except Exception:  # ConnectionError: no cluster; anything else: this Ray moved its lookup
-        return None
-
-
 def check_workers(ray, settings: ExecutorSettings, plan: Plan) -> list[Check]:
     """One check per alive node of the cluster at settings.address, naming it: git and the
     executables of the agents that run on the workers (command and CLI agents; API agents'
     SDKs too with `placement: all`), found by a tiny Ray task pinned to the node. Nothing of
     the agents' configuration but executable and module names leaves the driver."""
     import logging
-
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     tools, sdks = _worker_needs(plan, settings.placement)
 
@@ -348,8 +335,7 @@ def check_workers(ray, settings: ExecutorSettings, plan: Plan) -> list[Check]:
     try:
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         remote = ray.remote(num_cpus=0, max_retries=0)(probe)
-        refs = [remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-                .remote(tools, sdks) for n in nodes]
+        refs = [remote.options(scheduling_strategy=pinned_to(n["NodeID"])).remote(tools, sdks) for n in nodes]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=WORKERS_TIMEOUT) if refs else ([], [])
         checks = []
         for node, ref in zip(nodes, refs):

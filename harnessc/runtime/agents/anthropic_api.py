@@ -8,6 +8,9 @@ Either way the full contract is still checked locally. `cache_control` breakpoin
 parts of the prompt other tasks share (caching.py), with the agent's `cache_ttl`; the task's
 own text is never inside a cached prefix. The call step itself (one request,
 errors classified, `stop_reason` checked before the answer is used) is `sdk.SdkAgent`'s.
+
+The one module that imports the anthropic SDK: its client when a run first calls such an
+agent, and its table of deprecated models when `harnessc doctor` asks (`end_of_life`).
 """
 
 from __future__ import annotations
@@ -112,3 +115,14 @@ def _text(message: Any, params: dict[str, Any]) -> str:
         if forced and getattr(block, "type", "") == "tool_use" and block.name == forced:
             return json.dumps(block.input, ensure_ascii=False)
     return "".join(getattr(b, "text", "") for b in message.content if getattr(b, "type", "") == "text")
+
+
+def end_of_life(model: str) -> str | None:
+    """The end-of-life date the installed anthropic SDK's own table gives `model`; None when
+    it is not deprecated, or this SDK has no such table (a private module: it may move)."""
+    try:
+        from anthropic._data import DEPRECATED_MODELS
+        date = DEPRECATED_MODELS.get(model)
+    except Exception:  # noqa: BLE001 - a missing or reshaped table is no finding
+        return None
+    return date if isinstance(date, str) else None

@@ -6,7 +6,7 @@ Python's default filters hide DeprecationWarning from a CLI user, so a run would
 until the model stops answering. `listening()` around a call collects such warnings raised
 in the calling asyncio task (a context variable: concurrent calls do not hear each other's)
 and keeps them from being printed; the run says them once per agent (iteration.py).
-`harnessc doctor` reads the SDK's table itself (`end_of_life`), before any call.
+`harnessc doctor` reads the SDK's table itself (anthropic_api.end_of_life), before any call.
 """
 
 from __future__ import annotations
@@ -50,17 +50,6 @@ def warning(agent: str, model: str | None, date: str) -> str:
     return (f"agent '{agent}': model '{model}' is deprecated and reaches end-of-life on {date} "
             f"(the anthropic SDK says so); pick a newer model for it in harness.yaml "
             f"(https://docs.anthropic.com/en/docs/resources/model-deprecations)")
-
-
-def end_of_life(model: str) -> str | None:
-    """The end-of-life date the installed anthropic SDK's own table gives `model`; None when
-    it is not deprecated, or this SDK has no such table (a private module: it may move)."""
-    try:
-        from anthropic._data import DEPRECATED_MODELS
-        date = DEPRECATED_MODELS.get(model)
-    except Exception:  # noqa: BLE001 - a missing or reshaped table is no finding
-        return None
-    return date if isinstance(date, str) else None
 
 
 def _install() -> None:

@@ -1,7 +1,9 @@
 """The run's executor settings: `run --executor` / `--ray-address` over harness.yaml's
 `executor:` (plan.json's Plan.executor), and the check that Ray can be imported.
 
-Nothing here imports Ray until require_ray() is called: a local run never pays for it.
+The one module that imports Ray: require_ray() for the driver (ray.py) and `harnessc doctor`,
+and the few pieces of Ray's API the worker's function (remote.py) and doctor use by name.
+Nothing here imports Ray until one of them is called: a local run never pays for it.
 """
 
 from __future__ import annotations
@@ -86,3 +88,43 @@ def _version_tuple(version: str) -> tuple[int, ...]:
             break
         out.append(int(part))
     return tuple(out)
+
+
+def worker_node_id() -> str:
+    """The Ray node this process runs on ("" when Ray does not say); raises outside a Ray
+    worker (no Ray, no runtime context)."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id() or ""
+
+
+def fetch(ref: Any) -> Any:
+    """The object behind a Ray object ref (on a worker: a bundle the driver put)."""
+    import ray
+
+    return ray.get(ref)
+
+
+def cloudpickled(value: Any) -> bytes:
+    """`value` pickled by Ray's cloudpickle (what the standard pickler cannot take: a lambda)."""
+    from ray import cloudpickle
+
+    return cloudpickle.dumps(value)
+
+
+def auto_address() -> str | None:
+    """The HOST:PORT `ray.init(address="auto")` would connect to (RAY_ADDRESS, or the cluster
+    `ray start` left in Ray's temp directory), or None when there is none."""
+    try:
+        from ray._private.services import get_ray_address_from_environment  # Ray's own lookup
+
+        return get_ray_address_from_environment("auto", None)
+    except Exception:  # ConnectionError: no cluster; anything else: this Ray moved its lookup
+        return None
+
+
+def pinned_to(node_id: str) -> Any:
+    """The scheduling strategy that runs a Ray task on that node and no other."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id, soft=False)

@@ -10,7 +10,8 @@ A cancel (`ray.cancel` without force: `_thread.interrupt_main()`, a SIGINT that 
 carries) wakes the attempt's event loop (`_hear_cancels`) and cancels the attempt, which kills
 the agent's and the checks' process groups (procs.run).
 
-Imports only the standard library at load; harnessc's agents and checks on first use.
+Imports little at load (Ray itself only on first use, through rayconfig.py); harnessc's agents
+and checks on first use.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from . import bundle
+from . import bundle, rayconfig
 from .bundle import NodeCache, ShipError
 
 _cache: NodeCache | None = None  # this worker process's: its repositories and kept checkouts
@@ -43,9 +44,7 @@ def node_name() -> str:
         return _node_name
     node_id = ""
     try:
-        import ray
-
-        node_id = ray.get_runtime_context().get_node_id() or ""
+        node_id = rayconfig.worker_node_id()
     except Exception:  # outside a Ray worker (tests call the function directly)
         pass
     name = f"{socket.gethostname()}" + (f" (node {node_id[:12]})" if node_id else "")
@@ -64,9 +63,7 @@ def pack(value: Any) -> bytes:
     try:
         return pickle.dumps(value, protocol=5)
     except (pickle.PicklingError, TypeError, AttributeError):
-        from ray import cloudpickle
-
-        return cloudpickle.dumps(value)
+        return rayconfig.cloudpickled(value)
 
 
 def run_packed(payload: bytes, source: dict) -> bytes:
@@ -247,9 +244,7 @@ def _source_repo(cache: NodeCache, source: dict, sha: str) -> Path:
         return cache.from_url(source["url"], sha)
 
     def fetch() -> bytes:
-        import ray
-
-        return ray.get(source["bundle"][0])  # nested in a list: fetched only on a cache miss
+        return rayconfig.fetch(source["bundle"][0])  # nested in a list: fetched only on a cache miss
 
     return cache.from_bundle(sha, fetch)
 

@@ -16,7 +16,7 @@ caches aside, MAX_HASHED_FILES at most) and of the context files of the tasks th
 read in chunks; a file over MAX_HASHED_BYTES is known by its size and modification time, a
 symbolic link by where it points (never followed), anything else (a FIFO, a device) by its kind.
 
-gitpython is imported by `snapshots()`, by the first task of a run that needs file evidence,
+GitPython is imported (through worktree/gitpython.py) by `snapshots()`, by the first task of a run that needs file evidence,
 never by lint or build. A snapshot's methods run in a worker thread; `lock` keeps them one at
 a time (one index, one cat-file process). A HashedSnapshots whose last snapshot was `quick`
 (a small tree) is read on the event loop's thread instead: the hand-off would cost more.
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import gitcmd
+from ..worktree import gitpython
 
 # Never evidence: harnessc's own directory and what test runners leave behind.
 EXCLUDED = (".harness", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "node_modules", ".venv")
@@ -173,8 +174,6 @@ class GitSnapshots:
         return self.git.run(*args, env=self.env, worktree=worktree)
 
     def snapshot(self) -> Snapshot:
-        from git.refs.symbolic import SymbolicReference
-
         with self.lock:
             if self.base is None:
                 self._start_index()
@@ -194,7 +193,7 @@ class GitSnapshots:
                 blobs = self._listed()
             self._key, self._blobs = self._index_key(), blobs
             try:  # read from the refs, without a git process
-                head = SymbolicReference.dereference_recursive(self.repo, "HEAD")
+                head = gitpython.head(self.repo)
             except (ValueError, OSError):  # no commit yet
                 head = None
             self.seq += 1
@@ -404,12 +403,10 @@ def snapshots(root: Path, index: Path) -> GitSnapshots | HashedSnapshots:
     if not _maybe_in_repository(root):
         return HashedSnapshots(root)  # GitPython is not imported for nothing: ~40 ms of a run's start
     try:
-        from git import Repo  # raises ImportError when no git executable is found
-        from git.exc import GitError
-
-        repo = Repo(root, search_parent_directories=True)
+        git = gitpython.library()  # raises ImportError when no git executable is found
+        repo = git.Repo(root, search_parent_directories=True)
         if repo.bare:
-            raise GitError("bare repository")
+            raise git.GitError("bare repository")
     except Exception:  # not a repository, no git: hash the files instead
         return HashedSnapshots(root)
     return GitSnapshots(repo, root, index)

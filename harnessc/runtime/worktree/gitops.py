@@ -12,8 +12,8 @@ at once (another running task's paths stay out).
 Every git process goes through harnessc/gitcmd.py: the child base environment, no hook (unless
 harness.yaml says `git_hooks: true`), no fsmonitor, filter driver or signing program. Commits
 are made with `--no-verify` in any case (pre-commit and commit-msg never run: harnessc
-verified the change itself). gitpython (finding the repository, reading HEAD; no process)
-is imported only by a run with a `git: commit` task.
+verified the change itself). GitPython (finding the repository, reading HEAD; no process)
+is imported, through gitpython.py, only by a run with a `git: commit` task.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from ...planfile import PlanNode
 from ...states import TaskState
 from ..loop.files import OWN_COMMIT_PREFIX
 from ..store.state import StateStore
+from . import gitpython
 from .commitmsg import headline, message_bytes
 
 IGNORED = (".harness/", ".harness")
@@ -56,7 +57,7 @@ class GitCommits:
         if not self.wanted:
             return
         try:
-            import git  # gitpython: only runs with `git: commit` pay for it
+            git = gitpython.library()  # only runs with `git: commit` pay for it
         except ImportError:  # pragma: no cover - a declared dependency
             self.store.event("git_unavailable", message="git: commit needs gitpython; nothing will be committed")
             return
