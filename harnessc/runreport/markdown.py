@@ -2,7 +2,8 @@
 
 GitHub takes at most 65,536 characters: the summary and the failures always fit (each
 failure's text is cut to fit), then the task table, as long as it fits; the last line says
-where the full report is.
+where the full report is. Run memory (the running summary and the newest entries, each with
+the task that recorded it) comes before the task table, in at most a quarter of the room.
 
 Everything a run produced is held as text (text.py): ids, agent names and the run's message in
 code spans, each failure's error in a fenced block no line of it can close; nothing of it
@@ -20,6 +21,7 @@ from .text import code, fenced
 
 LIMIT = 65_536
 RESERVE = 600  # for the closing lines
+ENTRY_CHARS = 400  # of one memory entry's text (and of its cause, its fix)
 
 
 def render(report: dict[str, Any], full_report: str | None) -> str:
@@ -45,6 +47,7 @@ def render(report: dict[str, Any], full_report: str | None) -> str:
         for t in failures:
             body += [f"{code(t['id'])} {t['state']}:", "",
                      fenced(clip(t["error"] or "no error recorded", each, t["id"])), ""]
+    body += _memory(report.get("memory") or {}, min(budget // 4, budget - _size(body)))
     table = ["### Tasks", "", "| task | state | agent | attempts | tokens |" + (" cost |" if has_cost else ""),
              "| --- | --- | --- | ---: | ---: |" + (" ---: |" if has_cost else "")]
     rows = [f"| {code(t['id'], cell=True)} | {t['state']} | {code(t['agent'] or '-', cell=True)} "
@@ -64,6 +67,52 @@ def render(report: dict[str, Any], full_report: str | None) -> str:
         body.append("")
     text = "\n".join(head + body + tail) + "\n"
     return text[:LIMIT]  # the budget above keeps it shorter; never longer
+
+
+def _memory(memory: dict[str, Any], room: int) -> list[str]:
+    """The Memory section within `room` characters: the summary (cut to a third of it) in a
+    fenced block, then a row per entry, newest first, as many as fit; [] when memory is empty."""
+    if not (memory.get("summary") or memory.get("entries")):
+        return []
+    lines = ["### Memory", "", "What tasks recorded for the others (`harnessc memory` lists it, "
+             "`harnessc memory forget ID` removes an entry), as it is now.", ""]
+    if memory.get("summary"):
+        by = memory.get("summary_by")
+        lines += [f"Running summary ({'by ' + code(by) if by and by != 'entries' else 'from the entries'}):", "",
+                  fenced(_cut(memory["summary"], room // 3)), ""]
+    table = ["| id | kind | task | entry |", "| --- | --- | --- | --- |"]
+    rows = [_entry_row(e) for e in memory.get("entries") or ()]
+    left = room - _size(lines) - _size(table) - 80  # 80: the line saying how many are left out
+    kept = []
+    for row in rows:
+        if left - len(row) - 1 < 0:
+            break
+        kept.append(row)
+        left -= len(row) + 1
+    if kept:
+        lines += table + kept + [""]
+    more = len(rows) - len(kept) + (memory.get("more") or 0)
+    if more:
+        lines += [f"{more} more entr{'y' if more == 1 else 'ies'}: `harnessc memory` lists them.", ""]
+    return lines
+
+
+def _entry_row(e: dict[str, Any]) -> str:
+    """An entry's table row: every text a code span on one line, its pipes escaped."""
+    text = code(_cut(e["text"], ENTRY_CHARS), cell=True)
+    text += "".join(f"; {k}: {code(_cut(e[k], ENTRY_CHARS), cell=True)}" for k in ("cause", "fix") if e.get(k))
+    if e.get("expires"):
+        text += " (expired)" if e.get("expired") else (
+            " (until the run ends)" if e["expires"] == "run" else f" (until {code(e['expires'], cell=True)})")
+    task = code(e["task"], cell=True) + (" (this run)" if e.get("this_run") else "")
+    kind = e["kind"] if e["kind"] in ("decision", "failure", "constraint") else code(e["kind"], cell=True)
+    return f"| {code(e['id'], cell=True)} | {kind} | {task} | {text} |"
+
+
+def _cut(text: Any, limit: int) -> str:
+    """`text` to `limit` characters, saying how many more `harnessc memory` shows."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]} [{len(text) - limit:,} more characters: harnessc memory]"
 
 
 def _size(lines: list[str]) -> int:

@@ -6,6 +6,7 @@ is said and starts empty."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -280,3 +281,84 @@ def test_an_abort_cancels_a_summary_call_in_flight(tmp_path):
     with sqlite3.connect(root / ".harness" / "state.db") as db:
         statuses = [json.loads(d)["status"] for (d,) in db.execute("SELECT data FROM events WHERE kind = 'assist'")]
     assert statuses == ["interrupted"], statuses
+
+
+def _md_memory(root: Path) -> str:
+    """The Markdown report's Memory section (up to the task table)."""
+    r = harnessc(root, "report", "--format", "md", "--out", "-")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert "### Memory\n" in r.stdout, r.stdout
+    return "### Memory\n" + r.stdout.split("### Memory\n")[1].split("### Tasks\n")[0]
+
+
+def test_the_markdown_report_lists_the_summary_and_the_entries_with_their_tasks(tmp_path):
+    """Golden: tests/runtime/golden/report_memory.md (HARNESSC_UPDATE_GOLDEN=1 rewrites it)."""
+    from .test_golden import check
+
+    root = with_summary_agent(project(tmp_path / "p", {"a": "Set up.", "b": "Build."}, {
+        "a": '<decision>we use UUIDv7 ids</decision>'
+             '<failure cause="foreign keys off" fix="PRAGMA foreign_keys=ON">the test DB dropped cascades</failure>'
+             '<constraint expires="run">do not touch vendor/</constraint>'
+             '<constraint expires="2099-01-01">freeze the schema</constraint>'
+             '<constraint expires="2000-01-01">an old rule</constraint>'}),
+        "- ids are UUIDv7\n- the test DB needs foreign keys on", every=1)
+    run(root)
+    check("report_memory.md", _md_memory(root))
+
+
+# An entry and a summary as a hand-edited memory file can hold them (the capture cleans what
+# agents say; these come in as they are).
+HOSTILE_TEXT = ("a | b ``` `tick` <script>alert(1)</script>\n# Heading at line start\n<!-- hidden -->"
+                " [link](http://evil.example) ![img](x.png) www.evil.example *em*\n| x | y |\n" + "L" * 5000)
+
+
+def test_the_markdown_memory_section_holds_hostile_entries_as_text(tmp_path):
+    from markdown_it import MarkdownIt
+
+    root = project(tmp_path / "p", {"a": "Set up."}, {"a": "<decision>we use UUIDv7 ids</decision>"})
+    run(root)
+    memdir = root / ".harness" / "memory"
+    evil = {"id": "d-ev|il`", "kind": "decision", "text": HOSTILE_TEXT, "task": "a|b\n# task",
+            "cause": "``` <b>bold</b>", "fix": "<img src=x>\n## fix", "expires": "2099</td>|", "files": []}
+    with (memdir / "memory.jsonl").open("a") as f:
+        f.write(json.dumps(evil) + "\n")
+    (memdir / "summary.json").write_text(json.dumps(
+        {"text": "# Summary heading\n```\n<script>alert(2)</script>\n| a | b |\n" + "S" * 20_000,
+         "by": "ev|il `by`\n# x", "upto": None}))
+    md = _md_memory(root)
+    parser = MarkdownIt("commonmark", {"html": True}).enable("table")
+    tokens = [t for top in parser.parse(md) for t in [top, *(top.children or ())]]
+    assert not [t.type for t in tokens if t.type in ("html_block", "html_inline", "link_open", "image", "em_open")]
+    headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+    assert headings == ["Memory"], headings  # no line of an entry or the summary became a heading
+    (fence,) = [t for t in tokens if t.type == "fence"]
+    assert fence.content.startswith("# Summary heading\n```\n<script>alert(2)</script>\n")  # whole, and inert
+    assert len(fence.content) < 20_000  # cut
+    page = parser.render(md)
+    rows = re.findall(r"<tr>(.*?)</tr>", page, flags=re.S)
+    assert len(rows) == 3  # the head, the hand-edited entry, the decision
+    cells = [re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, flags=re.S) for row in rows]
+    assert all(len(c) == 4 for c in cells), cells
+    assert cells[1][0] == "<code>d-ev|il`</code>" and cells[1][2] == "<code>a|b # task</code>"
+    assert cells[1][3].startswith("<code>a | b ``` `tick` &lt;script&gt;alert(1)&lt;/script&gt; # Heading at line start")
+    assert "; fix: <code>&lt;img src=x&gt; ## fix</code>" in cells[1][3] and "(until <code>2099&lt;/td&gt;|</code>)" in cells[1][3]
+    assert "more characters: harnessc memory]" in cells[1][3] and len(cells[1][3]) < 2_000
+    outside = re.sub(r"<pre>.*?</pre>|<code>.*?</code>", "", page, flags=re.S)
+    for live in ("<script", "<img", "<a ", "<!--", "<b>", "<em>", "<h1", "<h2", "http://", "www."):
+        assert live not in outside, live
+
+
+def test_a_big_memory_keeps_the_markdown_report_within_a_github_summary(tmp_path):
+    root = project(tmp_path / "p", {"a": "Set up."}, {})
+    run(root)
+    with (root / ".harness" / "memory" / "memory.jsonl").open("a") as f:
+        for n in range(400):
+            text = f"decision {n} " + "word " * 400
+            f.write(json.dumps({"id": f"d-{n:08}", "kind": "decision", "text": text, "task": "a"}) + "\n")
+    r = harnessc(root, "report", "--format", "md", "--out", "-")
+    assert r.returncode == 0 and len(r.stdout) <= 65_536, r.stderr
+    section = r.stdout.split("### Memory\n")[1].split("### Tasks\n")[0]
+    assert len(section) <= 65_536 // 4 and "| `d-00000399` | decision |" in section  # the newest first
+    shown = section.count("| decision |")
+    assert 10 < shown < 200 and f"{400 - shown} more entries: `harnessc memory` lists them." in section
+    assert "| `a` | succeeded |" in r.stdout  # the task table still has its room
