@@ -1,6 +1,6 @@
 """A page in a real headless Chromium, driven over the DevTools protocol (aiohttp's websocket
-client): its console errors, every request that is not file: or data:, where its charts are,
-and a full-page screenshot."""
+client): its console errors, every request that is not file: or data:, where its charts and
+sections are, and a full-page screenshot."""
 
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ class Seen:
     console_errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
     boxes: dict[str, dict] = field(default_factory=dict)  # chart -> {x, y, width, height} in page pixels
+    headings: dict[str, float] = field(default_factory=dict)  # a section's id (h2#memory) -> its top, in page pixels
     # every piece of text on the page as drawn: {"where": a chart's name, "phase" (a phase's own graph)
     # or "page", "text", "px": its font size on screen (an SVG's scale included), "fill": its colour,
-    # "shown": laid out (not inside something hidden)}
+    # "shown": laid out (not inside something hidden), "y": its top in page pixels}
     texts: list[dict] = field(default_factory=list)
     bytes: int = 0
     png: bytes = b""
@@ -77,6 +78,8 @@ async def _visit(browser_url: str, page_url: str) -> Seen:
             "Object.fromEntries(['plan', 'timeline', 'spending'].filter(n => document.querySelector('.chart-' + n))"
             ".map(n => { const r = document.querySelector('.chart-' + n).getBoundingClientRect();"
             " return [n, {x: r.x + scrollX, y: r.y + scrollY, width: r.width, height: r.height}]; }))")
+        seen.headings = await cdp.evaluate(
+            "Object.fromEntries([...document.querySelectorAll('h2[id]')].map(h => [h.id, h.getBoundingClientRect().y + scrollY]))")
         seen.texts = await cdp.evaluate(TEXTS)
         shot = await cdp.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
         seen.png = base64.b64decode(shot["data"])
@@ -88,6 +91,7 @@ async def _visit(browser_url: str, page_url: str) -> Seen:
 # its own, in the page as laid out; hidden ones (a phase's graph until its link is followed) too.
 TEXTS = """(() => {
   const out = [];
+  const top = el => el.getBoundingClientRect().y + scrollY;
   const where = el => { const c = el.closest('[class*="chart-"], .phase-tasks');
     return c ? (c.classList.contains('phase-tasks') ? 'phase' : [...c.classList].find(k => k.startsWith('chart-')).slice(6)) : 'page'; };
   for (const el of document.querySelectorAll('svg text')) {
@@ -97,12 +101,12 @@ TEXTS = """(() => {
     const scale = ctm ? Math.hypot(ctm.a, ctm.b) : 1;
     const style = getComputedStyle(el);
     out.push({where: where(el), text, px: parseFloat(style.fontSize) * scale, fill: style.fill,
-              shown: el.getClientRects().length > 0});
+              shown: el.getClientRects().length > 0, y: top(el)});
   }
   for (const el of document.querySelectorAll('body *:not(svg):not(svg *)')) {
     const own = [...el.childNodes].filter(n => n.nodeType === 3).map(n => n.textContent).join('').trim();
     if (own) out.push({where: where(el), text: own.slice(0, 80), px: parseFloat(getComputedStyle(el).fontSize),
-                       fill: getComputedStyle(el).color, shown: el.getClientRects().length > 0});
+                       fill: getComputedStyle(el).color, shown: el.getClientRects().length > 0, y: top(el)});
   }
   return out;
 })()"""

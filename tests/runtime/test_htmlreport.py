@@ -375,11 +375,15 @@ def test_demo_report_in_headless_chromium(tmp_path):
         box = seen.boxes[chart]
         assert box["width"] > 300 and box["height"] > 100, (chart, box)
         assert colours_in(seen.png, box).get(colour, 0) > 200, chart
+    # run memory: the decision market-001 recorded, tied to its task, between the alerts and the tasks
+    assert seen.headings["alerts"] < seen.headings["memory"] < seen.headings["tasks"], seen.headings
+    memory = [t["text"] for t in seen.texts if t["shown"] and seen.headings["memory"] < t["y"] < seen.headings["tasks"]]
+    assert "market-001" in memory and any("EUR" in t for t in memory), memory
     shot = REPO / "docs" / "report.png"
     if __import__("os").environ.get("HARNESSC_UPDATE_GOLDEN") == "1":
         from .browser import save_small
 
-        save_small(seen.png, shot)
+        save_small(seen.png, shot, height=int(seen.headings["tasks"]) + 120)  # down to the first tasks
 
 
 def _chromium() -> str:
