@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..runtime.memory.store import KINDS
 from ..states import TaskState
 from .charts import priced
 from .html import clip, duration, percent, state_counts
@@ -105,7 +106,7 @@ def _entry_row(e: dict[str, Any]) -> str:
         text += " (expired)" if e.get("expired") else (
             " (until the run ends)" if e["expires"] == "run" else f" (until {code(e['expires'], cell=True)})")
     task = code(e["task"], cell=True) + (" (this run)" if e.get("this_run") else "")
-    kind = e["kind"] if e["kind"] in ("decision", "failure", "constraint") else code(e["kind"], cell=True)
+    kind = e["kind"] if e["kind"] in KINDS else code(e["kind"], cell=True)  # the store checks it; a word
     return f"| {code(e['id'], cell=True)} | {kind} | {task} | {text} |"
 
 
