@@ -31,10 +31,15 @@ def entries_of_task(root, task: str) -> list[dict]:
     return [e for e in MemoryStore(root, say=lambda line: click.echo(line, err=True)).entries() if e["task"] == task and e["kind"] != "done"]
 
 
-def memory_lines(entries: list[dict]) -> list[str]:
-    """`show TASK`'s lines of what the task told memory."""
-    return [f"memory: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} (`harnessc memory forget ID` removes one)",
-            *("  " + _line(e) for e in entries)] if entries else []
+def memory_lines(entries: list[dict], given: str | None = None, task: str = "TASK") -> list[str]:
+    """`show TASK`'s lines of what the task told memory, then of the memory section its last
+    attempt's prompt carried (`given`)."""
+    lines = [f"memory: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} (`harnessc memory forget ID` removes one)",
+             *("  " + _line(e) for e in entries)] if entries else []
+    if given:
+        lines += [f"memory given to its last attempt (`harnessc log {task} --last` has the whole prompt):",
+                  *(f"  {line}".rstrip() for line in given.split("\n"))]
+    return lines
 
 
 @click.group(invoke_without_command=True)

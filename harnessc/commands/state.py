@@ -554,8 +554,8 @@ def _attempt_lines(a: dict, total: int, events: bool = True) -> list[str]:
 @pass_ctx
 def show(ctx: Context, task: str, output: str) -> None:
     """TASK's result: its verified output (JSON, or the answer's text) and what verified it;
-    a degraded task's fallback output and the fields filled from the contract; a best-of-N
-    task's scoreboard."""
+    a degraded task's fallback output and the fields filled from the contract; what it told
+    run memory and the memory its last attempt was given; a best-of-N task's scoreboard."""
     from ..diagnostics import did_you_mean
     from ..runtime.observe import report
     from ..runtime.store.outputs import text
@@ -572,7 +572,7 @@ def show(ctx: Context, task: str, output: str) -> None:
                              default=str))
         return
     click.echo(visible(text(rec)))  # the agent's words: shown, never obeyed
-    for line in memory_lines(remembered):
+    for line in memory_lines(remembered, rec.get("memory_given"), task):
         echo_visible(line)
     from ..proposals import lineage
 

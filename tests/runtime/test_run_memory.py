@@ -181,6 +181,36 @@ def test_show_lists_what_a_task_told_memory(tmp_path):
     assert "memory:" not in harnessc(root, "show", "b").stdout
 
 
+def test_show_prints_the_memory_section_the_task_was_given(tmp_path):
+    root = project(tmp_path / "p", {"a": "Set up the ids.", "b": "Build the ids API."}, {
+        "a": '<decision>we use UUIDv7 ids</decision><constraint expires="run">keep vendor/ as it is</constraint>'})
+    run(root)
+    decision = next(e for e in entries(root) if e["kind"] == "decision")
+    r = harnessc(root, "show", "b")
+    assert r.returncode == 0, r.stdout + r.stderr
+    given = r.stdout.split("memory given to its last attempt (`harnessc log b --last` has the whole prompt):\n")[1]
+    assert f"  Decisions:\n  - we use UUIDv7 ids [{decision['id']}, task a]\n" in given, r.stdout
+    assert "  Active constraints:\n  - keep vendor/ as it is (until the run ends)" in given
+    assert "What earlier tasks" not in given and "<promise>" not in given  # the section only
+    shown = json.loads(harnessc(root, "show", "b", "--output", "json").stdout)["memory_given"]
+    assert shown.startswith("So far:\n- task a (Task a) succeeded") and shown in prompt(root, "b")
+    assert "memory given" not in harnessc(root, "show", "a").stdout  # memory was empty when a ran
+
+
+def test_the_memory_section_of_a_prompt_ends_where_its_next_part_starts():
+    from harnessc.runtime.memory import recall
+
+    summary = "- ids are UUIDv7\n## not a heading of the prompt: the summary's own line\n- more"
+    section = recall.render({"summary": [{"text": summary, "written": "cheap"}],
+                             "decisions": [{"id": "d-1", "kind": "decision", "text": "x", "task": "a"}],
+                             "failures": [], "constraints": []})
+    prompt = "Task b.\n" + section + "\n## Your previous attempt did not pass verification\n\n- an error\n"
+    given = recall.given(prompt)
+    assert given == ("So far:\n(the running summary, written by its summary agent)\n" + summary
+                     + "\n(end of the summary)\n\nDecisions:\n- x [d-1, task a]")
+    assert recall.given("Task b.\n") == "" and recall.given(None) == ""
+
+
 def test_memory_lists_say_a_hand_edited_file_once_and_keep_it(tmp_path):
     root = project(tmp_path / "p", {"a": "Set up."}, {})
     memdir = root / ".harness" / "memory"

@@ -70,10 +70,14 @@ def _line(e: dict) -> str:
     return f"- {text} [{e['id']}, task {e['task']}]\n"
 
 
+HEADING = "## Memory of earlier tasks"
+SUMMARY_OPEN, SUMMARY_CLOSE = "(the running summary, written by ", "(end of the summary)"
+
+
 def render(view: dict[str, list[dict]]) -> str:
     if not (view["decisions"] or view["failures"] or view["constraints"] or view["summary"]):
         return ""
-    out = ["\n## Memory of earlier tasks\n\nWhat earlier tasks of this project recorded (`harnessc memory`). "
+    out = [f"\n{HEADING}\n\nWhat earlier tasks of this project recorded (`harnessc memory`). "
            "Keep to the decisions and constraints unless your task says otherwise; report your own with "
            "<decision>...</decision>, <failure cause=\"...\" fix=\"...\">...</failure> and "
            "<constraint expires=\"...\">...</constraint>.\n"]
@@ -82,7 +86,7 @@ def render(view: dict[str, list[dict]]) -> str:
         for e in view["summary"]:
             if "written" in e:  # the running summary: an agent's words are shown as quoted data
                 by = "its summary agent" if e["written"] != "entries" else "harnessc, from the entries"
-                out.append(f"(the running summary, written by {by})\n{e['text']}\n(end of the summary)\n")
+                out.append(f"{SUMMARY_OPEN}{by})\n{e['text']}\n{SUMMARY_CLOSE}\n")
             else:
                 out.append(f"- {e['text']}\n")
     for key, head in (("decisions", "Decisions"), ("failures", "Failures on your files"),
@@ -114,6 +118,27 @@ def section(entries: list[dict], node: Any, settings: Settings, run_id: str | No
             return ""
         text = render(view)
     return text
+
+
+def given(prompt: str | None) -> str:
+    """The memory section a prompt carried, as `render` wrote it, without its heading and the
+    lines that say what memory is ("" when it carried none): up to the prompt's next `## `
+    part (the loop's memory, a refinement, the operator's words), the summary's lines whole."""
+    head = f"\n{HEADING}\n"
+    if not prompt or head not in prompt:
+        return ""
+    lines = prompt.split(head, 1)[1].split("\n")
+    kept, quoted = [], False
+    for line in lines:
+        if quoted:
+            quoted = line != SUMMARY_CLOSE
+        elif line.startswith(("# ", "## ")):
+            break
+        else:
+            quoted = line.startswith(SUMMARY_OPEN)
+        kept.append(line)
+    body = "\n".join(kept).strip("\n")
+    return body.split("\n\n", 1)[1] if body.startswith("What earlier tasks") and "\n\n" in body else body
 
 
 def done_line(node: Any, outcome: str, told: list[dict]) -> dict:

@@ -13,6 +13,7 @@ from ...workspace import Workspace
 from .. import plan as planmod
 from ..loop.progress import is_loop
 from ..loop.recovery import Ladder, resumed_text, rungs_for
+from ..memory import recall
 from ..routing.health import agent_report
 from ..routing.history import History
 from ..scheduler import task_summary
@@ -212,8 +213,9 @@ class UnknownTask(Exception):
 
 def show(root: Path, task_id: str) -> dict:
     """A task's result (outputs.result) for `harnessc show`, with `file`: its
-    .harness/outputs/ file when one was written, and `approaches`: a best-of-N task's last
-    scoreboard (scoreboard.py). Raises UnknownTask, StateError."""
+    .harness/outputs/ file when one was written, `approaches`: a best-of-N task's last
+    scoreboard (scoreboard.py), and `memory_given`: the memory section its last attempt's
+    prompt carried. Raises UnknownTask, StateError."""
     workspace = Workspace(root)
     try:
         plan = planmod.load_plan(root)
@@ -224,6 +226,7 @@ def show(root: Path, task_id: str) -> dict:
     try:
         row = store.tasks([task_id]).get(task_id) if store else None
         final = store.final_attempt(task_id) if row else None
+        prompt = store.last_prompt(task_id) if row else None
         board = scoreboard.load(store, task_id) if store else None
         known = None if row or task_id in nodes else list(nodes) + sorted(set(store.tasks() if store else ()) - set(nodes))
     finally:
@@ -239,6 +242,9 @@ def show(root: Path, task_id: str) -> dict:
     rec["file"] = workspace.rel(path) if rec["state"] in LANDED and path.is_file() else None
     if board is not None:  # best-of-N: which approach did what, and which landed
         rec["approaches"] = board
+    given = recall.given(prompt)
+    if given:  # what run memory told its last attempt (runtime/memory/recall.py)
+        rec["memory_given"] = given
     return rec
 
 

@@ -249,6 +249,12 @@ class Attempts(Tasks, Ledger):
         d["checks"] = self._loads(d["checks"], f"attempt {d['id']}'s checks", list)
         return d
 
+    def last_prompt(self, task_id: str) -> str | None:
+        """The prompt of the task's newest attempt (None: it has none), for `show`."""
+        row = self.db.execute("SELECT prompt FROM attempts WHERE task_id=? ORDER BY id DESC LIMIT 1",
+                              (task_id,)).fetchone()
+        return row[0] if row is not None else None
+
     def run_attempts(self, run_id: str) -> list[dict]:
         """The run's attempts, oldest first, JSON columns decoded; prompts are left out (large,
         and `harnessc log` shows them)."""
