@@ -23,6 +23,7 @@ from .text import code, fenced
 LIMIT = 65_536
 RESERVE = 600  # for the closing lines
 ENTRY_CHARS = 400  # of one memory entry's text (and of its cause, its fix)
+MEMORY_LEAST = 1_000  # below this room the Memory section is one line pointing to `harnessc memory`
 
 
 def render(report: dict[str, Any], full_report: str | None) -> str:
@@ -75,6 +76,8 @@ def _memory(memory: dict[str, Any], room: int) -> list[str]:
     fenced block, then a row per entry, newest first, as many as fit; [] when memory is empty."""
     if not (memory.get("summary") or memory.get("entries")):
         return []
+    if room < MEMORY_LEAST:  # the failures took the room: say where memory is
+        return ["Memory: `harnessc memory` lists what tasks recorded for the others.", ""]
     lines = ["### Memory", "", "What tasks recorded for the others (`harnessc memory` lists it, "
              "`harnessc memory forget ID` removes an entry), as it is now.", ""]
     if memory.get("summary"):

@@ -362,3 +362,15 @@ def test_a_big_memory_keeps_the_markdown_report_within_a_github_summary(tmp_path
     shown = section.count("| decision |")
     assert 10 < shown < 200 and f"{400 - shown} more entries: `harnessc memory` lists them." in section
     assert "| `a` | succeeded |" in r.stdout  # the task table still has its room
+
+
+def test_no_room_left_makes_the_markdown_memory_one_line():
+    """Failures can take the whole room (their share has a floor): memory is then one line."""
+    from harnessc.runreport import markdown
+
+    memory = {"summary": "- a summary line", "summary_by": "entries", "more": 0,
+              "entries": [{"id": "d-1", "kind": "decision", "text": "we use UUIDv7 ids", "task": "t1"}]}
+    for room in (-20_000, 0, 999):
+        assert markdown._memory(memory, room) == ["Memory: `harnessc memory` lists what tasks recorded for the others.", ""]
+    assert markdown._memory(memory, 1_000)[0] == "### Memory"
+    assert markdown._memory({"summary": "", "entries": [], "more": 0}, 5_000) == []
