@@ -22,8 +22,20 @@ from .helpers import env as cli_env, harnessc  # noqa: E402
 from .test_caching import NOTE_CONTRACTS  # noqa: E402
 
 KEY = {"ANTHROPIC_API_KEY": "test-anthropic-key-0000"}
-DEPRECATED = "claude-sonnet-4-5"  # end of life November 30th, 2026 in the SDK's table (2.14.0)
 CURRENT = "claude-sonnet-4-6"
+
+
+def _pick_deprecated() -> str:
+    """A model the installed SDK's own table deprecates: the table changes between SDK
+    releases (2.14 listed claude-sonnet-4-5, 2.17 lists claude-opus-4-5 instead), so the
+    test reads it rather than naming one that a newer SDK drops."""
+    from anthropic._data import DEPRECATED_MODELS
+
+    undated = sorted(m for m in DEPRECATED_MODELS if m.startswith("claude-") and not m[-8:].isdigit())
+    return (undated or sorted(DEPRECATED_MODELS) or [""])[0]
+
+
+DEPRECATED = _pick_deprecated()
 
 
 def _deprecated_in_sdk() -> str:
@@ -31,7 +43,7 @@ def _deprecated_in_sdk() -> str:
     from anthropic._data import DEPRECATED_MODELS
 
     if DEPRECATED not in DEPRECATED_MODELS:
-        pytest.skip(f"the installed anthropic SDK does not deprecate {DEPRECATED}")
+        pytest.skip("the installed anthropic SDK deprecates no model")
     return DEPRECATED_MODELS[DEPRECATED]
 
 
