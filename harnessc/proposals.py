@@ -21,13 +21,13 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Container, Iterable
 
 from .compiler import CHECK_PASSES, _run, load
 from .compiler.project import Project
 from .diagnostics import did_you_mean
 from .vocab import ID_PATTERN, MAX_ID_LENGTH, ROADMAP
-from .workspace import Workspace, task_file_name
+from .workspace import Workspace, WorkspaceError, task_file_name
 
 GROW_MODES = ("review", "auto", "off")
 DEFAULTS = {"grow": "review", "max_new_tasks": 10, "max_depth": 2}
@@ -47,6 +47,9 @@ _H2 = re.compile(r"^##[ \t]", re.M)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u2028\u2029]")
 
 WAITING, REJECTED, ACCEPTED, ADDED = "waiting", "rejected", "accepted", "added"
+# being added by a run (plan.grow: auto, split: true): recorded before roadmap.md is written,
+# ADDED once it is; a run killed in between finds it (settle())
+ADDING = "adding"
 
 
 class ProposalError(Exception):
@@ -339,9 +342,10 @@ class Store:
             {"proposed_by": task, "proposals": [asdict(p) for p in proposals]}, indent=2) + "\n")
         self.ws.write_atomic(self._file(task, "md"), text)
 
-    def remember(self, tid: str, generation: int) -> None:
+    def remember(self, generations: dict[str, int]) -> None:
+        """Record the generations of tasks now in roadmap.md (task id -> generation)."""
         gens = self.generations()
-        gens[tid] = generation
+        gens.update(generations)
         self.ws.make_dir(self.dir)
         self.ws.write_atomic(self.dir / "accepted.json", json.dumps(gens, indent=2, sort_keys=True) + "\n")
 
@@ -418,12 +422,13 @@ class Filing:
         for p in found:
             p.status = REJECTED if p.diagnostics else WAITING
 
-    def save(self, tid: str, found: list[Proposal]) -> None:
+    def save(self, tid: str, found: list[Proposal], events: bool = True) -> None:
         """Record `found` (their events, the ids waiting ones hold) and write tid's files."""
         for p in found:
             if p.status == WAITING:
                 self.taken.setdefault(p.id, tid)
-            self.store.event("proposal_filed", tid, proposed=p.id, status=p.status, diagnostics=p.diagnostics[:5])
+            if events:
+                self.store.event("proposal_filed", tid, proposed=p.id, status=p.status, diagnostics=p.diagnostics[:5])
         kept = [p for p in self.files.of(tid) if p.status != WAITING and p.id not in {q.id for q in found}]
         self.files.save(tid, kept + found)
 
@@ -476,8 +481,10 @@ def grow(filing: Filing, tid: str, output: Any = None, limit: int | None = None,
     is now, append those that pass to it at once (status ADDED: the running plan takes them,
     runtime/growth/), file the rest as rejected. Returns the added ones, in dependency order.
 
-    roadmap.md is written before the proposals' record: a run killed in between resumes with
-    the tasks (the next `run` builds them) and loses only their generation."""
+    The proposals' record is written first (the added ones ADDING), then roadmap.md, then the
+    record again (ADDED): a run killed at any point resumes from what is on disk (settle()):
+    a task in roadmap.md is added, its proposer (a split task) is not asked again; one that
+    never reached roadmap.md waits for review."""
     roadmap = filing.root / ROADMAP
     found = filing.read(tid, output) if found is None else found
     if not found:
@@ -486,13 +493,17 @@ def grow(filing: Filing, tid: str, output: Any = None, limit: int | None = None,
     batch = Batch(filing.root, text)
     filing.check(tid, found, batch, limit)
     added = list(batch.passed)
-    if added:
-        new_text, _ = with_blocks(text, [p.block() for p in added])
-        filing.files.ws.write_atomic(roadmap, new_text)
-        for p in added:
-            p.status = ADDED
-            filing.gens[p.id] = p.generation
-            filing.files.remember(p.id, p.generation)
+    if not added:
+        filing.save(tid, found)
+        return []
+    for p in added:
+        p.status = ADDING
+        filing.gens[p.id] = p.generation
+    filing.files.remember({p.id: p.generation for p in added})
+    filing.save(tid, found, events=False)  # the intent, before roadmap.md changes
+    filing.files.ws.write_atomic(roadmap, with_blocks(text, [p.block() for p in added])[0])
+    for p in added:
+        p.status = ADDED
     filing.save(tid, found)
     return added
 
@@ -526,7 +537,7 @@ def accept(root: Path, tid: str) -> tuple[Proposal, int]:
         raise ProposalError("it no longer lints against roadmap.md: " + "; ".join(said))
     files.ws.write_atomic(roadmap, new_text)
     _mark(files, p, ACCEPTED)
-    files.remember(p.id, p.generation)
+    files.remember({p.id: p.generation})
     return p, starts[0]
 
 
@@ -581,6 +592,31 @@ def unadd(filing: Filing, tid: str, added: list[Proposal], why: str) -> None:
         if q.id in ids and q.status == ADDED:
             q.status, q.diagnostics = REJECTED, [*q.diagnostics, f"{filing.files.path(tid)}:1:1: error: {why}"]
     filing.files.save(tid, mine)
+
+
+def settle(root: Path, in_plan: Container[str]) -> None:
+    """Proposals a killed run left ADDING (grow() wrote their record, maybe not roadmap.md):
+    those the plan built from roadmap.md has (`in_plan`) are ADDED, the others wait for review."""
+    files = Store(root)
+    for task in sorted({p.proposed_by for p in files.all() if p.status == ADDING}):
+        mine = files.of(task)
+        for p in mine:
+            if p.status == ADDING:
+                p.status = ADDED if p.id in in_plan else WAITING
+        try:
+            files.save(task, mine)
+        except (OSError, WorkspaceError):  # left ADDING: subtasks() still reads them, the next run tries again
+            return
+
+
+def subtasks(root: Path, split: Container[str], in_plan: Container[str]) -> dict[str, list[str]]:
+    """Split task -> its subtasks in the plan (the tasks it added: ADDED, or ADDING when a
+    run was killed before it could say so), for the split tasks `split`."""
+    out: dict[str, list[str]] = {}
+    for p in Store(root).all():
+        if p.status in (ADDED, ADDING) and p.proposed_by in split and p.id in in_plan:
+            out.setdefault(p.proposed_by, []).append(p.id)
+    return out
 
 
 def lineage(root: Path, tid: str) -> list[str]:

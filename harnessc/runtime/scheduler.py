@@ -512,8 +512,10 @@ class Runner:
                 f"its title holds {flaw[1]} at character {flaw[0] + 1}: a title is one line of plain text "
                 "(it becomes a commit's subject); fix it in roadmap.md and build again"))))
         route = self.router.route(node)
-        if node.split:  # its subtasks first (growth/)
-            return await self.growth.run_split(node, route)
+        if node.split:  # its subtasks first (growth/), then it is done without a call
+            if (done := self.growth.split_done(node)) is not None:
+                return self._end(tid, done)
+            return await self.run_to_end(tid, self.growth.split_run(node, route))
         if node.approaches is not None and self.isolation.is_isolated(node):
             run = self.task_runs[tid] = Approaches(self, node, route)  # best-of-N (approaches.py)
         else:

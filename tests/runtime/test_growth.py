@@ -13,7 +13,9 @@ import sqlite3
 import textwrap
 import time
 
-from .helpers import PY, harnessc, spawn
+import pytest
+
+from .helpers import PY, env, harnessc, spawn
 
 # Appends its task to ran.log, writes done/<task>; prints says/<task> when there is one.
 # With hold/<task> present, it writes started/<task> and waits for the file to go away.
@@ -320,3 +322,43 @@ def test_a_split_task_killed_while_its_subtasks_run_is_not_split_again(tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert ran(root) == ["setup", "big", "big-a", "big-b", "big-b", "ship"]  # big asked once; ship after big
     assert set(states(root).values()) == {"succeeded"}
+
+
+# Kills the run (SIGKILL, as a crash would) right after it writes the file named by
+# HARNESSC_TEST_KILL_AFTER (the n-th such write with HARNESSC_TEST_KILL_NTH): a crash at
+# that exact point of adding a split task's subtasks.
+KILL_AFTER_WRITE = """
+import os, signal
+from pathlib import Path
+import harnessc.workspace as _ws
+_write, _seen = _ws.Workspace.write_atomic, []
+def _killing(self, path, *a, **k):
+    out = _write(self, path, *a, **k)
+    if Path(path).name == os.environ["HARNESSC_TEST_KILL_AFTER"]:
+        _seen.append(path)
+        if len(_seen) == int(os.environ.get("HARNESSC_TEST_KILL_NTH", "1")):
+            os.kill(os.getpid(), signal.SIGKILL)
+    return out
+_ws.Workspace.write_atomic = _killing
+"""
+
+
+@pytest.mark.parametrize("after, nth, asked", [
+    ("roadmap.md", 1, 1),  # the subtasks are in roadmap.md, their record still says "adding"
+    ("big.json", 2, 1),  # after the record says "added", before the task's ending is written
+    ("big.json", 1, 2),  # only the record of what is being added: roadmap.md never had them
+])
+def test_a_split_killed_while_adding_its_subtasks_resumes_with_them(tmp_path, after, nth, asked):
+    root = project(tmp_path / "p", {"big": marker("big-a", "setup") + marker("big-b", "big-a")},
+                   plan="", tasks=SPLIT_TASKS)
+    r = harnessc(root, "run", prelude=KILL_AFTER_WRITE,
+                 env=env(HARNESSC_TEST_KILL_AFTER=after, HARNESSC_TEST_KILL_NTH=str(nth)))
+    assert r.returncode == -signal.SIGKILL, r.stdout + r.stderr
+    assert ran(root) == ["setup", "big"]
+    r = harnessc(root, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ran(root) == ["setup", *["big"] * asked, "big-a", "big-b", "ship"]  # each subtask once
+    assert set(states(root).values()) == {"succeeded"}
+    roadmap = (root / "roadmap.md").read_text()
+    assert roadmap.count("**big-a**") == 1 and roadmap.count("**big-b**") == 1
+    assert {p["status"] for p in proposed(root, "big").values()} == {"added"}

@@ -14,7 +14,8 @@ from .. import plan as planmod
 from .. import protect
 from ..loop import useredits
 from ..schedule import Graph, Schedule
-from .split import SplitRun
+from ..store.attempts import Ending, TaskEnd
+from .split import SplitRun, adopt
 
 if TYPE_CHECKING:  # annotations only
     from ...planfile import PlanNode
@@ -32,22 +33,9 @@ class PlanGrowth:
         self.added: list[str] = []  # the tasks this run added to the plan
         self.subtasks: dict[str, list[str]] = {}  # split task -> its subtasks in the plan
         self.splitting: dict[str, list[PlanNode]] = {}  # split task whose call just ended -> its new subtasks
-        if any(n.split for n in runner.plan.nodes):
-            self._read_splits()
-
-    def _read_splits(self) -> None:
-        """The split tasks of earlier runs wait for their subtasks again (in memory: the plan's
-        node gains them as dependencies, as Schedule.split gave them), unless that would close
-        a cycle (roadmap.md edited since)."""
-        nodes = self.runner.nodes
-        for p in proposals.Store(self.runner.root).all():
-            parent = nodes.get(p.proposed_by)
-            if p.status == proposals.ADDED and p.id in nodes and parent is not None and parent.split:
-                self.subtasks.setdefault(parent.id, []).append(p.id)
-        for tid, subs in self.subtasks.items():
-            node = nodes[tid]
-            node.depends_on = [*node.depends_on, *(s for s in subs if s not in node.depends_on
-                                                   and tid not in _reaches(nodes, s))]
+        # a run killed while adding proposals: what reached roadmap.md is added, the rest waits
+        proposals.settle(runner.root, runner.nodes)
+        self.subtasks.update(adopt(runner.root, runner.nodes))  # split tasks of earlier runs
 
     def run_filing(self) -> proposals.Filing:
         if self.filing is None:
@@ -120,21 +108,23 @@ class PlanGrowth:
 
     # ------------------------------------------------------------------ split: true
 
-    async def run_split(self, node: PlanNode, route: Any) -> str:
-        """A split task's turn: its first call asks for subtasks (SplitRun); once they are
-        complete (it starts again only then) it succeeds without a call."""
-        tid = node.id
-        if tid not in self.subtasks:
-            self.handled.add(tid)
-            run = SplitRun(self.runner, node, route)
-            run.growth = self
-            return await self.runner.run_to_end(tid, run)
-        store = self.runner.store
-        store.set_state(tid, TaskState.RUNNING)
-        store.finish_task(tid, TaskState.SUCCEEDED, output=None, fingerprint=node.fingerprint)
-        store.event("split_done", tid, subtasks=self.subtasks[tid],
-                    message=f"{tid}: done, its subtasks are ({', '.join(self.subtasks[tid])})")
-        return TaskState.SUCCEEDED
+    def split_run(self, node: PlanNode, route: Any) -> SplitRun:
+        """A split task's first turn: its call asks for subtasks."""
+        self.handled.add(node.id)
+        run = SplitRun(self.runner, node, route)
+        run.growth = self
+        return run
+
+    def split_done(self, node: PlanNode) -> Ending | None:
+        """A split task's turn once its subtasks are complete (it starts again only then): it
+        succeeds without a call - the ending the driver writes, as every task's. None: the
+        task has no subtasks yet (split_run)."""
+        subs = self.subtasks.get(node.id)
+        if subs is None:
+            return None
+        self.runner.store.event("split_done", node.id, subtasks=subs,
+                                message=f"{node.id}: done, its subtasks are ({', '.join(subs)})")
+        return Ending(TaskEnd(TaskState.SUCCEEDED, fingerprint=node.fingerprint))
 
     def split_ended(self, sched: Schedule, tid: str) -> list[tuple[str, str]] | None:
         """The driver's look at a task that ended: a split task whose call added subtasks
@@ -195,14 +185,3 @@ def _behind(nodes: dict[str, PlanNode], tid: str) -> set[str]:
                 stack.append(c)
     return out
 
-
-def _reaches(nodes: dict[str, PlanNode], tid: str) -> set[str]:
-    """What `tid` waits for, transitively."""
-    out, stack = set(), [tid]
-    while stack:
-        n = nodes.get(stack.pop())
-        for d in (n.depends_on if n is not None else ()):
-            if d not in out:
-                out.add(d)
-                stack.append(d)
-    return out

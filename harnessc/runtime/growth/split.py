@@ -3,13 +3,17 @@ growth/plan.py adds them to roadmap.md and the running plan."""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ... import proposals
 from ...states import TaskState
 from ..iteration import TaskRun, answer_end
 from ..store.attempts import TaskEnd
 from ..verify import Verdict
+
+if TYPE_CHECKING:  # annotations only
+    from ...planfile import PlanNode
 
 SPLIT_SECTION = """
 
@@ -56,3 +60,29 @@ class SplitRun(TaskRun):
                             answer_end("rejected", resp, errors=[why]))
         growth.splitting[self.tid] = nodes
         raise self.done(None, answer_end("succeeded", resp))  # pending: it waits for its subtasks
+
+
+def adopt(root: Path, nodes: dict[str, PlanNode]) -> dict[str, list[str]]:
+    """The split tasks of earlier runs wait for their subtasks again: each plan node gains
+    them as dependencies (in memory, as Schedule.split gave them), unless that would close a
+    cycle (roadmap.md edited since). Split task -> its subtasks. The run and `run --dry-run`
+    both see the plan this way."""
+    split = {tid for tid, n in nodes.items() if n.split}
+    found = proposals.subtasks(root, split, nodes) if split else {}
+    for tid, subs in found.items():
+        node = nodes[tid]
+        node.depends_on = [*node.depends_on, *(s for s in subs if s not in node.depends_on
+                                               and tid not in _reaches(nodes, s))]
+    return found
+
+
+def _reaches(nodes: dict[str, PlanNode], tid: str) -> set[str]:
+    """What `tid` waits for, transitively."""
+    out, stack = set(), [tid]
+    while stack:
+        n = nodes.get(stack.pop())
+        for d in (n.depends_on if n is not None else ()):
+            if d not in out:
+                out.add(d)
+                stack.append(d)
+    return out
