@@ -110,6 +110,8 @@ CODES: dict[str, str] = {
     "HC601": "output is not valid JSON",
     "HC602": "output does not match the contract schema",
     "HC603": "output breaks a contract rule",
+    # a running plan's growth (runtime/growth/): reported by the run, not the lint
+    "HC716": "a task added to the running plan needs a setting the run did not start with: it waits for the next run",
 }
 
 

@@ -98,6 +98,8 @@ EVENTS: dict[str, EventKind] = _kinds(
     ("proposal_filed", "proposed status diagnostics", "the task's agent proposed a task: filed waiting or rejected"),
     ("proposal_ignored", "reason", "a proposed task that could not be read (a bad id, no goal, too many)"),
     ("plan_grown", "tasks split message", "tasks were added to roadmap.md and this run (plan.grow: auto, split: true)"),
+    ("plan_grown_later", "tasks message", "tasks added to roadmap.md wait for the next run: they need a setting "
+     "this run did not start with (HC716)"),
     ("split_done", "subtasks message", "a split task is done: its subtasks are"),
     # approaches and exploration
     ("approaches_started", "n select agents", "the task's approaches began"),

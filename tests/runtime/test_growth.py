@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from .helpers import PY, env, harnessc, spawn
+from .helpers import PY, env, git, harnessc, spawn
 
 # Appends its task to ran.log, writes done/<task>; prints says/<task> when there is one.
 # With hold/<task> present, it writes started/<task> and waits for the file to go away.
@@ -362,3 +362,57 @@ def test_a_split_killed_while_adding_its_subtasks_resumes_with_them(tmp_path, af
     roadmap = (root / "roadmap.md").read_text()
     assert roadmap.count("**big-a**") == 1 and roadmap.count("**big-b**") == 1
     assert {p["status"] for p in proposed(root, "big").values()} == {"added"}
+
+
+def git_repo(root) -> None:
+    """`root` a git repository with everything in it committed (.harness and the logs ignored)."""
+    (root / ".gitignore").write_text(".harness/\nran.log\n")
+    for args in (("init", "-q", "-b", "main"), ("add", "-A"),
+                 ("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "start")):
+        git(root, *args)
+
+
+def test_grown_tasks_needing_a_setting_the_run_lacks_wait_for_the_next_run(tmp_path):
+    """defaults.isolation: worktree, and every task the run starts with says isolation: none:
+    the run opens no repository, so big's subtasks (isolation: worktree from the defaults)
+    wait in roadmap.md for the next run (HC716), which isolates them."""
+    tasks = SPLIT_TASKS.replace("Goal:", "- isolation: none\n\n  Goal:")
+    root = project(tmp_path / "p", {"big": marker("big-a", "setup") + marker("big-b", "big-a")},
+                   plan="defaults: {isolation: worktree}", tasks=tasks)
+    (root / "agent.py").write_text(AGENT.replace('"ran.log"', repr(str(root / "ran.log"))))
+    git_repo(root)
+    r = harnessc(root, "run")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert ran(root) == ["setup", "big"]  # big asked once; its subtasks not run in the shared tree
+    assert "big-a, big-b added to roadmap.md for the next run (HC716)" in r.stdout, r.stdout
+    st = states(root)
+    assert (st["big"], st["ship"], st["big-a"], st["big-b"]) == ("skipped", "skipped", "ready", "pending"), st
+    assert "isolation: worktree, which this run did not start with" in harnessc(root, "show", "big").stdout
+    assert "**big-b**" in (root / "roadmap.md").read_text()
+    r = harnessc(root, "run")  # the plan now has isolated tasks: the run sets isolation up
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ran(root) == ["setup", "big", "big-a", "big-b", "ship"]
+    assert set(states(root).values()) == {"succeeded"}
+    log = git(root, "log", "--format=%s", "--all")
+    assert "Do big-a" in log and "Do big-b" in log, log  # landed as commits: they were isolated
+
+
+def test_grow_auto_tasks_needing_git_commit_the_run_lacks_wait_for_the_next_run(tmp_path):
+    """defaults.git: commit, and impl (the one task) says git: off: the run does not commit,
+    so what impl proposes (git: commit from the defaults) waits for the next run (HC716); the
+    run ends as it would without them (exit 0)."""
+    root = project(tmp_path / "p", {"impl": marker("migrate", "impl") + marker("docs", "migrate")},
+                   plan="plan: {grow: auto}\n        defaults: {git: commit}",  # (dedented with the rest)
+                   tasks=TASKS.replace("Goal: implement", "- git: off\n\n  Goal: implement"))
+    git_repo(root)
+    r = harnessc(root, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ran(root) == ["impl"]
+    assert "migrate, docs added to roadmap.md for the next run (HC716)" in r.stdout, r.stdout
+    assert "3 proposed tasks" not in r.stdout and "added to the plan" not in r.stdout
+    assert {p["status"] for p in proposed(root, "impl").values()} == {"added"}
+    r = harnessc(root, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ran(root) == ["impl", "migrate", "docs"]
+    log = git(root, "log", "--format=%s")
+    assert "Do migrate" in log and "Do docs" in log, log  # committed: git: commit, as their specs say

@@ -15,6 +15,7 @@ from .. import protect
 from ..loop import useredits
 from ..schedule import Graph, Schedule
 from ..store.attempts import Ending, TaskEnd
+from ..worktree.isolation import isolated
 from .split import SplitRun, adopt
 
 if TYPE_CHECKING:  # annotations only
@@ -33,6 +34,7 @@ class PlanGrowth:
         self.added: list[str] = []  # the tasks this run added to the plan
         self.subtasks: dict[str, list[str]] = {}  # split task -> its subtasks in the plan
         self.splitting: dict[str, list[PlanNode]] = {}  # split task whose call just ended -> its new subtasks
+        self.later: dict[str, str] = {}  # tasks added to roadmap.md for the next run -> why (HC716)
         # a run killed while adding proposals: what reached roadmap.md is added, the rest waits
         proposals.settle(runner.root, runner.nodes)
         self.subtasks.update(adopt(runner.root, runner.nodes))  # split tasks of earlier runs
@@ -87,8 +89,20 @@ class PlanGrowth:
         return [by_id[p.id] for p in added if p.id in by_id]
 
     def _join(self, sched: Schedule, nodes: list[PlanNode], tid: str, split: bool) -> list[tuple[str, str]]:
-        """Make `nodes` tasks of this run: the Runner's, state.db's, the Schedule's."""
+        """Make `nodes` tasks of this run: the Runner's, state.db's, the Schedule's. Those that
+        need a setting this run did not start with wait in roadmap.md for the next run (HC716)."""
         runner = self.runner
+        later = self._later(nodes)
+        if later:
+            self._defer(tid, later)
+            if split:  # its work waits with its subtasks: it is skipped, and looked at again next run
+                first = next(iter(later))
+                why = (f"its subtasks wait for the next run (HC716): '{first}' {later[first]}; "
+                       "`harnessc run` again runs them, then this task")
+                return [(tid, why), *sched.ended(tid, TaskState.SKIPPED).skipped]
+            nodes = [n for n in nodes if n.id not in later]
+            if not nodes:
+                return []
         ids = [n.id for n in nodes]
         part = Graph.of(nodes, priority_rank)
         skipped = sched.split(tid, part) if split else sched.grow(part)
@@ -105,6 +119,39 @@ class PlanGrowth:
                            message=f"{tid}: {'split into' if split else 'proposed'} {', '.join(ids)} "
                                    "(added to roadmap.md and this run)")
         return skipped
+
+    def _later(self, nodes: list[PlanNode]) -> dict[str, str]:
+        """The new tasks this run cannot run as their specs say (task -> why, HC716): one that
+        needs isolation, `git: commit` or a loop's tracking the run did not set up at its start
+        (it is set up for the tasks it starts with: mid-run it would miss the running tasks'
+        changes), and one that depends on such a task."""
+        out: dict[str, str] = {}
+        for n in nodes:  # (in dependency order: proposals.grow's)
+            need = self._lacks(n)
+            dep = next((d for d in n.depends_on if d in out or d in self.later), None)
+            if need is not None:
+                out[n.id] = f"needs {need}, which this run did not start with"
+            elif dep is not None:
+                out[n.id] = f"depends on '{dep}', which waits for the next run"
+        return out
+
+    def _lacks(self, node: PlanNode) -> str | None:
+        runner = self.runner
+        if isolated(node, runner.isolation.override):
+            return None if runner.isolation.wanted else "isolation: worktree"
+        if node.git == "commit" and not runner.git.wanted:
+            return "git: commit"
+        if node.completion_promise and not runner.attribution.enabled:
+            return "completion_promise (a loop task's progress tracking)"
+        return None
+
+    def _defer(self, tid: str, later: dict[str, str]) -> None:
+        self.later.update(later)
+        ids = ", ".join(later)
+        why = "; ".join(f"'{t}' {w}" for t, w in later.items())
+        self.runner.store.event("plan_grown_later", tid, tasks=list(later), message=(
+            f"{tid}: {ids} added to roadmap.md for the next run, not this one (HC716): {why}; "
+            "`harnessc run` again runs them with their settings"))
 
     # ------------------------------------------------------------------ split: true
 
@@ -168,7 +215,12 @@ class PlanGrowth:
     # ------------------------------------------------------------------ the end
 
     def closing_lines(self) -> list[str]:
-        return proposals.closing_lines(0, 0, added=len(self.added)) if self.added else []
+        lines = proposals.closing_lines(0, 0, added=len(self.added)) if self.added else []
+        if self.later:
+            lines.append(f"proposals: {', '.join(self.later)} added to roadmap.md for the next run (HC716): "
+                         "they need settings this run did not start with (isolation, git: commit, a loop's "
+                         "tracking); `harnessc run` again runs them")
+        return lines
 
 
 def _behind(nodes: dict[str, PlanNode], tid: str) -> set[str]:
