@@ -12,6 +12,7 @@ from pathlib import Path
 from ..outcome import NOTHING, money, plural, run_outcome
 from ..planfile import Plan, PlanNode
 from ..workspace import Workspace
+from .growth.split import adopt
 from .preflight import RunCheck, Usability, check_run
 from .routing.router import Router
 from .store.state import NoState, StateStore
@@ -27,6 +28,7 @@ class Preview:
     spent: float = 0.0  # the project's ledger so far
     router: Router = field(default_factory=Router)
     check: RunCheck | None = None  # the pre-flight of the tasks that would start
+    subtasks: dict[str, list[str]] = field(default_factory=dict)  # split task -> its subtasks (earlier runs')
 
     def lines(self) -> list[str]:
         nodes = {n.id: n for n in self.plan.nodes}
@@ -41,6 +43,9 @@ class Preview:
             for tid in start:
                 n = nodes[tid]
                 cost = _cost(n)
+                if tid in self.subtasks:  # done once its subtasks are, without a call
+                    rows.append((tid, "-", "no call", "0"))
+                    continue
                 rows.append((tid, self.router.route(n).agent,
                              money(cost) if cost is not None else "unknown", str(_attempts(n))))
             widths = [max(len(r[i]) for r in rows) for i in range(4)]
@@ -49,6 +54,7 @@ class Preview:
                                              for i, (c, w) in enumerate(zip(r, widths))).rstrip())
         if not self.work.nothing_to_run(self.rows):
             out += [f"would skip: {tid} ({why})" for tid, why in self.work.blocked.items()]
+        out += self._split_lines(nodes)
         out += [f"cannot afford one call, would fail without a call: {tid} (~{money(cost)} per call, "
                 f"task budget {money(limit)}; raise its budget:)" for tid, cost, limit in _unaffordable(nodes, start)]
         if self.check is not None and self.check.refused:
@@ -58,9 +64,25 @@ class Preview:
         if self.work.stale:
             out.append(f"stale, left as they are (--rerun stale re-runs them): {', '.join(self.work.stale)}")
         if start:
-            out.append(self._cost_line([nodes[t] for t in start]))
+            out.append(self._cost_line([nodes[t] for t in start if t not in self.subtasks]))
         if self.budget:
             out.append(f"budget: {money(self.budget[0])} ({self.budget[1]}), {money(self.spent)} spent so far")
+        return out
+
+    def _split_lines(self, nodes: dict[str, PlanNode]) -> list[str]:
+        """What the split tasks that would run do (split: true): ask for subtasks, or wait for
+        the subtasks an earlier run added."""
+        out = []
+        for tid in self.work.todo:
+            if not nodes[tid].split:
+                continue
+            subs = self.subtasks.get(tid)
+            if subs:
+                out.append(f"split: {tid} is done when its subtasks are ({', '.join(subs)}; added by an "
+                           "earlier run), without a call")
+            else:
+                out.append(f"split: {tid}'s first call asks {self.router.route(nodes[tid]).agent} for its "
+                           "subtasks (split: true); they are added to roadmap.md and run, then it is done")
         return out
 
     @staticmethod
@@ -117,6 +139,7 @@ def preview(root: Path, plan: Plan, select: list[str], exclude: list[str], rerun
                 kept = None
         finally:
             store.close()
+    subtasks = adopt(root, {n.id: n for n in plan.nodes})  # as the run sees split tasks (growth/)
     work = plan_work(plan, rows, select, exclude, rerun=rerun)
     plan_limit = (plan.budget or {}).get("max_cost_usd")
     if max_cost is not None:
@@ -131,4 +154,4 @@ def preview(root: Path, plan: Plan, select: list[str], exclude: list[str], rerun
     usability = Usability(plan.agents, Workspace(root), replaying)
     check = check_run(plan, router, work.startable, usability)
     router.unusable = usability.unusable
-    return Preview(plan, work, rows, budget, spent, router, check)
+    return Preview(plan, work, rows, budget, spent, router, check, subtasks)

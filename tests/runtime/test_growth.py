@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import textwrap
@@ -355,8 +356,18 @@ def test_a_split_killed_while_adding_its_subtasks_resumes_with_them(tmp_path, af
                  env=env(HARNESSC_TEST_KILL_AFTER=after, HARNESSC_TEST_KILL_NTH=str(nth)))
     assert r.returncode == -signal.SIGKILL, r.stdout + r.stderr
     assert ran(root) == ["setup", "big"]
+    r = harnessc(root, "run", "--dry-run")  # says what the run will do with big (and writes nothing)
+    assert r.returncode == 0, r.stdout + r.stderr
+    if asked == 1:
+        assert "split: big is done when its subtasks are (big-a, big-b; added by an earlier run)" in r.stdout
+        assert re.search(r"^  big +- +no call +0$", r.stdout, re.M), r.stdout
+        assert re.search(r"^  big-b +bot ", r.stdout, re.M), r.stdout  # a task of the plan, to run
+    else:
+        assert "split: big's first call asks bot for its subtasks" in r.stdout, r.stdout
+    before = {p["status"] for p in proposed(root, "big").values()}
     r = harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
+    assert before == {"added" if nth == 2 else "adding"}  # (the dry run settled nothing)
     assert ran(root) == ["setup", *["big"] * asked, "big-a", "big-b", "ship"]  # each subtask once
     assert set(states(root).values()) == {"succeeded"}
     roadmap = (root / "roadmap.md").read_text()
