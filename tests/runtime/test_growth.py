@@ -427,3 +427,33 @@ def test_grow_auto_tasks_needing_git_commit_the_run_lacks_wait_for_the_next_run(
     assert ran(root) == ["impl", "migrate", "docs"]
     log = git(root, "log", "--format=%s")
     assert "Do migrate" in log and "Do docs" in log, log  # committed: git: commit, as their specs say
+
+
+def test_a_split_tasks_done_ending_is_returned_for_the_driver_to_write(tmp_path):
+    """issue 29: growth decides the ending of a split task whose subtasks are complete; the
+    driver writes it (store.end_task), as every task's. It writes no task state itself."""
+    from types import SimpleNamespace
+
+    from harnessc.runtime.growth import PlanGrowth
+    from harnessc.runtime.store.attempts import Ending
+    from harnessc.states import TaskState
+
+    written = []
+
+    class Store:
+        def event(self, kind, task=None, **fields):
+            written.append(("event", kind))
+
+        def __getattr__(self, name):  # set_state, finish_task, end_task...: none may be called
+            return lambda *a, **k: written.append(("write", name))
+
+    node = SimpleNamespace(id="big", split=True, fingerprint="f1", depends_on=[])
+    runner = SimpleNamespace(root=tmp_path, plan=SimpleNamespace(growth=None, nodes=[node]),
+                             nodes={"big": node}, store=Store())
+    growth = PlanGrowth(runner)
+    assert growth.split_done(node) is None  # no subtasks yet: its call asks for them
+    growth.subtasks["big"] = ["big-a", "big-b"]
+    ending = growth.split_done(node)
+    assert isinstance(ending, Ending) and ending.attempt is None
+    assert (ending.state, ending.task.fingerprint) == (TaskState.SUCCEEDED, "f1")
+    assert written == [("event", "split_done")]
