@@ -12,7 +12,13 @@ are added as in auto mode whatever plan.grow says (the author asked for the spli
 plan.max_new_tasks and plan.max_depth, and the task waits for them (Schedule.split). Once they
 are complete it succeeds without a call; a subtask that fails, is blocked or skipped fails it.
 Which subtasks a task has is its added proposals in .harness/proposals/<task>.json: a
-resumed run reads them (`PlanGrowth.__init__`).
+resumed run reads them (`split.adopt`; `run --dry-run` too). proposals.grow writes that
+record (status adding) before roadmap.md, so a run killed at any point is settled by the next
+(`proposals.settle`) and a split task is asked once.
+
+A grown task needs what its spec says; the isolation, `git: commit` commits and a loop's
+tracking are set up at a run's start for the tasks it starts with, so a grown task needing
+one the run lacks waits in roadmap.md for the next run (HC716, `PlanGrowth._later`).
 """
 
 from .plan import PlanGrowth
