@@ -457,3 +457,25 @@ def test_a_split_tasks_done_ending_is_returned_for_the_driver_to_write(tmp_path)
     assert isinstance(ending, Ending) and ending.attempt is None
     assert (ending.state, ending.task.fingerprint) == (TaskState.SUCCEEDED, "f1")
     assert written == [("event", "split_done")]
+
+
+@pytest.mark.parametrize("after", ["roadmap.md", "impl.json"])
+def test_grow_auto_killed_while_adding_loses_nothing_and_adds_nothing_twice(tmp_path, after):
+    """plan.grow: auto, the run killed right after roadmap.md got impl's proposal (its record
+    still says adding), or right after that record, before roadmap.md had it: the next run
+    runs the task once and knows who proposed it, or files it for review."""
+    root = project(tmp_path / "p", {"impl": marker("migrate", "impl")})
+    r = harnessc(root, "run", prelude=KILL_AFTER_WRITE, env=env(HARNESSC_TEST_KILL_AFTER=after))
+    assert r.returncode == -signal.SIGKILL, r.stdout + r.stderr
+    r = harnessc(root, "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    if after == "roadmap.md":
+        assert ran(root) == ["impl", "migrate"]
+        assert proposed(root, "impl")["migrate"]["status"] == "added"
+        assert "proposed by: impl (generation 1; added by the run)" in harnessc(root, "show", "migrate").stdout
+    else:
+        assert ran(root) == ["impl"] and "**migrate**" not in (root / "roadmap.md").read_text()
+        assert proposed(root, "impl")["migrate"]["status"] == "waiting"
+        assert "migrate" in harnessc(root, "review").stdout
+        assert harnessc(root, "accept-proposal", "migrate").returncode == 0
+    assert (root / "roadmap.md").read_text().count("**migrate**") == 1
