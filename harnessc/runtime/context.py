@@ -75,6 +75,7 @@ class Setup:
     alerts: Alerts
     notifier: Notifier
     wake: asyncio.Event  # set when the scheduler has something to look at (steering sets it too)
+    run_flags: Callable[[list[PlanNode]], None]  # the run's flags and preset over tasks added as it runs
 
 
 class TaskContext(Protocol):

@@ -135,6 +135,7 @@ class Runner:
         self.workspace, self.isolation, self.baselines = setup.workspace, setup.isolation, setup.baselines
         self.git, self.attribution, self.memory = setup.git, setup.attribution, setup.memory
         self.cassettes, self.limits = setup.cassettes, setup.limits
+        self.run_flags = setup.run_flags  # --max-iterations, --autonomous...: tasks added as it runs get them too
         self.steering, self.alerts, self.notifier = setup.steering, setup.alerts, setup.notifier
         self.deprecations_said: set[str] = set()
         self.agents: dict[str, Any] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -102,7 +103,7 @@ def setup(root: Path, plan: Plan, store: StateStore, opts: RunOptions,
         limits=RunLimits.of(opts.max_time, flags.get("max_time"), loop_cfg), policy=policy,
         executor_settings=executor_settings, workspace=workspace, isolation=isolation, baselines=baselines,
         git=git, attribution=attribution, memory=memory, cassettes=cassettes, steering=steering, alerts=alerts,
-        notifier=notifier, wake=wake)
+        notifier=notifier, wake=wake, run_flags=functools.partial(loopflags.apply_to, preset=opts.preset, flags=flags))
 
 
 def new_runner(root: Path, plan: Plan, store: StateStore, opts: RunOptions,

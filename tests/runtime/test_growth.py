@@ -479,3 +479,15 @@ def test_grow_auto_killed_while_adding_loses_nothing_and_adds_nothing_twice(tmp_
         assert "migrate" in harnessc(root, "review").stdout
         assert harnessc(root, "accept-proposal", "migrate").returncode == 0
     assert (root / "roadmap.md").read_text().count("**migrate**") == 1
+
+
+def test_grown_tasks_get_the_runs_flags_as_the_tasks_it_started_with(tmp_path):
+    """`run --autonomous` commits each succeeded task (where nothing says `git:`): a task
+    grown in the run too, as if it had been in roadmap.md when the run started."""
+    root = project(tmp_path / "p", {"impl": marker("migrate", "impl")})
+    git_repo(root)
+    r = harnessc(root, "run", "--autonomous")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ran(root) == ["impl", "migrate"]
+    log = git(root, "log", "--format=%s")
+    assert "Implement the feature" in log and "Do migrate" in log, log

@@ -86,7 +86,9 @@ class PlanGrowth:
             planmod.build(root)  # plan.json as it was
             return []
         by_id = {n.id: n for n in plan.nodes}
-        return [by_id[p.id] for p in added if p.id in by_id]
+        nodes = [by_id[p.id] for p in added if p.id in by_id]
+        self.runner.run_flags(nodes)  # as the tasks the run started with (`run --autonomous` commits them)
+        return nodes
 
     def _join(self, sched: Schedule, nodes: list[PlanNode], tid: str, split: bool) -> list[tuple[str, str]]:
         """Make `nodes` tasks of this run: the Runner's, state.db's, the Schedule's. Those that

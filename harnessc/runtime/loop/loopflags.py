@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ...planfile import Plan
+from ...planfile import Plan, PlanNode
 from .recovery import switched
 
 DAY = 24 * 3600.0
@@ -40,31 +40,10 @@ def resolve(preset: str | None, max_time: float | None, max_iterations: int | st
 
 def apply(plan: Plan, preset: str | None, flags: dict[str, Any]) -> None:
     """Set this run's task limits and loop settings from the flags and the preset."""
-    limits: dict[str, Any] = {}
-    if "max_iterations" in flags:
-        limits["max_iterations"] = None if flags["max_iterations"] == "unlimited" else int(flags["max_iterations"])
-    if "stuck_after" in flags:
-        limits["stuck_after"] = int(flags["stuck_after"])
-    cap = flags.get("max_iterations_cap") if "max_iterations" not in flags else None
-    if limits or cap:
-        replaced: dict[int, Any] = {}  # nodes share limit records: replace each record once
-        for node in plan.nodes:
-            key = id(node.limits)
-            if key not in replaced:
-                own = dict(limits)
-                if cap:
-                    now = node.limits.max_iterations
-                    own["max_iterations"] = cap if now is None else min(now, cap)
-                replaced[key] = dataclasses.replace(node.limits, **own)
-            node.limits = replaced[key]
-    if "git" in flags:
-        for node in plan.nodes:
-            if node.git is None:  # an explicit `git: off` stays off
-                node.git = flags["git"]
+    apply_to(plan.nodes, preset, flags)
     loop: dict[str, dict[str, Any]] = dict(PRESETS[preset][1]) if preset else {}
     if "progress_threshold" in flags:
         loop["progress"] = {"threshold": float(flags["progress_threshold"])}
-    _over_tasks(plan, "progress_threshold" in flags, loop.get("recovery"))
     if loop:
         if plan.loop is None:  # a plan built before `loop:`: its defaults
             from ..plan import loop_defaults
@@ -74,14 +53,42 @@ def apply(plan: Plan, preset: str | None, flags: dict[str, Any]) -> None:
             plan.loop[section] = {**(plan.loop.get(section) or {}), **values}
 
 
-def _over_tasks(plan: Plan, threshold: bool, recovery: dict[str, Any] | None) -> None:
+def apply_to(nodes: list[PlanNode], preset: str | None, flags: dict[str, Any]) -> None:
+    """The flags and the preset over these tasks' own settings: the plan's at the run's start,
+    and the tasks added while it runs (runtime/growth/), as if they had been there."""
+    limits: dict[str, Any] = {}
+    if "max_iterations" in flags:
+        limits["max_iterations"] = None if flags["max_iterations"] == "unlimited" else int(flags["max_iterations"])
+    if "stuck_after" in flags:
+        limits["stuck_after"] = int(flags["stuck_after"])
+    cap = flags.get("max_iterations_cap") if "max_iterations" not in flags else None
+    if limits or cap:
+        replaced: dict[int, Any] = {}  # nodes share limit records: replace each record once
+        for node in nodes:
+            key = id(node.limits)
+            if key not in replaced:
+                own = dict(limits)
+                if cap:
+                    now = node.limits.max_iterations
+                    own["max_iterations"] = cap if now is None else min(now, cap)
+                replaced[key] = dataclasses.replace(node.limits, **own)
+            node.limits = replaced[key]
+    if "git" in flags:
+        for node in nodes:
+            if node.git is None:  # an explicit `git: off` stays off
+                node.git = flags["git"]
+    recovery = PRESETS[preset][1].get("recovery") if preset else None
+    _over_tasks(nodes, "progress_threshold" in flags, recovery)
+
+
+def _over_tasks(nodes: list[PlanNode], threshold: bool, recovery: dict[str, Any] | None) -> None:
     """The run's flags over the tasks' own loop settings: `--progress-threshold` replaces a
     task's threshold (the plan's, set by the caller, applies); a preset's recovery switches
     apply to a task's own rungs as to harness.yaml's."""
     if not threshold and not recovery:
         return
     replaced: dict[int, Any] = {}  # nodes share loop records: replace each record once
-    for node in plan.nodes:
+    for node in nodes:
         own = node.loop
         if own is None:
             continue
