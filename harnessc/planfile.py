@@ -168,6 +168,12 @@ class AutoStaging(ContextStaging):
 
     auto: AutoContext
 
+    def chosen(self) -> dict:
+        """What retrieval chose and why, as `ls --output json` and `show` give it."""
+        return {**dict(self.auto), "files": [
+            {"path": f.path, "tokens": f.tokens, "score": f.score, "matched": list(f.matched)}
+            for f in self.files if isinstance(f, RetrievedFile)]}
+
 
 class PromptRef(Record):
     """A prompt file and its sha256; the path is made from the task id when read."""

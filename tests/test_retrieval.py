@@ -198,6 +198,11 @@ def test_two_builds_write_the_same_plan(tmp_path):
     assert shown.returncode == 0 and "t0: context auto chose" in shown.stdout and "apply_discount" in shown.stdout
     listed = json.loads(harnessc("ls", "--output", "json", cwd=tmp_path).stdout)
     assert listed[0]["context_auto"]["files"][0]["path"] == loaded.files[0].path
+    shown = harnessc("show", "t0", cwd=tmp_path)  # the same record, for one task
+    assert shown.returncode == 0 and "t0: context auto chose" in shown.stdout, shown.stdout + shown.stderr
+    assert f"  {loaded.files[0].path}  score " in shown.stdout
+    one = json.loads(harnessc("show", "t0", "--output", "json", cwd=tmp_path).stdout)
+    assert one["context_auto"] == listed[0]["context_auto"]
 
 
 def test_lint_reads_auto_forms_and_points_at_bad_ones(tmp_path):

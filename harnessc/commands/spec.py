@@ -190,7 +190,7 @@ def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
     from ..compiler import compile_project
     from ..compiler.plan import task_view
     from ..compiler.select import SelectionError, select_ids
-    from ..planfile import AutoStaging, RetrievedFile
+    from ..planfile import AutoStaging
 
     # JSON shows the values as written, plus the plan's analysis; the table shows what a run
     # would use (routing and defaults applied). Both take the compiled plan.
@@ -213,16 +213,18 @@ def ls_cmd(ctx: Context, select: tuple, exclude: tuple, output: str) -> None:
             v["protected"] = [dict(e) for e in (*common, *nodes[v["id"]].protect)]
             staging = nodes[v["id"]].context_staging
             if isinstance(staging, AutoStaging):  # `context: auto`: what it chose, and why
-                v["context_auto"] = {**dict(staging.auto), "files": [
-                    {"path": f.path, "tokens": f.tokens, "score": f.score, "matched": list(f.matched)}
-                    for f in staging.files if isinstance(f, RetrievedFile)]}
+                v["context_auto"] = staging.chosen()
         click.echo(json.dumps(views, indent=2))
         return
     nodes = {n["id"]: n for n in project.plan["nodes"]}
     if views:
         click.echo(_task_table([nodes[v["id"]] for v in views]))
-        for line in _auto_context_lines([nodes[v["id"]] for v in views]):
-            click.echo(line)
+        for n in (nodes[v["id"]] for v in views):
+            staging = n.get("context_staging")
+            if staging is not None and staging.get("auto") is not None:
+                for line in auto_context_lines(n["id"], {**staging["auto"], "files": [
+                        f for f in staging["files"] if f["priority"] == "auto"]}):
+                    click.echo(line)
     click.echo(f"{plural(len(views), 'task')}"
                + (f" of {len(project.tasks)} selected" if len(views) != len(project.tasks) else ""))
 
@@ -246,20 +248,13 @@ def _task_table(nodes: list[dict]) -> str:
                  rows, right=("iterations", "time", "stuck", "budget"))
 
 
-def _auto_context_lines(nodes: list) -> list[str]:
-    """`ls`: for each task with `context: auto`, the files retrieval chose and why (score,
-    the words and paths that matched), as plan.json records them."""
-    out = []
-    for n in nodes:
-        staging = n.get("context_staging")
-        auto = staging.get("auto") if staging is not None else None
-        if auto is None:
-            continue
-        chosen = [f for f in staging["files"] if f["priority"] == "auto"]
-        out.append(visible(f"{n['id']}: context auto chose {plural(len(chosen), 'file')} "
-                           f"(~{auto['used']:,} of {auto['budget']:,} tokens, {auto['indexed']:,} files indexed)"))
-        out += [visible(f"  {f['path']}  score {f['score']:g}: {', '.join(f['matched'])}") for f in chosen]
-    return out
+def auto_context_lines(task_id: str, chosen: dict) -> list[str]:
+    """`ls` and `show`: the files `context: auto` chose for a task and why (score, the words
+    and paths that matched), from plan.json's record (planfile.AutoStaging.chosen)."""
+    files = chosen["files"]
+    return [visible(f"{task_id}: context auto chose {plural(len(files), 'file')} "
+                    f"(~{chosen['used']:,} of {chosen['budget']:,} tokens, {chosen['indexed']:,} files indexed)"),
+            *(visible(f"  {f['path']}  score {f['score']:g}: {', '.join(f['matched'])}") for f in files)]
 
 
 @click.command()

@@ -578,6 +578,11 @@ def show(ctx: Context, task: str, output: str) -> None:
 
     for line in lineage(ctx.root(), task):  # a grown plan: who proposed it, what it added
         echo_visible(line)
+    if rec.get("context_auto") is not None:
+        from .spec import auto_context_lines
+
+        for line in auto_context_lines(task, rec["context_auto"]):
+            echo_visible(line)
     if rec.get("approaches"):
         from ..runtime.store.scoreboard import lines as scoreboard_lines
 

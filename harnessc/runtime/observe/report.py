@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ...outcome import BROKEN, COMPLETE
+from ...planfile import AutoStaging
 from ...states import LANDED, TaskState
 from ...wording import routing_line
 from ...workspace import Workspace
@@ -242,6 +243,8 @@ def show(root: Path, task_id: str) -> dict:
     rec["file"] = workspace.rel(path) if rec["state"] in LANDED and path.is_file() else None
     if board is not None:  # best-of-N: which approach did what, and which landed
         rec["approaches"] = board
+    if node is not None and isinstance(node.context_staging, AutoStaging):
+        rec["context_auto"] = node.context_staging.chosen()  # `context: auto`: what it chose, why
     given = recall.given(prompt)
     if given:  # what run memory told its last attempt (runtime/memory/recall.py)
         rec["memory_given"] = given
