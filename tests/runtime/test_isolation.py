@@ -15,7 +15,9 @@ import pytest
 from .helpers import PY, git, git_repo, harnessc, node, spawn, write_project
 
 # Writes out/<task>.txt (and, for tasks named in SHARED, shared.txt); prints the promise.
-# WAIT_FOR="a" makes it wait until a's commit is on the integration branch first.
+# In agent.cfg: "mark" {task+iteration: [names]} writes those marks first (it has started);
+# "wait" {task+iteration: [tasks]} then waits until their commits are on the integration
+# branch; "await_mark" {task: [names]} waits for those marks.
 AGENT = """\
 import ast, os, pathlib, subprocess, sys, time
 task, it = os.environ["HARNESSC_TASK"], os.environ["HARNESSC_ITERATION"]
@@ -23,13 +25,13 @@ cfg = {} if not pathlib.Path(sys.argv[1]).exists() else ast.literal_eval(pathlib
 def landed(t):
     out = subprocess.run(["git", "log", "--format=%s", "--branches=harnessc/run/*"], capture_output=True, text=True).stdout
     return f"harnessc: {t}:" in out
+for m in cfg.get("mark", {}).get(task + it, []):
+    pathlib.Path(cfg["marks"], m).write_text("x")
 for t in cfg.get("wait", {}).get(task + it, []):
     for _ in range(600):
         if landed(t):
             break
         time.sleep(0.05)
-for m in cfg.get("mark", {}).get(task + it, []):
-    pathlib.Path(cfg["marks"], m).write_text("x")
 for m in cfg.get("await_mark", {}).get(task, []):
     for _ in range(600):
         if pathlib.Path(cfg["marks"], m).exists():
