@@ -136,6 +136,10 @@ def harnessc(root: Path, *args: str, timeout: float = 120, prelude: str = "", **
 # half-open probe call does, not how long the breaker stays open.
 SHORT_BREAKER = "import harnessc.runtime.routing.health as health; health.BREAKER_COOLDOWN = 0.5"
 
+# The transient-error backoff (1 s, doubling: agents/errors.py), for tests of which errors are
+# retried and how they are recorded, not of how long a retry waits.
+SHORT_BACKOFF = "import harnessc.runtime.agents.errors as errors; errors.BACKOFF_BASE = 0.05"
+
 
 # Runs argv and writes its peak resident memory (KiB, wait4's ru_maxrss) to a file. A child
 # forked straight from the test process starts with that process's peak (Linux copies the

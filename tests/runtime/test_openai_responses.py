@@ -14,7 +14,7 @@ pytest.importorskip("openai")
 from harnessc.runtime.agents.base import Response  # noqa: E402
 from harnessc.runtime.agents.errors import AgentError  # noqa: E402
 from .fakeapi import Reply, ThreadedFakeAPI  # noqa: E402
-from .helpers import SIMPLE_CONTRACT, harnessc, node, write_project  # noqa: E402
+from .helpers import SHORT_BACKOFF, SIMPLE_CONTRACT, harnessc, node, write_project  # noqa: E402
 from .helpers import env as cli_env  # noqa: E402
 from .test_providers import CONTRACT, FAULTS, KEYS, _request, call, hermetic_env  # noqa: E402,F401
 
@@ -152,7 +152,7 @@ def test_run_retries_through_faults_one_attempt_per_request(tmp_path) -> None:
                       agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
         e = {k: v for k, v in cli_env().items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
         e.update(KEYS)
-        r = harnessc(tmp_path, "run", env=e, timeout=180)
+        r = harnessc(tmp_path, "run", env=e, timeout=180, prelude=SHORT_BACKOFF)
         requests = api.count
         paths = {s.path for s in api.requests}
     assert r.returncode == 0, r.stdout + r.stderr
