@@ -11,7 +11,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from .helpers import PY, git, git_repo, harnessc
+from .helpers import PY, env, git, git_repo, harnessc
 
 TESTS = "import unittest\n\n\nclass Calc(unittest.TestCase):\n" + "".join(
     f"    def test_{i}(self):\n        self.assertEqual({i} + 1, {i + 1})\n\n" for i in range(5))
@@ -40,6 +40,11 @@ pathlib.Path({counter!r}).open("a").write(os.getcwd() + "\\n")
 """
 
 PYTEST = f"{PY} -m pytest -q -p no:cacheprovider"
+# The checks' pytest without this venv's plugins (hypothesis, xdist: half its start-up), which
+# the counted tests do not use; the accept commands inherit the run's environment.
+def plain_pytest() -> dict:
+    return env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+
 UNITTEST = f"{PY} -m unittest"
 
 
@@ -69,7 +74,7 @@ def project(root: Path, tasks: dict[str, dict], contracts: str | None = None) ->
 
 
 def run(root: Path, *args: str):
-    return harnessc(root, "run", *args, timeout=600)
+    return harnessc(root, "run", *args, timeout=600, env=plain_pytest())
 
 
 def states(root: Path) -> dict[str, str]:
@@ -145,7 +150,7 @@ def test_the_shared_tree_is_measured_before_the_first_attempt_and_kept_across_ru
     assert "2 passed, 5 required" in errors(root, "cut")
     assert (root / "test_calc.py").read_text() == FEWER  # the shared tree holds the cut
     # tried again: the tree now has 2 tests, but the count before the first attempt is kept
-    r = harnessc(root, "retry", "cut", timeout=600)  # runs it again
+    r = harnessc(root, "retry", "cut", timeout=600, env=plain_pytest())  # runs it again
     assert states(root) == {"cut": "failed"}, r.stdout + r.stderr
     assert errors(root, "cut").count("2 passed, 5 required") == 2
     assert [e["passed"] for e in events(root, "min_passed_base")] == [5]
