@@ -146,10 +146,43 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # `item._id`), so the groups were silently ignored; this does the same on the id pytest reads.
 
 
+# ------------------------------------------------------------------ the slowest tests first
+#
+# xdist hands tests out in collection order (after the groups), so a 20 s test collected last
+# (mypy in test_static.py, the fuzzers) ran alone at the end while the other worker idled.
+# These start first; the order of the rest is unchanged. Node id prefixes, the slowest of a
+# `--durations` run; a test missing here is only scheduled in its usual place.
+SLOW_FIRST = (
+    "tests/test_fuzz_specs.py::test_mutated_projects",
+    "tests/test_static.py::test_mypy",
+    "tests/runtime/test_reaper.py::test_fast_commands_keep_their_exit_statuses",
+    "tests/runtime/test_schedule.py::TestScheduleMachine",
+    "tests/test_precommit.py::test_the_readmes_snippet",
+    "tests/runtime/test_min_passed.py::test_deleting_tests",
+    "tests/runtime/test_min_passed.py::test_the_shared_tree",
+    "tests/test_fuzz_specs.py::test_arbitrary_text_never_raises",
+    "tests/test_import.py::test_any_",
+    "tests/runtime/test_htmlreport.py::test_report_reads_at_every_size_in_headless_chromium",
+    "tests/runtime/test_openai_responses.py::test_run_retries_through_faults",
+    "tests/runtime/test_providers.py::test_run_retries_through_faults",
+    "tests/runtime/test_task_limits.py::test_max_time_counts_the_running_time_before_a_kill_9",
+    "tests/runtime/test_call_bounds.py::test_a_slow_server_is_cut_at_the_tasks_max_time",
+    "tests/test_roadmap.py::test_format_then_parse_gives_the_same_ir",
+)
+
+
+def _slow_first(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        return next((i for i, prefix in enumerate(SLOW_FIRST) if item.nodeid.startswith(prefix)), len(SLOW_FIRST))
+
+    items.sort(key=rank)  # stable: the rest keep their order
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not getattr(config.option, "loadgroup", False):  # set in xdist's workers
         return
+    _slow_first(items)
     try:
         from _pytest.nodeid import coerce_node_id
     except ImportError:  # an older pytest: xdist's own suffix works
