@@ -1,4 +1,6 @@
-"""What `harnessc run` tells its user: exit codes, summaries, next steps, clean stops (issue 11)."""
+"""What `harnessc run` tells its user: exit codes, summaries, next steps, clean stops (issue 11).
+Summaries, budgets and dry runs run in this process in virtual time (virtual.harnessc); stops,
+signals, a kill and the terminal-less output in real `harnessc` processes."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from . import virtual
 from .helpers import PY, harnessc, node, spawn, write_project
 
 SLOW_AGENT = textwrap.dedent("""
@@ -78,7 +81,7 @@ def _run_dirs(root):
 
 
 def _status(root) -> dict:
-    r = harnessc(root, "status", "--json")
+    r = virtual.harnessc(root, "status", "--json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -87,7 +90,7 @@ def test_a_failed_run_ends_with_next_steps_and_a_second_run_has_nothing_to_do(tm
     write_project(tmp_path, [node("a", accept=[{"id": "gate", "argv": ["false"], "timeout": 5}],
                                   retry={"max_retries": 0, "on_failure": "fail", "delays": [0]}),
                              node("b", depends_on=["a"]), node("c")])
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     i = next(n for n, x in enumerate(lines) if x.startswith("failed: 1 task failed, 1 skipped, 1 succeeded ("))
@@ -102,7 +105,7 @@ def test_a_failed_run_ends_with_next_steps_and_a_second_run_has_nothing_to_do(tm
     assert "1 call failed verification" in _status(tmp_path)["tasks"][0]["error"]
     runs = _run_dirs(tmp_path)
     assert len(runs) == 1
-    r = harnessc(tmp_path, "run")  # a waits for retry, b for a: nothing to run, no run made
+    r = virtual.harnessc(tmp_path, "run")  # a waits for retry, b for a: nothing to run, no run made
     assert r.returncode == 1, r.stdout + r.stderr
     assert r.stdout.startswith("nothing to run: 1 task failed, 1 skipped, 1 succeeded"
                                " — failed tasks wait for `harnessc retry`"), r.stdout
@@ -138,7 +141,7 @@ def test_the_summary_keeps_each_skipped_tasks_reason(tmp_path):
     inbox = tmp_path / ".harness" / "inbox"
     inbox.mkdir(parents=True)
     (inbox / "skip.json").write_text(json.dumps({"command": "skip", "task": "c"}))
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     i = lines.index("  failed:  a")
@@ -151,9 +154,9 @@ def test_the_summary_keeps_each_skipped_tasks_reason(tmp_path):
 
 def test_a_complete_project_has_nothing_to_run_and_makes_no_run(tmp_path):
     write_project(tmp_path, [node("a"), node("b", depends_on=["a"])])
-    assert harnessc(tmp_path, "run").returncode == 0
+    assert virtual.harnessc(tmp_path, "run").returncode == 0
     runs = _run_dirs(tmp_path)
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0 and r.stdout == "nothing to run: 2 tasks succeeded\n", r.stdout + r.stderr
     assert _run_dirs(tmp_path) == runs
 
@@ -162,17 +165,17 @@ def test_max_cost_is_kept_across_resumes_and_the_summary_shows_this_runs_cost(tm
     price = {"input": 1000.0, "output": 1000.0}  # about $0.1 per call
     write_project(tmp_path, [node(f"t{i}") for i in range(6)],
                   agents={"rehearsal": {"provider": "simulate", "price": price}}, concurrency=1)
-    r = harnessc(tmp_path, "run", "--max-cost", "0.25")
+    r = virtual.harnessc(tmp_path, "run", "--max-cost", "0.25")
     assert r.returncode == 3, r.stdout + r.stderr
     # the next step is a higher budget: a plain `harnessc run` would stop again at once
     step = "  harnessc run --max-cost 0.5  go on with a higher budget (the $0.25 one is used up"
     assert step in r.stdout and "go on where this run stopped" not in r.stdout, r.stdout
     done1 = sum(t["state"] == "succeeded" for t in _status(tmp_path)["tasks"])
-    r = harnessc(tmp_path, "run")  # no flag: the last --max-cost still holds
+    r = virtual.harnessc(tmp_path, "run")  # no flag: the last --max-cost still holds
     assert r.returncode == 3, r.stdout + r.stderr
     assert "budget: $0.25 from an earlier --max-cost" in r.stderr and step in r.stdout
     assert sum(t["state"] == "succeeded" for t in _status(tmp_path)["tasks"]) == done1
-    r = harnessc(tmp_path, "run", "--max-cost", "100")
+    r = virtual.harnessc(tmp_path, "run", "--max-cost", "100")
     assert r.returncode == 0, r.stdout + r.stderr
     import re
 
@@ -180,8 +183,8 @@ def test_max_cost_is_kept_across_resumes_and_the_summary_shows_this_runs_cost(tm
     assert m, r.stdout
     this_run, total = float(m[1]), float(m[2])
     assert 0 < this_run < total  # the earlier runs' calls are in the total only
-    harnessc(tmp_path, "reset", "--all")
-    r = harnessc(tmp_path, "run")  # reset --all forgets the kept limit with the ledger
+    virtual.harnessc(tmp_path, "reset", "--all")
+    r = virtual.harnessc(tmp_path, "run")  # reset --all forgets the kept limit with the ledger
     assert r.returncode == 0 and "earlier --max-cost" not in r.stderr, r.stdout + r.stderr
 
 
@@ -235,12 +238,12 @@ def test_a_degraded_output_that_breaks_its_contract_is_marked_unverified_for_dep
                   agents={"rehearsal": {"provider": "simulate"},
                           "bad": {"provider": "simulate", "invalid_first": 10}},
                   contracts={"listing": contract})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "succeeded: 3 tasks succeeded, 1 degraded (" in r.stdout, r.stdout
-    a = json.loads(harnessc(tmp_path, "log", "a", "--json").stdout)
+    a = json.loads(virtual.harnessc(tmp_path, "log", "a", "--json").stdout)
     assert a[-1]["status"] == "rejected"
-    prompt = json.loads(harnessc(tmp_path, "log", "b", "--json").stdout)[0]["prompt"]
+    prompt = json.loads(virtual.harnessc(tmp_path, "log", "b", "--json").stdout)[0]["prompt"]
     head, _, rest = prompt.partition("### a: Task a (degraded)\n\nUnverified output: task a failed"
                                      " verification and this is its fallback (degraded (template):")
     assert rest, prompt
@@ -260,7 +263,7 @@ def test_dry_run_shows_tasks_agents_and_estimates_and_calls_nothing(tmp_path):
                          node("c", estimate={"cost_usd": None})],
                   agents={"cli": {"provider": "command", "command": [PY, str(script)]},
                           "rehearsal": {"provider": "simulate"}})
-    r = harnessc(root, "run", "--dry-run", "--max-cost", "2")
+    r = virtual.harnessc(root, "run", "--dry-run", "--max-cost", "2")
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.splitlines() == [
         "dry run: 3 tasks would run (no agent is called, no run is recorded)",
@@ -275,12 +278,12 @@ def test_dry_run_shows_tasks_agents_and_estimates_and_calls_nothing(tmp_path):
     assert not called.exists()
     assert not (root / ".harness" / "state.db").exists() and not (root / ".harness" / "runs").exists()
     # After a run: only what is left, and a selector is honoured.
-    assert harnessc(root, "run", "-s", "c").returncode == 0
-    r = harnessc(root, "run", "--dry-run")
+    assert virtual.harnessc(root, "run", "-s", "c").returncode == 0
+    r = virtual.harnessc(root, "run", "--dry-run")
     assert r.returncode == 0 and r.stdout.splitlines()[0] == "dry run: 2 tasks would run (no agent is called, no run is recorded)"
     assert "  c " not in r.stdout
     runs = _run_dirs(root)
-    assert harnessc(root, "run", "--dry-run", "-s", "c").stdout == "dry run: nothing to run: 1 task succeeded\n"
+    assert virtual.harnessc(root, "run", "--dry-run", "-s", "c").stdout == "dry run: nothing to run: 1 task succeeded\n"
     assert _run_dirs(root) == runs and not called.exists()
 
 
@@ -338,7 +341,7 @@ def test_max_cost_that_is_no_amount_of_usd_is_a_usage_error_and_never_remembered
     write_project(tmp_path, [node("a")], budget={"max_cost_usd": 0.01, "max_tokens": None},
                   agents={"rehearsal": {"provider": "simulate", "price": {"input": 1000.0, "output": 1000.0}}})
     for command in ("run", "retry"):
-        r = harnessc(tmp_path, command, f"--max-cost={flag}")
+        r = virtual.harnessc(tmp_path, command, f"--max-cost={flag}")
         assert r.returncode == 2, r.stdout + r.stderr
         assert "is not an amount of USD" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / ".harness" / "state.db").exists() or not sqlite3.connect(
@@ -356,8 +359,8 @@ def test_a_non_finite_max_cost_kept_by_an_older_harnessc_is_forgotten_and_the_bu
     store.db.execute("INSERT INTO meta VALUES ('max_cost_usd', 'nan')")  # as `remember_max_cost(nan)` wrote it
     store.db.commit()
     store.close()
-    assert "budget" in harnessc(tmp_path, "run", "--dry-run").stdout
-    r = harnessc(tmp_path, "run")
+    assert "budget" in virtual.harnessc(tmp_path, "run", "--dry-run").stdout
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 3, r.stdout + r.stderr  # harness.yaml's budget stopped it
     assert "the --max-cost kept from an earlier run was ignored and forgotten ('nan' is not an amount of USD)" in r.stderr
     assert not sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
@@ -411,13 +414,13 @@ def test_a_task_budget_counts_from_its_retry_and_one_too_small_for_a_call_says_s
                                   retry={"max_retries": 1, "on_failure": "fail", "delays": [0]}),
                              node("tiny", routing={"agent": "pricey"}, limits={"budget_usd": 0.01},
                                   estimate={"cost_usd": 0.02})], agents=agents)
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     tasks = {t["id"]: t for t in _status(tmp_path)["tasks"]}
     assert tasks["a"]["attempts"] == 2 and tasks["a"]["state"] == "failed"
     assert tasks["tiny"]["attempts"] == 0 and tasks["tiny"]["error"].startswith(
         "task budget too small for one call: ~$0.0200 needed, the task's budget is $0.0100"), tasks["tiny"]
-    r = harnessc(tmp_path, "retry", "a")  # a new round: the $0.04 spent before does not count
+    r = virtual.harnessc(tmp_path, "retry", "a")  # a new round: the $0.04 spent before does not count
     assert r.returncode == 1, r.stdout + r.stderr
     a = {t["id"]: t for t in _status(tmp_path)["tasks"]}["a"]
     assert a["attempts"] == 4 and "accept" in a["error"] and "budget" not in a["error"], a
