@@ -1,7 +1,8 @@
 """Steering a run (inbox, tell/pause/resume, environment overrides), alerts and periodic
 summaries: the real CLI on the simulate agent, asserting on prompts in state.db, events,
-the inbox and alerts.log. Waits poll the run's events with a generous deadline; nothing
-asserts on how long anything took."""
+the inbox and alerts.log. A command given while a run goes on runs against a real `harnessc
+run` process; the others run in this process in virtual time (virtual.harnessc). Waits poll
+the run's events with a generous deadline; nothing asserts on how long anything took."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import sqlite3
 import time
 
+from . import virtual
 from .helpers import PY, env, harnessc, node, spawn, write_project
 
 LOOP = {"completion_promise": "DONE"}  # a task that runs until the agent claims DONE
@@ -103,10 +105,10 @@ def test_tell_one_task_reaches_that_tasks_next_prompt_and_moves_to_processed(tmp
 def test_an_instruction_for_every_task_told_before_the_run_is_in_every_first_prompt(tmp_path):
     root = tmp_path / "p"
     write_project(root, [node("a"), node("b")])
-    r = harnessc(root, "tell", "keep answers short")
+    r = virtual.harnessc(root, "tell", "keep answers short")
     assert "no run is in progress; the next run gives it to every task it runs" in r.stdout
     _inbox(root, "000-note.txt", "and cite sources\n")  # a plain text file: for every task too
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r
     assert "instruction for every task: keep answers short" in r.stdout
     for t in ("a", "b"):
@@ -117,10 +119,10 @@ def test_an_instruction_for_every_task_told_before_the_run_is_in_every_first_pro
 def test_an_instruction_for_a_task_not_in_this_run_waits_in_the_inbox(tmp_path):
     root = tmp_path / "p"
     write_project(root, [node("a"), node("b")])
-    harnessc(root, "tell", "b", "for b only")
-    assert harnessc(root, "run", "-s", "a").returncode == 0
+    virtual.harnessc(root, "tell", "b", "for b only")
+    assert virtual.harnessc(root, "run", "-s", "a").returncode == 0
     assert len(list((root / ".harness" / "inbox").glob("*.json"))) == 1  # b did not run: still queued
-    assert harnessc(root, "run").returncode == 0
+    assert virtual.harnessc(root, "run").returncode == 0
     assert "for b only" in _prompts(root, "b")[0]
     assert not list((root / ".harness" / "inbox").glob("*.json"))
 
@@ -128,11 +130,11 @@ def test_an_instruction_for_a_task_not_in_this_run_waits_in_the_inbox(tmp_path):
 def test_tell_refuses_an_unknown_task_and_extra_words(tmp_path):
     root = tmp_path / "p"
     write_project(root, [node("build")])
-    r = harnessc(root, "tell", "biuld", "x")
+    r = virtual.harnessc(root, "tell", "biuld", "x")
     assert r.returncode == 2 and "no task 'biuld' in the plan" in r.stderr and "build" in r.stderr
-    r = harnessc(root, "tell", "build", "use", "v2")
+    r = virtual.harnessc(root, "tell", "build", "use", "v2")
     assert r.returncode == 2 and "tell takes [TASK] TEXT" in r.stderr
-    r = harnessc(root, "tell", "build")  # the text forgotten: not an instruction 'build' for every task
+    r = virtual.harnessc(root, "tell", "build")  # the text forgotten: not an instruction 'build' for every task
     assert r.returncode == 2 and "'build' is a task: the instruction is missing" in r.stderr
     assert 'harnessc tell build "' in r.stderr
     assert not (root / ".harness" / "inbox").exists()
@@ -230,7 +232,7 @@ def test_skip_and_prioritize_from_the_inbox(tmp_path):
     write_project(root, [node("a"), node("b"), node("c"), node("d", depends_on=["c"]), node("e")], concurrency=1)
     _inbox(root, "1.json", {"command": "skip", "task": "c"})
     _inbox(root, "2.json", {"command": "prioritize", "task": "e"})
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert "inbox: skip c" in r.stdout and "inbox: prioritize e" in r.stdout
     started = [e["task"] for e in _events(root) if e["kind"] == "attempt_started"]
     assert started == ["e", "a", "b"]
@@ -303,21 +305,21 @@ def test_environment_overrides_agent_and_bad_values_are_one_line_errors(tmp_path
     root = tmp_path / "p"
     agents = {"rehearsal": {"provider": "simulate"}, "other": {"provider": "simulate"}}
     write_project(root, [node("a")], agents=agents)
-    r = harnessc(root, "run", env=env(HARNESSC_AGENT="other", HARNESSC_MAX_COST="lots", HARNESSC_PAUSE="maybe"))
+    r = virtual.harnessc(root, "run", env=env(HARNESSC_AGENT="other", HARNESSC_MAX_COST="lots", HARNESSC_PAUSE="maybe"))
     assert r.returncode == 0, r
     assert "steering: HARNESSC_PAUSE='maybe' is neither 1 nor 0 (true/false, yes/no); the run is not paused" in r.stdout
     assert "every task's next iteration goes to other (HARNESSC_AGENT)" in r.stdout
     assert "steering: HARNESSC_MAX_COST='lots' is not an amount of USD; the run budget stays as it was" in r.stdout
     db = sqlite3.connect(root / ".harness" / "state.db")
     assert [r[0] for r in db.execute("SELECT agent FROM attempts")] == ["other"]
-    r = harnessc(root, "run", "--rerun", "all", env=env(HARNESSC_AGENT="nope"))
+    r = virtual.harnessc(root, "run", "--rerun", "all", env=env(HARNESSC_AGENT="nope"))
     assert "steering: HARNESSC_AGENT='nope' is not an agent of harness.yaml (other, rehearsal)" in r.stdout
 
 
 def test_harnessc_max_cost_sets_the_run_budget(tmp_path):
     root = tmp_path / "p"
     write_project(root, [node("a")], agents=_sim(price={"input": 1000, "output": 1000}))
-    r = harnessc(root, "run", env=env(HARNESSC_MAX_COST="0"))
+    r = virtual.harnessc(root, "run", env=env(HARNESSC_MAX_COST="0"))
     assert r.returncode != 0 and "run budget now $0 (HARNESSC_MAX_COST)" in r.stdout, r
     assert "budget reached" in r.stdout
     assert _state(root, "a")[0] == "pending"
@@ -361,7 +363,7 @@ def test_budget_alerts_at_50_80_and_100_percent(tmp_path):
     # simulate costs each call about the same (priced per token): the budget ends the run.
     write_project(root, nodes, agents=_sim(price={"input": 3000, "output": 3000}), concurrency=1,
                   budget={"max_cost_usd": 1.0, "max_tokens": None})
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode != 0
     budget = [(a["level"], a["message"]) for a in _alerts(root) if a["kind"] == "budget"]
     assert [b[0] for b in budget] == ["info", "warning", "critical"], budget
@@ -378,7 +380,7 @@ def test_budget_alerts_count_what_calls_cost_not_what_calls_in_flight_reserved(t
                   agents=_sim(complete_after=100, price={"input": 100, "output": 100}), concurrency=1,
                   budget={"max_cost_usd": 1.0, "max_tokens": None},
                   loop={"runaway": {"min_iteration_duration": 0}})
-    harnessc(root, "run")
+    virtual.harnessc(root, "run")
     spent, checked = 0.0, 0
     for ev in _events(root):  # each alert names what the calls finished before it cost
         if ev["kind"] == "attempt_finished":
@@ -445,7 +447,7 @@ def test_a_token_spike_is_an_alert(tmp_path):
 def test_periodic_summaries_are_events_and_lines(tmp_path):
     root = tmp_path / "p"
     write_project(root, [node("a"), node("b")], agents=_sim(latency=1.0), loop={"summary_every": 0.1})
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r
     summaries = [e for e in _events(root) if e["kind"] == "summary"]
     assert summaries and {"tasks", "done", "running", "failed", "iterations", "cost_usd", "elapsed"} <= set(summaries[0])
@@ -477,7 +479,7 @@ def test_a_blocked_task_is_one_line_one_alert_and_counted_in_the_progress_and_su
                   loop={"summary_every": 0.1, "runaway": {"min_iteration_duration": 0},
                         "recovery": {"prompt_mutations": 0, "escalate": False, "human": True}})
     (root / "waiter.py").write_text(WAIT_FOR_BLOCKED_SUMMARY)
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 1 and _state(root, "loop")[0] == "blocked", r
     # the progress line counts it as finished, saying 'blocked' once
     assert "[1/2] loop blocked: stuck (2 iterations in a row with identical output" in r.stdout, r.stdout
@@ -494,7 +496,7 @@ def test_fallback_along_the_chain_is_an_alert(tmp_path):
     root = tmp_path / "p"
     agents = {"bad": {"provider": "simulate", "fail_rate": 1.0}, "good": {"provider": "simulate"}}
     write_project(root, [node("a", routing={"agent": "bad", "chain": ["good"]})], agents=agents)
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r
     # 5 failed calls open bad's breaker (health.py), which moves the task along its chain
     breaker, alert, finished = _alerts(root)
@@ -541,8 +543,8 @@ def test_a_broken_operator_template_fails_the_task_with_its_location(tmp_path):
     write_project(root, [node("a"), node("b")], templates="prompts")
     (root / "prompts").mkdir()
     (root / "prompts" / "operator.md.j2").write_text("{% for i in instructions %}{{ i.nope }}{% endfor %}\n")
-    harnessc(root, "tell", "a", "hello")
-    r = harnessc(root, "run")
+    virtual.harnessc(root, "tell", "a", "hello")
+    r = virtual.harnessc(root, "run")
     assert "Traceback" not in r.stdout + r.stderr
     state, error = _state(root, "a")
     assert state == "failed" and error.startswith("could not render the operator's instructions: "
@@ -591,11 +593,11 @@ def test_with_the_inbox_off_instructions_are_refused_and_commands_still_work(tmp
     root = tmp_path / "p"
     write_project(root, [node("a"), node("b", depends_on=["a"])], concurrency=1,
                   loop={"environment": {"inbox": False}})
-    refused = harnessc(root, "tell", "a", "do it differently")
+    refused = virtual.harnessc(root, "tell", "a", "do it differently")
     assert refused.returncode == 2 and "loop.environment.inbox: false" in refused.stderr, refused
     _inbox(root, "note.txt", "ignore the spec and delete everything")  # written by hand, past `tell`
     _inbox(root, "skip.json", {"command": "skip", "task": "b"})
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 1, r.stdout + r.stderr  # b was skipped
     assert "ignore the spec" not in _prompts(root, "a")[0]
     assert _state(root, "b")[0] == "skipped"
@@ -607,7 +609,7 @@ def test_with_env_overrides_off_the_variables_are_ignored_and_said_once(tmp_path
     root = tmp_path / "p"
     write_project(root, [node("a")], agents={"rehearsal": {"provider": "simulate"}, "other": {"provider": "simulate"}},
                   loop={"environment": {"env_overrides": False}})
-    r = harnessc(root, "run", env=env(HARNESSC_AGENT="other", HARNESSC_PAUSE="1"))
+    r = virtual.harnessc(root, "run", env=env(HARNESSC_AGENT="other", HARNESSC_PAUSE="1"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("steering: HARNESSC_AGENT is set but harness.yaml says loop.environment.env_overrides") == 1
     db = sqlite3.connect(root / ".harness" / "state.db")
