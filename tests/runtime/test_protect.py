@@ -8,6 +8,7 @@ import sqlite3
 import textwrap
 from pathlib import Path
 
+from . import virtual
 from .helpers import PY, git, git_repo, harnessc
 
 # The agent does what agent.cfg says for its iteration: {"1": {"path": "text" | None}, ...}
@@ -342,7 +343,7 @@ def test_a_shared_tree_puts_back_a_check_changed_while_another_tasks_agent_ran(t
                                        "defaults:\n  max_retries: 3\n  retry_delays: [0]\n")
     (root / "agent.py").write_text(WAITER)
     (root / "check_b.py").write_text("print('the check')\n")
-    r = harnessc(root, "run", "--jobs", "2", timeout=300)
+    r = virtual.harnessc(root, "run", "--jobs", "2")
     assert r.returncode == 0, r.stdout + r.stderr
     rows = sqlite3.connect(root / ".harness" / "state.db").execute(
         "SELECT task_id, status, errors FROM attempts WHERE task_id = 'b' ORDER BY id").fetchall()

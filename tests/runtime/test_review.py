@@ -9,6 +9,7 @@ import json
 import sqlite3
 import threading
 
+from . import virtual
 from .helpers import PY, git, git_repo, harnessc, node, spawn, write_project
 
 # Writes out/<task>.txt, keeps each prompt it got in <marks>/<task>.prompt<iteration>, prints
@@ -89,13 +90,13 @@ def test_a_review_task_is_held_and_a_run_with_only_review_left_exits_3(tmp_path)
     assert "1 task waits for review" in res.stdout
     assert states(root) == {"a": "review", "b": "pending"}
     assert landed(root) == []  # nothing landed: a's change waits on its ref
-    listed = harnessc(root, "review")
+    listed = virtual.harnessc(root, "review")
     assert listed.returncode == 0, listed.stderr
     assert "a: Task a" in listed.stdout and "git diff " in listed.stdout and "1 file changed" in listed.stdout
-    data = json.loads(harnessc(root, "review", "--output", "json").stdout)
+    data = json.loads(virtual.harnessc(root, "review", "--output", "json").stdout)
     diff = subprocess_out(root, data[0]["diff"])
     assert "out/a.txt" in diff and "made by a" in diff
-    status = harnessc(root, "status")
+    status = virtual.harnessc(root, "status")
     assert "review" in status.stdout
 
 
@@ -107,7 +108,7 @@ def test_approved_with_no_run_going_on_lands_in_the_next_run(tmp_path):
     root = tmp_path / "p"
     project(root, {"a": [], "b": ["a"]}, review={"a"})
     assert run(root).returncode == 3
-    res = harnessc(root, "approve", "a")
+    res = virtual.harnessc(root, "approve", "a")
     assert res.returncode == 0, res.stderr
     assert "next `harnessc run`" in res.stdout
     assert states(root)["a"] == "review"  # recorded, not landed by the command
@@ -149,7 +150,7 @@ def test_reject_runs_the_task_again_with_the_reason_in_its_prompt(tmp_path):
     root = tmp_path / "p"
     marks = project(root, {"a": []}, review={"a"})
     assert run(root).returncode == 3
-    res = harnessc(root, "reject", "a", "the greeting must be in French")
+    res = virtual.harnessc(root, "reject", "a", "the greeting must be in French")
     assert res.returncode == 0, res.stderr
     assert run(root).returncode == 3  # ran again, waits for review again
     first, second = (marks / "a.prompt1").read_text(), (marks / "a.prompt2").read_text()
@@ -185,12 +186,12 @@ def test_approve_or_reject_of_an_unknown_task_or_one_not_in_review_is_an_error(t
     assert run(root).returncode == 3
     for args in (("approve", "nope"), ("reject", "nope", "why"), ("approve", "b"), ("reject", "b", "why"),
                  ("approve", "a", "b")):
-        res = harnessc(root, *args)
+        res = virtual.harnessc(root, *args)
         assert res.returncode == 2, (args, res.stdout, res.stderr)
         assert "error:" in res.stderr and "hint: `harnessc review`" in res.stderr and "Traceback" not in res.stderr
-    assert "not in review (it is succeeded)" in harnessc(root, "approve", "b").stderr
+    assert "not in review (it is succeeded)" in virtual.harnessc(root, "approve", "b").stderr
     assert states(root)["a"] == "review"  # nothing recorded by the refused `approve a b`
-    assert harnessc(root, "run", "--no-build").returncode == 3
+    assert virtual.harnessc(root, "run", "--no-build").returncode == 3
 
 
 def test_auto_approve_lands_review_tasks_as_any_other(tmp_path):
@@ -210,7 +211,7 @@ def test_best_of_n_holds_the_selected_approach_for_review(tmp_path):
     plan.write_text(json.dumps(data))
     assert run(root).returncode == 3
     assert states(root) == {"a": "review"} and landed(root) == []
-    assert harnessc(root, "approve", "a").returncode == 0
+    assert virtual.harnessc(root, "approve", "a").returncode == 0
     assert run(root).returncode == 0
     assert landed(root) == ["harnessc: a: Task a"]
 
@@ -224,10 +225,10 @@ def test_review_is_read_from_the_task_or_its_contract_and_lint_warns_in_the_shar
         "- [ ] **c**: C\n  - contract: looked_at\n  - review: false\n\n"
         "- [ ] **d**: D\n  - completion_promise: DONE\n  - review: maybe\n")
     (root / "contracts.yaml").write_text("contracts:\n  looked_at:\n    accept: ['true']\n    review: true\n")
-    res = harnessc(root, "lint")
+    res = virtual.harnessc(root, "lint")
     assert res.returncode == 1 and "roadmap.md:16:13: error[HC105]: bad review 'maybe'" in res.stdout, res.stdout
     (root / "roadmap.md").write_text((root / "roadmap.md").read_text().replace("review: maybe", "review: no"))
-    res = harnessc(root, "build")
+    res = virtual.harnessc(root, "build")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "roadmap.md:5:13: warning[HC460]: task 'a' waits for review, but works in the shared tree" in res.stdout
     assert "warning[HC460]: task 'b'" in res.stdout and "task 'c' waits" not in res.stdout
@@ -265,8 +266,8 @@ def test_in_the_shared_tree_review_only_holds_the_dependents(tmp_path):
     assert run(root).returncode == 3
     assert states(root) == {"a": "review", "b": "pending"}
     assert (root / "out" / "a.txt").exists() and not (marks / "b.prompt1").exists()
-    assert "not isolated" in harnessc(root, "review").stdout
-    assert harnessc(root, "approve", "a").returncode == 0
+    assert "not isolated" in virtual.harnessc(root, "review").stdout
+    assert virtual.harnessc(root, "approve", "a").returncode == 0
     assert run(root).returncode == 0
     assert states(root) == {"a": "succeeded", "b": "succeeded"}
 
@@ -281,10 +282,10 @@ def test_an_approved_change_whose_base_moved_is_checked_again_on_the_merged_tree
     assert run(root, "-s", "a").returncode == 3
     assert run(root, "-s", "c").returncode == 0
     assert landed(root) == ["harnessc: c: Task c"]
-    assert harnessc(root, "approve", "a").returncode == 0
+    assert virtual.harnessc(root, "approve", "a").returncode == 0
     res = run(root)
     assert res.returncode == 1, res.stdout + res.stderr
     assert states(root) == {"a": "blocked", "c": "succeeded"}
     assert landed(root) == ["harnessc: c: Task c"]  # a's change did not land
-    shown = harnessc(root, "show", "a")
+    shown = virtual.harnessc(root, "show", "a")
     assert "its checks fail on the integration branch merged with its change" in shown.stdout + shown.stderr

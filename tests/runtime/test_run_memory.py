@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from . import virtual
 from .helpers import PY, harnessc
 
 AGENT = """\
@@ -71,10 +72,10 @@ def test_a_decision_reaches_an_independent_later_task(tmp_path):
     # across runs: a new task of a later run is told too; forget removes it
     (root / "roadmap.md").write_text((root / "roadmap.md").read_text()
                                      + "- [ ] **c**: Task c\n  - completion_promise: DONE\n\n  Export ids.\n")
-    r = harnessc(root, "memory", "forget", decision["id"])
+    r = virtual.harnessc(root, "memory", "forget", decision["id"])
     assert r.returncode == 0 and decision["id"] in r.stdout, r.stdout + r.stderr
     assert all(e["id"] != decision["id"] for e in entries(root))
-    r = harnessc(root, "memory", "forget", "d-nosuchid")
+    r = virtual.harnessc(root, "memory", "forget", "d-nosuchid")
     assert r.returncode == 1 and "no memory entry d-nosuchid" in r.stderr
     run(root, "-s", "c")
     assert "UUIDv7" not in prompt(root, "c")
@@ -174,11 +175,11 @@ def test_a_rejected_attempt_is_remembered_as_a_failure_on_its_files(tmp_path):
 def test_show_lists_what_a_task_told_memory(tmp_path):
     root = project(tmp_path / "p", {"a": "Set up.", "b": "Build."}, {"a": "<decision>we use UUIDv7 ids</decision>"})
     run(root)
-    r = harnessc(root, "show", "a")
+    r = virtual.harnessc(root, "show", "a")
     assert r.returncode == 0 and "memory: 1 entry" in r.stdout and "we use UUIDv7 ids" in r.stdout, r.stdout
-    r = harnessc(root, "show", "a", "--output", "json")
+    r = virtual.harnessc(root, "show", "a", "--output", "json")
     assert [e["text"] for e in json.loads(r.stdout)["memory"]] == ["we use UUIDv7 ids"]
-    assert "memory:" not in harnessc(root, "show", "b").stdout
+    assert "memory:" not in virtual.harnessc(root, "show", "b").stdout
 
 
 def test_show_prints_the_memory_section_the_task_was_given(tmp_path):
