@@ -17,6 +17,7 @@ from harnessc.providers import agent_config
 from harnessc.runtime.agents.base import MAX_CALL_COST_USD, MAX_CALL_TOKENS, Request, Usage, make_agent
 from harnessc.textsafe import json_text
 
+from . import virtual
 from .helpers import PY, SIMPLE_CONTRACT, env, harnessc, node, write_project
 
 ANSWER = '{"title": "a title", "score": 2}'
@@ -38,8 +39,8 @@ def _attempts(root: Path) -> list[dict]:
 
 
 def _reports_are_json(root: Path, e: dict | None = None) -> dict:
-    status = harnessc(root, "status", "--json", env=e)
-    stats = harnessc(root, "stats", "--output", "json", env=e)
+    status = virtual.harnessc(root, "status", "--json", env=e)
+    stats = virtual.harnessc(root, "stats", "--output", "json", env=e)
     assert status.returncode == 0 and stats.returncode == 0, status.stderr + stats.stderr
     _strict(stats.stdout)
     return _strict(status.stdout)
@@ -83,14 +84,14 @@ def test_a_cassettes_absurd_cost_is_recorded_as_not_reported(tmp_path, cost, sho
     agent = {"provider": "command", "command": [PY, str(tmp_path / "agent.py")], "price": PRICE}
     write_project(tmp_path, [node("a", contract="summary", routing={"agent": "llm", "chain": ["llm"]})],
                   agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
-    assert harnessc(tmp_path, "run", "--record").returncode == 0
+    assert virtual.harnessc(tmp_path, "run", "--record").returncode == 0
     tape = tmp_path / ".harness" / "cassettes" / "a.jsonl"
     [line] = tape.read_text().splitlines()
     call = json.loads(line)
     call["response"]["cost_usd"] = 0.25
     tape.write_text(json.dumps(call).replace("0.25", cost) + "\n")  # what json.dumps would never write
     (tmp_path / ".harness" / "state.db").unlink()
-    r = harnessc(tmp_path, "run", "--replay", "--max-cost", "1")
+    r = virtual.harnessc(tmp_path, "run", "--replay", "--max-cost", "1")
     assert r.returncode == 0, r.stdout + r.stderr
     [attempt] = _attempts(tmp_path)
     assert f"cost not reported: cost_usd={shown}" in attempt["errors"]
