@@ -145,19 +145,19 @@ def test_tell_refuses_what_the_run_would_refuse(tmp_path):
     rejected by the run; one with bytes that are not UTF-8 was an internal error."""
     root = tmp_path / "p"
     write_project(root, [node("build")])
-    r = harnessc(root, "tell", "build", "x" * 70_000)
+    r = virtual.harnessc(root, "tell", "build", "x" * 70_000)
     assert r.returncode == 2, r
     assert r.stderr.splitlines() == ["harnessc: error: the instruction is not queued: it is 70,047 bytes, "
                                      "over the inbox's limit of 64 KiB (65,536 bytes)"]
-    r = harnessc(root, "tell", "a\n" * 25_000)  # 50,000 characters, 75,000 bytes as JSON
+    r = virtual.harnessc(root, "tell", "a\n" * 25_000)  # 50,000 characters, 75,000 bytes as JSON
     assert r.returncode == 2 and "over the inbox's limit of 64 KiB" in r.stderr, r
-    r = harnessc(root, "tell", b"use v2 \xff")
+    r = harnessc(root, "tell", b"use v2 \xff")  # a real argv: bytes as the OS passes them
     assert r.returncode == 2, r
     assert r.stderr == "harnessc: error: the instruction is not queued: it is not UTF-8 text\n"
     assert not list((root / ".harness" / "inbox").glob("*"))
-    r = harnessc(root, "tell", "build", "y" * 65_000)  # under the limit: queued, and the run takes it
+    r = virtual.harnessc(root, "tell", "build", "y" * 65_000)  # under the limit: queued, and the run takes it
     assert r.returncode == 0 and "queued" in r.stdout, r
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r
     assert [p.name for p in (root / ".harness" / "inbox").iterdir()] == ["processed"]
     assert len(list((root / ".harness" / "inbox" / "processed").iterdir())) == 1
