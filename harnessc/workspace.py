@@ -284,13 +284,20 @@ class Workspace:
     def _open_file(self, path: Path, flags: int, verb: str, in_place: bool = False,
                    create_parents: bool = True) -> int:
         with self._parent(path, create=create_parents, verb=verb) as (dfd, name):
-            try:
-                fd = os.open(name, flags | _FILE, 0o666, dir_fd=dfd)
-            except FileNotFoundError:
-                raise
-            except OSError as e:
-                err = self._link(verb, path, dfd, name) if e.errno == errno.ELOOP else None
-                raise (err or self._error(verb, path, e)) from None
+            return self.open_in(dfd, path, flags, verb, in_place, name)
+
+    def open_in(self, dir_fd: int, path: Path, flags: int, verb: str, in_place: bool = False,
+                name: str | None = None) -> int:
+        """A descriptor of file `path` opened in its parent directory's descriptor `dir_fd`
+        (one the caller holds: no walk), with _open_file's checks; the caller closes it."""
+        name = name or Path(path).name
+        try:
+            fd = os.open(name, flags | _FILE, 0o666, dir_fd=dir_fd)
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            err = self._link(verb, path, dir_fd, name) if e.errno == errno.ELOOP else None
+            raise (err or self._error(verb, path, e)) from None
         st = os.fstat(fd)
         problem = None
         if not stat.S_ISREG(st.st_mode):

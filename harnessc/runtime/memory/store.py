@@ -17,12 +17,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import weakref
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
-from ...workspace import Workspace, WorkspaceError
+from ...workspace import Workspace, WorkspaceError, atomic_file_at
 from .. import clock
 
 KINDS = ("decision", "failure", "constraint", "done")
@@ -119,6 +120,10 @@ def stat_key(path: Path) -> tuple | None:
         st = os.stat(path, follow_symlinks=False)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    return _key(st)
+
+
+def _key(st: os.stat_result) -> tuple:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
@@ -137,23 +142,85 @@ class MemoryStore:
         self.keep_done = keep_done  # summary lines held (None: all); the file keeps them all till compact()
         self._seen: tuple | None = None
         self._entries: dict[str, dict] = {}
+        self._told = 0  # entries held that are not `done` lines (a task's section has nothing else to show)
+        self._done = 0  # `done` lines held
+        self._dir_fd: int | None = None  # the memory directory, held open by a writer (dir_fd)
+        self._closer: weakref.finalize | None = None
+
+    def dir_fd(self) -> int:
+        """The memory directory's descriptor, opened (and confined) once: a run writes here at
+        every task's end, and a walk from the project's root each time cost more than the write."""
+        if self._dir_fd is not None and os.fstat(self._dir_fd).st_nlink == 0:
+            self.close()  # removed while the run ran: made again, as a walk would
+        if self._dir_fd is None:
+            self._dir_fd = fd = self.ws.open_dir(self.dir)
+            self._closer = weakref.finalize(self, os.close, fd)
+        return self._dir_fd
+
+    def close(self) -> None:
+        """The directory's descriptor is closed (opened again when needed)."""
+        if self._closer is not None:
+            self._closer()
+        self._dir_fd = self._closer = None
+
+    def write_atomic(self, path: Path, data: bytes) -> None:
+        """Workspace.write_atomic of a file of the memory directory, through dir_fd."""
+        with atomic_file_at(self.dir_fd(), path.name, lambda: self.ws.rel(path)) as f:
+            f.write(data)
 
     def entries(self) -> list[dict]:
+        return list(self._current().values())
+
+    def _current(self) -> dict[str, dict]:
+        """The entries by id, oldest first, as the file holds them now (not a copy)."""
         key = stat_key(self.path)
         if key is None:
             self._seen, self._entries = None, {}
+            self._count()
         elif key != self._seen:
             self._entries = self._load()
+            self._count()
             self._trim()
             self._seen = stat_key(self.path)
-        return list(self._entries.values())
+        return self._entries
+
+    def told(self) -> bool:
+        """Whether memory holds a decision, failure or constraint (not only `done` lines)."""
+        self._current()
+        return self._told > 0
+
+    def newest(self) -> Iterator[dict]:
+        """The entries newest first (no copy: read while nothing is added)."""
+        return reversed(self._current().values())
+
+    def _count(self) -> None:
+        self._done = sum(e["kind"] == "done" for e in self._entries.values())
+        self._told = len(self._entries) - self._done
+
+    def _put(self, obj: dict) -> None:
+        """_apply, keeping the counts (what this process appends)."""
+        gone = self._entries.get(obj.get("forget") or obj["id"])
+        _apply(self._entries, obj)
+        for e, step in ((gone, -1), (None if "forget" in obj else obj, 1)):
+            if e is not None:
+                if e["kind"] == "done":
+                    self._done += step
+                else:
+                    self._told += step
 
     def _trim(self) -> None:
-        if self.keep_done is None:
+        if self.keep_done is None or self._done <= self.keep_done:
             return
-        done = [i for i, e in self._entries.items() if e["kind"] == "done"]
-        for i in done[: max(0, len(done) - self.keep_done)]:
+        extra = self._done - self.keep_done
+        oldest = []  # the oldest `extra` done lines (a run's appends: one, near the front)
+        for i, e in self._entries.items():
+            if e["kind"] == "done":
+                oldest.append(i)
+                if len(oldest) == extra:
+                    break
+        for i in oldest:
             del self._entries[i]
+        self._done -= extra
 
     def _load(self) -> dict[str, dict]:
         try:
@@ -184,14 +251,21 @@ class MemoryStore:
     def _append(self, objs: list[dict]) -> None:
         """Append lines; what this process holds follows (no reading again) unless someone
         else wrote to the file since this process last looked."""
-        current = self._seen == stat_key(self.path)
-        with self.ws.open_write(self.path, "a") as f:
-            f.write("".join(json.dumps(o, ensure_ascii=False, sort_keys=True) + "\n" for o in objs))
+        data = memoryview("".join(json.dumps(o, ensure_ascii=False, sort_keys=True) + "\n" for o in objs).encode())
+        fd = self.ws.open_in(self.dir_fd(), self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, "write", in_place=True)
+        try:
+            st = os.fstat(fd)  # the file written to (a missing one is made empty by the open)
+            current = self._seen == _key(st) or self._seen is None and st.st_size == 0
+            while data:
+                data = data[os.write(fd, data):]
+            seen = _key(os.fstat(fd))
+        finally:
+            os.close(fd)
         if current:
             for o in objs:
-                _apply(self._entries, o)
+                self._put(o)
             self._trim()
-            self._seen = stat_key(self.path)
+            self._seen = seen
         else:
             self.entries()
 
@@ -199,8 +273,7 @@ class MemoryStore:
         """Append the entries not already there as they are; returns those appended."""
         if not entries:
             return []
-        self.entries()
-        have = self._entries
+        have = self._current()
         new = [e for e in entries if e["kind"] == "done" or have.get(e["id"], {}).get("text") != e["text"]]
         if new:
             self._append(new)
@@ -208,8 +281,7 @@ class MemoryStore:
 
     def forget(self, entry_id: str) -> dict | None:
         """Remove an entry: the entry it was, None when there is none with that id."""
-        self.entries()
-        match = self._entries.get(entry_id)
+        match = self._current().get(entry_id)
         if match is not None:
             self._append([{"forget": entry_id}])
         return match

@@ -22,8 +22,9 @@ import asyncio
 import json
 import math
 import re
+from collections import deque
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ...estimates import CHARS_PER_TOKEN, tokens_for_chars
 from ...workspace import WorkspaceError
@@ -57,10 +58,13 @@ def fallback(entries: list[dict], tokens: int) -> str:
     lines: list[str] = []
     chars = -1  # the joined text's length (no newline before the first line)
     for e in reversed(entries):
-        if e["kind"] not in ("done", "failure"):
+        if e["kind"] == "done":
+            line = "- " + e["text"]
+        elif e["kind"] == "failure":
+            fix = "".join(f"; {k}: {e[k]}" for k in ("cause", "fix") if e.get(k))
+            line = f"- failure (task {e['task']}): {e['text']}{fix}"
+        else:
             continue
-        fix = "".join(f"; {k}: {e[k]}" for k in ("cause", "fix") if e.get(k))
-        line = f"- {e['text']}" if e["kind"] == "done" else f"- failure (task {e['task']}): {e['text']}{fix}"
         if tokens_for_chars(chars + 1 + len(line)) > tokens:
             break
         lines.append(line)
@@ -73,7 +77,7 @@ class SummaryFile:
     ended task's summary line it covers, "phases": [the phases it covered the end of]}."""
 
     def __init__(self, memory: MemoryStore, say: Callable[[str], None]):
-        self.ws, self.say = memory.ws, say
+        self.memory, self.ws, self.say = memory, memory.ws, say
         self.path = memory.dir / FILE
         self._damage_said = False
         self._held: tuple[tuple | None, dict] | None = None  # (the file's stat key, what it holds)
@@ -105,8 +109,24 @@ class SummaryFile:
             return {}
 
     def write(self, data: dict) -> None:
-        self.ws.write_atomic(self.path, json.dumps(data, ensure_ascii=False, sort_keys=True, indent=1) + "\n")
+        self.memory.write_atomic(self.path, (json.dumps(data, ensure_ascii=False, sort_keys=True, indent=1) + "\n").encode())
         self._held = (stat_key(self.path), dict(data))
+
+
+def newer(newest: Iterable[dict], upto: str | None, n: int) -> bool:
+    """Whether `len(pending(entries, upto)) >= n`, from the entries newest first (a run asks
+    at every task's end: this looks at the newest few, not all)."""
+    if n <= 0:
+        return True
+    count = 0
+    for e in newest:
+        if e["kind"] == "done":
+            if e["id"] == upto:
+                return False
+            count += 1
+            if count >= n:
+                return True
+    return False
 
 
 def pending(entries: list[dict], upto: str | None) -> list[dict]:
@@ -126,6 +146,7 @@ class Refresher:
         self.running: asyncio.Task | None = None
         self.again: tuple[Any, Any] | None = None  # (ctx, node) of a refresh due while one ran
         self._phases: dict[str, list[str]] | None = None  # phase -> its tasks' ids
+        self._open: dict[str, deque[str]] = {}  # phase -> its tasks not yet seen final, in roadmap order
 
     def phases_ended(self, ctx: Any, node: Any) -> list[str]:
         """The phase of the task that ended, when every task of that phase is now final."""
@@ -137,16 +158,27 @@ class Refresher:
             for n in ctx.plan.nodes:
                 if getattr(n, "phase", None):
                     self._phases.setdefault(n.phase, []).append(n.id)
+            self._open = {p: deque(ids) for p, ids in self._phases.items()}
+        # Tasks mostly end in roadmap order: the first task not yet seen final is looked at
+        # (one row, not the whole phase at every task's end); none left: the whole phase is.
+        left = self._open.get(phase, deque())
+        while left:
+            if ctx.store.tasks([left[0]]).get(left[0], {}).get("state") not in FINAL:
+                return []
+            left.popleft()
         same = self._phases.get(phase, [])
         rows = ctx.store.tasks(same)
-        return [phase] if all(rows.get(t, {}).get("state") in FINAL for t in same) else []
+        if all(rows.get(t, {}).get("state") in FINAL for t in same):
+            return [phase]
+        self._open[phase] = deque(t for t in same if rows.get(t, {}).get("state") not in FINAL)  # one went back
+        return []
 
     def due(self, phases_ended: list[str]) -> list[str] | None:
         """The phases whose end a refresh now covers, or None when none is due."""
         data = self.file.read()
         covered = set(data.get("phases") or ())
         ended = [p for p in phases_ended if p not in covered]
-        if ended or len(pending(self.memory.entries(), data.get("upto"))) >= self.settings.every:
+        if ended or newer(self.memory.newest(), data.get("upto"), self.settings.every):
             return ended
         return None
 
@@ -211,9 +243,9 @@ class Refresher:
     def _write(self, old: dict, entries: list[dict], text: str | None, phases: list[str], node: Any) -> None:
         """summary.json with the agent's `text`, else the entries' (atomically)."""
         by = self.settings.agent if text else "entries"
-        done = [e for e in entries if e["kind"] == "done"]
+        upto = next((e["id"] for e in reversed(entries) if e["kind"] == "done"), None)
         self.file.write({"text": text or fallback(entries, self.settings.summary_tokens), "by": by, "at": now_iso(),
-                         "run": getattr(self.state, "run_id", None), "upto": done[-1]["id"] if done else None,
+                         "run": getattr(self.state, "run_id", None), "upto": upto,
                          "phases": sorted(set(old.get("phases") or ()) | set(phases))})
         self.state.event("memory_summary", node.id, agent=by, phases=phases,
                          message=f"the memory summary was refreshed ({'by ' + by if text else 'from the entries'})")
