@@ -50,6 +50,11 @@ EXCLUDED_NAMES = frozenset(EXCLUDED)
 # GIL, which cost a run of 50 ms command agents more than the hashing itself.
 LIGHT_FILES, LIGHT_BYTES = 32, 256 << 10
 _SEEN: dict[str, tuple[int, int]] = {}  # project root -> (files, bytes) the last shared-tree snapshot hashed
+# path -> (the bytes last hashed there, their sha256): every snapshot still reads each file, but
+# bytes equal to the last ones hashed are not hashed again (a 1,000-task roadmap.md is read and
+# compared twice per task; hashing it was most of a light guard's cost). Light files only.
+_HASHED: dict[str, tuple[bytes, str]] = {}
+HASHED_FILES = 16  # (at most 4 MiB held)
 
 
 class Rules:
@@ -330,7 +335,7 @@ class SharedGuard:
                         continue
                 if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_HASHED_BYTES:
                     data = _read(os.path.join(root, rel))
-                    cid = out[rel] = f"{stat.S_IMODE(st.st_mode):o}:{hashlib.sha256(data).hexdigest()}"
+                    cid = out[rel] = f"{stat.S_IMODE(st.st_mode):o}:{_sha256(os.path.join(root, rel), data)}"
                     size += st.st_size
                     if copies is not None:
                         copies[cid] = data
@@ -392,6 +397,20 @@ def _walk(root: str, pattern: str):
             path = name if base == "." else f"{base}/{name}"
             if rules.matches(pattern, path):
                 yield path, None
+
+
+def _sha256(path: str, data: bytes) -> str:
+    """The sha256 of `data`, read from `path` (not hashed again when the same bytes were last
+    read there: `==` on bytes is far cheaper than a hash)."""
+    last = _HASHED.get(path)
+    if last is not None and last[0] == data:
+        return last[1]
+    digest = hashlib.sha256(data).hexdigest()
+    if len(data) <= LIGHT_BYTES:
+        if len(_HASHED) >= HASHED_FILES and path not in _HASHED:
+            _HASHED.clear()  # (a bound: the protected files are few)
+        _HASHED[path] = (data, digest)
+    return digest
 
 
 def _read(path: Path | str) -> bytes:
