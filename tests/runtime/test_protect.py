@@ -406,3 +406,27 @@ def test_a_shared_guard_keeps_light_copies_in_memory_and_heavy_ones_on_disk(tmp_
     assert guard.after() != [] and (tmp_path / "check.py").read_text() == heavy
     guard.close()
     assert list((store / "a").iterdir()) == []
+
+
+def test_a_same_size_change_with_its_time_put_back_is_caught_though_the_hash_is_reused(tmp_path):
+    """Snapshots do not hash bytes again that equal those last hashed at that path (a large
+    roadmap.md, twice per task), but they read every file every time: a change of the same size
+    whose modification time the agent put back is still caught, and put back."""
+    import os
+
+    from harnessc.runtime import protect
+
+    from .helpers import node, write_project
+
+    plan = write_project(tmp_path, [node("a", accept=[{"argv": [PY, "check.py"], "id": None}]), node("b")])
+    check = tmp_path / "check.py"
+    check.write_text("print('ok')\n")
+    first = protect.guard(plan, plan.nodes[0], tmp_path)
+    first.before()
+    assert first.after() == []  # nothing changed: the second snapshot's hash was the first's
+    st = check.stat()
+    guard = protect.guard(plan, plan.nodes[0], tmp_path)
+    guard.before()
+    check.write_text("print('no')\n")  # the same size...
+    os.utime(check, ns=(st.st_atime_ns, st.st_mtime_ns))  # ...and the same time
+    assert guard.after() != [] and check.read_text() == "print('ok')\n"
