@@ -67,6 +67,7 @@ class Rules:
         self.accept = [list(a.argv) for a in node.accept]
         self.score = list(node.approaches.score.argv) if node.approaches and node.approaches.score else None
         self.looked: set = set()  # where the commands' paths were looked up (a base, or the tree)
+        self._why: dict[tuple[str, bool], str | None] = {}  # why(), asked before and after each call
 
     def name_command_paths(self, where: str, root: Path | None = None, kind=None) -> None:
         """Add what the task's commands name at its base (`where`: the base; files created
@@ -77,10 +78,17 @@ class Rules:
         known = {e.path for e in self.entries}
         self.entries += [Protected(e.path, e.why, e.new) for e in rules.command_entries(self.accept, self.score, root, kind)
                          if e.path not in known]
+        self._why.clear()
 
     def why(self, path: str, existed: bool) -> str | None:
         """The reason `path` (project-relative) is protected; None when it is not.
         `existed`: it is there at the base (a directory a command names protects only those)."""
+        key = (path, existed)
+        if key not in self._why:
+            self._why[key] = self._reason(path, existed)
+        return self._why[key]
+
+    def _reason(self, path: str, existed: bool) -> str | None:
         found = [e.why for e in self.entries if (e.new or existed) and rules.matches(e.path, path)]
         if not found:
             return None
@@ -375,13 +383,7 @@ def harnessc_wrote(root: Path, rel: str) -> None:
 def _walk(root: str, pattern: str):
     """(project-relative path, its lstat or None) of the files `pattern` names: walked from its
     literal start, no link followed, test runners' caches and `.harness/` aside."""
-    parts = [p for p in pattern.replace("\\", "/").split("/") if p not in ("", ".")]
-    start: list[str] = []
-    for p in parts:
-        if any(c in p for c in "*?["):
-            break
-        start.append(p)
-    rel = "/".join(start)
+    rel = _literal_start(pattern)
     top = os.path.join(root, rel) if rel else root
     try:
         st = os.lstat(top)
@@ -411,6 +413,19 @@ def _sha256(path: str, data: bytes) -> str:
             _HASHED.clear()  # (a bound: the protected files are few)
         _HASHED[path] = (data, digest)
     return digest
+
+
+@functools.lru_cache(maxsize=1024)
+def _literal_start(pattern: str) -> str:
+    """The part of `pattern` before its first glob character's part ('' : the project)."""
+    start: list[str] = []
+    for p in pattern.replace("\\", "/").split("/"):
+        if p in ("", "."):
+            continue
+        if any(c in p for c in "*?["):
+            break
+        start.append(p)
+    return "/".join(start)
 
 
 def _read(path: Path | str) -> bytes:
