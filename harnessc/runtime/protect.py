@@ -67,7 +67,7 @@ class Rules:
         self.accept = [list(a.argv) for a in node.accept]
         self.score = list(node.approaches.score.argv) if node.approaches and node.approaches.score else None
         self.looked: set = set()  # where the commands' paths were looked up (a base, or the tree)
-        self._why: dict[tuple[str, bool], str | None] = {}  # why(), asked before and after each call
+        self._why = _answers(self)  # why(), asked before and after each call of every task
 
     def name_command_paths(self, where: str, root: Path | None = None, kind=None) -> None:
         """Add what the task's commands name at its base (`where`: the base; files created
@@ -78,15 +78,18 @@ class Rules:
         known = {e.path for e in self.entries}
         self.entries += [Protected(e.path, e.why, e.new) for e in rules.command_entries(self.accept, self.score, root, kind)
                          if e.path not in known]
-        self._why.clear()
+        self._why = _answers(self)
 
     def why(self, path: str, existed: bool) -> str | None:
         """The reason `path` (project-relative) is protected; None when it is not.
         `existed`: it is there at the base (a directory a command names protects only those)."""
-        key = (path, existed)
-        if key not in self._why:
-            self._why[key] = self._reason(path, existed)
-        return self._why[key]
+        key, answers = (path, existed), self._why
+        why = answers.get(key, _UNASKED)
+        if why is _UNASKED:  # (guards run in threads too: no look at `answers` after this)
+            if len(answers) >= 4096:
+                answers.clear()  # (a bound: an isolated task asks about every path it changed)
+            why = answers[key] = self._reason(path, existed)
+        return why
 
     def _reason(self, path: str, existed: bool) -> str | None:
         found = [e.why for e in self.entries if (e.new or existed) and rules.matches(e.path, path)]
@@ -105,6 +108,19 @@ class Rules:
     def shared_entries(self) -> list[Protected]:
         """The entries a shared tree compares: all but `.harness/` (harnessc writes there while agents run)."""
         return [e for e in self.entries if e.why != rules.OWN]
+
+
+# (entries, allow_edit) -> {(path, existed): why}: the tasks of a plan mostly share their rules
+_WHY: dict[tuple, dict[tuple[str, bool], str | None]] = {}
+_UNASKED = object()
+
+
+def _answers(r: Rules) -> dict[tuple[str, bool], str | None]:
+    """What why() answered for rules like `r` (the same entries and allow_edit)."""
+    key = (tuple((e.path, e.why, e.new) for e in r.entries), tuple(r.allow))
+    if key not in _WHY and len(_WHY) >= 256:
+        _WHY.clear()  # (a bound)
+    return _WHY.setdefault(key, {})
 
 
 def messages(protected: dict[str, str], outside: list[str], scope: str, kept: dict[str, str],
