@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, Callable
 
+from .errors import HarnesscError
 from .providers import AgentConfigError, agent_config
 from .records import Record, record  # noqa: F401 - Record: for callers
+from .vocab import PLAN_VERSION
+from .workspace import Workspace
 
 # ------------------------------------------------------------------ one task
 
@@ -381,6 +385,34 @@ def load(data: Mapping) -> Plan:
         )
     except (TypeError, KeyError, AttributeError, ValueError) as e:
         raise PlanFormatError(f"plan.json does not match this harnessc's plan format: {e!r}") from None
+
+
+class PlanError(HarnesscError):
+    """The plan cannot be used: missing, unreadable, wrong version, or failed to build; or a
+    selector matches none of its tasks. `hint` says what to do, when there is more to say."""
+
+
+def load_plan(root: Path) -> Plan:
+    """The compiled plan (.harness/build/plan.json): here, not in the runtime's doorway to the
+    compiler, so that the commands that only read a run (status, show, log) load no compiler.
+    Raises PlanError, or WorkspaceError when .harness/ holds a link."""
+    workspace = Workspace(root)
+    path = workspace.plan
+    try:
+        plan = json.loads(workspace.read_text(path))
+    except FileNotFoundError:
+        raise PlanError(f"no compiled plan at {path.relative_to(root)}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise PlanError(f"{path.relative_to(root)} is unreadable: {e}") from None
+    if not isinstance(plan, dict) or plan.get("version") != PLAN_VERSION:
+        got = plan.get("version") if isinstance(plan, dict) else None
+        raise PlanError(
+            f"{path.relative_to(root)} has plan version {got!r}; this harnessc reads version {PLAN_VERSION}"
+        )
+    try:
+        return load(plan)
+    except PlanFormatError as e:
+        raise PlanError(f"{path.relative_to(root)}: {e}; run `harnessc build`") from None
 
 
 def loads(text: str) -> Plan:

@@ -15,6 +15,7 @@ ROADMAP = "roadmap.md"
 CONTRACTS = "contracts.yaml"
 HARNESS = "harness.yaml"
 SPEC_FILES = (ROADMAP, CONTRACTS, HARNESS)  # the files a user writes
+PLAN_VERSION = 1  # plan.json's format: the compiler writes it, the runtime refuses other versions
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -119,3 +119,13 @@ def command_prefix(root: Path) -> str:
         return "harnessc"
     rel = os.path.relpath(root.resolve(), here)
     return f"harnessc -C {shlex.quote(rel if not rel.startswith('../../..') else str(root.resolve()))}"
+
+
+def filled_text(filled: list[dict] | None) -> str:
+    """'title (example, the answer's was invalid), score (default, missing from the answer)': the fields a
+    fallback output took from the contract, not from the agent."""
+    def one(f: dict) -> str:
+        source = f.get("from") or "nothing could fill it"
+        was = {"missing": "missing from the answer", "invalid": "the answer's was invalid"}.get(f.get("was"), "")
+        return f"{f.get('field')} ({source}{', ' + was if was else ''})"
+    return ", ".join(one(f) for f in filled or () if isinstance(f, dict))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..diagnostics import Diagnostics
-from ..vocab import CONTRACTS, HARNESS, ROADMAP, SPEC_FILES  # noqa: F401  (re-exported)
+from ..vocab import CONTRACTS, HARNESS, PLAN_VERSION, ROADMAP, SPEC_FILES  # noqa: F401  (re-exported)
 from .tasks import Roadmap
 from .yamlsafe import Marks
 
@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from .promptfiles import PromptFiles
     from .specview import SpecView
 
-PLAN_VERSION = 1  # plan.json's format; the runtime refuses other versions
 
 
 @dataclass

@@ -18,6 +18,7 @@ import re
 import time
 from typing import Any, Iterator
 
+from ..wording import filled_text  # noqa: F401  (re-exported: the runtime's doorway names it)
 from . import userregex
 from .jsonsubset import Validator, all_unique, json_type, short_json, supports
 
@@ -587,13 +588,3 @@ def template_filled(contract: dict) -> tuple[dict, list[dict]]:
             ("enum" if d.get("enum") else "its parts' examples" if nested else "type default")
         filled.append({"field": name, "from": source, "was": "not used"})
     return output, filled
-
-
-def filled_text(filled: list[dict] | None) -> str:
-    """'title (example, the answer's was invalid), score (default, missing from the answer)': the fields a
-    fallback output took from the contract, not from the agent."""
-    def one(f: dict) -> str:
-        source = f.get("from") or "nothing could fill it"
-        was = {"missing": "missing from the answer", "invalid": "the answer's was invalid"}.get(f.get("was"), "")
-        return f"{f.get('field')} ({source}{', ' + was if was else ''})"
-    return ", ".join(one(f) for f in filled or () if isinstance(f, dict))

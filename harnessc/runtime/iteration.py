@@ -51,8 +51,9 @@ from .loop.loop import Seen, TaskLoop
 from .routing.router import Route
 from .routing.tasklimits import TaskLimits
 from .store.attempts import AttemptEnd, Ending, TaskEnd
+from .store.outputs import verified_by
 from .store.state import StateStore
-from .verify import Verdict, verified_by, verify
+from .verify import Verdict, verify
 from .worktree import landing as landingmod
 from .worktree.isolation import Conflict, IsolationError, Landed, Tampered
 

@@ -13,7 +13,7 @@ from .. import planfile
 from ..compiler import compile_project, lint_project, write_build
 from ..compiler.gitcheck import program_files as files
 from ..compiler.gitcheck import uncommitted as status
-from ..compiler.project import PLAN_VERSION, SPEC_FILES
+from ..compiler.project import SPEC_FILES
 from ..compiler.prompts import (  # noqa: F401
     TemplateProblem,
     render_assist,
@@ -34,14 +34,7 @@ from ..compiler.validate import (  # noqa: F401
     validate_output,
 )
 from ..compiler.validate import template_filled as filled
-from ..errors import HarnesscError
-from ..workspace import Workspace
-
-
-class PlanError(HarnesscError):
-    """The plan cannot be used: missing, unreadable, wrong version, or failed to build; or a
-    selector matches none of its tasks. `hint` says what to do, when there is more to say."""
-
+from ..planfile import PlanError, load_plan  # noqa: F401  (re-exported: plan loading is the runtime's first call)
 
 # ------------------------------------------------------------------ plan loading
 
@@ -66,27 +59,6 @@ def loop_defaults() -> dict[str, Any]:
     from ..compiler.ir import Loop
 
     return Loop().model_dump(mode="json")
-
-
-def load_plan(root: Path) -> planfile.Plan:
-    """The compiled plan. Raises PlanError, or WorkspaceError when .harness/ holds a link."""
-    workspace = Workspace(root)
-    path = workspace.plan
-    try:
-        plan = json.loads(workspace.read_text(path))
-    except FileNotFoundError:
-        raise PlanError(f"no compiled plan at {path.relative_to(root)}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise PlanError(f"{path.relative_to(root)} is unreadable: {e}") from None
-    if not isinstance(plan, dict) or plan.get("version") != PLAN_VERSION:
-        got = plan.get("version") if isinstance(plan, dict) else None
-        raise PlanError(
-            f"{path.relative_to(root)} has plan version {got!r}; this harnessc reads version {PLAN_VERSION}"
-        )
-    try:
-        return planfile.load(plan)
-    except planfile.PlanFormatError as e:
-        raise PlanError(f"{path.relative_to(root)}: {e}; run `harnessc build`") from None
 
 
 def stale_sources(plan: planfile.Plan, root: Path) -> list[str]:

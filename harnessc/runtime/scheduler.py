@@ -49,6 +49,7 @@ from .schedule import Graph, Schedule
 from .store import outputs
 from .store.attempts import Ending, TaskEnd
 from .store.state import REVIEW_KEY, StateError, StateStore
+from .store.tasks import task_summary
 from .work import Work, plan_work
 from .worktree.isolation import Landed
 
@@ -692,18 +693,6 @@ class Runner:
         if self.stop_mode == "stop":
             return outcomes.STOP, None
         return outcomes.FINISHED, None
-
-
-def task_summary(row: dict, agents: list[str] | None = None) -> dict:
-    """A task's line in run_results.json and the summary; `agents`: the agents it moved
-    through in this run, kept when there was more than one."""
-    dur = None
-    if row.get("started_at") and row.get("finished_at") and row["finished_at"] >= row["started_at"]:
-        dur = round(row["finished_at"] - row["started_at"], 3)
-    return {"id": row["id"], "state": row["state"], "attempts": row["attempts"],
-            "iterations": row["iterations"], "agent": row["agent"], "tokens": row["tokens"],
-            "cost_usd": round(row["cost_usd"] or 0.0, 6), "duration": dur, "error": row["error"],
-            "run_id": row["run_id"], **({"agents": agents} if agents and len(agents) > 1 else {})}
 
 
 def write_results(workspace: Workspace, result: RunResult, run: dict | None) -> Path:

@@ -22,7 +22,7 @@ from .context import CallPolicy, Setup
 from .executor.rayconfig import resolve_executor
 from .loop import loopflags
 from .loop.attribution import Attribution
-from .memory import RunMemory
+from .memory.run import RunMemory
 from .observe import telemetry
 from .observe.alerts import Alerts
 from .observe.notify import Notifier

@@ -236,18 +236,6 @@ def check_text(node: PlanNode, contract: Contract | None, text: str, deadline: D
     return v
 
 
-def verified_by(node: PlanNode, contract: Contract | None, checks: list[dict]) -> list[str]:
-    """What a verified result passed, in words: its contract, its promise, its accept
-    commands with their exit codes (empty: nothing checks the answer)."""
-    parts = [f"contract {contract.name}"] if contract and contract.output else []
-    if node.completion_promise:
-        parts.append(f"completion promise {node.completion_promise}")
-    parts += [f"accept {accept_name(c)} (exit {c.get('returncode')})" for c in checks]
-    if getattr(node, "split", None):
-        parts.append("its subtasks (split: true), each verified itself")
-    return parts
-
-
 async def run_accept(cmd: AcceptCommand, root: Path, time_left: float | None) -> procs.ProcResult:
     if cmd.junit:  # a file left from before (or planted) is never read as this run's
         path = junit_path(cmd, root)

@@ -12,8 +12,7 @@ import re
 from typing import Any
 
 from ...estimates import estimate_tokens
-from .store import Settings, active
-from .summary import pending
+from .store import Settings, active, pending
 
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{3,}")
 STOP = frozenset("""this that with from have will your they them their there what when which into

@@ -311,3 +311,8 @@ def stamp(entry: dict, run_id: str | None) -> dict:
     return e
 
 
+def pending(entries: list[dict], upto: str | None) -> list[dict]:
+    """The ended tasks' lines newer than the summary (all of them when it covers none)."""
+    done = [e for e in entries if e["kind"] == "done"]
+    ids = [e["id"] for e in done]
+    return done[ids.index(upto) + 1:] if upto in ids else done

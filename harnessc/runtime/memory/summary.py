@@ -129,13 +129,6 @@ def newer(newest: Iterable[dict], upto: str | None, n: int) -> bool:
     return False
 
 
-def pending(entries: list[dict], upto: str | None) -> list[dict]:
-    """The ended tasks' lines newer than the summary (all of them when it covers none)."""
-    done = [e for e in entries if e["kind"] == "done"]
-    ids = [e["id"] for e in done]
-    return done[ids.index(upto) + 1:] if upto in ids else done
-
-
 class Refresher:
     """A run's refreshes of the summary: due after `every` ended tasks and at a phase's end,
     one at a time, in the background."""

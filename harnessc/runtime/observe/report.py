@@ -7,21 +7,20 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ...outcome import BROKEN, COMPLETE
-from ...planfile import AutoStaging
+from ...planfile import AutoStaging, PlanError, load_plan
 from ...states import LANDED, TaskState
-from ...wording import routing_line
+from ...wording import filled_text, routing_line
 from ...workspace import Workspace
-from .. import plan as planmod
 from ..loop.progress import is_loop
 from ..loop.recovery import Ladder, resumed_text, rungs_for
 from ..memory import recall
 from ..routing.health import agent_report
 from ..routing.history import History
-from ..scheduler import task_summary
 from ..steering import paused_run
 from ..store import outputs, scoreboard
 from ..store.lock import holder
 from ..store.state import NoState, StateStore
+from ..store.tasks import task_summary
 from .cachesaving import cache_figures
 
 
@@ -38,8 +37,8 @@ def status(root: Path) -> dict:
     """{"run": {...} | None, "tasks": [...]} in plan order when a plan exists."""
     workspace = Workspace(root)
     try:
-        plan = planmod.load_plan(root)
-    except planmod.PlanError:
+        plan = load_plan(root)
+    except PlanError:
         plan = None
     store = _open_state(workspace)
     try:
@@ -219,8 +218,8 @@ def show(root: Path, task_id: str) -> dict:
     prompt carried. Raises UnknownTask, StateError."""
     workspace = Workspace(root)
     try:
-        plan = planmod.load_plan(root)
-    except planmod.PlanError:
+        plan = load_plan(root)
+    except PlanError:
         plan = None
     nodes = {n.id: n for n in plan.nodes} if plan else {}
     store = _open_state(workspace)
@@ -407,7 +406,7 @@ def event_line(event: dict) -> str:
     if kind == "worktree_kept":
         return f"worktree kept at {event.get('path')} (ref {event.get('ref')}; `harnessc clean` removes it)"
     if kind == "task_degraded":
-        filled = planmod.filled_text(event.get("filled"))
+        filled = filled_text(event.get("filled"))
         return (str(event.get("error") or "degraded")
                 + (f"; filled from the contract, not from the agent: {filled}" if filled else ""))
     return f"blocked: {str(event.get('error') or '').removeprefix('blocked: ')}"
@@ -417,7 +416,7 @@ def stats(root: Path) -> list[dict]:
     """Each agent's record per complexity and per contract, from every run (history.py),
     then per agent what the prompt cache did: `{agent, cache: {input_tokens,
     cache_read_tokens, cache_write_tokens, share, saved_usd}}` (cachesaving.py)."""
-    plan = planmod.load_plan(root)  # complexities and contracts come from the plan
+    plan = load_plan(root)  # complexities and contracts come from the plan
     store = _open_state(Workspace(root))
     if store is None:
         return []

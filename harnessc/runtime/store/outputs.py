@@ -24,10 +24,8 @@ from typing import Any, Iterable
 
 from ...planfile import Contract, PlanNode
 from ...states import LANDED, TaskState
-from ...wording import accept_name, plural
+from ...wording import accept_name, filled_text, plural
 from ...workspace import Workspace, WorkspaceError, write_atomic_at
-from ..plan import filled_text
-from ..verify import verified_by
 
 
 def result(row: dict, node: PlanNode | None, contract: Contract | None, final: dict | None) -> dict:
@@ -200,3 +198,15 @@ def text(rec: dict) -> str:
         else:
             lines += [f"answer{shown}:", (rec.get("answer") or "").rstrip("\n")]
     return "\n".join(lines)
+
+
+def verified_by(node: PlanNode, contract: Contract | None, checks: list[dict]) -> list[str]:
+    """What a verified result passed, in words: its contract, its promise, its accept
+    commands with their exit codes (empty: nothing checks the answer)."""
+    parts = [f"contract {contract.name}"] if contract and contract.output else []
+    if node.completion_promise:
+        parts.append(f"completion promise {node.completion_promise}")
+    parts += [f"accept {accept_name(c)} (exit {c.get('returncode')})" for c in checks]
+    if getattr(node, "split", None):
+        parts.append("its subtasks (split: true), each verified itself")
+    return parts

@@ -13,6 +13,18 @@ from .ledger import MAX_COST_KEY
 DAILY_KEEP = 2 * 86400.0  # seconds of forgotten calls a reset keeps for the daily limits (a local day, and then some)
 
 
+def task_summary(row: dict, agents: list[str] | None = None) -> dict:
+    """A task's line in run_results.json and the summary; `agents`: the agents it moved
+    through in this run, kept when there was more than one."""
+    dur = None
+    if row.get("started_at") and row.get("finished_at") and row["finished_at"] >= row["started_at"]:
+        dur = round(row["finished_at"] - row["started_at"], 3)
+    return {"id": row["id"], "state": row["state"], "attempts": row["attempts"],
+            "iterations": row["iterations"], "agent": row["agent"], "tokens": row["tokens"],
+            "cost_usd": round(row["cost_usd"] or 0.0, 6), "duration": dur, "error": row["error"],
+            "run_id": row["run_id"], **({"agents": agents} if agents and len(agents) > 1 else {})}
+
+
 class Tasks(EventLog):
     def tasks(self, ids: list[str] | None = None) -> dict[str, dict]:
         """Task rows by id (all of them, or just `ids`)."""
