@@ -23,8 +23,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Container, Iterable
 
-from .compiler import CHECK_PASSES, _run, load
-from .compiler.project import Project
 from .diagnostics import did_you_mean
 from .vocab import ID_PATTERN, MAX_ID_LENGTH, ROADMAP
 from .workspace import Workspace, WorkspaceError, task_file_name
@@ -213,6 +211,9 @@ def with_blocks(text: str, blocks: list[str]) -> tuple[str, list[int]]:
 
 def _lint_text(root: Path, roadmap_text: str):
     """Lint the project as if roadmap.md were `roadmap_text` (the files on disk are not touched)."""
+    from .compiler import CHECK_PASSES, _run, load  # lazy: `show` and `status` read proposals; only this lints
+    from .compiler.project import Project  # lazy: the same
+
     def discover(project: Project) -> None:
         project.sources[ROADMAP] = roadmap_text
         load.discover_contracts(project)

@@ -1,5 +1,4 @@
-"""Agents: one interface (base.Request -> base.Response | base.AgentError), one module per provider."""
+"""Agents: one interface (base.Request -> base.Response | base.AgentError), one module per provider.
 
-from .base import Agent, AgentError, Request, Response, Usage, make_agent
-
-__all__ = ["Agent", "AgentError", "Request", "Response", "Usage", "make_agent"]
+The package imports nothing itself: the store reads usage.py's records and `status` reads
+errors through them without loading the agents (base.py, the providers' modules)."""

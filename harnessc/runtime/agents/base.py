@@ -22,8 +22,10 @@ from .usage import (  # noqa: F401
     NO_RESPONSE,
     PRICE,
     RESERVED,
+    CachePrices,
     Charge,
     Usage,
+    cache_prices,
     checked_charge,
     reported,
     shown,
@@ -138,38 +140,6 @@ def price_cost(config: AgentConfig, usage: Usage, provider: str | None = None) -
     return (cost_usd(usage.uncached_input_tokens, usage.output_tokens, rates.input, config.price.output)
             + (usage.cache_read_tokens * rates.read + writes_5m * rates.write
                + usage.cache_write_1h_tokens * rates.write_1h) / 1_000_000)
-
-
-@dataclass(frozen=True)
-class CachePrices:
-    """USD per million input tokens: uncached, read from the cache, written for 5 minutes, for an hour."""
-
-    input: float
-    read: float
-    write: float
-    write_1h: float
-
-    def saved(self, read_tokens: int, write_tokens: int, ttl: str = "5m") -> float:
-        """USD the cache saved on input against sending it all uncached: reads cost less,
-        writes more (a negative figure: the writes were never read back enough)."""
-        write = self.write_1h if ttl == "1h" else self.write
-        return (read_tokens * (self.input - self.read) - write_tokens * (write - self.input)) / 1_000_000
-
-
-def cache_prices(config: AgentConfig, provider: str | None = None) -> CachePrices:
-    """The agent's input prices with and without the cache (all 0 without `price:`)."""
-    price = config.price
-    if price is None:
-        return CachePrices(0.0, 0.0, 0.0, 0.0)
-    unit = providers.get(provider or config.provider)
-    read_rate, write_rate, write_1h_rate = unit.cache_rates if unit else (1.0, 1.0, 1.0)
-    return CachePrices(price.input, _or(price.cache_read, price.input * read_rate),
-                       _or(price.cache_write, price.input * write_rate),
-                       _or(price.cache_write_1h, price.input * write_1h_rate))
-
-
-def _or(value: float | None, default: float) -> float:
-    return default if value is None else value
 
 
 def make_agent(name: str, config: AgentConfig, root: Path) -> Agent:

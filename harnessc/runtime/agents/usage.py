@@ -1,12 +1,15 @@
 """What one call used and cost, as the ledger believes it: its token counts (Usage), where
 its cost came from (the cost sources) and the check every outside figure passes
-(checked_charge). Below both base.py (Response) and errors.py (AgentError's ledger)."""
+(checked_charge); an agent's cache prices (cache_prices). Below both base.py (Response) and errors.py (AgentError's ledger)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields, replace
 from typing import Any
+
+from ... import providers
+from ...providers import AgentConfig
 
 
 @dataclass
@@ -97,3 +100,35 @@ def checked_charge(usage: Usage | None, cost: Any, source: str) -> tuple[Usage |
         notes.append(f"cost not reported: cost_usd={shown(cost)}")
         source = NO_RESPONSE
     return usage, float(value or 0.0), source, notes
+
+
+@dataclass(frozen=True)
+class CachePrices:
+    """USD per million input tokens: uncached, read from the cache, written for 5 minutes, for an hour."""
+
+    input: float
+    read: float
+    write: float
+    write_1h: float
+
+    def saved(self, read_tokens: int, write_tokens: int, ttl: str = "5m") -> float:
+        """USD the cache saved on input against sending it all uncached: reads cost less,
+        writes more (a negative figure: the writes were never read back enough)."""
+        write = self.write_1h if ttl == "1h" else self.write
+        return (read_tokens * (self.input - self.read) - write_tokens * (write - self.input)) / 1_000_000
+
+
+def cache_prices(config: AgentConfig, provider: str | None = None) -> CachePrices:
+    """The agent's input prices with and without the cache (all 0 without `price:`)."""
+    price = config.price
+    if price is None:
+        return CachePrices(0.0, 0.0, 0.0, 0.0)
+    unit = providers.get(provider or config.provider)
+    read_rate, write_rate, write_1h_rate = unit.cache_rates if unit else (1.0, 1.0, 1.0)
+    return CachePrices(price.input, _or(price.cache_read, price.input * read_rate),
+                       _or(price.cache_write, price.input * write_rate),
+                       _or(price.cache_write_1h, price.input * write_1h_rate))
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from ... import providers
 from ...providers import AgentConfig
-from ..agents.base import cache_prices
+from ..agents.usage import cache_prices
 from ..store.state import StateStore
 
 

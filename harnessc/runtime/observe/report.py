@@ -11,7 +11,6 @@ from ...planfile import AutoStaging, PlanError, load_plan
 from ...states import LANDED, TaskState
 from ...wording import filled_text, routing_line
 from ...workspace import Workspace
-from ..loop.progress import is_loop
 from ..loop.recovery import Ladder, resumed_text, rungs_for
 from ..memory import recall
 from ..routing.health import agent_report
@@ -177,7 +176,7 @@ def _loops(store: StateStore, plan, rows: dict) -> dict[str, dict]:
     out = {}
     for node in plan.nodes if plan else ():
         row = rows.get(node.id)
-        if row is None or row["state"] != TaskState.RUNNING or not is_loop(node):
+        if row is None or row["state"] != TaskState.RUNNING or not node.completion_promise:  # a loop task (loop/progress.py's is_loop)
             continue
         scores = store.recent_progress(node.id)
         saved = store.loop_state(node.id) or {}

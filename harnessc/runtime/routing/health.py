@@ -20,12 +20,14 @@ import json
 import math
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ...providers import AgentConfig, AgentLimits
 from .. import clock as runtime_clock
-from ..agents.errors import AgentError
 from ..store.state import StateStore
+
+if TYPE_CHECKING:  # `status` reads agents' health without loading the agents
+    from ..agents.errors import AgentError
 
 BREAKER_FAILURES = 5  # failed calls in a row that open an agent's breaker
 BREAKER_COOLDOWN = 60.0  # seconds an open breaker waits before letting one probe through
