@@ -50,8 +50,7 @@ def memory(click_ctx: click.Context, ctx: Context, output: str) -> None:
     """Run memory: the decisions, failures and constraints tasks recorded, and the running summary."""
     if click_ctx.invoked_subcommand is not None:
         return
-    from ..runtime.memory.store import active
-    from ..runtime.memory.summary import SummaryFile
+    from ..runtime.memory.store import SummaryFile, active
 
     store = _store(ctx)
     entries = store.entries()

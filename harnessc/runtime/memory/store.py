@@ -10,6 +10,9 @@ A line that is not such an object (a damaged or hand-edited file) makes the whol
 unreadable as memory: it is moved aside to `memory.jsonl.damaged` (nothing is lost), one
 line says so, and memory starts empty. Ids are the kind's letter and a hash of the task and
 text, so the same fact told twice is one entry.
+
+`summary.json` is read and written here too (SummaryFile; summary.py decides when and what):
+`harnessc memory` and `show` read it without loading the summary's agent.
 """
 
 from __future__ import annotations
@@ -316,3 +319,47 @@ def pending(entries: list[dict], upto: str | None) -> list[dict]:
     done = [e for e in entries if e["kind"] == "done"]
     ids = [e["id"] for e in done]
     return done[ids.index(upto) + 1:] if upto in ids else done
+
+
+SUMMARY_FILE = "summary.json"  # the running summary (summary.py refreshes it; `harnessc memory` reads it)
+
+
+class SummaryFile:
+    """summary.json: {"text", "by": agent name | "entries", "at", "run", "upto": the newest
+    ended task's summary line it covers, "phases": [the phases it covered the end of]}."""
+
+    def __init__(self, memory: MemoryStore, say: Callable[[str], None]):
+        self.memory, self.ws, self.say = memory, memory.ws, say
+        self.path = memory.dir / SUMMARY_FILE
+        self._damage_said = False
+        self._held: tuple[tuple | None, dict] | None = None  # (the file's stat key, what it holds)
+
+    def read(self) -> dict:
+        """What the file holds (read again only when it changed: a run asks at every task's end)."""
+        key = stat_key(self.path)
+        if self._held is not None and self._held[0] == key:
+            return dict(self._held[1])
+        data = self._read() if key is not None else {}
+        self._held = (key, data)
+        return dict(data)
+
+    def _read(self) -> dict:
+        try:
+            data = json.loads(self.ws.read_text(self.path))
+            if not (isinstance(data, dict) and isinstance(data.get("text"), str)
+                    and isinstance(data.get("phases", []), list) and isinstance(data.get("upto"), (str, type(None)))):
+                raise ValueError("not a summary object")
+            return data
+        except FileNotFoundError:
+            return {}
+        except (ValueError, UnicodeDecodeError, RecursionError, OSError, WorkspaceError) as e:
+            if not self._damage_said:
+                self._damage_said = True
+                why = "it is not a summary (JSON with a text)" if isinstance(e, ValueError) else str(e)
+                self.say(f"harnessc: warning: {self.ws.rel(self.path)}: {why}; the summary starts empty "
+                         "(it is rewritten at the next refresh)")
+            return {}
+
+    def write(self, data: dict) -> None:
+        self.memory.write_atomic(self.path, (json.dumps(data, ensure_ascii=False, sort_keys=True, indent=1) + "\n").encode())
+        self._held = (stat_key(self.path), dict(data))

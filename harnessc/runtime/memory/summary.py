@@ -19,7 +19,6 @@ An agent's answer is hostile text: control characters and markup removed, bounde
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import re
 from collections import deque
@@ -27,11 +26,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ...estimates import CHARS_PER_TOKEN, tokens_for_chars
-from ...workspace import WorkspaceError
 from ..loop.assist import Assistant
-from .store import MemoryStore, Settings, now_iso, stat_key
+from .store import MemoryStore, Settings, SummaryFile, now_iso
 
-FILE = "summary.json"
 PURPOSE = "memory_summary"  # the call's purpose (HARNESSC_PURPOSE) and template, memory_summary.md.j2
 ENTRY_CHARS = 12_000  # of the entries shown to the summary agent
 FINAL = frozenset({"succeeded", "degraded", "done", "failed", "skipped", "blocked", "review"})
@@ -70,47 +67,6 @@ def fallback(entries: list[dict], tokens: int) -> str:
         lines.append(line)
         chars += 1 + len(line)
     return "\n".join(lines)
-
-
-class SummaryFile:
-    """summary.json: {"text", "by": agent name | "entries", "at", "run", "upto": the newest
-    ended task's summary line it covers, "phases": [the phases it covered the end of]}."""
-
-    def __init__(self, memory: MemoryStore, say: Callable[[str], None]):
-        self.memory, self.ws, self.say = memory, memory.ws, say
-        self.path = memory.dir / FILE
-        self._damage_said = False
-        self._held: tuple[tuple | None, dict] | None = None  # (the file's stat key, what it holds)
-
-    def read(self) -> dict:
-        """What the file holds (read again only when it changed: a run asks at every task's end)."""
-        key = stat_key(self.path)
-        if self._held is not None and self._held[0] == key:
-            return dict(self._held[1])
-        data = self._read() if key is not None else {}
-        self._held = (key, data)
-        return dict(data)
-
-    def _read(self) -> dict:
-        try:
-            data = json.loads(self.ws.read_text(self.path))
-            if not (isinstance(data, dict) and isinstance(data.get("text"), str)
-                    and isinstance(data.get("phases", []), list) and isinstance(data.get("upto"), (str, type(None)))):
-                raise ValueError("not a summary object")
-            return data
-        except FileNotFoundError:
-            return {}
-        except (ValueError, UnicodeDecodeError, RecursionError, OSError, WorkspaceError) as e:
-            if not self._damage_said:
-                self._damage_said = True
-                why = "it is not a summary (JSON with a text)" if isinstance(e, ValueError) else str(e)
-                self.say(f"harnessc: warning: {self.ws.rel(self.path)}: {why}; the summary starts empty "
-                         "(it is rewritten at the next refresh)")
-            return {}
-
-    def write(self, data: dict) -> None:
-        self.memory.write_atomic(self.path, (json.dumps(data, ensure_ascii=False, sort_keys=True, indent=1) + "\n").encode())
-        self._held = (stat_key(self.path), dict(data))
 
 
 def newer(newest: Iterable[dict], upto: str | None, n: int) -> bool:

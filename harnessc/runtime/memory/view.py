@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .store import MemoryStore, active
-from .summary import SummaryFile
+from .store import MemoryStore, SummaryFile, active
 
 
 def memory_view(root: Path, run_id: str, most: int) -> dict[str, Any]:
