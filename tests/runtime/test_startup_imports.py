@@ -140,7 +140,7 @@ def test_a_command_run_of_loop_tasks_outside_git_imports_no_jinja_and_no_gitpyth
     assert json.loads((tmp_path / ".harness" / "outputs" / "t2.json").read_text())["state"] == "succeeded"
 
 
-# What the commands that read a run (status, show, log, runs, stats) have no use for: they are
+# What the commands that read a run (status, show, log, runs, stats, memory) have no use for: they are
 # called constantly (watch loops, scripts, the suite), and a run's half cost them ~0.35 s of CPU
 # a call. The scheduler and its task steps, the compiler (plan.json is read by planfile.py), the
 # agents and their SDKs, checkouts and isolation, the loop's file evidence, memory's refreshes.
@@ -159,8 +159,9 @@ def test_the_commands_that_read_a_run_import_none_of_its_half(tmp_path: Path) ->
     shutil.copytree(REPO / "specs" / "demo", demo, ignore=shutil.ignore_patterns(".harness"))
     assert "harnessc.runtime.scheduler" in imported("-C", str(demo), "run")  # the other side: a run has it
     assert (demo / ".harness" / "outputs" / "brief-001.json").is_file()  # it ran
-    for args in (["status"], ["status", "--output", "json"], ["show", "qualify-001"], ["log", "qualify-001"],
-                 ["runs"], ["stats"]):
+    report, memory = "harnessc.runtime.observe.report", "harnessc.runtime.memory.store"
+    for args, reader in ((["status"], report), (["status", "--output", "json"], report), (["show", "qualify-001"], report),
+                         (["log", "qualify-001"], report), (["runs"], report), (["stats"], report), (["memory"], memory)):
         modules = imported("-C", str(demo), *args)
-        assert "harnessc.runtime.observe.report" in modules, args  # it read the run
+        assert reader in modules, args  # it read the run
         assert not modules & NOT_FOR_READING, (args, sorted(modules & NOT_FOR_READING))
