@@ -3,6 +3,7 @@ a home directory of the suite's own, so a run leaves nothing in the user's."""
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
@@ -28,6 +29,17 @@ def check_golden(path: Path, actual: str) -> None:
         return
     expected = path.read_text(encoding="utf-8")
     assert actual == expected, f"{path} differs (HARNESSC_UPDATE_GOLDEN=1 to accept the new output)"
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_frozen():
+    """lint, build and report freeze what is alive as they end (nogc.no_cyclic_gc(freeze=True)),
+    as a process that exits next may. Run in this process (tests/runtime/virtual.py), that
+    would leave the worker's objects frozen for the tests after it, and nogc's own tests
+    (which need a process that froze nothing) would fail depending on what ran before."""
+    yield
+    if gc.get_freeze_count():
+        gc.unfreeze()
 
 
 # ------------------------------------------------------------------ the suite's own home
