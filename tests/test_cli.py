@@ -1,4 +1,5 @@
-"""The CLI through real subprocesses: exit codes, formats, ls/graph/validate/schema/init."""
+"""The CLI's exit codes, formats, ls/graph/validate/schema/init: run in this process
+(tests/inproc.py); the version through a real `python -m harnessc` process."""
 
 from __future__ import annotations
 
@@ -14,14 +15,17 @@ import pytest
 from harnessc import planfile
 
 from conftest import FIXTURES, REPO, check_golden
+from inproc import harnessc
 
 HARNESSC = [sys.executable, "-m", "harnessc"]
 DEMO = REPO / "specs" / "demo"
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`harnessc ARGS` in this process, from `cwd` (default: the repository), without
+    HARNESSC_DEBUG: an internal error is a message, not a traceback."""
     env = {k: v for k, v in os.environ.items() if k != "HARNESSC_DEBUG"}
-    return subprocess.run([*HARNESSC, *args], cwd=cwd or REPO, capture_output=True, text=True, timeout=120, env=env)
+    return harnessc(*args, cwd=cwd or REPO, env=env)
 
 
 @pytest.fixture
@@ -44,7 +48,9 @@ def seed(tmp_path: Path) -> Path:
 
 
 def test_version() -> None:
-    r = run("--version")
+    """Through a real process: `python -m harnessc` starts and exits 0."""
+    env = {k: v for k, v in os.environ.items() if k != "HARNESSC_DEBUG"}
+    r = subprocess.run([*HARNESSC, "--version"], cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0 and "harnessc" in r.stdout
 
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from harnessc.compiler import lint_project
 from harnessc.draft.answer import MAX_ANSWER_CHARS, Unusable, blocks, read_answer
 from harnessc.draft.offline import offline_draft
+from inproc import harnessc as in_process
 
 PRD = """# Photo albums
 
@@ -93,8 +94,8 @@ else:
 
 
 def harnessc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harnessc", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    """`harnessc ARGS` from `cwd`, in this process (tests/inproc.py); the agent is a real process."""
+    return in_process(*args, cwd=cwd)
 
 
 def project(tmp_path: Path, *answers: str, default: bool = True) -> Path:

@@ -19,6 +19,7 @@ from harnessc.runtime.executor import ExecutorError
 from harnessc.runtime.executor.rayconfig import ExecutorSettings, require_ray, resolve_executor
 
 from conftest import REPO
+from inproc import harnessc as in_process
 
 DEMO = REPO / "specs" / "demo"
 RAY_SETTINGS = ("executor:\n  kind: ray\n  address: \"10.0.0.5:6379\"\n  num_cpus_per_attempt: 0.5\n"
@@ -27,7 +28,10 @@ RAY_SETTINGS = ("executor:\n  kind: ray\n  address: \"10.0.0.5:6379\"\n  num_cpu
 
 
 def harnessc(root: Path, *args: str, prelude: str = "") -> subprocess.CompletedProcess:
-    """`harnessc -C root ARGS` in a fresh interpreter; `prelude` runs first (e.g. to hide ray)."""
+    """`harnessc -C root ARGS`: in this process (tests/inproc.py), or with a `prelude` (e.g. to
+    hide ray) in a fresh interpreter that runs it first."""
+    if not prelude:
+        return in_process("-C", str(root), *args, env={k: v for k, v in os.environ.items() if k != "HARNESSC_DEBUG"})
     code = f"{prelude}\nimport sys\nfrom harnessc.cli import main\nsys.argv = ['harnessc', *sys.argv[1:]]\nmain()\n"
     env = {k: v for k, v in os.environ.items() if k != "HARNESSC_DEBUG"}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")

@@ -13,6 +13,8 @@ from harnessc.compiler import lint_project
 from harnessc.diagnostics import CODES
 from harnessc.explain import explanations
 
+from inproc import harnessc
+
 PACKAGE = Path(__file__).resolve().parents[1] / "harnessc"
 # Where a task is verified, so that an example about a YAML file shows that file's code only.
 DEFAULT_ROADMAP = "## Tasks\n\n- [ ] **t1**: Say hello\n  - accept: true\n"
@@ -65,9 +67,9 @@ def test_example_reports_its_code_and_the_fix_removes_it(tmp_path, code):
     assert code not in {d.code for d in after}, [str(d) for d in after]
 
 
-def _harnessc(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harnessc", *args], capture_output=True, text=True,
-                          timeout=60, **kw)
+def _harnessc(*args: str) -> subprocess.CompletedProcess:
+    """`harnessc ARGS`, in this process (tests/inproc.py)."""
+    return harnessc(*args)
 
 
 def test_explain_cli_prints_meaning_example_and_fix():

@@ -7,18 +7,18 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from inproc import harnessc as in_process
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fix"
 UPDATE = os.environ.get("HARNESSC_UPDATE_GOLDEN") == "1"
 
 
 def _lint(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harnessc", "-C", str(root), "lint", *args],
-                          capture_output=True, text=True, timeout=120)
+    """`harnessc -C root lint ARGS`, in this process (tests/inproc.py)."""
+    return in_process("-C", str(root), "lint", *args)
 
 
 def _files(root: Path) -> dict[str, bytes]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from harnessc.compiler import compile_project, lint_project
 from harnessc.compiler.validate import NotJSON, extract_json, loads_json
 
 from conftest import FIXTURES, REPO
+from inproc import harnessc as in_process
 
 DEMO = REPO / "specs" / "demo"
 CASES = sorted(p for p in (FIXTURES / "projects").iterdir() if p.is_dir())
@@ -117,7 +117,8 @@ def test_extract_json_skips_a_nan_object_for_a_valid_one() -> None:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harnessc", *args], capture_output=True, text=True, timeout=120)
+    """`harnessc ARGS`, in this process (tests/inproc.py)."""
+    return in_process(*args)
 
 
 @pytest.mark.parametrize("body, message", [

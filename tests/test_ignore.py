@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 from harnessc.compiler import lint_project
 from harnessc.compiler.roadmap import format_roadmap, parse_roadmap
 from harnessc.diagnostics import Diagnostics
+from inproc import harnessc as in_process
 
 ROADMAP = """# P
 
@@ -81,8 +81,8 @@ def test_errors_are_never_ignored(tmp_path):
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harnessc", "-C", str(root), *args],
-                          capture_output=True, text=True, timeout=120)
+    """`harnessc -C root ARGS`, in this process (tests/inproc.py)."""
+    return in_process("-C", str(root), *args)
 
 
 def test_cli_ignore_is_repeatable_and_takes_comma_lists(tmp_path):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from hypothesis import strategies as st
 
 from harnessc.compiler import lint_project
 from harnessc.importers import NotImportable, speckit, taskmaster
+from inproc import harnessc as in_process
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
 UPDATE = os.environ.get("HARNESSC_UPDATE_GOLDEN") == "1"
@@ -27,8 +27,8 @@ SPECKIT = "specs/001-photo-albums/tasks.md"
 
 
 def harnessc(*args: str, cwd: Path = FIXTURES) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harnessc", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    """`harnessc ARGS` from `cwd`, in this process (tests/inproc.py)."""
+    return in_process(*args, cwd=cwd)
 
 
 CASES = {

@@ -10,16 +10,15 @@ task's phase and not the whole file, and no absolute path is written anywhere.""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from harnessc.compiler import lint_project
 from harnessc.importers import speckit
+from inproc import harnessc as in_process
 
 REAL = Path(__file__).parent / "fixtures" / "import" / "speckit-real"
 # a task line as spec-kit writes it: checkbox, then the id (the importer's own regex is not used)
@@ -28,8 +27,8 @@ TASK_LINE = re.compile(r"^- \[[ xX]\] T\d+ ", re.MULTILINE)
 
 
 def harnessc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harnessc", *args], check=False, cwd=cwd, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    """`harnessc ARGS` from `cwd`, in this process (tests/inproc.py)."""
+    return in_process(*args, cwd=cwd)
 
 # per file: (a, b) in "waits" means task a waits for b (directly or not); "apart": neither
 # waits for the other; "deps": a task's own depends_on, exactly; "said": lines `import` prints

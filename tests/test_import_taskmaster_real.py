@@ -20,12 +20,20 @@ import pytest
 from harnessc.compiler import lint_project
 from harnessc.compiler.select import select_ids
 from harnessc.importers import taskmaster
+from inproc import harnessc as in_process
 
 REAL = Path(__file__).parent / "fixtures" / "import" / "real" / "taskmaster"
 FILES = sorted(p.name for p in REAL.glob("*.json"))
 
 
 def harnessc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`harnessc ARGS` from `cwd`, in this process (tests/inproc.py)."""
+    return in_process(*args, cwd=cwd)
+
+
+def real_harnessc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`harnessc ARGS` from `cwd` in a fresh interpreter: two runs in one process within a
+    second would share a run id (its second and the process id)."""
     return subprocess.run([sys.executable, "-m", "harnessc", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=300, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
 
@@ -196,13 +204,13 @@ def test_deferred_work_and_what_waits_for_it_run_only_when_selected(tmp_path):
     fixture = Path(__file__).parent / "fixtures" / "import" / "taskmaster-tagged.json"
     assert harnessc("import", "taskmaster", str(fixture), cwd=tmp_path).returncode == 0
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
-    run = harnessc("run", cwd=tmp_path)
+    run = real_harnessc("run", cwd=tmp_path)
     assert run.returncode == 0 and "succeeded: 3 tasks succeeded, 2 done" in run.stdout, run.stdout + run.stderr
     assert ("put off: 2 open tasks tagged deferred, or waiting for one, not selected (`-s tag:deferred+` runs them)"
             in run.stderr)
     states = {t["id"]: t["state"] for t in json.loads(harnessc("status", "--output", "json", cwd=tmp_path).stdout)["tasks"]}
     assert states["tm-3"] in ("pending", "ready") and states["tm-5"] == "pending"
-    run = harnessc("run", "-s", "tag:deferred+", cwd=tmp_path)
+    run = real_harnessc("run", "-s", "tag:deferred+", cwd=tmp_path)
     assert run.returncode == 0 and "succeeded: 2 tasks succeeded" in run.stdout, run.stdout + run.stderr
     assert "put off" not in run.stderr
 

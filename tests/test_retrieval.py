@@ -15,6 +15,7 @@ from harnessc import planfile
 from harnessc.compiler import compile_project
 from harnessc.compiler.contextentry import auto_entry
 from harnessc.compiler.retrieval import MAX_FILE_BYTES
+from inproc import harnessc as in_process
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,8 +31,8 @@ PRICING = "TAX = 0.2\n\n\ndef apply_discount(price, rate):\n    return round(pri
 
 
 def harnessc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harnessc", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    """`harnessc ARGS` from `cwd`, in this process (tests/inproc.py)."""
+    return in_process(*args, cwd=cwd)
 
 
 def write(root: Path, files: dict[str, str | bytes]) -> None:
