@@ -9,9 +9,13 @@ import base64
 import io
 import json
 import re
+import shutil
 import subprocess
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 WIDTH = 1200
 DEADLINE = 20.0  # seconds for the whole visit
@@ -31,18 +35,46 @@ class Seen:
     png: bytes = b""
 
 
-def load_page(chromium: str, page: Path, profile: Path, fragment: str = "") -> Seen:
-    """The page as Chromium shows it (`fragment`: opened at #fragment, as a followed link)."""
-    proc = subprocess.Popen([chromium, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
-                             "--hide-scrollbars", "--remote-debugging-port=0", f"--user-data-dir={profile}",
-                             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    try:
-        url = _devtools_url(proc)
-        return asyncio.run(asyncio.wait_for(_visit(url, page.resolve().as_uri() + (f"#{fragment}" if fragment else "")), DEADLINE))
-    finally:
-        proc.kill()
-        proc.wait(10)
+class Chromium:
+    """One headless Chromium for a module's tests: each page opens in a tab of its own (a new
+    DevTools target, closed after), so a test never sees another's page; starting the browser
+    once saves seconds a page. `profile`: its user data directory."""
+
+    def __init__(self, executable: str, profile: Path):
+        self.proc = subprocess.Popen([executable, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
+                                      "--hide-scrollbars", "--remote-debugging-port=0", f"--user-data-dir={profile}",
+                                      "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True, start_new_session=True)
+        try:
+            self.url = _devtools_url(self.proc)
+        except BaseException:
+            self.close()
+            raise
+        # what it says later is read and dropped: a full pipe would stop the browser
+        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory: pytest.TempPathFactory):
+    """The module's headless Chromium (skipped where it is not installed)."""
+    executable = shutil.which("chromium") or shutil.which("chromium-browser")
+    if executable is None:
+        pytest.skip("chromium is not installed (apt-get install chromium; .ci/run installs it)")
+    browser = Chromium(executable, tmp_path_factory.mktemp("chromium-profile"))
+    yield browser
+    browser.close()
+
+
+def load_page(browser: Chromium, page: Path, fragment: str = "") -> Seen:
+    """The page as Chromium shows it, in a new tab (`fragment`: opened at #fragment, as a
+    followed link)."""
+    assert browser.proc.poll() is None, f"chromium exited ({browser.proc.returncode})"
+    url = page.resolve().as_uri() + (f"#{fragment}" if fragment else "")
+    return asyncio.run(asyncio.wait_for(_visit(browser.url, url), DEADLINE))
 
 
 def _devtools_url(proc: subprocess.Popen) -> str:
@@ -83,6 +115,8 @@ async def _visit(browser_url: str, page_url: str) -> Seen:
         seen.texts = await cdp.evaluate(TEXTS)
         shot = await cdp.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
         seen.png = base64.b64decode(shot["data"])
+        cdp.session = None
+        await cdp.call("Target.closeTarget", targetId=target)
         reader.cancel()
     return seen
 

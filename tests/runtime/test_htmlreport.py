@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from . import browser
 from .bigrun import write_big_roadmap, write_big_run
+from .browser import load_page
 from .helpers import REPO, SIMPLE_CONTRACT, env, harnessc, node, write_project
 
 pytest.importorskip("matplotlib", reason="harnessc[report] is not installed")
@@ -355,9 +357,9 @@ def test_charts_draw_hostile_names_as_shown_text(tmp_path, usetex):
 
 # ------------------------------------------------------------------ in a real browser
 
-def test_demo_report_in_headless_chromium(tmp_path):
-    chromium = _chromium()
-    from .browser import load_page
+chromium = browser.chromium  # the fixture: one headless Chromium for this module's pages
+
+def test_demo_report_in_headless_chromium(tmp_path, chromium):
 
     root = tmp_path / "demo"
     shutil.copytree(REPO / "specs" / "demo", root, ignore=shutil.ignore_patterns(".harness"))  # not a demo run's state
@@ -365,7 +367,7 @@ def test_demo_report_in_headless_chromium(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     assert harnessc(root, "report").returncode == 0
     page = next((root / ".harness" / "runs").glob("*/report.html"))
-    seen = load_page(chromium, page, tmp_path / "profile")
+    seen = load_page(chromium, page)
     assert seen.console_errors == [] and seen.requests == [], (seen.console_errors, seen.requests)
     # the charts are drawn: inside each chart's box, the colours it draws with are on screen
     from .browser import colours_in
@@ -386,23 +388,13 @@ def test_demo_report_in_headless_chromium(tmp_path):
         save_small(seen.png, shot, height=int(seen.headings["tasks"]) + 120)  # down to the first tasks
 
 
-def _chromium() -> str:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("chromium is not installed (apt-get install chromium; .ci/run installs it)")
-    return chromium
-
-
 @pytest.mark.parametrize("size", ["demo", "236 tasks in 12 phases", "621 tasks, no phases, 385 done"])
-def test_report_reads_at_every_size_in_headless_chromium(tmp_path, size):
+def test_report_reads_at_every_size_in_headless_chromium(tmp_path, size, chromium):
     """The demo, a 236-task run in phases and a 621-task plan without phases (an import's
     shape: 385 done, the rest run), run on the simulate agent and shown in Chromium: every
     task that ran has its row in the timeline, the plan names every task (up to 60) or every
     phase, and every text on the page - SVG labels too, at their scale on screen - is at
     least 11 px; a phase's box opens its tasks; the page stays under 3 MB."""
-    chromium = _chromium()
-    from .browser import load_page
-
     root = tmp_path / "p"
     if size == "demo":
         shutil.copytree(REPO / "specs" / "demo", root, ignore=shutil.ignore_patterns(".harness"))  # not a demo run's state
@@ -415,7 +407,7 @@ def test_report_reads_at_every_size_in_headless_chromium(tmp_path, size):
     assert harnessc(root, "report").returncode == 0
     page = next((root / ".harness" / "runs").glob("*/report.html"))
     assert page.stat().st_size < 3_000_000
-    seen = load_page(chromium, page, tmp_path / "profile")
+    seen = load_page(chromium, page)
     (tmp_path / "report.png").write_bytes(seen.png)  # to look at: pytest --basetemp=DIR
     assert seen.console_errors == [] and seen.requests == [], (seen.console_errors, seen.requests)
     small = [t for t in seen.texts if t["px"] < 11]
@@ -437,7 +429,7 @@ def test_report_reads_at_every_size_in_headless_chromium(tmp_path, size):
         assert phases == [t for t in shown["plan"] if t.startswith(("Phase", "wave"))]
         assert f"{len(planned)} tasks by " in page.read_text()
         assert shown["phase"] == []  # each phase's own graph waits for its link
-        opened = load_page(chromium, page, tmp_path / "profile", fragment="plan-2")
+        opened = load_page(chromium, page, fragment="plan-2")
         second = [t["text"] for t in opened.texts if t["where"] == "phase" and t["shown"]]
         members = [t["id"] for t in report["tasks"] if (t["phase"] == phases[1] if "12 phases" in size
                                                          else t["wave"] == 1)]
