@@ -12,6 +12,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from . import virtual
 from .helpers import CLI, PY, env, harnessc, node, peak_rss, write_project
 
 SECRET = "sekret-VALUE-4242-notify"
@@ -61,7 +62,7 @@ def test_a_command_notifier_gets_one_json_object_per_event_without_a_key_or_secr
     out = tmp_path / "got.jsonl"
     failing_project(tmp_path, command=[PY, "-c", RECORDER, str(out)],
                     pass_env=["NOTIFY_EXTRA", "ANTHROPIC_API_KEY"])  # lint refuses the key (HC444); run drops it
-    r = harnessc(tmp_path, "run", env=run_env(NOTIFY_EXTRA="extra-value"))
+    r = virtual.harnessc(tmp_path, "run", env=run_env(NOTIFY_EXTRA="extra-value"))
     assert r.returncode == 1, r.stdout + r.stderr
     got = recorded(out)
     assert [g["payload"]["kind"] for g in got] == ["failed", "run_end"]  # one object per event, in order
@@ -84,7 +85,7 @@ def test_a_command_notifier_gets_one_json_object_per_event_without_a_key_or_secr
 def test_only_the_kinds_in_on_are_sent(tmp_path):
     out = tmp_path / "got.jsonl"
     failing_project(tmp_path, command=[PY, "-c", RECORDER, str(out)], on=["blocked", "run_end"])
-    r = harnessc(tmp_path, "run", env=run_env())
+    r = virtual.harnessc(tmp_path, "run", env=run_env())
     assert r.returncode == 1, r.stdout + r.stderr
     assert [g["payload"]["kind"] for g in recorded(out)] == ["run_end"]
 
@@ -184,7 +185,7 @@ def test_a_notifier_that_exits_1_is_an_alert_after_three_tries(tmp_path):
               "print('no luck', file=sys.stderr); sys.exit(1)")
     write_project(tmp_path, [node("t")])
     with_notify(tmp_path, command=[PY, "-c", script], on=["run_end"])
-    r = harnessc(tmp_path, "run", env=run_env())
+    r = virtual.harnessc(tmp_path, "run", env=run_env())
     assert r.returncode == 0, r.stdout + r.stderr  # a failing notifier never fails the run
     assert tries.read_text() == "xxx"
     (alert,) = alerts(tmp_path)
@@ -230,7 +231,7 @@ def test_a_run_budget_stop_is_one_budget_notification(tmp_path):
                   agents={"rehearsal": {"provider": "simulate", "price": {"input": 300.0, "output": 1500.0}}},
                   budget={"max_cost_usd": 0.05, "max_tokens": None})
     with_notify(tmp_path, command=[PY, "-c", RECORDER, str(out)])
-    r = harnessc(tmp_path, "run", env=run_env())
+    r = virtual.harnessc(tmp_path, "run", env=run_env())
     assert r.returncode != 0, r.stdout + r.stderr
     kinds = [g["payload"]["kind"] for g in recorded(out)]
     assert kinds.count("budget") == 1 and kinds[-1] == "run_end", kinds
@@ -275,7 +276,7 @@ def test_a_stuck_loop_task_notifies_stuck_once_then_its_end(tmp_path):
                   agents={"idle": {"provider": "simulate", "complete_after": 6, "progress": "none"}},
                   loop={"recovery": {"prompt_mutations": 0, "escalate": False, "human": False}})
     with_notify(tmp_path, command=[PY, "-c", RECORDER, str(out)])
-    r = harnessc(tmp_path, "run", env=run_env())
+    r = virtual.harnessc(tmp_path, "run", env=run_env())
     assert r.returncode == 1, r.stdout + r.stderr
     got = [g["payload"] for g in recorded(out)]
     assert [(g["kind"], g["task"]) for g in got] == [("stuck", "idle"), ("failed", "idle"), ("run_end", None)]
