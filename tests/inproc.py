@@ -29,7 +29,9 @@ def harnessc(*args: str, cwd: Path | None = None, env: dict | None = None, stdin
         env = dict(os.environ)
     subreaper = prctl.is_subreaper()
     argv = ["harnessc", *args]
-    out, err = io.StringIO(), io.StringIO()
+    # streams with bytes underneath (.buffer), as a process's are; stderr's errors as Python's
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace", write_through=True)
     code = 0
     here, saved_argv, saved_env, saved_stdin = os.getcwd(), sys.argv, dict(os.environ), sys.stdin
     root = logging.getLogger()
@@ -57,4 +59,10 @@ def harnessc(*args: str, cwd: Path | None = None, env: dict | None = None, stdin
         os.environ.update(saved_env)
         os.chdir(here)
         root.handlers[:], root.level = saved_log
-    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(argv, code, _text(out), _text(err))
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    """What was written, read back as subprocess.run(text=True) reads a pipe (newlines too)."""
+    stream.flush()
+    return io.TextIOWrapper(io.BytesIO(stream.buffer.getvalue()), encoding="utf-8").read()

@@ -1,5 +1,6 @@
-"""Shell completion through click's protocol (`_HARNESSC_COMPLETE=bash_complete`), in a subprocess
-as the shell runs it: task ids, selectors, agents, contracts, codes."""
+"""Shell completion through click's protocol (`_HARNESSC_COMPLETE=bash_complete`): task ids,
+selectors, agents, contracts, codes, answered in this process (tests/inproc.py); the console
+script's shell scripts and the imports a completion costs through real processes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from inproc import harnessc
 
 ROADMAP = """# P
 
@@ -49,8 +52,7 @@ def complete(cwd: Path, line: str, shell: str = "bash") -> list[str]:
     words = line.split(" ")
     env = {**os.environ, "_HARNESSC_COMPLETE": f"{shell}_complete", "COMP_WORDS": line,
            "COMP_CWORD": words[-1] if shell == "fish" else str(len(words) - 1)}
-    r = subprocess.run([sys.executable, "-m", "harnessc"], cwd=cwd, env=env, capture_output=True,
-                       text=True, timeout=60)
+    r = harnessc(cwd=cwd, env=env)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     if shell == "zsh":  # type, value, help: three lines an item
