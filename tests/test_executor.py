@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -157,32 +158,38 @@ def test_require_ray_gives_the_module() -> None:
 
 # ------------------------------------------------------------------ the CLI
 
-HIDE_RAY = "import sys; sys.modules['ray'] = None  # `import ray` raises ImportError, as when not installed"
+# (in this process) `import ray` raises ImportError, as when it is not installed
+def hide_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+
+
 NO_RAY = "harnessc: error: executor ray needs Ray: pip install 'harnessc[ray]'\n"
 
 
-def test_run_executor_ray_without_ray_is_one_line_and_exit_2(demo: Path) -> None:
+def test_run_executor_ray_without_ray_is_one_line_and_exit_2(demo: Path, monkeypatch) -> None:
     assert harnessc(demo, "build").returncode == 0
-    r = harnessc(demo, "run", "--executor", "ray", prelude=HIDE_RAY)
+    hide_ray(monkeypatch)
+    r = harnessc(demo, "run", "--executor", "ray")
     assert (r.returncode, r.stderr) == (2, NO_RAY), r.stdout + r.stderr
     assert not (demo / ".harness/state.db").exists()  # refused before anything started
 
 
-def test_harness_yaml_executor_ray_without_ray_is_refused_too(demo: Path) -> None:
+def test_harness_yaml_executor_ray_without_ray_is_refused_too(demo: Path, monkeypatch) -> None:
     (demo / "harness.yaml").write_text((demo / "harness.yaml").read_text() + "executor: ray\n")
     git_project(demo)
     assert harnessc(demo, "build").returncode == 0
-    r = harnessc(demo, "run", prelude=HIDE_RAY)
+    hide_ray(monkeypatch)
+    r = harnessc(demo, "run")
     assert (r.returncode, r.stderr) == (2, NO_RAY), r.stdout + r.stderr
     # and --executor local runs on this machine without Ray
-    r = harnessc(demo, "run", "--executor", "local", prelude=HIDE_RAY)
+    r = harnessc(demo, "run", "--executor", "local")
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_ray_too_old_is_refused(demo: Path) -> None:
-    old = "import sys, types; sys.modules['ray'] = types.SimpleNamespace(__name__='ray', __version__='2.9.3')"
+def test_ray_too_old_is_refused(demo: Path, monkeypatch) -> None:
     assert harnessc(demo, "build").returncode == 0
-    r = harnessc(demo, "run", "--executor", "ray", prelude=old)
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(__name__="ray", __version__="2.9.3"))
+    r = harnessc(demo, "run", "--executor", "ray")
     assert r.returncode == 2
     assert r.stderr.startswith("harnessc: error: executor ray needs Ray 2.50 or later; this one is 2.9.3\n"), r.stderr
 
