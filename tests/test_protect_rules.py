@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from harnessc.protectrules import command_paths, glob_problem, matches
+from inproc import harnessc
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -48,8 +48,7 @@ def test_plan_json_lists_each_tasks_protected_files_with_the_reason(tmp_path):
     (tmp_path / "prompts").mkdir()
     for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-qm", "s"]):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
-    r = subprocess.run([sys.executable, "-m", "harnessc", "-C", str(tmp_path), "build"], capture_output=True,
-                       text=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    r = harnessc("-C", str(tmp_path), "build", env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stdout + r.stderr
     plan = json.loads((tmp_path / ".harness" / "build" / "plan.json").read_text())
     assert [(e["path"], e["why"]) for e in plan["protect"]] == [

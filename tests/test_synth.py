@@ -244,12 +244,10 @@ def test_random_satisfiable_bounds_are_synthesized(d):
 def test_a_real_run_rehearses_contracts_without_examples(tmp_path):
     """The five templates with every example stripped, and the demo's: lint is quiet about
     them (no HC306) and `harnessc run` on the built-in rehearsal agent succeeds."""
-    import subprocess
-    import sys
-
     import yaml
 
     from conftest import REPO
+    from inproc import harnessc
 
     builtin = yaml.safe_load((REPO / "harnessc" / "compiler" / "builtin_contracts.yaml").read_text())
     demo = yaml.safe_load((REPO / "specs" / "demo" / "contracts.yaml").read_text())
@@ -266,8 +264,7 @@ def test_a_real_run_rehearses_contracts_without_examples(tmp_path):
     assert "example" not in (tmp_path / "contracts.yaml").read_text()
 
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "harnessc", "-C", str(tmp_path), *args],
-                              capture_output=True, text=True, timeout=120, cwd=REPO)
+        return harnessc("-C", str(tmp_path), *args, cwd=REPO)
 
     lint = cli("lint")
     assert lint.returncode == 0 and "HC306" not in lint.stdout + lint.stderr, lint.stdout + lint.stderr
