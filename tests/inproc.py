@@ -8,6 +8,7 @@ for runs, in virtual time."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import logging
 import os
@@ -20,8 +21,9 @@ def harnessc(*args: str, cwd: Path | None = None, env: dict | None = None, stdin
     """`python -m harnessc ARGS` as subprocess.run(capture_output=True, text=True) would give
     it, run in this process: its exit code, stdout and stderr. `cwd`: where it starts (default:
     here); `env`: the whole environment during the command (default: this one); `stdin`: what
-    it reads. The working directory, environment, sys.argv, standard streams, logging handlers
-    and the process's subreaper flag (a run sets it) are restored after it."""
+    it reads. The working directory, environment, sys.argv, standard streams, logging handlers,
+    the garbage collector (a command freezes what is alive) and the process's subreaper flag (a
+    run sets it) are restored after it."""
     from harnessc.cli import main
     from harnessc.runtime.children import prctl
 
@@ -36,6 +38,7 @@ def harnessc(*args: str, cwd: Path | None = None, env: dict | None = None, stdin
     here, saved_argv, saved_env, saved_stdin = os.getcwd(), sys.argv, dict(os.environ), sys.stdin
     root = logging.getLogger()
     saved_log = (list(root.handlers), root.level)
+    saved_gc = (gc.isenabled(), gc.get_freeze_count())
     try:
         os.environ.clear()
         os.environ.update(env)
@@ -59,6 +62,9 @@ def harnessc(*args: str, cwd: Path | None = None, env: dict | None = None, stdin
         os.environ.update(saved_env)
         os.chdir(here)
         root.handlers[:], root.level = saved_log
+        if not saved_gc[1] and gc.get_freeze_count():  # a one-shot command freezes what is alive (nogc.py)
+            gc.unfreeze()
+        (gc.enable if saved_gc[0] else gc.disable)()
     return subprocess.CompletedProcess(argv, code, _text(out), _text(err))
 
 
