@@ -13,9 +13,10 @@ from types import SimpleNamespace
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from harnessc.runtime.memory import RunMemory, recall
-from harnessc.runtime.memory.store import MemoryStore, Settings, stamp
-from harnessc.runtime.memory.summary import Refresher, newer, pending
+from harnessc.runtime.memory import recall
+from harnessc.runtime.memory.run import RunMemory
+from harnessc.runtime.memory.store import MemoryStore, Settings, pending, stamp
+from harnessc.runtime.memory.summary import Refresher, newer
 
 KINDS = st.sampled_from(["decision", "failure", "constraint", "done", "done", "done"])
 # (op, kind, task, text): add one entry, forget one, another process appends, compact
