@@ -55,13 +55,7 @@ def render(report: dict[str, Any], full_report: str | None) -> str:
     rows = [f"| {code(t['id'], cell=True)} | {t['state']} | {code(t['agent'] or '-', cell=True)} "
             f"| {len(t['attempts'])} | {t['tokens']:,} |" + (f" ${t['cost_usd']:.4f} |" if has_cost else "")
             for t in report["tasks"] if t["attempts"] or t["state"] not in (TaskState.DONE, "not run")]
-    room = budget - _size(body) - _size(table)
-    kept = []
-    for row in rows:
-        if room - len(row) - 1 < 0:
-            break
-        kept.append(row)
-        room -= len(row) + 1
+    kept = _fit(rows, budget - _size(body) - _size(table))
     if kept:
         body += table + kept
         if len(kept) < len(rows):
@@ -69,6 +63,17 @@ def render(report: dict[str, Any], full_report: str | None) -> str:
         body.append("")
     text = "\n".join(head + body + tail) + "\n"
     return text[:LIMIT]  # the budget above keeps it shorter; never longer
+
+
+def _fit(rows: list[str], room: int) -> list[str]:
+    """The first rows that fit in `room` characters, a newline after each."""
+    kept = []
+    for row in rows:
+        room -= len(row) + 1
+        if room < 0:
+            break
+        kept.append(row)
+    return kept
 
 
 def _memory(memory: dict[str, Any], room: int) -> list[str]:
@@ -86,13 +91,7 @@ def _memory(memory: dict[str, Any], room: int) -> list[str]:
                   fenced(_cut(memory["summary"], room // 3)), ""]
     table = ["| id | kind | task | entry |", "| --- | --- | --- | --- |"]
     rows = [_entry_row(e) for e in memory.get("entries") or ()]
-    left = room - _size(lines) - _size(table) - 80  # 80: the line saying how many are left out
-    kept = []
-    for row in rows:
-        if left - len(row) - 1 < 0:
-            break
-        kept.append(row)
-        left -= len(row) + 1
+    kept = _fit(rows, room - _size(lines) - _size(table) - 80)  # 80: the line saying how many are left out
     if kept:
         lines += table + kept + [""]
     more = len(rows) - len(kept) + (memory.get("more") or 0)
