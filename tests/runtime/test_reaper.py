@@ -456,7 +456,11 @@ AGENT = textwrap.dedent("""
 """)
 
 
-def test_kill_9_of_harnessc_kills_its_agent_and_the_resumed_run_ends_the_rest(tmp_path):
+@pytest.mark.parametrize("killed", ["harnessc", "harnessc and its watcher"])
+def test_kill_9_of_harnessc_kills_its_agent_and_the_resumed_run_ends_the_rest(tmp_path, killed):
+    # kill -9 of harnessc: its watcher ends the agent's group and what the agent started in a
+    # session of its own (it carries the run's marker). Where the watcher died too, all of it
+    # lives on, and the resumed run ends it before its agent starts.
     work = tmp_path / "work"
     work.mkdir()
     script = tmp_path / "agent.py"
@@ -480,22 +484,26 @@ def test_kill_9_of_harnessc_kills_its_agent_and_the_resumed_run_ends_the_rest(tm
         assert pid == pids["agent"] and start == reaper.start_time(pids["agent"])
         with open(f"/proc/{pids['grandchild']}/environ", "rb") as f:
             assert f"{reaper.ENV_MARK}={marker}.".encode() in f.read()
+        if killed == "harnessc and its watcher":
+            os.killpg(_watcher(p.pid), signal.SIGKILL)  # the watcher and its waiting parent
         p.kill()  # kill -9: harnessc cleans nothing up
         p.communicate(timeout=30)
-        wait_until(lambda: not alive(pids["agent"]), 30, "the agent to die with harnessc")
-        wait_until(lambda: not alive(pids["child"]), 30, "the agent's group to die with harnessc")
-        # What the agent started in a session of its own is still there: the next run ends it.
-        assert alive(pids["grandchild"])
+        if killed == "harnessc":
+            for who in ("agent", "child", "grandchild"):
+                wait_until(lambda: not alive(pids[who]), 30, f"the agent's {who} to die with harnessc")
+        else:
+            assert all(alive(pid) for pid in pids.values())
         (work / "finish").write_text("yes")
         r = harnessc(root, "run", env=e)
         assert r.returncode == 0, r.stdout + r.stderr
-        assert not alive(pids["child"]) and not alive(pids["grandchild"])
+        assert not any(alive(pid) for pid in pids.values())
         runs = [json.loads(line) for line in (work / "agents.log").read_text().splitlines()]
         assert len(runs) == 2 and runs[1]["earlier_alive"] == [], runs  # never two agents at once
         db = sqlite3.connect(root / ".harness" / "state.db")
         ended = [json.loads(d) for (d,) in db.execute("SELECT data FROM events WHERE kind='leftovers_ended'")]
         db.close()
-        assert len(ended) == 1 and pids["grandchild"] in ended[0]["pids"]
+        if killed == "harnessc and its watcher":
+            assert len(ended) == 1 and {pids["agent"], pids["grandchild"]} <= set(ended[0]["pids"])
     finally:
         if p.poll() is None:
             p.kill()
@@ -581,6 +589,60 @@ def test_the_watcher_outlives_a_kill_of_every_child_of_its_process(tmp_path):
         if p.poll() is None:
             p.kill()
         kill_all(left)
+
+
+def test_a_command_harnessc_died_too_soon_to_register_is_ended_by_its_marker(tmp_path):
+    # harnessc dies between a command's spawn and the record that registers its group (on a
+    # loaded machine the command may have started children by then): the watcher, told the
+    # run's marker, still ends the command and what it started.
+    mark = f"lifeline-unregistered-{os.getpid()}-{time.monotonic_ns()}"
+    unregistered = "lifeline.Lifeline.register = lambda self, pgid, start: True  # the record never sent\n"
+    runner = ADOPTING_RUNNER.replace("async def main", unregistered + "async def main").replace(
+        "from harnessc.runtime.children import procs, reaper", "from harnessc.runtime.children import lifeline, procs, reaper"
+    ).replace('reaper.adopting("t")', 'reaper.adopting(f"h{os.getpid()}")')  # the markers procs.run gives here
+    p = subprocess.Popen([PY, "-c", runner], cwd=tmp_path, start_new_session=True,
+                         env={**env(), "PYTHONPATH": str(REPO), "MARK": mark})
+    left: list[int] = []
+    try:
+        left = wait_until(lambda: len(_with_argv(mark)) == 2 and _with_argv(mark), 30, "the agent and its child")
+        p.kill()  # kill -9
+        p.wait(timeout=30)
+        wait_until(lambda: not _with_argv(mark), 30, "the unregistered command and its child to die")
+    finally:
+        if p.poll() is None:
+            p.kill()
+        kill_all(left)
+
+
+@pytest.mark.parametrize("end", ["harnessc died", "the run ended"])
+def test_the_watcher_kills_what_carries_the_runs_marker_only_when_harnessc_died(end):
+    # At EOF without the run's clean end, every process carrying HARNESSC_PROC=<prefix>.<n>
+    # dies; one of another run whose prefix merely starts the same way is spared. After a
+    # clean end (the run killed what it left itself) the watcher does not look for them.
+    prefix = f"w{os.getpid()}x{time.monotonic_ns()}"
+    ours = subprocess.Popen(["sleep", "300"], start_new_session=True,
+                            env={**env(), reaper.ENV_MARK: f"{prefix}.1.2"})
+    other = subprocess.Popen(["sleep", "300"], start_new_session=True,
+                             env={**env(), reaper.ENV_MARK: f"{prefix}9.1"})
+    line = lifeline.Lifeline.start(f"{reaper.ENV_MARK}={prefix}.")
+    assert line is not None
+    try:
+        if end == "the run ended":
+            line.close()
+        else:
+            line.watcher.stdin.close()  # what the kernel does when harnessc dies
+            line.watcher.wait(timeout=30)
+        assert line.watcher.returncode == 0
+        if end == "harnessc died":
+            ours.wait(timeout=30)
+            assert ours.returncode == -signal.SIGKILL
+        else:
+            assert ours.poll() is None
+        assert other.poll() is None
+    finally:
+        for proc in (ours, other):
+            proc.kill()
+            proc.wait()
 
 
 def test_an_orphan_that_scrubbed_its_environment_is_ended_with_the_run(tmp_path):

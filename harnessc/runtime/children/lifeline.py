@@ -3,12 +3,18 @@
 harnessc starts the watcher once (`python -S -I lifeline.py`, its own session, an empty
 environment) with the read end of a pipe as its stdin (the process harnessc starts only
 waits for the watcher, its child: whoever kills harnessc's children as harnessc exits, as Ray
-does a worker's, leaves the watcher be), and tells it each command's process
-group as it starts ("+ <pgid> <leader start time>") and when it ended ("- <pgid>"). When
-harnessc dies the kernel closes the write end; at EOF the watcher SIGKILLs every group still
-registered unless its number now belongs to another process (a leader with another start
-time in /proc/<pgid>/stat: a pid reused by an unrelated process is left alone), then exits. A run that ends normally
-closes the pipe after every group was ended, so the watcher finds none to kill.
+does a worker's, leaves the watcher be). It first tells the watcher the run's marker ("m
+HARNESSC_PROC=<prefix>.", the variable every command of the run and all it starts carry),
+then each command's process group as it starts ("+ <pgid> <leader start time>") and when it
+ended ("- <pgid>"). When harnessc dies the kernel closes the write end; at EOF the watcher
+SIGKILLs every group still registered unless its number now belongs to another process (a
+leader with another start time in /proc/<pgid>/stat: a pid reused by an unrelated process is
+left alone), then every process whose environment carries the marker: a command harnessc
+died too soon to register (between its spawn and the record; on a loaded machine the command
+may have started children by then) is ended too, and so is what a command started in a
+session of its own. A run that ends normally closes the pipe after every group was ended and
+after it killed what carries its marker itself, and says so first ("."): the watcher then
+finds no group to kill and skips the scan.
 
 The harnessc side (Lifeline) is imported by reaper.py; the watcher side (watch) runs as a
 script with the standard library only.
@@ -33,8 +39,9 @@ class Lifeline:
         self.alive = True
 
     @classmethod
-    def start(cls) -> Lifeline | None:
-        """A watcher, or None where none could be started (no /proc, no python to run it)."""
+    def start(cls, mark: str | None = None) -> Lifeline | None:
+        """A watcher, or None where none could be started (no /proc, no python to run it).
+        `mark`: what the run's commands carry in their environment ("NAME=<prefix>.")."""
         if not os.path.isdir("/proc/self"):
             return None
         try:
@@ -44,7 +51,10 @@ class Lifeline:
                 start_new_session=True)  # no Ctrl-C or hang-up from our terminal reaches it
         except OSError:
             return None
-        return cls(watcher)
+        line = cls(watcher)
+        if mark is not None:
+            line._send(f"m {mark}\n")
+        return line
 
     def register(self, pgid: int, start: int) -> bool:
         """Tell the watcher about a new group; False when it is gone (the group is not covered)."""
@@ -67,6 +77,7 @@ class Lifeline:
 
     def close(self) -> None:
         """At the run's end (its groups are all ended): EOF for the watcher, and wait for it."""
+        self._send(".\n")  # a clean end: nothing left to kill or look for
         self.watcher.stdin.close()  # type: ignore[union-attr]
         try:
             self.watcher.wait(timeout=5)
@@ -96,14 +107,20 @@ def _start_time(pid: int) -> int | None:
 
 def watch(records: BinaryIO) -> list[int]:
     """Follow `records` to EOF, then SIGKILL the groups still registered whose number no other
-    process has taken. Returns the groups killed."""
+    process has taken, and every process carrying the run's marker. Returns the groups and
+    processes killed."""
     groups: dict[int, int] = {}  # pgid -> its leader's start time
+    needle, clean = None, False
     for line in records:
-        op, pgid, *start = line.split()
+        op, *args = line.split()
         if op == b"+":
-            groups[int(pgid)] = int(start[0])
-        else:
-            groups.pop(int(pgid), None)
+            groups[int(args[0])] = int(args[1])
+        elif op == b"-":
+            groups.pop(int(args[0]), None)
+        elif op == b"m":
+            needle = b"\0" + args[0]
+        elif op == b".":
+            clean = True
     killed = []
     for pgid, start in groups.items():
         # Spared only when another process holds the leader's number: Linux gives no new
@@ -115,7 +132,37 @@ def watch(records: BinaryIO) -> list[int]:
                 killed.append(pgid)
             except OSError:
                 pass
+    return killed + (_kill_carriers(needle) if needle and not clean else [])
+
+
+def _kill_carriers(needle: bytes) -> list[int]:
+    """SIGKILL every process whose environment holds `needle`, again while any is found (one
+    may fork between a scan and its kill)."""
+    killed: list[int] = []
+    for _ in range(20):
+        batch = [pid for pid in _pids() if pid not in killed and _carries(pid, needle)]
+        for pid in batch:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except OSError:
+                pass
+        if not batch:
+            break
     return killed
+
+
+def _pids() -> list[int]:
+    me = os.getpid()
+    return [int(d) for d in os.listdir("/proc") if d.isdigit() and int(d) != me]
+
+
+def _carries(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return needle in b"\0" + f.read()
+    except OSError:  # gone, or not ours to read
+        return False
 
 
 def _main() -> int:

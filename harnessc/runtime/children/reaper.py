@@ -13,9 +13,10 @@
   Outside a run, or where the watcher cannot start or stops reading, a command is started
   under the setpriv shim as before (and where no such setpriv exists, a preexec_fn sets the
   signal, which forces a full fork of harnessc, about 10x the spawn time at its size).
-  Neither covers a harnessc that dies in the instant between a spawn and its registration
-  (or before setpriv set the signal); what is left then, and groups whose leader was already
-  gone, are ended by the next run (end_leftovers, below).
+  The watcher is also told the run's marker (below), and at EOF kills every process that
+  carries it: a command harnessc died too soon to register is ended as well. The shim does
+  not cover a harnessc that dies before setpriv set the signal; what is left then is ended by
+  the next run (end_leftovers, below).
 - A child carries HARNESSC_PROC=<scope>.<n> in its environment, and so does everything it
   starts (unless that rewrites its environment). When the command ends, every process that
   carries its marker is killed, wherever it went (setsid, double fork), and nothing else:
@@ -354,7 +355,8 @@ def adopting(marker_prefix: str) -> Iterator[None]:
     was = prctl.is_subreaper()
     adopted = was or prctl.call(prctl.PR_SET_CHILD_SUBREAPER, 1)
     _adopting = adopted
-    lifeline = _lifeline = Lifeline.start() if prctl.function() is not None else None
+    mark = f"{ENV_MARK}={marker_prefix}."  # what kill_marked(marker_prefix, prefix=True) looks for
+    lifeline = _lifeline = Lifeline.start(mark) if prctl.function() is not None else None
     if lifeline is not None:
         _direct.add(lifeline.watcher.pid)  # our child, not an orphan to kill or reap
     try:
