@@ -413,6 +413,42 @@ def test_the_watcher_kills_a_registered_group_at_eof_and_spares_one_that_ended()
             g.wait()
 
 
+def _wakeups(pid: int) -> int:
+    """How many times process `pid` slept and was woken (voluntary context switches)."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches"))
+
+
+def test_the_watcher_is_not_woken_by_each_record_and_still_kills_at_eof():
+    # Woken at each record, the watcher took the CPU from harnessc twice per command on a
+    # busy machine. It sleeps until harnessc's end (or its next read, every DRAIN seconds).
+    line = lifeline.Lifeline.start()
+    assert line is not None
+    group = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        watcher = wait_until(lambda: _children(line.watcher.pid), what="the watcher to start")[0]
+        start = reaper.start_time(group.pid)
+        before = _wakeups(watcher)
+        for _ in range(100):  # spaced out, as commands start: each one woke a reading watcher
+            assert line.register(group.pid, start) and line.gone(group.pid) is None
+            time.sleep(0.005)
+        assert _wakeups(watcher) - before < 40  # (it was woken about once a record: 150 or more)
+        assert line.register(group.pid, start)
+        line.close()  # EOF, as when harnessc dies
+        assert group.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if group.poll() is None:
+            group.kill()
+            group.wait()
+        if line.watcher.poll() is None:
+            line.watcher.kill()
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(p) for p in f.read().split()]
+
+
 def _in_group(pgid: int) -> list[int]:
     """Live processes in process group `pgid`."""
     out = []
