@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import os
 import sys
@@ -128,6 +129,18 @@ def test_a_program_is_found_and_refused_as_subprocess_would(tmp_path, monkeypatc
 def test_stdin_is_devnull_for_accept_commands(tmp_path):
     res = run([PY, "-c", "import sys; print(repr(sys.stdin.read()))"], cwd=tmp_path, timeout=5)
     assert res.stdout.strip() == "''"
+
+
+@pytest.mark.parametrize("size", [0, 300, 200_000, procs.HELD_INPUT + 1])
+def test_the_whole_input_reaches_a_command_and_one_that_never_reads_it_still_ends(tmp_path, size):
+    # Input up to HELD_INPUT is in the pipe before the command starts (a bigger pipe asked
+    # for past 64 KiB); more is fed as the command reads.
+    data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    reads = [PY, "-c", "import hashlib, sys; print(len(d := sys.stdin.buffer.read()), hashlib.sha256(d).hexdigest())"]
+    res = run(reads, cwd=tmp_path, timeout=60, stdin=data)
+    assert res.ok and res.stdout.split() == [str(size), hashlib.sha256(data).hexdigest()]
+    res = run(["/bin/sh", "-c", "echo done"], cwd=tmp_path, timeout=60, stdin=data)
+    assert (res.returncode, res.stdout, res.error) == (0, "done\n", None)
 
 
 def _child_environ(tmp_path, **kw) -> dict:

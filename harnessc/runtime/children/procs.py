@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import fcntl
 import os
 import signal
 import sys
@@ -269,7 +270,8 @@ async def run(
 ) -> ProcResult:
     """Run argv to completion (or timeout), never blocking the event loop.
 
-    stdin=None gives the child /dev/null. On cancellation (abort, Ctrl-C) the process group
+    stdin=None gives the child /dev/null; `stdin` bytes are in its stdin pipe before it starts
+    (fed as it reads when they do not fit). On cancellation (abort, Ctrl-C) the process group
     is killed before the CancelledError propagates. `on_line` is told the last line the
     child printed (stdout or stderr, whichever printed last) as it prints.
     """
@@ -285,12 +287,14 @@ async def run(
         if why:
             result.error = why
             return result
+    held = _held_input(stdin) if stdin is not None else None
     try:
         proc = await child.spawn(_spawn(
             child.command(argv),
             cwd=str(cwd),
             env=env,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdin=(held if held is not None else asyncio.subprocess.PIPE) if stdin is not None
+            else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,  # own process group: killpg reaches grandchildren
@@ -305,6 +309,9 @@ async def run(
     except OSError as e:
         result.error = f"could not start '{argv[0]}': {e.strerror or e}"
         return result
+    finally:
+        if held is not None:
+            os.close(held)  # the child has its copy
 
     result.pid = proc.pid
     child.started(proc.pid)
@@ -313,6 +320,31 @@ async def run(
     finally:
         # After it was waited for: the rest of its processes go too.
         child.ended(proc.pid, reaped=proc.returncode is not None)
+
+
+def _held_input(data: bytes) -> int | None:
+    """The read end of a pipe already holding all of `data` and closed for writing: the
+    child's stdin, with no transport to feed it (a write, a drain and a close on the event
+    loop per call). None when the pipe has no room for it all: it is fed as the child reads."""
+    if len(data) > HELD_INPUT:
+        return None
+    read, write = os.pipe2(os.O_CLOEXEC)
+    try:
+        os.set_blocking(write, False)
+        if len(data) > _PIPE_ROOM:
+            fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, len(data))
+        if not data or os.write(write, data) == len(data):
+            return read
+    except OSError:  # no room (a user over the kernel's pipe limits gets small pipes)
+        pass
+    finally:
+        os.close(write)
+    os.close(read)
+    return None
+
+
+HELD_INPUT = 1 << 20  # bytes of stdin put in the pipe before the child starts, at most
+_PIPE_ROOM = 1 << 16  # bytes a new pipe holds (one asked bigger may be refused: then fed)
 
 
 class _Pipes(asyncio.subprocess.SubprocessStreamProtocol):
