@@ -226,6 +226,25 @@ def test_a_child_that_exits_before_its_spawn_returns_is_left_to_asyncio(tmp_path
     assert (res.returncode, res.error) == (3, None)
 
 
+def test_a_child_that_exits_before_its_spawn_returns_is_still_registered_with_its_start_time(
+        tmp_path, pidfd_watcher, monkeypatch):
+    # asyncio reaps the quick child before procs.run gets to register it: /proc has no start
+    # time left by then, yet the lifeline and the attempt's record need it.
+    registered, recorded = [], []
+    async def main() -> procs.ProcResult:
+        reaper.enter(f"test-{os.getpid()}.quick", lambda pid, start: recorded.append(start))
+        task = asyncio.create_task(procs.run(["/bin/sh", "-c", "exit 3"], cwd=tmp_path, timeout=60))
+        await asyncio.sleep(0)  # procs.run starts the child, then waits for its pipes
+        wait_until(_exited_sh_children, what="the child to exit")  # the loop waits too
+        return await task
+
+    with reaper.adopting(f"test-{os.getpid()}"):
+        monkeypatch.setattr(reaper._lifeline, "register", lambda pgid, start: registered.append(start) or True)
+        res = asyncio.run(main())
+    assert (res.returncode, res.error) == (3, None)
+    assert len(recorded) == 1 and recorded[0] is not None and registered == recorded
+
+
 def test_fast_commands_keep_their_exit_statuses_with_the_reaper_on(tmp_path, pidfd_watcher):
     # 5,000 commands that exit at once, 64 at a time, half of them accept commands, with
     # orphans reaped after each: asyncio must get every exit status. (A reaper that waited

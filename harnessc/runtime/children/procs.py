@@ -47,11 +47,21 @@ def child_watching() -> Iterator[None]:
             or not _has_pidfd() or not isinstance(policy.get_child_watcher(), asyncio.ThreadedChildWatcher)):
         yield
         return
-    policy.set_child_watcher(asyncio.PidfdChildWatcher())
+    policy.set_child_watcher(_Watcher())
     try:
         yield
     finally:
         policy.set_child_watcher(None)  # the next use makes the default one again
+
+
+class _Watcher(asyncio.PidfdChildWatcher):
+    """asyncio's pidfd watcher, which also notes each child's start time as the child is
+    handed to it, right after its start: the watcher may reap a quick child before procs.run
+    gets to register it, and then /proc has no start time left to tell the lifeline."""
+
+    def add_child_handler(self, pid: int, callback: Callable[..., object], *args: Any) -> None:
+        reaper.born(pid)
+        super().add_child_handler(pid, callback, *args)
 
 
 def _has_pidfd() -> bool:

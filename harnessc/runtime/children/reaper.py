@@ -78,6 +78,8 @@ _spawning = 0  # spawns in flight: their children may not be in _direct yet
 _reap_owed = False  # an orphan reap was put off while a spawn was in flight
 _adopting = False  # a subreaper now (see adopting): orphans come to us, and we reap them
 _lifeline: Lifeline | None = None  # the run's watcher (see adopting), while it is trusted
+_born: dict[int, int | None] = {}  # pid -> start time, noted as asyncio took the child (born)
+_BORN_KEPT = 4096  # (a bound: children no Child claims, other code's, are noted too)
 
 
 def enter(marker: str, on_spawn: Callable[[int, int | None], None] | None = None) -> None:
@@ -122,7 +124,9 @@ class Child:
     def started(self, pid: int) -> None:
         """The child (leader of group `pid`) was spawned: record it, and register its group
         with the run's watcher."""
-        start = start_time(pid)
+        start = _born.pop(pid, None)
+        if start is None:
+            start = start_time(pid)
         if self.on_spawn is not None:
             self.on_spawn(pid, start)
         if self.lifeline is not None and start is not None:
@@ -159,6 +163,14 @@ class Child:
             self.lifeline.gone(pid)  # after its kill: nothing is left in the group to cover
         reap_orphans()
         return killed
+
+
+def born(pid: int) -> None:
+    """Note child `pid`'s start time now, just after its start and before anything can reap
+    it (Child.started takes it: a quick child may be gone from /proc by then)."""
+    if len(_born) >= _BORN_KEPT:
+        _born.clear()
+    _born[pid] = start_time(pid)
 
 
 def child() -> Child:
@@ -375,6 +387,7 @@ def adopting(marker_prefix: str) -> Iterator[None]:
             lifeline.close()
             _direct.discard(lifeline.watcher.pid)
         _adopting = False
+        _born.clear()
         if adopted and not was:
             prctl.call(prctl.PR_SET_CHILD_SUBREAPER, 0)
 
