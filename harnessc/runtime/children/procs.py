@@ -55,13 +55,19 @@ def child_watching() -> Iterator[None]:
 
 
 class _Watcher(asyncio.PidfdChildWatcher):
-    """asyncio's pidfd watcher, which also notes each child's start time as the child is
-    handed to it, right after its start: the watcher may reap a quick child before procs.run
-    gets to register it, and then /proc has no start time left to tell the lifeline."""
+    """asyncio's pidfd watcher, which tells the reaper when a child is handed to it (right
+    after its start) and when it took its exit status: a quick child may be reaped before
+    procs.run registers it, and a child whose spawn is still in flight is no orphan."""
 
     def add_child_handler(self, pid: int, callback: Callable[..., object], *args: Any) -> None:
         reaper.born(pid)
         super().add_child_handler(pid, callback, *args)
+
+    def _do_wait(self, pid: int) -> None:
+        try:
+            super()._do_wait(pid)  # type: ignore[misc]  # (3.11's, fixed: this watcher is used before 3.12 only)
+        finally:
+            reaper.waited(pid)
 
 
 def _has_pidfd() -> bool:

@@ -166,11 +166,20 @@ class Child:
 
 
 def born(pid: int) -> None:
-    """Note child `pid`'s start time now, just after its start and before anything can reap
-    it (Child.started takes it: a quick child may be gone from /proc by then)."""
+    """asyncio has just started child `pid` (its pidfd watcher tells, see procs.child_watching):
+    it is asyncio's to wait for from now on, not an orphan, even while its spawn is in flight;
+    and its start time is noted before anything can reap it (Child.started takes it: a quick
+    child may be gone from /proc by then)."""
+    _direct.add(pid)
     if len(_born) >= _BORN_KEPT:
         _born.clear()
     _born[pid] = start_time(pid)
+
+
+def waited(pid: int) -> None:
+    """asyncio took child `pid`'s exit status (its pidfd watcher tells): its number may be
+    anyone's now."""
+    _direct.discard(pid)
 
 
 def child() -> Child:
