@@ -32,8 +32,9 @@
   one a daemon started with the command's environment, is left to the run's end.)
 - Orphans are reaped here, by pid, and only they: the children asyncio started for procs.run
   are asyncio's to wait for (it reports 255 for a child whose status someone else took).
-  A child counts as ours (_direct) from the moment its spawn returns; while any spawn is in
-  flight its child may exist unregistered, so no orphan is reaped until none is.
+  A child counts as ours (_direct) from the moment its spawn returns, or, with a run's pidfd
+  watcher (procs.child_watching), from its start to its reaping (born, waited); while any
+  spawn is in flight its child may exist unregistered, so no orphan is reaped until none is.
 - When the run ends any orphan still alive is killed, and /proc is scanned for the run's
   markers once.
 - Beyond what the watcher kills, a harnessc killed with -9 cleans nothing up: each attempt records its marker and its
