@@ -59,7 +59,7 @@ class _Watcher(asyncio.PidfdChildWatcher):
     after its start) and when it took its exit status: a quick child may be reaped before
     procs.run registers it, and a child whose spawn is still in flight is no orphan."""
 
-    def add_child_handler(self, pid: int, callback: Callable[..., object], *args: Any) -> None:
+    def add_child_handler(self, pid: int, callback: Callable[..., object], *args: Any) -> None:  # type: ignore[override]  # typeshed's is generic over the callback's args
         reaper.born(pid)
         super().add_child_handler(pid, callback, *args)
 
