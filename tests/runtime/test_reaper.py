@@ -362,13 +362,18 @@ def test_in_a_run_commands_start_without_a_shim_and_fall_back_to_it_when_the_wat
         assert run([PY, "-c", "print('ran')"], cwd=tmp_path, timeout=30).stdout.strip() == "ran"
 
 
-def _spawn_with_pid(pid: int) -> subprocess.Popen | None:
-    """A process started with pid `pid` (the kernel's next pid set as root), or None."""
-    try:
-        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
-            f.write(str(pid - 1))
-    except OSError:
-        return None
+# Run in a pid namespace of its own (unshare): rewinding the kernel's next pid
+# (ns_last_pid) in the machine's namespace hands recently freed numbers to whatever other
+# tests start next, and their cleanups, which kill by remembered pid, then hit the newcomers.
+REUSED_PID = """\
+import json, os, signal, subprocess, sys, time
+from harnessc.runtime.children import lifeline, reaper
+
+told = sys.argv[1] == "told it ended"
+
+def spawn_with_pid(pid):
+    with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+        f.write(str(pid - 1))
     p = subprocess.Popen(["sleep", "300"], start_new_session=True)
     if p.pid == pid:
         return p
@@ -376,40 +381,47 @@ def _spawn_with_pid(pid: int) -> subprocess.Popen | None:
     p.wait()
     return None
 
+line = lifeline.Lifeline.start()
+unrelated = None
+for _ in range(50):  # the watcher's own start may take the number first
+    group = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    assert line.register(group.pid, reaper.start_time(group.pid))
+    group.kill()
+    group.wait()
+    if told:
+        line.gone(group.pid)
+    time.sleep(0.05)  # start times count clock ticks: the next one differs
+    unrelated = spawn_with_pid(group.pid)
+    if unrelated is not None:
+        break
+if unrelated is None:
+    print(json.dumps({"reused": False}))
+    sys.exit(0)
+line.close()  # EOF, as when harnessc dies
+alive = unrelated.poll() is None
+unrelated.kill()
+print(json.dumps({"reused": True, "watcher": line.watcher.returncode, "alive": alive}))
+"""
+
 
 @pytest.mark.parametrize("told", ["told it ended", "never told"])
 def test_the_watcher_spares_an_unrelated_group_that_reuses_a_registered_pgid(told):
     # A registered group exits and is reaped; an unrelated process gets the same pid (and
     # group id), and harnessc dies: the watcher leaves it alone, whether harnessc told it the
     # group ended ("- pgid") or not (then the leader's start time differs).
-    if os.geteuid() != 0 or not os.access("/proc/sys/kernel/ns_last_pid", os.W_OK):
-        pytest.skip("reusing a pid on purpose needs root (ns_last_pid)")
-    line = lifeline.Lifeline.start()
-    assert line is not None
-    unrelated = None
-    try:
-        for _ in range(50):  # other processes on the machine may take the pid first
-            group = subprocess.Popen(["sleep", "300"], start_new_session=True)
-            assert line.register(group.pid, reaper.start_time(group.pid))
-            group.kill()
-            group.wait()
-            if told == "told it ended":
-                line.gone(group.pid)
-            time.sleep(0.05)  # start times count clock ticks: the next one differs
-            unrelated = _spawn_with_pid(group.pid)
-            if unrelated is not None:
-                break
-        if unrelated is None:
-            pytest.skip("could not get the pid reused")
-        line.close()  # EOF, as when harnessc dies
-        assert line.watcher.returncode == 0
-        assert alive(unrelated.pid), "the watcher killed an unrelated group that reused the pgid"
-    finally:
-        if unrelated is not None:
-            unrelated.kill()
-            unrelated.wait()
-        if line.watcher.poll() is None:
-            line.watcher.kill()
+    unshare = shutil.which("unshare")
+    probe = unshare and subprocess.run([unshare, "--pid", "--fork", "--mount-proc", "true"],
+                                       capture_output=True, timeout=60)
+    if os.geteuid() != 0 or not probe or probe.returncode != 0:
+        pytest.skip("reusing a pid on purpose needs root and a pid namespace of its own (unshare)")
+    r = subprocess.run([unshare, "--pid", "--fork", "--mount-proc", PY, "-c", REUSED_PID, told],
+                       capture_output=True, text=True, timeout=120, env={**env(), "PYTHONPATH": str(REPO)})
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    if not result["reused"]:
+        pytest.skip("could not get the pid reused")
+    assert result["watcher"] == 0
+    assert result["alive"], "the watcher killed an unrelated group that reused the pgid"
 
 
 def test_the_watcher_kills_a_registered_group_at_eof_and_spares_one_that_ended():
@@ -618,7 +630,7 @@ async def main():  # the mark comes in the environment: only the agent and its c
     code = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'import time; time.sleep(300)', sys.argv[1]])"
     await procs.run([sys.executable, "-c", code, os.environ["MARK"]], cwd=".", timeout=None)
 
-with reaper.adopting("t"), procs.child_watching():
+with reaper.adopting(f"h{os.getpid()}"), procs.child_watching():  # the markers procs.run gives, as a Ray worker
     asyncio.run(main())
 """
 
@@ -654,7 +666,7 @@ def test_a_command_harnessc_died_too_soon_to_register_is_ended_by_its_marker(tmp
     unregistered = "lifeline.Lifeline.register = lambda self, pgid, start: True  # the record never sent\n"
     runner = ADOPTING_RUNNER.replace("async def main", unregistered + "async def main").replace(
         "from harnessc.runtime.children import procs, reaper", "from harnessc.runtime.children import lifeline, procs, reaper"
-    ).replace('reaper.adopting("t")', 'reaper.adopting(f"h{os.getpid()}")')  # the markers procs.run gives here
+    )
     p = subprocess.Popen([PY, "-c", runner], cwd=tmp_path, start_new_session=True,
                          env={**env(), "PYTHONPATH": str(REPO), "MARK": mark})
     left: list[int] = []
