@@ -201,6 +201,7 @@ class TaskRun:
         self.lost = 0  # attempts lost with their worker in a row
         # what its agent may not change (protect.py): checked after each call, before verification
         self.guard = protect.guard(ctx.plan, node, ctx.root, self.iso)
+        self.guarding = True  # whether the call in flight is guarded (guard_before)
         # the timed steps before the coming attempt ({"prompt"|"route": [start, end]}, wall
         # times), told with it so the run's trace shows where that time went (telemetry.py)
         self.steps: dict[str, list[float]] = {}
@@ -358,7 +359,7 @@ class TaskRun:
         spell = await self.user_edits()
         try:
             cost, tokens = await self.reserve(cfg)
-            await self.guard_before()
+            await self.guard_before(agent)
             resp = await self.call(name, agent, cfg, cost, tokens)
             if resp is None:  # lost with its worker: the iteration runs again
                 return
@@ -568,8 +569,16 @@ class TaskRun:
             return await self.remote.call(name, agent, cfg, self.request(cfg))
         return await agent.call(self.request(cfg))
 
-    async def guard_before(self) -> None:
-        """Record the protected files before the agent's call (a shared tree's; protect.py)."""
+    async def guard_before(self, agent: Any = None) -> None:
+        """Record the protected files before the agent's call (a shared tree's; protect.py).
+        An agent that writes no file (simulate: `writes_files = False`) is not guarded in a
+        shared tree: before and after its call the guard would read every protected file for
+        a change it cannot make (what changes meanwhile is someone else's: their guard's, or a
+        person's edit, as between attempts). An isolated attempt is always guarded: its guard
+        also judges what its checks changed."""
+        self.guarding = self.iso is not None or getattr(agent, "writes_files", True)
+        if not self.guarding:
+            return
         try:
             await self._guard_call(self.guard.reads_before, self.guard.before)
         except (OSError, WorkspaceError) as e:
@@ -584,6 +593,8 @@ class TaskRun:
     async def guarded(self) -> list[str]:
         """What the attempt changed that its agent may not (protected files, outside
         write_scope), put back (protect.py): the errors that reject it; empty when none."""
+        if not self.guarding:
+            return []
         try:
             errors = await self._guard_call(self.guard.reads_after, self.guard.after, self.attempt)
         except (GitFailed, OSError, WorkspaceError, IsolationError) as e:

@@ -25,6 +25,8 @@ from .base import AgentError, Request, Response, Usage, priced
 
 
 class SimulateAgent:
+    writes_files = False  # it only answers: a shared tree's protected files need no guard (iteration.py)
+
     def __init__(self, name: str, config: SimulateConfig, root: Path):
         self.name = name
         self.config = config

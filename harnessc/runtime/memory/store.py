@@ -333,9 +333,13 @@ class SummaryFile:
         self.path = memory.dir / SUMMARY_FILE
         self._damage_said = False
         self._held: tuple[tuple | None, dict] | None = None  # (the file's stat key, what it holds)
+        self._pending: dict | None = None  # a summary held, not yet written (hold)
 
     def read(self) -> dict:
-        """What the file holds (read again only when it changed: a run asks at every task's end)."""
+        """What the file holds (read again only when it changed: a run asks at every task's end),
+        or the summary held for it."""
+        if self._pending is not None:
+            return dict(self._pending)
         key = stat_key(self.path)
         if self._held is not None and self._held[0] == key:
             return dict(self._held[1])
@@ -361,5 +365,14 @@ class SummaryFile:
             return {}
 
     def write(self, data: dict) -> None:
+        self._pending = None  # (what it held is older)
         self.memory.write_atomic(self.path, (json.dumps(data, ensure_ascii=False, sort_keys=True, indent=1) + "\n").encode())
         self._held = (stat_key(self.path), dict(data))
+
+    def hold(self, data: dict) -> None:
+        """Keep `data` as the summary (read() gives it) until write_held()."""
+        self._pending = dict(data)
+
+    def write_held(self) -> None:
+        if self._pending is not None:
+            self.write(self._pending)

@@ -11,6 +11,13 @@ summary written). Whether one is due
 is read from the files (ended tasks newer than the summary's `upto`; phases ended and not in its
 `phases`), so a run that crashed before a refresh does it at its next task's end.
 
+A refresh from the entries, between phase ends, is held (the next task's prompt reads it
+from there) and reaches the file at most every WRITE_EVERY seconds and at the run's end: a
+1,000-task run refreshed it 200 times, and each replace of the file cost a flush to disk.
+A crash loses only that view of memory.jsonl, whose entries are all on disk: the summary on
+disk is older, so the next run's first task end refreshes it (`due`). An agent's summary (a
+paid call) and a phase's end are written at once.
+
 The file is written atomically; a damaged one is said once and the summary starts empty.
 An agent's answer is hostile text: control characters and markup removed, bounded to
 `memory.summary_tokens`, shown to later tasks as what it is (a summary, not instructions).
@@ -19,6 +26,7 @@ An agent's answer is hostile text: control characters and markup removed, bounde
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import re
 from collections import deque
@@ -29,6 +37,7 @@ from ...estimates import CHARS_PER_TOKEN, tokens_for_chars
 from ..loop.assist import Assistant
 from .store import MemoryStore, Settings, SummaryFile, now_iso
 
+WRITE_EVERY = 1.0  # seconds a summary from the entries may wait before it is written (see above)
 PURPOSE = "memory_summary"  # the call's purpose (HARNESSC_PURPOSE) and template, memory_summary.md.j2
 ENTRY_CHARS = 12_000  # of the entries shown to the summary agent
 FINAL = frozenset({"succeeded", "degraded", "done", "failed", "skipped", "blocked", "review"})
@@ -96,6 +105,8 @@ class Refresher:
         self.again: tuple[Any, Any] | None = None  # (ctx, node) of a refresh due while one ran
         self._phases: dict[str, list[str]] | None = None  # phase -> its tasks' ids
         self._open: dict[str, deque[str]] = {}  # phase -> its tasks not yet seen final, in roadmap order
+        self._written = -math.inf  # the loop time the file was last written by a held refresh
+        self._later: asyncio.TimerHandle | None = None  # the held summary's write, when one waits
 
     def phases_ended(self, ctx: Any, node: Any) -> list[str]:
         """The phase of the task that ended, when every task of that phase is now final."""
@@ -158,14 +169,14 @@ class Refresher:
         """The run ends: the refresh in flight ends (an abort cancels it)."""
         if abort:
             self.cancel()
-        if self.running is None:
-            return
-        try:
-            await self.running
-        except asyncio.CancelledError:
-            if not self.running.cancelled():
-                raise  # the run itself is cancelled
-        self.running = None
+        if self.running is not None:
+            try:
+                await self.running
+            except asyncio.CancelledError:
+                if not self.running.cancelled():
+                    raise  # the run itself is cancelled
+            self.running = None
+        self.write_held()
 
     async def _refresh(self, ctx: Any, node: Any) -> None:
         while True:
@@ -193,11 +204,44 @@ class Refresher:
         """summary.json with the agent's `text`, else the entries' (atomically)."""
         by = self.settings.agent if text else "entries"
         upto = next((e["id"] for e in reversed(entries) if e["kind"] == "done"), None)
-        self.file.write({"text": text or fallback(entries, self.settings.summary_tokens), "by": by, "at": now_iso(),
-                         "run": getattr(self.state, "run_id", None), "upto": upto,
-                         "phases": sorted(set(old.get("phases") or ()) | set(phases))})
+        data = {"text": text or fallback(entries, self.settings.summary_tokens), "by": by, "at": now_iso(),
+                "run": getattr(self.state, "run_id", None), "upto": upto,
+                "phases": sorted(set(old.get("phases") or ()) | set(phases))}
+        if text or phases:
+            self.file.write(data)  # a paid answer, a phase's end: on disk at once
+        else:
+            self._hold(data)
         self.state.event("memory_summary", node.id, agent=by, phases=phases,
                          message=f"the memory summary was refreshed ({'by ' + by if text else 'from the entries'})")
+
+    def _hold(self, data: dict) -> None:
+        """A summary from the entries: held, and written now when the last such write is
+        WRITE_EVERY seconds old, else then (outside a run's event loop: now)."""
+        self.file.hold(data)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.file.write_held()
+            return
+        wait = self._written + WRITE_EVERY - loop.time()
+        if wait <= 0:
+            self._written = loop.time()
+            self.file.write_held()  # (an error: ended() says it)
+        elif self._later is None:
+            self._later = loop.call_later(wait, self.write_held)
+
+    def write_held(self) -> None:
+        """Write the held summary, if any: its time came, or the run ends (memory is advice:
+        a failed write is an event)."""
+        if self._later is not None:
+            self._later.cancel()
+            self._later = None
+        with contextlib.suppress(RuntimeError):  # (outside an event loop)
+            self._written = asyncio.get_running_loop().time()
+        try:
+            self.file.write_held()
+        except Exception as e:
+            self.state.event("memory_unwritten", None, message=f"could not refresh the summary: {e}"[:500])
 
     async def _ask(self, ctx: Any, node: Any, old: dict, entries: list[dict], tokens: int) -> str | None:
         """The summary agent's answer, cleaned; None when it gave nothing usable (the
