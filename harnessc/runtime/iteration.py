@@ -199,8 +199,7 @@ class TaskRun:
         executor = getattr(ctx, "executor", None)
         self.remote = executor.attempts(self) if executor is not None and self.iso else None
         self.lost = 0  # attempts lost with their worker in a row
-        # what its agent may not change (protect.py): checked after each call, before verification
-        self.guard = protect.guard(ctx.plan, node, ctx.root, self.iso)
+        self._guard: Any = None  # (made at its first use: `guard`)
         self.guarding = True  # whether the call in flight is guarded (guard_before)
         # the timed steps before the coming attempt ({"prompt"|"route": [start, end]}, wall
         # times), told with it so the run's trace shows where that time went (telemetry.py)
@@ -263,7 +262,8 @@ class TaskRun:
             if self.loop:
                 self.loop.close()
             try:
-                self.guard.close()  # a shared tree's copies of the protected files
+                if self._guard is not None:
+                    self._guard.close()  # a shared tree's copies of the protected files
             except (OSError, WorkspaceError):
                 pass  # left in .harness/protected/: the next run of the task replaces them
 
@@ -568,6 +568,15 @@ class TaskRun:
         if self.remote is not None:
             return await self.remote.call(name, agent, cfg, self.request(cfg))
         return await agent.call(self.request(cfg))
+
+    @property
+    def guard(self) -> Any:
+        """What its agent may not change (protect.py): checked after each call, before
+        verification. Made when first needed (a task of simulate calls in a shared tree never
+        needs it, and making it costs more than such a task's call)."""
+        if self._guard is None:
+            self._guard = protect.guard(self.ctx.plan, self.node, self.ctx.root, self.iso)
+        return self._guard
 
     async def guard_before(self, agent: Any = None) -> None:
         """Record the protected files before the agent's call (a shared tree's; protect.py).

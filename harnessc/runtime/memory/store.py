@@ -149,6 +149,8 @@ class MemoryStore:
         self._done = 0  # `done` lines held
         self._dir_fd: int | None = None  # the memory directory, held open by a writer (dir_fd)
         self._closer: weakref.finalize | None = None
+        self._file: int | None = None  # memory.jsonl, held open by a writer (_file_fd)
+        self._file_closer: weakref.finalize | None = None
 
     def dir_fd(self) -> int:
         """The memory directory's descriptor, opened (and confined) once: a run writes here at
@@ -160,8 +162,27 @@ class MemoryStore:
             self._closer = weakref.finalize(self, os.close, fd)
         return self._dir_fd
 
+    def _file_fd(self) -> tuple[int, os.stat_result]:
+        """memory.jsonl opened for appending, and its stat: held open by a writer, opened again
+        (with open_in's checks) once it is no longer the one file of that name (removed,
+        replaced, or given another name: a hard link)."""
+        if self._file is not None:
+            st = os.fstat(self._file)
+            if st.st_nlink == 1:
+                return self._file, st
+            self._close_file()
+        fd = self.ws.open_in(self.dir_fd(), self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, "write", in_place=True)
+        self._file, self._file_closer = fd, weakref.finalize(self, os.close, fd)
+        return fd, os.fstat(fd)
+
+    def _close_file(self) -> None:
+        if self._file_closer is not None:
+            self._file_closer()
+        self._file = self._file_closer = None
+
     def close(self) -> None:
-        """The directory's descriptor is closed (opened again when needed)."""
+        """The descriptors are closed (opened again when needed)."""
+        self._close_file()
         if self._closer is not None:
             self._closer()
         self._dir_fd = self._closer = None
@@ -255,15 +276,15 @@ class MemoryStore:
         """Append lines; what this process holds follows (no reading again) unless someone
         else wrote to the file since this process last looked."""
         data = memoryview("".join(json.dumps(o, ensure_ascii=False, sort_keys=True) + "\n" for o in objs).encode())
-        fd = self.ws.open_in(self.dir_fd(), self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, "write", in_place=True)
+        fd, st = self._file_fd()  # the file written to (a missing one is made empty by the open)
+        current = self._seen == _key(st) or self._seen is None and st.st_size == 0
         try:
-            st = os.fstat(fd)  # the file written to (a missing one is made empty by the open)
-            current = self._seen == _key(st) or self._seen is None and st.st_size == 0
             while data:
                 data = data[os.write(fd, data):]
             seen = _key(os.fstat(fd))
-        finally:
-            os.close(fd)
+        except BaseException:
+            self._close_file()
+            raise
         if current:
             for o in objs:
                 self._put(o)

@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import sqlite3
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -25,6 +24,30 @@ _encode = json.JSONEncoder(sort_keys=True, default=str).encode
 
 # SQLite's codes for a database it cannot write or open where it is (not a corrupt one)
 _STORAGE_ERRORS = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN")
+
+
+class _Tx:
+    """Database.tx's context manager (a class: a task's records take several, and a
+    generator-based one cost more than their statements)."""
+
+    __slots__ = ("owner", "outer")
+
+    def __init__(self, owner: "Database"):
+        self.owner = owner
+        self.outer = False
+
+    def __enter__(self) -> sqlite3.Connection:
+        owner = self.owner
+        if not owner._in_tx:
+            owner.db.execute("BEGIN IMMEDIATE")
+            owner._in_tx = self.outer = True
+        return owner.db
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if self.outer:
+            self.owner._in_tx = False
+            self.owner.db.execute("COMMIT" if kind is None else "ROLLBACK")
+        return False
 
 
 class Database:
@@ -86,22 +109,10 @@ class Database:
                 pass
         self.db.close()
 
-    @contextmanager
-    def tx(self):
-        """One write transaction, taken with BEGIN IMMEDIATE (nested uses join the outer one)."""
-        if self._in_tx:
-            yield self.db
-            return
-        self.db.execute("BEGIN IMMEDIATE")
-        self._in_tx = True
-        try:
-            yield self.db
-        except BaseException:
-            self._in_tx = False
-            self.db.execute("ROLLBACK")
-            raise
-        self._in_tx = False
-        self.db.execute("COMMIT")
+    def tx(self) -> "_Tx":
+        """One write transaction, taken with BEGIN IMMEDIATE (nested uses join the outer one):
+        `with store.tx() as db:`; an error rolls it back."""
+        return _Tx(self)
 
     def defer(self, fn: Callable[[], Any], within: float = 0.0) -> asyncio.Future:
         """Run the write `fn()` in the next group commit; the future has its result once committed.

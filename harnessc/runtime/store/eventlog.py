@@ -50,12 +50,14 @@ class EventLog(Database):
             head = (f'{{"kind": {_enc(kind)}, "run_id": {_enc(self.run_id)}, '
                     f'"task": {_enc(task_id)}, "ts": {ts!r}')
             line = self.redact(head) + (", " + body[1:] if body and body != "{}" else "}")
-            with self._mirror_io():
+            try:  # (as _mirror_io does: a context manager per event cost more than the write)
                 self.mirror.write(line + "\n")
                 now = time.monotonic()
                 if now - self._mirror_flushed >= MIRROR_FLUSH:
                     self.mirror.flush()
                     self._mirror_flushed = now
+            except OSError as e:
+                raise self._mirror_error(e) from None
         if self.secrets and body:  # the display prints events: what it shows is redacted too
             ev.update(json.loads(body))
         for listener in self.listeners:
@@ -75,7 +77,10 @@ class EventLog(Database):
         try:
             yield
         except OSError as e:
-            raise OSError(e.errno, e.strerror, str(self.workspace.events(self.run_id))) from None
+            raise self._mirror_error(e) from None
+
+    def _mirror_error(self, e: OSError) -> OSError:
+        return OSError(e.errno, e.strerror, str(self.workspace.events(self.run_id)))
 
     def task_events(self, task_id: str, kinds: tuple[str, ...]) -> list[dict]:
         """The task's events of these kinds, oldest first: {kind, ts, **data}."""

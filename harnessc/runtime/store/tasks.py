@@ -44,15 +44,13 @@ class Tasks(EventLog):
     def ensure_tasks(self, ids: Iterable[str], done: set[str]) -> None:
         """Rows for tasks seen for the first time; tasks checked in roadmap.md are 'done'."""
         now = clock.time()
-        with self.tx():
-            for tid in ids:
-                state = TaskState.DONE if tid in done else TaskState.PENDING
-                self.db.execute(
-                    "INSERT INTO tasks (id, state, updated_at) VALUES (?,?,?) ON CONFLICT(id) DO NOTHING",
-                    (tid, state, now))
-                if tid in done:
-                    self.db.execute(
-                        "UPDATE tasks SET state='done', updated_at=? WHERE id=? AND state!='done'", (now, tid))
+        ids = list(ids)
+        with self.tx():  # (executemany: a statement per task cost a 1,000-task run's start 2,000 calls)
+            self.db.executemany(
+                "INSERT INTO tasks (id, state, updated_at) VALUES (?,?,?) ON CONFLICT(id) DO NOTHING",
+                ((tid, TaskState.DONE if tid in done else TaskState.PENDING, now) for tid in ids))
+            self.db.executemany("UPDATE tasks SET state='done', updated_at=? WHERE id=? AND state!='done'",
+                                ((now, tid) for tid in ids if tid in done))
 
     def set_state(self, task_id: str, state: str, error: str | None = None, **extra: Any) -> None:
         assert state in STORED, state
