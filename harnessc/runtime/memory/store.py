@@ -57,9 +57,16 @@ def entry_id(kind: str, task: str, text: str) -> str:
     return LETTER[kind] + "-" + hashlib.sha256(f"{kind}\0{task}\0{text}".encode()).hexdigest()[:8]
 
 
+_LAST_ISO: tuple[int, str] = (-1, "")  # (a second, its text): a run stamps every task's entry
+
+
 def now_iso() -> str:
     """The time now in UTC, as entries keep it: the runtime's clock (a test's virtual one)."""
-    return datetime.fromtimestamp(clock.time(), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    global _LAST_ISO
+    second = int(clock.time() // 1)
+    if _LAST_ISO[0] != second:
+        _LAST_ISO = (second, datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return _LAST_ISO[1]
 
 
 def active(entry: dict, run_id: str | None, now: str | None = None) -> bool:

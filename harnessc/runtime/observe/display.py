@@ -194,7 +194,10 @@ class PlainDisplay(Progress):
                                     f" on {call[2]}, {now - call[0]:.0f}s)")
 
     def _print(self, line: str) -> None:
-        print(line, file=self.stream, flush=True)
+        # one write, not print's two (the line, then its end): on an unbuffered stream
+        # (PYTHONUNBUFFERED, a pipe read line by line) each is a system call
+        self.stream.write(line + "\n")
+        self.stream.flush()
 
     def close(self) -> None:
         self.done.set()
