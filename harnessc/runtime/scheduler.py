@@ -430,7 +430,7 @@ class Runner:
         """Drive the run's Schedule (schedule.py): start what it says, tell it what ended.
         The tasks are supervised by a TaskGroup: a task's error (a state.db failure, a bug)
         cancels the others and ends the run with that error."""
-        sched = Schedule(self.graph, {i: r["state"] for i, r in self.store.tasks().items()}, work.todo,
+        sched = Schedule(self.graph, self.store.states(), work.todo,
                          work.blocked, self.jobs, fail_fast=self.fail_fast, prioritized=self.steering.priority)
         # A dependency that cannot complete in this run skips its dependents before anything starts.
         self._skip(sched.opening)
@@ -559,15 +559,16 @@ class Runner:
 
     def _decisions(self) -> dict[str, dict]:
         """Task in review -> the decision `harnessc approve` / `reject` recorded for it."""
-        rows = self.store.tasks()
+        keys = self.store.meta_keys(REVIEW_KEY)
+        states = self.store.states() if keys else {}
         out = {}
-        for key in self.store.meta_keys(REVIEW_KEY):
+        for key in keys:
             tid = key.removeprefix(REVIEW_KEY)
             try:
                 rec = json.loads(self.store.meta_get(key) or "{}")
             except ValueError:
                 rec = {}
-            if tid in self.nodes and rows.get(tid, {}).get("state") == TaskState.REVIEW and isinstance(rec, dict):
+            if tid in self.nodes and states.get(tid) == TaskState.REVIEW and isinstance(rec, dict):
                 out[tid] = rec
             else:  # decided already, or damaged: nothing to do
                 self.store.meta_set(key, None)

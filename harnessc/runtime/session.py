@@ -150,8 +150,8 @@ def file_proposals(runner: Runner, store: StateStore) -> list[str]:
     """The tasks this run's succeeded tasks proposed, checked and filed for review
     (proposals.py); the run's closing lines about them. Never changes the run's outcome."""
     todo = [*(runner.planned.todo if runner.planned else []), *runner.growth.added]
-    rows = store.tasks(list(todo))
-    landed = [t for t in todo if rows.get(t, {}).get("state") in LANDED and t not in runner.growth.handled]
+    states = store.states(list(todo))
+    landed = [t for t in todo if states.get(t) in LANDED and t not in runner.growth.handled]
     lines = runner.growth.closing_lines()  # plan.grow: auto and split: true took theirs as they landed
     if not landed:
         return lines
