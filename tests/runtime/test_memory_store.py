@@ -6,6 +6,7 @@ against a fresh read of the real file."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from pathlib import Path
@@ -133,3 +134,35 @@ def test_a_phase_ends_when_its_last_task_is_final_even_after_one_went_back(tmp_p
     assert refresher.phases_ended(ctx, nodes[2]) == []
     states["a"] = "succeeded"
     assert refresher.phases_ended(ctx, nodes[0]) == ["P"]
+
+
+def test_a_summary_from_the_entries_is_held_for_the_prompts_and_written_by_the_runs_end(tmp_path, monkeypatch):
+    """In a run, a refresh from the entries is what the next prompt reads at once; the file
+    gets it within summary.WRITE_EVERY seconds (a replace of the file per refresh cost a flush
+    to disk) and at the run's end. The first refresh is written at once."""
+    from harnessc.runtime.memory import summary as summarymod
+
+    monkeypatch.setattr(summarymod, "WRITE_EVERY", 3600.0)  # (no timing in the test: nothing else writes it)
+    root = tmp_path / "p"
+    (root / ".harness").mkdir(parents=True)
+    memory = RunMemory(root, Settings(every=1), State())
+    ctx = SimpleNamespace(plan=SimpleNamespace(nodes=[]), store=None)
+    path = root / ".harness/memory/summary.json"
+
+    def done_ids() -> list[str]:
+        return [e["id"] for e in memory.file.entries() if e["kind"] == "done"]
+
+    async def run() -> None:
+        memory.ended(node("a"), "succeeded", "<decision>first</decision>")
+        memory.task_ended(ctx, node("a"))
+        assert json.loads(path.read_text())["upto"] == done_ids()[-1]  # the first: at once
+        memory.ended(node("b"), "succeeded", "<decision>second</decision>")
+        memory.task_ended(ctx, node("b"))
+        a, b = done_ids()
+        assert json.loads(path.read_text())["upto"] == a  # b's refresh is held...
+        held = memory.refresher.file.read()  # ...and what the next prompt reads (RunMemory.section)
+        assert held["upto"] == b and "decided: second" in held["text"]
+        await memory.settle()
+        assert json.loads(path.read_text())["upto"] == b  # the run's end wrote it
+
+    asyncio.run(run())

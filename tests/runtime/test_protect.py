@@ -430,3 +430,26 @@ def test_a_same_size_change_with_its_time_put_back_is_caught_though_the_hash_is_
     check.write_text("print('no')\n")  # the same size...
     os.utime(check, ns=(st.st_atime_ns, st.st_mtime_ns))  # ...and the same time
     assert guard.after() != [] and check.read_text() == "print('ok')\n"
+
+
+def test_a_simulate_call_in_a_shared_tree_is_not_guarded(tmp_path, monkeypatch):
+    """simulate writes no file: in a shared tree its call is not compared (the guard read every
+    protected file before and after it, which cost a no-op task more than its call); its
+    accept command still runs and passes. A command agent's call is guarded as ever (the
+    tests above)."""
+    from harnessc.runtime import protect
+    from harnessc.runtime.scheduler import RunOptions
+    from harnessc.runtime.session import execute
+
+    from .helpers import node, write_project
+
+    calls = []
+    monkeypatch.setattr(protect.SharedGuard, "before", lambda self: calls.append(("before", self.tid)))
+    monkeypatch.setattr(protect.SharedGuard, "after", lambda self, attempt=None: calls.append(("after", self.tid)) or [])
+    plan = write_project(tmp_path, [node("a", accept=[{"argv": [PY, "check.py"], "id": None}])],
+                         agents={"rehearsal": {"provider": "simulate", "latency": 0}})
+    (tmp_path / "check.py").write_text("open('checked', 'w').write('yes')\n")
+    result = execute(tmp_path, plan, RunOptions(jobs=1))
+    assert result.exit_code == 0, result.message
+    assert (tmp_path / "checked").read_text() == "yes"  # verified by its check
+    assert calls == []
