@@ -372,6 +372,9 @@ def markdown(task: str, proposals: list[Proposal], path: str) -> str:
 
 # ------------------------------------------------------------------ a run's side
 
+UNREAD = object()  # Filing.read: the attempt's text is read there
+
+
 class Filing:
     """One run's filing of proposals: what it counts against plan.max_new_tasks, which ids
     waiting proposals hold, the generations of accepted and added tasks."""
@@ -384,10 +387,13 @@ class Filing:
         self.this_run = sum(1 for p in earlier if p.run == run_id and p.status != REJECTED)
         self.taken = {p.id: p.proposed_by for p in earlier if p.status == WAITING}
 
-    def read(self, tid: str, output: Any = None) -> list[Proposal]:
-        """The proposals of `tid`'s final attempt (text and `output`); malformed ones are events."""
-        attempt = self.store.final_attempt(tid)
-        found, problems = extract(attempt and attempt.get("raw_output"), output)
+    def read(self, tid: str, output: Any = None, text: Any = UNREAD) -> list[Proposal]:
+        """The proposals of `tid`'s final attempt (text and `output`); malformed ones are events.
+        `text`: that attempt's raw output when the caller read it already (None: it has none)."""
+        if text is UNREAD:
+            attempt = self.store.final_attempt(tid)
+            text = attempt and attempt.get("raw_output")
+        found, problems = extract(text, output)
         for line in problems:
             self.store.event("proposal_ignored", tid, reason=line)
         return found
@@ -449,8 +455,9 @@ def collect(root: Path, growth: dict | None, store, tasks: Iterable[str], run_id
     waiting = rejected = 0
     tasks = list(tasks)
     rows = store.tasks(tasks)
+    texts = store.final_answers(tasks)  # (one query: a 1,000-task run asked once per task)
     for tid in tasks:
-        found = filing.read(tid, rows.get(tid, {}).get("output"))
+        found = filing.read(tid, rows.get(tid, {}).get("output"), texts.get(tid))
         if not found:
             continue
         if batch is None:

@@ -30,6 +30,9 @@ class Attempts:
     def final_attempt(self, tid):
         return {"raw_output": self.texts.get(tid, "")}
 
+    def final_answers(self, ids):
+        return {t: self.final_attempt(t)["raw_output"] for t in ids}
+
     def event(self, kind, tid=None, **data):
         self.events.append((kind, tid, data))
 

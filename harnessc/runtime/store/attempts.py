@@ -249,6 +249,13 @@ class Attempts(Tasks, Ledger):
         d["checks"] = self._loads(d["checks"], f"attempt {d['id']}'s checks", list)
         return d
 
+    def final_answers(self, task_ids: list[str]) -> dict[str, str | None]:
+        """Task -> the raw output of its final_attempt, for the tasks that have one (one query)."""
+        marks = ",".join("?" * len(task_ids))
+        return dict(self.db.execute(
+            "SELECT task_id, raw_output FROM attempts WHERE id IN (SELECT MAX(id) FROM attempts WHERE"
+            f" task_id IN ({marks}) AND status IN ('succeeded', 'rejected') GROUP BY task_id)", list(task_ids)))
+
     def last_prompt(self, task_id: str) -> str | None:
         """The prompt of the task's newest attempt (None: it has none), for `show`."""
         row = self.db.execute("SELECT prompt FROM attempts WHERE task_id=? ORDER BY id DESC LIMIT 1",
