@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from harnessc.runtime.memory import recall
 from harnessc.runtime.memory.run import RunMemory
@@ -31,6 +31,7 @@ def fresh(root: Path, keep: int | None) -> list[dict]:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(OPS, st.sampled_from([None, 1, 3]), st.integers(0, 4))
+@example([("add", "done", "a", "x"), ("add", "done", "a", "w"), ("forget", "done", "a", "w")], 1, 0)  # x was trimmed
 def test_what_the_store_holds_and_counts_follows_its_appends_as_a_fresh_read_does(tmp_path, ops, keep, every):
     root = tmp_path / "p"
     shutil.rmtree(root, ignore_errors=True)

@@ -154,6 +154,7 @@ class MemoryStore:
         self._entries: dict[str, dict] = {}
         self._told = 0  # entries held that are not `done` lines (a task's section has nothing else to show)
         self._done = 0  # `done` lines held
+        self._trimmed = False  # whether _trim left out lines of the file
         self._dir_fd: int | None = None  # the memory directory, held open by a writer (dir_fd)
         self._closer: weakref.finalize | None = None
         self._file: int | None = None  # memory.jsonl, held open by a writer (_file_fd)
@@ -252,6 +253,7 @@ class MemoryStore:
         for i in oldest:
             del self._entries[i]
         self._done -= extra
+        self._trimmed = True
 
     def _load(self) -> dict[str, dict]:
         try:
@@ -292,7 +294,10 @@ class MemoryStore:
         except BaseException:
             self._close_file()
             raise
-        if current:
+        # A forget where lines were trimmed from what this process holds: read again (a line
+        # trimmed as the oldest is the newest summary line once the newer ones are forgotten).
+        trimmed = self.keep_done is not None and self._trimmed and any("forget" in o for o in objs)
+        if current and not trimmed:
             for o in objs:
                 self._put(o)
             self._trim()
