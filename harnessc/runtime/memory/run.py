@@ -41,10 +41,9 @@ class RunMemory:
         return getattr(self.state, "run_id", None)
 
     def section(self, node: Any) -> str:
-        summary = self.refresher.file.read()
-        if not self.file.told() and not (summary.get("text") and summary.get("by", "entries") != "entries"):
+        if not self.file.told() and self.refresher.file.read(text=False).get("by", "entries") == "entries":
             return ""  # only ended tasks' lines and harnessc's own summary: recall.section says nothing
-        return recall.section(self.file.entries(), node, self.settings, self.run_id, summary)
+        return recall.section(self.file.entries(), node, self.settings, self.run_id, self.refresher.file.read())
 
     def task_ended(self, ctx: Any, node: Any) -> None:
         """A task's outcome is recorded, its change landed: refresh the summary when due

@@ -367,11 +367,14 @@ class SummaryFile:
         self._damage_said = False
         self._held: tuple[tuple | None, dict] | None = None  # (the file's stat key, what it holds)
         self._pending: dict | None = None  # a summary held, not yet written (hold)
+        self._text: Callable[[], str] | None = None  # the held summary's text, made when first needed
 
-    def read(self) -> dict:
+    def read(self, text: bool = True) -> dict:
         """What the file holds (read again only when it changed: a run asks at every task's end),
-        or the summary held for it."""
+        or the summary held for it (`text` False: without its text when that is not made yet)."""
         if self._pending is not None:
+            if text and self._text is not None:
+                self._pending["text"], self._text = self._text(), None
             return dict(self._pending)
         key = stat_key(self.path)
         if self._held is not None and self._held[0] == key:
@@ -398,14 +401,15 @@ class SummaryFile:
             return {}
 
     def write(self, data: dict) -> None:
-        self._pending = None  # (what it held is older)
+        self._pending = self._text = None  # (what it held is older)
         self.memory.write_atomic(self.path, (json.dumps(data, ensure_ascii=False, sort_keys=True, indent=1) + "\n").encode())
         self._held = (stat_key(self.path), dict(data))
 
-    def hold(self, data: dict) -> None:
-        """Keep `data` as the summary (read() gives it) until write_held()."""
-        self._pending = dict(data)
+    def hold(self, data: dict, text: Callable[[], str]) -> None:
+        """Keep `data` and its text, made by `text()` when first read, as the summary (read()
+        gives it) until write_held()."""
+        self._pending, self._text = dict(data), text
 
     def write_held(self) -> None:
         if self._pending is not None:
-            self.write(self._pending)
+            self.write(self.read())

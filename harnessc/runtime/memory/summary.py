@@ -135,7 +135,7 @@ class Refresher:
 
     def due(self, phases_ended: list[str]) -> list[str] | None:
         """The phases whose end a refresh now covers, or None when none is due."""
-        data = self.file.read()
+        data = self.file.read(text=False)
         covered = set(data.get("phases") or ())
         ended = [p for p in phases_ended if p not in covered]
         if ended or newer(self.memory.newest(), data.get("upto"), self.settings.every):
@@ -156,7 +156,7 @@ class Refresher:
             self.running = asyncio.get_running_loop().create_task(self._refresh(ctx, node), name="memory-summary")
             return
         try:
-            self._write(self.file.read(), self.memory.entries(), None, phases, node)
+            self._write(self.file.read(text=False), self.memory.entries(), None, phases, node)
         except Exception as e:  # memory is advice: a refresh never fails the run
             self.state.event("memory_unwritten", node.id, message=f"could not refresh the summary: {e}"[:500])
 
@@ -204,20 +204,20 @@ class Refresher:
         """summary.json with the agent's `text`, else the entries' (atomically)."""
         by = self.settings.agent if text else "entries"
         upto = next((e["id"] for e in reversed(entries) if e["kind"] == "done"), None)
-        data = {"text": text or fallback(entries, self.settings.summary_tokens), "by": by, "at": now_iso(),
-                "run": getattr(self.state, "run_id", None), "upto": upto,
+        data = {"by": by, "at": now_iso(), "run": getattr(self.state, "run_id", None), "upto": upto,
                 "phases": sorted(set(old.get("phases") or ()) | set(phases))}
         if text or phases:
-            self.file.write(data)  # a paid answer, a phase's end: on disk at once
-        else:
-            self._hold(data)
+            # a paid answer, a phase's end: on disk at once
+            self.file.write({"text": text or fallback(entries, self.settings.summary_tokens), **data})
+        else:  # (its text is made when a prompt shows it, or at its write: most prompts do not)
+            self._hold(data, lambda: fallback(entries, self.settings.summary_tokens))
         self.state.event("memory_summary", node.id, agent=by, phases=phases,
                          message=f"the memory summary was refreshed ({'by ' + by if text else 'from the entries'})")
 
-    def _hold(self, data: dict) -> None:
+    def _hold(self, data: dict, text: Callable[[], str]) -> None:
         """A summary from the entries: held, and written now when the last such write is
         WRITE_EVERY seconds old, else then (outside a run's event loop: now)."""
-        self.file.hold(data)
+        self.file.hold(data, text)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
