@@ -21,21 +21,34 @@ class Slots:
         self.ceiling = max(1, ceiling)
         self.limit = float(self.ceiling)
         self.in_flight = 0
-        self._free = asyncio.Condition()
+        self._waiting: list[asyncio.Future] = []  # the acquire()s waiting for a slot, in their order
 
     async def acquire(self) -> None:
-        async with self._free:
-            await self._free.wait_for(lambda: self.in_flight < int(self.limit))
-            self.in_flight += 1
+        while self.in_flight >= int(self.limit):  # woken by free(): each looks again, in turn
+            woken = asyncio.get_running_loop().create_future()
+            self._waiting.append(woken)
+            try:
+                await woken
+            finally:
+                if woken in self._waiting:  # (cancelled before it was woken)
+                    self._waiting.remove(woken)
+        self.in_flight += 1
+
+    def free(self, error: AgentError | None, answered: bool) -> None:
+        """Give a slot back and wake the acquire()s waiting: at once, with nothing to await (a
+        slot's end needs no task of its own to survive a cancel, which cost every call one)."""
+        self.in_flight -= 1
+        if error is not None and error.kind == "rate_limited":
+            self.limit = max(1.0, self.limit / 2)
+        elif answered:
+            self.limit = min(float(self.ceiling), self.limit + 1 / self.limit)
+        waiting, self._waiting = self._waiting, []
+        for woken in waiting:
+            if not woken.done():
+                woken.set_result(None)
 
     async def release(self, error: AgentError | None, answered: bool) -> None:
-        async with self._free:
-            self.in_flight -= 1
-            if error is not None and error.kind == "rate_limited":
-                self.limit = max(1.0, self.limit / 2)
-            elif answered:
-                self.limit = min(float(self.ceiling), self.limit + 1 / self.limit)
-            self._free.notify_all()
+        self.free(error, answered)
 
 
 class Throttle:
@@ -59,7 +72,7 @@ class Throttle:
         try:
             yield call
         finally:
-            await asyncio.shield(slots.release(call.error if call.error else None, call.answered))
+            slots.free(call.error if call.error else None, call.answered)
 
 
 class Call:
