@@ -153,8 +153,9 @@ def _execute(root: Path, plan: dict, opts, detached_fd: int | None = None, setti
     from ..runtime.observe.cachesaving import cache_line
 
     if result.run_id:
-        displaymod.print_summary(console, result.tasks, title=f"run {result.run_id}")
-        log.line(displaymod.plain_summary(result.tasks, title=f"run {result.run_id}"))
+        text = displaymod.plain_summary(result.tasks, title=f"run {result.run_id}")  # (the log's, and a pipe's)
+        displaymod.print_summary(console, result.tasks, title=f"run {result.run_id}", plain=text)
+        log.line(text)
     if result.stale:
         say(f"stale: {', '.join(result.stale)} — use --rerun stale", err=True)
     prog = command_prefix(root)

@@ -348,9 +348,9 @@ def plain_summary(tasks: list[dict], title: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def print_summary(console: Console, tasks: list[dict], title: str | None = None) -> None:
-    """A rich table on a terminal, plain aligned text otherwise."""
+def print_summary(console: Console, tasks: list[dict], title: str | None = None, plain: str | None = None) -> None:
+    """A rich table on a terminal, plain aligned text otherwise (`plain`: that text, made already)."""
     if console.is_terminal:
         console.print(summary_table(tasks, title=title))
     else:
-        print(plain_summary(tasks, title), file=console.file, flush=True)
+        print(plain if plain is not None else plain_summary(tasks, title), file=console.file, flush=True)
