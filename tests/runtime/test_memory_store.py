@@ -12,7 +12,8 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from harnessc.runtime.memory import recall
 from harnessc.runtime.memory.run import RunMemory

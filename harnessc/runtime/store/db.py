@@ -43,11 +43,10 @@ class _Tx:
             owner._in_tx = self.outer = True
         return owner.db
 
-    def __exit__(self, kind, exc, tb) -> bool:
+    def __exit__(self, kind, exc, tb) -> None:
         if self.outer:
             self.owner._in_tx = False
             self.owner.db.execute("COMMIT" if kind is None else "ROLLBACK")
-        return False
 
 
 class Database:
