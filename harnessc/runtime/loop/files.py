@@ -335,13 +335,17 @@ class HashedSnapshots:
         yield from (rel for rel in sorted(self.extra)
                     if self._inside(rel) and os.path.normpath(rel) not in self.left_out)
         n = 0
-        for top, dirs, files in os.walk(self.root):
+        top_dir = os.fspath(self.root)
+        for top, dirs, files in os.walk(top_dir):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in EXCLUDED)
+            # os.walk yields top_dir, then join(top, d): the directory relative to the project
+            # is what follows top_dir (os.path.relpath per file took half of a snapshot)
+            under = top[len(top_dir):].lstrip(os.sep)
             for name in sorted(files):
                 n += 1
                 if n > MAX_HASHED_FILES:
                     return
-                rel = os.path.relpath(os.path.join(top, name), self.root)
+                rel = os.path.join(under, name) if under else name
                 if rel not in self.left_out:
                     yield rel
 
@@ -356,10 +360,11 @@ class HashedSnapshots:
         started = time.perf_counter()
         with self.lock:
             out = {}
+            top_dir = os.fspath(self.root)
             for rel in self._files():
                 if rel in out:
                     continue
-                path = self.root / rel
+                path = os.path.join(top_dir, rel)  # (a str: a Path per file cost more than its stat)
                 try:
                     st = os.stat(path, follow_symlinks=False)
                     cached = self._cache.get(rel)
@@ -382,7 +387,7 @@ class HashedSnapshots:
         pass
 
 
-def content_id(path: Path, st: os.stat_result) -> str:
+def content_id(path: Path | str, st: os.stat_result) -> str:
     """What stands for a file's content outside git (`st`: its lstat): the sha256 of a
     regular file up to MAX_HASHED_BYTES, read in chunks; the size and modification time of
     a larger one; where a symbolic link points, never what it points to."""
