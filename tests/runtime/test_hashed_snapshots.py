@@ -81,6 +81,34 @@ def test_a_symbolic_link_is_never_followed(tmp_path: Path) -> None:
     assert files.changes(second, third).per_path == {"link.txt": (0, 0, False)}
 
 
+def test_watched_context_files_are_read_once_and_only_inside_the_project(tmp_path: Path) -> None:
+    """A task's context files are watched: one the walk leaves out (a dot-directory, a cache)
+    is hashed too, one the walk lists is read once under its own name, and one outside the
+    project or through a linked directory is not read."""
+    project, outside = tmp_path / "project", tmp_path / "outside"
+    (project / ".config").mkdir(parents=True)
+    (project / "node_modules").mkdir()
+    (project / "src").mkdir()
+    outside.mkdir()
+    (project / ".config" / "settings.toml").write_text("a = 1\n")
+    (project / "node_modules" / "lib.js").write_text("x\n")
+    (project / "src" / "main.py").write_text("print(1)\n")
+    (outside / "secret.txt").write_text("s\n")
+    (project / "linked").symlink_to(outside)
+    files = HashedSnapshots(project)
+    files.watch([".config/settings.toml", "node_modules/lib.js", "src/main.py", "../outside/secret.txt",
+                 "linked/secret.txt", str(outside / "secret.txt"), "src/missing.py"])
+    first = files.snapshot()
+    assert set(first.blobs) == {".config/settings.toml", "node_modules/lib.js", "src/main.py"}
+    assert first.blobs["src/main.py"] == hashlib.sha256(b"print(1)\n").hexdigest()
+    (project / ".config" / "settings.toml").write_text("a = 2\n")
+    (project / "src" / "missing.py").write_text("now here\n")
+    (outside / "secret.txt").write_text("changed\n")
+    second = files.snapshot()
+    assert files.changes(first, second).per_path == {".config/settings.toml": (0, 0, False),
+                                                     "src/missing.py": (0, 0, True)}
+
+
 def test_a_fifo_is_not_opened(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe")  # opening it for reading would wait for a writer for ever
     (tmp_path / "a.txt").write_text("a\n")

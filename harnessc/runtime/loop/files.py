@@ -25,6 +25,7 @@ a time (one index, one cat-file process). A HashedSnapshots whose last snapshot 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import stat
 import threading
@@ -331,9 +332,8 @@ class HashedSnapshots:
     def watch(self, paths: list[str]) -> None:
         self.extra.update(paths)
 
-    def _files(self):
-        yield from (rel for rel in sorted(self.extra)
-                    if self._inside(rel) and os.path.normpath(rel) not in self.left_out)
+    def _walked(self):
+        """The project's files (dot-directories and caches aside), MAX_HASHED_FILES at most."""
         n = 0
         top_dir = os.fspath(self.root)
         for top, dirs, files in os.walk(top_dir):
@@ -349,19 +349,31 @@ class HashedSnapshots:
                 if rel not in self.left_out:
                     yield rel
 
-    def _inside(self, rel: str) -> bool:
-        """A named file's directory is inside the project, through no symbolic link (the walk
-        never enters one: os.walk does not follow them)."""
+    def _watched(self, listed: dict[str, str]):
+        """The watched files the walk did not list (`listed`), those whose directory is inside
+        the project. One it listed is already read, and inside: os.walk follows no link (each
+        task's context files are watched, so checking them all again cost two realpath calls
+        per file per snapshot)."""
+        if not self.extra:
+            return  # (no realpath call either: most snapshots)
+        top = os.path.realpath(self.root)
+        for rel in sorted(self.extra):
+            if rel not in listed and self._inside(rel, top) and os.path.normpath(rel) not in self.left_out:
+                yield rel
+
+    def _inside(self, rel: str, top: str) -> bool:
+        """A named file's directory is inside the project (`top`: its real path), through no
+        symbolic link (the walk never enters one: os.walk does not follow them)."""
         parent = os.path.dirname(os.path.normpath(rel))
         real = os.path.realpath(self.root / parent)
-        return not os.path.isabs(rel) and real == os.path.join(os.path.realpath(self.root), parent).rstrip(os.sep)
+        return not os.path.isabs(rel) and real == os.path.join(top, parent).rstrip(os.sep)
 
     def snapshot(self) -> Snapshot:
         started = time.perf_counter()
         with self.lock:
             out = {}
             top_dir = os.fspath(self.root)
-            for rel in self._files():
+            for rel in itertools.chain(self._walked(), self._watched(out)):  # (lazily: out is filled first)
                 if rel in out:
                     continue
                 path = os.path.join(top_dir, rel)  # (a str: a Path per file cost more than its stat)
