@@ -2,7 +2,9 @@
 tasks of the run and of later runs (`.harness/memory/`), within the prompt's memory budget.
 
 Real projects, a real command agent (each task's answer comes from answers/<task>.txt and
-its prompt is saved to prompts/<task>.txt), real processes and the real memory file."""
+its prompt is saved to prompts/<task>.txt) and the real memory file; harnessc itself runs
+in-process in virtual time (virtual.harnessc): what memory holds and tells is logic, not
+process behaviour."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import json
 from pathlib import Path
 
 from . import virtual
-from .helpers import PY, harnessc
+from .helpers import PY
 
 AGENT = """\
 import os, pathlib, sys
@@ -46,13 +48,13 @@ def prompt(root: Path, tid: str) -> str:
 
 
 def run(root: Path, *args: str):
-    r = harnessc(root, "run", "-j", "1", *args)
+    r = virtual.harnessc(root, "run", "-j", "1", *args)
     assert r.returncode == 0, r.stdout + r.stderr
     return r
 
 
 def entries(root: Path) -> list[dict]:
-    r = harnessc(root, "memory", "--output", "json")
+    r = virtual.harnessc(root, "memory", "--output", "json")
     assert r.returncode == 0, r.stdout + r.stderr
     return json.loads(r.stdout)["entries"]
 
@@ -187,15 +189,15 @@ def test_show_prints_the_memory_section_the_task_was_given(tmp_path):
         "a": '<decision>we use UUIDv7 ids</decision><constraint expires="run">keep vendor/ as it is</constraint>'})
     run(root)
     decision = next(e for e in entries(root) if e["kind"] == "decision")
-    r = harnessc(root, "show", "b")
+    r = virtual.harnessc(root, "show", "b")
     assert r.returncode == 0, r.stdout + r.stderr
     given = r.stdout.split("memory given to its last attempt (`harnessc log b --last` has the whole prompt):\n")[1]
     assert f"  Decisions:\n  - we use UUIDv7 ids [{decision['id']}, task a]\n" in given, r.stdout
     assert "  Active constraints:\n  - keep vendor/ as it is (until the run ends)" in given
     assert "What earlier tasks" not in given and "<promise>" not in given  # the section only
-    shown = json.loads(harnessc(root, "show", "b", "--output", "json").stdout)["memory_given"]
+    shown = json.loads(virtual.harnessc(root, "show", "b", "--output", "json").stdout)["memory_given"]
     assert shown.startswith("So far:\n- task a (Task a) succeeded") and shown in prompt(root, "b")
-    assert "memory given" not in harnessc(root, "show", "a").stdout  # memory was empty when a ran
+    assert "memory given" not in virtual.harnessc(root, "show", "a").stdout  # memory was empty when a ran
 
 
 def test_the_memory_section_of_a_prompt_ends_where_its_next_part_starts():
@@ -220,11 +222,11 @@ def test_memory_lists_say_a_hand_edited_file_once_and_keep_it(tmp_path):
                      (b'{"id": "x", "kind": "rumour", "text": "t", "task": "a"}\n', "line 1: unknown kind 'rumour'"),
                      (b"\xff\xfe not text\n", "it is not UTF-8 text"), (b"[1, 2]\n", "line 1 is not a JSON object")):
         (memdir / "memory.jsonl").write_bytes(bad)
-        r = harnessc(root, "memory")
+        r = virtual.harnessc(root, "memory")
         assert r.returncode == 0 and why in r.stderr and "memory starts empty" in r.stderr, (bad, r.stderr)
         assert "Traceback" not in r.stderr and "memory is empty" in r.stdout
         assert (memdir / "memory.jsonl.damaged").read_bytes() == bad
-        assert harnessc(root, "memory").stderr == ""  # said once: the file is aside now
+        assert virtual.harnessc(root, "memory").stderr == ""  # said once: the file is aside now
 
 
 def test_isolated_tasks_remember_what_landed(tmp_path):
