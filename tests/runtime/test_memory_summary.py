@@ -10,6 +10,7 @@ import re
 import sqlite3
 from pathlib import Path
 
+from . import virtual
 from .helpers import PY, harnessc
 from .test_run_memory import AGENT, entries, project, prompt, run
 
@@ -55,7 +56,7 @@ def test_the_summary_agent_rewrites_the_summary_every_n_tasks_and_later_prompts_
     assert s["upto"] == next(e["id"] for e in done if e["task"] == "d")
     assert "running summary" not in prompt(root, "b")  # none written yet when b started
     # charged like any call: the run's status counts the assist calls and their cost
-    st = json.loads(harnessc(root, "status", "--output", "json").stdout)
+    st = json.loads(virtual.harnessc(root, "status", "--output", "json").stdout)
     assert st["totals"]["assists"]["calls"] == 2 and st["totals"]["assists"]["cost_usd"] > 0, st["totals"]
     # the refresh runs aside (a task's start never waits for it): the next run's task carries it, as quoted data
     (root / "roadmap.md").write_text((root / "roadmap.md").read_text()
@@ -128,7 +129,7 @@ def test_a_damaged_summary_file_is_said_and_starts_empty(tmp_path):
 
 def test_the_agent_must_be_defined(tmp_path):
     root = project(tmp_path / "p", {"a": "Set up."}, {}, harness="memory:\n  agent: nosuch\n")
-    r = harnessc(root, "lint")
+    r = virtual.harnessc(root, "lint")
     assert r.returncode == 1 and "error[HC403]: unknown agent 'nosuch'" in r.stdout + r.stderr
 
 
@@ -191,7 +192,7 @@ def test_the_report_lists_the_summary_and_the_entries_with_their_tasks(tmp_path)
         "a": '<decision>we use UUIDv7 ids</decision><constraint expires="run">keep <script>alert(1)</script> out'
              '</constraint>'}), "- ids are UUIDv7", every=1)
     run(root)
-    r = harnessc(root, "report")
+    r = virtual.harnessc(root, "report")
     assert r.returncode == 0, r.stdout + r.stderr
     page = (root / r.stdout.strip().removeprefix("report: ")).read_text()
     memory = page.split('<h2 id="memory">Memory</h2>')[1].split('<h2 id="tasks">')[0]
@@ -201,7 +202,7 @@ def test_the_report_lists_the_summary_and_the_entries_with_their_tasks(tmp_path)
     assert "<script" not in page
     # a damaged memory file: the report reads it as empty, and leaves it where it is for the next run
     (root / ".harness" / "memory" / "memory.jsonl").write_text("not json\n")
-    r = harnessc(root, "report")
+    r = virtual.harnessc(root, "report")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert (root / ".harness" / "memory" / "memory.jsonl").read_text() == "not json\n"
 
@@ -215,15 +216,15 @@ def test_the_demo_shows_memory_and_a_proposal(tmp_path):
     demo = tmp_path / "demo"
     shutil.copytree(Path(__file__).resolve().parents[2] / "specs" / "demo", demo,
                     ignore=shutil.ignore_patterns(".harness"))
-    r = harnessc(demo, "run")
+    r = virtual.harnessc(demo, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "memory: this run recorded 1 decision for later tasks: `harnessc memory` lists them" in r.stdout, r.stdout
     assert "proposals: 1 proposed task waits for review" in r.stdout and "`harnessc review`" in r.stdout
     decision = next(e for e in entries(demo) if e["kind"] == "decision")
     assert decision["task"] == "market-001" and "EUR" in decision["text"]
-    log = harnessc(demo, "log", "brief-001").stdout
+    log = virtual.harnessc(demo, "log", "brief-001").stdout
     assert f"- {decision['text']} [{decision['id']}, task market-001]" in log.split("## Memory of earlier tasks")[1]
-    review = harnessc(demo, "review")
+    review = virtual.harnessc(demo, "review")
     assert review.returncode == 0 and "followup-001: Book the demo with Acme Corp" in review.stdout, review.stdout
 
 
@@ -285,7 +286,7 @@ def test_an_abort_cancels_a_summary_call_in_flight(tmp_path):
 
 def _md_memory(root: Path) -> str:
     """The Markdown report's Memory section (up to the task table)."""
-    r = harnessc(root, "report", "--format", "md", "--out", "-")
+    r = virtual.harnessc(root, "report", "--format", "md", "--out", "-")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
     assert "### Memory\n" in r.stdout, r.stdout
     return "### Memory\n" + r.stdout.split("### Memory\n")[1].split("### Tasks\n")[0]
@@ -355,7 +356,7 @@ def test_a_big_memory_keeps_the_markdown_report_within_a_github_summary(tmp_path
         for n in range(400):
             text = f"decision {n} " + "word " * 400
             f.write(json.dumps({"id": f"d-{n:08}", "kind": "decision", "text": text, "task": "a"}) + "\n")
-    r = harnessc(root, "report", "--format", "md", "--out", "-")
+    r = virtual.harnessc(root, "report", "--format", "md", "--out", "-")
     assert r.returncode == 0 and len(r.stdout) <= 65_536, r.stderr
     section = r.stdout.split("### Memory\n")[1].split("### Tasks\n")[0]
     assert len(section) <= 65_536 // 4 and "| `d-00000399` | decision |" in section  # the newest first
