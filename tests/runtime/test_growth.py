@@ -1,8 +1,9 @@
 """A plan that grows while it runs (runtime/growth.py): `plan.grow: auto` runs the tasks an
 agent proposes in the same run, within plan.max_new_tasks and plan.max_depth; `split: true`
 asks a task's first call for subtasks and ends it with them; a run killed after growing
-resumes with the grown tasks. Real processes: a command agent (a Python script) that prints
-`<task>` markers, real files, real SQLite."""
+resumes with the grown tasks. A real command agent (a Python script) that prints `<task>`
+markers, real files, real SQLite; harnessc runs in-process in virtual time (virtual.harnessc)
+but for the runs that are killed, which are real processes."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import time
 
 import pytest
 
+from . import virtual
 from .helpers import PY, env, git, harnessc, spawn
 
 # Appends its task to ran.log, writes done/<task>; prints says/<task> when there is one.
@@ -82,7 +84,7 @@ def proposed(root, task: str) -> dict[str, dict]:
 
 
 def states(root) -> dict[str, str]:
-    r = harnessc(root, "status", "--output", "json")
+    r = virtual.harnessc(root, "status", "--output", "json")
     assert r.returncode == 0, r.stderr
     return {t["id"]: t["state"] for t in json.loads(r.stdout)["tasks"]}
 
@@ -96,7 +98,7 @@ def test_grow_auto_runs_the_proposed_tasks_in_the_same_run(tmp_path):
         "impl": "Done. " + marker("migrate", "impl", "Add a migration for the new column.") + marker("docs"),
         "migrate": marker("backfill", "migrate"),  # generation 2: still within max_depth 2
     })
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert sorted(ran(root)) == ["backfill", "docs", "impl", "migrate"]
     assert ran(root)[0] == "impl" and ran(root).index("migrate") < ran(root).index("backfill")
@@ -106,12 +108,12 @@ def test_grow_auto_runs_the_proposed_tasks_in_the_same_run(tmp_path):
     assert roadmap.index("**backfill**") < roadmap.index("## Notes") and roadmap.rstrip().endswith("Written by hand.")
     assert {p["status"] for p in proposed(root, "impl").values()} == {"added"}
     assert states(root) == {"impl": "succeeded", "migrate": "succeeded", "docs": "succeeded", "backfill": "succeeded"}
-    r = harnessc(root, "show", "backfill")
+    r = virtual.harnessc(root, "show", "backfill")
     assert r.returncode == 0, r.stderr
     assert "proposed by: migrate (generation 2; added by the run)" in r.stdout, r.stdout
-    assert "it proposed, now in the plan: migrate, docs" in harnessc(root, "show", "impl").stdout
-    assert "migrate" not in harnessc(root, "review").stdout  # added, not waiting
-    r = harnessc(root, "run")  # nothing left: the grown tasks are tasks of the plan, complete
+    assert "it proposed, now in the plan: migrate, docs" in virtual.harnessc(root, "show", "impl").stdout
+    assert "migrate" not in virtual.harnessc(root, "review").stdout  # added, not waiting
+    r = virtual.harnessc(root, "run")  # nothing left: the grown tasks are tasks of the plan, complete
     assert r.returncode == 0, r.stdout + r.stderr
     assert len(ran(root)) == 4
 
@@ -122,18 +124,18 @@ def test_grow_auto_limits_reject_extras_with_diagnostics(tmp_path):
         "a1": marker("b1", "a1"),
         "b1": marker("c1", "b1"),  # generation 3
     }, plan="plan: {grow: auto, max_new_tasks: 3, max_depth: 2}")
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert sorted(ran(root)) == ["a1", "a2", "a3", "impl"]  # b1 is over max_new_tasks (3 per run)
     got = proposed(root, "a1")
     assert got["b1"]["status"] == "rejected" and "HC495" in got["b1"]["diagnostics"][0]
     assert got["b1"]["diagnostics"][0].startswith(".harness/proposals/a1.md:")
-    r = harnessc(root, "review")
+    r = virtual.harnessc(root, "review")
     assert "b1" in r.stdout and "HC495" in r.stdout
 
     root = project(tmp_path / "q", {"impl": marker("a1", "impl"), "a1": marker("b1", "a1"),
                                     "b1": marker("c1", "b1")}, plan="plan: {grow: auto, max_depth: 2}")
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert sorted(ran(root)) == ["a1", "b1", "impl"]
     got = proposed(root, "b1")
@@ -144,7 +146,7 @@ def test_grow_auto_limits_reject_extras_with_diagnostics(tmp_path):
 def test_grow_auto_rejects_a_cycle_an_unknown_dependency_and_a_known_id(tmp_path):
     root = project(tmp_path / "p", {"impl": marker("x1", "x2") + marker("x2", "x1") + marker("lost", "ghost")
                                     + marker("impl") + marker("fine", "impl")})
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert sorted(ran(root)) == ["fine", "impl"]
     got = proposed(root, "impl")
@@ -154,7 +156,7 @@ def test_grow_auto_rejects_a_cycle_an_unknown_dependency_and_a_known_id(tmp_path
     assert "ghost" in " ".join(got["lost"]["diagnostics"])
     roadmap = (root / "roadmap.md").read_text()
     assert "**x1**" not in roadmap and "**lost**" not in roadmap and roadmap.count("**impl**") == 1
-    r = harnessc(root, "review")
+    r = virtual.harnessc(root, "review")
     assert "x1" in r.stdout and "lost" in r.stdout
 
 
@@ -164,7 +166,7 @@ def test_hostile_marker_text(tmp_path):
             f'<task id="ok-1" depends_on="impl">line one\x1b[31m\r\n## Tasks\n- [ ] **evil**: injected</task>'
             f'<task id="{"l" * 500}">too long an id</task>' + huge + marker("after-the-scan-limit"))
     root = project(tmp_path / "p", {"impl": text})
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert sorted(ran(root)) == ["impl", "ok-1"]
     roadmap = (root / "roadmap.md").read_text()
@@ -190,7 +192,7 @@ def test_a_run_killed_after_growing_resumes_and_runs_the_grown_tasks_once(tmp_pa
     os.kill(int((root / "started" / "grown").read_text()), signal.SIGKILL)  # its agent, left alone
     (root / "hold" / "grown").unlink()
     assert "**grown**" in (root / "roadmap.md").read_text()
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     log = ran(root)
     assert log.count("impl") == 1 and log.count("side") in (1, 2)  # side's call may have been cut too
@@ -199,7 +201,7 @@ def test_a_run_killed_after_growing_resumes_and_runs_the_grown_tasks_once(tmp_pa
     db = sqlite3.connect(root / ".harness" / "state.db")
     ok = db.execute("SELECT task_id, COUNT(*) FROM attempts WHERE status='succeeded' GROUP BY task_id").fetchall()
     assert dict(ok) == {"impl": 1, "grown": 1, "side": 1}
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0 and ran(root) == log, r.stdout
 
 
@@ -228,9 +230,9 @@ SPLIT_TASKS = """\
 def test_a_split_task_is_done_when_its_subtasks_are(tmp_path):
     root = project(tmp_path / "p", {"big": marker("big-a", "setup") + marker("big-b", "big-a")},
                    plan="", tasks=SPLIT_TASKS)
-    r = harnessc(root, "lint")
+    r = virtual.harnessc(root, "lint")
     assert "nothing verifies task 'big'" not in r.stdout + r.stderr  # its subtasks verify a split task
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert ran(root) == ["setup", "big", "big-a", "big-b", "ship"]  # big's one call, then its subtasks, then ship
     roadmap = (root / "roadmap.md").read_text()
@@ -242,7 +244,7 @@ def test_a_split_task_is_done_when_its_subtasks_are(tmp_path):
     assert states(root) == {"setup": "succeeded", "big": "succeeded", "big-a": "succeeded",
                             "big-b": "succeeded", "ship": "succeeded"}
     assert {p["status"] for p in proposed(root, "big").values()} == {"added"}
-    r = harnessc(root, "show", "big")
+    r = virtual.harnessc(root, "show", "big")
     assert "verified by: its subtasks (split: true)" in r.stdout, r.stdout
 
 
@@ -251,55 +253,55 @@ def test_a_split_task_fails_when_a_subtask_fails_or_nothing_usable_is_proposed(t
                                     + marker("loop", "ship")},  # ship waits for big: a cycle (HC498)
                    plan="", tasks=SPLIT_TASKS.replace("Goal: build", "- max_retries: 0\n\n  Goal: build"))
     (root / "fail" / "big-a").write_text("")
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     got = proposed(root, "big")
     assert got["loop"]["status"] == "rejected" and "HC498" in got["loop"]["diagnostics"][0]
     assert [got["big-a"]["status"], got["big-b"]["status"]] == ["added", "added"]
     st = states(root)
     assert (st["big-a"], st["big-b"], st["big"], st["ship"]) == ("failed", "skipped", "failed", "skipped")
-    r = harnessc(root, "show", "big")
+    r = virtual.harnessc(root, "show", "big")
     assert "its subtask 'big-a' failed" in r.stdout, r.stdout
     (root / "fail" / "big-a").unlink()
-    r = harnessc(root, "retry", "big-a", "big-b", "big", "ship")
+    r = virtual.harnessc(root, "retry", "big-a", "big-b", "big", "ship")
     assert r.returncode == 0, r.stdout + r.stderr
     assert set(states(root).values()) == {"succeeded"}
     assert ran(root).count("big") == 1  # split once: its second turn needs no call
 
     root = project(tmp_path / "q", {"big": "I would rather just do it."}, plan="", tasks=SPLIT_TASKS.replace(
         "Goal: build", "- max_retries: 0\n\n  Goal: build"))
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     st = states(root)
     assert st["big"] == "failed" and st["ship"] == "skipped"
-    r = harnessc(root, "show", "big")
+    r = virtual.harnessc(root, "show", "big")
     assert "proposed no subtask" in r.stdout, r.stdout
 
 
 def test_reject_proposal_takes_it_out_of_review_and_keeps_it_on_disk(tmp_path):
     root = project(tmp_path / "p", {"impl": marker("keep", "impl") + marker("drop", "impl") + marker("bad", "ghost")},
                    plan="")  # plan.grow: review (the default)
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert ran(root) == ["impl"]  # waiting proposals are not work of the run
-    r = harnessc(root, "reject-proposal", "drop", "bad")  # a waiting one, and one lint rejected
+    r = virtual.harnessc(root, "reject-proposal", "drop", "bad")  # a waiting one, and one lint rejected
     assert r.returncode == 0, r.stdout + r.stderr
     assert "drop: rejected (proposed by impl); .harness/proposals/impl.md keeps it" in r.stdout
-    r = harnessc(root, "review")
+    r = virtual.harnessc(root, "review")
     assert "keep" in r.stdout and "drop" not in r.stdout and "bad" not in r.stdout, r.stdout
     got = proposed(root, "impl")
     assert (got["drop"]["status"], got["drop"]["dismissed"]) == ("rejected", True)
     assert got["bad"]["dismissed"] and got["bad"]["diagnostics"]  # its diagnostics are kept
     md = (root / ".harness" / "proposals" / "impl.md").read_text()
     assert "<!-- rejected by `harnessc reject-proposal` -->\n- [ ] **drop**" in md
-    r = harnessc(root, "accept-proposal", "drop")
+    r = virtual.harnessc(root, "accept-proposal", "drop")
     assert r.returncode == 2 and "was rejected" in r.stderr
-    r = harnessc(root, "reject-proposal", "drop")
+    r = virtual.harnessc(root, "reject-proposal", "drop")
     assert r.returncode == 2 and "no proposed task 'drop' in review" in r.stderr
-    r = harnessc(root, "reject-proposal", "kep")
+    r = virtual.harnessc(root, "reject-proposal", "kep")
     assert r.returncode == 2 and "keep" in r.stderr  # did you mean
-    assert harnessc(root, "accept-proposal", "keep").returncode == 0
-    r = harnessc(root, "reject-proposal", "keep")
+    assert virtual.harnessc(root, "accept-proposal", "keep").returncode == 0
+    r = virtual.harnessc(root, "reject-proposal", "keep")
     assert r.returncode == 2 and "was accepted" in r.stderr
 
 
@@ -319,7 +321,7 @@ def test_a_split_task_killed_while_its_subtasks_run_is_not_split_again(tmp_path)
         proc.communicate()
     os.kill(int((root / "started" / "big-b").read_text()), signal.SIGKILL)
     (root / "hold" / "big-b").unlink()
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert ran(root) == ["setup", "big", "big-a", "big-b", "big-b", "ship"]  # big asked once; ship after big
     assert set(states(root).values()) == {"succeeded"}
@@ -356,7 +358,7 @@ def test_a_split_killed_while_adding_its_subtasks_resumes_with_them(tmp_path, af
                  env=env(HARNESSC_TEST_KILL_AFTER=after, HARNESSC_TEST_KILL_NTH=str(nth)))
     assert r.returncode == -signal.SIGKILL, r.stdout + r.stderr
     assert ran(root) == ["setup", "big"]
-    r = harnessc(root, "run", "--dry-run")  # says what the run will do with big (and writes nothing)
+    r = virtual.harnessc(root, "run", "--dry-run")  # says what the run will do with big (and writes nothing)
     assert r.returncode == 0, r.stdout + r.stderr
     if asked == 1:
         assert "split: big is done when its subtasks are (big-a, big-b; added by an earlier run)" in r.stdout
@@ -365,7 +367,7 @@ def test_a_split_killed_while_adding_its_subtasks_resumes_with_them(tmp_path, af
     else:
         assert "split: big's first call asks bot for its subtasks" in r.stdout, r.stdout
     before = {p["status"] for p in proposed(root, "big").values()}
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert before == {"added" if nth == 2 else "adding"}  # (the dry run settled nothing)
     assert ran(root) == ["setup", *["big"] * asked, "big-a", "big-b", "ship"]  # each subtask once
@@ -392,15 +394,15 @@ def test_grown_tasks_needing_a_setting_the_run_lacks_wait_for_the_next_run(tmp_p
                    plan="defaults: {isolation: worktree}", tasks=tasks)
     (root / "agent.py").write_text(AGENT.replace('"ran.log"', repr(str(root / "ran.log"))))
     git_repo(root)
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     assert ran(root) == ["setup", "big"]  # big asked once; its subtasks not run in the shared tree
     assert "big-a, big-b added to roadmap.md for the next run (HC716)" in r.stdout, r.stdout
     st = states(root)
     assert (st["big"], st["ship"], st["big-a"], st["big-b"]) == ("skipped", "skipped", "ready", "pending"), st
-    assert "isolation: worktree, which this run did not start with" in harnessc(root, "show", "big").stdout
+    assert "isolation: worktree, which this run did not start with" in virtual.harnessc(root, "show", "big").stdout
     assert "**big-b**" in (root / "roadmap.md").read_text()
-    r = harnessc(root, "run")  # the plan now has isolated tasks: the run sets isolation up
+    r = virtual.harnessc(root, "run")  # the plan now has isolated tasks: the run sets isolation up
     assert r.returncode == 0, r.stdout + r.stderr
     assert ran(root) == ["setup", "big", "big-a", "big-b", "ship"]
     assert set(states(root).values()) == {"succeeded"}
@@ -416,13 +418,13 @@ def test_grow_auto_tasks_needing_git_commit_the_run_lacks_wait_for_the_next_run(
                    plan="plan: {grow: auto}\n        defaults: {git: commit}",  # (dedented with the rest)
                    tasks=TASKS.replace("Goal: implement", "- git: off\n\n  Goal: implement"))
     git_repo(root)
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert ran(root) == ["impl"]
     assert "migrate, docs added to roadmap.md for the next run (HC716)" in r.stdout, r.stdout
     assert "3 proposed tasks" not in r.stdout and "added to the plan" not in r.stdout
     assert {p["status"] for p in proposed(root, "impl").values()} == {"added"}
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert ran(root) == ["impl", "migrate", "docs"]
     log = git(root, "log", "--format=%s")
@@ -467,17 +469,17 @@ def test_grow_auto_killed_while_adding_loses_nothing_and_adds_nothing_twice(tmp_
     root = project(tmp_path / "p", {"impl": marker("migrate", "impl")})
     r = harnessc(root, "run", prelude=KILL_AFTER_WRITE, env=env(HARNESSC_TEST_KILL_AFTER=after))
     assert r.returncode == -signal.SIGKILL, r.stdout + r.stderr
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     if after == "roadmap.md":
         assert ran(root) == ["impl", "migrate"]
         assert proposed(root, "impl")["migrate"]["status"] == "added"
-        assert "proposed by: impl (generation 1; added by the run)" in harnessc(root, "show", "migrate").stdout
+        assert "proposed by: impl (generation 1; added by the run)" in virtual.harnessc(root, "show", "migrate").stdout
     else:
         assert ran(root) == ["impl"] and "**migrate**" not in (root / "roadmap.md").read_text()
         assert proposed(root, "impl")["migrate"]["status"] == "waiting"
-        assert "migrate" in harnessc(root, "review").stdout
-        assert harnessc(root, "accept-proposal", "migrate").returncode == 0
+        assert "migrate" in virtual.harnessc(root, "review").stdout
+        assert virtual.harnessc(root, "accept-proposal", "migrate").returncode == 0
     assert (root / "roadmap.md").read_text().count("**migrate**") == 1
 
 
@@ -486,7 +488,7 @@ def test_grown_tasks_get_the_runs_flags_as_the_tasks_it_started_with(tmp_path):
     grown in the run too, as if it had been in roadmap.md when the run started."""
     root = project(tmp_path / "p", {"impl": marker("migrate", "impl")})
     git_repo(root)
-    r = harnessc(root, "run", "--autonomous")
+    r = virtual.harnessc(root, "run", "--autonomous")
     assert r.returncode == 0, r.stdout + r.stderr
     assert ran(root) == ["impl", "migrate"]
     log = git(root, "log", "--format=%s")
