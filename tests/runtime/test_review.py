@@ -1,7 +1,8 @@
 """The review gate (`review: true`): a verified task waits in state `review`, its change kept
 off the integration branch, until `harnessc approve` (the running run lands it, or the next
 run does); `reject` runs it again with the reason in its prompt. Real git, real worktrees,
-a real command agent, real CLI processes."""
+a real command agent; real CLI processes where one talks to a run going on (approve,
+reject) or two act at once, in-process runs (virtual.harnessc) elsewhere."""
 
 from __future__ import annotations
 
@@ -50,8 +51,10 @@ def project(root, tasks, review=(), hold=(), concurrency=2, **extra):
     return marks
 
 
-def run(root, *args, **kw):
-    return harnessc(root, "run", "--no-build", *args, **kw)
+def run(root, *args):
+    """`harnessc run --no-build ARGS`, in-process in virtual time: what the gate decides is
+    logic; runs that another process talks to while they go on are real (spawn)."""
+    return virtual.harnessc(root, "run", "--no-build", *args)
 
 
 def states(root) -> dict[str, str]:
