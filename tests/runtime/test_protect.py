@@ -1,5 +1,6 @@
 """Protected checks (runtime/protect.py): an agent cannot make its accept command pass by
-changing the check. Real specs built by `harnessc build`, real git, real command agents."""
+changing the check. Real specs built by `harnessc build`, real git, real command agents; harnessc
+itself runs in-process in virtual time (virtual.harnessc)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 from . import virtual
-from .helpers import PY, git, git_repo, harnessc
+from .helpers import PY, git, git_repo
 
 # The agent does what agent.cfg says for its iteration: {"1": {"path": "text" | None}, ...}
 # (or for "<task><iteration>"); None deletes the file. It prints the promise whatever it did.
@@ -61,7 +62,7 @@ def make(root: Path, steps: dict, props: str = "", isolation: str = "worktree", 
 
 
 def run(root: Path):
-    return harnessc(root, "run", "--jobs", "1", timeout=300)
+    return virtual.harnessc(root, "run", "--jobs", "1")
 
 
 def attempts(root: Path) -> list[dict]:
