@@ -12,7 +12,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from .helpers import PY, git, git_repo, harnessc, spawn
+import inproc
+
+from .helpers import PY, git, git_repo, spawn
 
 KEEP = "Changed by the user since your last attempt: keep these changes"
 
@@ -106,11 +108,11 @@ def prompts(root: Path) -> list[str]:
 def run_with_an_edit_between_attempts(root: Path, edit, jobs: str = "1") -> list[str]:
     """`harnessc run`; after the first attempt's rejection the user edits (edit()), then an
     urgent instruction cuts the 1000 s retry delay short. The attempts' prompts."""
-    assert harnessc(root, "build").returncode == 0
-    p = spawn(root, "run", "--jobs", jobs)
+    assert inproc.harnessc("-C", str(root), "build").returncode == 0
+    p = spawn(root, "run", "--jobs", jobs)  # a real run: the edit comes from outside it
     wait_rejected(root, p)
     edit()
-    r = harnessc(root, "tell", "calc", "go on", "--urgent")
+    r = inproc.harnessc("-C", str(root), "tell", "calc", "go on", "--urgent")
     assert r.returncode == 0, r
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, (out, err)
