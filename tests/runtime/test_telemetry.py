@@ -28,6 +28,7 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 from google.protobuf.json_format import MessageToDict  # noqa: E402
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
 
+from . import virtual  # noqa: E402
 from .helpers import CLI, PY, REPO, SIMPLE_CONTRACT, env, harnessc, node, peak_rss, write_project  # noqa: E402
 
 
@@ -148,7 +149,7 @@ def rows(root: Path, sql: str) -> list[dict]:
 
 def status_totals(root: Path) -> dict:
     """`harnessc status --output json`'s totals: what the run's spans must add up to."""
-    r = harnessc(root, "status", "--output", "json", env=otel_env())
+    r = virtual.harnessc(root, "status", "--output", "json", env=otel_env())
     assert r.returncode == 0, r.stdout + r.stderr
     return json.loads(r.stdout)["totals"]
 
@@ -169,7 +170,7 @@ def assert_chat_spans_add_up(rx: "Receiver", root: Path) -> None:
 
 
 def status_task(root: Path, tid: str) -> dict:
-    r = harnessc(root, "status", "--output", "json", env=otel_env())
+    r = virtual.harnessc(root, "status", "--output", "json", env=otel_env())
     return next(t for t in json.loads(r.stdout)["tasks"] if t["id"] == tid)
 
 
@@ -757,7 +758,7 @@ def test_lint_reports_a_bad_endpoint_where_it_is_written(tmp_path, url, message,
     config = project / "harness.yaml"
     lines = config.read_text().splitlines()
     config.write_text("\n".join([*lines, "telemetry:", f"  otlp_endpoint: '{url}'", "  content: false"]) + "\n")
-    r = harnessc(project, "lint", "--output", "json", env=otel_env())
+    r = virtual.harnessc(project, "lint", "--output", "json", env=otel_env())
     assert r.returncode == 1, r.stdout + r.stderr
     (diag,) = json.loads(r.stdout)
     assert diag["code"] == "HC211" and diag["message"] == f"telemetry.otlp_endpoint {message}"
@@ -773,13 +774,13 @@ def test_the_endpoint_and_content_reach_plan_json(tmp_path):
     original = config.read_text()
     config.write_text(original + "telemetry: {otlp_endpoint: 'https://cloud.langfuse.com/api/public/otel', "
                       "content: true}\n")
-    r = harnessc(project, "build", env=otel_env())
+    r = virtual.harnessc(project, "build", env=otel_env())
     assert r.returncode == 0, r.stdout + r.stderr
     plan = json.loads((project / ".harness" / "build" / "plan.json").read_text())
     assert plan["telemetry"] == {"otlp_endpoint": "https://cloud.langfuse.com/api/public/otel", "content": True,
                                  "project": None}
     config.write_text(original + "telemetry: {project: harnessc-nightly}\n")
-    r = harnessc(project, "build", env=otel_env())
+    r = virtual.harnessc(project, "build", env=otel_env())
     assert r.returncode == 0, r.stdout + r.stderr
     plan = json.loads((project / ".harness" / "build" / "plan.json").read_text())
     assert plan["telemetry"] == {"otlp_endpoint": None, "content": False, "project": "harnessc-nightly"}
@@ -791,7 +792,7 @@ def test_an_empty_project_is_a_diagnostic_where_it_is_written(tmp_path):
     config = project / "harness.yaml"
     lines = config.read_text().splitlines()
     config.write_text("\n".join([*lines, "telemetry:", "  project: ''"]) + "\n")
-    r = harnessc(project, "lint", "--output", "json", env=otel_env())
+    r = virtual.harnessc(project, "lint", "--output", "json", env=otel_env())
     assert r.returncode == 1, r.stdout + r.stderr
     (diag,) = json.loads(r.stdout)
     assert "telemetry.project" in diag["message"] and diag["span"]["line"] == len(lines) + 2
