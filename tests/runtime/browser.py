@@ -44,7 +44,8 @@ class Chromium:
         self.proc = subprocess.Popen([executable, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
                                       "--hide-scrollbars", "--remote-debugging-port=0", f"--user-data-dir={profile}",
                                       "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True, start_new_session=True)
+                                     text=True)  # in our session: a run in this process (virtual.harnessc)
+        # ends the children of other sessions it finds under it, as orphans its commands left
         try:
             self.url = _devtools_url(self.proc)
         except BaseException:

@@ -1,5 +1,6 @@
-"""`harnessc report`: the run's HTML page and Markdown summary, from real runs (the CLI in a
-subprocess, real SQLite) and from a large recorded run; the page in a real headless Chromium."""
+"""`harnessc report`: the run's HTML page and Markdown summary, from real runs (in-process in
+virtual time, real SQLite; a process where matplotlib is hidden from its imports) and from a
+large recorded run; the page in a real headless Chromium."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from . import browser
+from . import browser, virtual
 from .bigrun import write_big_roadmap, write_big_run
 from .browser import load_page
 from .helpers import REPO, SIMPLE_CONTRACT, env, harnessc, node, write_project
@@ -57,13 +58,13 @@ def _project(tmp_path: Path) -> Path:
 
 def test_run_says_where_its_report_goes_and_report_writes_every_part(tmp_path):
     root = _project(tmp_path)
-    res = harnessc(root, "run", env=env(SERVICE_TOKEN=SECRET))
+    res = virtual.harnessc(root, "run", env=env(SERVICE_TOKEN=SECRET))
     assert res.returncode == 0, res.stdout + res.stderr
     line = res.stdout.strip().splitlines()[-1]
     m = re.fullmatch(r"report: `harnessc report` writes (\.harness/runs/([^/]+)/report\.html)", line)
     assert m, res.stdout
     assert not (root / m.group(1)).exists()  # run does not pay for the charts
-    res = harnessc(root, "report", env=env(SERVICE_TOKEN=SECRET))
+    res = virtual.harnessc(root, "report", env=env(SERVICE_TOKEN=SECRET))
     assert res.returncode == 0 and res.stdout.strip() == f"report: {m.group(1)}", res.stdout + res.stderr
     page = (root / m.group(1)).read_text()
     # the summary, the charts (the plan, the timeline and its axis, cost and tokens), the tasks
@@ -82,29 +83,29 @@ def test_run_says_where_its_report_goes_and_report_writes_every_part(tmp_path):
 
 def test_report_markdown_and_other_places(tmp_path):
     root = _project(tmp_path)
-    assert harnessc(root, "run", env=env(SERVICE_TOKEN=SECRET)).returncode == 0
-    res = harnessc(root, "report", "--format", "md", "--out", "-", env=env(SERVICE_TOKEN=SECRET))
+    assert virtual.harnessc(root, "run", env=env(SERVICE_TOKEN=SECRET)).returncode == 0
+    res = virtual.harnessc(root, "report", "--format", "md", "--out", "-", env=env(SERVICE_TOKEN=SECRET))
     assert res.returncode == 0, res.stderr
     md = res.stdout
     assert md.startswith("## harnessc run ") and "| task | state |" in md and "| `beta` | succeeded |" in md
     assert "Full report: `harnessc report --run " in md  # no page yet: the command that writes it
     assert SECRET not in md
-    assert harnessc(root, "report").returncode == 0
-    md = harnessc(root, "report", "--format", "md", "--out", "-").stdout
+    assert virtual.harnessc(root, "report").returncode == 0
+    md = virtual.harnessc(root, "report", "--format", "md", "--out", "-").stdout
     assert re.search(r"Full report: `\.harness/runs/[^/]+/report\.html`", md)
     out = tmp_path / "elsewhere.html"
-    res = harnessc(root, "report", "--out", str(out))
+    res = virtual.harnessc(root, "report", "--out", str(out))
     assert res.returncode == 0 and res.stdout.strip() == f"report: {out}" and out.read_text().startswith("<!DOCTYPE html>")
-    res = harnessc(root, "report", "--run", "nope")
+    res = virtual.harnessc(root, "report", "--run", "nope")
     assert res.returncode == 2 and "no run 'nope'" in res.stderr
 
 
 def test_report_before_any_run_and_without_matplotlib(tmp_path):
     root = tmp_path / "p"
     write_project(root, [node("a")])
-    res = harnessc(root, "report")
+    res = virtual.harnessc(root, "report")
     assert res.returncode == 2 and "nothing has run in this project yet" in res.stderr
-    assert harnessc(root, "run").returncode == 0
+    assert virtual.harnessc(root, "run").returncode == 0
     # a python where matplotlib cannot be imported (the demo installs the package alone): the
     # page has its tables and a line naming the extra; the command says so too
     blocker = tmp_path / "block"
@@ -205,14 +206,14 @@ def test_a_failed_accept_check_shows_its_command_and_output_tail(tmp_path):
     check = "import sys; print('step 1 ok'); print('only 2 of 3 files checked'); sys.exit(4)"
     write_project(root, [node("gate", accept=[{"id": "task-accept-1", "argv": [sys.executable, "-c", check],
                                                "timeout": 60}], retry={"max_retries": 0})])
-    assert harnessc(root, "run").returncode == 1
+    assert virtual.harnessc(root, "run").returncode == 1
     command = shlex.join([sys.executable, "-c", check])
-    assert harnessc(root, "report").returncode == 0
+    assert virtual.harnessc(root, "report").returncode == 0
     page = next((root / ".harness" / "runs").glob("*/report.html")).read_text()
     failed = page[page.index("Failed attempts:"):]
     assert f"accept check failed: `{command}` exited with 4\nstep 1 ok\nonly 2 of 3 files checked" in failed
     assert "task-accept-1" not in page
-    log = harnessc(root, "log", "gate").stdout
+    log = virtual.harnessc(root, "log", "gate").stdout
     assert f"--- check {sys.executable} -c " in log and "task-accept-1" not in log
 
 
@@ -226,16 +227,16 @@ def test_a_best_of_n_scoreboard_shows_in_show_and_the_report(tmp_path):
             {"select": "best", "score": {"id": "score", "argv": SCORE, "timeout": 60}}, retry={"max_retries": 0})
     r = run(root)
     assert r.returncode == 0, r.stdout + r.stderr
-    shown = harnessc(root, "show", "t")
+    shown = virtual.harnessc(root, "show", "t")
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("=== approaches"))
     assert "select best" in lines[head] and "score: " in lines[head]
     assert re.search(r"^\s+2\s+bot\s+yes\s+7\.5\s.*selected$", lines[head + 3]), lines
     assert re.search(r"^\s+3\s+bot\s+no\s", lines[head + 4]), lines
-    data = __import__("json").loads(harnessc(root, "show", "t", "--output", "json").stdout)
+    data = __import__("json").loads(virtual.harnessc(root, "show", "t", "--output", "json").stdout)
     assert [a["selected"] for a in data["approaches"]["approaches"]] == [False, True, False]
-    assert harnessc(root, "report").returncode == 0
+    assert virtual.harnessc(root, "report").returncode == 0
     page = next((root / ".harness" / "runs").glob("*/report.html")).read_text()
     section = page[page.index('id="task-t"'):page.index("</details>", page.index('id="task-t"'))]
     assert "Approaches (best of 3, select best, score: <code>" in section
@@ -285,8 +286,8 @@ def test_md_report_holds_an_agents_text_as_text(tmp_path):
     from markdown_it import MarkdownIt
 
     root = _hostile_project(tmp_path)
-    assert harnessc(root, "run").returncode == 1
-    res = harnessc(root, "report", "--format", "md", "--out", "-")
+    assert virtual.harnessc(root, "run").returncode == 1
+    res = virtual.harnessc(root, "report", "--format", "md", "--out", "-")
     assert res.returncode == 0, res.stdout + res.stderr
     parser = MarkdownIt("commonmark", {"html": True}).enable("table")
     tokens = list(_tokens(parser.parse(res.stdout)))
@@ -307,8 +308,8 @@ def test_report_draws_agent_names_as_text_and_the_page_escapes_them(tmp_path):
     """An agent named `$\\frac{a}$` (mathtext that does not parse) crashed `report`; its name
     is drawn as it is. The HTML page escapes every run text (Jinja autoescape, SVG text)."""
     root = _hostile_project(tmp_path)
-    assert harnessc(root, "run").returncode == 1
-    res = harnessc(root, "report")
+    assert virtual.harnessc(root, "run").returncode == 1
+    res = virtual.harnessc(root, "report")
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stdout + res.stderr
     page = next((root / ".harness" / "runs").glob("*/report.html")).read_text()
     svg_texts = re.findall(r"<text[^>]*>([^<]*)</text>", page)
@@ -363,9 +364,9 @@ def test_demo_report_in_headless_chromium(tmp_path, chromium):
 
     root = tmp_path / "demo"
     shutil.copytree(REPO / "specs" / "demo", root, ignore=shutil.ignore_patterns(".harness"))  # not a demo run's state
-    res = harnessc(root, "run")
+    res = virtual.harnessc(root, "run")
     assert res.returncode == 0, res.stdout + res.stderr
-    assert harnessc(root, "report").returncode == 0
+    assert virtual.harnessc(root, "report").returncode == 0
     page = next((root / ".harness" / "runs").glob("*/report.html"))
     seen = load_page(chromium, page)
     assert seen.console_errors == [] and seen.requests == [], (seen.console_errors, seen.requests)
@@ -402,9 +403,9 @@ def test_report_reads_at_every_size_in_headless_chromium(tmp_path, size, chromiu
         write_big_roadmap(root, 236, phases=12)
     else:
         write_big_roadmap(root, 621, done=0.62)
-    res = harnessc(root, "run")
+    res = virtual.harnessc(root, "run")
     assert res.returncode in (0, 1), res.stdout + res.stderr
-    assert harnessc(root, "report").returncode == 0
+    assert virtual.harnessc(root, "report").returncode == 0
     page = next((root / ".harness" / "runs").glob("*/report.html"))
     assert page.stat().st_size < 3_000_000
     seen = load_page(chromium, page)
