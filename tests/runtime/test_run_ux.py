@@ -1,6 +1,8 @@
 """What `harnessc run` tells its user: exit codes, summaries, next steps, clean stops (issue 11).
-Summaries, budgets and dry runs run in this process in virtual time (virtual.harnessc); stops,
-signals, a kill and the terminal-less output in real `harnessc` processes."""
+Summaries, budgets, dry runs and the terminal-less output run in this process in virtual time
+(virtual.harnessc); the runs that are stopped, signalled or killed are real `harnessc`
+processes, and the commands beside or after them run in this process on the real clock
+(tests/inproc.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +12,12 @@ import signal
 import sqlite3
 import textwrap
 import time
-from pathlib import Path
 
+import inproc
 import pytest
 
 from . import virtual
-from .helpers import PY, harnessc, node, spawn, write_project
+from .helpers import PY, node, spawn, write_project
 
 SLOW_AGENT = textwrap.dedent("""
     import os, sys, time
@@ -54,7 +56,7 @@ def test_aborting_a_command_agent_leaves_stderr_clean(tmp_path, how):
     try:
         _wait_for(tmp_path / "started", p)
         if how == "stop --abort":
-            assert harnessc(root, "stop", "--abort").returncode == 0
+            assert inproc.harnessc("-C", str(root), "stop", "--abort").returncode == 0
         elif how == "ctrl-c twice":
             p.send_signal(signal.SIGINT)
             time.sleep(0.3)
@@ -71,7 +73,7 @@ def test_aborting_a_command_agent_leaves_stderr_clean(tmp_path, how):
     assert "slow: started on cli" in out and "aborting: cancelling in-flight work" in out, out
     # Only a Ctrl-C can be followed by another Ctrl-C.
     assert ("stopping: finishing in-flight work (Ctrl-C again to abort)" in out) == (how == "ctrl-c twice"), out
-    log = json.loads(harnessc(root, "log", "slow", "--json").stdout)
+    log = json.loads(inproc.harnessc("-C", str(root), "log", "slow", "--json").stdout)
     assert log[-1]["status"] == "interrupted"
 
 
@@ -120,7 +122,7 @@ def test_hints_work_where_the_run_was_started(tmp_path):
     root.mkdir()
     write_project(root, [node("a", accept=[{"id": "gate", "argv": ["false"], "timeout": 5}],
                               retry={"max_retries": 0, "on_failure": "fail", "delays": [0]}), node("b")])
-    r = harnessc(Path("proj"), "run", cwd=tmp_path)
+    r = inproc.harnessc("-C", "proj", "run", cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     assert "  harnessc -C proj log a  every attempt of a: prompt, output, errors" in lines, r.stdout
@@ -128,7 +130,7 @@ def test_hints_work_where_the_run_was_started(tmp_path):
     assert "`harnessc -C proj show TASK` prints one" in r.stdout
     report = f"proj/.harness/runs/{_run_dirs(root)[0]}/report.html"
     assert lines[-1] == f"report: `harnessc -C proj report` writes {report}", r.stdout
-    r = harnessc(Path("proj"), "report", cwd=tmp_path)
+    r = inproc.harnessc("-C", "proj", "report", cwd=tmp_path)
     assert r.returncode == 0 and (tmp_path / report).is_file(), r.stdout + r.stderr
 
 
@@ -212,7 +214,7 @@ def test_a_run_stopped_after_its_last_task_finished_exits_0(tmp_path):
             if any(t["state"] == "running" for t in _status(root)["tasks"]):
                 break
             time.sleep(0.05)
-        assert harnessc(root, "stop").returncode == 0
+        assert inproc.harnessc("-C", str(root), "stop").returncode == 0
         out, err = p.communicate(timeout=60)
     finally:
         if p.poll() is None:
@@ -294,7 +296,7 @@ def test_without_a_terminal_each_task_start_and_end_is_a_line_and_long_calls_get
                              node("bad", accept=[{"id": "gate", "argv": ["false"], "timeout": 5}],
                                   retry={"max_retries": 1, "on_failure": "fail", "delays": [0]})],
                   agents={"rehearsal": {"provider": "simulate", "latency": 1.5}})
-    r = harnessc(tmp_path, "run", env=env(HARNESSC_HEARTBEAT="0.1"))
+    r = virtual.harnessc(tmp_path, "run", env=env(HARNESSC_HEARTBEAT="0.1"))
     assert r.returncode == 1, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     for expected in ("slow: started on rehearsal", "bad: started on rehearsal",
@@ -307,8 +309,8 @@ def test_without_a_terminal_each_task_start_and_end_is_a_line_and_long_calls_get
     assert any(x.startswith("slow: still running (iteration 1 on rehearsal, ") for x in lines), r.stdout
     assert any(x.startswith("bad: still running (iteration 2 on rehearsal, ") for x in lines), r.stdout
     # The default period is 30 s: a short run prints no heartbeat.
-    harnessc(tmp_path, "reset", "--all")
-    r = harnessc(tmp_path, "run", "-s", "slow")
+    virtual.harnessc(tmp_path, "reset", "--all")
+    r = virtual.harnessc(tmp_path, "run", "-s", "slow")
     assert r.returncode == 0 and "still running" not in r.stdout, r.stdout
 
 
@@ -331,7 +333,7 @@ def test_a_state_db_failure_during_a_run_is_one_clear_error(tmp_path, caplog):
         execute(tmp_path, plan, RunOptions(), listeners=[disk_full])
     gc.collect()  # a task left with an exception nobody retrieved would be logged now
     assert "never retrieved" not in caplog.text
-    r = harnessc(tmp_path, "run")  # the next run recovers and finishes
+    r = virtual.harnessc(tmp_path, "run")  # the next run recovers and finishes
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -388,7 +390,7 @@ def test_status_labels_reservations_and_shows_a_killed_runs_tasks_as_interrupted
         while not (tmp_path / ".harness" / "in-call").exists():
             assert proc.poll() is None and time.monotonic() < end, proc.communicate()
             time.sleep(0.05)
-        during = harnessc(tmp_path, "status")
+        during = inproc.harnessc("-C", str(tmp_path), "status")
         assert during.returncode == 0, during.stderr
         first = during.stdout.splitlines()[0]
         assert re.match(r"run \S+: running for \d+s \(pid \d+\) — 1 running; \$0\.0000 spent \+ \$\d+\.\d{4} "
@@ -396,11 +398,11 @@ def test_status_labels_reservations_and_shows_a_killed_runs_tasks_as_interrupted
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # harnessc and its agent, mid-call
         proc.communicate()
-    after = harnessc(tmp_path, "status")
+    after = inproc.harnessc("-C", str(tmp_path), "status")
     first = after.stdout.splitlines()[0]
     assert "pid" not in first and ": interrupted (harnessc is not running; `harnessc run` goes on) — 1 interrupted;" \
         in first, after.stdout
-    data = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)
+    data = json.loads(inproc.harnessc("-C", str(tmp_path), "status", "--output", "json").stdout)
     assert data["run"]["pid"] is None and data["run"]["status"] == "interrupted"
     assert data["tasks"][0]["state"] == "interrupted"
 
