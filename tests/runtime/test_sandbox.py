@@ -24,6 +24,7 @@ from harnessc.runtime.agents.base import AgentError, Request
 from harnessc.runtime.agents.command import CommandAgent
 from harnessc.runtime.children import sandbox
 
+from . import virtual
 from .helpers import PY, env, git, git_repo, harnessc, node, write_project
 
 WHY_NOT = sandbox.problem()
@@ -99,7 +100,7 @@ def test_a_sandboxed_agent_writes_its_checkout_and_tmpdir_and_nothing_of_the_use
     e = hostile_project(root)
     start = git(root, "rev-parse", "HEAD").strip()
     config = (root / ".git" / "config").read_text()
-    res = harnessc(root, "run", "--no-build", env=e)
+    res = virtual.harnessc(root, "run", "--no-build", env=e)
     assert res.returncode == 0, res.stdout + res.stderr
     report = landed_report(root)
     for name in ("users_file", "home", "hook", "git_config", "harness_state", "move_branch", "alternates",
@@ -125,7 +126,7 @@ def test_without_the_sandbox_the_same_agent_reaches_the_users_files(tmp_path):
     root = tmp_path / "p"
     e = hostile_project(root, sandboxed=False)
     config = (root / ".git" / "config").read_text()
-    res = harnessc(root, "run", "--no-build", env=e)
+    res = virtual.harnessc(root, "run", "--no-build", env=e)
     out = res.stdout + res.stderr
     assert res.returncode == 1 and "tampered with" in out and "Traceback" not in out, out
     assert (root / "notes.txt").read_text().startswith("mine\nagent was here\n")  # by absolute path
@@ -138,7 +139,7 @@ def test_without_the_sandbox_the_same_agent_reaches_the_users_files(tmp_path):
 def test_in_a_shared_tree_the_project_is_writable_and_its_git_directory_and_state_are_not(tmp_path):
     root = tmp_path / "p"
     e = hostile_project(root, isolation=None)
-    res = harnessc(root, "run", "--no-build", env=e)
+    res = virtual.harnessc(root, "run", "--no-build", env=e)
     assert res.returncode == 0, res.stdout + res.stderr
     report = json.loads((root / "out" / "report.json").read_text())
     assert report["checkout"] == report["tmpdir"] == "written"
@@ -201,7 +202,7 @@ def test_a_timeout_in_a_run_leaves_no_process_of_the_sandboxed_agent(tmp_path):
     agent = {"provider": "command", "command": ["sh", "-c", f"setsid sleep {tag} & sleep {tag}"],
              "sandbox": True, "timeout": 1}
     write_project(root, [node("a", routing={"agent": "bot"}, retry={"max_retries": 0})], agents={"bot": agent})
-    res = harnessc(root, "run", "--no-build")
+    res = virtual.harnessc(root, "run", "--no-build")
     assert res.returncode != 0 and "timed out" in res.stdout, res.stdout + res.stderr
     assert [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).endswith(f"sleep\0{tag}\0")] == []
 
@@ -228,7 +229,7 @@ def test_where_no_sandbox_can_start_the_run_refuses_the_agent_before_any_call(tm
     root = tmp_path / "p"
     e = hostile_project(root, isolation=None)
     e["PATH"] = _no_bwrap_path(tmp_path)
-    res = harnessc(root, "run", "--no-build", env=e)
+    res = virtual.harnessc(root, "run", "--no-build", env=e)
     assert res.returncode != 0
     out = res.stdout + res.stderr
     assert "agent 'bot' cannot be used: it asks for the sandbox" in out and "no `bwrap` is on PATH" in out
@@ -263,10 +264,10 @@ def test_a_bwrap_that_cannot_make_namespaces_is_no_sandbox(tmp_path, monkeypatch
 def test_doctor_says_whether_the_sandbox_is_available(tmp_path):
     root = tmp_path / "p"
     e = hostile_project(root, isolation=None)
-    here = json.loads(harnessc(root, "doctor", "--output", "json", env=e).stdout)
+    here = json.loads(virtual.harnessc(root, "doctor", "--output", "json", env=e).stdout)
     assert here["sandbox"]["ok"] is (WHY_NOT is None)
     e["PATH"] = _no_bwrap_path(tmp_path)
-    missing = harnessc(root, "doctor", env=e)
+    missing = virtual.harnessc(root, "doctor", env=e)
     assert "no `bwrap` is on PATH" in missing.stdout and "install bubblewrap" in missing.stdout
     assert missing.returncode != 0  # an agent that asks for it cannot be used
     assert "sandbox: not available" in missing.stdout
@@ -339,10 +340,10 @@ def test_doctor_names_a_codex_whose_own_sandbox_would_run_nothing(tmp_path):
                   agents={"cx": {"provider": "codex", "command": [str(exe)], "permissions": "edit"}})
     e = env(HOME=str(tmp_path), CODEX_HOME=str(tmp_path / "codex-home"), TMPDIR=str(tmp_path),
             PATH=f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    res = harnessc(root, "doctor", env=e)
+    res = virtual.harnessc(root, "doctor", env=e)
     assert res.returncode != 0 and "its own sandbox would run no command" in res.stdout, res.stdout
     e["CODEX_HOME"] = str(tmp_path.parent)  # outside TMPDIR: nothing to say
-    assert "its own sandbox" not in harnessc(root, "doctor", env=e).stdout
+    assert "its own sandbox" not in virtual.harnessc(root, "doctor", env=e).stdout
 
 
 # The real Codex CLI driven through its tool loop by a stand-in model server on 127.0.0.1: the
@@ -467,12 +468,12 @@ def test_defaults_sandbox_reaches_command_and_cli_agents_and_an_api_agent_cannot
         "  free: {provider: command, command: [echo, hi], sandbox: false}\n"
         "  cx: {provider: codex}\n"
         "  sonnet: {provider: anthropic, model: claude-sonnet-4-6}\n")
-    res = harnessc(tmp_path, "build")
+    res = virtual.harnessc(tmp_path, "build")
     assert res.returncode == 0, res.stdout + res.stderr
     agents = json.loads((tmp_path / ".harness" / "build" / "plan.json").read_text())["agents"]
     assert agents["bot"]["sandbox"] is True and agents["cx"]["sandbox"] is True
     assert agents["free"]["sandbox"] is False and "sandbox" not in agents["sonnet"]
     (tmp_path / "harness.yaml").write_text(
         "agents:\n  sonnet: {provider: anthropic, model: claude-sonnet-4-6, sandbox: true}\n")
-    res = harnessc(tmp_path, "lint")
+    res = virtual.harnessc(tmp_path, "lint")
     assert res.returncode == 1 and "harness.yaml:2:" in res.stdout + res.stderr and "error[HC430]" in res.stdout + res.stderr
