@@ -17,7 +17,8 @@ import subprocess
 
 import pytest
 
-from .helpers import PY, env, git, git_repo, harnessc, node, write_project
+from . import virtual
+from .helpers import PY, env, git, git_repo, node, write_project
 
 # The agent: does the steps agent.json lists for its task ([kind, args...]), then writes
 # out/<task>.txt and claims.
@@ -134,7 +135,7 @@ class User:
 
 def run(root, *args):
     home = next(p / "home" for p in root.parents if (p / "home").is_dir())  # its .gitconfig: an identity
-    r = harnessc(root, "run", "--no-build", *args, env=env(HOME=str(home)))
+    r = virtual.harnessc(root, "run", "--no-build", *args, env=env(HOME=str(home)))
     assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
     return r
 
@@ -235,7 +236,7 @@ def test_a_deleted_git_file_rejects_the_attempt_and_never_commits_the_user_s_tre
     assert git(user, "rev-parse", "HEAD").strip() == u.state["head"]  # nothing landed
     assert r.returncode != 0, r.stdout + r.stderr
     assert "tampered with .git" in r.stdout + r.stderr
-    assert "the checkout's .git file was deleted" in harnessc(user, "log", "a").stdout
+    assert "the checkout's .git file was deleted" in virtual.harnessc(user, "log", "a").stdout
 
 
 def test_a_rewritten_git_file_is_rejected_too(tmp_path, user):
@@ -265,7 +266,7 @@ def test_a_link_left_in_harness_worktrees_is_removed_as_a_link_by_clean(tmp_path
     assert r.returncode == 0, r.stdout + r.stderr
     left = list((user / ".harness" / "worktrees").rglob("zz*"))
     assert left and all(p.is_symlink() for p in left)
-    r = harnessc(user, "clean")
+    r = virtual.harnessc(user, "clean")
     assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
     assert not any(os.path.lexists(p) for p in left)  # the links are gone, not what they point at
     assert (u.other / "keep.txt").is_file()
@@ -285,7 +286,7 @@ def test_worktrees_copy_never_writes_through_a_link_the_agent_landed(tmp_path, u
     r = run(user)
     assert list(outside.iterdir()) == []  # the secret was not written out of the project
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "never writes through one" in r.stdout + r.stderr + harnessc(user, "log").stdout
+    assert "never writes through one" in r.stdout + r.stderr + virtual.harnessc(user, "log").stdout
     u.same()
 
 
@@ -306,13 +307,16 @@ def test_two_projects_in_one_repository_keep_each_other_s_refs_and_worktrees(tmp
     assert len(kept) == 1, kept
     trees = list((a / ".harness" / "worktrees").glob("*/1-1"))
     assert len(trees) == 1
+    # b's run a minute after a's: in this process both have its pid, and a run's id is its
+    # start time and pid (two processes' runs never share one)
+    virtual.clock_of(b, wall=virtual.noon_today() + 60)
     r = run(b)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert harnessc(b, "clean").returncode == 0
+    assert virtual.harnessc(b, "clean").returncode == 0
     assert git(user, "for-each-ref", "--format=%(refname)", "refs/harnessc/").split() == kept
     assert (trees[0] / "a" / "out" / "t.txt").is_file()  # the worktree holds the repository, a/ in it
     assert kept[0].startswith("refs/harnessc/projects/a-"), kept  # a's namespace
-    assert harnessc(a, "clean").returncode == 0
+    assert virtual.harnessc(a, "clean").returncode == 0
     assert git(user, "for-each-ref", "--format=%(refname)", "refs/harnessc/").split() == []
     assert not trees[0].exists()
     u.same()

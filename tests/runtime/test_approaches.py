@@ -8,6 +8,7 @@ import os
 import signal
 import sqlite3
 
+from . import virtual
 from .helpers import PY, git, git_repo, harnessc, node, spawn, write_project
 
 # The agent: records what it saw (approach, cwd, prompt) in <marks>/<agent>-<k>-<iteration>.json,
@@ -66,8 +67,8 @@ def project(root, cfg, approaches, n_agents=1, concurrency=2, price=None, **kw):
     return marks
 
 
-def run(root, *args, **kw):
-    return harnessc(root, "run", "--no-build", *args, **kw)
+def run(root, *args):
+    return virtual.harnessc(root, "run", "--no-build", *args)
 
 
 def seen(marks) -> list[dict]:
@@ -122,7 +123,7 @@ def test_select_first_lands_the_first_verified_and_cancels_the_rest_killing_thei
     # approach 1 verifies once 2 and 3 are at work (on a loaded machine 3 had not started yet)
     marks = project(root, {"wait": {"2": 60, "3": 60}, "await": {"1": ["2", "3"]}, "lines": {"1": 2}},
                     {"select": "first"})
-    r = run(root, timeout=50)
+    r = harnessc(root, "run", "--no-build", timeout=50)  # a process: its agents wait 60 s unless killed
     assert r.returncode == 0, r.stdout + r.stderr
     assert (root / "solution.txt").read_text() == "line 0 of approach 1\nline 1 of approach 1\n"
     slow = [c for c in seen(marks) if c["approach"] in ("2", "3")]
@@ -154,10 +155,10 @@ def test_select_best_lands_the_highest_score_and_says_so_in_log_and_status(tmp_p
     b = board(root)
     assert [(a["approach"], a["score"], a["verified"], a["selected"]) for a in b["approaches"]] == \
         [(1, 3.0, True, False), (2, 7.5, True, True), (3, -1.0, True, False)]
-    log = harnessc(root, "log", "t")
+    log = virtual.harnessc(root, "log", "t")
     assert log.returncode == 0, log.stderr
     assert "approach" in log.stdout and "7.5" in log.stdout and "selected" in log.stdout, log.stdout
-    status = harnessc(root, "status", "--output", "json")
+    status = virtual.harnessc(root, "status", "--output", "json")
     data = json.loads(status.stdout)
     task = next(t for t in data["tasks"] if t["id"] == "t")
     assert [a["selected"] for a in task["approaches"]["approaches"]] == [False, True, False]

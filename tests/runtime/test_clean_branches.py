@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import time
 
-from .helpers import git, harnessc, spawn
+from . import virtual
+from .helpers import git, spawn
 from .test_isolation import project, run, run_id
 
 
@@ -28,14 +29,14 @@ def test_clean_removes_merged_run_branches_and_branches_the_rest_but_never_a_run
         ids.append(run_id(root))
     assert branches(root) == sorted(f"harnessc/run/{i}" for i in ids)
 
-    r = harnessc(root, "clean")
+    r = virtual.harnessc(root, "clean")
     assert r.returncode == 0, r.stdout + r.stderr
     assert branches(root) == [f"harnessc/run/{ids[2]}"]  # b's work is not on the user's branch
     assert f"removed branch harnessc/run/{ids[0]} (merged into your branch)" in r.stdout
     assert f"kept 1 integration branch your branch does not hold: harnessc/run/{ids[2]}" in r.stdout
-    assert f"harnessc/run/{ids[2]}" in harnessc(root, "clean", "--branches", "--dry-run").stdout
+    assert f"harnessc/run/{ids[2]}" in virtual.harnessc(root, "clean", "--branches", "--dry-run").stdout
     assert branches(root) == [f"harnessc/run/{ids[2]}"]
-    r = harnessc(root, "clean", "--branches")
+    r = virtual.harnessc(root, "clean", "--branches")
     assert r.returncode == 0 and branches(root) == [], r.stdout + r.stderr
 
     (root / "out" / "b.txt").unlink()
@@ -47,7 +48,7 @@ def test_clean_removes_merged_run_branches_and_branches_the_rest_but_never_a_run
             time.sleep(0.05)
         held = branches(root)
         assert len(held) == 1
-        r = harnessc(root, "clean", "--branches")
+        r = virtual.harnessc(root, "clean", "--branches")
         assert r.returncode == 0, r.stdout + r.stderr
         assert branches(root) == held
     finally:

@@ -1,14 +1,16 @@
 """A plan that grows under review (issue 30 item 4): a real command agent proposes tasks
 (`<task>` markers, `next_tasks` in its output); the run files and lints them in
 .harness/proposals/, `harnessc review` lists them, `harnessc accept-proposal` appends one to
-roadmap.md, and the next `run` runs it. Real processes, real files."""
+roadmap.md, and the next `run` runs it. A real agent process and real files; harnessc runs
+in-process in virtual time (virtual.harnessc)."""
 
 from __future__ import annotations
 
 import json
 import textwrap
 
-from .helpers import PY, harnessc
+from . import virtual
+from .helpers import PY
 
 # Writes done/<task>, prints the promise; its text is the file says/<task> when there is one.
 AGENT = """\
@@ -51,7 +53,7 @@ def project(root, says: dict[str, str], tasks: str | None = None, plan: str = ""
 
 
 def run(root, *args):
-    return harnessc(root, "run", *args)
+    return virtual.harnessc(root, "run", *args)
 
 
 def test_a_marker_proposal_is_filed_reviewed_accepted_and_run(tmp_path):
@@ -65,12 +67,12 @@ def test_a_marker_proposal_is_filed_reviewed_accepted_and_run(tmp_path):
     assert "- [ ] **migrate**: Add a migration for the new column\n" in md and "  - depends_on: impl" in md
     assert not (root / "done" / "migrate").exists()  # waiting proposals are not work of the run
 
-    r = harnessc(root, "review")
+    r = virtual.harnessc(root, "review")
     assert r.returncode == 0, r.stderr
     assert "migrate" in r.stdout and "proposed by impl" in r.stdout and "accept-proposal migrate" in r.stdout
 
     before = (root / "roadmap.md").read_text()
-    r = harnessc(root, "accept-proposal", "migrate")
+    r = virtual.harnessc(root, "accept-proposal", "migrate")
     assert r.returncode == 0, r.stdout + r.stderr
     after = (root / "roadmap.md").read_text()
     assert after.startswith(before.split("## Notes")[0].rstrip("\n"))  # appended, nothing else changed
@@ -80,7 +82,7 @@ def test_a_marker_proposal_is_filed_reviewed_accepted_and_run(tmp_path):
     r = run(root)
     assert r.returncode == 0, r.stdout + r.stderr
     assert (root / "done" / "migrate").exists()
-    r = harnessc(root, "accept-proposal", "migrate")
+    r = virtual.harnessc(root, "accept-proposal", "migrate")
     assert r.returncode != 0 and "was accepted" in r.stderr
 
 
@@ -114,9 +116,9 @@ def test_next_tasks_in_a_contract_output(tmp_path):
     data = json.loads((root / ".harness" / "proposals" / "impl.json").read_text())
     assert [(p["id"], p["status"]) for p in data["proposals"]] == [("docs-1", "waiting"), ("docs-2", "waiting")]
     assert not list((root / ".harness").rglob("etc*"))
-    r = harnessc(root, "accept-proposal", "docs-2")  # its dependency is still a proposal
+    r = virtual.harnessc(root, "accept-proposal", "docs-2")  # its dependency is still a proposal
     assert r.returncode != 0 and "accept that one first" in r.stderr
-    r = harnessc(root, "accept-proposal", "docs-1", "docs-2")
+    r = virtual.harnessc(root, "accept-proposal", "docs-1", "docs-2")
     assert r.returncode == 0, r.stdout + r.stderr
     r = run(root)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -139,9 +141,9 @@ def test_bad_proposals_are_rejected_with_diagnostics(tmp_path):
         assert got[tid]["diagnostics"], tid
         assert all(d.startswith(".harness/proposals/impl.md:") for d in got[tid]["diagnostics"])
     assert "HC495" in got["over"]["diagnostics"][0]
-    r = harnessc(root, "review")
+    r = virtual.harnessc(root, "review")
     assert "proposed tasks rejected:" in r.stdout and "HC495" in r.stdout
-    r = harnessc(root, "accept-proposal", "x1")
+    r = virtual.harnessc(root, "accept-proposal", "x1")
     assert r.returncode != 0 and "rejected" in r.stderr
 
 
@@ -152,7 +154,7 @@ def test_generations_past_max_depth_are_rejected(tmp_path):
             plan="plan: {max_depth: 1}")
     r = run(root)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert harnessc(root, "accept-proposal", "g1").returncode == 0
+    assert virtual.harnessc(root, "accept-proposal", "g1").returncode == 0
     (root / "roadmap.md").write_text((root / "roadmap.md").read_text().replace(
         "Goal: first generation", "Goal: first generation\n  - completion_promise: DONE"))
     r = run(root)

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from harnessc.runtime.worktree.tripwire import Tripwire
 
-from .helpers import PY, git, git_repo, harnessc, node, write_project
+from . import virtual
+from .helpers import PY, git, git_repo, node, write_project
 
 # Saves its prompt; on the iteration `cfg["attack"]` names (task + iteration, e.g. "a1"; an
 # approach's + its number, "a12"), runs that attack's code (`common`: the shared git directory,
@@ -78,7 +79,7 @@ def user_state(root: Path) -> dict:
 
 
 def run(root: Path) -> subprocess.CompletedProcess:
-    return harnessc(root, "run", "--no-build", timeout=300)
+    return virtual.harnessc(root, "run", "--no-build")
 
 
 def rows(root: Path, sql: str) -> list:

@@ -22,7 +22,8 @@ from harnessc.runtime.children import sandbox
 from harnessc.runtime.worktree.pool import _umask
 from harnessc.runtime.worktree.worktrees import Worktrees
 
-from .helpers import PY, git, git_repo, harnessc, node, spawn, write_project
+from . import virtual
+from .helpers import PY, git, git_repo, node, spawn, write_project
 
 # What an agent sees of its checkout: paths, types, modes, contents, link targets; its
 # index, HEAD, per-worktree refs, reflog and the files of its git directory (times and the
@@ -241,7 +242,7 @@ def test_the_next_agent_in_a_reused_checkout_sees_what_a_fresh_checkout_holds(tm
         (root / rel / "installed.txt").write_text(rel + "\n")
     (root / ".env.test").write_text("TOKEN=test\n")
     start = git(root, "rev-parse", "HEAD").strip()
-    r = harnessc(root, "run", "--no-build")
+    r = virtual.harnessc(root, "run", "--no-build")
     assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
     pool = events(root, "worktrees_reused")
     assert [(e["made"], e["reused"], e["discarded"]) for e in pool] == [(1, 1, 0)], pool
@@ -276,7 +277,7 @@ def test_many_tasks_at_j2_reuse_checkouts_and_land_what_fresh_ones_would(tmp_pat
     root = tmp_path / "p"
     tasks = [f"t{i:02d}" for i in range(14)]
     project(root, tasks, 2, outside)
-    r = harnessc(root, "run", "--no-build", "-j", "2")
+    r = virtual.harnessc(root, "run", "--no-build", "-j", "2")
     assert r.returncode == 0, r.stdout + r.stderr
     pool = events(root, "worktrees_reused")
     assert len(pool) == 1 and pool[0]["made"] + pool[0]["reused"] == 14 and pool[0]["reused"] >= 10, pool
@@ -306,7 +307,7 @@ def test_a_filled_submodule_directory_and_a_rewritten_git_file_leave_nothing_for
     git(root, "update-index", "--add", "--cacheinfo", f"160000,{git(sub, 'rev-parse', 'HEAD').strip()},vendor/lib")
     git(root, "commit", "-qm", "with a gitlink")
     start = git(root, "rev-parse", "HEAD").strip()
-    r = harnessc(root, "run", "--no-build")
+    r = virtual.harnessc(root, "run", "--no-build")
     assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
     git(root, "worktree", "add", "-q", "--detach", str(tmp_path / "fresh"), start)
     fresh = fingerprint(tmp_path / "fresh")
@@ -332,7 +333,7 @@ def test_a_killed_runs_pool_is_emptied_by_the_next_run(tmp_path, outside):
     assert p.returncode == -signal.SIGKILL, out + err
     left = sorted(p.name for p in (root / ".harness" / "worktrees").glob("*/*"))
     assert left == ["3-1", "free-2"] or left == ["3-1", "free-1"], left
-    r = harnessc(root, "run", "--no-build")
+    r = virtual.harnessc(root, "run", "--no-build")
     assert r.returncode == 0, r.stdout + r.stderr
     rec = events(root, "worktrees_reconciled")
     assert rec and sorted(w.rsplit("/", 1)[1] for w in rec[0]["worktrees"]) == left
@@ -348,7 +349,7 @@ def test_sandboxed_agents_commit_in_reused_checkouts(tmp_path, outside):
     `git commit` works there, task after task."""
     root = tmp_path / "p"
     project(root, ["c1", "c2", "c3"], 1, outside, sandboxed=True)
-    r = harnessc(root, "run", "--no-build")
+    r = virtual.harnessc(root, "run", "--no-build")
     assert r.returncode == 0, r.stdout + r.stderr
     assert [(e["made"], e["reused"]) for e in events(root, "worktrees_reused")] == [(1, 2)]
     assert {e["task"]: e["paths"] for e in events(root, "landed")} == {t: [f"out/{t}.txt"] for t in ("c1", "c2", "c3")}
@@ -488,7 +489,7 @@ def test_harnessc_clean_removes_the_free_checkouts_a_dead_run_left(tmp_path):
     one = trees.create(1, 1, repo.head)
     trees.remove(one, 1, 1)  # into the pool; never drained: the run died
     assert [p.name for p in (root / ".harness" / "worktrees" / "r1").iterdir()] == ["free-1"]
-    r = harnessc(root, "clean")
+    r = virtual.harnessc(root, "clean")
     assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
     assert list((root / ".harness" / "worktrees").glob("*/*")) == []
     assert git(root, "worktree", "list", "--porcelain").count("worktree ") == 1
