@@ -15,7 +15,8 @@ import sqlite3
 import time
 from pathlib import Path
 
-from .helpers import PY, harnessc, spawn
+from . import virtual
+from .helpers import PY, spawn
 
 # The agent: writes a file of its own and prints the promise; while sleep.flag exists it
 # first writes its pid to the file sleep.flag names and sleeps (to be killed mid-call).
@@ -55,7 +56,7 @@ def rows(root: Path) -> dict[str, dict]:
 
 def test_without_defaults_budget_the_plan_has_no_budget_key(tmp_path):
     root = project(tmp_path / "p", {"plain": {}})
-    r = harnessc(root, "build")
+    r = virtual.harnessc(root, "build")
     assert r.returncode == 0, r.stdout + r.stderr
     plan = json.loads((root / ".harness" / "build" / "plan.json").read_text())
     assert "budget" not in plan["defaults"] and plan["nodes"][0]["limits"]["budget_usd"] is None
@@ -64,7 +65,7 @@ def test_without_defaults_budget_the_plan_has_no_budget_key(tmp_path):
 def test_a_budget_below_one_call_is_warned_by_build_run_and_dry_run(tmp_path):
     root = project(tmp_path / "p", {"tiny": {"budget": "$0.001"}, "rich": {"budget": "$5"}, "plain": {}},
                    defaults="  budget: $0.002\n")
-    r = harnessc(root, "build")
+    r = virtual.harnessc(root, "build")
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout + r.stderr
     # at the task's budget: line, and at the task itself for defaults.budget
@@ -73,12 +74,12 @@ def test_a_budget_below_one_call_is_warned_by_build_run_and_dry_run(tmp_path):
     assert "roadmap.md:11:9: warning[HC450]: task 'plain' cannot afford one call" in out, out
     assert "defaults.budget in harness.yaml is $0.0020" in out
     assert "'rich'" not in out
-    r = harnessc(root, "run", "--dry-run")
+    r = virtual.harnessc(root, "run", "--dry-run")
     assert r.returncode == 0, r.stdout + r.stderr
     lines = [x for x in r.stdout.splitlines() if x.startswith("cannot afford one call")]
     assert [x.split(": ", 1)[1].split(" ")[0] for x in lines] == ["tiny", "plain"], r.stdout
     (root / "roadmap.md").write_text((root / "roadmap.md").read_text() + "\n")  # run builds again
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert "warning[HC450]: task 'tiny' cannot afford one call" in r.stdout + r.stderr
 
 
@@ -102,7 +103,7 @@ def test_a_call_cut_off_by_kill_9_is_cost_unknown_never_charged_its_estimate(tmp
     agent_pid = int(mark.read_text())
     (root / "sleep.flag").unlink()
     try:
-        r = harnessc(root, "run")  # resumes: settles the cut-off call, runs the task again
+        r = virtual.harnessc(root, "run")  # resumes: settles the cut-off call, runs the task again
         assert r.returncode == 0, r.stdout + r.stderr
     finally:
         try:
@@ -116,12 +117,12 @@ def test_a_call_cut_off_by_kill_9_is_cost_unknown_never_charged_its_estimate(tmp
     ledger = db.execute("SELECT reserved, actual, settled FROM ledger ORDER BY id").fetchall()
     assert ledger[0][0] > 0.1 and ledger[0][1:] == (None, 1), ledger
     # spent is the one call that reported; the cut-off one is shown apart, as an estimate
-    status = json.loads(harnessc(root, "status", "--output", "json").stdout)
+    status = json.loads(virtual.harnessc(root, "status", "--output", "json").stdout)
     assert status["run"]["cost_usd"] == round(attempts[1][2], 6), status["run"]
     assert status["totals"]["unknown"] == {"calls": 1, "estimated_usd": round(ledger[0][0], 6)}
-    text = harnessc(root, "status").stdout
+    text = virtual.harnessc(root, "status").stdout
     assert f"1 call cut off: cost unknown, ~${ledger[0][0]:.4f} estimated (not counted in spent)" in text, text
     assert "1 cut off with cost unknown" in text, text
-    log = harnessc(root, "log", "slow").stdout
+    log = virtual.harnessc(root, "log", "slow").stdout
     assert " · interrupted · " in log and " · cost unknown · " in log, log
     assert f"cost unknown, ~${ledger[0][0]:.6f} estimated (unknown: the run ended during the call" in log, log

@@ -1,6 +1,7 @@
-"""`harnessc doctor` through the real CLI: a verdict per agent from the pre-flight checks and
-the slower ones (a CLI's --version, base_url reachable, replay cassettes, git identity), exit
-0 when all is well, 1 when something is wrong, 2 outside a project."""
+"""`harnessc doctor` through the CLI, run in this process on the real clock (tests/inproc.py:
+its checks time real commands out): a verdict per agent from the pre-flight checks and the
+slower ones (a CLI's --version, base_url reachable, replay cassettes, git identity), exit 0
+when all is well, 1 when something is wrong, 2 outside a project."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import socket
 import stat
 from pathlib import Path
 
+import inproc
 from conftest import FIXTURES, check_golden
 
-from .helpers import PY, env, git, harnessc, node, write_project
+from .helpers import PY, env, git, node, write_project
 
 SIM = {"provider": "simulate"}
 
@@ -47,7 +49,7 @@ def test_doctor_table_gives_a_verdict_per_agent_and_exits_1(tmp_path):
                "cx": {"provider": "codex", "command": ["./bin/codex"]},
                "broken": {"provider": "gemini-cli", "command": ["./bin/gemini"]},
                "tape": {"provider": "replay"}})
-    r = harnessc(tmp_path, "doctor", env=doctor_env())
+    r = inproc.harnessc("-C", str(tmp_path), "doctor", env=doctor_env())
     assert r.returncode == 1, r.stdout + r.stderr
     check_golden(FIXTURES / "cli" / "doctor-problems.txt", r.stdout)
     verdicts = {line.split()[0]: line.split()[2] for line in r.stdout.splitlines()[2:8]}
@@ -55,7 +57,7 @@ def test_doctor_table_gives_a_verdict_per_agent_and_exits_1(tmp_path):
                         "tape": "unusable"}
     assert "codex-cli 0.99.0" in r.stdout and "gemini: cannot start" in r.stdout
     # what `run` would say matches the doctor's "run would refuse" lines
-    run = harnessc(tmp_path, "run", env=doctor_env())
+    run = inproc.harnessc("-C", str(tmp_path), "run", env=doctor_env())
     assert run.returncode == 2
     assert [ln.split("(the only agent of ")[1] for ln in run.stderr.splitlines() if "cannot be used" in ln] == [
         "task 't2')", "task 't3')"]
@@ -65,10 +67,10 @@ def test_doctor_all_well_exits_0_and_json_says_the_same(tmp_path):
     executable(tmp_path / "bin" / "codex", "#!/bin/sh\necho 'codex-cli 0.99.0'\n")
     write_project(tmp_path, [node("a", routing={"agent": "cx", "chain": ["sim"]})],
                   agents={"sim": SIM, "cx": {"provider": "codex", "command": ["./bin/codex"]}})
-    r = harnessc(tmp_path, "doctor", env=doctor_env())
+    r = inproc.harnessc("-C", str(tmp_path), "doctor", env=doctor_env())
     assert r.returncode == 0, r.stdout + r.stderr
     check_golden(FIXTURES / "cli" / "doctor-ok.txt", r.stdout)
-    r = harnessc(tmp_path, "doctor", "--output", "json", env=doctor_env())
+    r = inproc.harnessc("-C", str(tmp_path), "doctor", "--output", "json", env=doctor_env())
     assert r.returncode == 0
     data = json.loads(r.stdout)
     assert data["ok"] is True and data["refused_tasks"] == {} and data["git"] == []
@@ -92,7 +94,7 @@ def test_base_url_reachable_or_not(tmp_path):
         write_project(tmp_path, [node("a", routing={"agent": "down", "chain": ["up"]})],
                       agents={"down": {**local, "base_url": f"http://127.0.0.1:{closed_port}/v1"},
                               "up": {**local, "base_url": f"http://127.0.0.1:{open_port}/v1"}})
-        r = harnessc(tmp_path, "doctor", "--output", "json", env=doctor_env())
+        r = inproc.harnessc("-C", str(tmp_path), "doctor", "--output", "json", env=doctor_env())
     finally:
         listening.close()
     assert r.returncode == 1, r.stdout + r.stderr
@@ -111,35 +113,35 @@ def test_git_identity_is_checked_when_a_task_commits(tmp_path):
     no_identity = doctor_env(HOME=str(home), GIT_CONFIG_NOSYSTEM="1")
     for k in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EMAIL"):
         no_identity.pop(k, None)
-    r = harnessc(tmp_path, "doctor", env=no_identity)
+    r = inproc.harnessc("-C", str(tmp_path), "doctor", env=no_identity)
     assert r.returncode == 1
     assert "git: the project is not a git repository (a `git: commit` task needs one: run `git init`)" in r.stdout
 
     git(tmp_path, "init", "-q")
     git(tmp_path, "config", "user.useConfigOnly", "true")  # no guessing from the host name
-    r = harnessc(tmp_path, "doctor", env=no_identity)
+    r = inproc.harnessc("-C", str(tmp_path), "doctor", env=no_identity)
     assert r.returncode == 1
     assert ("git: git does not know whom to commit as: set `git config user.name` and `git config user.email`"
             in r.stdout.splitlines())
 
     git(tmp_path, "config", "user.email", "t@example.com")
     git(tmp_path, "config", "user.name", "T")
-    r = harnessc(tmp_path, "doctor", env=no_identity)
+    r = inproc.harnessc("-C", str(tmp_path), "doctor", env=no_identity)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "git: commits as T <t@example.com>" in r.stdout.splitlines()
 
 
 def test_no_git_check_when_no_task_commits(tmp_path):
     write_project(tmp_path, [node("a")], agents={"rehearsal": SIM})
-    r = harnessc(tmp_path, "doctor", env=doctor_env())
+    r = inproc.harnessc("-C", str(tmp_path), "doctor", env=doctor_env())
     assert r.returncode == 0 and "git:" not in r.stdout
 
 
 def test_doctor_outside_a_project_or_with_spec_errors(tmp_path):
-    r = harnessc(tmp_path / "nowhere", "doctor")
+    r = inproc.harnessc("-C", str(tmp_path / "nowhere"), "doctor")
     assert r.returncode == 2 and "does not exist" in r.stderr
     (tmp_path / "roadmap.md").write_text("# P\n\n## Tasks\n\n- [ ] **a**: A\n")
     (tmp_path / "harness.yaml").write_text("agents:\n  x: {provider: nope}\n")
-    r = harnessc(tmp_path, "doctor")
+    r = inproc.harnessc("-C", str(tmp_path), "doctor")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "harness.yaml:2" in r.stderr and "Traceback" not in r.stderr

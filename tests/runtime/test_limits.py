@@ -1,7 +1,8 @@
 """Limits hold while an agent's answer is verified: hostile regexes and costly rules end
 within their bounds, and max_time, `harnessc stop` and SIGTERM work during verification.
 
-Real CLI, real SQLite, a command agent (a tiny script). Process timeouts are generous so a
+Real runs in `harnessc` processes, real SQLite, a command agent (a tiny script); status, log
+and stop run in this process (tests/inproc.py). Process timeouts are generous so a
 regression fails the test instead of hanging CI; nothing asserts a duration.
 """
 
@@ -12,6 +13,8 @@ import signal
 import sqlite3
 import textwrap
 import time
+
+import inproc
 
 from .helpers import PY, harnessc, node, spawn, write_project
 
@@ -47,13 +50,13 @@ def _task(tmp_path, max_time: float, contract_output: dict, answer: dict) -> Non
 
 
 def _task_row(tmp_path) -> dict:
-    r = harnessc(tmp_path, "status", "--json")
+    r = inproc.harnessc("-C", str(tmp_path), "status", "--json")
     assert r.returncode == 0, r.stderr
     return [t for t in json.loads(r.stdout)["tasks"] if t["id"] == "t"][0]
 
 
 def _attempt_errors(tmp_path) -> list[str]:
-    log = json.loads(harnessc(tmp_path, "log", "t", "--json").stdout)
+    log = json.loads(inproc.harnessc("-C", str(tmp_path), "log", "t", "--json").stdout)
     return [e for attempt in log for e in (attempt.get("errors") or [])]
 
 
@@ -112,15 +115,15 @@ def test_sigterm_aborts_a_run_during_verification(tmp_path):
 
 def test_stop_abort_ends_a_run_during_verification(tmp_path):
     p = _start_verifying(tmp_path)
-    r = harnessc(tmp_path, "stop", "--abort")
+    r = inproc.harnessc("-C", str(tmp_path), "stop", "--abort")
     assert r.returncode == 0, r.stdout + r.stderr
     out, err = _ends(p)
     assert p.returncode == 3, out + err
     assert _task_row(tmp_path)["state"] == "ready"  # back to pending, nothing blocks it
-    status = json.loads(harnessc(tmp_path, "status", "--json").stdout)
+    status = json.loads(inproc.harnessc("-C", str(tmp_path), "status", "--json").stdout)
     assert status["run"]["status"] == "aborted"
     # the call had answered: the interrupted attempt keeps its answer's usage (no price: cost 0)
-    attempt = json.loads(harnessc(tmp_path, "log", "t", "--json").stdout)[-1]
+    attempt = json.loads(inproc.harnessc("-C", str(tmp_path), "log", "t", "--json").stdout)[-1]
     assert attempt["status"] == "interrupted" and attempt["input_tokens"] > 0, attempt
     assert attempt["cost_source"] == "none"
     assert status["tasks"][0]["tokens"] == attempt["input_tokens"] + attempt["output_tokens"]
@@ -134,13 +137,13 @@ def test_stop_finishes_a_long_verification_within_max_time(tmp_path):
         if (tmp_path / "called").exists():
             break
         time.sleep(0.1)
-    r = harnessc(tmp_path, "stop")
+    r = inproc.harnessc("-C", str(tmp_path), "stop")
     assert r.returncode == 0, r.stdout + r.stderr
     out, err = _ends(p)
     assert "stopping: finishing in-flight work" in out + err  # heard while verifying
     # the stop came after the last task started, so the run is judged by its task
     assert p.returncode == 1, out + err
-    assert json.loads(harnessc(tmp_path, "status", "--json").stdout)["run"]["status"] == "failed"
+    assert json.loads(inproc.harnessc("-C", str(tmp_path), "status", "--json").stdout)["run"]["status"] == "failed"
     row = _task_row(tmp_path)
     assert row["state"] == "failed" and "max_time" in row["error"], row
 

@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import inproc
 import pytest
 
 from harnessc import providers
@@ -264,10 +265,10 @@ def test_a_bwrap_that_cannot_make_namespaces_is_no_sandbox(tmp_path, monkeypatch
 def test_doctor_says_whether_the_sandbox_is_available(tmp_path):
     root = tmp_path / "p"
     e = hostile_project(root, isolation=None)
-    here = json.loads(virtual.harnessc(root, "doctor", "--output", "json", env=e).stdout)
+    here = json.loads(inproc.harnessc("-C", str(root), "doctor", "--output", "json", env=e).stdout)
     assert here["sandbox"]["ok"] is (WHY_NOT is None)
     e["PATH"] = _no_bwrap_path(tmp_path)
-    missing = virtual.harnessc(root, "doctor", env=e)
+    missing = inproc.harnessc("-C", str(root), "doctor", env=e)
     assert "no `bwrap` is on PATH" in missing.stdout and "install bubblewrap" in missing.stdout
     assert missing.returncode != 0  # an agent that asks for it cannot be used
     assert "sandbox: not available" in missing.stdout
@@ -340,10 +341,10 @@ def test_doctor_names_a_codex_whose_own_sandbox_would_run_nothing(tmp_path):
                   agents={"cx": {"provider": "codex", "command": [str(exe)], "permissions": "edit"}})
     e = env(HOME=str(tmp_path), CODEX_HOME=str(tmp_path / "codex-home"), TMPDIR=str(tmp_path),
             PATH=f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    res = virtual.harnessc(root, "doctor", env=e)
+    res = inproc.harnessc("-C", str(root), "doctor", env=e)
     assert res.returncode != 0 and "its own sandbox would run no command" in res.stdout, res.stdout
     e["CODEX_HOME"] = str(tmp_path.parent)  # outside TMPDIR: nothing to say
-    assert "its own sandbox" not in virtual.harnessc(root, "doctor", env=e).stdout
+    assert "its own sandbox" not in inproc.harnessc("-C", str(root), "doctor", env=e).stdout
 
 
 # The real Codex CLI driven through its tool loop by a stand-in model server on 127.0.0.1: the

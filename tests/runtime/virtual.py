@@ -9,6 +9,7 @@ import io
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -47,6 +48,9 @@ class PatientClock(VirtualClock):
     command agent) but goes at the real pace: a real process's work takes real time, which a
     timer (the check's own timeout, the task's max_time) must not overtake, and a timeout set
     on it still comes. It jumps whenever every task waits otherwise.
+    A child counts until asyncio has heard of its end: outside a run (`doctor`) a thread per
+    child waits for it (asyncio's ThreadedChildWatcher), and a child that thread has waited
+    for is gone from /proc before the loop hears of it (a quick `--version` timed out at once).
     `before`: children that were there before the command (another test's), not waited for."""
 
     before: set[int] = set()
@@ -56,8 +60,12 @@ class PatientClock(VirtualClock):
         selector = loop._selector  # type: ignore[attr-defined]
         virtual, real = selector.select, type(selector).select.__get__(selector)
 
+        def working() -> bool:
+            return bool(children() - self.before) or any(
+                t.name.startswith("asyncio-waitpid-") and t.is_alive() for t in threading.enumerate())
+
         def select(timeout=None):
-            if timeout is not None and timeout > 0 and children() - self.before:
+            if timeout is not None and timeout > 0 and working():
                 # time goes as fast as the child's: real seconds, polled (its exit wakes the loop)
                 started = time.monotonic()
                 events = real(min(timeout, 0.01))
