@@ -16,7 +16,8 @@ from harnessc.providers import (AgentConfigError, AnthropicConfig, CliConfig, Co
 from harnessc.providers.config import agent_keys
 from harnessc.runtime.plan import PlanError, load_plan
 
-from .helpers import harnessc, node, write_project
+from . import virtual
+from .helpers import node, write_project
 
 HARNESS = """\
 agents:
@@ -41,7 +42,7 @@ def built(tmp_path_factory) -> planfile.Plan:
     root = tmp_path_factory.mktemp("typed")
     (root / "harness.yaml").write_text(HARNESS, encoding="utf-8")
     (root / "roadmap.md").write_text(ROADMAP, encoding="utf-8")
-    r = harnessc(root, "build")
+    r = virtual.harnessc(root, "build")
     assert r.returncode == 0, r.stdout + r.stderr
     return load_plan(root)
 
@@ -143,6 +144,6 @@ def test_a_hand_written_plan_with_a_wrong_type_is_one_clear_error(tmp_path: Path
 @pytest.mark.parametrize("command", ["run", "doctor"])
 def test_commands_say_what_is_wrong_with_a_hand_written_plan(tmp_path: Path, command):
     """Each says so in one line, then rebuilds the plan from the specs (as for any plan it cannot read)."""
-    r = harnessc(bad_plan(tmp_path), command)
+    r = virtual.harnessc(bad_plan(tmp_path), command)
     out = r.stdout + r.stderr
     assert "Traceback" not in out and SAID in out, out

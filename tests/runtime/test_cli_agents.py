@@ -21,7 +21,8 @@ from harnessc.runtime.agents.cli import PERMISSIONS
 from harnessc.runtime.agents.cli_output import Answer, Failure, parse_claude, parse_codex, parse_gemini
 from harnessc.runtime.agents.errors import clock_reset
 
-from .helpers import SIMPLE_CONTRACT, harnessc, node, write_project, env as cli_env
+from . import virtual
+from .helpers import SIMPLE_CONTRACT, node, write_project, env as cli_env
 
 CLAUDE_OK = {
     "type": "result", "subtype": "success", "is_error": False, "api_error_status": None,
@@ -350,9 +351,9 @@ def test_harnessc_run_through_a_fake_claude_on_path(tmp_path):
                   agents={"cc": {"provider": "claude-code", "model": "haiku"}},
                   contracts={"summary": SIMPLE_CONTRACT})
     e = cli_env(PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    r = harnessc(root, "run", env=e)
+    r = virtual.harnessc(root, "run", env=e)
     assert r.returncode == 0, r.stdout + r.stderr
-    status = json.loads(harnessc(root, "status", "--json", env=e).stdout)
+    status = json.loads(virtual.harnessc(root, "status", "--json", env=e).stdout)
     text = json.dumps(status)
     assert '"succeeded"' in text and "0.000141" in text, text
     got = seen(bindir / "claude")
@@ -511,11 +512,11 @@ def test_a_denied_write_is_on_the_attempt_and_in_the_log(tmp_path):
     write_project(root, [node("t1", completion_promise="DONE", routing={"agent": "cc", "chain": ["cc"]})],
                   agents={"cc": {"provider": "claude-code", "permissions": "read-only"}})
     e = cli_env(PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    r = harnessc(root, "run", env=e)
+    r = virtual.harnessc(root, "run", env=e)
     assert r.returncode == 0, r.stdout + r.stderr
-    log = harnessc(root, "log", "t1", env=e).stdout
+    log = virtual.harnessc(root, "log", "t1", env=e).stdout
     assert "--- denied: Write src/app.py\n" in log and "--- denied: Bash rm -rf build\n" in log
-    [attempt] = json.loads(harnessc(root, "log", "t1", "--output", "json", env=e).stdout)
+    [attempt] = json.loads(virtual.harnessc(root, "log", "t1", "--output", "json", env=e).stdout)
     assert attempt["denials"][0] == {"tool": "Write", "target": "src/app.py"}
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from .helpers import PY, git, git_repo, harnessc, node, write_project
+from . import virtual
+from .helpers import PY, git, git_repo, node, write_project
 
 # Without an approach (the task itself): done once way.txt is there, else no progress.
 # Branch 2 finds the way (a file and a progress marker); branches 1 and 3 repeat themselves.
@@ -39,7 +40,7 @@ def test_a_stuck_task_explores_branches_and_goes_on_from_the_best(tmp_path):
     write_project(root, [task], agents={"bot": bot}, concurrency=1)
     (root / "agent.py").write_text(AGENT)
     git_repo(root)
-    r = harnessc(root, "run", "--no-build")
+    r = virtual.harnessc(root, "run", "--no-build")
     assert r.returncode == 0, r.stdout + r.stderr
     explored = events(root, "explored")
     assert len(explored) == 1 and explored[0]["chosen"] == 2, explored
@@ -63,7 +64,7 @@ def test_explore_is_passed_over_for_a_task_without_worktrees(tmp_path):
                 loop={"progress_threshold": None, "recovery": ["explore", "human"]})
     write_project(root, [task], agents={"bot": bot}, concurrency=1)
     (root / "agent.py").write_text(AGENT)
-    r = harnessc(root, "run", "--no-build")
+    r = virtual.harnessc(root, "run", "--no-build")
     assert r.returncode == 1, r.stdout + r.stderr
     assert events(root, "explored") == []
     row = sqlite3.connect(root / ".harness" / "state.db").execute("SELECT state FROM tasks WHERE id='t'").fetchone()

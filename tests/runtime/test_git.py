@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from .helpers import PY, git, git_repo, harnessc, node, write_project
+from . import virtual
+from .helpers import PY, git, git_repo, node, write_project
 
 AGENT = """\
 import os, pathlib
@@ -41,7 +42,7 @@ def test_each_succeeded_task_is_one_commit_and_a_dirty_tree_is_left_alone(tmp_pa
     project(tmp_path)
     (tmp_path / "notes.txt").write_text("mine, not committed yet\n")  # dirty before the run
     (tmp_path / "draft.md").write_text("untracked before the run\n")
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     log = git(tmp_path, "log", "--format=%s%n%b%n--")
     assert "harnessc: a: Task a" in log and "harnessc: b: Task b" in log
@@ -61,7 +62,7 @@ def test_each_succeeded_task_is_one_commit_and_a_dirty_tree_is_left_alone(tmp_pa
 
 def test_without_a_repository_the_run_goes_on_and_says_why_nothing_is_committed(tmp_path):
     project(tmp_path, repo=False)
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     why = events(tmp_path, "git_unavailable")
     assert len(why) == 1 and "needs the project to be a git repository" in why[0]["message"]
@@ -109,7 +110,7 @@ def test_two_tasks_at_once_each_commit_their_own_files(tmp_path):
     (tmp_path / "src_a" / "seed.py").write_text("seed = 0\n")
     (tmp_path / "CHANGELOG.md").write_text("log\n")
     git_repo(tmp_path)
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     committed = {e["task"]: set(e["paths"]) for e in events(tmp_path, "git_committed")}
     assert set(committed) == {"a", "b"}
@@ -151,7 +152,7 @@ def test_two_tasks_writing_files_of_the_same_name_each_commit_their_own(tmp_path
                                   "timeout": 60}}, concurrency=2)
     (tmp_path / "agent.py").write_text(SAME_NAME)
     git_repo(tmp_path)
-    r = harnessc(tmp_path, "run", "-j", "2")
+    r = virtual.harnessc(tmp_path, "run", "-j", "2")
     assert r.returncode == 0, r.stdout + r.stderr
     committed = {e["task"]: e["paths"] for e in events(tmp_path, "git_committed")}
     assert committed == {"task-a": ["pkga/ops.py"], "task-b": ["pkgb/ops.py"]}
@@ -170,7 +171,7 @@ def test_a_stale_lock_on_the_run_s_private_index_is_removed_and_said(tmp_path):
     loop = tmp_path / ".harness" / "loop"
     loop.mkdir(parents=True)
     (loop / "run.index.lock").write_bytes(b"")
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert [e["task"] for e in events(tmp_path, "git_committed")] == ["a", "b"]
     assert not (loop / "run.index.lock").exists()

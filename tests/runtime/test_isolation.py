@@ -12,7 +12,8 @@ import subprocess
 
 import pytest
 
-from .helpers import PY, git, git_repo, harnessc, node, spawn, write_project
+from . import virtual
+from .helpers import PY, git, git_repo, node, spawn, write_project
 
 # Writes out/<task>.txt (and, for tasks named in SHARED, shared.txt); prints the promise.
 # In agent.cfg: "mark" {task+iteration: [names]} writes those marks first (it has started);
@@ -65,7 +66,7 @@ def project(root, tasks, cfg=None, concurrency=2, **kw):
 
 
 def run(root, *args, **kw):
-    return harnessc(root, "run", "--no-build", *args, **kw)
+    return virtual.harnessc(root, "run", "--no-build", *args, **kw)
 
 
 def worktrees(root) -> list[str]:
@@ -93,7 +94,8 @@ def commits(root, rev="HEAD") -> list[str]:
 
 def test_each_task_lands_one_commit_with_its_own_files_and_the_users_branch_follows(tmp_path):
     root = tmp_path / "p"
-    project(root, {"a": [], "b": [], "c": ["a"]}, {"wait": {"b1": ["a"]}})
+    # b waits for a to land, c for b (c, started once a landed, landed first on a loaded machine)
+    project(root, {"a": [], "b": [], "c": ["a"]}, {"wait": {"b1": ["a"], "c1": ["b"]}})
     (root / "notes.txt").write_text("mine, not committed\n")  # dirty before the run
     (root / "draft.md").write_text("untracked\n")
     r = run(root)
@@ -334,9 +336,9 @@ def test_keep_worktrees_keeps_a_failed_tasks_worktree_and_says_where(tmp_path):
     kept = root / ".harness" / "worktrees" / rid / "1-1"
     assert (kept / "out" / "a.txt").is_file()
     assert f".harness/worktrees/{rid}/1-1" in r.stdout
-    log = harnessc(root, "log", "a")
+    log = virtual.harnessc(root, "log", "a")
     assert f"worktree kept at .harness/worktrees/{rid}/1-1" in log.stdout, log.stdout + log.stderr
-    r = harnessc(root, "clean")
+    r = virtual.harnessc(root, "clean")
     assert r.returncode == 0, r.stdout + r.stderr
     assert not kept.exists() and worktrees(root) == [f"worktree {root}"] and own_refs(root) == []
 

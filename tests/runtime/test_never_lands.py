@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import subprocess
 
-from .helpers import PY, git, git_repo, harnessc, node, write_project
+from . import virtual
+from .helpers import PY, git, git_repo, node, write_project
 
 # Runs pytest on its own test file in its worktree (so __pycache__ and .pytest_cache appear,
 # different per task), writes node_modules as npm would, and counts its calls.
@@ -52,7 +53,7 @@ def test_two_tasks_running_pytest_land_no_cache_no_ignored_file_and_never_confli
     git(root, "commit", "-qam", "ignore build")
     start = git(root, "rev-parse", "HEAD").strip()
 
-    r = harnessc(root, "run", "--no-build", timeout=300)
+    r = virtual.harnessc(root, "run", "--no-build")
     assert r.returncode == 0, r.stdout + r.stderr
     assert sorted(calls.read_text().split()) == ["a", "b"]  # one call each: nothing conflicted
     landed = git(root, "log", "--name-only", "--format=", f"{start}..HEAD").split()

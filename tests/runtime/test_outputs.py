@@ -11,7 +11,8 @@ import sqlite3
 import time
 from pathlib import Path
 
-from .helpers import PY, SIMPLE_CONTRACT, harnessc, node, spawn, write_project
+from . import virtual
+from .helpers import PY, SIMPLE_CONTRACT, node, spawn, write_project
 
 # Prints the contract's object; task b waits for the file argv[1] to go first.
 AGENT = """
@@ -48,7 +49,7 @@ def state_of(root: Path, tid: str) -> str | None:
 
 
 def shown(root: Path, tid: str) -> dict:
-    r = harnessc(root, "show", tid, "--output", "json")
+    r = virtual.harnessc(root, "show", tid, "--output", "json")
     assert r.returncode == 0, r.stdout + r.stderr
     return json.loads(r.stdout)
 
@@ -75,7 +76,7 @@ def test_a_result_whose_file_a_kill_cut_is_written_by_the_next_run(tmp_path):
     (outputs / "a.json").unlink(missing_ok=True)
     (root / "slow").unlink()
 
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     for tid in ("a", "b"):
         on_disk = json.loads((outputs / f"{tid}.json").read_text())
@@ -89,11 +90,11 @@ def test_a_run_with_nothing_left_to_do_writes_the_missing_result_files(tmp_path)
     next run has nothing to run, and writes the file."""
     root = tmp_path / "proj"
     project(root)
-    assert harnessc(root, "run").returncode == 0
+    assert virtual.harnessc(root, "run").returncode == 0
     outputs = root / ".harness" / "outputs"
     before = (outputs / "b.json").read_text()
     (outputs / "b.json").unlink()
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert (outputs / "b.json").read_text() == before
     assert shown(root, "b")["file"] == ".harness/outputs/b.json"

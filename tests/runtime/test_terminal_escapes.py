@@ -10,7 +10,8 @@ from pathlib import Path
 
 from harnessc.textsafe import visible
 
-from .helpers import PY, SIMPLE_CONTRACT, harnessc, node, write_project
+from . import virtual
+from .helpers import PY, SIMPLE_CONTRACT, node, write_project
 
 # OSC 52 (write "evil" to the clipboard), OSC 0 (window title), CSI 2J (erase the screen),
 # the same erase as an 8-bit CSI (U+009B), a bell
@@ -35,22 +36,22 @@ def test_an_agents_escapes_are_shown_not_obeyed(tmp_path: Path) -> None:
     write_project(tmp_path, [node("t", contract="summary", routing={"agent": "llm", "chain": ["llm"]},
                                   retry={"max_retries": 0})],
                   agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
-    assert harnessc(tmp_path, "tell", "t", HOSTILE + " instruction").returncode == 0
-    r = harnessc(tmp_path, "run")
+    assert virtual.harnessc(tmp_path, "tell", "t", HOSTILE + " instruction").returncode == 0
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     _clean(r.stdout + r.stderr)
     assert "^[]52;c;ZXZpbA==^G" in r.stdout  # the agent's stderr, in the failed call's line
     assert "instruction for t: ^[]52" in r.stdout  # the operator's instruction
     for args in (("log", "t"), ("status",)):
-        out = harnessc(tmp_path, *args)
+        out = virtual.harnessc(tmp_path, *args)
         assert out.returncode == 0, out.stderr
         _clean(out.stdout + out.stderr)
-    log = harnessc(tmp_path, "log", "t").stdout
+    log = virtual.harnessc(tmp_path, "log", "t").stdout
     assert "^[]0;pwned^G^[[2J\\x9b2J" in log
     alerts = (tmp_path / ".harness" / "alerts.log")
     if alerts.exists():
         _clean(alerts.read_text(encoding="utf-8"))
-    attempts = json.loads(harnessc(tmp_path, "log", "t", "--output", "json").stdout)
+    attempts = json.loads(virtual.harnessc(tmp_path, "log", "t", "--output", "json").stdout)
     assert any(HOSTILE in (a["errors"][0] if a["errors"] else "") for a in attempts)  # JSON keeps it
 
 
