@@ -1,7 +1,8 @@
 """A run's verdict (issue 16): a call that never answered fails its task whatever on_failure
 says; the final error counts the calls and says how they failed; a fallback output starts
 from the best answer and names the fields it filled; `harnessc show` and
-.harness/outputs/<task>.json say where the results are. Real subprocesses and real SQLite."""
+.harness/outputs/<task>.json say where the results are. harnessc in-process (in virtual time,
+or on the real clock against a fake API server's thread), real agent processes, real SQLite."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import json
 import shutil
 import textwrap
 
+import inproc
 import pytest
 
 from . import virtual
-from .helpers import PY, REPO, SIMPLE_CONTRACT, env, harnessc, node, write_project
+from .helpers import PY, REPO, SIMPLE_CONTRACT, env, node, write_project
 
 
 def tasks(root) -> dict[str, dict]:
@@ -64,7 +66,7 @@ def test_a_rejected_api_key_fails_a_fallback_task_and_retry_takes_it(tmp_path):
                         base_url: "{api.base_url}"}}
               rehearsal: {{provider: simulate}}
             """))
-        r = harnessc(tmp_path, "run", env=e)
+        r = inproc.harnessc("-C", str(tmp_path), "run", env=e)  # the real clock: the server is a thread
         assert r.returncode == 1, r.stdout + r.stderr
         t = tasks(tmp_path)
         assert t["rep-001"]["state"] == "failed" and t["use-001"]["state"] == "skipped"
@@ -72,7 +74,7 @@ def test_a_rejected_api_key_fails_a_fallback_task_and_retry_takes_it(tmp_path):
         assert error.startswith("1 call failed without an answer (auth); last: agent 'claude': "), error
         assert "invalid x-api-key" in error and "on_failure fallback not applied" in error
         assert not (tmp_path / ".harness" / "outputs" / "rep-001.json").exists()
-        r = harnessc(tmp_path, "retry", "rep-001", env=e)  # retry takes it (a degraded task it refuses)
+        r = inproc.harnessc("-C", str(tmp_path), "retry", "rep-001", env=e)  # retry takes it (a degraded task it refuses)
         assert r.returncode == 1 and "is degraded" not in r.stderr, r.stdout + r.stderr
     assert tasks(tmp_path)["rep-001"]["attempts"] == 2 and api.count == 2
 
@@ -177,7 +179,7 @@ def test_an_output_file_never_holds_a_secret(tmp_path):
     agent = script_agent(tmp_path, """print('{"title": "key sk-test-0123456789abcdef", "score": 1}')\n""")
     write_project(tmp_path, [node("a", contract="summary", routing={"agent": "cmd"})],
                   agents={"cmd": agent}, contracts={"summary": SIMPLE_CONTRACT})
-    r = harnessc(tmp_path, "run", env=env(HARNESSC_TEST_API_KEY="sk-test-0123456789abcdef"))
+    r = virtual.harnessc(tmp_path, "run", env=env(HARNESSC_TEST_API_KEY="sk-test-0123456789abcdef"))
     assert r.returncode == 0, r.stdout + r.stderr
     text = (tmp_path / ".harness" / "outputs" / "a.json").read_text()
     assert "sk-test-0123456789abcdef" not in text and "[redacted]" in text
