@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import subprocess
 
-from .helpers import PY, env, git, git_repo, harnessc, node, write_project
+from . import virtual
+from .helpers import PY, env, git, git_repo, node, write_project
 
 SECRET = "sk-test-0123456789abcdefSECRET"
 
@@ -91,7 +92,7 @@ def project(root, how: str, **kw) -> None:
 
 
 def run(root) -> subprocess.CompletedProcess:
-    r = harnessc(root, "run", "--no-build", env=env(OPENAI_API_KEY=SECRET))
+    r = virtual.harnessc(root, "run", "--no-build", env=env(OPENAI_API_KEY=SECRET))
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
     return r
 
@@ -108,7 +109,7 @@ def only_parent_is(root, base: str) -> bool:
 
 
 def tasks(root) -> dict:
-    out = harnessc(root, "status", "--json")
+    out = virtual.harnessc(root, "status", "--json")
     return {t["id"]: t for t in json.loads(out.stdout)["tasks"]}
 
 

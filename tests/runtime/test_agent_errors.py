@@ -290,7 +290,9 @@ def test_run_stops_at_once_when_the_server_says_do_not_retry(tmp_path) -> None:
     pytest.importorskip("aiohttp")
     pytest.importorskip("openai")
     from .fakeapi import Reply, ThreadedFakeAPI
-    from .helpers import SIMPLE_CONTRACT, env, harnessc, node, write_project
+    import inproc
+
+    from .helpers import SIMPLE_CONTRACT, env, node, write_project
 
     with ThreadedFakeAPI() as api:
         api.push(Reply.error(500, "api_error", headers={"x-should-retry": "false"}))
@@ -299,10 +301,10 @@ def test_run_stops_at_once_when_the_server_says_do_not_retry(tmp_path) -> None:
                       agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
         e = {k: v for k, v in env().items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
         e["OPENAI_API_KEY"] = "test-openai-key-0000"
-        r = harnessc(tmp_path, "run", env=e, timeout=120)
+        r = inproc.harnessc("-C", str(tmp_path), "run", env=e)  # the real clock: the server is a thread
         requests = api.count
     assert r.returncode == 1
-    status = json.loads(harnessc(tmp_path, "status", "--json", env=e).stdout)
+    status = json.loads(inproc.harnessc("-C", str(tmp_path), "status", "--json", env=e).stdout)
     task = {t["id"]: t for t in status["tasks"]}["t"]
     assert task["state"] == "failed" and requests == 1 and task["attempts"] == 1
     assert "x-should-retry: false" in task["error"]

@@ -8,11 +8,13 @@ import json
 import sqlite3
 from pathlib import Path
 
+import inproc
 import pytest
 
 from harnessc.runtime.children.procs import MAX_OUTPUT
 
-from .helpers import PY, SIMPLE_CONTRACT, env, harnessc, node, write_project
+from . import virtual
+from .helpers import PY, SIMPLE_CONTRACT, env, node, write_project
 
 BIG = json.dumps({"title": "x" * (3 * MAX_OUTPUT), "score": 1})  # a valid answer, 3 MiB
 
@@ -45,7 +47,7 @@ def test_an_api_answer_over_the_cap_is_cut_and_fails_verification(tmp_path, prov
         agent = {"provider": provider, "model": "m-1", "base_url": base, "stream": stream}
         write_project(tmp_path, [node("t", contract="summary", routing={"agent": "llm", "chain": ["llm"]})],
                       agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
-        r = harnessc(tmp_path, "run", env=e)
+        r = inproc.harnessc("-C", str(tmp_path), "run", env=e)  # the real clock: the server is a thread
     assert r.returncode == 1, r.stdout + r.stderr
     _check(tmp_path)
 
@@ -57,7 +59,7 @@ def test_a_command_agents_output_over_the_cap_fails_verification(tmp_path) -> No
     write_project(tmp_path, [node("t", contract="summary", routing={"agent": "llm", "chain": ["llm"]},
                                   retry={"max_retries": 0})],
                   agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     _check(tmp_path)
 
@@ -69,5 +71,5 @@ def test_a_command_agents_long_stderr_does_not_cut_its_answer(tmp_path) -> None:
     agent = {"provider": "command", "command": [PY, str(script)]}
     write_project(tmp_path, [node("t", contract="summary", routing={"agent": "llm", "chain": ["llm"]})],
                   agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr

@@ -17,12 +17,13 @@ pytest.importorskip("aiohttp")
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")
 
+import inproc  # noqa: E402
 from harnessc.compiler import compile_project  # noqa: E402
 from harnessc.compiler.prompts import render_prompt_parts  # noqa: E402
 from harnessc.providers import agent_config  # noqa: E402
 from harnessc.runtime.agents.base import Request, Response, make_agent  # noqa: E402
 from .fakeapi import FakeAPI, Reply, ThreadedFakeAPI  # noqa: E402
-from .helpers import env as cli_env, harnessc  # noqa: E402
+from .helpers import env as cli_env  # noqa: E402
 
 KEYS = {"ANTHROPIC_API_KEY": "test-anthropic-key-0000", "OPENAI_API_KEY": "test-openai-key-0000"}
 SYSTEM = "You are careful."
@@ -185,7 +186,7 @@ def test_a_run_caches_the_shared_prefix_and_reports_the_share_and_savings(tmp_pa
         write_spec(tmp_path, agent, overview="The overview every task shares. " * 300, concurrency=1)
         e = {k: v for k, v in cli_env().items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
         e.update(KEYS)
-        r = harnessc(tmp_path, "run", env=e, timeout=120)
+        r = inproc.harnessc("-C", str(tmp_path), "run", env=e)  # the real clock: the server is a thread
         bodies = [q.body for q in api.requests]
     assert r.returncode == 0, r.stdout + r.stderr
     assert len(bodies) == 3
@@ -202,11 +203,11 @@ def test_a_run_caches_the_shared_prefix_and_reports_the_share_and_savings(tmp_pa
     # 6,000 of 8,150 input tokens read; saved 6,000 x (3 - 0.3) - 2,000 x (3.75 - 3) per million
     assert "prompt cache: 74% of input tokens read from the cache (6,000 of 8,150; 2,000 written)" in r.stdout
     assert "saving $0.0147" in r.stdout
-    rows = json.loads(harnessc(tmp_path, "stats", "--output", "json", env=e).stdout)
+    rows = json.loads(inproc.harnessc("-C", str(tmp_path), "stats", "--output", "json", env=e).stdout)
     cache = next(row["cache"] for row in rows if "cache" in row)
     assert cache == {"input_tokens": 8150, "cache_read_tokens": 6000, "cache_write_tokens": 2000,
                      "share": 0.7362, "saved_usd": 0.0147}
-    text = harnessc(tmp_path, "stats", env=e).stdout
+    text = inproc.harnessc("-C", str(tmp_path), "stats", env=e).stdout
     assert "prompt cache" in text and "74%" in text and "$0.0147" in text
 
 

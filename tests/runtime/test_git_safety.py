@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from .helpers import PY, env, git, git_repo, harnessc, node, write_project
+from . import virtual
+from .helpers import PY, env, git, git_repo, node, write_project
 
 SECRET = "sk-test-0123456789abcdefSECRET"
 
@@ -68,7 +69,7 @@ def test_code_an_agent_plants_for_git_never_runs_in_harnessc_s_git(tmp_path, vec
     """With `git: commit` (snapshots, then the commit) and without (a loop task's snapshots):
     the payload never runs, and the task's work is committed as it is (no filter, unsigned)."""
     project(tmp_path, vector, git_mode)
-    r = harnessc(tmp_path, "run", env=env(OPENAI_API_KEY=SECRET))
+    r = virtual.harnessc(tmp_path, "run", env=env(OPENAI_API_KEY=SECRET))
     assert r.returncode == 0, r.stdout + r.stderr
     found = leaks(tmp_path)
     assert not any(SECRET in text for text in found.values()), sorted(found)
@@ -94,7 +95,7 @@ def test_git_hooks_true_runs_the_user_s_hooks_without_harnessc_s_environment(tmp
     hook.write_text(f"#!/bin/sh\nenv > {tmp_path / 'hook-env.txt'}\n")
     hook.chmod(0o755)
     git(tmp_path, "config", "core.fsmonitor", f"env > {tmp_path / 'leak-fsmonitor.txt'}; false")
-    r = harnessc(tmp_path, "run", env=env(OPENAI_API_KEY=SECRET, MY_OWN_VAR="kept-out"))
+    r = virtual.harnessc(tmp_path, "run", env=env(OPENAI_API_KEY=SECRET, MY_OWN_VAR="kept-out"))
     assert r.returncode == 0, r.stdout + r.stderr
     seen = (tmp_path / "hook-env.txt").read_text()
     assert "PATH=" in seen and SECRET not in seen and "OPENAI_API_KEY" not in seen and "MY_OWN_VAR" not in seen
@@ -134,7 +135,7 @@ def test_an_autonomous_run_never_commits_a_file_holding_a_secret(tmp_path):
                                   "pass_env": ["OPENAI_API_KEY"]}}, concurrency=1)
     (tmp_path / "agent.py").write_text(WRITES_THE_KEY)
     git_repo(tmp_path)
-    r = harnessc(tmp_path, "run", "--autonomous", env=env(OPENAI_API_KEY=SECRET))
+    r = virtual.harnessc(tmp_path, "run", "--autonomous", env=env(OPENAI_API_KEY=SECRET))
     assert r.returncode == 0, r.stdout + r.stderr
     assert git(tmp_path, "show", "--name-only", "--format=%s", "HEAD").split() == [
         "harnessc:", "a:", "Task", "a", "code.py"]
