@@ -1,7 +1,8 @@
 """Every agent call is bounded as a whole (callbounds.py): a server that keeps a stream alive
 with an event now and then, or sends its body a byte at a time, is cut at the task's
 max_time (the SDKs' own timeout is per read), and a graceful stop cuts a call that outlives
-its grace. Real SDKs against the fake server, real `harnessc run` subprocesses."""
+its grace. Real SDKs against the fake server (a thread of this process); harnessc runs in this
+process on the real clock (tests/inproc.py), but for the run a stop is sent to, a process."""
 
 from __future__ import annotations
 
@@ -17,14 +18,17 @@ pytest.importorskip("aiohttp")
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")
 
-from .fakeapi import Reply, ThreadedFakeAPI  # noqa: E402
-from .helpers import CLI, SIMPLE_CONTRACT, env, harnessc, node, write_project  # noqa: E402
+import inproc  # noqa: E402
 
-# The task's max_time: long enough that the SDK's import and the run's start (seconds on a
-# loaded machine) leave the request time to reach the server, which counts its ticks.
-MAX_TIME = 8
-# The most keep-alive events or bytes a cut call may have let through: max_time 8s at one
-# every 0.5s is 16; what the server sends while the run winds down is a few more. Unbounded
+from .fakeapi import Reply, ThreadedFakeAPI  # noqa: E402
+from .helpers import CLI, SIMPLE_CONTRACT, env, node, write_project  # noqa: E402
+
+# The task's max_time: long enough that the run's start (a second or two on a loaded machine;
+# the SDKs are imported above, and the run is in this process) leaves the request time to
+# reach the server, which counts its ticks.
+MAX_TIME = 5
+# The most keep-alive events or bytes a cut call may have let through: max_time 5s at one
+# every 0.5s is 10; what the server sends while the run winds down is a few more. Unbounded
 # before the fix (the run went on as long as the server did).
 MOST_TICKS = 40
 
@@ -50,7 +54,7 @@ def _attempts(root) -> list[dict]:
 
 
 def _task(root, e) -> dict:
-    status = json.loads(harnessc(root, "status", "--json", env=e).stdout)
+    status = json.loads(inproc.harnessc("-C", str(root), "status", "--json", env=e).stdout)
     return {t["id"]: t for t in status["tasks"]}["t"]
 
 
@@ -63,7 +67,7 @@ def test_a_slow_server_is_cut_at_the_tasks_max_time(tmp_path, provider, stream, 
     with ThreadedFakeAPI() as api:
         api.push(Reply(fault=fault, text='{"title": "' + "x" * 400 + '", "score": 1}'))
         _project(tmp_path, api, provider, stream, max_time=MAX_TIME)
-        r = harnessc(tmp_path, "run", env=e, timeout=90)
+        r = inproc.harnessc("-C", str(tmp_path), "run", env=e)
         ticks, requests = api.ticks, api.count
     assert r.returncode == 1, r.stdout + r.stderr
     assert 0 < ticks <= MOST_TICKS and requests == 1
@@ -83,7 +87,7 @@ def test_run_max_time_cuts_a_call_that_outlives_the_stops_grace(tmp_path) -> Non
     with ThreadedFakeAPI() as api:
         api.push(Reply(fault="slow"))
         _project(tmp_path, api, "anthropic", True)
-        r = harnessc(tmp_path, "run", "--max-time", "2s", env=e, timeout=90)
+        r = inproc.harnessc("-C", str(tmp_path), "run", "--max-time", "2s", env=e)
         ticks = api.ticks
     assert r.returncode == 3, r.stdout + r.stderr
     assert 0 < ticks <= MOST_TICKS
@@ -105,7 +109,7 @@ def test_stop_during_a_slow_call_ends_it_after_the_grace(tmp_path) -> None:
             while api.ticks < 2 and time.monotonic() < deadline and proc.poll() is None:
                 time.sleep(0.1)
             assert api.ticks >= 2, "the call never started"
-            assert harnessc(tmp_path, "stop", env=e).returncode == 0
+            assert inproc.harnessc("-C", str(tmp_path), "stop", env=e).returncode == 0
             out, err = proc.communicate(timeout=60)
         finally:
             if proc.poll() is None:
