@@ -1,4 +1,5 @@
-"""harness.yaml `notify:` (issue 27 item 2), with real runs, real notifier processes and a
+"""harness.yaml `notify:` (issue 27 item 2), with real runs (in this process: in virtual time,
+or on the real clock beside the webhook's server thread), real notifier processes and a
 real HTTP server on 127.0.0.1: one JSON object per event to a command (stdin) or a webhook
 (POST); no provider key in the notifier's environment and no secret in the payload; a
 notifier that hangs, exits 1 or prints 1 GB, and a webhook that redirects or answers 500,
@@ -12,8 +13,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import inproc
+
 from . import virtual
-from .helpers import CLI, PY, env, harnessc, node, peak_rss, write_project
+from .helpers import CLI, PY, env, node, peak_rss, write_project
 
 SECRET = "sekret-VALUE-4242-notify"
 ALL = ["blocked", "failed", "review", "budget", "stuck", "run_end"]
@@ -139,7 +142,7 @@ def no_proxy_env(**extra) -> dict:
 def test_a_webhook_gets_the_same_object_as_a_post(tmp_path):
     with Hook() as hook:
         failing_project(tmp_path, webhook=hook.url)
-        r = harnessc(tmp_path, "run", env=no_proxy_env())
+        r = inproc.harnessc("-C", str(tmp_path), "run", env=no_proxy_env(), cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     assert [p[0] for p in hook.posts] == ["/hook", "/hook"]
     bodies = [json.loads(p[2]) for p in hook.posts]
@@ -152,7 +155,7 @@ def test_a_webhook_gets_the_same_object_as_a_post(tmp_path):
 def test_a_webhook_answering_500_is_an_alert_after_at_most_two_retries(tmp_path):
     with Hook(500) as hook:
         failing_project(tmp_path, webhook=hook.url, on=["run_end"])
-        r = harnessc(tmp_path, "run", env=no_proxy_env())
+        r = inproc.harnessc("-C", str(tmp_path), "run", env=no_proxy_env(), cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr  # the task's failure, not the notifier's
     assert 2 <= len(hook.posts) <= 3
     (alert,) = alerts(tmp_path)
@@ -162,7 +165,7 @@ def test_a_webhook_answering_500_is_an_alert_after_at_most_two_retries(tmp_path)
 def test_a_webhook_that_redirects_is_not_followed_and_is_an_alert(tmp_path):
     with Hook(302) as hook:
         failing_project(tmp_path, webhook=hook.url, on=["run_end"])
-        r = harnessc(tmp_path, "run", env=no_proxy_env())
+        r = inproc.harnessc("-C", str(tmp_path), "run", env=no_proxy_env(), cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     assert {p[0] for p in hook.posts} == {"/hook"} and len(hook.posts) <= 3  # /elsewhere never asked
     (alert,) = alerts(tmp_path)
@@ -172,7 +175,7 @@ def test_a_webhook_that_redirects_is_not_followed_and_is_an_alert(tmp_path):
 def test_a_webhook_that_never_answers_is_given_up_at_its_timeout(tmp_path):
     with Hook(hang=True) as hook:
         failing_project(tmp_path, webhook=hook.url, on=["run_end"], timeout=3)
-        r = harnessc(tmp_path, "run", env=no_proxy_env(), timeout=120)  # the server would hang 300 s
+        r = inproc.harnessc("-C", str(tmp_path), "run", env=no_proxy_env(), cwd=tmp_path)  # the server would hang 300 s
     assert r.returncode == 1, r.stdout + r.stderr
     assert len(hook.posts) == 1  # the one try took the whole timeout
     (alert,) = alerts(tmp_path)
@@ -198,7 +201,7 @@ def test_a_notifier_that_hangs_is_killed_within_its_timeout_and_the_run_ends(tmp
               "sys.stdin.read(); time.sleep(300)")
     write_project(tmp_path, [node("t")])
     with_notify(tmp_path, command=[PY, "-c", script], timeout=3, on=["run_end"])
-    r = harnessc(tmp_path, "run", env=run_env(), timeout=120)  # far less than the notifier's 300 s
+    r = inproc.harnessc("-C", str(tmp_path), "run", env=run_env(), cwd=tmp_path)  # ends though the notifier would sleep 300 s
     assert r.returncode == 0, r.stdout + r.stderr
     (alert,) = alerts(tmp_path)
     assert "timed out" in alert["message"]
@@ -254,14 +257,14 @@ def test_the_cookbook_slack_recipe_posts_text_and_lints_clean(tmp_path):
     (tmp_path / "scripts" / "notify_slack.py").write_text(script)
     (tmp_path / "harness.yaml").write_text(yaml_text)
     (tmp_path / "roadmap.md").write_text("## Tasks\n\n- [ ] **t1**: Say hello\n  - accept: true\n")
-    lint = harnessc(tmp_path, "lint")
+    lint = inproc.harnessc("-C", str(tmp_path), "lint", cwd=tmp_path)
     assert lint.returncode == 0 and "HC44" not in lint.stdout + lint.stderr, lint.stdout + lint.stderr
     with Hook() as hook:
-        assert harnessc(tmp_path, "build").returncode == 0
+        assert inproc.harnessc("-C", str(tmp_path), "build", cwd=tmp_path).returncode == 0
         plan = json.loads((tmp_path / ".harness" / "build" / "plan.json").read_text())
         plan["notify"]["command"] = [PY, *plan["notify"]["command"][1:]]  # this interpreter, not python3 on PATH
         (tmp_path / ".harness" / "build" / "plan.json").write_text(json.dumps(plan))
-        r = harnessc(tmp_path, "run", env=no_proxy_env(SLACK_WEBHOOK_URL=hook.url))
+        r = inproc.harnessc("-C", str(tmp_path), "run", env=no_proxy_env(SLACK_WEBHOOK_URL=hook.url), cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     (post,) = hook.posts
     text = json.loads(post[2])["text"]
