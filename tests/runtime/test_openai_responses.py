@@ -11,10 +11,12 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("openai")
 
+import inproc  # noqa: E402
+from harnessc.runtime.agents import errors  # noqa: E402
 from harnessc.runtime.agents.base import Response  # noqa: E402
 from harnessc.runtime.agents.errors import AgentError  # noqa: E402
 from .fakeapi import Reply, ThreadedFakeAPI  # noqa: E402
-from .helpers import SHORT_BACKOFF, SIMPLE_CONTRACT, harnessc, node, write_project  # noqa: E402
+from .helpers import SIMPLE_CONTRACT, node, write_project  # noqa: E402
 from .helpers import env as cli_env  # noqa: E402
 from .test_providers import CONTRACT, FAULTS, KEYS, _request, call, hermetic_env  # noqa: E402,F401
 
@@ -136,7 +138,7 @@ def test_timeout_is_a_timeout() -> None:
     assert api.count == 1
 
 
-def test_run_retries_through_faults_one_attempt_per_request(tmp_path) -> None:
+def test_run_retries_through_faults_one_attempt_per_request(tmp_path, monkeypatch) -> None:
     """`harnessc run` with api: responses: a 429, an error event, a response.failed and a cut
     stream are retried; every HTTP request is one attempt row."""
     answer = '{"title": "Q3", "score": 4}'
@@ -152,12 +154,14 @@ def test_run_retries_through_faults_one_attempt_per_request(tmp_path) -> None:
                       agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
         e = {k: v for k, v in cli_env().items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
         e.update(KEYS)
-        r = harnessc(tmp_path, "run", env=e, timeout=180, prelude=SHORT_BACKOFF)
+        # which faults are retried and recorded, not how long a retry waits (helpers.SHORT_BACKOFF)
+        monkeypatch.setattr(errors, "BACKOFF_BASE", 0.05)
+        r = inproc.harnessc("-C", str(tmp_path), "run", env=e, cwd=tmp_path)
         requests = api.count
         paths = {s.path for s in api.requests}
     assert r.returncode == 0, r.stdout + r.stderr
     assert paths == {"/v1/responses"}
-    status = json.loads(harnessc(tmp_path, "status", "--json", env=e).stdout)
+    status = json.loads(inproc.harnessc("-C", str(tmp_path), "status", "--json", env=e).stdout)
     task = {t["id"]: t for t in status["tasks"]}["t"]
     assert task["state"] == "succeeded"
     assert requests == 5 and task["attempts"] == requests

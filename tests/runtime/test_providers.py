@@ -1,4 +1,5 @@
-"""The anthropic and openai providers: the real SDKs against the in-process fault server.
+"""The anthropic and openai providers: the real SDKs against the in-process fault server (and
+the runs against it in this process too, on the real clock: tests/inproc.py).
 
 Each fault must come back as one AgentError of the right kind, with retry_after when the
 server sent one, after exactly ONE HTTP request (harnessc's loop owns retries). Nothing
@@ -20,11 +21,12 @@ pytest.importorskip("aiohttp")
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")
 
+import inproc  # noqa: E402
 from harnessc.providers import agent_config  # noqa: E402
 from harnessc.runtime.agents.base import Request, Response, make_agent  # noqa: E402
 from harnessc.runtime.agents.errors import AgentError  # noqa: E402
 from .fakeapi import FakeAPI, Reply, ThreadedFakeAPI  # noqa: E402
-from .helpers import SIMPLE_CONTRACT, harnessc, node, write_project  # noqa: E402
+from .helpers import SIMPLE_CONTRACT, node, write_project  # noqa: E402
 from .helpers import env as cli_env  # noqa: E402
 
 KEYS = {"ANTHROPIC_API_KEY": "test-anthropic-key-0000", "OPENAI_API_KEY": "test-openai-key-0000"}
@@ -276,10 +278,10 @@ def test_run_retries_through_faults_one_attempt_per_request(tmp_path, provider) 
                       agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
         e = {k: v for k, v in cli_env().items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
         e.update(KEYS)
-        r = harnessc(tmp_path, "run", env=e, timeout=120)
+        r = inproc.harnessc("-C", str(tmp_path), "run", env=e, cwd=tmp_path)
         requests = api.count
     assert r.returncode == 0, r.stdout + r.stderr
-    status = json.loads(harnessc(tmp_path, "status", "--json", env=e).stdout)
+    status = json.loads(inproc.harnessc("-C", str(tmp_path), "status", "--json", env=e).stdout)
     task = {t["id"]: t for t in status["tasks"]}["t"]
     assert task["state"] == "succeeded"
     assert requests == 4 and task["attempts"] == requests
@@ -300,10 +302,10 @@ def test_run_quota_fails_the_task_without_retrying(tmp_path) -> None:
                       agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
         e = {k: v for k, v in cli_env().items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
         e.update(KEYS)
-        r = harnessc(tmp_path, "run", env=e, timeout=120)
+        r = inproc.harnessc("-C", str(tmp_path), "run", env=e, cwd=tmp_path)
         requests = api.count
     assert r.returncode == 1
-    status = json.loads(harnessc(tmp_path, "status", "--json", env=e).stdout)
+    status = json.loads(inproc.harnessc("-C", str(tmp_path), "status", "--json", env=e).stdout)
     task = {t["id"]: t for t in status["tasks"]}["t"]
     assert task["state"] == "failed" and requests == 1 and task["attempts"] == 1
     assert "quota" in task["error"] and "agent 'llm'" in task["error"]
@@ -417,8 +419,8 @@ def test_run_gives_up_on_a_refused_connection_within_the_task_retry_policy(tmp_p
                   contracts={"summary": SIMPLE_CONTRACT})
     e = {k: v for k, v in cli_env().items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
     e.update(KEYS)
-    r = harnessc(tmp_path, "run", env=e, timeout=120)
+    r = inproc.harnessc("-C", str(tmp_path), "run", env=e, cwd=tmp_path)
     assert r.returncode == 1
-    task = {t["id"]: t for t in json.loads(harnessc(tmp_path, "status", "--json", env=e).stdout)["tasks"]}["t"]
+    task = {t["id"]: t for t in json.loads(inproc.harnessc("-C", str(tmp_path), "status", "--json", env=e).stdout)["tasks"]}["t"]
     assert task["state"] == "failed" and task["attempts"] == 2  # the first call and max_retries: 1
     assert f"cannot connect to {url}" in task["error"]
