@@ -23,6 +23,7 @@ pytest.importorskip("openai")
 
 import inproc  # noqa: E402
 from harnessc.providers import agent_config  # noqa: E402
+from harnessc.runtime.agents import errors  # noqa: E402
 from harnessc.runtime.agents.base import Request, Response, make_agent  # noqa: E402
 from harnessc.runtime.agents.errors import AgentError  # noqa: E402
 from .fakeapi import FakeAPI, Reply, ThreadedFakeAPI  # noqa: E402
@@ -262,7 +263,7 @@ def test_sdks_are_imported_only_by_the_agents_that_call() -> None:
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
-def test_run_retries_through_faults_one_attempt_per_request(tmp_path, provider) -> None:
+def test_run_retries_through_faults_one_attempt_per_request(tmp_path, provider, monkeypatch) -> None:
     """`harnessc run` against the fault server: a 429, a 529 and a cut stream are retried,
     quota ends the task; every HTTP request is one attempt row."""
     answer = '{"title": "Q3", "score": 4}'
@@ -278,6 +279,8 @@ def test_run_retries_through_faults_one_attempt_per_request(tmp_path, provider) 
                       agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
         e = {k: v for k, v in cli_env().items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
         e.update(KEYS)
+        # which faults are retried and recorded, not how long a retry waits (helpers.SHORT_BACKOFF)
+        monkeypatch.setattr(errors, "BACKOFF_BASE", 0.05)
         r = inproc.harnessc("-C", str(tmp_path), "run", env=e, cwd=tmp_path)
         requests = api.count
     assert r.returncode == 0, r.stdout + r.stderr
