@@ -13,9 +13,11 @@ import json
 import sqlite3
 from pathlib import Path
 
+import inproc
 import pytest
 
 from harnessc.providers import agent_config
+from harnessc.runtime.agents import errors
 from harnessc.runtime.agents.base import Response, Usage
 from harnessc.runtime.agents.errors import AgentError
 from harnessc.runtime.store.attempts import AttemptEnd, TaskEnd
@@ -24,7 +26,7 @@ from harnessc.states import TaskState
 from harnessc.workspace import Workspace
 
 from . import virtual
-from .helpers import PY, SIMPLE_CONTRACT, harnessc, node, write_project
+from .helpers import PY, SIMPLE_CONTRACT, node, write_project
 from .helpers import env as cli_env
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -177,32 +179,32 @@ def test_an_aborted_call_is_settled_to_zero_and_says_no_response(tmp_path):
     p = spawn(tmp_path, "run")
     try:
         for _ in range(600):
-            rows = json.loads(harnessc(tmp_path, "log", "slow", "--json").stdout or "[]") \
+            rows = json.loads(inproc.harnessc("-C", str(tmp_path), "log", "slow", "--json").stdout or "[]") \
                 if (tmp_path / ".harness" / "state.db").exists() else []
             if rows:
                 break
             time.sleep(0.1)
         assert rows and rows[0]["status"] == "started"
-        harnessc(tmp_path, "stop", "--abort")
+        inproc.harnessc("-C", str(tmp_path), "stop", "--abort")
         p.communicate(timeout=60)
     finally:
         if p.poll() is None:
             p.kill()
     assert p.returncode == 3
-    row = json.loads(harnessc(tmp_path, "log", "slow", "--json").stdout)[0]
+    row = json.loads(inproc.harnessc("-C", str(tmp_path), "log", "slow", "--json").stdout)[0]
     assert (row["status"], row["cost_usd"], row["cost_source"], row["input_tokens"]) == (
         "interrupted", 0.0, "no_response", 0)
     con = sqlite3.connect(tmp_path / ".harness" / "state.db")
     assert con.execute("SELECT reserved > 0, actual, settled FROM ledger").fetchall() == [(1, 0.0, 1)]
     con.close()
-    assert json.loads(harnessc(tmp_path, "status", "--json").stdout)["run"]["cost_usd"] == 0.0
+    assert json.loads(inproc.harnessc("-C", str(tmp_path), "status", "--json").stdout)["run"]["cost_usd"] == 0.0
 
 
 # ------------------------------------------------------------------ the real SDKs, end to end
 
 
 @pytest.mark.parametrize("provider, wire", [("anthropic", None), ("openai", "chat"), ("openai", "responses")])
-def test_every_request_is_one_attempt_with_its_ledger(tmp_path, provider, wire):
+def test_every_request_is_one_attempt_with_its_ledger(tmp_path, provider, wire, monkeypatch):
     """429, 500, a cut stream and two answers (one that fails verification) against the fault
     server through `harnessc run`: requests == status attempts == attempt rows, and every
     figure (attempts, task, ledger, status totals, run_results) adds up."""
@@ -227,7 +229,9 @@ def test_every_request_is_one_attempt_with_its_ledger(tmp_path, provider, wire):
                       agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
         e = {k: v for k, v in cli_env().items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
         e.update(KEYS)
-        r = harnessc(tmp_path, "run", env=e, timeout=120)
+        # what each request records, not how long a retry waits (helpers.SHORT_BACKOFF)
+        monkeypatch.setattr(errors, "BACKOFF_BASE", 0.05)
+        r = inproc.harnessc("-C", str(tmp_path), "run", env=e)
         requests = api.count
         paths = {seen.path for seen in api.requests}
     assert r.returncode == 0, r.stdout + r.stderr
@@ -338,7 +342,7 @@ def test_a_failed_call_records_how_long_it_took(tmp_path):
     (tmp_path / "slow_fail.py").write_text("import sys, time\ntime.sleep(0.3)\nsys.exit('nope')\n")
     write_project(tmp_path, [node("a", retry={"max_retries": 0, "on_failure": "retry", "delays": [0]})],
                   agents={"rehearsal": {"provider": "command", "command": [PY, str(tmp_path / "slow_fail.py")]}})
-    assert harnessc(tmp_path, "run").returncode == 1
+    assert inproc.harnessc("-C", str(tmp_path), "run").returncode == 1
     (latency,) = sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
         "SELECT latency FROM attempts WHERE status='error'").fetchone()
     assert latency >= 0.3

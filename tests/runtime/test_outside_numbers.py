@@ -11,6 +11,7 @@ import math
 import sqlite3
 from pathlib import Path
 
+import inproc
 import pytest
 
 from harnessc.providers import agent_config
@@ -18,7 +19,7 @@ from harnessc.runtime.agents.base import MAX_CALL_COST_USD, MAX_CALL_TOKENS, Req
 from harnessc.textsafe import json_text
 
 from . import virtual
-from .helpers import PY, SIMPLE_CONTRACT, env, harnessc, node, write_project
+from .helpers import PY, SIMPLE_CONTRACT, env, node, write_project
 
 ANSWER = '{"title": "a title", "score": 2}'
 PRICE = {"input": 3.0, "output": 15.0}
@@ -63,7 +64,7 @@ def test_a_servers_absurd_token_count_is_recorded_as_not_reported(tmp_path, prov
         agent = {"provider": provider, "model": "m-1", "base_url": base, "price": PRICE}
         write_project(tmp_path, [node("t", contract="summary", routing={"agent": "llm", "chain": ["llm"]})],
                       agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
-        r = harnessc(tmp_path, "run", "--max-cost", "1", env=e)
+        r = inproc.harnessc("-C", str(tmp_path), "run", "--max-cost", "1", env=e)
     assert r.returncode == 0, r.stdout + r.stderr
     [attempt] = _attempts(tmp_path)
     assert attempt["status"] == "succeeded"
