@@ -1,4 +1,6 @@
-"""The runtime commands through real subprocesses, real SQLite and real agents."""
+"""The runtime commands, real SQLite and real agents: harnessc in this process (in virtual time,
+or on the real clock where times, a server thread or a real run beside it count), and real
+`harnessc` processes where a run is signalled, stopped or raced."""
 
 from __future__ import annotations
 
@@ -8,10 +10,11 @@ import sqlite3
 import textwrap
 import time
 
+import inproc
 import pytest
 
 from . import virtual
-from .helpers import PY, SIMPLE_CONTRACT, env, harnessc, node, spawn, write_project
+from .helpers import PY, SIMPLE_CONTRACT, env, node, spawn, write_project
 
 
 def status(root) -> dict:
@@ -113,7 +116,7 @@ def test_escalation_moves_up_the_chain_with_retries_reset(tmp_path):
                "mid": {"provider": "simulate", "invalid_first": 10},
                "strong": {"provider": "simulate", "invalid_first": 1}},
         contracts={"summary": SIMPLE_CONTRACT})
-    r = harnessc(tmp_path, "run")
+    r = inproc.harnessc("-C", str(tmp_path), "run", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "weak > mid > strong" in r.stdout  # the summary shows the way up
     esc = status(tmp_path)["tasks"][0]
@@ -124,9 +127,9 @@ def test_escalation_moves_up_the_chain_with_retries_reset(tmp_path):
     agents = [a for (a,) in sqlite3.connect(tmp_path / ".harness" / "state.db").execute(
         "SELECT agent FROM attempts ORDER BY id")]
     assert agents == ["weak", "weak", "mid", "mid", "strong", "strong"]
-    log = harnessc(tmp_path, "log", "esc").stdout
+    log = inproc.harnessc("-C", str(tmp_path), "log", "esc", cwd=tmp_path).stdout
     assert log.count("--- escalated:") == 2 and "--- escalated: weak -> mid (2 failed verifications:" in log
-    third = json.loads(harnessc(tmp_path, "log", "esc", "--attempt", "3", "--output", "json").stdout)[0]
+    third = json.loads(inproc.harnessc("-C", str(tmp_path), "log", "esc", "--attempt", "3", "--output", "json", cwd=tmp_path).stdout)[0]
     assert third["agent"] == "mid" and third["routing"][0].startswith("escalated: weak -> mid")
 
 
@@ -147,7 +150,7 @@ def test_agent_errors_fall_back_to_the_next_agent_without_counting_a_failure(tmp
                             "base_url": api.base_url + "/v1"},
                    "rehearsal": {"provider": "simulate"}},
             contracts={"summary": SIMPLE_CONTRACT})
-        r = harnessc(tmp_path, "run", "-j", "1", env=env(HC_TEST_BAD_KEY="sk-rejected-by-the-server"))
+        r = inproc.harnessc("-C", str(tmp_path), "run", "-j", "1", env=env(HC_TEST_BAD_KEY="sk-rejected-by-the-server"), cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     data = {t["id"]: t for t in status(tmp_path)["tasks"]}
     assert data["keyless"]["state"] == "succeeded" and data["keyless"]["agent"] == "rehearsal"
@@ -205,10 +208,10 @@ def test_command_agent_faults(tmp_path):
     write_project(tmp_path, [node(t, **c) for t in ("good", "silent", "crash", "huge", "hang", "prose")]
                   + [node("nobin", contract="summary", routing={"agent": "missing"}, retry={"max_retries": 0})],
                   agents=agents, contracts={"summary": SIMPLE_CONTRACT})
-    r = harnessc(tmp_path, "run")  # the pre-flight: `missing` is the only agent of nobin
+    r = inproc.harnessc("-C", str(tmp_path), "run", cwd=tmp_path)  # the pre-flight: `missing` is the only agent of nobin
     assert r.returncode == 2 and "'no-such-agent-binary-xyz' is not on PATH" in r.stderr, r.stderr
     t0 = time.monotonic()
-    r = harnessc(tmp_path, "run", "--exclude", "nobin")
+    r = inproc.harnessc("-C", str(tmp_path), "run", "--exclude", "nobin", cwd=tmp_path)
     assert r.returncode == 1
     assert time.monotonic() - t0 < 30
     data = {t["id"]: t for t in status(tmp_path)["tasks"]}
@@ -219,7 +222,7 @@ def test_command_agent_faults(tmp_path):
     assert "timed out" in data["hang"]["error"]
     assert "no JSON object" in data["prose"]["error"]
     assert data["nobin"]["state"] == "ready" and data["nobin"]["attempts"] == 0
-    huge = json.loads(harnessc(tmp_path, "log", "huge", "--json").stdout)
+    huge = json.loads(inproc.harnessc("-C", str(tmp_path), "log", "huge", "--json", cwd=tmp_path).stdout)
     assert len(huge[0]["raw_output"]) <= 1 << 20
 
 
@@ -251,9 +254,9 @@ def test_stop_file_and_concurrent_run_and_status_during_run(tmp_path):
             if s["run"] and s["run"].get("active") and any(t["state"] == "succeeded" for t in s["tasks"]):
                 break
         assert s["run"]["active"] and s["run"]["pid"] == p.pid
-        second = harnessc(tmp_path, "run")
+        second = inproc.harnessc("-C", str(tmp_path), "run", cwd=tmp_path)
         assert second.returncode == 2 and f"pid {p.pid}" in second.stderr
-        r = harnessc(tmp_path, "stop")
+        r = inproc.harnessc("-C", str(tmp_path), "stop", cwd=tmp_path)
         assert r.returncode == 0 and str(p.pid) in r.stdout
         out, err = p.communicate(timeout=30)
     finally:
@@ -264,7 +267,7 @@ def test_stop_file_and_concurrent_run_and_status_during_run(tmp_path):
     st = status(tmp_path)
     assert st["run"]["status"] == "stopped"
     assert not any(t["state"] == "running" for t in st["tasks"])
-    r = harnessc(tmp_path, "run", "-j", "64")  # the rest, at once
+    r = virtual.harnessc(tmp_path, "run", "-j", "64")  # the rest, at once
     assert r.returncode == 0 and set(states(tmp_path).values()) == {"succeeded"}
 
 
@@ -291,7 +294,7 @@ def test_double_ctrl_c_during_accept_command_kills_its_group(tmp_path):
     from .test_procs import alive
 
     assert not alive(pid)
-    log = json.loads(harnessc(tmp_path, "log", "slow", "--json").stdout)
+    log = json.loads(inproc.harnessc("-C", str(tmp_path), "log", "slow", "--json", cwd=tmp_path).stdout)
     assert log[-1]["status"] == "interrupted"
     assert states(tmp_path)["slow"] in ("pending", "ready")
 
@@ -300,7 +303,7 @@ def test_bad_state_and_plan_inputs(tmp_path):
     write_project(tmp_path, [node("a")])
     db = tmp_path / ".harness" / "state.db"
     db.write_bytes(b"this is not sqlite at all" * 100)
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 2 and "not a readable harnessc state database" in r.stderr
     assert db.read_bytes().startswith(b"this is not sqlite")  # never silently reset
     db.unlink()
@@ -308,42 +311,42 @@ def test_bad_state_and_plan_inputs(tmp_path):
     con.execute("CREATE TABLE other (x)")
     con.commit()
     con.close()
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 2 and "not a harnessc state database" in r.stderr
     db.unlink()
-    assert harnessc(tmp_path, "run").returncode == 0
+    assert virtual.harnessc(tmp_path, "run").returncode == 0
     con = sqlite3.connect(db)
     con.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
     con.commit()
     con.close()
-    r = harnessc(tmp_path, "status")
+    r = virtual.harnessc(tmp_path, "status")
     assert r.returncode == 2 and "newer" in r.stderr
     db.unlink()
     # An empty state.db is what `status` sees while a starting run creates it: nothing ran yet.
     db.write_bytes(b"")
     assert status(tmp_path)["run"] is None
-    assert harnessc(tmp_path, "log", "a").stdout.startswith("no attempts")
+    assert virtual.harnessc(tmp_path, "log", "a").stdout.startswith("no attempts")
     db.unlink()
     # A stale plan with --no-build is refused; a missing plan too.
     (tmp_path / "roadmap.md").write_text("# changed\n")
-    r = harnessc(tmp_path, "run", "--no-build")
+    r = virtual.harnessc(tmp_path, "run", "--no-build")
     assert r.returncode == 2 and "older than roadmap.md" in r.stderr
     (tmp_path / ".harness" / "build" / "plan.json").unlink()
-    r = harnessc(tmp_path, "run", "--no-build")
+    r = virtual.harnessc(tmp_path, "run", "--no-build")
     assert r.returncode == 2 and "no compiled plan" in r.stderr
     assert "Traceback" not in r.stderr
 
 
 def test_select_and_usage_errors(tmp_path):
     write_project(tmp_path, [node("a"), node("b", depends_on=["a"]), node("c")])
-    r = harnessc(tmp_path, "run", "--select", "b")
+    r = virtual.harnessc(tmp_path, "run", "--select", "b")
     assert r.returncode == 1  # b's dependency is neither done nor selected: skipped
     assert states(tmp_path)["b"] == "skipped"
-    r = harnessc(tmp_path, "run", "--select", "+b")
+    r = virtual.harnessc(tmp_path, "run", "--select", "+b")
     assert r.returncode == 0, r.stdout + r.stderr
-    r = harnessc(tmp_path, "run", "--select", "zzz")
+    r = virtual.harnessc(tmp_path, "run", "--select", "zzz")
     assert r.returncode == 2 and "zzz" in r.stderr
-    r = harnessc(tmp_path, "run", "--jobs", "0")
+    r = virtual.harnessc(tmp_path, "run", "--jobs", "0")
     assert r.returncode == 2
 
 
@@ -389,7 +392,7 @@ def test_token_budget_stops_the_run_with_exit_3_and_is_kept_across_resumes(tmp_p
 def test_log_of_an_unknown_task_is_a_usage_error_with_a_hint(tmp_path):
     root = tmp_path / "p"
     write_project(root, [node("qualify-001")])
-    r = harnessc(root, "log", "qualify-01")
+    r = virtual.harnessc(root, "log", "qualify-01")
     assert r.returncode == 2 and "did you mean 'qualify-001'?" in r.stderr
 
 
@@ -476,11 +479,11 @@ def test_status_shows_elapsed_time_of_running_tasks(tmp_path):
             time.sleep(0.1)
         tasks = {t["id"]: t for t in s["tasks"]}
         assert tasks["slow"]["elapsed"] >= 0 and "elapsed" not in tasks["quick"]  # finished: a duration
-        text = harnessc(tmp_path, "status").stdout.splitlines()
+        text = inproc.harnessc("-C", str(tmp_path), "status", cwd=tmp_path).stdout.splitlines()
         assert ": running for " in text[0]
         assert text[1].startswith("running: slow (") and text[1].endswith(", iteration 1)")
         assert [ln.split()[:2] for ln in text if ln.startswith("slow ")] == [["slow", "running"]]
-        harnessc(tmp_path, "stop", "--abort")
+        inproc.harnessc("-C", str(tmp_path), "stop", "--abort", cwd=tmp_path)
         p.communicate(timeout=60)
     finally:
         if p.poll() is None:
@@ -539,16 +542,16 @@ def test_clean_never_removes_the_run_in_progress(tmp_path):
         loop = tmp_path / ".harness" / "loop"
         loop.mkdir(exist_ok=True)
         (loop / "old.index").write_bytes(b"DIRC")  # a task of the running run may still use it
-        r = harnessc(tmp_path, "clean", "--keep", "0")
+        r = inproc.harnessc("-C", str(tmp_path), "clean", "--keep", "0", cwd=tmp_path)
         assert r.returncode == 0 and "nothing to clean: 1 run" in r.stdout
         assert (tmp_path / ".harness" / "runs" / s["run"]["id"]).is_dir()
         assert (loop / "old.index").exists()
-        harnessc(tmp_path, "stop", "--abort")
+        inproc.harnessc("-C", str(tmp_path), "stop", "--abort", cwd=tmp_path)
         p.communicate(timeout=60)
     finally:
         if p.poll() is None:
             p.kill()
-    r = harnessc(tmp_path, "clean", "--keep", "0")
+    r = inproc.harnessc("-C", str(tmp_path), "clean", "--keep", "0", cwd=tmp_path)
     assert r.returncode == 0 and "removed 1 run, kept 0 runs" in r.stdout
     assert "removed .harness/loop/old.index (a stale index of an earlier version)" in r.stdout
     assert not (loop / "old.index").exists()
