@@ -1,7 +1,8 @@
 """Steering a run (inbox, tell/pause/resume, environment overrides), alerts and periodic
 summaries: the real CLI on the simulate agent, asserting on prompts in state.db, events,
 the inbox and alerts.log. A command given while a run goes on runs against a real `harnessc
-run` process; the others run in this process in virtual time (virtual.harnessc). Waits poll
+run` process (the command itself in this process on the real clock: tests/inproc.py); the
+others run in this process in virtual time (virtual.harnessc). Waits poll
 the run's events with a generous deadline; nothing asserts on how long anything took."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import json
 import os
 import sqlite3
 import time
+
+import inproc
 
 from . import virtual
 from .helpers import PY, env, harnessc, node, spawn, write_project
@@ -87,10 +90,10 @@ def test_tell_one_task_reaches_that_tasks_next_prompt_and_moves_to_processed(tmp
                   concurrency=2)
     p = spawn(root, "run")
     _wait_event(root, lambda e: e["kind"] == "attempt_started" and e["task"] == "a", p)
-    r = harnessc(root, "tell", "a", "use the v2 API")
+    r = inproc.harnessc("-C", str(root), "tell", "a", "use the v2 API", cwd=root)
     assert r.returncode == 0 and "instruction for a queued: the run in progress" in r.stdout, r
     _wait_event(root, lambda e: e["kind"] == "instruction_delivered" and e["task"] == "a", p)
-    harnessc(root, "stop")
+    inproc.harnessc("-C", str(root), "stop", cwd=root)
     _finish(p)
     a, b = _prompts(root, "a"), _prompts(root, "b")
     assert "use the v2 API" not in a[0]
@@ -170,7 +173,7 @@ def test_an_urgent_instruction_cuts_a_retry_delay_short(tmp_path):
     write_project(root, [node("a", **LOOP, retry={"delays": [1000]})], agents=_sim(invalid_first=1))
     p = spawn(root, "run")
     _wait_event(root, lambda e: e["kind"] == "attempt_finished" and e["status"] == "rejected", p)
-    r = harnessc(root, "tell", "a", "the promise is DONE", "--urgent")
+    r = inproc.harnessc("-C", str(root), "tell", "a", "the promise is DONE", "--urgent", cwd=root)
     assert r.returncode == 0, r
     out = _finish(p, 0)
     assert "instruction for a (urgent): the promise is DONE" in out
@@ -188,20 +191,20 @@ def test_pause_holds_new_work_shows_in_status_and_resume_finishes_the_run(tmp_pa
                   concurrency=1)
     p = spawn(root, "run")
     _wait_event(root, lambda e: e["kind"] == "attempt_started", p)
-    r = harnessc(root, "pause")
+    r = inproc.harnessc("-C", str(root), "pause", cwd=root)
     assert "pause queued: the run in progress" in r.stdout
     paused = _wait_event(root, lambda e: e["kind"] == "paused", p)
-    st = harnessc(root, "status")
+    st = inproc.harnessc("-C", str(root), "status", cwd=root)
     assert "paused (`harnessc resume` continues)" in st.stdout, st
-    assert json.loads(harnessc(root, "status", "--json").stdout)["run"]["paused"] is True
-    harnessc(root, "resume")
+    assert json.loads(inproc.harnessc("-C", str(root), "status", "--json", cwd=root).stdout)["run"]["paused"] is True
+    inproc.harnessc("-C", str(root), "resume", cwd=root)
     resumed = _wait_event(root, lambda e: e["kind"] == "resumed", p)
     out = _finish(p, 0)
     assert "paused (`harnessc pause`)" in out and "resumed" in out
     held = [e for e in _events(root) if e["kind"] == "attempt_started" and paused["ts"] < e["ts"] < resumed["ts"]]
     assert len(held) <= 1  # at most the one call already on its way when the pause was read
     assert _state(root, "a")[0] == _state(root, "b")[0] == "succeeded"
-    assert json.loads(harnessc(root, "status", "--json").stdout)["run"]["paused"] is False
+    assert json.loads(inproc.harnessc("-C", str(root), "status", "--json", cwd=root).stdout)["run"]["paused"] is False
 
 
 def test_a_run_started_with_harnessc_pause_starts_nothing_and_stop_still_works(tmp_path):
@@ -209,7 +212,7 @@ def test_a_run_started_with_harnessc_pause_starts_nothing_and_stop_still_works(t
     write_project(root, [node("a"), node("b")])
     p = spawn(root, "run", env=env(HARNESSC_PAUSE="1"))
     _wait_event(root, lambda e: e["kind"] == "paused" and e["via"] == "HARNESSC_PAUSE", p)
-    r = harnessc(root, "stop")
+    r = inproc.harnessc("-C", str(root), "stop", cwd=root)
     assert "asked run" in r.stdout
     _finish(p, 3)
     assert not any(e["kind"] == "attempt_started" for e in _events(root))
@@ -219,11 +222,11 @@ def test_a_run_started_with_harnessc_pause_starts_nothing_and_stop_still_works(t
 def test_pause_written_before_a_run_makes_it_start_paused_until_resume(tmp_path):
     root = tmp_path / "p"
     write_project(root, [node("a")])
-    assert "the next run starts paused" in harnessc(root, "pause").stdout
+    assert "the next run starts paused" in inproc.harnessc("-C", str(root), "pause", cwd=root).stdout
     p = spawn(root, "run")
     _wait_event(root, lambda e: e["kind"] == "paused", p)
     assert not any(e["kind"] == "attempt_started" for e in _events(root))
-    harnessc(root, "resume")
+    inproc.harnessc("-C", str(root), "resume", cwd=root)
     _finish(p, 0)
 
 
@@ -272,7 +275,7 @@ def test_bad_inbox_files_are_one_line_errors_moved_to_processed_and_the_run_goes
         _inbox(root, name, data)
     (root / ".harness" / "inbox" / "a.txt").write_bytes(b"\xff\xfe")
     os.symlink("/etc/passwd", root / ".harness" / "inbox" / "b.txt")
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr, r
     done = root / ".harness" / "inbox" / "processed"
     reasons = {f.name[:-len(".error")]: f.read_text().strip() for f in done.glob("*.error")}
@@ -343,7 +346,7 @@ def test_stuck_milestones_and_the_iteration_limit_warning_are_alerts(tmp_path):
     plan["nodes"][0]["routing"]["agent"] = "same"
     plan["nodes"][1]["routing"]["agent"] = "steady"
     (root / ".harness/build/plan.json").write_text(json.dumps(plan))
-    r = harnessc(root, "run")
+    r = virtual.harnessc(root, "run")
     alerts = [(a["level"], a["kind"], a["task"]) for a in _alerts(root)]
     assert alerts.count(("warning", "stuck", "stuck")) == 1
     assert alerts.count(("info", "milestone", "long")) == 2  # iterations 2 and 4
@@ -402,7 +405,7 @@ def test_fast_empty_iterations_are_a_critical_runaway_alert_that_pauses_the_run(
     alert = _alerts(root)[0]
     assert (alert["level"], alert["kind"], alert["task"]) == ("critical", "runaway_fast", "a")
     assert [a["kind"] for a in _alerts(root)[1:]] in ([], ["paused"])  # the pause's own alert follows
-    harnessc(root, "resume")
+    inproc.harnessc("-C", str(root), "resume", cwd=root)
     out = _finish(p, 0)
     assert "paused (critical alert: 3 iterations in a row without a result" in out
 
@@ -433,9 +436,9 @@ def test_a_token_spike_is_an_alert(tmp_path):
     write_project(root, [node("a", **LOOP)], agents=_sim(complete_after=10_000, latency=0.05))
     p = spawn(root, "run")
     _wait_event(root, lambda e: e["kind"] == "attempt_finished" and e["attempt"] >= 4, p)
-    harnessc(root, "tell", "a", "read this carefully. " * 200)  # the next prompt is many times longer
+    inproc.harnessc("-C", str(root), "tell", "a", "read this carefully. " * 200, cwd=root)  # the next prompt is many times longer
     _wait_event(root, lambda e: e["kind"] == "alert" and e["alert"] == "token_spike", p)
-    harnessc(root, "stop")
+    inproc.harnessc("-C", str(root), "stop", cwd=root)
     _finish(p)
     (spike,) = [a for a in _alerts(root) if a["kind"] == "token_spike"]
     assert spike["level"] == "warning" and "the task's median" in spike["message"]
