@@ -88,7 +88,7 @@ def test_max_iterations_counts_the_iterations_before_a_kill_9(tmp_path):
     _wait_for(lambda: _db(tmp_path).execute("SELECT COUNT(*) FROM attempts WHERE status='progress'").fetchone()[0] >= 3,
               "three iterations")
     _kill_9(p)
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     row = _task_rows(tmp_path)["t"]
     assert row["state"] == "failed", row
@@ -122,7 +122,7 @@ def test_max_time_counts_the_running_time_before_a_kill_9(tmp_path):
     _kill_9(p)
     saved = running_s()
     assert saved >= 4, saved
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     row = _task_rows(tmp_path)["t"]
     assert row["state"] == "failed", row  # its call ran out of the task's time
@@ -142,7 +142,7 @@ def _run_with(tmp_path, agents: dict, constraints: dict, max_retries: int = 5, *
     write_project(tmp_path, [node("t", contract="summary", routing={"agent": next(iter(agents))},
                                   retry={"max_retries": max_retries})],
                   agents=agents, contracts={"summary": _contract(**constraints)})
-    return harnessc(tmp_path, "run", env=env(**env_extra) if env_extra else None)
+    return virtual.harnessc(tmp_path, "run", env=env(**env_extra) if env_extra else None)
 
 
 def test_max_total_tokens_warns_near_it_then_fails_the_task_at_it(tmp_path):
@@ -235,7 +235,7 @@ def test_a_task_near_its_max_iterations_then_failing_is_two_alerts_as_it_happens
     write_project(tmp_path, [node("t", completion_promise="DONE", routing={"agent": "sim"},
                                   limits={"max_iterations": 5, "stuck_after": 100})], agents=agents,
                   loop={"runaway": {"min_iteration_duration": 0}})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     mine = [(a["level"], a["kind"], a["message"]) for a in _alerts(tmp_path) if a["task"] == "t"]
     assert mine == [("warning", "approaching_limit", "max_iterations: iteration 4 of 5 (80%)"),
@@ -254,7 +254,7 @@ def test_a_degraded_task_is_an_alert(tmp_path):
     write_project(tmp_path, [node("t", contract="summary", routing={"agent": "sim"},
                                   retry={"max_retries": 0, "on_failure": "fallback"})],
                   agents=agents, contracts={"summary": SIMPLE_CONTRACT})
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     (degraded,) = [a for a in _alerts(tmp_path) if a["kind"] == "degraded"]
     assert (degraded["level"], degraded["task"]) == ("warning", "t")
@@ -268,7 +268,7 @@ def test_a_task_near_its_max_time_is_an_alert(tmp_path):
                                                              str(tmp_path / "started")]}}
     write_project(tmp_path, [node("t", completion_promise="DONE", routing={"agent": "sleeper"},
                                   limits={"max_time": 4}, retry={"max_retries": 0})], agents=agents)
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 1, r.stdout + r.stderr
     (near,) = [a for a in _alerts(tmp_path) if a["kind"] == "approaching_limit"]
     assert near["task"] == "t" and near["level"] == "warning"
