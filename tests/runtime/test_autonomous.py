@@ -13,9 +13,11 @@ import sqlite3
 import time
 from pathlib import Path
 
+import inproc
 import pytest
 
-from .helpers import PY, git, git_repo, harnessc, spawn
+from . import virtual
+from .helpers import PY, git, git_repo, spawn
 
 ROADMAP = """\
 # An overnight run
@@ -124,14 +126,14 @@ def test_an_autonomous_run_left_alone_commits_blocks_and_follows_the_inbox(tmp_p
     # waits as long as the `tell` below takes to arrive (stuck_after: 50): on a loaded machine
     # its repeated notes, shared with the tasks beside it, found it stuck first.
     root = project(tmp_path, jobs)
-    assert harnessc(root, "lint").returncode == 0
+    assert virtual.harnessc(root, "lint").returncode == 0
     proc = spawn(root, "run", "--autonomous")
     deadline = time.monotonic() + 120
     while not (tmp_path / "waiting").exists():  # the listener has begun and waits for its instruction
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the listener never ran"
         time.sleep(0.05)
-    told = harnessc(root, "tell", "listen-001", "Rename the loader to load_settings in src/settings.py.")
+    told = inproc.harnessc("-C", str(root), "tell", "listen-001", "Rename the loader to load_settings in src/settings.py.", cwd=root)
     assert told.returncode == 0, told.stderr
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, out + err  # a task is blocked: the run is not all green

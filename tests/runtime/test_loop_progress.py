@@ -278,7 +278,9 @@ def test_memory_reaches_the_next_prompt_and_survives_kill_9(tmp_path):
     import os
     import signal
 
-    from .helpers import harnessc, spawn
+    import inproc
+
+    from .helpers import spawn
 
     (tmp_path / "agent.py").write_text(MEMORY_AGENT)
     write_project(tmp_path, [node("mem", completion_promise="DONE", routing={"agent": "script"},
@@ -289,11 +291,11 @@ def test_memory_reaches_the_next_prompt_and_survives_kill_9(tmp_path):
     try:
         wait_for(tmp_path / ".harness" / "in-call-3", proc)
         # `status` during the loop: iteration N/limit, last-5 progress, agent, last marker.
-        r = harnessc(tmp_path, "status")
+        r = inproc.harnessc("-C", str(tmp_path), "status", cwd=tmp_path)
         assert r.returncode == 0, r.stderr
         assert 'loop mem: iteration 3/50 · progress ' in r.stdout and 'last marker: "tables created"' in r.stdout
         assert "· script ·" in r.stdout
-        data = json.loads(harnessc(tmp_path, "status", "--output", "json").stdout)
+        data = json.loads(inproc.harnessc("-C", str(tmp_path), "status", "--output", "json", cwd=tmp_path).stdout)
         loop = [t for t in data["tasks"] if t["id"] == "mem"][0]["loop"]
         assert loop["iteration"] == 3 and loop["max_iterations"] == 50 and loop["progress"] > 0.15
         assert loop["recovery"] is None  # no rung climbed yet
@@ -304,7 +306,7 @@ def test_memory_reaches_the_next_prompt_and_survives_kill_9(tmp_path):
     assert "earlier iterations" not in prompts[1]
     assert "This is iteration 2." in prompts[2] and "#### Iteration 1 (script, progress 0.5" in prompts[2]
     assert "store sessions in sqlite, not files" in prompts[2]
-    r = harnessc(tmp_path, "run")
+    r = virtual.harnessc(tmp_path, "run")
     assert r.returncode == 0, r.stdout + r.stderr
     resumed = (tmp_path / ".harness" / "prompt-mem-4.md").read_text()
     # The interrupted call 3 left nothing to remember; iterations 1 and 2 are remembered.
@@ -312,7 +314,7 @@ def test_memory_reaches_the_next_prompt_and_survives_kill_9(tmp_path):
     assert "### Decisions taken\n\n- store sessions in sqlite, not files" in resumed
     assert "#### Iteration 1 (script" in resumed and "#### Iteration 2 (script" in resumed
     assert "<progress>tables created</progress>" in resumed and "1 file(s) changed" in resumed
-    r = harnessc(tmp_path, "run", "--rerun", "all")  # a new round: nothing of the last one remembered
+    r = virtual.harnessc(tmp_path, "run", "--rerun", "all")  # a new round: nothing of the last one remembered
     assert r.returncode == 0, r.stdout + r.stderr
     rerun = (tmp_path / ".harness" / "prompt-mem-5.md").read_text()
     assert "earlier iterations" not in rerun and "This is iteration" not in rerun

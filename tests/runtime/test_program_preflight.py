@@ -4,7 +4,10 @@ run it (runtime/preflight.py missing_programs, runtime/doctor.py). Real CLI, rea
 
 from __future__ import annotations
 
-from .helpers import PY, git, git_repo, harnessc, node, write_project
+import inproc
+
+from . import virtual
+from .helpers import PY, git, git_repo, node, write_project
 
 AGENT = "import pathlib, sys\npathlib.Path(sys.argv[1]).write_text('called')\nprint('<promise>DONE</promise>')\n"
 
@@ -26,22 +29,22 @@ def project(root, calls, accept_program="pytset", isolation=None):
 def test_run_refuses_a_task_whose_accept_program_is_not_on_path_before_calling_the_agent(tmp_path):
     root, calls = tmp_path / "p", tmp_path / "calls"
     project(root, calls)
-    r = harnessc(root, "run", "--no-build")
+    r = virtual.harnessc(root, "run", "--no-build")
     assert r.returncode == 2, r.stdout + r.stderr
     assert "task 'a': accept command `pytset -q` runs 'pytset', which is not on PATH" in r.stderr
     assert not calls.exists()
-    d = harnessc(root, "doctor")
+    d = inproc.harnessc("-C", str(root), "doctor", cwd=root)
     assert d.returncode == 1 and "run would refuse: task 'a': accept command `pytset -q` runs 'pytset'" in d.stdout
 
 
 def test_doctor_says_an_isolated_tasks_command_agent_script_is_untracked(tmp_path):
     root, calls = tmp_path / "p", tmp_path / "calls"
     project(root, calls, accept_program="true", isolation="worktree")
-    d = harnessc(root, "doctor")
+    d = inproc.harnessc("-C", str(root), "doctor", cwd=root)
     assert d.returncode == 1, d.stdout + d.stderr
     assert "worktree: agent bot runs 'agent.py', which is untracked" in d.stdout
     assert "list it under harness.yaml `worktrees: link`" in d.stdout
     git(root, "add", "agent.py")
     git(root, "commit", "-qm", "the agent")
-    d = harnessc(root, "doctor")
+    d = inproc.harnessc("-C", str(root), "doctor", cwd=root)
     assert d.returncode == 0 and "worktree:" not in d.stdout, d.stdout
