@@ -1,8 +1,8 @@
 """What `harnessc run` tells its user: exit codes, summaries, next steps, clean stops (issue 11).
-Summaries, budgets, dry runs and the terminal-less output run in this process in virtual time
-(virtual.harnessc); the runs that are stopped, signalled or killed are real `harnessc`
-processes, and the commands beside or after them run in this process on the real clock
-(tests/inproc.py)."""
+Summaries, budgets and dry runs run in this process in virtual time (virtual.harnessc); the
+runs that are stopped, signalled or killed, and the one whose heartbeats come by the real
+clock, are real `harnessc` processes, and the commands beside or after them run in this
+process on the real clock (tests/inproc.py)."""
 
 from __future__ import annotations
 
@@ -290,13 +290,13 @@ def test_dry_run_shows_tasks_agents_and_estimates_and_calls_nothing(tmp_path):
 
 
 def test_without_a_terminal_each_task_start_and_end_is_a_line_and_long_calls_get_heartbeats(tmp_path):
-    from .helpers import env
+    from .helpers import env, harnessc
 
     write_project(tmp_path, [node("slow", completion_promise="DONE"),
                              node("bad", accept=[{"id": "gate", "argv": ["false"], "timeout": 5}],
                                   retry={"max_retries": 1, "on_failure": "fail", "delays": [0]})],
                   agents={"rehearsal": {"provider": "simulate", "latency": 1.5}})
-    r = virtual.harnessc(tmp_path, "run", env=env(HARNESSC_HEARTBEAT="0.1"))
+    r = harnessc(tmp_path, "run", env=env(HARNESSC_HEARTBEAT="0.1"))  # heartbeats come by the real clock
     assert r.returncode == 1, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     for expected in ("slow: started on rehearsal", "bad: started on rehearsal",

@@ -14,7 +14,7 @@ import inproc
 import pytest
 
 from . import virtual
-from .helpers import PY, REPO, SIMPLE_CONTRACT, env, node, write_project
+from .helpers import PY, REPO, SIMPLE_CONTRACT, env, harnessc, node, write_project
 
 
 def tasks(root) -> dict[str, dict]:
@@ -74,7 +74,9 @@ def test_a_rejected_api_key_fails_a_fallback_task_and_retry_takes_it(tmp_path):
         assert error.startswith("1 call failed without an answer (auth); last: agent 'claude': "), error
         assert "invalid x-api-key" in error and "on_failure fallback not applied" in error
         assert not (tmp_path / ".harness" / "outputs" / "rep-001.json").exists()
-        r = inproc.harnessc("-C", str(tmp_path), "retry", "rep-001", env=e)  # retry takes it (a degraded task it refuses)
+        # a process of its own: a run's id is its start second and pid, which an in-process
+        # retry in the same second as the run would share
+        r = harnessc(tmp_path, "retry", "rep-001", env=e)  # retry takes it (a degraded task it refuses)
         assert r.returncode == 1 and "is degraded" not in r.stderr, r.stdout + r.stderr
     assert tasks(tmp_path)["rep-001"]["attempts"] == 2 and api.count == 2
 
