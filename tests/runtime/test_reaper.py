@@ -635,50 +635,44 @@ with reaper.adopting(f"h{os.getpid()}"), procs.child_watching():  # the markers 
 """
 
 
-def test_the_watcher_outlives_a_kill_of_every_child_of_its_process(tmp_path):
-    # Ray, as it ends a worker, SIGKILLs the worker's children (the agent's leader among
-    # them, not the agent's own children) and then the worker. The watcher must not be one of
-    # those children: it ends the agent's group once the worker is gone.
-    mark = f"lifeline-ray-{os.getpid()}-{time.monotonic_ns()}"
-    p = subprocess.Popen([PY, "-c", ADOPTING_RUNNER], cwd=tmp_path, start_new_session=True,
+def _kill_runner(tmp_path: Path, name: str, runner: str = ADOPTING_RUNNER, *, all_children: bool = False) -> None:
+    """Start `runner`, wait for its agent and the agent's child, kill -9 the runner (with
+    `all_children`, first every child of it, as Ray ends a worker) and wait for both to die."""
+    mark = f"lifeline-{name}-{os.getpid()}-{time.monotonic_ns()}"
+    p = subprocess.Popen([PY, "-c", runner], cwd=tmp_path, start_new_session=True,
                          env={**env(), "PYTHONPATH": str(REPO), "MARK": mark})
     left: list[int] = []
     try:
         left = wait_until(lambda: len(_with_argv(mark)) == 2 and _with_argv(mark), 30, "the agent and its child")
-        os.kill(p.pid, signal.SIGSTOP)  # as Ray's C++ exit path: the worker's Python runs no more
-        with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
-            for child in f.read().split():
-                os.kill(int(child), signal.SIGKILL)
+        if all_children:
+            os.kill(p.pid, signal.SIGSTOP)  # as Ray's C++ exit path: the worker's Python runs no more
+            with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+                for child in f.read().split():
+                    os.kill(int(child), signal.SIGKILL)
         p.kill()
         p.wait(timeout=30)
-        wait_until(lambda: not _with_argv(mark), 30, "the agent's child to die with its group")
+        wait_until(lambda: not _with_argv(mark), 30, "the agent and its child to die")
     finally:
         if p.poll() is None:
             p.kill()
         kill_all(left)
+
+
+def test_the_watcher_outlives_a_kill_of_every_child_of_its_process(tmp_path):
+    # Ray, as it ends a worker, SIGKILLs the worker's children (the agent's leader among
+    # them, not the agent's own children) and then the worker. The watcher must not be one of
+    # those children: it ends the agent's group once the worker is gone.
+    _kill_runner(tmp_path, "ray", all_children=True)
 
 
 def test_a_command_harnessc_died_too_soon_to_register_is_ended_by_its_marker(tmp_path):
     # harnessc dies between a command's spawn and the record that registers its group (on a
     # loaded machine the command may have started children by then): the watcher, told the
     # run's marker, still ends the command and what it started.
-    mark = f"lifeline-unregistered-{os.getpid()}-{time.monotonic_ns()}"
     unregistered = "lifeline.Lifeline.register = lambda self, pgid, start: True  # the record never sent\n"
     runner = ADOPTING_RUNNER.replace("async def main", unregistered + "async def main").replace(
-        "from harnessc.runtime.children import procs, reaper", "from harnessc.runtime.children import lifeline, procs, reaper"
-    )
-    p = subprocess.Popen([PY, "-c", runner], cwd=tmp_path, start_new_session=True,
-                         env={**env(), "PYTHONPATH": str(REPO), "MARK": mark})
-    left: list[int] = []
-    try:
-        left = wait_until(lambda: len(_with_argv(mark)) == 2 and _with_argv(mark), 30, "the agent and its child")
-        p.kill()  # kill -9
-        p.wait(timeout=30)
-        wait_until(lambda: not _with_argv(mark), 30, "the unregistered command and its child to die")
-    finally:
-        if p.poll() is None:
-            p.kill()
-        kill_all(left)
+        "from harnessc.runtime.children import procs, reaper", "from harnessc.runtime.children import lifeline, procs, reaper")
+    _kill_runner(tmp_path, "unregistered", runner)
 
 
 @pytest.mark.parametrize("end", ["harnessc died", "the run ended"])

@@ -176,7 +176,7 @@ def _kill_carriers(needle: bytes) -> list[int]:
     may fork between a scan and its kill)."""
     killed: list[int] = []
     for _ in range(20):
-        batch = [pid for pid in _pids() if pid not in killed and _carries(pid, needle)]
+        batch = [pid for pid in _pids() if pid not in killed and carries(pid, needle)]
         for pid in batch:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -193,7 +193,8 @@ def _pids() -> list[int]:
     return [int(d) for d in os.listdir("/proc") if d.isdigit() and int(d) != me]
 
 
-def _carries(pid: int, needle: bytes) -> bool:
+def carries(pid: int, needle: bytes) -> bool:
+    """Whether the environment of process `pid` holds `needle` (reaper.py uses it too)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             return needle in b"\0" + f.read()

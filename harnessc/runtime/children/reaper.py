@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, Iterable, Iterator, TypeVar
 
 from . import prctl
-from .lifeline import Lifeline
+from .lifeline import Lifeline, carries
 
 ENV_MARK = "HARNESSC_PROC"
 KILL_WAIT = 5.0  # seconds end_leftovers waits for what it killed to be gone
@@ -146,7 +146,7 @@ class Child:
         needle = _needle(self.marker)
         killed: list[int] = []
         for _ in range(20):
-            batch = [p for p in _orphans(_children()) if p not in killed and _carries(p, needle)
+            batch = [p for p in _orphans(_children()) if p not in killed and carries(p, needle)
                      and _running(p)]
             if not batch:
                 break
@@ -276,18 +276,10 @@ def _needle(marker: str, prefix: bool = False) -> bytes:
     return f"\0{ENV_MARK}={marker}{'.' if prefix else chr(0)}".encode()
 
 
-def _carries(pid: int, needle: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return needle in b"\0" + f.read()
-    except OSError:  # gone, or not ours to read
-        return False
-
-
 def _carriers(needle: bytes) -> list[int]:
     """Processes whose environment holds `needle`, ourselves excepted: all of /proc."""
     me = os.getpid()
-    return [pid for pid in _pids() if pid != me and _carries(pid, needle)]
+    return [pid for pid in _pids() if pid != me and carries(pid, needle)]
 
 
 def _kill(pids: list[int]) -> list[int]:
