@@ -164,8 +164,8 @@ def test_in_a_run_only_a_command_leaving_its_group_alive_reads_all_of_proc(tmp_p
     if not os.path.exists(f"/proc/{me}/task/{me}/children"):
         pytest.skip("this kernel lists no children in /proc (CONFIG_PROC_CHILDREN)")
     scans = []
-    every_pid = reaper._pids
-    monkeypatch.setattr(reaper, "_pids", lambda: scans.append(1) or every_pid())
+    every_pid = lifeline.pids
+    monkeypatch.setattr(lifeline, "pids", lambda: scans.append(1) or every_pid())
     background = tmp_path / "background.pid"
     leaves_one = ("import subprocess, sys\n"
                   "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'],"

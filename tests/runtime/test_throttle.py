@@ -25,25 +25,25 @@ def test_a_429_halves_the_slots_and_answers_grow_them_back():
         waiting = asyncio.ensure_future(slots.acquire())
         await settle()
         assert not waiting.done()  # 4 of 4 in flight
-        await slots.release(RATE_LIMITED, answered=False)
+        slots.free(RATE_LIMITED, answered=False)
         assert slots.limit == 2
         await settle()
         assert not waiting.done()  # 3 in flight, 2 allowed now
-        await slots.release(None, answered=True)  # 2 + 1/2
-        await slots.release(None, answered=True)  # 2.5 + 1/2.5
+        slots.free(None, answered=True)  # 2 + 1/2
+        slots.free(None, answered=True)  # 2.5 + 1/2.5
         await settle()
         assert waiting.done() and slots.in_flight == 2 and abs(slots.limit - 2.9) < 1e-9
         for _ in range(40):  # a long run of answers: back to the ceiling, never past it
-            await slots.release(None, answered=True)
+            slots.free(None, answered=True)
             await slots.acquire()
         assert slots.limit == 4
         # other failures and calls that never finished leave the limit alone
-        await slots.release(OVERLOADED, answered=False)
-        await slots.release(None, answered=False)
+        slots.free(OVERLOADED, answered=False)
+        slots.free(None, answered=False)
         assert slots.limit == 4 and slots.in_flight == 0
         for _ in range(5):
             await slots.acquire()
-            await slots.release(RATE_LIMITED, answered=False)
+            slots.free(RATE_LIMITED, answered=False)
         assert slots.limit == 1  # never below one call
 
     asyncio.run(scenario())

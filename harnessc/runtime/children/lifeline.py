@@ -168,15 +168,16 @@ def watch(records: Iterable[bytes]) -> list[int]:
                 killed.append(pgid)
             except OSError:
                 pass
-    return killed + (_kill_carriers(needle) if needle and not clean else [])
+    return killed + (kill_carriers(needle) if needle and not clean else [])
 
 
-def _kill_carriers(needle: bytes) -> list[int]:
-    """SIGKILL every process whose environment holds `needle`, again while any is found (one
-    may fork between a scan and its kill)."""
-    killed: list[int] = []
+def kill_carriers(needle: bytes) -> list[int]:
+    """SIGKILL every process but this one whose environment holds `needle`, again while any is
+    found (one may fork between a scan and its kill); reaper.py's kill_marked too. Reads all of
+    /proc. A zombie's environment reads empty: it is never found."""
+    me, killed = os.getpid(), []
     for _ in range(20):
-        batch = [pid for pid in _pids() if pid not in killed and carries(pid, needle)]
+        batch = [pid for pid in pids() if pid != me and pid not in killed and carries(pid, needle)]
         for pid in batch:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -188,9 +189,12 @@ def _kill_carriers(needle: bytes) -> list[int]:
     return killed
 
 
-def _pids() -> list[int]:
-    me = os.getpid()
-    return [int(d) for d in os.listdir("/proc") if d.isdigit() and int(d) != me]
+def pids() -> list[int]:
+    """Every process's number: all of /proc (reaper.py's scans read it here too)."""
+    try:
+        return [int(d) for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:
+        return []
 
 
 def carries(pid: int, needle: bytes) -> bool:

@@ -57,8 +57,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Iterable, Iterator, TypeVar
 
-from . import prctl
-from .lifeline import Lifeline, carries
+from . import lifeline, prctl
+from .lifeline import Lifeline, carries, kill_carriers
 
 ENV_MARK = "HARNESSC_PROC"
 KILL_WAIT = 5.0  # seconds end_leftovers waits for what it killed to be gone
@@ -253,12 +253,6 @@ def _running(pid: int) -> bool:
     return fields is not None and fields[0] not in ("Z", "X")
 
 
-def _pids() -> list[int]:
-    try:
-        return [int(d) for d in os.listdir("/proc") if d.isdigit()]
-    except OSError:
-        return []
-
 
 def _children() -> list[int]:
     """Our main thread's children: where the kernel puts the orphans it gives a subreaper
@@ -268,18 +262,12 @@ def _children() -> list[int]:
         with open(f"/proc/{me}/task/{me}/children", "rb") as f:
             return [int(p) for p in f.read().split()]
     except OSError:  # a kernel without CONFIG_PROC_CHILDREN
-        return _pids()
+        return lifeline.pids()
 
 
 def _needle(marker: str, prefix: bool = False) -> bytes:
     """What a carrier's environment holds: b'\\0HARNESSC_PROC=<marker>\\0' (or '.' with prefix)."""
     return f"\0{ENV_MARK}={marker}{'.' if prefix else chr(0)}".encode()
-
-
-def _carriers(needle: bytes) -> list[int]:
-    """Processes whose environment holds `needle`, ourselves excepted: all of /proc."""
-    me = os.getpid()
-    return [pid for pid in _pids() if pid != me and carries(pid, needle)]
 
 
 def _kill(pids: list[int]) -> list[int]:
@@ -307,14 +295,7 @@ def kill_marked(marker: str, prefix: bool = False) -> list[int]:
 
     Scans all of /proc, again while it finds any: a process may fork between a scan and its kill.
     """
-    needle = _needle(marker, prefix)
-    killed: list[int] = []
-    for _ in range(20):
-        batch = [p for p in _carriers(needle) if p not in killed and _running(p)]
-        if not batch:
-            break
-        killed += _kill(batch)
-    return killed
+    return kill_carriers(_needle(marker, prefix))
 
 
 def _orphans(candidates: Iterable[int]) -> list[int]:
@@ -370,24 +351,24 @@ def adopting(marker_prefix: str) -> Iterator[None]:
     adopted = was or prctl.call(prctl.PR_SET_CHILD_SUBREAPER, 1)
     _adopting = adopted
     mark = f"{ENV_MARK}={marker_prefix}."  # what kill_marked(marker_prefix, prefix=True) looks for
-    lifeline = _lifeline = Lifeline.start(mark) if prctl.function() is not None else None
-    if lifeline is not None:
-        _direct.add(lifeline.watcher.pid)  # our child, not an orphan to kill or reap
+    line = _lifeline = Lifeline.start(mark) if prctl.function() is not None else None
+    if line is not None:
+        _direct.add(line.watcher.pid)  # our child, not an orphan to kill or reap
     try:
         yield
     finally:
         _lifeline = None
         killed = kill_marked(marker_prefix, prefix=True)
         for _ in range(20):  # an orphan's own children become orphans when it dies
-            orphans = [p for p in _orphans(_pids()) if _running(p)] if adopted else []
+            orphans = [p for p in _orphans(lifeline.pids()) if _running(p)] if adopted else []
             if not orphans:
                 break
             killed += _kill(orphans)
             _wait_gone(orphans, 1.0)
         _wait_gone(killed, 1.0)
-        if lifeline is not None:
-            lifeline.close()
-            _direct.discard(lifeline.watcher.pid)
+        if line is not None:
+            line.close()
+            _direct.discard(line.watcher.pid)
         _adopting = False
         _born.clear()
         if adopted and not was:

@@ -47,9 +47,6 @@ class Slots:
             if not woken.done():
                 woken.set_result(None)
 
-    async def release(self, error: AgentError | None, answered: bool) -> None:
-        self.free(error, answered)
-
 
 class Throttle:
     def __init__(self, agents: Mapping[str, AgentConfig], jobs: int):

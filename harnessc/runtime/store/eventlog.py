@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from contextlib import contextmanager
 from json.encoder import encode_basestring_ascii as _encode_str
 from typing import Any
 
@@ -50,7 +49,7 @@ class EventLog(Database):
             head = (f'{{"kind": {_enc(kind)}, "run_id": {_enc(self.run_id)}, '
                     f'"task": {_enc(task_id)}, "ts": {ts!r}')
             line = self.redact(head) + (", " + body[1:] if body and body != "{}" else "}")
-            try:  # (as _mirror_io does: a context manager per event cost more than the write)
+            try:  # (no context manager per event: it cost more than the write)
                 self.mirror.write(line + "\n")
                 now = time.monotonic()
                 if now - self._mirror_flushed >= MIRROR_FLUSH:
@@ -67,19 +66,14 @@ class EventLog(Database):
     def flush_mirror(self) -> None:
         """Push buffered events.jsonl lines to the OS (the db has every event already)."""
         if self.mirror:
-            with self._mirror_io():
+            try:
                 self.mirror.flush()
+            except OSError as e:
+                raise self._mirror_error(e) from None
             self._mirror_flushed = time.monotonic()
 
-    @contextmanager
-    def _mirror_io(self):
-        """An events.jsonl write error names the file (raw, it names none)."""
-        try:
-            yield
-        except OSError as e:
-            raise self._mirror_error(e) from None
-
     def _mirror_error(self, e: OSError) -> OSError:
+        """An events.jsonl write error that names the file (raw, it names none)."""
         return OSError(e.errno, e.strerror, str(self.workspace.events(self.run_id)))
 
     def task_events(self, task_id: str, kinds: tuple[str, ...]) -> list[dict]:
