@@ -434,9 +434,11 @@ def test_a_task_is_not_credited_with_what_another_task_writes_at_the_same_time(t
     virtual.harnessc(tmp_path, "run")
     rows = task_rows(tmp_path)
     assert rows["worker"]["state"] == "succeeded", rows["worker"]
-    worker = attempts(tmp_path, "worker")
+    worker, talker = attempts(tmp_path, "worker"), attempts(tmp_path, "talker")
+    # every call answered, so each attempt has its evidence (a call that failed has none: say why)
+    assert all(a["progress"] for a in worker + talker), [(a["task_id"], a["status"], a["errors"], a["raw_output"])
+                                                         for a in worker + talker if not a["progress"]]
     assert all(a["progress"]["files"]["files"] == 1 for a in worker), [a["progress"] for a in worker]
-    talker = attempts(tmp_path, "talker")
     assert rows["talker"]["state"] == "failed" and rows["talker"]["iterations"] == 3, rows["talker"]
     assert "no file changed" in rows["talker"]["error"], rows["talker"]
     assert all(a["progress"]["files"]["files"] == 0 for a in talker), [a["progress"] for a in talker]
