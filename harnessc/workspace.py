@@ -323,6 +323,7 @@ class Workspace:
 
 
 _tmp_names = itertools.count()
+TMP_PREFIX = ".tmp-"  # a temporary file of write_atomic (a process killed mid-write leaves it)
 
 
 def write_atomic_at(dir_fd: int, name: str, data: bytes, shown: Callable[[], str]) -> None:
@@ -370,7 +371,7 @@ def _create_tmp(dir_fd: int, name: str, shown: Callable[[], str]) -> tuple[int, 
     """A new temporary file next to `name`: (descriptor, its name). The name ends like
     `name`, so a build's clean-up of stale prompts also removes one a crash left."""
     while True:
-        prefix = f".tmp-{os.getpid()}-{next(_tmp_names)}-"
+        prefix = f"{TMP_PREFIX}{os.getpid()}-{next(_tmp_names)}-"
         tmp = prefix + name[len(prefix) - 255:]
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE, 0o666, dir_fd=dir_fd), tmp

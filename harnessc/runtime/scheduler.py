@@ -297,7 +297,7 @@ class Runner:
                     self.store.set_state(tid, TaskState.PENDING)
             self.store.forget_loop_state(fresh)
         try:
-            files = outputs.present(self.workspace)
+            files = outputs.present(self.workspace, sweep=True)
             outputs.forget(self.workspace, work.todo, files)  # results of an earlier run: they run again
         except WorkspaceError as e:
             self.store.event("output_not_written", reason=f"earlier results of this run's tasks not removed: {e}")

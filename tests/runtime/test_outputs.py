@@ -55,9 +55,11 @@ def shown(root: Path, tid: str) -> dict:
 
 
 def test_a_result_whose_file_a_kill_cut_is_written_by_the_next_run(tmp_path):
-    """kill -9 while b runs, after a landed; a's file removed to stand for the write the kill
-    cut (between the commit and the file). The resumed run writes a's file from state.db,
-    with what `show` says, and runs b."""
+    """kill -9 while b runs, after a landed; a's file removed, and half of it left in a
+    temporary file, to stand for the write the kill cut (between the commit and the file,
+    or during it: on a loaded machine a kill lands there now and then). The resumed run
+    writes a's file from state.db, with what `show` says, removes the half-written one, and
+    runs b."""
     root = tmp_path / "proj"
     project(root)
     (root / "slow").write_text("b waits for this to go")
@@ -74,6 +76,8 @@ def test_a_result_whose_file_a_kill_cut_is_written_by_the_next_run(tmp_path):
         p.communicate(timeout=30)
     outputs = root / ".harness" / "outputs"
     (outputs / "a.json").unlink(missing_ok=True)
+    outputs.mkdir(exist_ok=True)
+    (outputs / f".tmp-{p.pid}-0-a.json").write_text('{"task": "a", "sta')  # as workspace.write_atomic names it
     (root / "slow").unlink()
 
     r = virtual.harnessc(root, "run")

@@ -11,7 +11,8 @@ free inode), which the event loop does not wait for. A task with dependents wait
 file written on the loop, before they are released (their agents may read it). A write that
 fails is the run's warning, not its end: state.db keeps the result, and `show` reads it from
 there. A run killed before a result's
-file was written leaves state.db holding it; the next run writes the file (`missing`).
+file was written leaves state.db holding it; the next run writes the file (`missing`), and
+removes the temporary file of a write the kill cut short (`present`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any, Iterable
 from ...planfile import Contract, PlanNode
 from ...states import LANDED, TaskState
 from ...wording import accept_name, filled_text, plural
-from ...workspace import Workspace, WorkspaceError, write_atomic_at
+from ...workspace import TMP_PREFIX, Workspace, WorkspaceError, write_atomic_at
 
 
 def result(row: dict, node: PlanNode | None, contract: Contract | None, final: dict | None) -> dict:
@@ -147,9 +148,15 @@ class Writer:
             self.fd = None
 
 
-def present(workspace: Workspace) -> set[str]:
-    """The names of the result files in .harness/outputs/. Raises WorkspaceError."""
-    return {n for n in workspace.list_dir(workspace.outputs) if n.endswith(".json")}
+def present(workspace: Workspace, sweep: bool = False) -> set[str]:
+    """The names of the result files in .harness/outputs/. `sweep` (a run, holding the run
+    lock: no other writer is at work): the temporary files of a writer killed mid-write
+    (kill -9) are removed. Raises WorkspaceError."""
+    names = workspace.list_dir(workspace.outputs)
+    for name in names:
+        if sweep and name.startswith(TMP_PREFIX):
+            workspace.unlink(workspace.outputs / name)
+    return {n for n in names if n.endswith(".json") and not n.startswith(TMP_PREFIX)}
 
 
 def forget(workspace: Workspace, ids: Iterable[str] | None, files: set[str] | None = None) -> None:
