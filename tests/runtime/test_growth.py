@@ -14,6 +14,7 @@ import signal
 import sqlite3
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +22,8 @@ from . import virtual
 from .helpers import PY, env, git, harnessc, spawn
 
 # Appends its task to ran.log, writes done/<task>; prints says/<task> when there is one.
-# With hold/<task> present, it writes started/<task> and waits for the file to go away.
+# With hold/<task> present, it writes its pid to started/<task> (the file appears whole: a
+# test that sees it reads the pid) and waits for hold/<task> to go away.
 AGENT = """\
 import os, pathlib, sys, time
 task = os.environ["HARNESSC_TASK"]
@@ -32,7 +34,8 @@ if pathlib.Path("fail", task).exists():
 hold = pathlib.Path("hold", task)
 if hold.exists():
     pathlib.Path("started").mkdir(exist_ok=True)
-    pathlib.Path("started", task).write_text(str(os.getpid()))
+    pathlib.Path("started", "." + task).write_text(str(os.getpid()))
+    os.replace(pathlib.Path("started", "." + task), pathlib.Path("started", task))  # there with its pid
     while hold.exists():
         time.sleep(0.05)
 pathlib.Path("done").mkdir(exist_ok=True)
@@ -176,6 +179,15 @@ def test_hostile_marker_text(tmp_path):
     assert not list(tmp_path.rglob("passwd*")) and "after-the-scan-limit" not in roadmap
 
 
+def kill_agent(started: Path) -> None:
+    """SIGKILL the agent whose pid `started` holds, unless the killed run's lifeline watcher
+    ended it first (it is gone, maybe reaped already)."""
+    try:
+        os.kill(int(started.read_text()), signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def test_a_run_killed_after_growing_resumes_and_runs_the_grown_tasks_once(tmp_path):
     root = project(tmp_path / "p", {"impl": marker("grown", "impl") + marker("side")})
     (root / "hold" / "grown").write_text("")  # grown waits until the test lets it go
@@ -189,7 +201,7 @@ def test_a_run_killed_after_growing_resumes_and_runs_the_grown_tasks_once(tmp_pa
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate()
-    os.kill(int((root / "started" / "grown").read_text()), signal.SIGKILL)  # its agent, left alone
+    kill_agent(root / "started" / "grown")
     (root / "hold" / "grown").unlink()
     assert "**grown**" in (root / "roadmap.md").read_text()
     r = virtual.harnessc(root, "run")
@@ -319,7 +331,7 @@ def test_a_split_task_killed_while_its_subtasks_run_is_not_split_again(tmp_path)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate()
-    os.kill(int((root / "started" / "big-b").read_text()), signal.SIGKILL)
+    kill_agent(root / "started" / "big-b")
     (root / "hold" / "big-b").unlink()
     r = virtual.harnessc(root, "run")
     assert r.returncode == 0, r.stdout + r.stderr
