@@ -300,9 +300,9 @@ def test_extract_json(case):
     ("```json\n" + '{"big": "' + "z" * 2_000_000 + '"}\n```', {"big": "z" * 2_000_000}),
 ])
 def test_extract_json_bounded_on_megabytes(text, expect):
-    start = time.monotonic()
+    start = time.process_time()  # its own CPU time: bounded work, whatever else the machine runs
     value, error = extract_json(text)
-    assert time.monotonic() - start < 3
+    assert time.process_time() - start < 3
     assert value == expect
     if expect is None:
         assert error.startswith("no JSON object found in the response")

@@ -277,10 +277,11 @@ def test_double_ctrl_c_during_accept_command_kills_its_group(tmp_path):
     write_project(tmp_path, [node("slow", accept=[{"id": "slow", "argv": slow, "timeout": 120}])])
     p = spawn(tmp_path, "run")
     try:
-        for _ in range(150):
+        deadline = time.monotonic() + 120  # polled: the accept command may start late on a loaded machine
+        while not (pidfile.exists() and pidfile.read_text()):
+            assert p.poll() is None, p.communicate()
+            assert time.monotonic() < deadline, "the accept command never started"
             time.sleep(0.1)
-            if pidfile.exists() and pidfile.read_text():
-                break
         p.send_signal(signal.SIGINT)
         time.sleep(0.3)
         p.send_signal(signal.SIGINT)

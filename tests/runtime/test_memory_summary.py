@@ -257,7 +257,8 @@ def test_an_abort_cancels_a_summary_call_in_flight(tmp_path):
     root = with_summary_agent(project(tmp_path / "p", {"a": "Set up.", "b": "Build."}, {}), None)
     (root / "cheap.py").write_text(
         "import os, pathlib, time\n"
-        "pathlib.Path('cheap.pid').write_text(str(os.getpid()))\n"
+        "pathlib.Path('.cheap.pid').write_text(str(os.getpid()))\n"
+        "os.replace('.cheap.pid', 'cheap.pid')\n"  # whole: the abort may come as soon as it is there
         "time.sleep(600)\n")
     proc = spawn(root, "run", "-j", "1")
     for _ in range(1200):  # polls the state, no timing asserted: the call has started
