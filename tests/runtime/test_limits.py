@@ -17,14 +17,15 @@ import time
 import inproc
 
 from .helpers import PY, harnessc, node, spawn, write_project
+from .test_procs import ends
 
 
 def _agent(tmp_path, output: dict) -> dict:
-    """A command agent that notes each call in `called` and prints `output` as JSON."""
+    """A command agent that notes each call in `called` (its pid) and prints `output` as JSON."""
     script = tmp_path / "agent.py"
     script.write_text(textwrap.dedent(f"""
-        import json, pathlib
-        pathlib.Path({str(tmp_path / 'called')!r}).write_text("yes")
+        import json, os, pathlib
+        pathlib.Path({str(tmp_path / 'called')!r}).write_text(str(os.getpid()))
         print(json.dumps({output!r}))
     """))
     return {"bot": {"provider": "command", "command": [PY, str(script)]}}
@@ -86,11 +87,12 @@ def _start_verifying(tmp_path):
     """A run whose only task is (very likely) verifying COSTLY_ANSWER when this returns."""
     _task(tmp_path, 3600, COSTLY, COSTLY_ANSWER)
     p = spawn(tmp_path, "run")
-    for _ in range(300):
-        if (tmp_path / "called").exists():
-            break
-        time.sleep(0.1)
-    time.sleep(1.0)  # the agent has answered; verification takes minutes from here
+    called = tmp_path / "called"
+    deadline = time.monotonic() + 120  # polled: the call may start late on a loaded machine
+    while not (called.exists() and called.read_text() and ends(int(called.read_text()), 0.1)):
+        assert p.poll() is None, p.communicate()
+        assert time.monotonic() < deadline, "the agent never answered"
+    time.sleep(1.0)  # the agent has answered (its process ended); verification takes minutes from here
     return p
 
 
@@ -133,9 +135,10 @@ def test_stop_finishes_a_long_verification_within_max_time(tmp_path):
     # A graceful stop lets in-flight work finish; a verification is bounded by max_time.
     _task(tmp_path, 8, COSTLY, COSTLY_ANSWER)
     p = spawn(tmp_path, "run")
-    for _ in range(300):
-        if (tmp_path / "called").exists():
-            break
+    deadline = time.monotonic() + 120  # polled: the call may start late on a loaded machine
+    while not (tmp_path / "called").exists():
+        assert p.poll() is None, p.communicate()
+        assert time.monotonic() < deadline, "the agent was never called"
         time.sleep(0.1)
     r = inproc.harnessc("-C", str(tmp_path), "stop")
     assert r.returncode == 0, r.stdout + r.stderr
