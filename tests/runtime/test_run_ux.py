@@ -49,6 +49,15 @@ def _slow_project(tmp_path):
     return root
 
 
+def _wait_for_event(root, kind, proc, timeout=300.0):
+    """Poll the run's events.jsonl until an event of `kind` is there, while the run goes on."""
+    deadline = time.monotonic() + timeout
+    while not any(f'"{kind}"' in f.read_text() for f in (root / ".harness" / "runs").glob("*/events.jsonl")):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"no {kind} event"
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("how", ["stop --abort", "ctrl-c twice", "sigterm"])
 def test_aborting_a_command_agent_leaves_stderr_clean(tmp_path, how):
     root = _slow_project(tmp_path)
@@ -59,7 +68,9 @@ def test_aborting_a_command_agent_leaves_stderr_clean(tmp_path, how):
             assert inproc.harnessc("-C", str(root), "stop", "--abort").returncode == 0
         elif how == "ctrl-c twice":
             p.send_signal(signal.SIGINT)
-            time.sleep(0.3)
+            # the second once the first was taken: two sent before the run is scheduled again
+            # are one pending signal to the kernel (a graceful stop, waiting on the agent)
+            _wait_for_event(root, "stop_requested", p)
             p.send_signal(signal.SIGINT)
         else:
             p.send_signal(signal.SIGTERM)
@@ -209,10 +220,10 @@ def test_a_run_stopped_after_its_last_task_finished_exits_0(tmp_path):
                   agents={"cli": {"provider": "command", "command": [PY, str(script)], "timeout": 60}})
     p = spawn(root, "run")
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if any(t["state"] == "running" for t in _status(root)["tasks"]):
-                break
+        deadline = time.monotonic() + 120  # polled: the task may start late on a loaded machine
+        while not any(t["state"] == "running" for t in _status(root)["tasks"]):
+            assert p.poll() is None, p.communicate()
+            assert time.monotonic() < deadline, "the task never started"
             time.sleep(0.05)
         assert inproc.harnessc("-C", str(root), "stop").returncode == 0
         out, err = p.communicate(timeout=60)
