@@ -329,10 +329,14 @@ goal_line = st.one_of(
 )
 
 
+_goal_first = line_text.filter(lambda s: not s.startswith(("-", "*", "+")))
+_goal_rest = st.lists(goal_line, max_size=6)
+
+
 @st.composite
 def goals(draw) -> str:
-    first = draw(line_text.filter(lambda s: not s.startswith(("-", "*", "+"))))
-    rest = draw(st.lists(goal_line, max_size=6))
+    first = draw(_goal_first)
+    rest = draw(_goal_rest)
     while rest and not rest[-1]:
         rest.pop()
     return "\n".join([first, *rest])
@@ -343,30 +347,39 @@ ladders = st.tuples(st.lists(st.sampled_from((*MUTATIONS, "escalate")), unique=T
                     st.sampled_from(((), *((e,) for e in LADDER_ENDS)))).map(lambda t: (*t[0], *t[1]))
 
 
-@st.composite
-def tasks(draw, id_: str, phase: str | None) -> Task:
-    opt = lambda s: draw(st.none() | s)  # noqa: E731
-    agent = draw(st.just(("auto",)) | st.lists(names.filter(lambda n: n != "auto"), max_size=3).map(tuple))
-    return Task(
-        id=id_, title=draw(line_text), phase=phase, done=draw(st.booleans()),
-        depends_on=tuple(draw(st.lists(ids, max_size=3))),
-        contract=opt(names), agent=agent, model=opt(names),
-        complexity=opt(st.sampled_from(Complexity)), priority=opt(st.sampled_from(Priority)),
-        max_iterations=opt(st.integers(1, 10**6) | st.just("unlimited")),
-        max_time=opt(durations), stuck_after=opt(st.integers(1, 999)),
-        progress_threshold=opt(st.floats(0, 1, allow_nan=False)),
-        recovery=draw(st.just(()) | ladders),
-        completion_promise=opt(st.from_regex(r"[A-Za-z0-9_-]{1,12}", fullmatch=True)),
-        success=opt(line_text), accept=tuple(draw(st.lists(line_text, max_size=3))),
-        context=tuple(draw(st.lists(paths, max_size=3))), max_retries=opt(st.integers(0, 99)),
-        on_failure=opt(st.sampled_from(FailureStrategy)),
-        budget=opt(st.floats(0, 1e6, allow_nan=False, allow_infinity=False)),
-        tags=tuple(draw(st.lists(names, max_size=3))),
-        resources=opt(st.dictionaries(st.from_regex(r"[A-Za-z_][A-Za-z0-9_.:/-]{0,12}", fullmatch=True)
-                                      .filter(lambda n: n not in RAY_RESERVED_RESOURCES),
-                                      st.integers(1, 10**6) | st.floats(MIN_RESOURCE, 1e6), min_size=1, max_size=3)),
-        goal=draw(st.just("") | goals()), 
-    )
+def _opt(strategy):
+    return st.none() | strategy
+
+
+# A task's properties, each strategy built once: built afresh for every task drawn, they were
+# most of the round-trip tests' time (hypothesis validates every new strategy).
+_TASK_FIELDS = dict(
+    title=line_text, done=st.booleans(),
+    depends_on=st.lists(ids, max_size=3).map(tuple),
+    contract=_opt(names),
+    agent=st.just(("auto",)) | st.lists(names.filter(lambda n: n != "auto"), max_size=3).map(tuple),
+    model=_opt(names),
+    complexity=_opt(st.sampled_from(Complexity)), priority=_opt(st.sampled_from(Priority)),
+    max_iterations=_opt(st.integers(1, 10**6) | st.just("unlimited")),
+    max_time=_opt(durations), stuck_after=_opt(st.integers(1, 999)),
+    progress_threshold=_opt(st.floats(0, 1, allow_nan=False)),
+    recovery=st.just(()) | ladders,
+    completion_promise=_opt(st.from_regex(r"[A-Za-z0-9_-]{1,12}", fullmatch=True)),
+    success=_opt(line_text), accept=st.lists(line_text, max_size=3).map(tuple),
+    context=st.lists(paths, max_size=3).map(tuple), max_retries=_opt(st.integers(0, 99)),
+    on_failure=_opt(st.sampled_from(FailureStrategy)),
+    budget=_opt(st.floats(0, 1e6, allow_nan=False, allow_infinity=False)),
+    tags=st.lists(names, max_size=3).map(tuple),
+    resources=_opt(st.dictionaries(st.from_regex(r"[A-Za-z_][A-Za-z0-9_.:/-]{0,12}", fullmatch=True)
+                                   .filter(lambda n: n not in RAY_RESERVED_RESOURCES),
+                                   st.integers(1, 10**6) | st.floats(MIN_RESOURCE, 1e6), min_size=1, max_size=3)),
+    goal=st.just("") | goals(),
+)
+
+
+def task(draw, id_: str, phase: str | None) -> Task:
+    """One task of a roadmap being drawn (`draw`: the roadmap's)."""
+    return Task(id=id_, phase=phase, **{key: draw(strategy) for key, strategy in _TASK_FIELDS.items()})
 
 
 @st.composite
@@ -378,7 +391,7 @@ def roadmaps(draw) -> Roadmap:
                                 max_size=len(phases) - 1)))
     bounds = [0, *cuts, len(task_ids)]
     items = [
-        draw(tasks(task_ids[j], phase))
+        task(draw, task_ids[j], phase)
         for i, phase in enumerate(phases)
         for j in range(bounds[i], bounds[i + 1])
     ]
