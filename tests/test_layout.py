@@ -29,6 +29,13 @@ ROOT = Path(harnessc.__file__).parent
 RUNTIME_TOP_MAX = 20
 
 
+@functools.lru_cache(maxsize=None)
+def parse(source: str) -> ast.Module:
+    """A module's tree, parsed once per text: the checks below each walk every module of the
+    package (none changes a tree), and parsing it all again was most of their time."""
+    return ast.parse(source)
+
+
 def modules() -> dict[str, tuple[Path, bool]]:
     found = {}
     for path in ROOT.rglob("*.py"):
@@ -74,7 +81,7 @@ def every_statement(body: list[ast.stmt]):
 def imports(name: str, path: Path, is_package: bool, known: set[str], walk=statements) -> set[str]:
     package = name if is_package else name.rpartition(".")[0]
     found = set()
-    for node in walk(ast.parse(path.read_text()).body):
+    for node in walk(parse(path.read_text()).body):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
             continue
@@ -173,7 +180,7 @@ class K:
         import a.e
 """
     found = {n.names[0].name if isinstance(n, ast.Import) else "." * n.level + (n.module or "")
-             for n in every_statement(ast.parse(source).body)}
+             for n in every_statement(parse(source).body)}
     assert found == {"typing", ".c", ".d", "a.e"}
 
 
@@ -327,7 +334,7 @@ def loaded_with() -> dict[str, set[str]]:
     found = modules()
     direct = {}
     for name, (path, is_package) in found.items():
-        body = [n for n in ast.parse(path.read_text()).body if not is_type_checking(n)]
+        body = [n for n in parse(path.read_text()).body if not is_type_checking(n)]
         direct[name] = {m for node in statements(body) for m in imported_names(node, name, is_package, set(found))}
     closure: dict[str, set[str]] = {}
     for start in found:
@@ -356,7 +363,7 @@ def lazy_import_problems() -> list[str]:
             continue
         source = path.read_text()
         lines = source.splitlines()
-        for node, guarded in function_imports(ast.parse(source)):
+        for node, guarded in function_imports(parse(source)):
             if "# lazy:" in lines[node.lineno - 1]:
                 continue  # a commented exception (a closure run on a Ray worker, a rare fallback)
             targets = imported_names(node, name, is_package, set(found))
@@ -379,7 +386,7 @@ def lazy_import_problems() -> list[str]:
 
 
 def test_the_lazy_import_checker_finds_what_is_already_loaded():
-    tree = ast.parse("import os\ndef f():\n    import json\n    try:\n        import ray\n"
+    tree = parse("import os\ndef f():\n    import json\n    try:\n        import ray\n"
                      "    except ImportError:\n        pass\nif TYPE_CHECKING:\n    from x import y\n")
     assert [(ast.unparse(n), g) for n, g in function_imports(tree)] == [("import json", False), ("import ray", True)]
     closure = loaded_with()
@@ -399,7 +406,7 @@ def heavy_importers(sources: dict[str, str]) -> dict[str, set[str]]:
     """The modules (paths under harnessc/) that import each heavy package, anywhere in them."""
     found: dict[str, set[str]] = {}
     for rel, source in sources.items():
-        for node in ast.walk(ast.parse(source)):
+        for node in ast.walk(parse(source)):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and not node.level:
@@ -482,7 +489,7 @@ def spelled(node: ast.AST | None):
 def bare_state_nodes(source: str):
     """Each state spelled as a string where a state is meant: compared with,
     assigned to or stored under a state, passed to a call that takes one, returned, a state group."""
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         found = []
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
@@ -561,7 +568,7 @@ KIND_VARIABLES = {
 def event_calls(source: str):
     """(line, kind node, field names) of each `<x>.event(kind, ...)` call, and of each event
     noted for later (`<x>.notes.append((kind, {...}))`: loop/files.py, worktree/gitops.py)."""
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) or not node.args:
             continue
         if node.func.attr == "event":
@@ -601,7 +608,7 @@ def undeclared_events(source: str, rel: str) -> list[str]:
         found += [f"{rel}:{line}: {ast.unparse(kind)} has no field {f!r}" for f in fields if f not in allowed]
     if rel in KIND_VARIABLES:
         found += [f"{rel}:{node.lineno}: event kind {node.value!r} is not declared"
-                  for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Constant)
+                  for node in ast.walk(parse(source)) if isinstance(node, ast.Constant)
                   and isinstance(node.value, str) and re.fullmatch(r"git_[a-z_]+", node.value)
                   and node.value not in EVENTS]
     return found
@@ -634,7 +641,7 @@ def kind_names(tree: ast.AST) -> set[str]:
 def unknown_kinds_read(source: str, rel: str) -> list[str]:
     """The kinds a reader compares events with, or keys a table by (most keys kinds: alerts'
     RULES), that no event has."""
-    found, tree = [], ast.parse(source)
+    found, tree = [], parse(source)
     names = kind_names(tree)
 
     def kind_like(node: ast.AST) -> bool:
