@@ -6,8 +6,8 @@ process on the real clock (tests/inproc.py), but for the run a stop is sent to, 
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import sqlite3
 import subprocess
 import time
@@ -39,45 +39,61 @@ def _env(**extra: str) -> dict:
     return e
 
 
-def _project(root, api, provider: str, stream: bool, max_time: float = 3600) -> None:
+def _agent(api, provider: str, stream: bool) -> dict:
     base = api.base_url if provider == "anthropic" else api.base_url + "/v1"
-    agent = {"provider": provider, "model": "m-1", "base_url": base, "stream": stream}
-    write_project(root, [node("t", contract="summary", limits={"max_time": max_time},
-                              routing={"agent": "llm", "chain": ["llm"]})],
-                  agents={"llm": agent}, contracts={"summary": SIMPLE_CONTRACT})
+    return {"provider": provider, "model": "m-1", "base_url": base, "stream": stream}
 
 
-def _attempts(root) -> list[dict]:
+def _project(root, api, provider: str, stream: bool) -> None:
+    write_project(root, [node("t", contract="summary", routing={"agent": "llm", "chain": ["llm"]})],
+                  agents={"llm": _agent(api, provider, stream)}, contracts={"summary": SIMPLE_CONTRACT})
+
+
+def _attempts(root) -> dict[str, list[dict]]:
     con = sqlite3.connect(root / ".harness" / "state.db")
     con.row_factory = sqlite3.Row
-    return [dict(r) for r in con.execute("SELECT status, errors, input_tokens, cost_source FROM attempts ORDER BY id")]
+    found: dict[str, list[dict]] = {}
+    for r in con.execute("SELECT task_id, status, errors, input_tokens, cost_source FROM attempts ORDER BY id"):
+        found.setdefault(r["task_id"], []).append(dict(r))
+    return found
 
 
-def _task(root, e) -> dict:
+def _tasks(root, e) -> dict[str, dict]:
     status = json.loads(inproc.harnessc("-C", str(root), "status", "--json", env=e).stdout)
-    return {t["id"]: t for t in status["tasks"]}["t"]
+    return {t["id"]: t for t in status["tasks"]}
 
 
-@pytest.mark.parametrize("provider, stream, fault", [
-    ("anthropic", True, "slow"), ("openai", True, "slow"),
-    ("anthropic", False, "drip"), ("openai", False, "drip"),
-])
-def test_a_slow_server_is_cut_at_the_tasks_max_time(tmp_path, provider, stream, fault) -> None:
+# Each case is a task of one run, against a server of its own: the four wait out their
+# max_time side by side (one after the other, they took four times as long).
+CASES = {"anthropic-slow": ("anthropic", True, "slow"), "openai-slow": ("openai", True, "slow"),
+         "anthropic-drip": ("anthropic", False, "drip"), "openai-drip": ("openai", False, "drip")}
+
+
+def test_a_slow_server_is_cut_at_the_tasks_max_time(tmp_path) -> None:
     e = _env()
-    with ThreadedFakeAPI() as api:
-        api.push(Reply(fault=fault, text='{"title": "' + "x" * 400 + '", "score": 1}'))
-        _project(tmp_path, api, provider, stream, max_time=MAX_TIME)
+    with contextlib.ExitStack() as stack:
+        apis = {tid: stack.enter_context(ThreadedFakeAPI()) for tid in CASES}
+        for api, (_, _, fault) in zip(apis.values(), CASES.values()):
+            api.push(Reply(fault=fault, text='{"title": "' + "x" * 400 + '", "score": 1}'))
+        write_project(tmp_path, [node(tid, contract="summary", limits={"max_time": MAX_TIME},
+                                      routing={"agent": tid, "chain": [tid]}) for tid in CASES],
+                      agents={tid: _agent(apis[tid], provider, stream) for tid, (provider, stream, _) in CASES.items()},
+                      contracts={"summary": SIMPLE_CONTRACT}, concurrency=len(CASES))
         r = inproc.harnessc("-C", str(tmp_path), "run", env=e)
-        ticks, requests = api.ticks, api.count
+        seen = {tid: (api.ticks, api.count) for tid, api in apis.items()}
     assert r.returncode == 1, r.stdout + r.stderr
-    assert 0 < ticks <= MOST_TICKS and requests == 1
-    task = _task(tmp_path, e)
-    assert task["state"] == "failed" and task["error"].startswith(f"max_time ({MAX_TIME}s) reached; 1 call failed without an answer (timeout)"), task
-    [attempt] = _attempts(tmp_path)
-    assert attempt["status"] == "error"
-    assert "the call was cut after" in attempt["errors"] and "max_time" in attempt["errors"]
-    if provider == "anthropic" and stream:  # message_start reported its usage: charged
-        assert attempt["input_tokens"] == 10 and attempt["cost_source"] != "no_response"
+    tasks, attempts = _tasks(tmp_path, e), _attempts(tmp_path)
+    for tid, (provider, stream, _) in CASES.items():
+        ticks, requests = seen[tid]
+        assert 0 < ticks <= MOST_TICKS and requests == 1, (tid, seen)
+        task = tasks[tid]
+        assert task["state"] == "failed" and task["error"].startswith(
+            f"max_time ({MAX_TIME}s) reached; 1 call failed without an answer (timeout)"), task
+        [attempt] = attempts[tid]
+        assert attempt["status"] == "error", (tid, attempt)
+        assert "the call was cut after" in attempt["errors"] and "max_time" in attempt["errors"], (tid, attempt)
+        if provider == "anthropic" and stream:  # message_start reported its usage: charged
+            assert attempt["input_tokens"] == 10 and attempt["cost_source"] != "no_response", attempt
 
 
 def test_run_max_time_cuts_a_call_that_outlives_the_stops_grace(tmp_path) -> None:
@@ -91,8 +107,8 @@ def test_run_max_time_cuts_a_call_that_outlives_the_stops_grace(tmp_path) -> Non
         ticks = api.ticks
     assert r.returncode == 3, r.stdout + r.stderr
     assert 0 < ticks <= MOST_TICKS
-    assert _task(tmp_path, e)["state"] in ("pending", "ready")
-    [attempt] = _attempts(tmp_path)
+    assert _tasks(tmp_path, e)["t"]["state"] in ("pending", "ready")
+    [attempt] = _attempts(tmp_path)["t"]
     assert attempt["status"] == "interrupted"
     assert "1s after the stop" in attempt["errors"]
 
@@ -116,8 +132,8 @@ def test_stop_during_a_slow_call_ends_it_after_the_grace(tmp_path) -> None:
                 proc.kill()
                 proc.wait()
     assert proc.returncode == 3, out + err
-    assert _task(tmp_path, e)["state"] in ("pending", "ready")
-    [attempt] = _attempts(tmp_path)
+    assert _tasks(tmp_path, e)["t"]["state"] in ("pending", "ready")
+    [attempt] = _attempts(tmp_path)["t"]
     assert attempt["status"] == "interrupted" and "after the stop" in attempt["errors"]
 
 
