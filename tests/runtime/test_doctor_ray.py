@@ -65,47 +65,34 @@ def test_no_executor_lines_with_the_local_executor(tmp_path):
 
 
 @pytest.mark.xdist_group("ray")  # one cluster at a time (test_ray_executor.py has the other)
-def test_each_node_is_checked_for_git_and_the_agents_cli(tmp_path):
-    """Two nodes: the head's workers find the agent's CLI on PATH, the other's do not, and
-    doctor names that node."""
+def test_each_node_is_checked_for_git_the_agents_cli_and_its_harnessc(tmp_path):
+    """One cluster of four nodes (a cluster's start is most of the test): the head's workers
+    find all they need; another's find no agent CLI on PATH; a third's import no harnessc (a
+    sitecustomize hides it), a fourth's an older one. Doctor names each node with its problem."""
     from ray.cluster_utils import Cluster
 
     bindir = tmp_path / "bin"
     executable(bindir / "hc-doctor-agent", "#!/bin/sh\necho 1.0\n")
     with_cli = os.pathsep.join([str(bindir), BASE_PATH])
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "env_vars": {"PATH": with_cli}})
-    try:
-        bare = cluster.add_node(num_cpus=1, env_vars={"PATH": BASE_PATH})
-        r = harnessc(project(tmp_path / "p"), "doctor", "--ray-address", cluster.address, env=env(PATH=with_cli))
-        workers = [ln for ln in r.stdout.splitlines() if ln.startswith("executor: worker: ")]
-        assert len(workers) == 2, r.stdout + r.stderr
-        missing = [ln for ln in workers if "no hc-doctor-agent (agent cmd) on it" in ln]
-        assert len(missing) == 1 and f"({bare.node_id[:8]})" in missing[0], workers
-        (found,) = set(workers) - set(missing)
-        assert found.endswith(": harnessc 0.1.0, git, hc-doctor-agent found"), found
-        assert r.returncode == 1
-    finally:
-        cluster.shutdown()
-
-
-@pytest.mark.xdist_group("ray")  # one cluster at a time (test_ray_executor.py has the other)
-def test_a_node_without_harnessc_or_with_another_version_is_named(tmp_path):
-    """One node's workers import no harnessc (a sitecustomize hides it), another's an older one."""
-    from ray.cluster_utils import Cluster
-
     hide = tmp_path / "hide"
     executable(hide / "sitecustomize.py", "import sys\nsys.modules['harnessc'] = None\n")
     older = tmp_path / "older"  # a module in sys.modules: the editable install's finder comes first
     executable(older / "sitecustomize.py", "import sys, types\nsys.modules['harnessc'] = types.ModuleType('harnessc')\n"
                                            "sys.modules['harnessc'].__version__ = '0.0.1'\n")
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "env_vars": {"PATH": with_cli}})
     try:
-        without = cluster.add_node(num_cpus=1, env_vars={"PYTHONPATH": str(hide)})
-        old = cluster.add_node(num_cpus=1, env_vars={"PYTHONPATH": str(older)})
-        r = harnessc(project(tmp_path / "p"), "doctor", "--ray-address", cluster.address, env=env(PATH=BASE_PATH))
-        workers = {ln for ln in r.stdout.splitlines() if ln.startswith("executor: worker: ")}
+        bare = cluster.add_node(num_cpus=1, env_vars={"PATH": BASE_PATH})
+        without = cluster.add_node(num_cpus=1, env_vars={"PATH": with_cli, "PYTHONPATH": str(hide)})
+        old = cluster.add_node(num_cpus=1, env_vars={"PATH": with_cli, "PYTHONPATH": str(older)})
+        r = harnessc(project(tmp_path / "p"), "doctor", "--ray-address", cluster.address, env=env(PATH=with_cli))
+        workers = [ln for ln in r.stdout.splitlines() if ln.startswith("executor: worker: ")]
+        assert len(workers) == 4, r.stdout + r.stderr
+        missing = [ln for ln in workers if "no hc-doctor-agent (agent cmd) on it" in ln]
+        assert len(missing) == 1 and f"({bare.node_id[:8]})" in missing[0], workers
         assert any(f"({without.node_id[:8]}): no harnessc 0.1.0 (pip install" in ln for ln in workers), workers
         assert any(f"({old.node_id[:8]}): harnessc 0.0.1 on it, this one is 0.1.0" in ln for ln in workers), workers
+        (head,) = [ln for ln in workers if f"({cluster.head_node.node_id[:8]})" in ln]
+        assert head.endswith(": harnessc 0.1.0, git, hc-doctor-agent found"), workers
         assert r.returncode == 1
     finally:
         cluster.shutdown()
