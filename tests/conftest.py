@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -147,7 +148,36 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     kept = config.stash.get(_HOME_KEY, None)
     if kept is not None:
-        shutil.rmtree(kept[2], ignore_errors=True)
+        remove_tree(kept[2])
+
+
+def remove_tree(path: Path, threads: int = 16) -> None:
+    """shutil.rmtree(path, ignore_errors=True), with the files and directories deleted by many
+    threads at once. Where each deletion waits for the disk (on this 2-core VM an unlink or
+    rmdir takes 1-3 ms), removing a whole run's temporary files one at a time took a minute
+    or more after the last test; side by side, a few seconds."""
+    files, dirs = [], []
+    for top, dirnames, filenames in os.walk(path):  # a link to a directory is not followed
+        dirs.append(top)
+        files += [os.path.join(top, name) for name in dirnames if os.path.islink(os.path.join(top, name))]
+        files += [os.path.join(top, name) for name in filenames]
+    by_depth: dict[int, list[str]] = {}
+    for d in dirs:
+        by_depth.setdefault(d.count(os.sep), []).append(d)
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(_quietly(os.unlink), files, chunksize=16))
+        for depth in sorted(by_depth, reverse=True):  # a directory after everything in it
+            list(pool.map(_quietly(os.rmdir), by_depth[depth]))
+    shutil.rmtree(path, ignore_errors=True)  # what the walk could not read or remove, as before
+
+
+def _quietly(remove):
+    def call(p: str) -> None:
+        try:
+            remove(p)
+        except OSError:
+            pass
+    return call
 
 
 # ------------------------------------------------------------------ xdist groups under pytest 9

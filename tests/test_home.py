@@ -84,3 +84,24 @@ def test_the_suite_and_its_children_run_under_a_home_of_its_own():
     child = subprocess.run([sys.executable, "-c", "import pathlib; print(pathlib.Path.home())"],
                            capture_output=True, text=True, check=True)
     assert child.stdout.strip() == str(home)
+
+
+def test_the_suites_home_is_removed_whole_and_nothing_a_link_in_it_points_to(tmp_path):
+    from conftest import remove_tree
+
+    outside = tmp_path / "outside"
+    (outside / "dir").mkdir(parents=True)
+    (outside / "dir" / "kept.txt").write_text("x")
+    (outside / "kept.txt").write_text("x")
+    base = tmp_path / "base"
+    deep = base / "tmp" / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    for i in range(50):
+        (deep.parent / f"f{i}").write_text("x")
+    (deep / "file").write_text("x")
+    (base / "link-to-dir").symlink_to(outside / "dir")
+    (deep / "link-to-file").symlink_to(outside / "kept.txt")
+    (base / "tmp" / "dangling").symlink_to(tmp_path / "nothing")
+    remove_tree(base)
+    assert not base.exists()
+    assert sorted(p.relative_to(outside).as_posix() for p in outside.rglob("*")) == ["dir", "dir/kept.txt", "kept.txt"]
