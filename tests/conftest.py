@@ -195,21 +195,23 @@ def _quietly(remove):
 # These start first; the order of the rest is unchanged. Node id prefixes, the slowest of a
 # `--durations` run; a test missing here is only scheduled in its usual place.
 SLOW_FIRST = (
-    "tests/test_fuzz_specs.py::test_mutated_projects",
     "tests/test_static.py::test_mypy",
-    "tests/runtime/test_reaper.py::test_fast_commands_keep_their_exit_statuses",
-    "tests/runtime/test_schedule.py::TestScheduleMachine",
     "tests/test_precommit.py::test_the_readmes_snippet",
     "tests/runtime/test_min_passed.py::test_deleting_tests",
+    "tests/runtime/test_reaper.py::test_fast_commands_keep_their_exit_statuses",
+    "tests/runtime/test_schedule.py::TestScheduleMachine",
+    "tests/runtime/test_task_limits.py::test_max_time_counts_the_running_time_before_a_kill_9",
+    "tests/runtime/test_isolation_machine.py::TestIsolationMachine",
     "tests/runtime/test_caching.py::test_the_cache_bench_finds",
+    "tests/runtime/test_reliability.py::test_kill_9_drill",
     "tests/runtime/test_bench_providers.py::test_bench_providers_runs",
     "tests/runtime/test_min_passed.py::test_the_shared_tree",
-    "tests/test_fuzz_specs.py::test_arbitrary_text_never_raises",
-    "tests/test_import.py::test_any_",
-    "tests/runtime/test_htmlreport.py::test_report_reads_at_every_size_in_headless_chromium",
-    "tests/runtime/test_task_limits.py::test_max_time_counts_the_running_time_before_a_kill_9",
+    "tests/runtime/test_min_passed.py::test_a_fixed_minimum",
     "tests/runtime/test_limits.py::test_stop_finishes_a_long_verification_within_max_time",
     "tests/runtime/test_call_bounds.py::test_a_slow_server_is_cut_at_the_tasks_max_time",
+    "tests/runtime/test_htmlreport.py::test_report_reads_at_every_size_in_headless_chromium",
+    "tests/runtime/test_min_passed.py::test_a_junit_file",
+    "tests/runtime/test_ledger.py::test_every_request_is_one_attempt_with_its_ledger",
     "tests/test_roadmap.py::test_format_then_parse_gives_the_same_ir",
 )
 
