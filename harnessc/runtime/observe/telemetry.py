@@ -340,7 +340,9 @@ class Tracing:
             "harnessc.verify.errors": len(row.get("errors") or [])})
         at = answered
         for check in row.get("checks") or []:
-            at = float(check.get("started") or at)  # older rows: one after the other
+            # older rows: one after the other; `started` is kept to the millisecond, so it may
+            # fall a moment before the verify span it belongs in
+            at = max(float(check.get("started") or at), answered)
             argv = [str(a) for a in check.get("argv") or []]
             ok = check.get("returncode") == 0 and not check.get("timed_out")
             child = self.sdk.start(f"accept {check.get('id') or (argv[:1] or ['?'])[0]}", at, span, {
