@@ -203,7 +203,7 @@ def approach_line(k: int, n: int) -> str:
 
 async def run_score(cmd: Any, workdir: Any, task_id: str, k: int, time_left: float) -> procs.ProcResult:
     timeout = max(0.1, min(float(cmd.timeout or DEFAULT_ACCEPT_TIMEOUT), time_left))
-    with fresh_pycache() as pycache:  # verify.py: no bytecode an agent planted runs
+    async with fresh_pycache() as pycache:  # verify.py: no bytecode an agent planted runs
         env = procs.child_env(extra={"HARNESSC_TASK": task_id, "HARNESSC_APPROACH": str(k), **pycache})
         return await procs.run(list(cmd.argv), cwd=workdir, timeout=timeout, stdin=None, env=env)
 

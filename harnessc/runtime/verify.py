@@ -16,9 +16,10 @@ import asyncio
 import re
 import shutil
 import tempfile
-from contextlib import contextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import AsyncIterator
 
 from ..argv import split_command
 from ..planfile import AcceptCommand, Contract, PlanNode
@@ -246,13 +247,13 @@ async def run_accept(cmd: AcceptCommand, root: Path, time_left: float | None) ->
     if time_left is not None:
         timeout = max(0.1, min(timeout, time_left))
     # a counted check keeps the end of its output: the runner's summary is printed last
-    with fresh_pycache() as extra:
+    async with fresh_pycache() as extra:
         return await procs.run(argv, cwd=root, timeout=timeout, stdin=None, env=procs.child_env(extra=extra),
                                keep_end=bool(cmd.min_passed))
 
 
-@contextmanager
-def fresh_pycache():
+@asynccontextmanager
+async def fresh_pycache() -> AsyncIterator[dict[str, str]]:
     """A check's environment: Python's bytecode cache in a new, empty directory of its own
     (PYTHONPYCACHEPREFIX; pytest's rewritten tests go there too). A `__pycache__` an agent
     wrote next to a protected test - compiled from other source, stamped with the test's
@@ -261,4 +262,6 @@ def fresh_pycache():
     try:
         yield {"PYTHONPYCACHEPREFIX": path}
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        # a pytest check leaves thousands of files there: removed off the event loop, which
+        # every other task's calls share (a min_passed run was held 1.5 s)
+        await asyncio.to_thread(shutil.rmtree, path, True)

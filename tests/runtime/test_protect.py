@@ -454,3 +454,32 @@ def test_a_simulate_call_in_a_shared_tree_is_not_guarded(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.message
     assert (tmp_path / "checked").read_text() == "yes"  # verified by its check
     assert calls == []
+
+
+def test_a_checks_bytecode_cache_is_removed_after_it_and_off_the_event_loop(tmp_path, monkeypatch):
+    """The fresh cache of each check (above) holds thousands of files after a pytest run:
+    removing them must not hold the loop every other task's calls share."""
+    import asyncio
+    import os
+    import shutil
+    import tempfile
+    import threading
+
+    from harnessc.planfile import AcceptCommand
+    from harnessc.runtime import verify
+
+    removed: list[tuple[str, bool]] = []
+    remove = shutil.rmtree
+
+    def rmtree(path, ignore_errors=False):
+        removed.append((path, threading.current_thread() is threading.main_thread()))
+        remove(path, ignore_errors)
+
+    monkeypatch.setattr(verify.shutil, "rmtree", rmtree)
+    script = "import os, pathlib; pathlib.Path(os.environ['PYTHONPYCACHEPREFIX'], 'x.pyc').write_text('c')"
+    cmd = AcceptCommand(id="c", argv=[PY, "-c", script], timeout=60)
+    res = asyncio.run(verify.run_accept(cmd, tmp_path, None))
+    assert res.ok, res.describe()
+    (path, on_loop), = removed
+    assert path.startswith(tempfile.gettempdir()) and not os.path.exists(path)
+    assert not on_loop, "the cache was removed on the event loop's thread"
