@@ -144,6 +144,12 @@ EVENTS.update({f"task_{s}": EventKind(f"task_{s}", frozenset({"error", "filled"}
                for s in STORED})
 
 
+def declared(kind: str, fields) -> bool:
+    """Whether `kind` is declared and carries only its fields (check() says what is not)."""
+    known = EVENTS.get(kind)
+    return known is not None and known.fields.issuperset(fields)
+
+
 def check(kind: str, fields) -> None:
     """Raise UndeclaredEvent unless `kind` is declared and carries only its fields."""
     declared = EVENTS.get(kind)

@@ -454,10 +454,10 @@ def collect(root: Path, growth: dict | None, store, tasks: Iterable[str], run_id
     batch: Batch | None = None
     waiting = rejected = 0
     tasks = list(tasks)
-    rows = store.tasks(tasks)
+    outputs = store.outputs(tasks)  # (their outputs alone: a 1,000-task run's end read whole rows)
     texts = store.final_answers(tasks)  # (one query: a 1,000-task run asked once per task)
     for tid in tasks:
-        found = filing.read(tid, rows.get(tid, {}).get("output"), texts.get(tid))
+        found = filing.read(tid, outputs.get(tid), texts.get(tid))
         if not found:
             continue
         if batch is None:

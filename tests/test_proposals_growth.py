@@ -27,6 +27,9 @@ class Attempts:
     def tasks(self, ids):
         return {t: {"output": None} for t in ids}
 
+    def outputs(self, ids):
+        return dict.fromkeys(ids)
+
     def final_attempt(self, tid):
         return {"raw_output": self.texts.get(tid, "")}
 

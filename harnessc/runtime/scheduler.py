@@ -309,6 +309,7 @@ class Runner:
     def _restore_outputs(self, rows: dict[str, dict], todo: set[str] | list[str], files: set[str]) -> None:
         """Write the result files state.db holds and .harness/outputs/ lacks (a run killed
         after a task landed, before its file was written), except of the tasks about to run."""
+        todo = set(todo)  # (a list: a look-up per task, and a 1,000-task run's start made a million)
         landed = {tid: row for tid, row in rows.items() if tid in self.nodes and tid not in todo}
         for tid in outputs.missing(self.workspace, landed, files):
             self._write_output(tid)
@@ -316,8 +317,8 @@ class Runner:
     def _output_of(self, tid: str) -> dict:
         """The task's result (outputs.result), from state.db."""
         node = self.nodes[tid]
-        row = self.store.tasks([tid])[tid]
-        return outputs.result(row, node, self.plan.contract_of(node), self.store.final_attempt(tid))
+        row, final = self.store.task_result(tid)
+        return outputs.result(row, node, self.plan.contract_of(node), final)
 
     def _write_output(self, tid: str) -> bool:
         """Write the task's result file now; False when it could not be (the run's warning)."""

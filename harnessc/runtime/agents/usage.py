@@ -81,6 +81,9 @@ def shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:39] + "…"
 
 
+_USAGE_FIELDS = tuple(f.name for f in fields(Usage))  # (fields() per call cost a task more than its checks)
+
+
 def checked_charge(usage: Usage | None, cost: Any, source: str) -> tuple[Usage | None, float, str, list[str]]:
     """(usage, cost, cost source, notes) with every figure one to believe: a token count or
     a cost that is not (see `reported`) counts 0, and a note says which ("usage not
@@ -88,12 +91,12 @@ def checked_charge(usage: Usage | None, cost: Any, source: str) -> tuple[Usage |
     notes: list[str] = []
     if usage is not None:
         counts = {}
-        for f in fields(Usage):
-            raw = getattr(usage, f.name)
+        for name in _USAGE_FIELDS:
+            raw = getattr(usage, name)
             value = reported(raw if raw is not None else 0, MAX_CALL_TOKENS)
             if value is None:
-                notes.append(f"usage not reported: {f.name}={shown(raw)}")
-            counts[f.name] = int(value or 0)
+                notes.append(f"usage not reported: {name}={shown(raw)}")
+            counts[name] = int(value or 0)
         usage = replace(usage, **counts)
     value = reported(cost if cost is not None else 0.0, MAX_CALL_COST_USD)
     if value is None:

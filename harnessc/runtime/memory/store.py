@@ -309,8 +309,11 @@ class MemoryStore:
         """Append the entries not already there as they are; returns those appended."""
         if not entries:
             return []
-        have = self._current()
-        new = [e for e in entries if e["kind"] == "done" or have.get(e["id"], {}).get("text") != e["text"]]
+        if all(e["kind"] == "done" for e in entries):  # (a task's line, always appended: _append
+            new = entries  # sees a change by someone else itself, without a look at the file first)
+        else:
+            have = self._current()
+            new = [e for e in entries if e["kind"] == "done" or have.get(e["id"], {}).get("text") != e["text"]]
         if new:
             self._append(new)
         return new

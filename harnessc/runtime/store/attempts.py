@@ -249,6 +249,28 @@ class Attempts(Tasks, Ledger):
         d["checks"] = self._loads(d["checks"], f"attempt {d['id']}'s checks", list)
         return d
 
+    def task_result(self, task_id: str) -> tuple[dict, dict | None]:
+        """What the task's result is made of (store/outputs.py's `result`): its row's `id`,
+        `state`, `run_id`, `agent`, `attempts`, `output`, `filled` and `error`, as tasks()
+        gives them, and its final_attempt - one query (the run makes a result at every task's
+        landing, and each read outside a transaction takes the database's read lock). KeyError
+        when the task has no row."""
+        row = self.db.execute(
+            "SELECT t.id, t.state, t.run_id, t.agent, t.attempts, t.output, t.filled, t.error,"
+            " a.id, a.status, a.raw_output, a.checks FROM tasks t LEFT JOIN attempts a ON a.id ="
+            " (SELECT id FROM attempts WHERE task_id=t.id AND status IN ('succeeded', 'rejected')"
+            " ORDER BY id DESC LIMIT 1) WHERE t.id=?", (task_id,)).fetchone()
+        if row is None:
+            raise KeyError(task_id)
+        tid, state, run_id, agent, attempts, output, filled, error, aid, status, raw, checks = row
+        task = {"id": tid, "state": state, "run_id": run_id, "agent": agent, "attempts": attempts,
+                "output": self._loads(output, f"task {tid}'s output") if output else None,
+                "filled": self._loads(filled, f"task {tid}'s filled fields") if filled else None, "error": error}
+        if aid is None:
+            return task, None
+        return task, {"id": aid, "status": status, "raw_output": raw,
+                      "checks": self._loads(checks, f"attempt {aid}'s checks", list)}
+
     def final_answers(self, task_ids: list[str]) -> dict[str, str | None]:
         """Task -> the raw output of its final_attempt, for the tasks that have one (one query)."""
         marks = ",".join("?" * len(task_ids))

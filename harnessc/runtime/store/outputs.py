@@ -163,6 +163,8 @@ def forget(workspace: Workspace, ids: Iterable[str] | None, files: set[str] | No
     """Remove the result files of `ids` (None: every one): their tasks run again, or were
     reset. `files`: what `present` found, when the caller has it. Raises WorkspaceError."""
     files = present(workspace) if files is None else files
+    if not files:  # (a first run: no file names to make for its tasks)
+        return
     names = files if ids is None else files & {workspace.output(tid).name for tid in ids}
     for name in sorted(names):
         workspace.unlink(workspace.outputs / name)

@@ -45,6 +45,13 @@ class Tasks(EventLog):
             out[d["id"]] = d
         return out
 
+    def outputs(self, ids: list[str]) -> dict[str, Any]:
+        """Task id -> its output (as tasks() decodes it), for the tasks of `ids` that have a
+        row: read without the rest of the rows (a run's end reads every task's)."""
+        marks = ",".join("?" * len(ids))
+        return {tid: self._loads(output, f"task {tid}'s output") if output else None for tid, output in
+                self.db.execute(f"SELECT id, output FROM tasks WHERE id IN ({marks})", list(ids))}
+
     def states(self, ids: list[str] | None = None) -> dict[str, str]:
         """Task id -> its state (all of them, or just `ids`): what tasks() says of each, read
         without the rest of its row."""
