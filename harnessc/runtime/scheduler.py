@@ -707,7 +707,8 @@ def write_results(workspace: Workspace, result: RunResult, run: dict | None) -> 
     # (an indented dump of thousands of results costs more than running them).
     results = data.pop("results")
     head = json.dumps(data, indent=2, sort_keys=True, default=str)
-    rows = ",\n".join("    " + json.dumps(r, sort_keys=True, default=str) for r in results)
+    encode = json.JSONEncoder(sort_keys=True, default=str).encode  # (json.dumps made one per result)
+    rows = ",\n".join("    " + encode(r) for r in results)
     text = head[:-2] + ',\n  "results": [' + (f"\n{rows}\n  ]" if rows else "]") + "\n}\n"
     workspace.write_atomic(path, text)
     return path

@@ -8,7 +8,7 @@ Assist calls (runtime/loop/assist.py) are ledger rows of the task, without an at
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ...states import TaskState
@@ -142,9 +142,14 @@ class Attempts(Tasks, Ledger):
     def finish_attempt(self, attempt_id: int, task_id: str, end: AttemptEnd) -> None:
         """Complete an attempt with its ledger, settle its reservation to the real cost and,
         when `end.task` says so, finish the task: one commit (store/attempts.py: the record)."""
+        self._finish_attempt(attempt_id, task_id, end, end.task)
+
+    def _finish_attempt(self, attempt_id: int, task_id: str, end: AttemptEnd, task: TaskEnd | None) -> None:
+        """finish_attempt, the task's end given apart (`end_task`: the ending's, whatever
+        `end.task` holds - no copy of the record made to carry it)."""
         now = clock.time()
         charge, progress, loop_state = end.charge, end.progress, end.loop_state
-        cost_usd, task = charge.cost_usd, end.task
+        cost_usd = charge.cost_usd
         errors = [*end.errors, *charge.unreported]
         held = self._reserved.get(attempt_id)
         counts = _usage_counts(charge.usage)
@@ -209,7 +214,7 @@ class Attempts(Tasks, Ledger):
         pending again) in one transaction, so no crash falls between them."""
         with self.tx():
             if ending.attempt is not None:
-                self.finish_attempt(ending.attempt_id, task_id, replace(ending.attempt, task=ending.task))
+                self._finish_attempt(ending.attempt_id, task_id, ending.attempt, ending.task)
             elif ending.task is not None:
                 task = ending.task
                 self.finish_task(task_id, task.state, output=task.output, fingerprint=task.fingerprint,

@@ -204,7 +204,11 @@ class Database:
         return value
 
     def _json(self, value: Any) -> str | None:
-        return None if value is None else self.redact(_encode(value))
+        if value is None:
+            return None
+        if value.__class__ is list and not value:  # (an attempt's errors and checks, mostly)
+            return self.redact("[]")
+        return self.redact(_encode(value))
 
     def meta_get(self, key: str) -> str | None:
         row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
