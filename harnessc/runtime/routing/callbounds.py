@@ -11,9 +11,7 @@ by `Request.timeout` (sdk.py, procs.py) so that a cut call is still charged what
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-from typing import AsyncIterator
 
 STOP_GRACE = 30.0  # seconds a call in flight may go on after a graceful stop
 GRACE_ENV = "HARNESSC_STOP_GRACE"  # overrides STOP_GRACE (seconds), e.g. for a CI job's own deadline
@@ -62,15 +60,30 @@ class CallBounds:
             for b in self._open:
                 b.cut_at(self._stop_at)
 
-    @contextlib.asynccontextmanager
-    async def bound(self, seconds: float) -> AsyncIterator[Bound]:
-        """Bound the body to `seconds` (and the stop's grace); raises TimeoutError past it."""
-        async with asyncio.timeout(max(seconds, 0.0)) as timeout:
-            b = Bound(timeout)
-            if self._stop_at is not None:
-                b.cut_at(self._stop_at)
-            self._open.add(b)
-            try:
-                yield b
-            finally:
-                self._open.discard(b)
+    def bound(self, seconds: float) -> "Bounding":
+        """`async with bounds.bound(seconds) as b:` bound the body to `seconds` (and the
+        stop's grace); raises TimeoutError past it."""
+        return Bounding(self, seconds)
+
+
+class Bounding:
+    """CallBounds.bound's context: a class, as every call takes one and a generator-based
+    context manager cost more than its own work."""
+
+    __slots__ = ("bounds", "seconds", "timeout", "b")
+
+    def __init__(self, bounds: CallBounds, seconds: float):
+        self.bounds, self.seconds = bounds, seconds
+
+    async def __aenter__(self) -> Bound:
+        self.timeout = asyncio.timeout(max(self.seconds, 0.0))
+        await self.timeout.__aenter__()
+        b = self.b = Bound(self.timeout)
+        if self.bounds._stop_at is not None:
+            b.cut_at(self.bounds._stop_at)
+        self.bounds._open.add(b)
+        return b
+
+    async def __aexit__(self, kind, exc, tb) -> bool | None:
+        self.bounds._open.discard(self.b)
+        return await self.timeout.__aexit__(kind, exc, tb)  # a cancel by the deadline: TimeoutError

@@ -7,8 +7,7 @@ throttled separately: one provider's rate limit does not slow the others.
 from __future__ import annotations
 
 import asyncio
-from contextlib import asynccontextmanager
-from typing import AsyncIterator, Mapping
+from typing import Mapping
 
 from ...providers import AgentConfig
 from ..agents.errors import AgentError
@@ -60,16 +59,30 @@ class Throttle:
             self.slots[agent] = Slots(min(own, self.jobs) if own else self.jobs)
         return self.slots[agent]
 
-    @asynccontextmanager
-    async def slot(self, agent: str) -> AsyncIterator["Call"]:
-        """Hold one of the agent's slots for one call; say how it went on the yielded Call."""
-        slots = self.of(agent)
-        await slots.acquire()
-        call = Call()
-        try:
-            yield call
-        finally:
-            slots.free(call.error if call.error else None, call.answered)
+    def slot(self, agent: str) -> "Slot":
+        """`async with throttle.slot(agent) as call:` hold one of the agent's slots for one
+        call; say how it went on the Call."""
+        return Slot(self.of(agent))
+
+
+class Slot:
+    """One call's hold on a slot (Throttle.slot): a class, as every call takes one and a
+    generator-based context manager cost more than the slot's own work."""
+
+    __slots__ = ("slots", "call")
+
+    def __init__(self, slots: Slots):
+        self.slots = slots
+        self.call: Call | None = None
+
+    async def __aenter__(self) -> "Call":
+        await self.slots.acquire()
+        self.call = Call()
+        return self.call
+
+    async def __aexit__(self, kind, exc, tb) -> None:
+        call = self.call
+        self.slots.free(call.error if call.error else None, call.answered)
 
 
 class Call:
