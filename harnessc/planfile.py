@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .errors import HarnesscError
+from .nogc import no_cyclic_gc
 from .providers import AgentConfigError, agent_config
 from .records import Record, record  # noqa: F401 - Record: for callers
 from .vocab import PLAN_VERSION
@@ -410,7 +411,8 @@ def load_plan(root: Path) -> Plan:
             f"{path.relative_to(root)} has plan version {got!r}; this harnessc reads version {PLAN_VERSION}"
         )
     try:
-        return load(plan)
+        with no_cyclic_gc():  # the plan's records live as long as the process (see nogc.py)
+            return load(plan)
     except PlanFormatError as e:
         raise PlanError(f"{path.relative_to(root)}: {e}; run `harnessc build`") from None
 
