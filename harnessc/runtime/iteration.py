@@ -89,11 +89,14 @@ class Progress:
 
 
 def answer_end(status: str, resp: Response, *, parsed: Any = None, errors: list[str] | None = None,
-               checks: list[dict] | None = None, seen: Seen | None = None) -> AttemptEnd:
+               checks: list[dict] | None = None, seen: Seen | None = None,
+               answered_at: float | None = None) -> AttemptEnd:
     """The end of an attempt that answered: its text, the call's charge, what the verdict read
-    and a loop task's progress (`seen`). What ends the task too is added with replace()."""
+    and a loop task's progress (`seen`). What ends the task too is added with replace().
+    `answered_at`: when the answer came (else AttemptLog adds it, with a copy of the record)."""
     return AttemptEnd(status, raw=resp.text, parsed=parsed, errors=errors or (), checks=checks, charge=resp.charged(),
-                      progress=seen.progress if seen else None, loop_state=seen.loop_state if seen else None)
+                      progress=seen.progress if seen else None, loop_state=seen.loop_state if seen else None,
+                      answered_at=answered_at)
 
 
 class AttemptLog:
@@ -751,7 +754,8 @@ class TaskRun:
         self.answer, self.output = resp.text, verdict.output
         seen = await self.loop.observe(self.p.agent, resp.text, [], verdict.checks, succeeded=True) \
             if self.loop else None
-        end = answer_end("succeeded", resp, parsed=verdict.output, checks=verdict.checks, seen=seen)
+        end = answer_end("succeeded", resp, parsed=verdict.output, checks=verdict.checks, seen=seen,
+                         answered_at=self.log.answered_at)
         if self.iso:
             await self.land(resp, verdict, end)
             return
