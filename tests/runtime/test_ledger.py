@@ -348,6 +348,27 @@ def test_a_failed_call_records_how_long_it_took(tmp_path):
     assert latency >= 0.3
 
 
+def test_a_never_attempted_tasks_running_time_is_read_again_once_written(tmp_path):
+    """task_round keeps a never-attempted task's running time from its first read (no row read
+    per task); a task that ran without reaching its first attempt (an abort in its prompt's
+    step) and was saved pending with its time so far, or one that ended, is read again: its
+    max_time is not given back within the run."""
+    store = _store(tmp_path)
+    try:
+        store.ensure_tasks(["t", "u", "v"], set())
+        assert store.task_round("t")["running_s"] == 0.0 and store.never_attempted() == {"t", "u", "v"}
+        store.set_state("t", TaskState.PENDING, running_s=12.5)  # requeued before its first attempt
+        assert store.task_round("t") == {"iterations": 0, "tokens": 0, "tool_calls": 0, "running_s": 12.5}
+        store.set_state("u", TaskState.RUNNING)
+        store.save_running_time("u", 3.0)
+        assert store.task_round("u")["running_s"] == 3.0
+        store.set_state("v", TaskState.PENDING, running_s=4.0)
+        store.finish_task("v", TaskState.FAILED, error="x")  # an ending starts the next round from 0
+        assert store.task_round("v")["running_s"] == 0.0
+    finally:
+        store.close()
+
+
 def test_a_tasks_round_counts_the_attempts_this_store_began_and_a_reset_forgets(tmp_path):
     """task_round reads a never-attempted task's empty round from memory (no count over the
     attempts table per task), and counts again once an attempt began, a reset, or another

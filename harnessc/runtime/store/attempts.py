@@ -116,6 +116,7 @@ class Attempts(Tasks, Ledger):
         self._reserved[aid] = (lid, reserve_usd, sum(reserve_tokens))
         if self._never_attempted is not None:
             self._never_attempted.discard(task_id)
+            self._idle_time.pop(task_id, None)
         if self._spent is not None:
             self._spent += reserve_usd
         if self._tokens is not None:
@@ -148,6 +149,8 @@ class Attempts(Tasks, Ledger):
         """finish_attempt, the task's end given apart (`end_task`: the ending's, whatever
         `end.task` holds - no copy of the record made to carry it)."""
         now = clock.time()
+        if task:
+            self._idle_time.pop(task_id, None)  # (its running_s goes to 0)
         charge, progress, loop_state = end.charge, end.progress, end.loop_state
         cost_usd = charge.cost_usd
         errors = [*end.errors, *charge.unreported]

@@ -76,6 +76,8 @@ class Tasks(EventLog):
     def set_state(self, task_id: str, state: str, error: str | None = None, **extra: Any) -> None:
         assert state in STORED, state
         cols = {"state": state, "error": self.redact(error), "updated_at": clock.time(), **extra}
+        if "running_s" in cols:
+            self._idle_time.pop(task_id, None)
         if state == TaskState.RUNNING:
             cols.setdefault("run_id", self.run_id)
             cols.setdefault("started_at", clock.time())
@@ -87,6 +89,7 @@ class Tasks(EventLog):
     def finish_task(self, task_id: str, state: str, *, output: Any = None,
                     fingerprint: str | None = None, error: str | None = None) -> None:
         now = clock.time()
+        self._idle_time.pop(task_id, None)  # (its running_s goes to 0)
         with self.tx():
             self.db.execute(
                 "UPDATE tasks SET state=?, output=?, filled=NULL, fingerprint=?, error=?, finished_at=?,"
@@ -110,9 +113,12 @@ class Tasks(EventLog):
         stops, kills and resumes until it ends. `iterations`: its attempts, an interrupted one
         not counted (its iteration starts again); `tokens` (input + output) and `tool_calls`
         (as reported): of every attempt; `running_s`: its running time so far."""
+        fresh = task_id in self.never_attempted()
+        if fresh and (running := self._idle_time.get(task_id)) is not None:  # (no read of its row)
+            return {"iterations": 0, "tokens": 0, "tool_calls": 0, "running_s": running}
         row = self.db.execute("SELECT finished_at, running_s FROM tasks WHERE id=?", (task_id,)).fetchone()
         since, running = (row[0] or 0.0, float(row[1] or 0.0)) if row else (0.0, 0.0)
-        if task_id in self.never_attempted():
+        if fresh:
             return {"iterations": 0, "tokens": 0, "tool_calls": 0, "running_s": running}
         iterations, tokens, tools = self.db.execute(
             "SELECT COALESCE(SUM(status != 'interrupted'), 0),"
@@ -124,14 +130,19 @@ class Tasks(EventLog):
     def never_attempted(self) -> set[str]:
         """The tasks with no attempt on record, read once (then begin_attempt keeps it; a reset
         reads it again): most tasks of a big run start from nothing, and their rounds need no
-        count over the attempts table. Only this process's run writes attempts (the run lock)."""
+        count over the attempts table. Only this process's run writes attempts (the run lock).
+        Their running time is read with them (`_idle_time`, which every write of a task's
+        running_s drops it from: task_round reads the row again then)."""
         if self._never_attempted is None:
-            self._never_attempted = {tid for (tid,) in self.db.execute(
-                "SELECT id FROM tasks WHERE NOT EXISTS (SELECT 1 FROM attempts WHERE attempts.task_id = tasks.id)")}
+            rows = self.db.execute("SELECT id, running_s FROM tasks WHERE NOT EXISTS"
+                                   " (SELECT 1 FROM attempts WHERE attempts.task_id = tasks.id)").fetchall()
+            self._never_attempted = {tid for tid, _ in rows}
+            self._idle_time = {tid: float(running or 0.0) for tid, running in rows}
         return self._never_attempted
 
     def save_running_time(self, task_id: str, seconds: float) -> None:
         """The running task's time so far in its round (a task no longer running keeps its own)."""
+        self._idle_time.pop(task_id, None)
         with self.tx():
             self.db.execute("UPDATE tasks SET running_s=? WHERE id=? AND state='running'", (seconds, task_id))
 
@@ -139,6 +150,7 @@ class Tasks(EventLog):
         """Forget tasks (None = everything, including the budget ledger). The agents' calls of
         the last days stay counted by their daily limits (`keep_daily_usage`)."""
         self._spent = self._tokens = self._never_attempted = None
+        self._idle_time = {}
         with self.tx():
             self.keep_daily_usage(ids)
             if ids is None:
