@@ -51,6 +51,9 @@ def result(row: dict, node: PlanNode | None, contract: Contract | None, final: d
     return rec
 
 
+# json.dumps(rec, indent=2, sort_keys=True, ensure_ascii=False, default=str), one encoder for all
+_encode = json.JSONEncoder(indent=2, sort_keys=True, ensure_ascii=False, default=str).encode
+
 BATCH_WAIT = 0.02  # seconds a result file may wait for others to go to the writer's thread with
 
 
@@ -126,7 +129,7 @@ class Writer:
     def write(self, rec: dict) -> None:
         """.harness/outputs/<task>.json, all at once. Raises WorkspaceError."""
         path = self.workspace.output(rec["task"])
-        text = json.dumps(rec, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n"
+        text = _encode(rec) + "\n"
         if self.fd is None:
             self.fd = self.workspace.open_dir(self.workspace.outputs)
         write_atomic_at(self.fd, path.name, self.redact(text).encode("utf-8"), lambda: self.workspace.rel(path))
