@@ -21,12 +21,13 @@ from pathlib import Path
 import pytest
 
 from harnessc.planfile import AcceptCommand
-from harnessc.runtime.children import lifeline, prctl, procs, reaper
 from harnessc.runtime import verify
+from harnessc.runtime.children import lifeline, prctl, procs, reaper
 from harnessc.runtime.store.state import SCHEMA_VERSION, StateStore
 from harnessc.workspace import Workspace
 
 from .helpers import CLI, PY, REPO, env, harnessc, node, spawn, write_project
+from .test_procs import group_members
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc and prctl")
 
@@ -353,7 +354,12 @@ def test_in_a_run_commands_start_without_a_shim_and_fall_back_to_it_when_the_wat
         first = reaper.child()
         assert (first.shim, first.preexec) == ([], None) and first.lifeline is not None
         assert run([PY, "-c", "print('ran')"], cwd=tmp_path, timeout=30).stdout.strip() == "ran"
-        os.killpg(_watcher(os.getpid()), signal.SIGKILL)  # the watcher and its waiting parent
+        group = _watcher(os.getpid())
+        os.killpg(group, signal.SIGKILL)  # the watcher and its waiting parent
+        deadline = time.monotonic() + 120  # gone, its pipe's end with it (a moment, under load)
+        while group_members(group):
+            assert time.monotonic() < deadline, f"the watcher's group {group} outlived its SIGKILL"
+            time.sleep(0.02)
         # The next registration finds the pipe broken: that command still runs, and the
         # ones after it are started under the setpriv shim (or the preexec_fn) again.
         assert run([PY, "-c", "print('ran')"], cwd=tmp_path, timeout=30).stdout.strip() == "ran"
