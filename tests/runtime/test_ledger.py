@@ -369,6 +369,39 @@ def test_a_never_attempted_tasks_running_time_is_read_again_once_written(tmp_pat
         store.close()
 
 
+def test_an_ending_leaves_the_recovery_ladder_of_a_loop_state_written_after_the_store_looked(tmp_path):
+    """An ending runs no loop_state statement for a task without loop state (the store reads
+    which tasks have one once); a loop state written afterwards - by this store's attempt, or
+    by another connection before the store first looked - still has its ladder left at the
+    task's end, and a reset reads them again."""
+    store = _store(tmp_path)
+    ladder = {"memory": [], "recovery": {"step": 2}}
+    try:
+        store.ensure_tasks(["t", "u", "v", "w"], set())
+        other = sqlite3.connect(tmp_path / ".harness" / "state.db")
+        other.execute("INSERT INTO loop_state VALUES ('u', ?, 0)", (json.dumps(ladder),))
+        other.commit()
+        statements: list[str] = []
+        store.db.set_trace_callback(statements.append)
+        store.finish_task("v", TaskState.SUCCEEDED)  # no loop state: its end has no statement for it
+        store.finish_task("v", TaskState.SUCCEEDED)
+        assert [s for s in statements if "loop_state" in s] == ["SELECT task_id FROM loop_state"]
+        aid = store.begin_attempt("t", 1, 0, "a", "p", "h", 0.0)
+        store.finish_attempt(aid, "t", AttemptEnd("progress", loop_state=ladder))  # written after the look
+        store.finish_task("t", TaskState.FAILED, error="x")
+        store.finish_task("u", TaskState.SUCCEEDED)  # written by another connection before it
+        store.db.set_trace_callback(None)
+        assert [store.loop_state(t) for t in ("t", "u")] == [{"memory": []}, {"memory": []}]
+        store.reset(["t"])
+        other.execute("INSERT INTO loop_state VALUES ('w', ?, 0)", (json.dumps(ladder),))
+        other.commit()
+        other.close()
+        store.finish_task("w", TaskState.SUCCEEDED)  # the reset dropped what the store knew
+        assert store.loop_state("w") == {"memory": []}
+    finally:
+        store.close()
+
+
 def test_a_tasks_round_counts_the_attempts_this_store_began_and_a_reset_forgets(tmp_path):
     """task_round reads a never-attempted task's empty round from memory (no count over the
     attempts table per task), and counts again once an attempt began, a reset, or another

@@ -176,6 +176,8 @@ class Attempts(Tasks, Ledger):
                     "INSERT INTO loop_state (task_id, data, updated_at) VALUES (?,?,?) ON CONFLICT(task_id)"
                     " DO UPDATE SET data=excluded.data, updated_at=excluded.updated_at",
                     (task_id, self._json(loop_state), now))
+                if self._looped is not None:  # (unread: its first read finds the row)
+                    self._looped.add(task_id)
             if held:  # by rowid: the ledger has no index on attempt_id
                 self.db.execute("UPDATE ledger SET actual=?, settled=1 WHERE id=?", (cost_usd, held[0]))
             else:

@@ -62,6 +62,7 @@ class Database:
         self._reserved: dict[int, tuple[int, float, int]] = {}  # attempt id -> (ledger row, USD, tokens)
         self._never_attempted: set[str] | None = None  # tasks.py: never_attempted
         self._idle_time: dict[str, float] = {}  # tasks.py: never_attempted (their running_s)
+        self._looped: set[str] | None = None  # tasks.py: _end_recovery (the tasks with a loop_state row)
         self._queue: list[tuple[Callable[[], Any], asyncio.Future]] = []  # group commit
         self._flush_loop = None
         self._flush_handle = None

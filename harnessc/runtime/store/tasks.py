@@ -103,9 +103,19 @@ class Tasks(EventLog):
         """A task that ends leaves its recovery ladder (runtime/loop/loop.py's `recovery` entry): run
         again - `harnessc retry` after a human stepped in, a rerun - it climbs from the first
         rung on its first agent. Its memory and progress stay. (Part of the ending's commit.)"""
+        if task_id not in self._loop_tasks():
+            return  # no loop state: nothing to leave (most tasks: no statement at their end)
         self.db.execute("UPDATE loop_state SET data=json_remove(data, '$.recovery') WHERE task_id=? AND"
                         " CASE WHEN json_valid(data) THEN json_type(data, '$.recovery') IS NOT NULL ELSE 0 END",
                         (task_id,))  # a damaged row is reported where it is read, not here
+
+    def _loop_tasks(self) -> set[str]:
+        """The tasks that have a loop_state row, read once (then the attempts' writes add to
+        it; a row deleted leaves its task in it, which costs only a statement that changes
+        nothing). Only this process's run writes loop_state (the run lock)."""
+        if self._looped is None:
+            self._looped = {tid for (tid,) in self.db.execute("SELECT task_id FROM loop_state")}
+        return self._looped
 
     def task_round(self, task_id: str) -> dict[str, Any]:
         """What the task used in its current round of runs (runtime/routing/tasklimits.py): a round
@@ -149,7 +159,7 @@ class Tasks(EventLog):
     def reset(self, ids: list[str] | None) -> int:
         """Forget tasks (None = everything, including the budget ledger). The agents' calls of
         the last days stay counted by their daily limits (`keep_daily_usage`)."""
-        self._spent = self._tokens = self._never_attempted = None
+        self._spent = self._tokens = self._never_attempted = self._looped = None
         self._idle_time = {}
         with self.tx():
             self.keep_daily_usage(ids)
