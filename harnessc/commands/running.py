@@ -106,7 +106,7 @@ def _execute(root: Path, plan: dict, opts, detached_fd: int | None = None, setti
     # detached: the terminal is only borrowed until the run starts; the log is never live
     console = Console(force_terminal=False) if detached_fd is not None else Console()
     view = displaymod.make_display(console)
-    log = RunLog()
+    log = RunLog(view)  # a plain view's lines are the log's
 
     def say(text: str, err: bool = False) -> None:
         """A line on the terminal and in the run's log."""
@@ -128,7 +128,7 @@ def _execute(root: Path, plan: dict, opts, detached_fd: int | None = None, setti
         view.start(runner, 0)
 
     try:
-        result = execute(root, plan, opts, listeners=[view.on_event, log.on_event],
+        result = execute(root, plan, opts, listeners=[view.on_event, *([log.on_event] if log.listens else [])],
                          on_start=on_start, executor_settings=settings, **settled)  # worked out once
     except Locked as e:
         fail_usage(str(e), hint="wait for it, or stop it with `harnessc stop`")

@@ -164,6 +164,7 @@ class PlainDisplay(Progress):
         self.lock = threading.Lock()  # the event loop and the heartbeat thread both print
         self.done = threading.Event()
         self.beats: threading.Thread | None = None
+        self.copy = None  # also given each line, under the lock: the run's log (runlog.py), made once for both
 
     def start(self, runner, total: int) -> None:
         self.runner = runner
@@ -196,8 +197,12 @@ class PlainDisplay(Progress):
     def _print(self, line: str) -> None:
         # one write, not print's two (the line, then its end): on an unbuffered stream
         # (PYTHONUNBUFFERED, a pipe read line by line) each is a system call
-        self.stream.write(line + "\n")
-        self.stream.flush()
+        try:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+        finally:
+            if self.copy is not None:
+                self.copy(line)
 
     def close(self) -> None:
         self.done.set()

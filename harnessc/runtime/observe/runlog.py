@@ -40,10 +40,21 @@ class _FileView(PlainDisplay):
 
 class RunLog:
     """A run's log: `on_event` for the run's listeners (it writes nothing until `open`),
-    `line` for what the command prints itself (warnings, the summary)."""
+    `line` for what the command prints itself (warnings, the summary).
 
-    def __init__(self):
+    `shown`: the terminal's view. When it is the plain one (stdout is no terminal), its lines
+    are the log's: it hands each to the log as it writes it (heartbeats too), and the log needs
+    no view of its own (`listens` is False) - the same lines, made once."""
+
+    def __init__(self, shown=None):
         self.view: _FileView | None = None
+        self.plain = shown if isinstance(shown, PlainDisplay) else None
+        self.stream = None  # the log, written with the plain view's lines
+
+    @property
+    def listens(self) -> bool:
+        """Whether on_event must be one of the run's listeners (the log makes its own lines)."""
+        return self.plain is None
 
     def open(self, workspace: Workspace, runner, run_id: str) -> None:
         path = workspace.run_log(run_id)
@@ -53,8 +64,23 @@ class RunLog:
             stream = workspace.open_write(path, "a")
         except (WorkspaceError, OSError):
             return  # no log; the run goes on
+        if self.plain is not None:
+            with self.plain.lock:
+                self.stream, self.plain.copy = stream, self._write
+            return
         self.view = _FileView(stream)
         self.view.start(runner, 0)
+
+    def _write(self, line: str) -> None:
+        """A line into the log, flushed (under the plain view's lock); a write that fails ends
+        the log, not the run."""
+        if self.stream is None:
+            return
+        try:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # ENOSPC, EIO; ValueError: closed under us
+            self.stream = None
 
     def on_event(self, ev: dict) -> None:
         if self.view is not None:
@@ -64,8 +90,21 @@ class RunLog:
         if self.view is not None:
             with self.view.lock:
                 self.view._print(text)
+        elif self.plain is not None:
+            with self.plain.lock:
+                self._write(text)
 
     def close(self) -> None:
+        if self.plain is not None:
+            with self.plain.lock:
+                self.plain.copy = None
+                stream, self.stream = self.stream, None
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+            return
         if self.view is None:
             return
         self.view.close()
