@@ -159,6 +159,7 @@ class Runner:
         self.targets: set[str] = set()
         self.stale: list[str] = []
         self.planned: Work | None = None  # what idle_result found to do (the pre-flight checks it)
+        self.rows_made = False  # every task of the plan has its row in state.db (idle_result made them)
         self.preflight: RunCheck | None = None  # what the pre-flight found (session.py)
         self.notes: list[str] = []  # the isolation's closing lines
         self.summaries = Summaries(store, planmod.loop_settings(plan).summary_every, lambda: self.targets)
@@ -267,6 +268,7 @@ class Runner:
         """The result of a run with nothing to do (every selected task complete, or waiting
         for `retry`), decided before a run is recorded; None when there is work."""
         self.store.ensure_tasks(self.nodes, {i for i, n in self.nodes.items() if n.done})
+        self.rows_made = True  # (_prepare: no task joins the plan before the run starts)
         rows = self.store.tasks()
         work = self.planned = plan_work(self.plan, rows, **self.selection)
         if not work.nothing_to_run(rows) or self._decisions():  # an approval lands in a run
@@ -283,7 +285,8 @@ class Runner:
     def _prepare(self) -> Work:
         """Decide which tasks this run will execute (work.py) and set them to pending."""
         done = {i for i, n in self.nodes.items() if n.done}
-        self.store.ensure_tasks(self.nodes, done)
+        # a checked task is done, also when a landing the last run left completed it since
+        self.store.ensure_tasks(self.nodes, done, made=self.rows_made)
         rows = self.store.tasks()
         work = plan_work(self.plan, rows, **self.selection)
         self.targets, self.stale = work.targets, work.stale

@@ -402,6 +402,24 @@ def test_an_ending_leaves_the_recovery_ladder_of_a_loop_state_written_after_the_
         store.close()
 
 
+def test_tasks_whose_rows_are_made_are_not_inserted_again_and_a_checked_one_is_done_again(tmp_path):
+    """ensure_tasks(made=True), the run's second look (idle_result made the rows): no INSERT
+    per task, and a task checked off in roadmap.md that a landing the last run left completed
+    meanwhile (isolation.start) is done again, as a first look makes it."""
+    store = _store(tmp_path)
+    try:
+        store.ensure_tasks(["t", "c"], {"c"})
+        store.finish_task("c", TaskState.SUCCEEDED)  # the recovered landing
+        statements: list[str] = []
+        store.db.set_trace_callback(statements.append)
+        store.ensure_tasks(["t", "c"], {"c"}, made=True)
+        store.db.set_trace_callback(None)
+        assert not [s for s in statements if s.startswith("INSERT")], statements
+        assert store.states() == {"t": TaskState.PENDING, "c": TaskState.DONE}
+    finally:
+        store.close()
+
+
 def test_a_tasks_round_counts_the_attempts_this_store_began_and_a_reset_forgets(tmp_path):
     """task_round reads a never-attempted task's empty round from memory (no count over the
     attempts table per task), and counts again once an attempt began, a reset, or another

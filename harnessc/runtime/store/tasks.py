@@ -62,14 +62,16 @@ class Tasks(EventLog):
         marks = ",".join("?" * len(ids))
         return dict(rows.execute(f"SELECT id, state FROM tasks WHERE id IN ({marks})", list(ids)))
 
-    def ensure_tasks(self, ids: Iterable[str], done: set[str]) -> None:
-        """Rows for tasks seen for the first time; tasks checked in roadmap.md are 'done'."""
+    def ensure_tasks(self, ids: Iterable[str], done: set[str], made: bool = False) -> None:
+        """Rows for tasks seen for the first time; tasks checked in roadmap.md are 'done'.
+        `made`: every task of `ids` has its row already (only the checked ones are set done)."""
         now = clock.time()
         ids = list(ids)
         with self.tx():  # (executemany: a statement per task cost a 1,000-task run's start 2,000 calls)
-            self.db.executemany(
-                "INSERT INTO tasks (id, state, updated_at) VALUES (?,?,?) ON CONFLICT(id) DO NOTHING",
-                ((tid, TaskState.DONE if tid in done else TaskState.PENDING, now) for tid in ids))
+            if not made:
+                self.db.executemany(
+                    "INSERT INTO tasks (id, state, updated_at) VALUES (?,?,?) ON CONFLICT(id) DO NOTHING",
+                    ((tid, TaskState.DONE if tid in done else TaskState.PENDING, now) for tid in ids))
             self.db.executemany("UPDATE tasks SET state='done', updated_at=? WHERE id=? AND state!='done'",
                                 ((now, tid) for tid in ids if tid in done))
 
