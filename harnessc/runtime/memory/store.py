@@ -123,6 +123,11 @@ def _apply(entries: dict[str, dict], obj: dict) -> None:
         entries[obj["id"]] = obj
 
 
+# json.dumps(entry, ensure_ascii=False, sort_keys=True), with one encoder (dumps makes one per
+# call, and a run appends a line at every task's end)
+_line = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
+
+
 def stat_key(path: Path) -> tuple | None:
     """What tells a file's versions apart (None: there is none): a writer replaces or appends,
     so mtime, size or inode moves."""
@@ -284,7 +289,7 @@ class MemoryStore:
     def _append(self, objs: list[dict]) -> None:
         """Append lines; what this process holds follows (no reading again) unless someone
         else wrote to the file since this process last looked."""
-        data = memoryview("".join(json.dumps(o, ensure_ascii=False, sort_keys=True) + "\n" for o in objs).encode())
+        data = memoryview("".join(_line(o) + "\n" for o in objs).encode())
         fd, st = self._file_fd()  # the file written to (a missing one is made empty by the open)
         current = self._seen == _key(st) or self._seen is None and st.st_size == 0
         try:
@@ -334,7 +339,7 @@ class MemoryStore:
         except (FileNotFoundError, UnicodeDecodeError, WorkspaceError, OSError):
             return
         if lines > len(kept):
-            self.ws.write_atomic(self.path, "".join(json.dumps(e, ensure_ascii=False, sort_keys=True) + "\n"
+            self.ws.write_atomic(self.path, "".join(_line(e) + "\n"
                                                     for e in kept))
             self._seen = None
             self.entries()
