@@ -172,3 +172,36 @@ def test_bad_uses_are_one_line_errors(tmp_path):
                         (("run", "--detach", "-s", "zzz"), "no task matches 'zzz'")):
         r = harnessc(root, *args, env=e)
         assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+
+
+def test_an_attached_runs_log_has_each_line_of_its_output_as_it_is_written(tmp_path):
+    """An attached run whose stdout is no terminal (a pipe): run.log holds each of its lines,
+    heartbeats too, in the same order and flushed as written (read while the run waits on its
+    agent), with the lines said on stderr and the summary besides."""
+    root, gate, e = gated_project(tmp_path)
+    p = subprocess.Popen([*CLI, "-C", str(root), "run"], cwd=root, env={**e, "HARNESSC_HEARTBEAT": "0.5"},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        logs = root / ".harness" / "runs"
+
+        def log_text() -> str:
+            found = list(logs.glob("*/run.log")) if logs.exists() else []
+            return found[0].read_text() if found else ""
+
+        poll(lambda: "t0: still running (iteration 1 on script" in log_text())  # its call is in flight
+        assert "t0: started on script" in log_text()
+        gate.write_text("go")
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+        p.wait()
+    assert p.returncode == 0, out + err
+    log = log_text().splitlines()
+    shown = [line for line in out.splitlines() if line]
+    beats = [line for line in log if "still running" in line]
+    assert beats and all(b in shown for b in beats)
+    # stdout's lines, in order, then the closing lines: all of them in the log
+    at = 0
+    for line in shown:
+        at = log.index(line, at) + 1
+    assert [line for line in log if line not in shown] == [line for line in err.splitlines() if line], log
