@@ -11,6 +11,12 @@ import sqlite3
 import time
 from pathlib import Path
 
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from harnessc.runtime.store import outputs
+from harnessc.states import TaskState
+
 from . import virtual
 from .helpers import PY, SIMPLE_CONTRACT, node, spawn, write_project
 
@@ -180,3 +186,21 @@ def test_results_queued_together_go_to_the_writers_thread_as_one_batch(tmp_path,
     assert sorted(outputs.present(ws)) == ["a.json", "c.json"]
     writer.close()
     assert sorted(outputs.present(ws)) == ["a.json", "c.json", "late.json"]
+
+
+_SCALARS = (st.none() | st.booleans() | st.integers() | st.floats() | st.text()
+            | st.sampled_from(list(TaskState)))  # (a str subclass)
+_VALUES = (_SCALARS | st.lists(st.text(), max_size=3) | st.tuples(st.text()) | st.just({})
+           | st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3)
+                          | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=6)
+           | st.builds(Path, st.text(alphabet="ab/", max_size=5)))  # (default=str)
+
+
+@given(st.dictionaries(st.text(max_size=12), _VALUES, max_size=12))
+@example({"task": "t", "state": "succeeded", "verified": True, "verified_by": [], "output": None, "attempts": 1,
+          "answer": "Completed t.\n\n<promise>DONE</promise>", "title": "Tâche \u2028 \"t\"", "cost": float("nan")})
+@example({"filled": [], "output": {}, "nested": {"a": [1, {"b": None}]}, "inf": float("-inf")})
+def test_a_result_file_is_the_text_of_the_indented_encoder(rec):
+    """The result file's text (made from the C encoder's parts where it can) is exactly what
+    json.dumps(indent=2, sort_keys=True, ensure_ascii=False, default=str) writes."""
+    assert outputs.encode(rec) == json.dumps(rec, indent=2, sort_keys=True, ensure_ascii=False, default=str)

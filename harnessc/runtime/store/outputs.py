@@ -53,6 +53,45 @@ def result(row: dict, node: PlanNode | None, contract: Contract | None, final: d
 
 # json.dumps(rec, indent=2, sort_keys=True, ensure_ascii=False, default=str), one encoder for all
 _encode = json.JSONEncoder(indent=2, sort_keys=True, ensure_ascii=False, default=str).encode
+_string = json.encoder.encode_basestring  # (in C) what that encoder writes a string with
+
+
+def encode(rec: dict) -> str:
+    """_encode(rec). An indented encoding is Python's pure-Python encoder; a result is mostly
+    strings and numbers (nested output aside), so its lines are made here from the C parts,
+    the same text; anything else (a nested object, a list of other than strings) is _encode's."""
+    lines = []
+    for key, value in sorted(rec.items()):
+        text = _flat(value)
+        if text is None or not isinstance(key, str):
+            return _encode(rec)
+        lines.append(f"{_string(key)}: {text}")
+    return "{\n  " + ",\n  ".join(lines) + "\n}" if lines else "{}"
+
+
+def _flat(value: Any) -> str | None:
+    """A value of a result's top level as the indented encoder writes it; None: not made here."""
+    if isinstance(value, str):
+        return _string(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        if value != value:
+            return "NaN"
+        if value in (float("inf"), float("-inf")):
+            return "Infinity" if value > 0 else "-Infinity"
+        return float.__repr__(value)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return "[\n    " + ",\n    ".join(map(_string, value)) + "\n  ]" if value else "[]"
+    if isinstance(value, dict) and not value:
+        return "{}"
+    return None
 
 BATCH_WAIT = 0.02  # seconds a result file may wait for others to go to the writer's thread with
 
@@ -129,7 +168,7 @@ class Writer:
     def write(self, rec: dict) -> None:
         """.harness/outputs/<task>.json, all at once. Raises WorkspaceError."""
         path = self.workspace.output(rec["task"])
-        text = _encode(rec) + "\n"
+        text = encode(rec) + "\n"
         if self.fd is None:
             self.fd = self.workspace.open_dir(self.workspace.outputs)
         write_atomic_at(self.fd, path.name, self.redact(text).encode("utf-8"), lambda: self.workspace.rel(path))
