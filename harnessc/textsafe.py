@@ -40,6 +40,8 @@ def visible(text: Any) -> str:
     """`text` with its control characters (all but newline and tab) and bidi controls shown,
     not obeyed; a Windows line end is a line end."""
     text = text if isinstance(text, str) else str(text)
+    if text.isascii() and text.isprintable():  # (most lines: nothing to show or replace)
+        return text
     return _CONTROL.sub(_show, text.replace("\r\n", "\n"))
 
 

@@ -6,9 +6,13 @@ its alerts, `log` or `status`. JSON output keeps the text, escaped."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
-from harnessc.textsafe import visible
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harnessc.textsafe import _CONTROL, _show, visible
 
 from . import virtual
 from .helpers import PY, SIMPLE_CONTRACT, node, write_project
@@ -67,3 +71,10 @@ def test_visible() -> None:
     assert visible("a\x1b[2Jb\x9bc\x07\td\r\ne\rf\x7f") == "a^[[2Jb\\x9bc^G\td\ne^Mf^?"
     assert visible("plain text, ünïcode ✓\n") == "plain text, ünïcode ✓\n"
     assert visible("a\u202egnp.exe\u2066b\u2069") == "a\\u202egnp.exe\\u2066b\\u2069"  # bidi controls shown
+
+
+@given(st.text() | st.text(alphabet=st.characters(max_codepoint=0xA0)) | st.text(alphabet="ab\r\n\t\x1b\x7f\u202e"))
+def test_visible_is_its_pattern_on_every_text(text: str) -> None:
+    """A printable ASCII text is returned as it is (no pattern run on it): the same as the pattern."""
+    assert visible(text) == _CONTROL.sub(_show, text.replace("\r\n", "\n"))
+    assert re.fullmatch("[ -~]*", text) is None or visible(text) is text
