@@ -651,6 +651,12 @@ def _kill_runner(tmp_path: Path, name: str, runner: str = ADOPTING_RUNNER, *, al
     try:
         left = wait_until(lambda: len(_with_argv(mark)) == 2 and _with_argv(mark), 30, "the agent and its child")
         if all_children:
+            # The watcher is forked by the lifeline's process once its Python has started; a kill
+            # of every child before that (seconds on a loaded machine) leaves no watcher: the gap
+            # docs/cli.md names. This drill is of a worker killed after it.
+            waiting = _watcher(p.pid)
+            wait_until(lambda: Path(f"/proc/{waiting}/task/{waiting}/children").read_text().split(), 60,
+                       "the lifeline's watcher to be forked")
             os.kill(p.pid, signal.SIGSTOP)  # as Ray's C++ exit path: the worker's Python runs no more
             with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
                 for child in f.read().split():
