@@ -24,6 +24,10 @@ USAGE_COLUMNS = ("input_tokens", "uncached_input_tokens", "cache_read_tokens", "
                  "output_tokens", "reasoning_tokens")
 
 
+# An attempt that answered and was judged: a task's result comes from its latest one (SQL).
+ANSWERED = "status IN ('succeeded', 'rejected')"
+
+
 @dataclass(frozen=True, slots=True)
 class TaskEnd:
     """The task's end, committed with the attempt that reached it."""
@@ -252,12 +256,12 @@ class Attempts(Tasks, Ledger):
         """The task's latest answered attempt (succeeded or rejected): the one its result came
         from - {id, status, raw_output, checks}. None when it has none."""
         row = self.db.execute("SELECT id, status, raw_output, checks FROM attempts WHERE task_id=?"
-                              " AND status IN ('succeeded', 'rejected') ORDER BY id DESC LIMIT 1", (task_id,)).fetchone()
-        if row is None:
-            return None
-        d = dict(row)
-        d["checks"] = self._loads(d["checks"], f"attempt {d['id']}'s checks", list)
-        return d
+                              f" AND {ANSWERED} ORDER BY id DESC LIMIT 1", (task_id,)).fetchone()
+        return None if row is None else self._final(*row)
+
+    def _final(self, aid: int, status: str, raw: str | None, checks: str | None) -> dict:
+        return {"id": aid, "status": status, "raw_output": raw,
+                "checks": self._loads(checks, f"attempt {aid}'s checks", list)}
 
     def task_result(self, task_id: str) -> tuple[dict, dict | None]:
         """What the task's result is made of (store/outputs.py's `result`): its row's `id`,
@@ -268,7 +272,7 @@ class Attempts(Tasks, Ledger):
         row = self.db.execute(
             "SELECT t.id, t.state, t.run_id, t.agent, t.attempts, t.output, t.filled, t.error,"
             " a.id, a.status, a.raw_output, a.checks FROM tasks t LEFT JOIN attempts a ON a.id ="
-            " (SELECT id FROM attempts WHERE task_id=t.id AND status IN ('succeeded', 'rejected')"
+            f" (SELECT id FROM attempts WHERE task_id=t.id AND {ANSWERED}"
             " ORDER BY id DESC LIMIT 1) WHERE t.id=?", (task_id,)).fetchone()
         if row is None:
             raise KeyError(task_id)
@@ -276,17 +280,14 @@ class Attempts(Tasks, Ledger):
         task = {"id": tid, "state": state, "run_id": run_id, "agent": agent, "attempts": attempts,
                 "output": self._loads(output, f"task {tid}'s output") if output else None,
                 "filled": self._loads(filled, f"task {tid}'s filled fields") if filled else None, "error": error}
-        if aid is None:
-            return task, None
-        return task, {"id": aid, "status": status, "raw_output": raw,
-                      "checks": self._loads(checks, f"attempt {aid}'s checks", list)}
+        return task, None if aid is None else self._final(aid, status, raw, checks)
 
     def final_answers(self, task_ids: list[str]) -> dict[str, str | None]:
         """Task -> the raw output of its final_attempt, for the tasks that have one (one query)."""
         marks = ",".join("?" * len(task_ids))
         return dict(self.db.execute(
             "SELECT task_id, raw_output FROM attempts WHERE id IN (SELECT MAX(id) FROM attempts WHERE"
-            f" task_id IN ({marks}) AND status IN ('succeeded', 'rejected') GROUP BY task_id)", list(task_ids)))
+            f" task_id IN ({marks}) AND {ANSWERED} GROUP BY task_id)", list(task_ids)))
 
     def last_prompt(self, task_id: str) -> str | None:
         """The prompt of the task's newest attempt (None: it has none), for `show`."""
@@ -314,7 +315,7 @@ class Attempts(Tasks, Ledger):
     def claims(self) -> list[tuple[str, str, str, float | None]]:
         """(agent, task, succeeded|rejected, cost) of every attempt that made a claim, oldest first."""
         return self.db.execute("SELECT agent, task_id, status, cost_usd FROM attempts"
-                               " WHERE status IN ('succeeded', 'rejected') ORDER BY id").fetchall()
+                               f" WHERE {ANSWERED} ORDER BY id").fetchall()
 
     def usage_totals(self) -> dict[str, Any]:
         """The finished attempts' ledger summed (every run until reset): the USAGE_COLUMNS,

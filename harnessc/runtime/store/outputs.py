@@ -195,8 +195,8 @@ def present(workspace: Workspace, sweep: bool = False) -> set[str]:
     lock: no other writer is at work): the temporary files of a writer killed mid-write
     (kill -9) are removed. Raises WorkspaceError."""
     names = workspace.list_dir(workspace.outputs)
-    for name in names:
-        if sweep and name.startswith(TMP_PREFIX):
+    for name in names if sweep else ():
+        if name.startswith(TMP_PREFIX):
             workspace.unlink(workspace.outputs / name)
     return {n for n in names if n.endswith(".json") and not n.startswith(TMP_PREFIX)}
 
